@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh clone: installs dependencies, builds,
+# then runs every test that is not labelled `slow`.
+#   scripts/test.sh            # unit + integration
+#   scripts/test.sh -L slow    # extra ctest arguments are passed through
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh
+cmake --preset dev >/dev/null
+cmake --build build/dev -j"$(nproc)"
+cd build/dev
+if [ $# -eq 0 ]; then set -- -LE slow; fi
+ctest --output-on-failure -j"$(nproc)" "$@"
