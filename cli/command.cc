@@ -1,0 +1,92 @@
+#include "cli/command.h"
+
+#include <cstdlib>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
+
+namespace windquant::cli {
+
+std::map<std::string, Command>& CommandRegistry() {
+  static auto* registry = new std::map<std::string, Command>();
+  return *registry;
+}
+
+Args::Args(std::string command, std::vector<std::string> argv) : command_(std::move(command)) {
+  for (size_t i = 0; i < argv.size(); ++i) {
+    const std::string& a = argv[i];
+    if (a == "--help" || a == "-h") {
+      help_ = true;
+    } else if (absl::StartsWith(a, "--")) {
+      std::string key = a.substr(2), value;
+      const size_t eq = key.find('=');
+      if (eq != std::string::npos) {
+        value = key.substr(eq + 1);
+        key = key.substr(0, eq);
+      } else if (i + 1 < argv.size() && !absl::StartsWith(argv[i + 1], "--")) {
+        value = argv[++i];
+      } else {
+        value = "";  // bare flag
+      }
+      flags_.emplace(key, value);
+    } else {
+      positional_.push_back(a);
+    }
+  }
+}
+
+std::string Args::Get(const std::string& name, const std::string& default_value) {
+  known_[name] = true;
+  auto it = flags_.find(name);
+  return it == flags_.end() ? default_value : it->second;
+}
+
+bool Args::Has(const std::string& name) {
+  known_[name] = true;
+  return flags_.count(name) > 0;
+}
+
+std::vector<std::string> Args::GetAll(const std::string& name) {
+  known_[name] = true;
+  std::vector<std::string> out;
+  auto range = flags_.equal_range(name);
+  for (auto it = range.first; it != range.second; ++it) out.push_back(it->second);
+  return out;
+}
+
+absl::StatusOr<int64_t> Args::GetInt(const std::string& name, int64_t default_value) {
+  if (!Has(name)) return default_value;
+  int64_t v;
+  const std::string s = Get(name);
+  if (!absl::SimpleAtoi(s, &v)) {
+    return absl::InvalidArgumentError(absl::StrCat("--", name, ": expected an integer, got '", s, "'"));
+  }
+  return v;
+}
+
+absl::StatusOr<double> Args::GetDouble(const std::string& name, double default_value) {
+  if (!Has(name)) return default_value;
+  double v;
+  const std::string s = Get(name);
+  if (!absl::SimpleAtod(s, &v)) {
+    return absl::InvalidArgumentError(absl::StrCat("--", name, ": expected a number, got '", s, "'"));
+  }
+  return v;
+}
+
+absl::Status Args::Finish() const {
+  for (const auto& [k, v] : flags_) {
+    if (!known_.count(k)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("windquant ", command_, ": unknown flag --", k, " (see --help)"));
+    }
+  }
+  if (!positional_.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("windquant ", command_,
+                                                   ": unexpected argument '", positional_[0], "'"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace windquant::cli
