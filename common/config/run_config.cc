@@ -1,0 +1,361 @@
+#include "common/config/run_config.h"
+
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <sstream>
+#include <type_traits>
+
+#include <yaml-cpp/yaml.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "common/base/files.h"
+#include "common/base/status_macros.h"
+
+namespace windquant::config {
+namespace {
+
+// Every field of RunConfig is listed once, in VisitFields; a visitor either
+// reads it from YAML (Reader) or prints it (Printer).
+template <typename V>
+void VisitFields(V& v, RunConfig& c) {
+  v.Field("model.dir", &c.model.dir);
+  v.Field("model.device", &c.model.device);
+  v.Field("model.threads", &c.model.threads);
+  v.Field("calibration.text", &c.calibration.text);
+  v.Field("calibration.samples", &c.calibration.samples);
+  v.Field("calibration.seq_len", &c.calibration.seq_len);
+  v.Field("calibration.seed", &c.calibration.seed);
+  v.Field("evaluation.text", &c.evaluation.text);
+  v.Field("evaluation.context", &c.evaluation.context);
+  v.Field("evaluation.calib_slice_tokens", &c.evaluation.calib_slice_tokens);
+  v.Field("evaluation.eval_slice_tokens", &c.evaluation.eval_slice_tokens);
+  v.Field("evaluation.final_eval_tokens", &c.evaluation.final_eval_tokens);
+  v.Field("evaluation.batch", &c.evaluation.batch);
+  v.Field("quant.chunk_size", &c.quant.chunk_size);
+  v.Field("quant.salient_fraction", &c.quant.salient_fraction);
+  v.Field("quant.cache_dir", &c.quant.cache_dir);
+  v.Field("env.budget_mode", &c.env.budget_mode);
+  v.Field("env.step_saving_weight", &c.env.step_saving_weight);
+  v.Field("env.skip_penalty", &c.env.skip_penalty);
+  v.Field("env.bit_reduction_weight", &c.env.bit_reduction_weight);
+  v.Field("env.loss_penalty_weight", &c.env.loss_penalty_weight);
+  v.Field("env.violation_penalty_weight", &c.env.violation_penalty_weight);
+  v.Field("env.ppl_penalty_weight", &c.env.ppl_penalty_weight);
+  v.Field("lagrange.eta", &c.lagrange.eta);
+  v.Field("lagrange.epsilon", &c.lagrange.epsilon);
+  v.Field("lagrange.lambda_init", &c.lagrange.lambda_init);
+  v.Field("lagrange.lambda_max", &c.lagrange.lambda_max);
+  v.Field("ppo.hidden", &c.ppo.hidden);
+  v.Field("ppo.learning_rate", &c.ppo.learning_rate);
+  v.Field("ppo.clip_ratio", &c.ppo.clip_ratio);
+  v.Field("ppo.gamma", &c.ppo.gamma);
+  v.Field("ppo.gae_lambda", &c.ppo.gae_lambda);
+  v.Field("ppo.value_coef", &c.ppo.value_coef);
+  v.Field("ppo.entropy_coef", &c.ppo.entropy_coef);
+  v.Field("ppo.max_grad_norm", &c.ppo.max_grad_norm);
+  v.Field("ppo.epochs", &c.ppo.epochs);
+  v.Field("ppo.minibatch_size", &c.ppo.minibatch_size);
+  v.Field("ppo.max_policy_lag", &c.ppo.max_policy_lag);
+  v.Field("curriculum.target_bits", &c.curriculum.target_bits);
+  v.Field("curriculum.min_updates", &c.curriculum.min_updates);
+  v.Field("curriculum.max_updates", &c.curriculum.max_updates);
+  v.Field("curriculum.advance_ppl_ratio", &c.curriculum.advance_ppl_ratio);
+  v.Field("training.episodes_per_update", &c.training.episodes_per_update);
+  v.Field("training.seed", &c.training.seed);
+  v.Field("training.warm_start", &c.training.warm_start);
+  v.Field("training.warm_start_steps", &c.training.warm_start_steps);
+  v.Field("training.checkpoint_every_updates", &c.training.checkpoint_every_updates);
+  v.Field("output.dir", &c.output.dir);
+  v.Field("output.store", &c.output.store);
+  v.Field("service.learner_address", &c.service.learner_address);
+  v.Field("service.evaluator_address", &c.service.evaluator_address);
+  v.Field("service.actor_addresses", &c.service.actor_addresses);
+  v.Field("service.stages", &c.service.stages);
+  v.Field("service.replicas", &c.service.replicas);
+  v.Field("service.stage", &c.service.stage);
+  v.Field("service.replica", &c.service.replica);
+  v.Field("service.metrics_address", &c.service.metrics_address);
+  v.Field("service.max_message_bytes", &c.service.max_message_bytes);
+  v.Field("service.rpc_deadline_ms", &c.service.rpc_deadline_ms);
+  v.Field("service.evaluation_timeout_ms", &c.service.evaluation_timeout_ms);
+  v.Field("service.tls.cert_file", &c.service.tls.cert_file);
+  v.Field("service.tls.key_file", &c.service.tls.key_file);
+  v.Field("service.tls.ca_file", &c.service.tls.ca_file);
+  v.Field("service.tls.require_client_cert", &c.service.tls.require_client_cert);
+  v.Field("service.tls.bearer_token_file", &c.service.tls.bearer_token_file);
+}
+
+template <typename T>
+const char* TypeName() {
+  if constexpr (std::is_same_v<T, bool>) return "a boolean";
+  if constexpr (std::is_integral_v<T>) return "an integer";
+  if constexpr (std::is_floating_point_v<T>) return "a number";
+  return "a string";
+}
+
+// Reads fields from a YAML tree; remembers the first error and every key it
+// consumed, so unknown keys can be reported afterwards.
+class Reader {
+ public:
+  explicit Reader(YAML::Node root) : root_(std::move(root)) {}
+
+  template <typename T>
+  void Field(const std::string& path, T* out) {
+    known_.insert(path);
+    if (!status_.ok()) return;
+    YAML::Node node = Lookup(path);
+    if (!node.IsDefined() || node.IsNull()) return;  // keep the default
+    ReadValue(path, node, out);
+  }
+
+  // Walks the tree and reports the first key that no Field() consumed.
+  void CheckUnknown(const YAML::Node& node, const std::string& prefix) {
+    if (!status_.ok()) return;
+    if (!node.IsMap()) {
+      if (!prefix.empty() && !known_.count(prefix)) Fail(absl::StrCat("unknown key ", prefix));
+      return;
+    }
+    if (!prefix.empty() && known_.count(prefix)) {
+      Fail(absl::StrCat(prefix, ": expected a scalar or list, got a map"));
+      return;
+    }
+    for (const auto& kv : node) {
+      const std::string key = kv.first.as<std::string>();
+      const std::string path = prefix.empty() ? key : absl::StrCat(prefix, ".", key);
+      bool is_prefix = known_.count(path) > 0;
+      for (const auto& k : known_) is_prefix = is_prefix || k.rfind(path + ".", 0) == 0;
+      if (!is_prefix) return Fail(absl::StrCat("unknown key ", path));
+      CheckUnknown(kv.second, path);
+    }
+  }
+
+  const absl::Status& status() const { return status_; }
+  const YAML::Node& root() const { return root_; }
+
+ private:
+  YAML::Node Lookup(const std::string& path) {
+    YAML::Node node = YAML::Clone(root_);
+    for (const auto& part : absl::StrSplit(path, '.')) {
+      if (!node.IsMap()) return YAML::Node(YAML::NodeType::Undefined);
+      YAML::Node next = node[std::string(part)];
+      if (!next.IsDefined()) return YAML::Node(YAML::NodeType::Undefined);
+      node.reset(next);
+    }
+    return node;
+  }
+
+  template <typename T>
+  void ReadValue(const std::string& path, const YAML::Node& node, T* out) {
+    if (!node.IsScalar()) return Fail(absl::StrCat(path, ": expected ", TypeName<T>()));
+    try {
+      if constexpr (std::is_same_v<T, std::string>) {
+        *out = node.as<std::string>();
+      } else {
+        *out = node.as<T>();
+      }
+    } catch (const YAML::Exception&) {
+      Fail(absl::StrCat(path, ": expected ", TypeName<T>(), ", got '", node.Scalar(), "'"));
+    }
+  }
+
+  template <typename T>
+  void ReadValue(const std::string& path, const YAML::Node& node, std::vector<T>* out) {
+    if (!node.IsSequence()) return Fail(absl::StrCat(path, ": expected a list"));
+    out->clear();
+    for (size_t i = 0; i < node.size(); ++i) {
+      T value{};
+      ReadValue(absl::StrCat(path, "[", i, "]"), node[i], &value);
+      out->push_back(value);
+    }
+  }
+
+  void Fail(const std::string& message) {
+    if (status_.ok()) status_ = absl::InvalidArgumentError(message);
+  }
+
+  YAML::Node root_;
+  std::set<std::string> known_;
+  absl::Status status_;
+};
+
+class Printer {
+ public:
+  template <typename T>
+  void Field(const std::string& path, T* value) {
+    out_ << path << "=" << Format(*value) << "\n";
+  }
+  std::string str() const { return out_.str(); }
+
+ private:
+  template <typename T>
+  static std::string Format(const T& v) {
+    std::ostringstream s;
+    s.precision(17);
+    s << v;
+    return s.str();
+  }
+  template <typename T>
+  static std::string Format(const std::vector<T>& v) {
+    std::vector<std::string> parts;
+    for (const auto& x : v) parts.push_back(Format(x));
+    return absl::StrCat("[", absl::StrJoin(parts, ","), "]");
+  }
+  std::ostringstream out_;
+};
+
+absl::Status ApplyOverride(YAML::Node& root, const std::string& assignment) {
+  const size_t eq = assignment.find('=');
+  if (eq == std::string::npos || eq == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--set ", assignment, ": expected key.path=value"));
+  }
+  const std::vector<std::string> parts = absl::StrSplit(assignment.substr(0, eq), '.');
+  YAML::Node value;
+  try {
+    value = YAML::Load(assignment.substr(eq + 1));
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("--set ", assignment, ": ", e.msg));
+  }
+  std::vector<YAML::Node> chain = {root};
+  for (size_t i = 0; i + 1 < parts.size(); ++i) {
+    YAML::Node child = chain.back()[parts[i]];
+    if (!child.IsDefined() || child.IsNull()) {
+      chain.back()[parts[i]] = YAML::Node(YAML::NodeType::Map);
+      child = chain.back()[parts[i]];
+    }
+    if (!child.IsMap()) {
+      return absl::InvalidArgumentError(absl::StrCat("--set ", assignment, ": ", parts[i], " is not a map"));
+    }
+    chain.push_back(child);
+  }
+  chain.back()[parts.back()] = value;
+  return absl::OkStatus();
+}
+
+absl::Status Check(bool ok, const std::string& path, const std::string& what) {
+  return ok ? absl::OkStatus() : absl::InvalidArgumentError(absl::StrCat(path, ": ", what));
+}
+
+absl::Status Validate(const RunConfig& c) {
+  WQ_RETURN_IF_ERROR(Check(!c.model.dir.empty(), "model.dir", "is required"));
+  WQ_RETURN_IF_ERROR(Check(c.model.device == "cpu" || c.model.device == "cuda", "model.device",
+                           "must be cpu or cuda"));
+  WQ_RETURN_IF_ERROR(Check(c.model.threads >= 0, "model.threads", "must be >= 0"));
+  WQ_RETURN_IF_ERROR(Check(!c.calibration.text.empty(), "calibration.text", "is required"));
+  WQ_RETURN_IF_ERROR(Check(c.calibration.samples > 0, "calibration.samples", "must be > 0"));
+  WQ_RETURN_IF_ERROR(Check(c.calibration.seq_len >= 2, "calibration.seq_len", "must be >= 2"));
+  WQ_RETURN_IF_ERROR(Check(!c.evaluation.text.empty(), "evaluation.text", "is required"));
+  WQ_RETURN_IF_ERROR(Check(c.evaluation.context >= 2, "evaluation.context", "must be >= 2"));
+  WQ_RETURN_IF_ERROR(Check(c.evaluation.calib_slice_tokens > 0, "evaluation.calib_slice_tokens", "must be > 0"));
+  WQ_RETURN_IF_ERROR(Check(c.evaluation.eval_slice_tokens > 0, "evaluation.eval_slice_tokens", "must be > 0"));
+  WQ_RETURN_IF_ERROR(Check(c.evaluation.final_eval_tokens >= 0, "evaluation.final_eval_tokens", "must be >= 0"));
+  WQ_RETURN_IF_ERROR(Check(c.evaluation.batch > 0, "evaluation.batch", "must be > 0"));
+  WQ_RETURN_IF_ERROR(Check(c.quant.chunk_size >= 1, "quant.chunk_size", "must be >= 1"));
+  WQ_RETURN_IF_ERROR(Check(c.quant.salient_fraction >= 0 && c.quant.salient_fraction < 0.5,
+                           "quant.salient_fraction", "must be in [0, 0.5)"));
+  WQ_RETURN_IF_ERROR(Check(c.env.budget_mode == "hard" || c.env.budget_mode == "soft",
+                           "env.budget_mode", "must be hard or soft"));
+  for (double w : {c.env.step_saving_weight, c.env.skip_penalty, c.env.bit_reduction_weight,
+                   c.env.loss_penalty_weight, c.env.violation_penalty_weight, c.env.ppl_penalty_weight}) {
+    WQ_RETURN_IF_ERROR(Check(w >= 0 && std::isfinite(w), "env", "reward weights must be finite and >= 0"));
+  }
+  WQ_RETURN_IF_ERROR(Check(c.lagrange.eta >= 0, "lagrange.eta", "must be >= 0"));
+  WQ_RETURN_IF_ERROR(Check(c.lagrange.lambda_max > 0, "lagrange.lambda_max", "must be > 0"));
+  WQ_RETURN_IF_ERROR(Check(c.lagrange.lambda_init >= 0 && c.lagrange.lambda_init <= c.lagrange.lambda_max,
+                           "lagrange.lambda_init", "must be in [0, lambda_max]"));
+  WQ_RETURN_IF_ERROR(Check(!c.ppo.hidden.empty(), "ppo.hidden", "must list at least one layer size"));
+  for (int h : c.ppo.hidden) WQ_RETURN_IF_ERROR(Check(h > 0, "ppo.hidden", "sizes must be > 0"));
+  WQ_RETURN_IF_ERROR(Check(c.ppo.learning_rate > 0, "ppo.learning_rate", "must be > 0"));
+  WQ_RETURN_IF_ERROR(Check(c.ppo.clip_ratio > 0 && c.ppo.clip_ratio < 1, "ppo.clip_ratio", "must be in (0, 1)"));
+  WQ_RETURN_IF_ERROR(Check(c.ppo.gamma > 0 && c.ppo.gamma <= 1, "ppo.gamma", "must be in (0, 1]"));
+  WQ_RETURN_IF_ERROR(Check(c.ppo.gae_lambda >= 0 && c.ppo.gae_lambda <= 1, "ppo.gae_lambda", "must be in [0, 1]"));
+  WQ_RETURN_IF_ERROR(Check(c.ppo.epochs > 0, "ppo.epochs", "must be > 0"));
+  WQ_RETURN_IF_ERROR(Check(c.ppo.minibatch_size > 0, "ppo.minibatch_size", "must be > 0"));
+  WQ_RETURN_IF_ERROR(Check(c.ppo.max_policy_lag >= 0, "ppo.max_policy_lag", "must be >= 0"));
+  WQ_RETURN_IF_ERROR(Check(!c.curriculum.target_bits.empty(), "curriculum.target_bits", "must not be empty"));
+  for (size_t i = 0; i < c.curriculum.target_bits.size(); ++i) {
+    const double b = c.curriculum.target_bits[i];
+    WQ_RETURN_IF_ERROR(Check(b >= 1.0 && b <= 16.0, absl::StrCat("curriculum.target_bits[", i, "]"),
+                             "must be in [1, 16]"));
+  }
+  WQ_RETURN_IF_ERROR(Check(c.curriculum.min_updates >= 0, "curriculum.min_updates", "must be >= 0"));
+  WQ_RETURN_IF_ERROR(Check(c.curriculum.max_updates >= c.curriculum.min_updates && c.curriculum.max_updates > 0,
+                           "curriculum.max_updates", "must be > 0 and >= min_updates"));
+  WQ_RETURN_IF_ERROR(Check(c.training.episodes_per_update > 0, "training.episodes_per_update", "must be > 0"));
+  WQ_RETURN_IF_ERROR(Check(c.training.warm_start == "none" || c.training.warm_start == "lagrange",
+                           "training.warm_start", "must be none or lagrange"));
+  WQ_RETURN_IF_ERROR(Check(c.training.checkpoint_every_updates > 0, "training.checkpoint_every_updates", "must be > 0"));
+  WQ_RETURN_IF_ERROR(Check(!c.output.dir.empty(), "output.dir", "is required"));
+  WQ_RETURN_IF_ERROR(Check(c.service.stages >= 1, "service.stages", "must be >= 1"));
+  WQ_RETURN_IF_ERROR(Check(c.service.replicas >= 1, "service.replicas", "must be >= 1"));
+  WQ_RETURN_IF_ERROR(Check(c.service.stage >= -1 && c.service.stage < c.service.stages, "service.stage",
+                           "must be -1 (from pod ordinal) or in [0, stages)"));
+  WQ_RETURN_IF_ERROR(Check(c.service.replica >= -1 && c.service.replica < c.service.replicas, "service.replica",
+                           "must be -1 (from pod ordinal) or in [0, replicas)"));
+  WQ_RETURN_IF_ERROR(Check(c.service.actor_addresses.empty() ||
+                               static_cast<int>(c.service.actor_addresses.size()) == c.service.stages * c.service.replicas,
+                           "service.actor_addresses", "must list stages*replicas addresses (stage-major)"));
+  WQ_RETURN_IF_ERROR(Check(c.service.max_message_bytes >= 1024, "service.max_message_bytes", "must be >= 1024"));
+  WQ_RETURN_IF_ERROR(Check(c.service.rpc_deadline_ms > 0, "service.rpc_deadline_ms", "must be > 0"));
+  WQ_RETURN_IF_ERROR(Check(c.service.evaluation_timeout_ms > 0, "service.evaluation_timeout_ms", "must be > 0"));
+  WQ_RETURN_IF_ERROR(Check(c.service.tls.cert_file.empty() == c.service.tls.key_file.empty(), "service.tls",
+                           "cert_file and key_file go together"));
+  return absl::OkStatus();
+}
+
+std::string Resolve(const std::string& base_dir, const std::string& path) {
+  if (base_dir.empty() || path.empty() || path.front() == '/') return path;
+  return (std::filesystem::path(base_dir) / path).lexically_normal().string();
+}
+
+}  // namespace
+
+absl::StatusOr<RunConfig> ParseRunConfig(const std::string& yaml_text, const std::string& source,
+                                         const std::vector<std::string>& overrides,
+                                         const std::string& base_dir) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml_text);
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": invalid YAML at line ", e.mark.line + 1,
+                                                   ": ", e.msg));
+  }
+  if (root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
+  if (!root.IsMap()) return absl::InvalidArgumentError(absl::StrCat(source, ": top level must be a map"));
+  for (const auto& o : overrides) WQ_RETURN_IF_ERROR(ApplyOverride(root, o));
+  RunConfig config;
+  Reader reader(root);
+  VisitFields(reader, config);
+  reader.CheckUnknown(reader.root(), "");
+  if (!reader.status().ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": ", reader.status().message()));
+  }
+  if (absl::Status s = Validate(config); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": ", s.message()));
+  }
+  config.model.dir = Resolve(base_dir, config.model.dir);
+  config.calibration.text = Resolve(base_dir, config.calibration.text);
+  config.evaluation.text = Resolve(base_dir, config.evaluation.text);
+  config.source = source;
+  return config;
+}
+
+absl::StatusOr<RunConfig> LoadRunConfig(const std::string& path,
+                                        const std::vector<std::string>& overrides) {
+  WQ_ASSIGN_OR_RETURN(std::string text, base::ReadFile(path));
+  const std::string base_dir = std::filesystem::absolute(path).parent_path().string();
+  return ParseRunConfig(text, path, overrides, base_dir);
+}
+
+std::string CanonicalText(const RunConfig& config) {
+  RunConfig copy = config;
+  Printer printer;
+  VisitFields(printer, copy);
+  return printer.str();
+}
+
+}  // namespace windquant::config

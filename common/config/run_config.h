@@ -1,0 +1,153 @@
+// RunConfig: the one YAML file of a windquant run, mapped to typed structs and
+// validated once at start. Every error names the key path
+// (`ppo.clip_ratio: must be in (0, 1)`, `unknown key quant.chunk_sise`).
+// Libraries take these structs; nothing below reads flags or the environment.
+#ifndef WINDQUANT_COMMON_CONFIG_RUN_CONFIG_H_
+#define WINDQUANT_COMMON_CONFIG_RUN_CONFIG_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace windquant::config {
+
+struct ModelConfig {
+  std::string dir;             // Hugging Face checkpoint directory
+  std::string device = "cpu";  // "cpu" or "cuda"
+  int threads = 0;             // intra-op threads; 0 = all cores
+};
+
+// Calibration pass (DESIGN.md section 3): activation statistics per linear input.
+struct CalibrationConfig {
+  std::string text;        // UTF-8 text file
+  int samples = 32;        // sequences
+  int seq_len = 256;       // tokens per sequence (incl. BOS)
+  uint64_t seed = 0;       // which windows of the text are sampled
+};
+
+// Episode-end evaluation of a plan (DESIGN.md section 4).
+struct EvaluationConfig {
+  std::string text;                  // evaluation text file
+  int context = 256;                 // window length N (BOS + N-1 tokens)
+  int64_t calib_slice_tokens = 8192; // tokens for the loss-increase term
+  int64_t eval_slice_tokens = 16384; // tokens for the perplexity term
+  int64_t final_eval_tokens = 0;     // 0 = whole eval text for final plans
+  int batch = 16;                    // windows per forward
+};
+
+struct QuantConfig {
+  int chunk_size = 256;
+  double salient_fraction = 0.005;
+  std::string cache_dir = ".cache/unit-tables";
+};
+
+// The WINDQuant decision process (DESIGN.md section 4).
+struct EnvConfig {
+  std::string budget_mode = "hard";  // hard (masking) | soft (penalty)
+  double step_saving_weight = 0.1;   // dense reward per bit saved vs running target
+  double skip_penalty = 0.05;        // step penalty for action 16
+  double bit_reduction_weight = 1.0; // episode end: weighted bit reduction
+  double loss_penalty_weight = 1.0;  // episode end: calibration loss increase
+  double violation_penalty_weight = 10.0;  // episode end: bits over budget (soft)
+  double ppl_penalty_weight = 1.0;   // scales lambda * relative PPL increase
+};
+
+// lambda <- clip(lambda + eta * (d - epsilon), 0, lambda_max), d = relative PPL increase.
+struct LagrangeConfig {
+  double eta = 0.05;
+  double epsilon = 0.05;
+  double lambda_init = 1.0;
+  double lambda_max = 100.0;
+};
+
+struct PpoConfig {
+  std::vector<int> hidden = {128, 128};
+  double learning_rate = 3e-4;
+  double clip_ratio = 0.2;
+  double gamma = 1.0;
+  double gae_lambda = 0.95;
+  double value_coef = 0.5;
+  double entropy_coef = 0.01;
+  double max_grad_norm = 0.5;
+  int epochs = 4;
+  int minibatch_size = 256;
+  int max_policy_lag = 2;
+};
+
+// Target bits step down through `target_bits`; a stage advances after
+// `min_updates` updates once the best feasible plan's PPL is within
+// `advance_ppl_ratio` of the stage's best baseline (or after `max_updates`).
+struct CurriculumConfig {
+  std::vector<double> target_bits = {2.0};
+  int min_updates = 5;
+  int max_updates = 20;
+  double advance_ppl_ratio = 1.0;
+};
+
+struct TrainingConfig {
+  int episodes_per_update = 16;  // vectorised episodes per PPO batch
+  uint64_t seed = 0;
+  std::string warm_start = "lagrange";  // none | lagrange: behaviour-clone the baseline first
+  int warm_start_steps = 200;
+  int checkpoint_every_updates = 5;
+};
+
+struct OutputConfig {
+  std::string dir = "runs/default";
+  std::string store = "file://./artifacts";
+};
+
+struct TlsConfig {
+  std::string cert_file, key_file, ca_file;  // empty = plaintext
+  bool require_client_cert = false;
+  std::string bearer_token_file;              // empty = no token check
+};
+
+struct ServiceConfig {
+  std::string learner_address = "127.0.0.1:50051";
+  std::string evaluator_address = "127.0.0.1:50052";
+  std::vector<std::string> actor_addresses;  // stage-major: s*replicas + r
+  int stages = 1;
+  int replicas = 1;
+  int stage = -1;    // this actor's stage; -1 = from pod ordinal
+  int replica = -1;
+  std::string metrics_address = "127.0.0.1:0";
+  int64_t max_message_bytes = 64 << 20;
+  int64_t rpc_deadline_ms = 30000;
+  int64_t evaluation_timeout_ms = 120000;
+  TlsConfig tls;
+};
+
+struct RunConfig {
+  ModelConfig model;
+  CalibrationConfig calibration;
+  EvaluationConfig evaluation;
+  QuantConfig quant;
+  EnvConfig env;
+  LagrangeConfig lagrange;
+  PpoConfig ppo;
+  CurriculumConfig curriculum;
+  TrainingConfig training;
+  OutputConfig output;
+  ServiceConfig service;
+  std::string source;  // file the config came from (for messages)
+};
+
+// Parses YAML text. `overrides` are "a.b.c=value" strings (from --set) applied
+// on top before validation. Relative paths in model.dir, calibration.text and
+// evaluation.text are resolved against `base_dir` when it is not empty.
+absl::StatusOr<RunConfig> ParseRunConfig(const std::string& yaml_text, const std::string& source,
+                                         const std::vector<std::string>& overrides = {},
+                                         const std::string& base_dir = "");
+// Reads and parses a file; relative data/model paths resolve against the file's directory.
+absl::StatusOr<RunConfig> LoadRunConfig(const std::string& path,
+                                        const std::vector<std::string>& overrides = {});
+
+// A canonical text of every field (for fingerprints and logs).
+std::string CanonicalText(const RunConfig& config);
+
+}  // namespace windquant::config
+
+#endif  // WINDQUANT_COMMON_CONFIG_RUN_CONFIG_H_

@@ -1,0 +1,93 @@
+#include "common/config/run_config.h"
+
+#include "gtest/gtest.h"
+
+namespace windquant::config {
+namespace {
+
+constexpr char kMinimal[] = R"(
+model: {dir: m}
+calibration: {text: c.txt}
+evaluation: {text: e.txt}
+)";
+
+std::string ErrorOf(const std::string& yaml, const std::vector<std::string>& overrides = {}) {
+  auto c = ParseRunConfig(yaml, "run.yaml", overrides);
+  return c.ok() ? "" : std::string(c.status().message());
+}
+
+TEST(RunConfigTest, MinimalConfigGetsDefaults) {
+  auto c = ParseRunConfig(kMinimal, "run.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->model.dir, "m");
+  EXPECT_EQ(c->quant.chunk_size, 256);
+  EXPECT_EQ(c->env.budget_mode, "hard");
+  EXPECT_EQ(c->curriculum.target_bits, std::vector<double>{2.0});
+}
+
+TEST(RunConfigTest, ReadsNestedValuesAndLists) {
+  auto c = ParseRunConfig(std::string(kMinimal) + R"(
+quant: {chunk_size: 32, salient_fraction: 0.01}
+curriculum: {target_bits: [3.0, 2.5, 2.0]}
+ppo: {hidden: [64, 32], clip_ratio: 0.1}
+service: {tls: {bearer_token_file: /t}}
+)", "run.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->quant.chunk_size, 32);
+  EXPECT_DOUBLE_EQ(c->quant.salient_fraction, 0.01);
+  EXPECT_EQ(c->curriculum.target_bits, (std::vector<double>{3.0, 2.5, 2.0}));
+  EXPECT_EQ(c->ppo.hidden, (std::vector<int>{64, 32}));
+  EXPECT_EQ(c->service.tls.bearer_token_file, "/t");
+}
+
+TEST(RunConfigTest, UnknownKeyNamesItsPath) {
+  EXPECT_EQ(ErrorOf(std::string(kMinimal) + "quant: {chunk_sise: 3}\n"),
+            "run.yaml: unknown key quant.chunk_sise");
+  EXPECT_EQ(ErrorOf(std::string(kMinimal) + "bogus: 1\n"), "run.yaml: unknown key bogus");
+}
+
+TEST(RunConfigTest, WrongTypeNamesKeyAndValue) {
+  EXPECT_EQ(ErrorOf(std::string(kMinimal) + "quant: {chunk_size: big}\n"),
+            "run.yaml: quant.chunk_size: expected an integer, got 'big'");
+  EXPECT_EQ(ErrorOf(std::string(kMinimal) + "curriculum: {target_bits: 2}\n"),
+            "run.yaml: curriculum.target_bits: expected a list");
+}
+
+TEST(RunConfigTest, OutOfRangeNamesKey) {
+  EXPECT_EQ(ErrorOf(std::string(kMinimal) + "ppo: {clip_ratio: 1.5}\n"),
+            "run.yaml: ppo.clip_ratio: must be in (0, 1)");
+  EXPECT_EQ(ErrorOf(std::string(kMinimal) + "curriculum: {target_bits: [2.0, 0.5]}\n"),
+            "run.yaml: curriculum.target_bits[1]: must be in [1, 16]");
+  EXPECT_EQ(ErrorOf("calibration: {text: c}\nevaluation: {text: e}\n"), "run.yaml: model.dir: is required");
+}
+
+TEST(RunConfigTest, OverridesApplyBeforeValidation) {
+  auto c = ParseRunConfig(kMinimal, "run.yaml", {"quant.chunk_size=64", "env.budget_mode=soft"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->quant.chunk_size, 64);
+  EXPECT_EQ(c->env.budget_mode, "soft");
+  EXPECT_EQ(ErrorOf(kMinimal, {"quant.chunk_sise=64"}), "run.yaml: unknown key quant.chunk_sise");
+  EXPECT_NE(ErrorOf(kMinimal, {"nonsense"}).find("expected key.path=value"), std::string::npos);
+}
+
+TEST(RunConfigTest, InvalidYamlNamesLine) {
+  EXPECT_NE(ErrorOf("model: [\n").find("run.yaml: invalid YAML at line"), std::string::npos);
+}
+
+TEST(RunConfigTest, CanonicalTextChangesWithAnyField) {
+  auto a = ParseRunConfig(kMinimal, "run.yaml");
+  auto b = ParseRunConfig(kMinimal, "run.yaml", {"ppo.entropy_coef=0.02"});
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_NE(CanonicalText(*a), CanonicalText(*b));
+  EXPECT_NE(CanonicalText(*a).find("quant.chunk_size=256\n"), std::string::npos);
+}
+
+TEST(RunConfigTest, ResolvesRelativePathsAgainstBase) {
+  auto c = ParseRunConfig(kMinimal, "x/run.yaml", {}, "/base/dir");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->model.dir, "/base/dir/m");
+  EXPECT_EQ(c->evaluation.text, "/base/dir/e.txt");
+}
+
+}  // namespace
+}  // namespace windquant::config
