@@ -21,6 +21,10 @@ namespace windquant::model {
 // input, as do gate/up; the hook is called once per matrix.
 using LinearInputHook = std::function<void(int64_t layer, Matrix m, const at::Tensor& input)>;
 
+// RoPE inverse frequencies [head_dim / 2] (float64) for `config`: rope_theta
+// and, when rope_scaling.rope_type == "llama3", HF's llama3 frequency scaling.
+at::Tensor RopeInvFreq(const LlamaConfig& config);
+
 class LlamaModel {
  public:
   // Takes ownership of `weights` and moves them to `device`.

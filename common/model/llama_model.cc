@@ -1,0 +1,198 @@
+// The LLaMA forward pass in plain ATen ops (differentiable). Follows the
+// Hugging Face LlamaForCausalLM modelling code: RMSNorm in fp32, RoPE with the
+// rotate_half convention, grouped-query attention (query head h uses key/value
+// head h / n_rep), causal mask, fp32 softmax, SwiGLU MLP.
+#include "common/model/llama_model.h"
+
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace windquant::model {
+namespace {
+
+// Positions beyond this are not tabulated up front (LLaMA-3 declares 131072);
+// longer sequences compute their cos/sin on the fly.
+constexpr int64_t kMaxTabulatedPositions = 8192;
+
+void Require(bool ok, const std::string& what) {
+  if (!ok) throw std::invalid_argument("LlamaModel: " + what);
+}
+
+at::Tensor ToDevice(const at::Tensor& t, at::Device device) {
+  if (!t.defined()) return t;
+  return t.to(device, at::kFloat);
+}
+
+// HF LlamaRMSNorm: x * rsqrt(mean(x^2) + eps) * w, computed in fp32.
+at::Tensor RmsNorm(const at::Tensor& x, const at::Tensor& w, double eps) {
+  const at::Tensor xf = x.to(at::kFloat);
+  const at::Tensor var = xf.pow(2).mean(-1, /*keepdim=*/true);
+  return w * (xf * at::rsqrt(var + eps)).to(x.scalar_type());
+}
+
+// [.., d] -> [.., d] with the halves swapped and the second negated.
+at::Tensor RotateHalf(const at::Tensor& x) {
+  const int64_t half = x.size(-1) / 2;
+  return at::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
+}
+
+// cos/sin tables [positions, head_dim] (float32, CPU) for RoPE in the
+// rotate_half layout: angle(p, i) = p * inv_freq[i mod head_dim/2]. Computed in
+// double so that long positions keep their precision.
+void RopeCosSin(const LlamaConfig& c, int64_t positions, at::Tensor* cos, at::Tensor* sin) {
+  const at::Tensor inv_freq = RopeInvFreq(c);  // [hd/2] double
+  const at::Tensor pos = at::arange(positions, at::TensorOptions().dtype(at::kDouble));
+  const at::Tensor freqs = at::outer(pos, inv_freq);  // [P, hd/2]
+  const at::Tensor emb = at::cat({freqs, freqs}, -1);  // [P, hd]
+  *cos = emb.cos().to(at::kFloat);
+  *sin = emb.sin().to(at::kFloat);
+}
+
+}  // namespace
+
+at::Tensor RopeInvFreq(const LlamaConfig& c) {
+  const int64_t hd = c.head_dim > 0 ? c.head_dim : c.hidden_size / c.num_attention_heads;
+  // inv_freq[i] = theta^(-2i/hd), i = 0..hd/2-1.
+  const at::Tensor exponent =
+      at::arange(0, hd, 2, at::TensorOptions().dtype(at::kDouble)) / static_cast<double>(hd);
+  at::Tensor inv_freq = at::pow(c.rope_theta, exponent).reciprocal();
+  if (!c.rope_scaling.has_value() || c.rope_scaling->rope_type != "llama3") return inv_freq;
+  // HF _compute_llama3_parameters: wavelengths longer than
+  // original_max/low_freq_factor are divided by `factor`, shorter than
+  // original_max/high_freq_factor are kept, and those in between are blended:
+  //   smooth = (original_max / wavelen - low) / (high - low)
+  //   inv = (1 - smooth) * inv / factor + smooth * inv
+  const RopeScaling& s = *c.rope_scaling;
+  const double old_len = static_cast<double>(s.original_max_position_embeddings);
+  const double low_freq_wavelen = old_len / s.low_freq_factor;
+  const double high_freq_wavelen = old_len / s.high_freq_factor;
+  const at::Tensor wavelen = (2.0 * M_PI) / inv_freq;
+  at::Tensor scaled = at::where(wavelen > low_freq_wavelen, inv_freq / s.factor, inv_freq);
+  const at::Tensor smooth =
+      (old_len / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+  const at::Tensor smoothed = (1.0 - smooth) * scaled / s.factor + smooth * scaled;
+  const at::Tensor medium = (wavelen >= high_freq_wavelen).logical_and(wavelen <= low_freq_wavelen);
+  return at::where(medium, smoothed, scaled);
+}
+
+LlamaModel::LlamaModel(LlamaWeights weights, at::Device device)
+    : weights_(std::move(weights)), device_(device) {
+  const LlamaConfig& c = weights_.config;
+  Require(c.hidden_size > 0 && c.num_attention_heads > 0, "hidden_size and heads must be > 0");
+  Require(c.num_key_value_heads > 0 && c.num_attention_heads % c.num_key_value_heads == 0,
+          "num_attention_heads must be a multiple of num_key_value_heads");
+  if (weights_.config.head_dim <= 0) {
+    weights_.config.head_dim = c.hidden_size / c.num_attention_heads;
+  }
+  Require(weights_.config.head_dim % 2 == 0, "head_dim must be even");
+  const bool tied = weights_.lm_head.defined() && weights_.embed_tokens.defined() &&
+                    weights_.lm_head.is_same(weights_.embed_tokens);
+  for (LayerWeights& l : weights_.layers) {
+    for (at::Tensor& t : l.linear) t = ToDevice(t, device_);
+    l.input_layernorm = ToDevice(l.input_layernorm, device_);
+    l.post_attention_layernorm = ToDevice(l.post_attention_layernorm, device_);
+  }
+  weights_.embed_tokens = ToDevice(weights_.embed_tokens, device_);
+  weights_.final_norm = ToDevice(weights_.final_norm, device_);
+  weights_.lm_head = tied ? weights_.embed_tokens : ToDevice(weights_.lm_head, device_);
+
+  const int64_t positions = std::min(c.max_position_embeddings, kMaxTabulatedPositions);
+  RopeCosSin(weights_.config, std::max<int64_t>(positions, 1), &rope_cos_, &rope_sin_);
+  rope_cos_ = rope_cos_.to(device_);
+  rope_sin_ = rope_sin_.to(device_);
+}
+
+at::Tensor LlamaModel::Embed(const at::Tensor& ids) const {
+  Require(weights_.embed_tokens.defined(), "Embed() needs embed_tokens in this stage");
+  Require(ids.dim() == 2, "ids must be [B, T]");
+  return at::embedding(weights_.embed_tokens, ids.to(device_, at::kLong));
+}
+
+at::Tensor LlamaModel::ForwardLayers(const at::Tensor& hidden, int64_t begin, int64_t end,
+                                     const LinearInputHook* hook) const {
+  Require(begin >= first_layer() && begin <= end && end <= end_layer(),
+          "layers [" + std::to_string(begin) + ", " + std::to_string(end) +
+              ") not within this stage [" + std::to_string(first_layer()) + ", " +
+              std::to_string(end_layer()) + ")");
+  Require(hidden.dim() == 3 && hidden.size(2) == config().hidden_size,
+          "hidden must be [B, T, hidden_size]");
+  const LlamaConfig& c = config();
+  const int64_t B = hidden.size(0), T = hidden.size(1);
+  const int64_t nh = c.num_attention_heads, nkv = c.num_key_value_heads, hd = c.head_dim;
+  const int64_t n_rep = nh / nkv;
+  const double eps = c.rms_norm_eps;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+
+  at::Tensor cos, sin;
+  if (T <= rope_cos_.size(0)) {
+    cos = rope_cos_.narrow(0, 0, T);
+    sin = rope_sin_.narrow(0, 0, T);
+  } else {
+    RopeCosSin(c, T, &cos, &sin);
+    cos = cos.to(device_);
+    sin = sin.to(device_);
+  }
+  // Additive causal mask [T, T]: 0 on and below the diagonal, -inf above.
+  const at::Tensor mask =
+      at::full({T, T}, -std::numeric_limits<float>::infinity(),
+               at::TensorOptions().dtype(at::kFloat).device(device_))
+          .triu(1);
+
+  auto call_hook = [&](int64_t layer, Matrix m, const at::Tensor& in) {
+    if (hook != nullptr && *hook) (*hook)(layer, m, in);
+  };
+
+  at::Tensor x = hidden.to(device_);
+  for (int64_t layer = begin; layer < end; ++layer) {
+    const LayerWeights& w = weights_.layers[layer - first_layer()];
+    // --- attention ---
+    const at::Tensor h = RmsNorm(x, w.input_layernorm, eps);
+    call_hook(layer, Matrix::kQ, h);
+    call_hook(layer, Matrix::kK, h);
+    call_hook(layer, Matrix::kV, h);
+    at::Tensor q = at::linear(h, w.at(Matrix::kQ)).view({B, T, nh, hd}).transpose(1, 2);
+    at::Tensor k = at::linear(h, w.at(Matrix::kK)).view({B, T, nkv, hd}).transpose(1, 2);
+    at::Tensor v = at::linear(h, w.at(Matrix::kV)).view({B, T, nkv, hd}).transpose(1, 2);
+    q = q * cos + RotateHalf(q) * sin;  // [B, nh, T, hd]
+    k = k * cos + RotateHalf(k) * sin;  // [B, nkv, T, hd]
+    // GQA without copying K/V: group the n_rep query heads of each K/V head
+    // along the row dimension, [B, nkv, n_rep*T, hd].
+    const at::Tensor qg = q.reshape({B, nkv, n_rep * T, hd});
+    at::Tensor scores = at::matmul(qg, k.transpose(-2, -1)) * scale;  // [B,nkv,n_rep*T,T]
+    scores = scores.view({B, nkv, n_rep, T, T}) + mask;
+    const at::Tensor probs =
+        at::softmax(scores, -1, at::kFloat).to(v.scalar_type()).view({B, nkv, n_rep * T, T});
+    const at::Tensor attn = at::matmul(probs, v)                    // [B, nkv, n_rep*T, hd]
+                                .view({B, nh, T, hd})
+                                .transpose(1, 2)
+                                .reshape({B, T, nh * hd});
+    call_hook(layer, Matrix::kO, attn);
+    x = x + at::linear(attn, w.at(Matrix::kO));
+    // --- SwiGLU MLP ---
+    const at::Tensor h2 = RmsNorm(x, w.post_attention_layernorm, eps);
+    call_hook(layer, Matrix::kGate, h2);
+    call_hook(layer, Matrix::kUp, h2);
+    const at::Tensor m =
+        at::silu(at::linear(h2, w.at(Matrix::kGate))) * at::linear(h2, w.at(Matrix::kUp));
+    call_hook(layer, Matrix::kDown, m);
+    x = x + at::linear(m, w.at(Matrix::kDown));
+  }
+  return x;
+}
+
+at::Tensor LlamaModel::Head(const at::Tensor& hidden) const {
+  Require(weights_.final_norm.defined(), "Head() needs the final norm in this stage");
+  const at::Tensor& head =
+      weights_.lm_head.defined() ? weights_.lm_head : weights_.embed_tokens;
+  Require(head.defined(), "Head() needs lm_head (or tied embed_tokens) in this stage");
+  return at::linear(RmsNorm(hidden.to(device_), weights_.final_norm, config().rms_norm_eps), head);
+}
+
+at::Tensor LlamaModel::Logits(const at::Tensor& ids) const {
+  return Head(ForwardLayers(Embed(ids), first_layer(), end_layer()));
+}
+
+}  // namespace windquant::model
