@@ -1,0 +1,82 @@
+// PlanRepository: a run's plan artifacts (plan JSON, plan binary, report, ...)
+// on an ArtifactStore, laid out as
+//   plans/<plan_id>/<name>          one object per file
+//   plans/<plan_id>/manifest.json   name, size and sha256 of every object
+// The manifest is written LAST, so a plan exists (ListPlans, Pull) only once
+// all its objects are stored: an interrupted push leaves no visible plan.
+// Pull re-hashes every object and refuses on any size/sha256 mismatch.
+// Plans are immutable: pushing an existing plan id is ALREADY_EXISTS.
+// Thread-compatible; does not own the store.
+#ifndef WINDQUANT_COMMON_STORE_PLAN_REPOSITORY_H_
+#define WINDQUANT_COMMON_STORE_PLAN_REPOSITORY_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "common/store/artifact_store.h"
+
+namespace windquant::store {
+
+inline constexpr char kPlansPrefix[] = "plans/";
+inline constexpr char kPlanManifestName[] = "manifest.json";
+inline constexpr char kPlanManifestFormat[] = "windquant.plan_manifest.v1";
+inline constexpr size_t kMaxPlanIdBytes = 128;
+
+// OK for 1..kMaxPlanIdBytes chars of [A-Za-z0-9._-], not "." / ".." and not
+// containing ".."; otherwise INVALID_ARGUMENT naming the id.
+absl::Status ValidatePlanId(absl::string_view plan_id);
+
+struct PlanObject {
+  std::string name;  // relative key under the plan ("plan.json", "report/bits.png")
+  std::string bytes;
+};
+
+struct PlanManifestEntry {
+  std::string name;
+  int64_t size_bytes = 0;
+  std::string sha256;  // lowercase hex
+};
+
+struct PlanManifest {
+  std::string plan_id;
+  std::vector<PlanManifestEntry> objects;  // sorted by name
+};
+
+class PlanRepository {
+ public:
+  explicit PlanRepository(ArtifactStore* store) : store_(store) {}
+
+  // Stores `objects` then the manifest. Names are validated artifact keys,
+  // unique, and not "manifest.json". On failure the manifest is not written
+  // and the objects already written are deleted (best effort).
+  absl::Status Push(absl::string_view plan_id, const std::vector<PlanObject>& objects);
+  // Push of every regular file under `dir` (names relative to it).
+  absl::Status PushDirectory(absl::string_view plan_id, const std::string& dir);
+
+  // Ids of complete plans (those with a manifest), sorted.
+  absl::StatusOr<std::vector<std::string>> ListPlans();
+  // NOT_FOUND when the plan has no manifest; DATA_LOSS for a bad manifest.
+  absl::StatusOr<PlanManifest> GetManifest(absl::string_view plan_id);
+  // All objects of the manifest, each checked against its size and sha256
+  // (DATA_LOSS naming the plan and the object on mismatch).
+  absl::StatusOr<std::vector<PlanObject>> Pull(absl::string_view plan_id);
+  // Pull, then writes every object (and manifest.json) under `out_dir`
+  // atomically. Nothing is written unless all objects verify.
+  absl::Status PullToDirectory(absl::string_view plan_id, const std::string& out_dir);
+
+  static std::string ManifestToJson(const PlanManifest& manifest);
+  static absl::StatusOr<PlanManifest> ParseManifest(absl::string_view json,
+                                                    absl::string_view expected_plan_id);
+  static std::string ObjectKey(absl::string_view plan_id, absl::string_view name);
+
+ private:
+  ArtifactStore* store_;
+};
+
+}  // namespace windquant::store
+
+#endif  // WINDQUANT_COMMON_STORE_PLAN_REPOSITORY_H_
