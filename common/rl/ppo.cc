@@ -1,0 +1,378 @@
+#include "common/rl/ppo.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <sstream>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/base/files.h"
+
+namespace windquant::rl {
+namespace {
+
+constexpr char kStateMagic[8] = {'W', 'Q', 'L', 'E', 'A', 'R', 'N', '1'};
+constexpr size_t kShaHexLen = 64;
+constexpr double kAdvantageStdEps = 1e-8;
+
+absl::Status TorchError(const char* what, const c10::Error& e) {
+  return absl::InternalError(absl::StrCat(what, ": torch error: ", e.what_without_backtrace()));
+}
+
+at::Tensor BytesToTensor(const std::string& bytes) {
+  at::Tensor t = at::empty({static_cast<int64_t>(bytes.size())}, at::kByte);
+  if (!bytes.empty()) std::memcpy(t.data_ptr<uint8_t>(), bytes.data(), bytes.size());
+  return t;
+}
+
+std::string TensorToBytes(const at::Tensor& t) {
+  at::Tensor c = t.to(at::kByte).contiguous();
+  return std::string(reinterpret_cast<const char*>(c.data_ptr<uint8_t>()),
+                     static_cast<size_t>(c.numel()));
+}
+
+}  // namespace
+
+struct PpoLearner::Impl {
+  std::unique_ptr<torch::optim::Adam> optimizer;
+};
+
+absl::Status ValidatePpoConfig(const PpoConfig& c) {
+  auto bad = [](absl::string_view field, absl::string_view rule) {
+    return absl::InvalidArgumentError(absl::StrCat("ppo.", field, ": ", rule));
+  };
+  if (!(c.clip_ratio > 0.0 && c.clip_ratio < 1.0)) return bad("clip_ratio", "must be in (0, 1)");
+  if (!(c.gamma >= 0.0 && c.gamma <= 1.0)) return bad("gamma", "must be in [0, 1]");
+  if (!(c.gae_lambda >= 0.0 && c.gae_lambda <= 1.0)) return bad("gae_lambda", "must be in [0, 1]");
+  if (!(c.value_coef >= 0.0 && std::isfinite(c.value_coef))) return bad("value_coef", "must be >= 0");
+  if (!(c.entropy_coef >= 0.0 && std::isfinite(c.entropy_coef))) {
+    return bad("entropy_coef", "must be >= 0");
+  }
+  if (!(c.learning_rate > 0.0 && std::isfinite(c.learning_rate))) {
+    return bad("learning_rate", "must be > 0");
+  }
+  if (!(c.adam_eps > 0.0)) return bad("adam_eps", "must be > 0");
+  if (std::isnan(c.max_grad_norm)) return bad("max_grad_norm", "must be a number");
+  if (c.epochs < 1) return bad("epochs", "must be >= 1");
+  if (c.minibatch_size < 1) return bad("minibatch_size", "must be >= 1");
+  if (c.max_policy_lag < 0) return bad("max_policy_lag", "must be >= 0");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<GaeResult> ComputeGae(const std::vector<float>& rewards,
+                                     const std::vector<float>& values,
+                                     const std::vector<bool>& dones, float last_value,
+                                     double gamma, double lambda) {
+  const size_t n = rewards.size();
+  if (values.size() != n || dones.size() != n) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "ComputeGae: rewards (%d), values (%d) and dones (%d) must have the same length", n,
+        values.size(), dones.size()));
+  }
+  GaeResult out;
+  out.advantages.resize(n);
+  out.returns.resize(n);
+  double next_value = last_value;
+  double next_advantage = 0.0;
+  for (size_t k = n; k-- > 0;) {
+    const double not_done = dones[k] ? 0.0 : 1.0;
+    const double delta = rewards[k] + gamma * not_done * next_value - values[k];
+    const double advantage = delta + gamma * lambda * not_done * next_advantage;
+    out.advantages[k] = static_cast<float>(advantage);
+    out.returns[k] = static_cast<float>(advantage + values[k]);
+    next_value = values[k];
+    next_advantage = advantage;
+  }
+  return out;
+}
+
+at::Tensor ClippedSurrogateLoss(const at::Tensor& log_probs, const at::Tensor& old_log_probs,
+                                const at::Tensor& advantages, double clip_ratio) {
+  at::Tensor ratio = at::exp(log_probs - old_log_probs);
+  at::Tensor unclipped = ratio * advantages;
+  at::Tensor clipped = at::clamp(ratio, 1.0 - clip_ratio, 1.0 + clip_ratio) * advantages;
+  return -at::min(unclipped, clipped).mean();
+}
+
+PpoLearner::PpoLearner(const PpoConfig& config, std::unique_ptr<Policy> policy)
+    : config_(config), policy_(std::move(policy)), impl_(std::make_unique<Impl>()),
+      rng_(config.seed) {}
+PpoLearner::~PpoLearner() = default;
+
+absl::StatusOr<std::unique_ptr<PpoLearner>> PpoLearner::Create(
+    const PolicyOptions& policy_options, const PpoConfig& config) {
+  absl::Status valid = ValidatePpoConfig(config);
+  if (!valid.ok()) return valid;
+  absl::StatusOr<std::unique_ptr<Policy>> policy = Policy::Create(policy_options);
+  if (!policy.ok()) return policy.status();
+  std::unique_ptr<PpoLearner> learner(new PpoLearner(config, *std::move(policy)));
+  try {
+    learner->impl_->optimizer = std::make_unique<torch::optim::Adam>(
+        learner->policy_->Parameters(),
+        torch::optim::AdamOptions(config.learning_rate).eps(config.adam_eps));
+  } catch (const c10::Error& e) {
+    return TorchError("PpoLearner::Create", e);
+  }
+  return learner;
+}
+
+absl::StatusOr<PpoStats> PpoLearner::Update(const std::vector<Transition>& batch) {
+  const PolicyOptions& po = policy_->options();
+  const int64_t version = policy_->version();
+
+  // 1. Validate each transition and group the batch into ordered episodes.
+  absl::flat_hash_map<int64_t, size_t> episode_index;
+  std::vector<std::vector<size_t>> episodes;  // in order of first appearance
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const Transition& t = batch[i];
+    auto bad = [i](absl::string_view field, absl::string_view rule) {
+      return absl::InvalidArgumentError(absl::StrFormat("batch[%d].%s: %s", i, field, rule));
+    };
+    if (static_cast<int64_t>(t.state.size()) != po.state_dim) {
+      return bad("state", absl::StrFormat("expected %d numbers", po.state_dim));
+    }
+    for (float x : t.state) {
+      if (!std::isfinite(x)) return bad("state", "contains NaN or Inf");
+    }
+    if (static_cast<int64_t>(t.mask.size()) != po.num_actions) {
+      return bad("mask", absl::StrFormat("expected %d entries", po.num_actions));
+    }
+    if (t.action < 0 || t.action >= po.num_actions) {
+      return bad("action", absl::StrFormat("must be in [0, %d)", po.num_actions));
+    }
+    if (t.mask[t.action] == 0) return bad("action", "is masked");
+    if (!std::isfinite(t.reward)) return bad("reward", "must be finite");
+    if (!std::isfinite(t.log_prob) || t.log_prob > 0.0f) return bad("log_prob", "must be <= 0");
+    if (!std::isfinite(t.value)) return bad("value", "must be finite");
+    if (t.policy_version < 0 || t.policy_version > version) {
+      return bad("policy_version",
+                 absl::StrFormat("must be in [0, %d] (the learner's version)", version));
+    }
+    auto [it, inserted] = episode_index.try_emplace(t.episode_id, episodes.size());
+    if (inserted) episodes.emplace_back();
+    episodes[it->second].push_back(i);
+  }
+  std::vector<size_t> order;  // batch indices, episode by episode, step by step
+  order.reserve(batch.size());
+  for (std::vector<size_t>& episode : episodes) {
+    std::stable_sort(episode.begin(), episode.end(),
+                     [&](size_t a, size_t b) { return batch[a].step < batch[b].step; });
+    for (size_t k = 0; k < episode.size(); ++k) {
+      const Transition& t = batch[episode[k]];
+      if (t.step != static_cast<int64_t>(k)) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "batch[%d].step: episode %d must hold steps 0..%d exactly once", episode[k],
+            t.episode_id, episode.size() - 1));
+      }
+      if (t.done != (k + 1 == episode.size())) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "batch[%d].done: episode %d must end (done) on its last step %d and only there",
+            episode[k], t.episode_id, episode.size() - 1));
+      }
+      order.push_back(episode[k]);
+    }
+  }
+
+  PpoStats stats;
+  stats.version = version;
+  const int64_t n = static_cast<int64_t>(order.size());
+  if (n == 0) return stats;
+
+  try {
+    // 2. Tensors in episode order.
+    at::Tensor states = at::empty({n, po.state_dim}, at::kFloat);
+    at::Tensor masks = at::empty({n, po.num_actions}, at::kBool);
+    at::Tensor actions = at::empty({n}, at::kLong);
+    at::Tensor old_log_probs = at::empty({n}, at::kFloat);
+    std::vector<float> rewards(n), values(n);
+    std::vector<bool> dones(n);
+    std::vector<int64_t> fresh;
+    {
+      float* s = states.data_ptr<float>();
+      bool* m = masks.data_ptr<bool>();
+      int64_t* a = actions.data_ptr<int64_t>();
+      float* lp = old_log_probs.data_ptr<float>();
+      for (int64_t r = 0; r < n; ++r) {
+        const Transition& t = batch[order[r]];
+        std::copy(t.state.begin(), t.state.end(), s + r * po.state_dim);
+        for (int64_t j = 0; j < po.num_actions; ++j) m[r * po.num_actions + j] = t.mask[j] != 0;
+        a[r] = t.action;
+        lp[r] = t.log_prob;
+        rewards[r] = t.reward;
+        values[r] = t.value;
+        dones[r] = t.done;
+        if (t.policy_version >= version - config_.max_policy_lag) fresh.push_back(r);
+      }
+    }
+    stats.samples_dropped_stale = n - static_cast<int64_t>(fresh.size());
+    if (fresh.empty()) return stats;
+
+    // 3. Advantages and returns over the whole batch (every episode is
+    // complete, so the sequence ends with done and last_value = 0).
+    if (config_.recompute_values) {
+      absl::StatusOr<at::Tensor> v = policy_->Values(states);
+      if (!v.ok()) return v.status();
+      at::Tensor vc = v->contiguous();
+      std::copy(vc.data_ptr<float>(), vc.data_ptr<float>() + n, values.begin());
+    }
+    absl::StatusOr<GaeResult> gae =
+        ComputeGae(rewards, values, dones, 0.0f, config_.gamma, config_.gae_lambda);
+    if (!gae.ok()) return gae.status();
+
+    // 4. Keep the fresh samples only.
+    at::Tensor keep = at::tensor(fresh, at::kLong);
+    states = states.index_select(0, keep);
+    masks = masks.index_select(0, keep);
+    actions = actions.index_select(0, keep);
+    old_log_probs = old_log_probs.index_select(0, keep);
+    at::Tensor advantages = at::tensor(gae->advantages, at::kFloat).index_select(0, keep);
+    at::Tensor returns = at::tensor(gae->returns, at::kFloat).index_select(0, keep);
+    const int64_t used = keep.size(0);
+    stats.samples_used = used;
+    if (config_.normalise_advantages && used > 1) {
+      advantages = (advantages - advantages.mean()) / (advantages.std() + kAdvantageStdEps);
+    }
+
+    // 5. Epochs of shuffled minibatches.
+    std::vector<int64_t> perm(used);
+    double sum_policy = 0, sum_value = 0, sum_entropy = 0, sum_kl = 0, sum_clip = 0, sum_norm = 0;
+    for (int epoch = 0; epoch < config_.epochs; ++epoch) {
+      for (int64_t k = 0; k < used; ++k) perm[k] = k;
+      for (int64_t k = used - 1; k > 0; --k) {  // Fisher-Yates, portable across libstdc++s
+        std::swap(perm[k], perm[rng_() % static_cast<uint64_t>(k + 1)]);
+      }
+      at::Tensor perm_t = at::tensor(perm, at::kLong);
+      for (int64_t start = 0; start < used; start += config_.minibatch_size) {
+        at::Tensor idx = perm_t.slice(0, start, std::min(used, start + config_.minibatch_size));
+        absl::StatusOr<EvaluateResult> ev = policy_->Evaluate(
+            states.index_select(0, idx), masks.index_select(0, idx), actions.index_select(0, idx));
+        if (!ev.ok()) return ev.status();
+        at::Tensor mb_old = old_log_probs.index_select(0, idx);
+        at::Tensor mb_adv = advantages.index_select(0, idx);
+        at::Tensor policy_loss =
+            ClippedSurrogateLoss(ev->log_probs, mb_old, mb_adv, config_.clip_ratio);
+        at::Tensor value_loss = 0.5 * (ev->values - returns.index_select(0, idx)).pow(2).mean();
+        at::Tensor entropy = ev->entropy.mean();
+        at::Tensor loss =
+            policy_loss + config_.value_coef * value_loss - config_.entropy_coef * entropy;
+        impl_->optimizer->zero_grad();
+        loss.backward();
+        double norm = 0.0;
+        if (config_.max_grad_norm > 0.0) {
+          norm = torch::nn::utils::clip_grad_norm_(policy_->Parameters(), config_.max_grad_norm);
+        }
+        impl_->optimizer->step();
+
+        at::NoGradGuard no_grad;
+        at::Tensor log_ratio = ev->log_probs.detach() - mb_old;
+        at::Tensor ratio = at::exp(log_ratio);
+        sum_policy += policy_loss.item<double>();
+        sum_value += value_loss.item<double>();
+        sum_entropy += entropy.item<double>();
+        sum_kl += ((ratio - 1.0) - log_ratio).mean().item<double>();
+        sum_clip += ((ratio - 1.0).abs() > config_.clip_ratio).to(at::kFloat).mean().item<double>();
+        sum_norm += norm;
+        ++stats.minibatches;
+      }
+    }
+    const double m = static_cast<double>(stats.minibatches);
+    stats.policy_loss = sum_policy / m;
+    stats.value_loss = sum_value / m;
+    stats.entropy = sum_entropy / m;
+    stats.approx_kl = sum_kl / m;
+    stats.clip_fraction = sum_clip / m;
+    stats.grad_norm = sum_norm / m;
+  } catch (const c10::Error& e) {
+    return TorchError("PpoLearner::Update", e);
+  }
+  policy_->set_version(version + 1);
+  stats.version = version + 1;
+  return stats;
+}
+
+// State bytes: "WQLEARN1", sha256 hex (64 chars) of the rest, then a torch
+// archive with keys policy (snapshot bytes), version, rng (text of the
+// mt19937_64 state) and optimizer (Adam's own archive).
+absl::StatusOr<std::string> PpoLearner::SaveState() const {
+  try {
+    torch::serialize::OutputArchive archive;
+    archive.write("policy", BytesToTensor(policy_->Snapshot().bytes));
+    archive.write("version", at::tensor(std::vector<int64_t>{policy_->version()}, at::kLong));
+    std::ostringstream rng_text;
+    rng_text << rng_;
+    archive.write("rng", BytesToTensor(rng_text.str()));
+    torch::serialize::OutputArchive optimizer_archive;
+    impl_->optimizer->save(optimizer_archive);
+    archive.write("optimizer", optimizer_archive);
+    std::ostringstream body;
+    archive.save_to(body);
+    const std::string payload = body.str();
+    return std::string(kStateMagic, sizeof(kStateMagic)) + base::Sha256Hex(payload) + payload;
+  } catch (const c10::Error& e) {
+    return TorchError("PpoLearner::SaveState", e);
+  }
+}
+
+absl::Status PpoLearner::LoadState(const std::string& bytes) {
+  const size_t header = sizeof(kStateMagic) + kShaHexLen;
+  if (bytes.size() < header || bytes.compare(0, sizeof(kStateMagic), kStateMagic,
+                                             sizeof(kStateMagic)) != 0) {
+    return absl::InvalidArgumentError("learner state: bad magic");
+  }
+  const std::string payload = bytes.substr(header);
+  if (base::Sha256Hex(payload) != bytes.substr(sizeof(kStateMagic), kShaHexLen)) {
+    return absl::DataLossError("learner state: sha256 does not match its bytes");
+  }
+  try {
+    torch::serialize::InputArchive archive;
+    std::istringstream body(payload);
+    archive.load_from(body);
+    at::Tensor policy_bytes, version, rng_bytes;
+    if (!archive.try_read("policy", policy_bytes) || !archive.try_read("version", version) ||
+        !archive.try_read("rng", rng_bytes)) {
+      return absl::InvalidArgumentError("learner state: missing policy, version or rng");
+    }
+    PolicySnapshot snapshot;
+    snapshot.bytes = TensorToBytes(policy_bytes);
+    snapshot.sha256 = base::Sha256Hex(snapshot.bytes);
+    snapshot.version = version.item<int64_t>();
+    std::mt19937_64 rng;
+    std::istringstream rng_text(TensorToBytes(rng_bytes));
+    rng_text >> rng;
+    if (rng_text.fail()) return absl::InvalidArgumentError("learner state: bad rng state");
+    torch::serialize::InputArchive optimizer_archive;
+    if (!archive.try_read("optimizer", optimizer_archive)) {
+      return absl::InvalidArgumentError("learner state: missing optimizer");
+    }
+    // The policy check (architecture) comes first so a mismatched state
+    // fails before anything changes.
+    absl::Status loaded = policy_->LoadSnapshot(snapshot);
+    if (!loaded.ok()) return loaded;
+    impl_->optimizer->load(optimizer_archive);
+    rng_ = rng;
+  } catch (const c10::Error& e) {
+    return TorchError("PpoLearner::LoadState", e);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PpoLearner::SaveStateToFile(const std::string& path) const {
+  absl::StatusOr<std::string> bytes = SaveState();
+  if (!bytes.ok()) return bytes.status();
+  return base::WriteFileAtomic(path, *bytes);
+}
+
+absl::Status PpoLearner::LoadStateFromFile(const std::string& path) {
+  absl::StatusOr<std::string> bytes = base::ReadFile(path);
+  if (!bytes.ok()) return bytes.status();
+  absl::Status s = LoadState(*bytes);
+  if (!s.ok()) return absl::Status(s.code(), absl::StrCat(path, ": ", s.message()));
+  return absl::OkStatus();
+}
+
+}  // namespace windquant::rl
