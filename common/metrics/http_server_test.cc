@@ -1,0 +1,143 @@
+#include "common/metrics/http_server.h"
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/metrics/test_util.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace windquant::metrics {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+using testing::HttpRequest;
+
+MetricsServerOptions Opts(std::string address = "127.0.0.1", int port = 0, int threads = 2) {
+  MetricsServerOptions o;
+  o.address = std::move(address);
+  o.port = port;
+  o.num_threads = threads;
+  return o;
+}
+
+std::string Url(const MetricsServer& server, const std::string& path) {
+  return absl::StrCat("http://127.0.0.1:", server.port(), path);
+}
+
+class MetricsServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    episodes_ = registry_.AddCounter("windquant_learner_episodes_total", "Episodes.").value();
+    errors_ = registry_.AddCounter("windquant_net_rpc_errors_total", "Errors.", {"code"}).value();
+  }
+  Registry registry_;
+  Family<Counter>* episodes_ = nullptr;
+  Family<Counter>* errors_ = nullptr;
+};
+
+TEST_F(MetricsServerTest, ServesMetricsOnEphemeralPort) {
+  MetricsServer server(&registry_, Opts("127.0.0.1", 0));
+  ASSERT_TRUE(server.Start().ok());
+  ASSERT_GT(server.port(), 0);
+  episodes_->Get().Inc(42);
+  errors_->Labels({"UNAVAILABLE"}).Inc();
+  auto response = HttpRequest(Url(server, "/metrics"));
+  ASSERT_TRUE(response.ok()) << response.status();
+  EXPECT_EQ(response->status, 200);
+  EXPECT_THAT(response->content_type, StartsWith("text/plain; version=0.0.4"));
+  EXPECT_EQ(response->body, registry_.TextExposition());
+  EXPECT_THAT(response->body, HasSubstr("\nwindquant_learner_episodes_total 42\n"));
+  EXPECT_THAT(response->body, HasSubstr("windquant_net_rpc_errors_total{code=\"UNAVAILABLE\"} 1"));
+}
+
+TEST_F(MetricsServerTest, HealthzAndNothingElse) {
+  MetricsServer server(&registry_, Opts());
+  ASSERT_TRUE(server.Start().ok());
+  auto health = HttpRequest(Url(server, "/healthz"));
+  ASSERT_TRUE(health.ok()) << health.status();
+  EXPECT_EQ(health->status, 200);
+  EXPECT_EQ(health->body, "ok\n");
+  for (const char* path : {"/", "/metrics/", "/metricsx", "/etc/passwd", "/../../etc/passwd",
+                           "/index.html", "/healthz/x"}) {
+    auto r = HttpRequest(Url(server, path));
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->status, 404) << path;
+    EXPECT_THAT(r->body, ::testing::Not(HasSubstr("windquant_"))) << path;
+  }
+  auto post = HttpRequest(Url(server, "/metrics"), "POST");
+  ASSERT_TRUE(post.ok()) << post.status();
+  EXPECT_EQ(post->status, 405);
+  auto head = HttpRequest(Url(server, "/metrics"), "HEAD");
+  ASSERT_TRUE(head.ok()) << head.status();
+  EXPECT_EQ(head->status, 200);
+  EXPECT_EQ(head->body, "");
+}
+
+TEST_F(MetricsServerTest, StartStopRestart) {
+  MetricsServer server(&registry_, Opts());
+  EXPECT_EQ(server.port(), 0);
+  EXPECT_FALSE(server.running());
+  ASSERT_TRUE(server.Start().ok());
+  EXPECT_EQ(server.Start().code(), absl::StatusCode::kFailedPrecondition);
+  const int first_port = server.port();
+  server.Stop();
+  EXPECT_FALSE(server.running());
+  EXPECT_EQ(server.port(), 0);
+  EXPECT_FALSE(HttpRequest(absl::StrCat("http://127.0.0.1:", first_port, "/healthz")).ok());
+  server.Stop();  // no-op
+  ASSERT_TRUE(server.Start().ok());
+  auto r = HttpRequest(Url(server, "/healthz"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->status, 200);
+}
+
+TEST_F(MetricsServerTest, RejectsBadOptionsAndBusyPort) {
+  EXPECT_EQ(MetricsServer(&registry_, Opts("localhost")).Start().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(MetricsServer(&registry_, Opts("")).Start().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(MetricsServer(&registry_, Opts("127.0.0.1", 70000)).Start().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(MetricsServer(&registry_, Opts("127.0.0.1", 0, 0)).Start().code(),
+            absl::StatusCode::kInvalidArgument);
+  MetricsServer first(&registry_, Opts());
+  ASSERT_TRUE(first.Start().ok());
+  MetricsServer second(&registry_, Opts("127.0.0.1", first.port()));
+  absl::Status s = second.Start();
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  EXPECT_THAT(s.message(), HasSubstr(absl::StrCat(first.port())));
+}
+
+TEST_F(MetricsServerTest, ConcurrentScrapesWhileUpdating) {
+  MetricsServer server(&registry_, Opts("127.0.0.1", 0, 4));
+  ASSERT_TRUE(server.Start().ok());
+  std::atomic<bool> done{false};
+  std::thread writer([&] {
+    int i = 0;
+    while (!done.load()) errors_->Labels({absl::StrCat("C", i++ % 50)}).Inc();
+  });
+  std::vector<std::thread> scrapers;
+  std::atomic<int> ok{0};
+  for (int t = 0; t < 4; ++t) {
+    scrapers.emplace_back([&] {
+      for (int i = 0; i < 20; ++i) {
+        auto r = HttpRequest(Url(server, "/metrics"));
+        if (r.ok() && r->status == 200 && r->body.find("# TYPE windquant_net_rpc_errors_total") !=
+                                              std::string::npos) {
+          ++ok;
+        }
+      }
+    });
+  }
+  for (std::thread& t : scrapers) t.join();
+  done = true;
+  writer.join();
+  EXPECT_EQ(ok.load(), 80);
+}
+
+}  // namespace
+}  // namespace windquant::metrics
