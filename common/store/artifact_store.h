@@ -66,6 +66,9 @@ struct S3Options {
   int64_t request_timeout_ms = 120000;
   // Attempts for transient failures (connection errors, HTTP 500/502/503/504).
   int max_attempts = 3;
+  // Keys per ListObjectsV2 page (S3 caps it at 1000); small values in tests
+  // exercise continuation tokens.
+  int list_max_keys = 1000;
 };
 
 // Default store when no URI is given.

@@ -97,6 +97,7 @@ absl::StatusOr<std::unique_ptr<ArtifactStore>> S3ArtifactStore::Create(std::stri
   }
   if (options.region.empty()) options.region = "us-east-1";
   if (options.max_attempts < 1) options.max_attempts = 1;
+  if (options.list_max_keys < 1 || options.list_max_keys > 1000) options.list_max_keys = 1000;
   std::string scheme = "https", host;
   if (options.endpoint_url.empty()) {
     if (options.path_style) {
@@ -281,7 +282,8 @@ absl::StatusOr<std::vector<std::string>> S3ArtifactStore::List(absl::string_view
   std::string token;
   for (int page_index = 0;; ++page_index) {
     std::vector<std::pair<std::string, std::string>> query = {{"list-type", "2"},
-                                                              {"prefix", full_prefix}};
+                                                              {"prefix", full_prefix},
+                                                              {"max-keys", absl::StrCat(options_.list_max_keys)}};
     if (!token.empty()) query.emplace_back("continuation-token", token);
     WQ_ASSIGN_OR_RETURN(Response r, Send("GET", "", query, ""));
     if (r.http_status != 200) return ErrorFor("GET (ListObjectsV2)", "", r);
