@@ -29,7 +29,13 @@ int Reply(struct mg_connection* conn, int status, const char* content_type,
   mg_response_header_add(conn, "Content-Length", std::to_string(body.size()).c_str(), -1);
   mg_response_header_add(conn, "Cache-Control", "no-store", -1);
   if (extra_header != nullptr) mg_response_header_add_lines(conn, extra_header);
-  mg_response_header_send(conn);
+  {
+    // civetweb 1.15 formats the Date header with gmtime(), whose static buffer is shared
+    // by all worker threads (ThreadSanitizer reports it); serialise our header sends.
+    static std::mutex* const header_mu = new std::mutex;
+    std::lock_guard<std::mutex> lock(*header_mu);
+    mg_response_header_send(conn);
+  }
   if (!head && !body.empty()) mg_write(conn, body.data(), body.size());
   return status;
 }

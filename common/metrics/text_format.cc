@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <cstdint>
 
 #include "absl/strings/str_cat.h"
 
@@ -52,7 +53,15 @@ std::string FormatValue(double v) {
   if (std::isnan(v)) return "NaN";
   if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
   char buf[64];
-  auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), v);  // shortest round-trip
+  // Integral values (counts, bytes) print as integers while exactly representable;
+  // everything else as the shortest round-trip %g form, like Go's FormatFloat(v, 'g', -1)
+  // that Prometheus' own clients use (0.0005, 1e-07, 1e+21).
+  constexpr double kMaxExactInteger = 9007199254740992.0;  // 2^53
+  if (std::floor(v) == v && std::fabs(v) < kMaxExactInteger) {
+    auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), static_cast<int64_t>(v));
+    return std::string(buf, end);
+  }
+  auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), v, std::chars_format::general);
   return std::string(buf, end);
 }
 

@@ -24,7 +24,8 @@ std::string FormatText(const std::vector<FamilySnapshot>& families);
 std::string EscapeHelp(absl::string_view help);
 // Label values: '\' -> "\\", '"' -> "\"", newline -> "\n".
 std::string EscapeLabelValue(absl::string_view value);
-// A sample value or "le" bound: shortest round-trip decimal, "+Inf", "-Inf", "NaN".
+// A sample value or "le" bound: integers as integers (below 2^53), otherwise the shortest
+// round-trip %g form; "+Inf", "-Inf", "NaN".
 std::string FormatValue(double v);
 
 }  // namespace windquant::metrics

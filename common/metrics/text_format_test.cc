@@ -112,6 +112,12 @@ TEST(FormatValueTest, SpecialAndShortest) {
   EXPECT_EQ(FormatValue(0.1), "0.1");
   EXPECT_EQ(FormatValue(3), "3");
   EXPECT_EQ(FormatValue(123456789012.0), "123456789012");
+  EXPECT_EQ(FormatValue(1048576), "1048576");
+  EXPECT_EQ(FormatValue(-0.0), "0");
+  EXPECT_EQ(FormatValue(0.0005), "0.0005");
+  EXPECT_EQ(FormatValue(1e-7), "1e-07");
+  EXPECT_EQ(FormatValue(1e21), "1e+21");
+  EXPECT_EQ(FormatValue(2.556), "2.556");
   EXPECT_EQ(FormatValue(std::numeric_limits<double>::infinity()), "+Inf");
   EXPECT_EQ(FormatValue(-std::numeric_limits<double>::infinity()), "-Inf");
   EXPECT_EQ(FormatValue(std::nan("")), "NaN");
