@@ -1,0 +1,287 @@
+// Tests of Tokenizer on the LLaMA-2-style stories260k tokenizer.json against
+// SentencePiece (an independent implementation, tokenizer.model) and the
+// published whole-file checksums, plus small inline files for each feature.
+#include "common/model/tokenizer.h"
+
+#include <dlfcn.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_split.h"
+#include "common/base/files.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace windquant::model {
+namespace {
+
+using ::testing::ElementsAre;
+
+std::string SharedPath(const std::string& rel) {
+  const char* src = std::getenv("WQ_SOURCE_DIR");
+  return std::string(src ? src : ".") + "/../shared/" + rel;
+}
+
+std::string IdsSha256(const std::vector<int32_t>& ids) {
+  std::string bytes;
+  bytes.reserve(ids.size() * 4);
+  for (int32_t id : ids) {
+    uint32_t u = static_cast<uint32_t>(id);
+    for (int k = 0; k < 4; ++k) bytes.push_back(static_cast<char>((u >> (8 * k)) & 0xFF));
+  }
+  return base::Sha256Hex(bytes);
+}
+
+// SentencePiece's remove_extra_whitespaces: strip the ends, collapse runs of
+// spaces.
+std::string SpmNormalize(const std::string& line) {
+  std::string out;
+  bool space = false;
+  for (char c : line) {
+    if (c == ' ') {
+      space = true;
+      continue;
+    }
+    if (space && !out.empty()) out.push_back(' ');
+    space = false;
+    out.push_back(c);
+  }
+  return out;
+}
+
+// libsentencepiece 0.1.97 (Debian) embeds protobuf 3.14; a process that also
+// loads libprotobuf.so.32 (torch, which every test here links) crashes during
+// static initialization. So the reference is opened with dlopen(RTLD_LOCAL |
+// RTLD_DEEPBIND), which binds its protobuf calls to its own copy, and called
+// through its exported C++ symbols (Itanium ABI: sret pointer, then `this`).
+class DlopenSentencePiece {
+ public:
+  ~DlopenSentencePiece() {
+    if (self_ != nullptr) dtor_(self_);
+    // The handle is left open: libraries with protobuf state dislike dlclose.
+  }
+  // Empty string on success, else why not.
+  std::string Load(const std::string& model_path) {
+    handle_ = dlopen("libsentencepiece.so.0", RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+    if (handle_ == nullptr) return std::string("dlopen libsentencepiece.so.0: ") + dlerror();
+    ctor_ = reinterpret_cast<VoidFn>(dlsym(handle_, "_ZN13sentencepiece22SentencePieceProcessorC1Ev"));
+    dtor_ = reinterpret_cast<VoidFn>(dlsym(handle_, "_ZN13sentencepiece22SentencePieceProcessorD1Ev"));
+    status_dtor_ = reinterpret_cast<VoidFn>(dlsym(handle_, "_ZN13sentencepiece4util6StatusD1Ev"));
+    load_ = reinterpret_cast<LoadFn>(dlsym(
+        handle_, "_ZN13sentencepiece22SentencePieceProcessor4LoadESt17basic_string_viewIcSt11char_traitsIcEE"));
+    encode_ = reinterpret_cast<EncodeFn>(dlsym(
+        handle_,
+        "_ZNK13sentencepiece22SentencePieceProcessor6EncodeESt17basic_string_viewIcSt11char_"
+        "traitsIcEEPSt6vectorIiSaIiEE"));
+    if (!ctor_ || !dtor_ || !status_dtor_ || !load_ || !encode_) {
+      return "libsentencepiece.so.0 lacks an expected symbol";
+    }
+    self_ = storage_;
+    ctor_(self_);
+    void* status[1] = {nullptr};  // util::Status = unique_ptr<Rep>
+    load_(status, self_, model_path);
+    bool ok = status[0] == nullptr;
+    status_dtor_(status);
+    return ok ? "" : "SentencePiece could not load " + model_path;
+  }
+  bool Encode(std::string_view text, std::vector<int>* ids) const {
+    void* status[1] = {nullptr};
+    encode_(status, self_, text, ids);
+    bool ok = status[0] == nullptr;
+    status_dtor_(status);
+    return ok;
+  }
+
+ private:
+  using VoidFn = void (*)(void*);
+  using LoadFn = void (*)(void* ret, void* self, std::string_view);
+  using EncodeFn = void (*)(void* ret, const void* self, std::string_view, std::vector<int>*);
+  void* handle_ = nullptr;
+  void* self_ = nullptr;
+  alignas(16) unsigned char storage_[1024];  // sizeof(SentencePieceProcessor) is ~64
+  VoidFn ctor_ = nullptr, dtor_ = nullptr, status_dtor_ = nullptr;
+  LoadFn load_ = nullptr;
+  EncodeFn encode_ = nullptr;
+};
+
+class Stories260kTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    json_path_ = SharedPath("models/stories260k/tokenizer.json");
+    if (!base::PathExists(json_path_)) GTEST_SKIP() << "missing " << json_path_;
+    auto tok = Tokenizer::FromFile(json_path_);
+    ASSERT_TRUE(tok.ok()) << tok.status();
+    tok_ = std::move(tok).value();
+  }
+  std::string json_path_;
+  std::unique_ptr<Tokenizer> tok_;
+};
+
+TEST_F(Stories260kTest, SpecialIds) {
+  EXPECT_EQ(tok_->bos_id(), 1);
+  EXPECT_EQ(tok_->eos_id(), 2);
+  EXPECT_EQ(tok_->vocab_size(), 512);
+  EXPECT_EQ(tok_->IdToToken(3), "<0x00>");
+  EXPECT_EQ(tok_->TokenToId("<unk>"), 0);
+  EXPECT_EQ(tok_->TokenToId("no such piece"), -1);
+}
+
+TEST_F(Stories260kTest, BosEosAndAddedTokensInText) {
+  std::vector<int32_t> plain = tok_->Encode("Once upon a time");
+  std::vector<int32_t> with = tok_->Encode("Once upon a time", true, true);
+  ASSERT_EQ(with.size(), plain.size() + 2);
+  EXPECT_EQ(with.front(), 1);
+  EXPECT_EQ(with.back(), 2);
+  // "<s>" in the text is the special token, not the characters < s >.
+  std::vector<int32_t> ids = tok_->Encode("<s>Once upon a time</s>");
+  ASSERT_GE(ids.size(), 3u);
+  EXPECT_EQ(ids.front(), 1);
+  EXPECT_EQ(ids.back(), 2);
+  EXPECT_EQ(tok_->Decode(ids, /*skip_special=*/true), "Once upon a time");
+  EXPECT_EQ(tok_->Decode(with, /*skip_special=*/false).rfind("<s>", 0), 0u);
+}
+
+TEST_F(Stories260kTest, ByteFallbackRoundTrip) {
+  const std::string text = "caf\xC3\xA9 \xE6\x97\xA5\xE6\x9C\xAC \xF0\x9F\x99\x82 x\ty";
+  std::vector<int32_t> ids = tok_->Encode(text);
+  bool has_byte_token = false;
+  for (int32_t id : ids) has_byte_token = has_byte_token || (id >= 3 && id <= 258);
+  EXPECT_TRUE(has_byte_token);
+  EXPECT_EQ(tok_->Decode(ids), text);
+}
+
+// Every line of both files, as SentencePiece sees them after its
+// whitespace normalization, gives the same ids as libsentencepiece.
+TEST_F(Stories260kTest, MatchesSentencePieceLineByLine) {
+  DlopenSentencePiece sp;
+  const std::string model = SharedPath("models/stories260k/tokenizer.model");
+  if (!base::PathExists(model)) GTEST_SKIP() << "missing " << model;
+  const std::string error = sp.Load(model);
+  if (error.find("dlopen") == 0) GTEST_SKIP() << error;
+  ASSERT_EQ(error, "");
+  for (const char* file : {"data/tinystories-valid-sample.txt", "data/wikitext2-test.txt"}) {
+    auto text = base::ReadFile(SharedPath(file));
+    if (!text.ok()) GTEST_SKIP() << "missing " << SharedPath(file);
+    int lines = 0, mismatches = 0;
+    for (absl::string_view raw : absl::StrSplit(*text, '\n')) {
+      std::string line = SpmNormalize(std::string(raw));
+      if (line.empty()) continue;
+      std::vector<int> expected;
+      ASSERT_TRUE(sp.Encode(line, &expected));
+      std::vector<int32_t> got = tok_->Encode(line);
+      ++lines;
+      if (std::vector<int32_t>(expected.begin(), expected.end()) != got) {
+        if (++mismatches <= 5) ADD_FAILURE() << file << ": mismatch on line: " << line;
+      }
+    }
+    EXPECT_EQ(mismatches, 0) << file;
+    EXPECT_GT(lines, 1000) << file;
+    std::printf("%s: %d non-empty lines identical to SentencePiece: %d\n", file, lines,
+                lines - mismatches);
+  }
+}
+
+struct FileCase {
+  const char* file;
+  size_t tokens;
+  const char* sha256;
+};
+
+TEST_F(Stories260kTest, WholeFileChecksumsAndRoundTrip) {
+  const FileCase cases[] = {
+      {"data/tinystories-valid-sample.txt", 393018,
+       "2da76ff0e7286c67790d8b7ce7f969a160101f1df817112861f9bd47b92913b9"},
+      {"data/wikitext2-test.txt", 809289,
+       "361291d3bf24dbb495a949f274fbb0e48a4fe2b933a75b09e44216f22c26be88"},
+  };
+  for (const FileCase& c : cases) {
+    auto text = base::ReadFile(SharedPath(c.file));
+    if (!text.ok()) GTEST_SKIP() << "missing " << SharedPath(c.file);
+    auto t0 = std::chrono::steady_clock::now();
+    std::vector<int32_t> ids = tok_->Encode(*text);
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::printf("%s: %zu bytes -> %zu tokens in %.3f s (%.1f MB/s)\n", c.file, text->size(),
+                ids.size(), s, text->size() / s / 1e6);
+    EXPECT_EQ(ids.size(), c.tokens) << c.file;
+    EXPECT_EQ(IdsSha256(ids), c.sha256) << c.file;
+    EXPECT_EQ(tok_->Decode(ids), *text) << c.file;
+    EXPECT_LT(s, 5.0) << "encoding is too slow";
+  }
+}
+
+// --- Small inline files: one feature each. ---------------------------------
+
+// Vocab a b c ab abc with merges (a b) then (ab c), byte-level alphabet.
+constexpr char kTinyByteLevel[] = R"({
+  "added_tokens": [{"id": 5, "content": "<|bos|>", "special": true}],
+  "normalizer": null,
+  "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false, "use_regex": true},
+  "post_processor": {"type": "TemplateProcessing",
+    "single": [{"SpecialToken": {"id": "<|bos|>", "type_id": 0}},
+               {"Sequence": {"id": "A", "type_id": 0}}]},
+  "decoder": {"type": "ByteLevel"},
+  "model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "c": 2, "ab": 3, "abc": 4, "Ġ": 6,
+                                     "Ġa": 7},
+            "merges": ["a b", ["ab", "c"], "Ġ a"]}
+})";
+
+TEST(TokenizerTest, MergesByRank) {
+  auto tok = Tokenizer::FromJson(kTinyByteLevel, "tiny");
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  EXPECT_THAT((*tok)->Encode("abc"), ElementsAre(4));
+  EXPECT_THAT((*tok)->Encode("abcab"), ElementsAre(4, 3));
+  // " abc": (a b) rank 0 beats (Ġ a) rank 2, so Ġa never forms.
+  EXPECT_THAT((*tok)->Encode("cab abc"), ElementsAre(2, 3, 6, 4));
+  EXPECT_THAT((*tok)->Encode("ab<|bos|>a", true), ElementsAre(5, 3, 5, 0));
+  EXPECT_EQ((*tok)->bos_id(), 5);
+  EXPECT_EQ((*tok)->eos_id(), -1);
+  EXPECT_EQ((*tok)->vocab_size(), 8);
+  EXPECT_EQ((*tok)->Decode({2, 3, 6, 4}), "cab abc");
+  EXPECT_EQ((*tok)->Decode({7, 1}), " ab");
+  EXPECT_EQ((*tok)->Decode({5, 3}, false), "<|bos|>ab");
+}
+
+TEST(TokenizerTest, RejectsBadFiles) {
+  EXPECT_FALSE(Tokenizer::FromJson("{", "x").ok());
+  auto missing = Tokenizer::FromFile("/nonexistent/tokenizer.json");
+  EXPECT_FALSE(missing.ok());
+  auto wordpiece = Tokenizer::FromJson(R"({"model": {"type": "WordPiece", "vocab": {}}})", "wp");
+  ASSERT_FALSE(wordpiece.ok());
+  EXPECT_THAT(std::string(wordpiece.status().message()), ::testing::HasSubstr("model.type"));
+  auto bad_merge = Tokenizer::FromJson(
+      R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": ["a b"]}})", "bm");
+  ASSERT_FALSE(bad_merge.ok());
+  EXPECT_THAT(std::string(bad_merge.status().message()), ::testing::HasSubstr("merges[0]"));
+  auto bad_regex = Tokenizer::FromJson(
+      R"({"pre_tokenizer": {"type": "Split", "pattern": {"Regex": "\\w+"},
+          "behavior": "Isolated", "invert": false},
+          "model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}})",
+      "re");
+  ASSERT_FALSE(bad_regex.ok());
+  EXPECT_THAT(std::string(bad_regex.status().message()), ::testing::HasSubstr("pre_tokenizer"));
+}
+
+// Metaspace pre-tokenizer (prepend_scheme first, split true) with byte
+// fallback and fuse_unk.
+TEST(TokenizerTest, MetaspaceSplitAndUnk) {
+  constexpr char kJson[] = R"({
+    "pre_tokenizer": {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "first",
+                      "split": true},
+    "decoder": {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "first"},
+    "model": {"type": "BPE", "unk_token": "<unk>", "fuse_unk": true, "byte_fallback": false,
+              "vocab": {"<unk>": 0, "▁": 1, "h": 2, "i": 3, "▁h": 4, "▁hi": 5},
+              "merges": ["▁ h", "▁h i"]}
+  })";
+  auto tok = Tokenizer::FromJson(kJson, "meta");
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  EXPECT_THAT((*tok)->Encode("hi hi"), ElementsAre(5, 5));
+  EXPECT_THAT((*tok)->Encode("hi xyz"), ElementsAre(5, 1, 0));  // fused unk
+  EXPECT_EQ((*tok)->Decode({5, 5}), "hi hi");
+}
+
+}  // namespace
+}  // namespace windquant::model

