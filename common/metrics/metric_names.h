@@ -58,11 +58,13 @@ inline constexpr MetricSpec kLearnerMeanEpisodeReward{
     "windquant_learner_mean_episode_reward", "Mean reward of the episodes of the last update.",
     MetricType::kGauge};
 inline constexpr MetricSpec kLearnerTargetBits{
-    "windquant_learner_target_bits", "Current curriculum target of average bits per weight.",
+    "windquant_learner_target_bitwidth",
+    "Current curriculum target of average bits per weight (a bit-width, not a data size).",
     MetricType::kGauge};
 inline constexpr MetricSpec kLearnerBestPlanEffectiveBits{
-    "windquant_learner_best_plan_effective_bits",
-    "Average effective bits per weight of the best plan so far.", MetricType::kGauge};
+    "windquant_learner_best_plan_bitwidth",
+    "Average effective bits per weight of the best plan so far (a bit-width).",
+    MetricType::kGauge};
 inline constexpr MetricSpec kLearnerBestPlanPerplexity{
     "windquant_learner_best_plan_perplexity", "Calibration perplexity of the best plan so far.",
     MetricType::kGauge};
