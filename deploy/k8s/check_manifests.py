@@ -1,0 +1,393 @@
+#!/usr/bin/env python3
+"""Renders deploy/k8s (base and every overlay) with kustomize and checks the result.
+
+1. Every rendered object validates against the Kubernetes 1.29.0 standalone-strict JSON
+   schemas of ../shared/k8s-schemas (ServiceMonitor: the Prometheus Operator CRD schema),
+   with jsonschema's Draft7Validator.
+2. Structural rules the schemas cannot express (see RULES below): learner replicas 1 +
+   Recreate, gRPC probes on the serving port, StatefulSet serviceName = a headless Service,
+   selectors match template labels, every ConfigMap/Secret/PVC reference resolves to a
+   rendered (generated, hash-suffixed) object, the actor topology matches run.yaml, ...
+3. Self-test: known-bad mutations of a rendered overlay must be reported, so a rule that
+   silently stopped checking fails the test.
+
+Exit 0 = all good, 1 = findings, 77 = skipped (kustomize, jsonschema or the schemas are
+missing; ctest reports it as skipped). Needs PyYAML + jsonschema (pyenv python3).
+Usage: check_manifests.py [--print-render OVERLAY]
+"""
+import copy
+import json
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+
+HERE = pathlib.Path(__file__).resolve().parent
+SOURCE_DIR = pathlib.Path(os.environ.get("WQ_SOURCE_DIR", HERE.parent.parent))
+SCHEMA_ROOT = SOURCE_DIR.parent / "shared" / "k8s-schemas"
+K8S_VERSION_DIR = "v1.29.0-standalone-strict"
+TARGETS = ["base", "overlays/cpu-small", "overlays/llama3-70b-gpu"]
+
+# Role -> (binary, gRPC port). Metrics are on 9464 everywhere.
+ROLES = {"learner": ("windquant-learner", 50051), "evaluator": ("windquant-evaluator", 50052),
+         "actor": ("windquant-actor", 50053)}
+METRICS_PORT = 9464
+CONFIG_PATH = "/etc/windquant/run.yaml"
+POD_INDEX_FIELD = "metadata.labels['apps.kubernetes.io/pod-index']"
+GENERATED = re.compile(r"^(windquant-run|windquant-store)-[a-z0-9]{10}$")
+
+
+def skip(message):
+    print(f"SKIP: {message}")
+    sys.exit(77)
+
+
+try:
+    import yaml
+except ImportError:
+    skip("PyYAML is not installed for " + sys.executable)
+try:
+    from jsonschema import Draft7Validator
+except ImportError:
+    skip(f"jsonschema is not installed for {sys.executable} (use the pyenv python3)")
+
+
+def kustomize_command():
+    if shutil.which("kustomize"):
+        return ["kustomize", "build"]
+    if shutil.which("kubectl"):
+        probe = subprocess.run(["kubectl", "kustomize", "--help"], capture_output=True)
+        if probe.returncode == 0:
+            return ["kubectl", "kustomize"]
+    return None
+
+
+def render(cmd, target):
+    out = subprocess.run(cmd + [str(HERE / target)], capture_output=True, text=True)
+    if out.returncode != 0:
+        raise RuntimeError(f"{target}: kustomize failed: {out.stderr.strip()}")
+    return [d for d in yaml.safe_load_all(out.stdout) if d]
+
+
+def schema_path(doc):
+    group, _, version = doc["apiVersion"].rpartition("/")
+    kind = doc["kind"].lower()
+    if group.endswith("coreos.com"):
+        return SCHEMA_ROOT / "crds" / group / f"{kind}_{version}.json"
+    name = "-".join(filter(None, [kind, group.split(".")[0], version])) + ".json"
+    return SCHEMA_ROOT / K8S_VERSION_DIR / name
+
+
+_validators = {}
+
+
+def schema_errors(doc):
+    path = schema_path(doc)
+    if not path.exists():
+        return [f"no schema {path.relative_to(SCHEMA_ROOT)} for {doc['apiVersion']} {doc['kind']}"]
+    if path not in _validators:
+        _validators[path] = Draft7Validator(json.loads(path.read_text()))
+    return [f"{'.'.join(map(str, e.absolute_path)) or '<root>'}: {e.message}"
+            for e in _validators[path].iter_errors(doc)]
+
+
+def ident(doc):
+    return f"{doc['kind']}/{doc['metadata'].get('name')}"
+
+
+def pod_spec(doc):
+    return doc["spec"]["template"]["spec"]
+
+
+def role_of(doc):
+    return doc["spec"]["template"]["metadata"].get("labels", {}).get(
+        "app.kubernetes.io/component")
+
+
+def selects(selector, labels):
+    return bool(selector) and all(labels.get(k) == v for k, v in selector.items())
+
+
+def run_config(docs):
+    """The run.yaml of the rendered windquant-run ConfigMap (None if absent)."""
+    for d in docs:
+        if d["kind"] == "ConfigMap" and GENERATED.match(d["metadata"]["name"]) and \
+                d["metadata"]["name"].startswith("windquant-run-"):
+            return yaml.safe_load(d["data"]["run.yaml"])
+    return None
+
+
+def check_rules(docs, target):
+    """Returns the structural findings of one rendered target."""
+    f = []
+    by_kind = {}
+    for d in docs:
+        by_kind.setdefault(d["kind"], []).append(d)
+    names = {(d["kind"], d["metadata"]["name"]) for d in docs}
+    workloads = by_kind.get("Deployment", []) + by_kind.get("StatefulSet", [])
+    services = by_kind.get("Service", [])
+    cfg = run_config(docs)
+    if cfg is None:
+        return ["no generated windquant-run-<hash> ConfigMap with run.yaml"]
+
+    roles = sorted(filter(None, (role_of(w) for w in workloads)))
+    if roles != ["actor", "evaluator", "learner"]:
+        f.append(f"expected one learner, evaluator and actor workload, got {roles}")
+
+    for w in workloads:
+        wid, role = ident(w), role_of(w)
+        spec, pod = w["spec"], pod_spec(w)
+        tmpl_labels = spec["template"]["metadata"].get("labels", {})
+        if not selects(spec["selector"].get("matchLabels"), tmpl_labels):
+            f.append(f"{wid}: selector.matchLabels do not match the template labels")
+        if role not in ROLES:
+            f.append(f"{wid}: unknown component label {role!r}")
+            continue
+        binary, grpc_port = ROLES[role]
+        if role == "learner":
+            if w["kind"] != "Deployment" or spec.get("replicas") != 1:
+                f.append(f"{wid}: the learner must be a Deployment with replicas 1")
+            if spec.get("strategy", {}).get("type") != "Recreate":
+                f.append(f"{wid}: the learner must use strategy Recreate")
+        if role == "actor":
+            if w["kind"] != "StatefulSet":
+                f.append(f"{wid}: actors must be a StatefulSet")
+            if spec.get("podManagementPolicy") != "Parallel":
+                f.append(f"{wid}: podManagementPolicy must be Parallel")
+            headless = [s for s in services if s["metadata"]["name"] == spec.get("serviceName")]
+            if not headless or headless[0]["spec"].get("clusterIP") != "None":
+                f.append(f"{wid}: serviceName {spec.get('serviceName')!r} is not a headless Service")
+            elif not selects(headless[0]["spec"].get("selector"), tmpl_labels):
+                f.append(f"{wid}: headless Service does not select the actor pods")
+            check_topology(f, w, cfg)
+
+        # Pod-level rules.
+        sc = pod.get("securityContext", {})
+        if sc.get("runAsNonRoot") is not True or not sc.get("runAsUser"):
+            f.append(f"{wid}: pod securityContext must set runAsNonRoot and a runAsUser")
+        grace = pod.get("terminationGracePeriodSeconds", 30)
+        deadline_s = cfg.get("service", {}).get("rpc_deadline_ms", 30000) / 1000
+        if grace < deadline_s + 10:
+            f.append(f"{wid}: terminationGracePeriodSeconds {grace} < rpc deadline {deadline_s} s + 10")
+        ann = spec["template"]["metadata"].get("annotations", {})
+        if ann.get("prometheus.io/scrape") != "true" or ann.get("prometheus.io/path") != "/metrics" \
+                or ann.get("prometheus.io/port") != str(METRICS_PORT):
+            f.append(f"{wid}: prometheus.io/scrape|port|path annotations missing or wrong")
+        check_references(f, wid, pod, names, by_kind)
+
+        containers = pod.get("containers", [])
+        if len(containers) != 1:
+            f.append(f"{wid}: expected one container")
+        for c in containers:
+            cid = f"{wid} container {c['name']}"
+            if c.get("command") != [binary] or c.get("args") != ["--config", CONFIG_PATH]:
+                f.append(f"{cid}: command must be `{binary} --config {CONFIG_PATH}`")
+            ports = {p["containerPort"]: p.get("name") for p in c.get("ports", [])}
+            if ports.get(grpc_port) != "grpc" or ports.get(METRICS_PORT) != "metrics":
+                f.append(f"{cid}: ports must be grpc {grpc_port} and metrics {METRICS_PORT}")
+            for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+                p = c.get(probe)
+                if not p or set(p) & {"httpGet", "tcpSocket", "exec"} or \
+                        p.get("grpc", {}).get("port") != grpc_port:
+                    f.append(f"{cid}: {probe} must be a grpc probe on port {grpc_port}")
+            res = c.get("resources", {})
+            for part in ("requests", "limits"):
+                if not {"cpu", "memory"} <= set(res.get(part, {})):
+                    f.append(f"{cid}: resources.{part} must set cpu and memory")
+            csc = c.get("securityContext", {})
+            if csc.get("allowPrivilegeEscalation") is not False or \
+                    "ALL" not in csc.get("capabilities", {}).get("drop", []):
+                f.append(f"{cid}: must drop ALL capabilities and disallow privilege escalation")
+            mounts = {m["mountPath"]: m for m in c.get("volumeMounts", [])}
+            vols = {v["name"]: v for v in pod.get("volumes", [])}
+            cm = mounts.get(os.path.dirname(CONFIG_PATH))
+            if not cm or "configMap" not in vols.get(cm["name"], {}):
+                f.append(f"{cid}: the run ConfigMap is not mounted at {os.path.dirname(CONFIG_PATH)}")
+            gpus = res.get("limits", {}).get("nvidia.com/gpu")
+            if cfg["model"].get("device") == "cuda" and role in ("actor", "evaluator"):
+                if str(gpus) != "1" or str(res.get("requests", {}).get("nvidia.com/gpu")) != "1":
+                    f.append(f"{cid}: model.device cuda needs nvidia.com/gpu: 1 (requests and limits)")
+                if "cuda" not in c.get("image", ""):
+                    f.append(f"{cid}: a GPU container must use the CUDA image, got {c.get('image')}")
+            elif gpus is not None and cfg["model"].get("device") != "cuda":
+                f.append(f"{cid}: requests a GPU but model.device is not cuda")
+            if role == "actor":
+                env = {e["name"]: e for e in c.get("env", [])}
+                ref = env.get("WQ_POD_ORDINAL", {}).get("valueFrom", {}).get("fieldRef", {})
+                if ref.get("fieldPath") != POD_INDEX_FIELD:
+                    f.append(f"{cid}: WQ_POD_ORDINAL must come from {POD_INDEX_FIELD}")
+
+    for s in services:
+        sid = ident(s)
+        targets = [w for w in workloads
+                   if selects(s["spec"].get("selector"), w["spec"]["template"]["metadata"].get("labels", {}))]
+        if len(targets) != 1:
+            f.append(f"{sid}: selects {len(targets)} workloads, expected 1")
+            continue
+        port_names = {p.get("name") for c in pod_spec(targets[0])["containers"] for p in c.get("ports", [])}
+        for p in s["spec"].get("ports", []):
+            if p.get("targetPort") not in port_names:
+                f.append(f"{sid}: targetPort {p.get('targetPort')!r} is not a container port name")
+
+    for host_key, role in (("learner_address", "learner"), ("evaluator_address", "evaluator")):
+        addr = cfg.get("service", {}).get(host_key, "")
+        want = [f"{s['metadata']['name']}:{ROLES[role][1]}" for s in services
+                if s["spec"].get("selector", {}).get("app.kubernetes.io/component") == role]
+        if addr not in want:
+            f.append(f"run.yaml service.{host_key} {addr!r} is not one of {want}")
+
+    for pvc in by_kind.get("PersistentVolumeClaim", []):
+        if pvc["spec"].get("accessModes") != ["ReadOnlyMany"]:
+            f.append(f"{ident(pvc)}: the weights volume must be ReadOnlyMany")
+
+    for sm in by_kind.get("ServiceMonitor", []):
+        selected = [s for s in services if selects(sm["spec"]["selector"].get("matchLabels"),
+                                                   s["metadata"].get("labels", {}))]
+        if len(selected) != 3:
+            f.append(f"{ident(sm)}: selects {len(selected)} Services, expected 3")
+        for ep in sm["spec"].get("endpoints", []):
+            for s in selected:
+                if ep.get("port") not in {p.get("name") for p in s["spec"]["ports"]}:
+                    f.append(f"{ident(sm)}: port {ep.get('port')!r} is not a port of {ident(s)}")
+    if target.endswith("gpu") and not by_kind.get("ServiceMonitor"):
+        f.append("the GPU overlay must ship a ServiceMonitor")
+    return f
+
+
+def check_references(f, wid, pod, names, by_kind):
+    """Every ConfigMap/Secret/PVC a pod refers to is rendered (and generated)."""
+    refs = []
+    for v in pod.get("volumes", []):
+        if "configMap" in v:
+            refs.append(("ConfigMap", v["configMap"]["name"]))
+        if "secret" in v:
+            refs.append(("Secret", v["secret"]["secretName"]))
+        if "persistentVolumeClaim" in v:
+            refs.append(("PersistentVolumeClaim", v["persistentVolumeClaim"]["claimName"]))
+    for c in pod.get("containers", []) + pod.get("initContainers", []):
+        for e in c.get("envFrom", []):
+            if "configMapRef" in e:
+                refs.append(("ConfigMap", e["configMapRef"]["name"]))
+            if "secretRef" in e:
+                refs.append(("Secret", e["secretRef"]["name"]))
+        for e in c.get("env", []):
+            vf = e.get("valueFrom", {})
+            if "configMapKeyRef" in vf:
+                refs.append(("ConfigMap", vf["configMapKeyRef"]["name"]))
+            if "secretKeyRef" in vf:
+                refs.append(("Secret", vf["secretKeyRef"]["name"]))
+    if pod.get("serviceAccountName"):
+        refs.append(("ServiceAccount", pod["serviceAccountName"]))
+    for kind, name in refs:
+        if (kind, name) not in names:
+            f.append(f"{wid}: {kind} {name!r} is not rendered")
+        elif kind in ("ConfigMap", "Secret") and not GENERATED.match(name):
+            f.append(f"{wid}: {kind} {name!r} is not a generated (hash-suffixed) name")
+    if not any(k == "Secret" for k, _ in refs):
+        f.append(f"{wid}: does not use the store Secret")
+
+
+def check_topology(f, sts, cfg):
+    """StatefulSet size and actor DNS names agree with run.yaml's service section."""
+    svc = cfg.get("service", {})
+    stages, replicas = svc.get("stages", 1), svc.get("replicas", 1)
+    wid = ident(sts)
+    if sts["spec"].get("replicas") != stages * replicas:
+        f.append(f"{wid}: replicas {sts['spec'].get('replicas')} != stages*replicas "
+                 f"{stages}*{replicas} of run.yaml")
+    if svc.get("stage", -1) != -1 or svc.get("replica", -1) != -1:
+        f.append("run.yaml: service.stage/replica must be -1 (from the pod ordinal)")
+    addresses = svc.get("actor_addresses", [])
+    want = [f"{sts['metadata']['name']}-{r * stages + s}.{sts['spec']['serviceName']}:{ROLES['actor'][1]}"
+            for s in range(stages) for r in range(replicas)]
+    if addresses != want:
+        f.append(f"run.yaml: service.actor_addresses {addresses} != stage-major pod DNS names {want}")
+
+
+def check_target(docs, target):
+    findings = []
+    for d in docs:
+        findings += [f"schema {ident(d)} {e}" for e in schema_errors(d)]
+    findings += [f"rule {m}" for m in check_rules(docs, target)]
+    return findings
+
+
+def find(docs, kind, component=None):
+    for d in docs:
+        if d["kind"] == kind and (component is None or role_of(d) == component):
+            return d
+    raise KeyError(kind)
+
+
+# Each mutation breaks one thing; check_target must report a finding containing `expect`.
+MUTATIONS = [
+    ("unknown field", "Additional properties",
+     lambda ds: find(ds, "Deployment", "learner")["spec"].__setitem__("replicaz", 1)),
+    ("learner replicas 2", "replicas 1",
+     lambda ds: find(ds, "Deployment", "learner")["spec"].__setitem__("replicas", 2)),
+    ("rolling learner", "Recreate",
+     lambda ds: find(ds, "Deployment", "learner")["spec"].__setitem__("strategy", {"type": "RollingUpdate"})),
+    ("http probe", "grpc probe",
+     lambda ds: pod_spec(find(ds, "StatefulSet"))["containers"][0].__setitem__(
+         "readinessProbe", {"httpGet": {"path": "/healthz", "port": 9464}})),
+    ("wrong serviceName", "headless",
+     lambda ds: find(ds, "StatefulSet")["spec"].__setitem__("serviceName", "actors")),
+    ("selector mismatch", "matchLabels",
+     lambda ds: find(ds, "Deployment", "evaluator")["spec"]["selector"]["matchLabels"].__setitem__(
+         "app.kubernetes.io/component", "x")),
+    ("dangling ConfigMap", "not rendered",
+     lambda ds: pod_spec(find(ds, "Deployment", "learner"))["volumes"][0]["configMap"].__setitem__(
+         "name", "windquant-run-0000000000")),
+    ("unhashed Secret", "not rendered",
+     lambda ds: pod_spec(find(ds, "StatefulSet"))["containers"][0]["envFrom"][0]["secretRef"].__setitem__(
+         "name", "windquant-store")),
+    ("topology", "stages*replicas",
+     lambda ds: find(ds, "StatefulSet")["spec"].__setitem__("replicas", 3)),
+    ("bad quantity type", "is not of type",
+     lambda ds: find(ds, "StatefulSet")["spec"].__setitem__("replicas", "two")),
+]
+
+
+def self_test(docs, target):
+    failures = []
+    for name, expect, mutate in MUTATIONS:
+        broken = copy.deepcopy(docs)
+        mutate(broken)
+        found = check_target(broken, target)
+        if not any(expect in m for m in found):
+            failures.append(f"self-test '{name}': no finding containing {expect!r} (got {found})")
+    return failures
+
+
+def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "--print-render":
+        cmd = kustomize_command() or sys.exit("no kustomize")
+        print(yaml.safe_dump_all(render(cmd, sys.argv[2]), sort_keys=False))
+        return 0
+    if not (SCHEMA_ROOT / K8S_VERSION_DIR).is_dir():
+        skip(f"{SCHEMA_ROOT / K8S_VERSION_DIR} not found (the shared k8s schemas)")
+    cmd = kustomize_command()
+    if cmd is None:
+        skip("neither `kustomize` nor `kubectl kustomize` is available")
+    version = subprocess.run(cmd[:1] + (["version", "--client"] if cmd[0] == "kubectl" else ["version"]),
+                             capture_output=True, text=True).stdout.strip().replace("\n", ", ")
+    print(f"renderer: {' '.join(cmd)} ({version}); schemas: {SCHEMA_ROOT / K8S_VERSION_DIR}")
+    failures = []
+    for target in TARGETS:
+        docs = render(cmd, target)
+        findings = check_target(docs, target)
+        kinds = sorted(f"{d['kind']}" for d in docs)
+        print(f"{target}: {len(docs)} objects ({', '.join(kinds)}), {len(findings)} findings")
+        failures += [f"{target}: {m}" for m in findings]
+        if target == "overlays/llama3-70b-gpu":
+            failures += [f"{target}: {m}" for m in self_test(docs, target)]
+    for m in failures:
+        print("FAIL", m)
+    print(f"self-test: {len(MUTATIONS)} mutations")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
