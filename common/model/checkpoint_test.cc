@@ -91,7 +91,7 @@ void WriteCheckpoint(const std::string& dir, LlamaConfig c, const TensorMap& wei
 
 std::string FreshDir(const std::string& name) {
   const std::string dir = ::testing::TempDir() + "/checkpoint_test_" + name;
-  std::system(("rm -rf '" + dir + "'").c_str());
+  EXPECT_EQ(std::system(("rm -rf '" + dir + "'").c_str()), 0);
   return dir;
 }
 
@@ -149,7 +149,9 @@ TEST_P(CheckpointRoundTripTest, LoadsWhatWasWritten) {
   int64_t total = 0;
   for (const auto& [n, t] : weights) total += t.numel() * (p.dtype == Dtype::kF32 ? 4 : 2);
   EXPECT_EQ((*ckpt)->bytes_read(), total);
-  if (p.tied) EXPECT_TRUE(w->lm_head.is_same(w->embed_tokens));
+  if (p.tied) {
+    EXPECT_TRUE(w->lm_head.is_same(w->embed_tokens));
+  }
   // F16/BF16 really round: the loaded values differ from the float32 source.
   if (p.dtype != Dtype::kF32) {
     EXPECT_FALSE(at::equal(w->layers[0].linear[0], weights.at(LinearTensorName(0, Matrix::kQ))));
