@@ -135,11 +135,14 @@ at::Tensor LlamaModel::ForwardLayers(const at::Tensor& hidden, int64_t begin, in
     cos = cos.to(device_);
     sin = sin.to(device_);
   }
-  // Additive causal mask [T, T]: 0 on and below the diagonal, -inf above.
+  // Additive causal mask: 0 on and below the diagonal, -inf above; repeated
+  // for the n_rep query heads that share a K/V head (rows are (rep, t)).
   const at::Tensor mask =
       at::full({T, T}, -std::numeric_limits<float>::infinity(),
                at::TensorOptions().dtype(at::kFloat).device(device_))
-          .triu(1);
+          .triu(1)
+          .repeat({n_rep, 1})
+          .expand({B * nkv, n_rep * T, T});
 
   auto call_hook = [&](int64_t layer, Matrix m, const at::Tensor& in) {
     if (hook != nullptr && *hook) (*hook)(layer, m, in);
@@ -158,14 +161,14 @@ at::Tensor LlamaModel::ForwardLayers(const at::Tensor& hidden, int64_t begin, in
     at::Tensor v = at::linear(h, w.at(Matrix::kV)).view({B, T, nkv, hd}).transpose(1, 2);
     q = q * cos + RotateHalf(q) * sin;  // [B, nh, T, hd]
     k = k * cos + RotateHalf(k) * sin;  // [B, nkv, T, hd]
-    // GQA without copying K/V: group the n_rep query heads of each K/V head
-    // along the row dimension, [B, nkv, n_rep*T, hd].
-    const at::Tensor qg = q.reshape({B, nkv, n_rep * T, hd});
-    at::Tensor scores = at::matmul(qg, k.transpose(-2, -1)) * scale;  // [B,nkv,n_rep*T,T]
-    scores = scores.view({B, nkv, n_rep, T, T}) + mask;
-    const at::Tensor probs =
-        at::softmax(scores, -1, at::kFloat).to(v.scalar_type()).view({B, nkv, n_rep * T, T});
-    const at::Tensor attn = at::matmul(probs, v)                    // [B, nkv, n_rep*T, hd]
+    // GQA without copying K/V: the n_rep query heads of each K/V head are
+    // stacked along the rows, [B*nkv, n_rep*T, hd]. scores = mask + scale*q.k
+    // in one baddbmm (the attention tensors dominate memory traffic).
+    const at::Tensor qg = q.reshape({B * nkv, n_rep * T, hd});
+    const at::Tensor scores = at::baddbmm(mask, qg, k.reshape({B * nkv, T, hd}).transpose(1, 2),
+                                          /*beta=*/1.0, /*alpha=*/scale);
+    const at::Tensor probs = at::softmax(scores, -1, at::kFloat).to(v.scalar_type());
+    const at::Tensor attn = at::bmm(probs, v.reshape({B * nkv, T, hd}))  // [B*nkv, n_rep*T, hd]
                                 .view({B, nh, T, hd})
                                 .transpose(1, 2)
                                 .reshape({B, T, nh * hd});
