@@ -75,16 +75,16 @@ absl::StatusOr<double> Args::GetDouble(const std::string& name, double default_v
   return v;
 }
 
-absl::Status Args::Finish() const {
+absl::Status Args::Finish(size_t max_positionals) const {
   for (const auto& [k, v] : flags_) {
     if (!known_.count(k)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("windquant ", command_, ": unknown flag --", k, " (see --help)"));
+      return absl::InvalidArgumentError(absl::StrCat("unknown flag --", k, " (see windquant ",
+                                                     command_, " --help)"));
     }
   }
-  if (!positional_.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("windquant ", command_,
-                                                   ": unexpected argument '", positional_[0], "'"));
+  if (positional_.size() > max_positionals) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unexpected argument '", positional_[max_positionals], "'"));
   }
   return absl::OkStatus();
 }

@@ -17,7 +17,6 @@ namespace windquant::cli {
 // Unknown flags are an error naming the flag (checked by Finish()).
 class Args {
  public:
-  // `spec` lists the accepted flags of the subcommand: name -> takes a value.
   Args(std::string command, std::vector<std::string> argv);
   // Accessors mark a flag as known. Errors name the flag and its value.
   std::string Get(const std::string& name, const std::string& default_value = "");
@@ -27,8 +26,9 @@ class Args {
   std::vector<std::string> GetAll(const std::string& name);  // repeated flag
   const std::vector<std::string>& positional() const { return positional_; }
   bool help() const { return help_; }
-  // After all accessors: error for any flag no accessor asked for.
-  absl::Status Finish() const;
+  // After all accessors: error for any flag no accessor asked for, or for more
+  // than `max_positionals` positional arguments (e.g. the verb of `plans`).
+  absl::Status Finish(size_t max_positionals = 0) const;
 
  private:
   std::string command_;

@@ -54,15 +54,10 @@ absl::Status RunPlans(Args& args) {
   const std::string out_dir = args.Get("out");
   const std::string in_dir = args.Get("dir");
 
-  // The verb is the one positional argument; Args::Finish() rejects every
-  // positional, so check them here and only take Finish()'s flag verdict.
+  // The verb is the one positional argument.
   const auto& positional = args.positional();
   if (positional.empty()) return absl::InvalidArgumentError("missing verb: list, show, pull or push (see --help)");
-  if (positional.size() > 1) {
-    return absl::InvalidArgumentError(absl::StrCat("unexpected argument '", positional[1], "'"));
-  }
-  absl::Status finish = args.Finish();
-  if (!finish.ok() && !absl::StrContains(finish.message(), "unexpected argument")) return finish;
+  WQ_RETURN_IF_ERROR(args.Finish(/*max_positionals=*/1));
 
   const std::string& verb = positional[0];
   if (verb != "list" && verb != "show" && verb != "pull" && verb != "push") {

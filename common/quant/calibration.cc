@@ -1,0 +1,99 @@
+#include "common/quant/calibration.h"
+
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "common/base/status_macros.h"
+
+namespace windquant::quant {
+
+absl::StatusOr<at::Tensor> SampleCalibrationWindows(const std::vector<int32_t>& ids, int samples,
+                                                    int seq_len, uint64_t seed, int64_t bos_id) {
+  const int64_t body = seq_len - 1;
+  if (samples <= 0 || body <= 0) {
+    return absl::InvalidArgumentError("calibration: samples and seq_len-1 must be positive");
+  }
+  if (static_cast<int64_t>(ids.size()) < body) {
+    return absl::InvalidArgumentError(absl::StrCat("calibration: text has ", ids.size(),
+                                                   " tokens, fewer than one window of ", body));
+  }
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int64_t> start(0, static_cast<int64_t>(ids.size()) - body);
+  at::Tensor out = at::empty({samples, seq_len}, at::kLong);
+  auto acc = out.accessor<int64_t, 2>();
+  for (int s = 0; s < samples; ++s) {
+    const int64_t begin = start(rng);
+    acc[s][0] = bos_id;
+    for (int64_t t = 0; t < body; ++t) acc[s][t + 1] = ids[begin + t];
+  }
+  return out;
+}
+
+Calibrator::Calibrator(const model::LlamaModel& model, int64_t first_layer, int64_t end_layer)
+    : model_(model), first_layer_(first_layer), end_layer_(end_layer) {
+  const int64_t n = end_layer - first_layer;
+  sum_abs_.resize(n);
+  sum_sq_.resize(n);
+  tokens_.assign(n, {});
+}
+
+absl::StatusOr<at::Tensor> Calibrator::RunStage(const at::Tensor& hidden) {
+  if (first_layer_ < model_.first_layer() || end_layer_ > model_.end_layer()) {
+    return absl::InvalidArgumentError(absl::StrCat("calibration: layers [", first_layer_, ", ",
+                                                   end_layer_, ") are not in this model's stage"));
+  }
+  model::LinearInputHook hook = [this](int64_t layer, model::Matrix m, const at::Tensor& input) {
+    const at::Tensor x = input.reshape({-1, input.size(-1)}).to(at::kDouble);
+    const int64_t i = layer - first_layer_, j = static_cast<int>(m);
+    at::Tensor a = x.abs().sum(0), q = (x * x).sum(0);
+    if (!sum_abs_[i][j].defined()) {
+      sum_abs_[i][j] = a;
+      sum_sq_[i][j] = q;
+    } else {
+      sum_abs_[i][j].add_(a);
+      sum_sq_[i][j].add_(q);
+    }
+    tokens_[i][j] += x.size(0);
+  };
+  try {
+    at::NoGradGuard no_grad;
+    return model_.ForwardLayers(hidden.to(model_.device()), first_layer_, end_layer_, &hook);
+  } catch (const c10::Error& e) {
+    return absl::InternalError(absl::StrCat("calibration: ", e.what_without_backtrace()));
+  }
+}
+
+ActivationStats Calibrator::Finish() const {
+  ActivationStats stats;
+  stats.first_layer = first_layer_;
+  stats.layers.resize(end_layer_ - first_layer_);
+  for (size_t i = 0; i < stats.layers.size(); ++i) {
+    for (int j = 0; j < model::kNumMatrices; ++j) {
+      LinearInputStats& s = stats.layers[i][j];
+      s.tokens = tokens_[i][j];
+      if (s.tokens == 0) continue;
+      s.mean_abs = (sum_abs_[i][j] / static_cast<double>(s.tokens)).to(at::kFloat).cpu();
+      s.mean_sq = (sum_sq_[i][j] / static_cast<double>(s.tokens)).to(at::kFloat).cpu();
+    }
+  }
+  return stats;
+}
+
+absl::StatusOr<ActivationStats> CalibrateModel(const model::LlamaModel& model,
+                                               const at::Tensor& windows, int64_t batch) {
+  Calibrator calibrator(model, model.first_layer(), model.end_layer());
+  at::NoGradGuard no_grad;
+  for (int64_t b = 0; b < windows.size(0); b += batch) {
+    const at::Tensor ids = windows.slice(0, b, std::min(b + batch, windows.size(0)));
+    at::Tensor hidden;
+    try {
+      hidden = model.Embed(ids.to(model.device()));
+    } catch (const c10::Error& e) {
+      return absl::InternalError(absl::StrCat("calibration: ", e.what_without_backtrace()));
+    }
+    WQ_RETURN_IF_ERROR(calibrator.RunStage(hidden).status());
+  }
+  return calibrator.Finish();
+}
+
+}  // namespace windquant::quant

@@ -1,0 +1,51 @@
+// Builds a stage's part of the UnitTable: enumerates its units (column chunks
+// of every decoder linear in the global order layer, matrix, chunk), fits every
+// action of every unit (quantizer.h), computes the static RL features, and
+// keeps the fits (QuantizedWeights) for applying plans without refitting.
+// Thread-compatible.
+#ifndef WINDQUANT_COMMON_QUANT_UNIT_TABLE_BUILDER_H_
+#define WINDQUANT_COMMON_QUANT_UNIT_TABLE_BUILDER_H_
+
+#include <functional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "common/model/llama_weights.h"
+#include "common/quant/calibration.h"
+#include "common/quant/quantized_weights.h"
+#include "common/quant/quantizer.h"
+#include "common/quant/unit_table.h"
+
+namespace windquant::quant {
+
+struct UnitTableOptions {
+  int64_t chunk_size = 256;
+  QuantizerOptions quantizer;  // salient_fraction lives here
+  // Called after each unit with (units done, units total).
+  std::function<void(int64_t, int64_t)> progress;
+};
+
+// Units per decoder layer for this model shape and chunk size (the same for
+// every layer), and the id of the first unit of `layer`.
+int64_t UnitsPerLayer(const model::LlamaConfig& config, int64_t chunk_size);
+
+struct StageQuantization {
+  UnitTable table;            // this stage's units only
+  QuantizedWeights weights;   // their fits
+};
+
+// Fits the stage held by `weights` (layers [first_layer, first_layer+size)).
+// `fingerprint` is stored in the table. INVALID_ARGUMENT when statistics are
+// missing for a linear or shapes disagree.
+absl::StatusOr<StageQuantization> BuildStageQuantization(const model::LlamaWeights& weights,
+                                                         const ActivationStats& stats,
+                                                         const UnitTableOptions& options,
+                                                         const std::string& fingerprint);
+
+// Number of FP16 parameters outside the decoder linears (embeddings, norms,
+// lm_head unless tied) for a config.
+int64_t FixedFp16Params(const model::LlamaConfig& config);
+
+}  // namespace windquant::quant
+
+#endif  // WINDQUANT_COMMON_QUANT_UNIT_TABLE_BUILDER_H_
