@@ -18,7 +18,11 @@ namespace {
 
 constexpr char kStateMagic[8] = {'W', 'Q', 'L', 'E', 'A', 'R', 'N', '1'};
 constexpr size_t kShaHexLen = 64;
-constexpr double kAdvantageStdEps = 1e-8;
+// Advantages are divided by max(std, kAdvantageStdFloor): once the policy is
+// (nearly) deterministic in a deterministic environment the advantages are
+// critic noise, and dividing by their tiny std would amplify that noise into
+// unit-sized, random policy updates.
+constexpr double kAdvantageStdFloor = 1e-2;
 
 absl::Status TorchError(const char* what, const c10::Error& e) {
   return absl::InternalError(absl::StrCat(what, ": torch error: ", e.what_without_backtrace()));
@@ -235,7 +239,8 @@ absl::StatusOr<PpoStats> PpoLearner::Update(const std::vector<Transition>& batch
     const int64_t used = keep.size(0);
     stats.samples_used = used;
     if (config_.normalise_advantages && used > 1) {
-      advantages = (advantages - advantages.mean()) / (advantages.std() + kAdvantageStdEps);
+      const double std = advantages.std().item<double>();
+      advantages = (advantages - advantages.mean()) / std::max(std, kAdvantageStdFloor);
     }
 
     // 5. Epochs of shuffled minibatches.

@@ -38,6 +38,8 @@ struct PpoConfig {
   int epochs = 4;                // passes over the batch per Update, >= 1
   int minibatch_size = 64;       // >= 1
   int64_t max_policy_lag = 2;    // keep data with version >= current - lag; >= 0
+  // (A - mean) / max(std, 1e-2) over the batch's fresh samples; the floor
+  // stops critic noise being blown up once advantages vanish.
   bool normalise_advantages = true;
   // Recompute V(s) with the current critic for GAE instead of the behaviour
   // value carried by each transition (fresher when data lags the learner).
