@@ -1,0 +1,97 @@
+// QuantizationSession: the single-process quantization pipeline of a RunConfig,
+// used by `windquant baseline|export|eval` and by the RL trainer in one process:
+//   open the checkpoint, load every weight, tokenize the calibration text
+//   (model.dir/tokenizer.json), SampleCalibrationWindows, CalibrateModel,
+//   BuildStageQuantization over all layers -- or load the last three from the
+//   unit-table cache (unit_table_cache.h) when the fingerprint matches --
+// and then measure the perplexity of plans on the evaluation text.
+// Owns the FP model, the fits (QuantizedWeights) and the UnitTable.
+// Thread-safety: const methods may be called concurrently (each Perplexity call
+// works on its own copy of the weights).
+#ifndef WINDQUANT_COMMON_QUANT_QUANTIZATION_SESSION_H_
+#define WINDQUANT_COMMON_QUANT_QUANTIZATION_SESSION_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+
+#include "absl/status/statusor.h"
+#include "common/config/run_config.h"
+#include "common/model/llama_model.h"
+#include "common/model/perplexity.h"
+#include "common/model/tokenizer.h"
+#include "common/quant/calibration.h"
+#include "common/quant/plan.h"
+#include "common/quant/quantized_weights.h"
+#include "common/quant/unit_table.h"
+
+namespace windquant::quant {
+
+struct SessionOptions {
+  bool use_cache = true;          // read/write config.quant.cache_dir
+  bool load_eval_text = true;     // tokenize config.evaluation.text
+  // Progress / warning lines (nullptr = silent).
+  std::function<void(const std::string&)> log;
+};
+
+class QuantizationSession {
+ public:
+  // Runs the pipeline above. Errors name the file or config key at fault
+  // (missing model dir / tokenizer / text, text shorter than one window, ...).
+  static absl::StatusOr<std::unique_ptr<QuantizationSession>> Create(
+      const config::RunConfig& config, const SessionOptions& options = {});
+
+  const config::RunConfig& config() const { return config_; }
+  const UnitTable& table() const { return table_; }
+  const QuantizedWeights& fits() const { return fits_; }
+  // The full-precision model (all layers, embeddings and head).
+  const model::LlamaModel& model() const { return *model_; }
+  const model::Tokenizer& tokenizer() const { return *tokenizer_; }
+  // Per-linear activation statistics (mean |x_j|); from the cache when it hit.
+  const ActivationStats& activation_stats() const { return stats_; }
+  // Calibration windows [samples, seq_len] int64 (BOS first).
+  const at::Tensor& calibration_windows() const { return calib_windows_; }
+  // Evaluation text ids without BOS (empty when !load_eval_text).
+  const std::vector<int32_t>& eval_ids() const { return eval_ids_; }
+  // True when the unit table and fits came from the cache (nothing was fitted).
+  bool from_cache() const { return from_cache_; }
+  const std::string& fingerprint() const { return table_.fingerprint; }
+
+  // A copy of the FP weights with the plan applied (one action index per unit).
+  // INVALID_ARGUMENT for a wrong length / action out of range.
+  absl::StatusOr<model::LlamaWeights> ApplyPlan(const std::vector<int>& actions) const;
+
+  // Perplexity (model/perplexity.h protocol, context = evaluation.context, batch =
+  // evaluation.batch) of the model with `actions` applied on the first `max_tokens`
+  // evaluation ids (<= 0: all). An empty `actions` measures the FP model.
+  absl::StatusOr<model::PerplexityResult> Perplexity(const std::vector<int>& actions,
+                                                     int64_t max_tokens) const;
+  // Same on any ids (e.g. a calibration slice).
+  absl::StatusOr<model::PerplexityResult> Perplexity(const std::vector<int>& actions,
+                                                     const std::vector<int32_t>& ids,
+                                                     int64_t max_tokens) const;
+
+  // A Plan for this session's table: fingerprint filled, actions copied.
+  Plan MakePlan(std::vector<int> actions, std::string source, double target_bits) const;
+
+ private:
+  QuantizationSession() = default;
+
+  config::RunConfig config_;
+  std::unique_ptr<model::LlamaModel> model_;
+  std::unique_ptr<model::Tokenizer> tokenizer_;
+  ActivationStats stats_;
+  at::Tensor calib_windows_;
+  std::vector<int32_t> eval_ids_;
+  UnitTable table_;
+  QuantizedWeights fits_;
+  bool from_cache_ = false;
+};
+
+}  // namespace windquant::quant
+
+#endif  // WINDQUANT_COMMON_QUANT_QUANTIZATION_SESSION_H_

@@ -1,0 +1,73 @@
+// UnitTableCache: the unit table, the fits and the activation statistics of a
+// model + calibration + quant config, on disk under their fingerprint, so that a
+// second run with the same inputs fits nothing.
+//
+// Fingerprint (UnitTableFingerprint) = SHA-256 over, in this order:
+//   "windquant.unit_table.v1", the model's config.json text, every tensor of the
+//   loaded weights (name, shape, float32 bytes; layer linears and norms, then
+//   embeddings / final norm / lm_head when present), the SHA-256 of the
+//   calibration text bytes, calibration samples / seq_len / seed, and the quant
+//   config: chunk size, salient fraction, every QuantizerOptions field.
+// Layout: <dir>/<fingerprint>/
+//     unit_table.pb          serialized windquant.v1.UnitTable
+//     fits.safetensors       QuantizedWeights::Save
+//     act_stats.safetensors  mean |x_j| per linear input ("layers.<l>.<matrix>")
+//     manifest.json          sha256 of each file above (written last)
+// Every file is written atomically; a missing manifest means "not cached". A file
+// whose hash disagrees with the manifest, or that fails to parse, is reported as
+// DATA_LOSS so the caller recomputes (it is never used).
+// Thread-compatible; concurrent writers of one fingerprint write identical bytes.
+#ifndef WINDQUANT_COMMON_QUANT_UNIT_TABLE_CACHE_H_
+#define WINDQUANT_COMMON_QUANT_UNIT_TABLE_CACHE_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "common/config/run_config.h"
+#include "common/model/llama_weights.h"
+#include "common/quant/calibration.h"
+#include "common/quant/quantized_weights.h"
+#include "common/quant/quantizer.h"
+#include "common/quant/unit_table.h"
+
+namespace windquant::quant {
+
+struct FingerprintInputs {
+  std::string config_json;          // the model's config.json text
+  const model::LlamaWeights* weights = nullptr;
+  std::string calibration_text_sha256;
+  config::CalibrationConfig calibration;
+  int64_t chunk_size = 0;
+  QuantizerOptions quantizer;
+};
+
+// Lowercase hex SHA-256 as described above. INTERNAL on a torch/OpenSSL error.
+absl::StatusOr<std::string> UnitTableFingerprint(const FingerprintInputs& in);
+
+// What the cache holds for one fingerprint.
+struct CachedQuantization {
+  UnitTable table;
+  QuantizedWeights fits;
+  ActivationStats stats;  // mean_abs only (mean_sq undefined, tokens 0)
+};
+
+class UnitTableCache {
+ public:
+  explicit UnitTableCache(std::string dir) : dir_(std::move(dir)) {}
+
+  // NOT_FOUND when nothing is cached for `fingerprint`; DATA_LOSS (naming the file)
+  // when a cached file is corrupted or inconsistent.
+  absl::StatusOr<CachedQuantization> Load(const std::string& fingerprint, int64_t first_layer,
+                                          int64_t end_layer) const;
+  // Writes the entry of `q.table.fingerprint` (atomically per file, manifest last).
+  absl::Status Store(const CachedQuantization& q) const;
+
+  std::string EntryDir(const std::string& fingerprint) const;
+
+ private:
+  std::string dir_;
+};
+
+}  // namespace windquant::quant
+
+#endif  // WINDQUANT_COMMON_QUANT_UNIT_TABLE_CACHE_H_
