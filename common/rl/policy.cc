@@ -137,7 +137,9 @@ absl::Status ValidatePolicyOptions(const PolicyOptions& options) {
   return absl::OkStatus();
 }
 
-at::Generator MakeGenerator(uint64_t seed) { return at::make_generator<at::CPUGeneratorImpl>(seed); }
+at::Generator MakeGenerator(uint64_t seed) {
+  return at::make_generator<at::CPUGeneratorImpl>(seed);
+}
 
 Policy::Policy(const PolicyOptions& options) : options_(options), impl_(std::make_unique<Impl>()) {}
 Policy::~Policy() = default;
@@ -151,8 +153,8 @@ absl::StatusOr<std::unique_ptr<Policy>> Policy::Create(const PolicyOptions& opti
     at::Generator gen = MakeGenerator(options.init_seed);
     policy->impl_->actor = MakeMlp(options.state_dim, options.hidden_sizes, options.num_actions,
                                    options.activation, /*head_gain=*/0.01, gen);
-    policy->impl_->critic = MakeMlp(options.state_dim, options.hidden_sizes, 1,
-                                    options.activation, /*head_gain=*/1.0, gen);
+    policy->impl_->critic = MakeMlp(options.state_dim, options.hidden_sizes, 1, options.activation,
+                                    /*head_gain=*/1.0, gen);
   } catch (const c10::Error& e) {
     return TorchError("Policy::Create", e);
   }
@@ -161,8 +163,8 @@ absl::StatusOr<std::unique_ptr<Policy>> Policy::Create(const PolicyOptions& opti
 
 absl::Status Policy::CheckStates(const at::Tensor& states) const {
   if (!states.defined() || states.dim() != 2 || states.size(1) != options_.state_dim) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "states: expected float [N, %d]", options_.state_dim));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("states: expected float [N, %d]", options_.state_dim));
   }
   if (states.scalar_type() != at::kFloat) {
     return absl::InvalidArgumentError("states: expected dtype float32");
@@ -176,13 +178,12 @@ absl::Status Policy::CheckStates(const at::Tensor& states) const {
 absl::Status Policy::CheckMasks(const at::Tensor& masks, int64_t rows) const {
   if (!masks.defined() || masks.dim() != 2 || masks.size(0) != rows ||
       masks.size(1) != options_.num_actions || masks.scalar_type() != at::kBool) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "masks: expected bool [%d, %d]", rows, options_.num_actions));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("masks: expected bool [%d, %d]", rows, options_.num_actions));
   }
   if (rows > 0 && !masks.any(1).all().item<bool>()) {
     const int64_t row = (~masks.any(1)).nonzero().index({0, 0}).item<int64_t>();
-    return absl::InvalidArgumentError(
-        absl::StrFormat("masks[%d]: no action is allowed", row));
+    return absl::InvalidArgumentError(absl::StrFormat("masks[%d]: no action is allowed", row));
   }
   return absl::OkStatus();
 }
@@ -206,8 +207,8 @@ absl::StatusOr<ActResult> Policy::Act(const at::Tensor& states, const at::Tensor
       scores = log_probs;
     } else {
       // Gumbel-max: argmax(log p + g) with g ~ Gumbel(0, 1) is a sample of p.
-      at::Tensor u = at::rand(log_probs.sizes(), generator, at::kFloat)
-                         .clamp_(kMinUniform, 1.0 - kMinUniform);
+      at::Tensor u =
+          at::rand(log_probs.sizes(), generator, at::kFloat).clamp_(kMinUniform, 1.0 - kMinUniform);
       scores = log_probs - at::log(-at::log(u));
     }
     at::Tensor actions = scores.masked_fill(~masks, neg_inf).argmax(/*dim=*/1);
@@ -344,8 +345,7 @@ absl::Status Policy::LoadSnapshot(const PolicySnapshot& snapshot) {
     if (!reader.Get(h)) return malformed("truncated header");
   }
   if (state_dim != options_.state_dim || num_actions != options_.num_actions ||
-      activation != static_cast<uint32_t>(options_.activation) ||
-      hidden != options_.hidden_sizes) {
+      activation != static_cast<uint32_t>(options_.activation) || hidden != options_.hidden_sizes) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "policy snapshot: architecture (state_dim %d, num_actions %d, %d hidden layers) does "
         "not match this policy's (state_dim %d, num_actions %d, %d hidden layers)",

@@ -44,8 +44,8 @@ inline constexpr float kMaskedLogit = -1e9f;
 enum class Activation { kTanh, kRelu };
 
 struct PolicyOptions {
-  int64_t state_dim = 15;  // WINDQuant's state (DESIGN.md section 4)
-  int64_t num_actions = 7;  // {16, 8, 4, 3, 2, 1.58, 1} bits
+  int64_t state_dim = 15;                        // WINDQuant's state (DESIGN.md section 4)
+  int64_t num_actions = 7;                       // {16, 8, 4, 3, 2, 1.58, 1} bits
   std::vector<int64_t> hidden_sizes = {64, 64};  // per MLP (actor and critic)
   Activation activation = Activation::kTanh;
   uint64_t init_seed = 0;  // initial weights depend only on this
@@ -105,8 +105,7 @@ class Policy {
   absl::StatusOr<at::Tensor> Values(const at::Tensor& states) const;
 
   // Action probabilities (no gradients), float [N, A]; masked entries are 0.
-  absl::StatusOr<at::Tensor> Probabilities(const at::Tensor& states,
-                                           const at::Tensor& masks) const;
+  absl::StatusOr<at::Tensor> Probabilities(const at::Tensor& states, const at::Tensor& masks) const;
 
   // Serialises the current parameters (deterministic bytes: equal parameters
   // give equal bytes and sha256).

@@ -53,7 +53,8 @@ absl::Status ValidatePpoConfig(const PpoConfig& c) {
   if (!(c.clip_ratio > 0.0 && c.clip_ratio < 1.0)) return bad("clip_ratio", "must be in (0, 1)");
   if (!(c.gamma >= 0.0 && c.gamma <= 1.0)) return bad("gamma", "must be in [0, 1]");
   if (!(c.gae_lambda >= 0.0 && c.gae_lambda <= 1.0)) return bad("gae_lambda", "must be in [0, 1]");
-  if (!(c.value_coef >= 0.0 && std::isfinite(c.value_coef))) return bad("value_coef", "must be >= 0");
+  if (!(c.value_coef >= 0.0 && std::isfinite(c.value_coef)))
+    return bad("value_coef", "must be >= 0");
   if (!(c.entropy_coef >= 0.0 && std::isfinite(c.entropy_coef))) {
     return bad("entropy_coef", "must be >= 0");
   }
@@ -70,8 +71,8 @@ absl::Status ValidatePpoConfig(const PpoConfig& c) {
 
 absl::StatusOr<GaeResult> ComputeGae(const std::vector<float>& rewards,
                                      const std::vector<float>& values,
-                                     const std::vector<bool>& dones, float last_value,
-                                     double gamma, double lambda) {
+                                     const std::vector<bool>& dones, float last_value, double gamma,
+                                     double lambda) {
   const size_t n = rewards.size();
   if (values.size() != n || dones.size() != n) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -104,12 +105,14 @@ at::Tensor ClippedSurrogateLoss(const at::Tensor& log_probs, const at::Tensor& o
 }
 
 PpoLearner::PpoLearner(const PpoConfig& config, std::unique_ptr<Policy> policy)
-    : config_(config), policy_(std::move(policy)), impl_(std::make_unique<Impl>()),
+    : config_(config),
+      policy_(std::move(policy)),
+      impl_(std::make_unique<Impl>()),
       rng_(config.seed) {}
 PpoLearner::~PpoLearner() = default;
 
-absl::StatusOr<std::unique_ptr<PpoLearner>> PpoLearner::Create(
-    const PolicyOptions& policy_options, const PpoConfig& config) {
+absl::StatusOr<std::unique_ptr<PpoLearner>> PpoLearner::Create(const PolicyOptions& policy_options,
+                                                               const PpoConfig& config) {
   absl::Status valid = ValidatePpoConfig(config);
   if (!valid.ok()) return valid;
   absl::StatusOr<std::unique_ptr<Policy>> policy = Policy::Create(policy_options);
@@ -169,9 +172,9 @@ absl::StatusOr<PpoStats> PpoLearner::Update(const std::vector<Transition>& batch
     for (size_t k = 0; k < episode.size(); ++k) {
       const Transition& t = batch[episode[k]];
       if (t.step != static_cast<int64_t>(k)) {
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "batch[%d].step: episode %d must hold steps 0..%d exactly once", episode[k],
-            t.episode_id, episode.size() - 1));
+        return absl::InvalidArgumentError(
+            absl::StrFormat("batch[%d].step: episode %d must hold steps 0..%d exactly once",
+                            episode[k], t.episode_id, episode.size() - 1));
       }
       if (t.done != (k + 1 == episode.size())) {
         return absl::InvalidArgumentError(absl::StrFormat(
@@ -325,8 +328,8 @@ absl::StatusOr<std::string> PpoLearner::SaveState() const {
 
 absl::Status PpoLearner::LoadState(const std::string& bytes) {
   const size_t header = sizeof(kStateMagic) + kShaHexLen;
-  if (bytes.size() < header || bytes.compare(0, sizeof(kStateMagic), kStateMagic,
-                                             sizeof(kStateMagic)) != 0) {
+  if (bytes.size() < header ||
+      bytes.compare(0, sizeof(kStateMagic), kStateMagic, sizeof(kStateMagic)) != 0) {
     return absl::InvalidArgumentError("learner state: bad magic");
   }
   const std::string payload = bytes.substr(header);

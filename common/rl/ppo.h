@@ -27,24 +27,24 @@
 namespace windquant::rl {
 
 struct PpoConfig {
-  double clip_ratio = 0.2;       // eps, in (0, 1)
-  double gamma = 0.99;           // discount, in [0, 1]
-  double gae_lambda = 0.95;      // in [0, 1]
-  double value_coef = 0.5;       // >= 0
-  double entropy_coef = 0.01;    // >= 0
-  double learning_rate = 3e-4;   // Adam, > 0
-  double adam_eps = 1e-5;        // Adam epsilon, > 0
-  double max_grad_norm = 0.5;    // global L2 norm; <= 0 disables clipping
-  int epochs = 4;                // passes over the batch per Update, >= 1
-  int minibatch_size = 64;       // >= 1
-  int64_t max_policy_lag = 2;    // keep data with version >= current - lag; >= 0
+  double clip_ratio = 0.2;      // eps, in (0, 1)
+  double gamma = 0.99;          // discount, in [0, 1]
+  double gae_lambda = 0.95;     // in [0, 1]
+  double value_coef = 0.5;      // >= 0
+  double entropy_coef = 0.01;   // >= 0
+  double learning_rate = 3e-4;  // Adam, > 0
+  double adam_eps = 1e-5;       // Adam epsilon, > 0
+  double max_grad_norm = 0.5;   // global L2 norm; <= 0 disables clipping
+  int epochs = 4;               // passes over the batch per Update, >= 1
+  int minibatch_size = 64;      // >= 1
+  int64_t max_policy_lag = 2;   // keep data with version >= current - lag; >= 0
   // (A - mean) / max(std, 1e-2) over the batch's fresh samples; the floor
   // stops critic noise being blown up once advantages vanish.
   bool normalise_advantages = true;
   // Recompute V(s) with the current critic for GAE instead of the behaviour
   // value carried by each transition (fresher when data lags the learner).
   bool recompute_values = true;
-  uint64_t seed = 0;             // minibatch shuffle
+  uint64_t seed = 0;  // minibatch shuffle
 };
 using PPOConfig = PpoConfig;
 
@@ -78,8 +78,8 @@ struct GaeResult {
 // Computed in double, returned as float. INVALID_ARGUMENT on size mismatch.
 absl::StatusOr<GaeResult> ComputeGae(const std::vector<float>& rewards,
                                      const std::vector<float>& values,
-                                     const std::vector<bool>& dones, float last_value,
-                                     double gamma, double lambda);
+                                     const std::vector<bool>& dones, float last_value, double gamma,
+                                     double lambda);
 
 // The clipped surrogate loss L_policy above (a scalar to minimise), over
 // float [N] tensors; differentiable in `log_probs`.
@@ -91,13 +91,13 @@ struct PpoStats {
   double policy_loss = 0.0;
   double value_loss = 0.0;
   double entropy = 0.0;
-  double approx_kl = 0.0;       // mean of (ratio - 1) - log ratio (k3 estimator)
-  double clip_fraction = 0.0;   // share of samples with |ratio - 1| > eps
-  double grad_norm = 0.0;       // mean global norm before clipping
+  double approx_kl = 0.0;      // mean of (ratio - 1) - log ratio (k3 estimator)
+  double clip_fraction = 0.0;  // share of samples with |ratio - 1| > eps
+  double grad_norm = 0.0;      // mean global norm before clipping
   int64_t samples_used = 0;
   int64_t samples_dropped_stale = 0;
-  int64_t minibatches = 0;      // optimiser steps taken
-  int64_t version = 0;          // learner version after this update
+  int64_t minibatches = 0;  // optimiser steps taken
+  int64_t version = 0;      // learner version after this update
 };
 
 // Owns the policy and its Adam optimiser; applies PPO updates to batches of

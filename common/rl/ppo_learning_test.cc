@@ -197,10 +197,10 @@ LearningResult Train(const PpoConfig& config, int episodes_per_update, int max_u
     if (verbose && (u % 10 == 0 || u == 1)) {
       E probe;
       probe.Reset(eval_rng);
-      auto probs = (*learner)->policy().Probabilities(ToStates({probe.State()}),
-                                                      ToMasks({probe.Mask()}));
-      std::printf("update %3d greedy %.3f entropy %.3f value_loss %.3f kl %.4f clip %.3f p0 [",
-                  u, result.greedy_return, stats->entropy, stats->value_loss, stats->approx_kl,
+      auto probs =
+          (*learner)->policy().Probabilities(ToStates({probe.State()}), ToMasks({probe.Mask()}));
+      std::printf("update %3d greedy %.3f entropy %.3f value_loss %.3f kl %.4f clip %.3f p0 [", u,
+                  result.greedy_return, stats->entropy, stats->value_loss, stats->approx_kl,
                   stats->clip_fraction);
       for (int64_t a = 0; a < kA; ++a) std::printf(" %.2f", (*probs)[0][a].template item<float>());
       std::printf(" ]\n");
@@ -214,8 +214,7 @@ LearningResult Train(const PpoConfig& config, int episodes_per_update, int max_u
       break;
     }
   }
-  result.seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;
 }
 

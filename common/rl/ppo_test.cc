@@ -47,8 +47,8 @@ TEST(GaeTest, MatchesHandComputedValuesAcrossAnEpisodeBoundary) {
 // within each episode (+ the bootstrap for the unfinished one):
 //   R = [1 + 0, 0, 2 + 1 + 0.6, 1 + 0.6] = [1, 0, 3.6, 1.6]
 TEST(GaeTest, GammaLambdaOneGivesMonteCarloReturns) {
-  auto gae = ComputeGae({1, 0, 2, 1}, {0.5f, 0.4f, 0.3f, 0.2f}, {false, true, false, false},
-                        0.6f, 1.0, 1.0);
+  auto gae = ComputeGae({1, 0, 2, 1}, {0.5f, 0.4f, 0.3f, 0.2f}, {false, true, false, false}, 0.6f,
+                        1.0, 1.0);
   ASSERT_TRUE(gae.ok());
   const std::vector<float> returns = {1.0f, 0.0f, 3.6f, 1.6f};
   for (size_t t = 0; t < 4; ++t) EXPECT_NEAR(gae->returns[t], returns[t], kHandTolerance);
@@ -56,8 +56,8 @@ TEST(GaeTest, GammaLambdaOneGivesMonteCarloReturns) {
 
 // lambda = 0 gives one-step TD errors as advantages.
 TEST(GaeTest, LambdaZeroGivesTdErrors) {
-  auto gae = ComputeGae({1, 0, 2, 1}, {0.5f, 0.4f, 0.3f, 0.2f}, {false, true, false, false},
-                        0.6f, 0.9, 0.0);
+  auto gae = ComputeGae({1, 0, 2, 1}, {0.5f, 0.4f, 0.3f, 0.2f}, {false, true, false, false}, 0.6f,
+                        0.9, 0.0);
   ASSERT_TRUE(gae.ok());
   const std::vector<float> deltas = {0.86f, -0.4f, 1.88f, 1.34f};
   for (size_t t = 0; t < 4; ++t) EXPECT_NEAR(gae->advantages[t], deltas[t], kHandTolerance);
@@ -84,9 +84,11 @@ struct SurrogateCase {
 TEST(ClippedSurrogateTest, MatchesHandComputedValuesAndGradients) {
   constexpr double kEps = 0.2;
   // Unclipped: d(-r*A)/d(log r) = -r*A; clipped: 0.
-  const std::vector<SurrogateCase> cases = {
-      {1.5f, 2.0f, -2.4f, 0.0f}, {1.5f, -2.0f, 3.0f, 3.0f}, {0.5f, 2.0f, -1.0f, -1.0f},
-      {0.5f, -2.0f, 1.6f, 0.0f}, {1.1f, 1.0f, -1.1f, -1.1f}};
+  const std::vector<SurrogateCase> cases = {{1.5f, 2.0f, -2.4f, 0.0f},
+                                            {1.5f, -2.0f, 3.0f, 3.0f},
+                                            {0.5f, 2.0f, -1.0f, -1.0f},
+                                            {0.5f, -2.0f, 1.6f, 0.0f},
+                                            {1.1f, 1.0f, -1.1f, -1.1f}};
   for (const SurrogateCase& c : cases) {
     at::Tensor log_probs = at::tensor({std::log(c.ratio)}).set_requires_grad(true);
     at::Tensor loss =
