@@ -38,9 +38,9 @@ constexpr char kUsage[] =
     "  --kv-heads N       key/value heads, divides --heads (2)\n"
     "  --seq N            training window length in tokens (128)\n"
     "  --batch N          windows per step (8)\n"
-    "  --steps N          optimizer steps (300)\n"
+    "  --steps N          optimizer steps (180)\n"
     "  --lr X             peak AdamW learning rate (3e-3); cosine to 10% after warmup\n"
-    "  --warmup N         warmup steps (20)\n"
+    "  --warmup N         warmup steps (15)\n"
     "  --weight-decay X   AdamW weight decay on matrices/embeddings (0.1)\n"
     "  --seed N           seed of the init and of the window sampling (1234)\n"
     "  --threads N        intra-op threads (0 = library default)\n"
@@ -64,9 +64,9 @@ absl::Status RunPretrain(Args& args) {
   WQ_ASSIGN_OR_RETURN(c.kv_heads, args.GetInt("kv-heads", 2));
   WQ_ASSIGN_OR_RETURN(c.seq_len, args.GetInt("seq", 128));
   WQ_ASSIGN_OR_RETURN(c.batch, args.GetInt("batch", 8));
-  WQ_ASSIGN_OR_RETURN(c.steps, args.GetInt("steps", 300));
+  WQ_ASSIGN_OR_RETURN(c.steps, args.GetInt("steps", 180));
   WQ_ASSIGN_OR_RETURN(c.lr, args.GetDouble("lr", 3e-3));
-  WQ_ASSIGN_OR_RETURN(c.warmup_steps, args.GetInt("warmup", 20));
+  WQ_ASSIGN_OR_RETURN(c.warmup_steps, args.GetInt("warmup", 15));
   WQ_ASSIGN_OR_RETURN(c.weight_decay, args.GetDouble("weight-decay", 0.1));
   WQ_ASSIGN_OR_RETURN(const int64_t seed, args.GetInt("seed", 1234));
   WQ_ASSIGN_OR_RETURN(const int64_t threads, args.GetInt("threads", 0));

