@@ -5,6 +5,8 @@
 #   scripts/test.sh -L slow    # extra ctest arguments are passed through
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# ccache hits across clones (CI builds in a fresh folder).
+export CCACHE_BASEDIR="$PWD"
 bash scripts/install-deps.sh
 cmake --preset dev >/dev/null
 cmake --build build/dev -j"$(nproc)"

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# The main job on the embedded default model, from a fresh clone:
+# installs dependencies, builds, trains the small default model once
+# (cached in .cache/default-model), then quantizes it with WINDQuant to
+# about 2 bits per weight and writes plan, report and quantized model to
+# runs/default/. Extra arguments go to `windquant quantize`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+# ccache hits across clones (CI builds in a fresh folder).
+export CCACHE_BASEDIR="$PWD"
+bash scripts/install-deps.sh
+cmake --preset dev >/dev/null
+cmake --build build/dev -j"$(nproc)" --target windquant
+bash scripts/default-model.sh build/dev/cli/windquant
+exec build/dev/cli/windquant quantize --config configs/default.yaml "$@"
