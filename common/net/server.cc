@@ -1,0 +1,275 @@
+#include "common/net/server.h"
+
+#include <grpc/grpc.h>
+#include <grpc/grpc_security.h>
+#include <grpc/slice.h>
+
+#include <cstdio>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "common/base/files.h"
+#include "common/net/auth.h"
+#include "common/net/rpc_metrics.h"
+#include "grpcpp/generic/async_generic_service.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/security/server_credentials.h"
+#include "grpcpp/server.h"
+#include "grpcpp/server_builder.h"
+
+namespace windquant::net {
+namespace {
+
+absl::string_view SliceView(const grpc_slice& slice) {
+  return absl::string_view(reinterpret_cast<const char*>(GRPC_SLICE_START_PTR(slice)),
+                           GRPC_SLICE_LENGTH(slice));
+}
+
+// Core auth metadata processor running BearerTokenChecker on every call. Using the core
+// API (not grpc::AuthMetadataProcessor) lets plaintext ports check tokens too: grpc++'s
+// InsecureServerCredentials refuses a processor.
+void ProcessAuthMetadata(void* state, grpc_auth_context* /*context*/, const grpc_metadata* md,
+                         size_t num_md, grpc_process_auth_metadata_done_cb cb,
+                         void* user_data) {
+  const auto* checker = static_cast<const BearerTokenChecker*>(state);
+  absl::string_view path, authorization;
+  for (size_t i = 0; i < num_md; ++i) {
+    const absl::string_view key = SliceView(md[i].key);
+    if (key == ":path") path = SliceView(md[i].value);
+    if (key == kAuthorizationHeader) authorization = SliceView(md[i].value);
+  }
+  const absl::Status status = checker->Check(path, authorization);
+  if (status.ok()) {
+    cb(user_data, nullptr, 0, nullptr, 0, GRPC_STATUS_OK, nullptr);
+  } else {
+    const std::string message(status.message());  // never contains the token
+    cb(user_data, nullptr, 0, nullptr, 0, GRPC_STATUS_UNAUTHENTICATED, message.c_str());
+  }
+}
+
+void DestroyAuthState(void* state) { delete static_cast<BearerTokenChecker*>(state); }
+
+// Server credentials built from the core API: plaintext or TLS, plus the token processor.
+class WindquantServerCredentials final : public grpc::ServerCredentials {
+ public:
+  WindquantServerCredentials(std::string cert_pem, std::string key_pem, std::string ca_pem,
+                             bool require_client_cert, std::string bearer_token)
+      : cert_pem_(std::move(cert_pem)),
+        key_pem_(std::move(key_pem)),
+        ca_pem_(std::move(ca_pem)),
+        require_client_cert_(require_client_cert),
+        bearer_token_(std::move(bearer_token)) {}
+
+  void SetAuthMetadataProcessor(
+      const std::shared_ptr<grpc::AuthMetadataProcessor>& /*processor*/) override {
+    // Tokens are configured through the constructor; nothing else installs processors.
+  }
+
+ private:
+  int AddPortToServer(const std::string& addr, grpc_server* server) override {
+    grpc_server_credentials* creds = nullptr;
+    if (cert_pem_.empty()) {
+      creds = grpc_insecure_server_credentials_create();
+    } else {
+      grpc_ssl_pem_key_cert_pair pair{key_pem_.c_str(), cert_pem_.c_str()};
+      const grpc_ssl_client_certificate_request_type request =
+          require_client_cert_ ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
+          : ca_pem_.empty()    ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
+                               : GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_AND_VERIFY;
+      creds = grpc_ssl_server_credentials_create_ex(ca_pem_.empty() ? nullptr : ca_pem_.c_str(),
+                                                    &pair, 1, request, nullptr);
+    }
+    if (!bearer_token_.empty()) {
+      grpc_auth_metadata_processor processor{ProcessAuthMetadata, DestroyAuthState,
+                                             new BearerTokenChecker(bearer_token_)};
+      grpc_server_credentials_set_auth_metadata_processor(creds, processor);
+    }
+    const int port = grpc_server_add_http2_port(server, addr.c_str(), creds);
+    grpc_server_credentials_release(creds);
+    return port;
+  }
+
+  const std::string cert_pem_, key_pem_, ca_pem_;
+  const bool require_client_cert_;
+  const std::string bearer_token_;
+};
+
+absl::StatusOr<std::string> ReadPem(const std::string& path, absl::string_view key) {
+  auto text = base::ReadFile(path);
+  if (!text.ok()) {
+    return absl::Status(text.status().code(), absl::StrCat(key, ": ", text.status().message()));
+  }
+  if (text->find("-----BEGIN") == std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(key, ": ", path, ": not a PEM file"));
+  }
+  return *text;
+}
+
+}  // namespace
+
+absl::StatusOr<ServerOptions> ServerOptionsFromConfig(const config::ServiceConfig& service,
+                                                      const std::string& address) {
+  ServerOptions options;
+  options.address = address;
+  options.max_message_bytes = service.max_message_bytes;
+  options.cert_file = service.tls.cert_file;
+  options.key_file = service.tls.key_file;
+  options.ca_file = service.tls.ca_file;
+  options.require_client_cert = service.tls.require_client_cert;
+  if (!service.tls.bearer_token_file.empty()) {
+    auto token = ReadBearerTokenFile(service.tls.bearer_token_file);
+    if (!token.ok()) {
+      return absl::Status(token.status().code(), absl::StrCat("service.tls.bearer_token_file: ",
+                                                              token.status().message()));
+    }
+    options.bearer_token = *std::move(token);
+  }
+  return options;
+}
+
+class GrpcServer::Impl {
+ public:
+  explicit Impl(ServerOptions options) : options_(std::move(options)) {}
+
+  ServerOptions options_;
+  std::vector<std::pair<grpc::Service*, std::string>> services_;
+  // Registered when no service is: grpc++ refuses a server without methods, and a
+  // health-only server is legitimate. Answers UNIMPLEMENTED to every call.
+  grpc::CallbackGenericService no_methods_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+  absl::Mutex mu_;
+  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+  bool shutdown_started_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+GrpcServer::GrpcServer(ServerOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
+
+GrpcServer::~GrpcServer() {
+  if (impl_->server_ != nullptr) Shutdown(absl::Now());
+}
+
+void GrpcServer::AddService(grpc::Service* service, const std::string& health_name) {
+  impl_->services_.emplace_back(service, health_name);
+}
+
+absl::Status GrpcServer::Start() {
+  if (impl_->server_ != nullptr) return absl::FailedPreconditionError("server already started");
+  const ServerOptions& o = impl_->options_;
+  if (o.max_message_bytes <= 0 || o.max_message_bytes > INT32_MAX) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "service.max_message_bytes: must be in [1, 2^31), got ", o.max_message_bytes));
+  }
+  if (o.cert_file.empty() != o.key_file.empty()) {
+    return absl::InvalidArgumentError(
+        "service.tls: cert_file and key_file must be set together");
+  }
+  if (o.require_client_cert && (o.cert_file.empty() || o.ca_file.empty())) {
+    return absl::InvalidArgumentError(
+        "service.tls.require_client_cert: needs cert_file, key_file and ca_file");
+  }
+  std::string cert_pem, key_pem, ca_pem;
+  if (!o.cert_file.empty()) {
+    auto cert = ReadPem(o.cert_file, "service.tls.cert_file");
+    if (!cert.ok()) return cert.status();
+    auto key = ReadPem(o.key_file, "service.tls.key_file");
+    if (!key.ok()) return key.status();
+    cert_pem = *std::move(cert);
+    key_pem = *std::move(key);
+    if (!o.ca_file.empty()) {
+      auto ca = ReadPem(o.ca_file, "service.tls.ca_file");
+      if (!ca.ok()) return ca.status();
+      ca_pem = *std::move(ca);
+    }
+  }
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::ServerBuilder builder;
+  auto creds = std::make_shared<WindquantServerCredentials>(
+      std::move(cert_pem), std::move(key_pem), std::move(ca_pem), o.require_client_cert,
+      o.bearer_token);
+  builder.AddListeningPort(o.address, creds, &impl_->port_);
+  builder.SetMaxReceiveMessageSize(static_cast<int>(o.max_message_bytes));
+  builder.SetMaxSendMessageSize(static_cast<int>(o.max_message_bytes));
+  for (auto& [service, name] : impl_->services_) builder.RegisterService(service);
+  if (impl_->services_.empty()) builder.RegisterCallbackGenericService(&impl_->no_methods_);
+  if (o.registry != nullptr) {
+    auto metrics = RpcMetrics::Create(o.registry);
+    if (!metrics.ok()) return metrics.status();
+    std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> f;
+    f.push_back(std::make_unique<RpcMetricsServerInterceptorFactory>(*metrics));
+    builder.experimental().SetInterceptorCreators(std::move(f));
+  }
+  impl_->server_ = builder.BuildAndStart();
+  if (impl_->server_ == nullptr || impl_->port_ == 0) {
+    impl_->server_.reset();
+    impl_->port_ = 0;
+    return absl::UnavailableError(absl::StrCat("service: cannot listen on ", o.address));
+  }
+  grpc::HealthCheckServiceInterface* health = impl_->server_->GetHealthCheckService();
+  if (health != nullptr) {
+    health->SetServingStatus("", true);
+    for (auto& [service, name] : impl_->services_) health->SetServingStatus(name, true);
+  }
+  return absl::OkStatus();
+}
+
+int GrpcServer::port() const { return impl_->port_; }
+
+std::string GrpcServer::address() const {
+  const std::string& a = impl_->options_.address;
+  const size_t colon = a.rfind(':');
+  return absl::StrCat(colon == std::string::npos ? a : a.substr(0, colon), ":", impl_->port_);
+}
+
+void GrpcServer::SetServing(const std::string& service, bool serving) {
+  if (impl_->server_ == nullptr) return;
+  grpc::HealthCheckServiceInterface* health = impl_->server_->GetHealthCheckService();
+  if (health != nullptr) health->SetServingStatus(service, serving);
+}
+
+void GrpcServer::EnterNotServing() {
+  if (impl_->server_ == nullptr) return;
+  grpc::HealthCheckServiceInterface* health = impl_->server_->GetHealthCheckService();
+  if (health != nullptr) health->SetServingStatus(false);
+}
+
+void GrpcServer::Drain(absl::Time deadline) {
+  EnterNotServing();
+  Shutdown(deadline);
+}
+
+void GrpcServer::Shutdown(absl::Time deadline) {
+  if (impl_->server_ == nullptr) return;
+  {
+    absl::MutexLock lock(&impl_->mu_);
+    if (impl_->shutdown_started_) {
+      impl_->mu_.Await(absl::Condition(&impl_->shut_down_));
+      return;
+    }
+    impl_->shutdown_started_ = true;
+  }
+  impl_->server_->Shutdown(absl::ToChronoTime(deadline));
+  impl_->server_->Wait();
+  absl::MutexLock lock(&impl_->mu_);
+  impl_->shut_down_ = true;
+}
+
+void GrpcServer::Wait() {
+  if (impl_->server_ == nullptr) return;
+  absl::MutexLock lock(&impl_->mu_);
+  impl_->mu_.Await(absl::Condition(&impl_->shut_down_));
+}
+
+std::shared_ptr<grpc::Channel> GrpcServer::InProcessChannel(
+    const grpc::ChannelArguments& args,
+    std::vector<std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>>
+        interceptors) {
+  if (impl_->server_ == nullptr) return nullptr;
+  if (interceptors.empty()) return impl_->server_->InProcessChannel(args);
+  return impl_->server_->experimental().InProcessChannelWithInterceptors(
+      args, std::move(interceptors));
+}
+
+}  // namespace windquant::net
