@@ -1,0 +1,110 @@
+#include "common/report/report_data.h"
+
+#include <cmath>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace windquant::report {
+namespace {
+
+using ::testing::HasSubstr;
+
+ReportData Sample() {
+  ReportData d;
+  d.model_name = "stories260k <tiny> & \"friends\"";
+  d.fingerprint = "abc123";
+  d.fp_perplexity = 12.5;
+  d.target_bits = 2.0;
+  d.units = {{0, 0, 1024, 4.25}, {0, 6, 2048, 2.125}, {1, 3, 512, 1.0}};
+  d.points = {{"rl", 1.98, 20.5}, {"uniform-2", 2.0, 31.0},
+              {"greedy", 1.99, std::nan("")}};
+  d.winner = "rl";
+  d.curve = {{0, -1.5, std::nan(""), 2.6, 0.0, 3.0}, {1, -0.5, 25.0, 2.1, 0.25, 2.0}};
+  d.wall_time_s = 61.25;
+  d.notes = {"embeddings and lm_head stay FP16", "line two"};
+  return d;
+}
+
+TEST(ReportDataTest, RoundTripsThroughJson) {
+  const ReportData d = Sample();
+  const std::string text = ToJson(d);
+  absl::StatusOr<ReportData> back = FromJson(text, "report.json");
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->model_name, d.model_name);
+  EXPECT_EQ(back->fingerprint, d.fingerprint);
+  EXPECT_DOUBLE_EQ(back->fp_perplexity, d.fp_perplexity);
+  EXPECT_DOUBLE_EQ(back->target_bits, d.target_bits);
+  ASSERT_EQ(back->units.size(), d.units.size());
+  for (size_t i = 0; i < d.units.size(); ++i) {
+    EXPECT_EQ(back->units[i].layer, d.units[i].layer);
+    EXPECT_EQ(back->units[i].matrix, d.units[i].matrix);
+    EXPECT_EQ(back->units[i].n_weights, d.units[i].n_weights);
+    EXPECT_DOUBLE_EQ(back->units[i].bits, d.units[i].bits);
+  }
+  ASSERT_EQ(back->points.size(), 3u);
+  EXPECT_EQ(back->points[1].label, "uniform-2");
+  EXPECT_DOUBLE_EQ(back->points[0].effective_bits, 1.98);
+  EXPECT_TRUE(std::isnan(back->points[2].perplexity));  // null <-> NaN
+  ASSERT_EQ(back->curve.size(), 2u);
+  EXPECT_TRUE(std::isnan(back->curve[0].best_perplexity));
+  EXPECT_DOUBLE_EQ(back->curve[1].lambda, 0.25);
+  EXPECT_EQ(back->curve[1].update, 1);
+  EXPECT_EQ(back->winner, "rl");
+  EXPECT_DOUBLE_EQ(back->wall_time_s, 61.25);
+  EXPECT_EQ(back->notes, d.notes);
+  // Deterministic: the same data gives the same bytes.
+  EXPECT_EQ(ToJson(*back), text);
+}
+
+TEST(ReportDataTest, OptionalKeysMayBeAbsent) {
+  absl::StatusOr<ReportData> d = FromJson(
+      R"({"model_name":"m","fingerprint":"f","fp_perplexity":3,"target_bits":2,
+          "winner":"rl","units":[],"points":[]})",
+      "r.json");
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_TRUE(d->curve.empty());
+  EXPECT_TRUE(d->notes.empty());
+}
+
+TEST(ReportDataTest, ErrorsNameSourceAndField) {
+  ReportData d = Sample();
+  d.units[1].matrix = 9;
+  absl::Status s = ValidateReportData(d);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("units[1].matrix"));
+
+  std::string text = ToJson(Sample());
+  const std::string from = "\"bits\": 2.125";
+  const size_t at = text.find(from);
+  ASSERT_NE(at, std::string::npos) << text;
+  text.replace(at, from.size(), "\"bits\": \"x\"");
+  absl::StatusOr<ReportData> r = FromJson(text, "/tmp/report.json");
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), HasSubstr("/tmp/report.json: units[1].bits: expected a number"));
+
+  EXPECT_THAT(FromJson("{", "x.json").status().message(), HasSubstr("x.json: not valid JSON"));
+  EXPECT_THAT(FromJson(R"({"model_name":"m"})", "y.json").status().message(),
+              HasSubstr("y.json: fingerprint: missing"));
+  absl::StatusOr<ReportData> neg = FromJson(
+      R"({"model_name":"m","fingerprint":"f","fp_perplexity":3,"target_bits":2,"winner":"",
+          "units":[{"layer":-1,"matrix":0,"n_weights":4,"bits":2}],"points":[]})",
+      "z.json");
+  EXPECT_THAT(neg.status().message(), HasSubstr("z.json: units[0].layer"));
+}
+
+TEST(ReportDataTest, WriteAndReadFile) {
+  const std::string path = ::testing::TempDir() + "/report_data_test/report.json";
+  ASSERT_TRUE(WriteReportJson(Sample(), path).ok());
+  absl::StatusOr<ReportData> back = ReadReportJson(path);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->units.size(), 3u);
+  EXPECT_EQ(ReadReportJson(path + ".missing").status().code(), absl::StatusCode::kNotFound);
+  ReportData bad = Sample();
+  bad.points[0].label = "";
+  EXPECT_THAT(WriteReportJson(bad, path).message(), HasSubstr("points[0].label"));
+}
+
+}  // namespace
+}  // namespace windquant::report
