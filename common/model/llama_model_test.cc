@@ -2,10 +2,18 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
 #include <vector>
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "common/model/checkpoint.h"
 
 namespace windquant::model {
 namespace {
@@ -285,6 +293,66 @@ TEST(LlamaModelTest, GradientsFlowToEveryWeight) {
     }
   }
   EXPECT_GT(model.weights().embed_tokens.grad().abs().sum().item<double>(), 0.0);
+}
+
+// --- stories260k (real checkpoint, shared/models/stories260k) ---
+
+// Reference logits are float64 rounded to float32; ours are fp32 end to end.
+constexpr double kStoriesLogitsTolerance = 1e-4;
+
+std::string Stories260kDir() {
+  const char* src = std::getenv("WQ_SOURCE_DIR");
+  if (src == nullptr) return "";
+  const std::string dir = std::string(src) + "/../shared/models/stories260k";
+  return std::ifstream(dir + "/model.safetensors").good() ? dir : "";
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+LlamaModel LoadStories(const std::string& dir) {
+  auto ckpt = Checkpoint::Open(dir);
+  EXPECT_TRUE(ckpt.ok()) << ckpt.status();
+  auto w = (*ckpt)->LoadWeights(LoadRequest{});
+  EXPECT_TRUE(w.ok()) << w.status();
+  return LlamaModel(std::move(*w));
+}
+
+TEST(LlamaModelStories260kTest, LogitsMatchReference) {
+  const std::string dir = Stories260kDir();
+  if (dir.empty()) GTEST_SKIP() << "shared/models/stories260k not found (WQ_SOURCE_DIR/../shared)";
+  const LlamaModel model = LoadStories(dir);
+  const nlohmann::json ref = nlohmann::json::parse(ReadAll(dir + "/reference_eval.json"));
+  const std::vector<int64_t> ids = ref["logits_dump"]["input_ids"].get<std::vector<int64_t>>();
+  ASSERT_EQ(ids.size(), 32u);
+  const std::string raw = ReadAll(dir + "/reference_logits_first32.f32");
+  ASSERT_EQ(raw.size(), 32u * 512u * 4u);
+  std::vector<float> values(32 * 512);
+  std::memcpy(values.data(), raw.data(), raw.size());  // little-endian host
+  const at::Tensor expected = at::tensor(values).view({32, 512});
+  const at::Tensor logits = model.Logits(at::tensor(ids, at::kLong).unsqueeze(0))[0];
+  EXPECT_LT(MaxAbsDiff(logits, expected), kStoriesLogitsTolerance);
+  EXPECT_GT(expected.abs().max().item<double>(), 5.0);  // real logits, not zeros
+}
+
+TEST(LlamaModelStories260kTest, GreedyDecodeFromBosMatchesReference) {
+  const std::string dir = Stories260kDir();
+  if (dir.empty()) GTEST_SKIP() << "shared/models/stories260k not found (WQ_SOURCE_DIR/../shared)";
+  const LlamaModel model = LoadStories(dir);
+  const nlohmann::json ref = nlohmann::json::parse(ReadAll(dir + "/reference_eval.json"));
+  const std::vector<int64_t> expected = ref["greedy_from_bos"]["ids"].get<std::vector<int64_t>>();
+  ASSERT_GE(expected.size(), 64u);
+  ASSERT_EQ(expected[0], 1);  // the reference sequence starts with BOS
+  std::vector<int64_t> ids = {1};
+  while (ids.size() < 64) {
+    const at::Tensor logits = model.Logits(at::tensor(ids, at::kLong).unsqueeze(0));
+    ids.push_back(logits[0][-1].argmax().item<int64_t>());
+  }
+  EXPECT_EQ(ids, std::vector<int64_t>(expected.begin(), expected.begin() + 64));
 }
 
 }  // namespace
