@@ -10,6 +10,7 @@ PKGS=(
   libcivetweb-dev libcurl4-openssl-dev libssl-dev openssl
   libsentencepiece-dev clang libclang-rt-14-dev
   prometheus nodejs curl
+  chromium zlib1g-dev
 )
 missing=()
 for p in "${PKGS[@]}"; do
