@@ -26,9 +26,8 @@ absl::Status RunReport(Args& args) {
   if (!data.ok()) return data.status();
   absl::Status written = report::WriteHtmlReport(*data, out);
   if (!written.ok()) return written;
-  std::cout << "wrote " << out << " (" << data->units.size() << " units, "
-            << data->points.size() << " methods, " << data->curve.size() << " updates)"
-            << std::endl;
+  std::cout << "wrote " << out << " (" << data->units.size() << " units, " << data->points.size()
+            << " methods, " << data->curve.size() << " updates)" << std::endl;
   return absl::OkStatus();
 }
 

@@ -108,17 +108,16 @@ std::string SummarySection(const ReportData& d) {
   if (rl != nullptr && d.fp_perplexity > 0 && std::isfinite(rl->perplexity)) {
     AppendRow(&h, "RL / FP16 perplexity", Num(rl->perplexity / d.fp_perplexity, 4));
   }
-  AppendRow(&h, "Winner", absl::StrCat("<b>", XmlEscape(d.winner.empty() ? "n/a" : d.winner),
-                                       "</b>"));
+  AppendRow(&h, "Winner",
+            absl::StrCat("<b>", XmlEscape(d.winner.empty() ? "n/a" : d.winner), "</b>"));
   double sum_n = 0, sum_bits = 0;
   for (const ReportUnit& u : d.units) {
     sum_n += static_cast<double>(u.n_weights);
     sum_bits += static_cast<double>(u.n_weights) * u.bits;
   }
   AppendRow(&h, "Units / weights",
-            absl::StrCat(d.units.size(), " units, ", absl::StrFormat("%.0f", sum_n),
-                         " weights, ", Num(sum_n > 0 ? sum_bits / sum_n : kNaN, 3),
-                         " bits per weight"));
+            absl::StrCat(d.units.size(), " units, ", absl::StrFormat("%.0f", sum_n), " weights, ",
+                         Num(sum_n > 0 ? sum_bits / sum_n : kNaN, 3), " bits per weight"));
   AppendRow(&h, "Wall time", absl::StrCat(Num(d.wall_time_s, 1), " s"));
   h += "</table>\n";
 
@@ -133,11 +132,11 @@ std::string SummarySection(const ReportData& d) {
   for (const ReportPoint* p : pts) {
     const bool win = p->label == d.winner;
     absl::StrAppend(&h, win ? "<tr class=\"win\">" : "<tr>", "<td>", XmlEscape(p->label),
-                    win ? " (winner)" : "", "</td><td class=\"num\">",
-                    Num(p->effective_bits, 3), "</td><td class=\"num\">",
-                    Num(p->perplexity, 3), "</td><td class=\"num\">",
-                    d.fp_perplexity > 0 ? absl::StrCat("&#215;", Num(p->perplexity / d.fp_perplexity, 3))
-                                        : "n/a",
+                    win ? " (winner)" : "", "</td><td class=\"num\">", Num(p->effective_bits, 3),
+                    "</td><td class=\"num\">", Num(p->perplexity, 3), "</td><td class=\"num\">",
+                    d.fp_perplexity > 0
+                        ? absl::StrCat("&#215;", Num(p->perplexity / d.fp_perplexity, 3))
+                        : "n/a",
                     "</td></tr>\n");
   }
   h += "</table>\n</div>\n";
@@ -167,8 +166,8 @@ std::string HeatMapSection(const ReportData& d) {
   const int legend_y = grid_bottom + kGap + mean_h + 26;
   const int height = legend_y + 48;
   SvgChart svg(width, height);
-  svg.TextPx(kLeft, 16, "Mean effective bits per (layer, matrix), weighted by weights",
-             "start", 13, "#111", true);
+  svg.TextPx(kLeft, 16, "Mean effective bits per (layer, matrix), weighted by weights", "start", 13,
+             "#111", true);
 
   auto cell = [&](double x, double y, double w, double hgt, double nn, double nnb) {
     if (nn <= 0) {
@@ -183,8 +182,8 @@ std::string HeatMapSection(const ReportData& d) {
                          "<title>", Num(bits, 3), " bits</title></rect>\n"));
     if (hgt >= 14) {  // numbers in the cells only when they fit
       const double t = std::log2(std::clamp(bits, kMinBits, kMaxBits)) / std::log2(kMaxBits);
-      svg.TextPx(x + w / 2, y + hgt / 2 + 4, Num(bits, 2), "middle", static_cast<int>(std::min(11.0, hgt - 3)),
-                 t < 0.6 ? "#ffffff" : "#111111");
+      svg.TextPx(x + w / 2, y + hgt / 2 + 4, Num(bits, 2), "middle",
+                 static_cast<int>(std::min(11.0, hgt - 3)), t < 0.6 ? "#ffffff" : "#111111");
     }
   };
 
@@ -227,20 +226,21 @@ std::string HeatMapSection(const ReportData& d) {
   for (int i = 0; i < kSteps; ++i) {
     const double bits = std::pow(kMaxBits, (i + 0.5) / kSteps);
     svg.Raw(absl::StrCat("<rect x=\"", Num(lx + lw * i / kSteps, 2), "\" y=\"", legend_y,
-                         "\" width=\"", Num(lw / kSteps + 0.6, 2), "\" height=\"", lh,
-                         "\" fill=\"", BitsColor(bits), "\" />\n"));
+                         "\" width=\"", Num(lw / kSteps + 0.6, 2), "\" height=\"", lh, "\" fill=\"",
+                         BitsColor(bits), "\" />\n"));
   }
   svg.TextPx(lx, legend_y - 6, "effective bits per weight (log scale)", "start", 11, "#333");
   for (double b : {1.0, 1.58, 2.0, 3.0, 4.0, 8.0, 16.0}) {
     const double x = lx + lw * std::log2(b) / std::log2(kMaxBits);
-    svg.Raw(absl::StrCat("<line x1=\"", Num(x, 1), "\" y1=\"", legend_y + lh, "\" x2=\"",
-                         Num(x, 1), "\" y2=\"", legend_y + lh + 4, "\" stroke=\"#333\" />\n"));
+    svg.Raw(absl::StrCat("<line x1=\"", Num(x, 1), "\" y1=\"", legend_y + lh, "\" x2=\"", Num(x, 1),
+                         "\" y2=\"", legend_y + lh + 4, "\" stroke=\"#333\" />\n"));
     svg.TextPx(x, legend_y + lh + 16, Num(b, 2), "middle", 11, "#333");
   }
   h += svg.Finish();
-  absl::StrAppend(&h, "<p class=\"small\">Rows: decoder layers; columns: the seven linear "
-                      "weights of a layer. Embeddings, final norm and lm_head stay FP16 and "
-                      "are not counted in the bits.</p>\n");
+  absl::StrAppend(&h,
+                  "<p class=\"small\">Rows: decoder layers; columns: the seven linear "
+                  "weights of a layer. Embeddings, final norm and lm_head stay FP16 and "
+                  "are not counted in the bits.</p>\n");
   return h;
 }
 
@@ -307,15 +307,17 @@ std::string PerplexitySection(const ReportData& d) {
       if (Family(p->label) == f) members.push_back(p);
     }
     if (members.size() < 2) continue;
-    std::stable_sort(members.begin(), members.end(), [](auto* a, auto* b) {
-      return a->effective_bits < b->effective_bits;
-    });
+    std::stable_sort(members.begin(), members.end(),
+                     [](auto* a, auto* b) { return a->effective_bits < b->effective_bits; });
     std::vector<double> xs, ys;
-    for (const ReportPoint* p : members) xs.push_back(p->effective_bits), ys.push_back(p->perplexity);
+    for (const ReportPoint* p : members)
+      xs.push_back(p->effective_bits), ys.push_back(p->perplexity);
     svg.Line(xs, ys, family_color[f], 1.5, false);
   }
   // Markers, then labels placed right of the marker, nudged vertically off earlier ones.
-  struct Box { double x0, y0, x1, y1; };
+  struct Box {
+    double x0, y0, x1, y1;
+  };
   std::vector<Box> placed;
   for (const ReportPoint* p : pts) {
     const std::string& color = family_color[Family(p->label)];
@@ -348,7 +350,8 @@ std::string PerplexitySection(const ReportData& d) {
   h += svg.Finish();
   if (!missing.empty()) {
     std::string list;
-    for (const std::string& m : missing) absl::StrAppend(&list, list.empty() ? "" : ", ", XmlEscape(m));
+    for (const std::string& m : missing)
+      absl::StrAppend(&list, list.empty() ? "" : ", ", XmlEscape(m));
     absl::StrAppend(&h, "<p class=\"small\">Not plotted (no perplexity): ", list, "</p>\n");
   }
   return h;
@@ -400,16 +403,14 @@ std::string CurvesSection(const ReportData& d) {
 
 std::string BitsColor(double bits) {
   // Viridis anchors at t = 0, 0.25, 0.5, 0.75, 1.
-  static constexpr Rgb kRamp[] = {{68, 1, 84}, {59, 82, 139}, {33, 145, 140},
-                                  {94, 201, 98}, {253, 231, 37}};
+  static constexpr Rgb kRamp[] = {
+      {68, 1, 84}, {59, 82, 139}, {33, 145, 140}, {94, 201, 98}, {253, 231, 37}};
   if (!std::isfinite(bits)) return "#cccccc";
   const double t = std::log2(std::clamp(bits, kMinBits, kMaxBits)) / std::log2(kMaxBits);
   const double s = t * 4.0;
   const int i = std::min(3, static_cast<int>(s));
   const double f = s - i;
-  auto mix = [&](double a, double b) {
-    return static_cast<int>(std::lround(a + (b - a) * f));
-  };
+  auto mix = [&](double a, double b) { return static_cast<int>(std::lround(a + (b - a) * f)); };
   return absl::StrFormat("#%02x%02x%02x", mix(kRamp[i].r, kRamp[i + 1].r),
                          mix(kRamp[i].g, kRamp[i + 1].g), mix(kRamp[i].b, kRamp[i + 1].b));
 }

@@ -36,13 +36,14 @@ ReportData Sample() {
       d.units.push_back({l, m, 4096, (l + m) % 3 == 0 ? 4.25 : 2.13});
     }
   }
-  d.points = {{"rl", 2.0, 17.5},      {"uniform-2", 2.12, 40.0}, {"uniform-3", 3.1, 14.0},
+  d.points = {{"rl", 2.0, 17.5},        {"uniform-2", 2.12, 40.0}, {"uniform-3", 3.1, 14.0},
               {"uniform-4", 4.1, 12.2}, {"greedy", 2.0, 21.0},     {"lagrange", 1.99, 19.5},
               {"random", 1.98, 95.0}};
   d.winner = "rl";
   for (int u = 0; u < 40; ++u) {
-    d.curve.push_back({u, -2.0 + 0.05 * u + 0.2 * std::sin(u), u < 3 ? std::nan("") : 30.0 - 0.3 * u,
-                       2.6 - 0.015 * u, 0.02 * u, u < 20 ? 2.5 : 2.0});
+    d.curve.push_back({u, -2.0 + 0.05 * u + 0.2 * std::sin(u),
+                       u < 3 ? std::nan("") : 30.0 - 0.3 * u, 2.6 - 0.015 * u, 0.02 * u,
+                       u < 20 ? 2.5 : 2.0});
   }
   d.wall_time_s = 321.5;
   d.notes = {"synthetic data for the Chromium screenshot test"};
@@ -80,13 +81,14 @@ TEST(HtmlReportChromiumTest, ScreenshotIsNotBlankAndShowsTheHeatMap) {
   const ReportData data = Sample();
   ASSERT_TRUE(WriteHtmlReport(data, html).ok());
 
-  const std::string cmd = absl::StrCat(
-      "timeout 180 ", kChromium,
-      " --headless --no-sandbox --disable-gpu --disable-quic --no-first-run"
-      " --disable-background-networking --disable-component-update --disable-sync"
-      " --disable-dev-shm-usage --hide-scrollbars --force-device-scale-factor=1"
-      " --user-data-dir=", dir, "/profile --screenshot=", png, " --window-size=", kWidth, ",",
-      kHeight, " file://", html, " > ", dir, "/chromium.log 2>&1");
+  const std::string cmd =
+      absl::StrCat("timeout 180 ", kChromium,
+                   " --headless --no-sandbox --disable-gpu --disable-quic --no-first-run"
+                   " --disable-background-networking --disable-component-update --disable-sync"
+                   " --disable-dev-shm-usage --hide-scrollbars --force-device-scale-factor=1"
+                   " --user-data-dir=",
+                   dir, "/profile --screenshot=", png, " --window-size=", kWidth, ",", kHeight,
+                   " file://", html, " > ", dir, "/chromium.log 2>&1");
   const int rc = std::system(cmd.c_str());
   absl::StatusOr<std::string> log = base::ReadFile(dir + "/chromium.log");
   ASSERT_EQ(rc, 0) << cmd << "\n" << (log.ok() ? *log : "");

@@ -33,13 +33,13 @@ ReportData Sample(int layers = 4) {
       }
     }
   }
-  d.points = {{"rl", 1.99, 17.5},      {"uniform-2", 2.12, 40.0}, {"uniform-3", 3.1, 14.0},
-              {"uniform-4", 4.1, 12.2}, {"greedy", 2.0, 21.0},     {"lagrange", 2.0, 19.5},
+  d.points = {{"rl", 1.99, 17.5},       {"uniform-2", 2.12, 40.0},   {"uniform-3", 3.1, 14.0},
+              {"uniform-4", 4.1, 12.2}, {"greedy", 2.0, 21.0},       {"lagrange", 2.0, 19.5},
               {"random", 1.98, 95.0},   {"x<&>y", 2.5, std::nan("")}};
   d.winner = "rl";
   for (int u = 0; u < 30; ++u) {
-    d.curve.push_back({u, -2.0 + 0.05 * u, u < 3 ? std::nan("") : 30.0 - 0.4 * u,
-                       2.6 - 0.02 * u, 0.01 * u, u < 15 ? 2.5 : 2.0});
+    d.curve.push_back({u, -2.0 + 0.05 * u, u < 3 ? std::nan("") : 30.0 - 0.4 * u, 2.6 - 0.02 * u,
+                       0.01 * u, u < 15 ? 2.5 : 2.0});
   }
   d.wall_time_s = 123.4;
   d.notes = {"note with <b>markup</b> & an ampersand"};
@@ -57,8 +57,8 @@ std::string CheckWellFormed(const std::string& s, int* elements) {
       const size_t semi = s.find(';', i);
       if (semi == std::string::npos || semi - i > 8) return absl::StrCat("stray & at ", i);
       const std::string ent = s.substr(i, semi - i + 1);
-      if (ent != "&amp;" && ent != "&lt;" && ent != "&gt;" && ent != "&quot;" &&
-          ent != "&#39;" && ent[1] != '#') {
+      if (ent != "&amp;" && ent != "&lt;" && ent != "&gt;" && ent != "&quot;" && ent != "&#39;" &&
+          ent[1] != '#') {
         return "unknown entity " + ent;
       }
       i = semi + 1;
@@ -131,7 +131,8 @@ TEST(HtmlReportTest, IsWellFormedAndSelfContained) {
   EXPECT_EQ(svgs, 6u);
   // No network: the only URL is the SVG namespace, no scripts, no external refs.
   std::string without_ns = html;
-  for (size_t at; (at = without_ns.find("xmlns=\"http://www.w3.org/2000/svg\"")) != std::string::npos;) {
+  for (size_t at;
+       (at = without_ns.find("xmlns=\"http://www.w3.org/2000/svg\"")) != std::string::npos;) {
     without_ns.erase(at, 34);
   }
   EXPECT_FALSE(absl::StrContains(without_ns, "http:")) << "http:";
@@ -148,8 +149,10 @@ TEST(HtmlReportTest, EscapesText) {
   const std::string html = RenderHtmlReport(Sample());
   EXPECT_TRUE(absl::StrContains(html, "x&lt;&amp;&gt;y")) << "x&lt;&amp;&gt;y";
   EXPECT_FALSE(absl::StrContains(html, "x<&>y")) << "x<&>y";
-  EXPECT_TRUE(absl::StrContains(html, "stories &lt;260k&gt; &amp; co")) << "stories &lt;260k&gt; &amp; co";
-  EXPECT_TRUE(absl::StrContains(html, "note with &lt;b&gt;markup&lt;/b&gt; &amp; an ampersand")) << "note with &lt;b&gt;markup&lt;/b&gt; &amp; an ampersand";
+  EXPECT_TRUE(absl::StrContains(html, "stories &lt;260k&gt; &amp; co"))
+      << "stories &lt;260k&gt; &amp; co";
+  EXPECT_TRUE(absl::StrContains(html, "note with &lt;b&gt;markup&lt;/b&gt; &amp; an ampersand"))
+      << "note with &lt;b&gt;markup&lt;/b&gt; &amp; an ampersand";
   EXPECT_FALSE(absl::StrContains(html, "<b>markup")) << "<b>markup";
   EXPECT_EQ(XmlEscape("a<b>&\"c'"), "a&lt;b&gt;&amp;&quot;c&#39;");
   // A label that is only unsafe characters is still well-formed.
@@ -162,19 +165,25 @@ TEST(HtmlReportTest, EscapesText) {
 
 TEST(HtmlReportTest, ShowsSummaryNumbersAndEveryMethod) {
   const std::string html = RenderHtmlReport(Sample());
-  EXPECT_TRUE(absl::StrContains(html, "11.75")) << "11.75";                  // FP perplexity
-  EXPECT_TRUE(absl::StrContains(html, "perplexity 17.5 at 1.99 bits")) << "perplexity 17.5 at 1.99 bits";  // RL
-  EXPECT_TRUE(absl::StrContains(html, "<b>uniform-4</b>: perplexity 12.2")) << "<b>uniform-4</b>: perplexity 12.2";  // best baseline
+  EXPECT_TRUE(absl::StrContains(html, "11.75")) << "11.75";  // FP perplexity
+  EXPECT_TRUE(absl::StrContains(html, "perplexity 17.5 at 1.99 bits"))
+      << "perplexity 17.5 at 1.99 bits";  // RL
+  EXPECT_TRUE(absl::StrContains(html, "<b>uniform-4</b>: perplexity 12.2"))
+      << "<b>uniform-4</b>: perplexity 12.2";  // best baseline
   EXPECT_TRUE(absl::StrContains(html, "rl (winner)")) << "rl (winner)";
   for (const char* label : {"uniform-2", "greedy", "lagrange", "random"}) {
-    EXPECT_TRUE(absl::StrContains(html, absl::StrCat(">", label, "</text>"))) << absl::StrCat(">", label, "</text>") << label;
+    EXPECT_TRUE(absl::StrContains(html, absl::StrCat(">", label, "</text>")))
+        << absl::StrCat(">", label, "</text>") << label;
   }
-  EXPECT_TRUE(absl::StrContains(html, "Not plotted (no perplexity): x&lt;&amp;&gt;y")) << "Not plotted (no perplexity): x&lt;&amp;&gt;y";
+  EXPECT_TRUE(absl::StrContains(html, "Not plotted (no perplexity): x&lt;&amp;&gt;y"))
+      << "Not plotted (no perplexity): x&lt;&amp;&gt;y";
   // random's 95 vs FP 11.75 is a range over 4x: log scale.
-  EXPECT_TRUE(absl::StrContains(html, "Perplexity (log scale) vs effective bits")) << "Perplexity (log scale) vs effective bits";
+  EXPECT_TRUE(absl::StrContains(html, "Perplexity (log scale) vs effective bits"))
+      << "Perplexity (log scale) vs effective bits";
   ReportData narrow = Sample();
   narrow.points.erase(narrow.points.begin() + 6);  // drop "random": 40/11.75 < 4
-  EXPECT_TRUE(absl::StrContains(RenderHtmlReport(narrow), ">Perplexity vs effective bits<")) << ">Perplexity vs effective bits<";
+  EXPECT_TRUE(absl::StrContains(RenderHtmlReport(narrow), ">Perplexity vs effective bits<"))
+      << ">Perplexity vs effective bits<";
   for (const char* m : {">q</text>", ">gate</text>", ">down</text>", ">layer 3</text>"}) {
     EXPECT_TRUE(absl::StrContains(html, m)) << m;
   }
@@ -183,7 +192,8 @@ TEST(HtmlReportTest, ShowsSummaryNumbersAndEveryMethod) {
 TEST(HtmlReportTest, HeatMapColoursFollowBits) {
   // Distinct bits -> distinct colours; monotone in bits; clamped outside [1, 16].
   std::set<std::string> colours;
-  for (double b : {1.0, 1.58, 2.0, 2.5, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0}) colours.insert(BitsColor(b));
+  for (double b : {1.0, 1.58, 2.0, 2.5, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0})
+    colours.insert(BitsColor(b));
   EXPECT_EQ(colours.size(), 10u);
   EXPECT_EQ(BitsColor(0.5), BitsColor(1.0));
   EXPECT_EQ(BitsColor(32), BitsColor(16));
@@ -209,7 +219,8 @@ TEST(HtmlReportTest, HeatMapColoursFollowBits) {
 
   // Weighted by n: 3 weights at 2 bits + 1 at 6 bits = mean 3 bits.
   d.units = {{0, 0, 3, 2.0}, {0, 0, 1, 6.0}};
-  EXPECT_TRUE(absl::StrContains(RenderHtmlReport(d), absl::StrCat("fill=\"", BitsColor(3.0), "\""))) << absl::StrCat("fill=\"", BitsColor(3.0), "\"");
+  EXPECT_TRUE(absl::StrContains(RenderHtmlReport(d), absl::StrCat("fill=\"", BitsColor(3.0), "\"")))
+      << absl::StrCat("fill=\"", BitsColor(3.0), "\"");
 }
 
 TEST(HtmlReportTest, DeterministicAndHandlesEmptyAndLargeInputs) {

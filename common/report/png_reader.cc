@@ -30,11 +30,16 @@ int Paeth(int a, int b, int c) {
 // Predictor of filter `type` for byte i of a row (a = left, b = up, c = up-left).
 int Predict(int type, int a, int b, int c) {
   switch (type) {
-    case 1: return a;
-    case 2: return b;
-    case 3: return (a + b) / 2;
-    case 4: return Paeth(a, b, c);
-    default: return 0;
+    case 1:
+      return a;
+    case 2:
+      return b;
+    case 3:
+      return (a + b) / 2;
+    case 4:
+      return Paeth(a, b, c);
+    default:
+      return 0;
   }
 }
 
@@ -72,10 +77,18 @@ absl::StatusOr<RgbaImage> DecodePng(absl::string_view bytes, const std::string& 
       if (depth != 8) return absl::UnimplementedError(absl::StrCat(source, ": bit depth ", depth));
       if (interlace != 0) return absl::UnimplementedError(absl::StrCat(source, ": interlaced"));
       switch (color) {
-        case 0: channels = 1; break;
-        case 2: channels = 3; break;
-        case 4: channels = 2; break;
-        case 6: channels = 4; break;
+        case 0:
+          channels = 1;
+          break;
+        case 2:
+          channels = 3;
+          break;
+        case 4:
+          channels = 2;
+          break;
+        case 6:
+          channels = 4;
+          break;
         default:
           return absl::UnimplementedError(absl::StrCat(source, ": colour type ", color));
       }

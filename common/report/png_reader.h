@@ -19,7 +19,9 @@ struct RgbaImage {
   int height = 0;
   std::vector<uint8_t> rgba;  // width * height * 4, row-major
 
-  const uint8_t* Pixel(int x, int y) const { return &rgba[(static_cast<size_t>(y) * width + x) * 4]; }
+  const uint8_t* Pixel(int x, int y) const {
+    return &rgba[(static_cast<size_t>(y) * width + x) * 4];
+  }
 };
 
 // Decodes PNG bytes. INVALID_ARGUMENT / UNIMPLEMENTED (unsupported bit depth, colour

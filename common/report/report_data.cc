@@ -27,8 +27,8 @@ class Reader {
     return absl::InvalidArgumentError(absl::StrCat(source_, ": ", path, ": ", what));
   }
 
-  absl::StatusOr<const Json*> Field(const Json& obj, const std::string& path,
-                                    const char* key, bool optional) const {
+  absl::StatusOr<const Json*> Field(const Json& obj, const std::string& path, const char* key,
+                                    bool optional) const {
     auto it = obj.find(key);
     if (it == obj.end()) {
       if (optional) return nullptr;
@@ -37,8 +37,8 @@ class Reader {
     return &*it;
   }
 
-  absl::Status Double(const Json& obj, const std::string& path, const char* key,
-                      bool optional, double* out) const {
+  absl::Status Double(const Json& obj, const std::string& path, const char* key, bool optional,
+                      double* out) const {
     absl::StatusOr<const Json*> v = Field(obj, path, key, optional);
     if (!v.ok()) return v.status();
     if (*v == nullptr) return absl::OkStatus();
@@ -52,8 +52,7 @@ class Reader {
   }
 
   template <typename Int>
-  absl::Status Integer(const Json& obj, const std::string& path, const char* key,
-                       Int* out) const {
+  absl::Status Integer(const Json& obj, const std::string& path, const char* key, Int* out) const {
     absl::StatusOr<const Json*> v = Field(obj, path, key, false);
     if (!v.ok()) return v.status();
     if (!(*v)->is_number_integer()) return Error(Join(path, key), "expected an integer");
@@ -139,8 +138,10 @@ std::string ToJson(const ReportData& data) {
   j["notes"] = data.notes;
   Json units = Json::array();
   for (const ReportUnit& u : data.units) {
-    units.push_back(Json{{"layer", u.layer}, {"matrix", u.matrix},
-                         {"n_weights", u.n_weights}, {"bits", Number(u.bits)}});
+    units.push_back(Json{{"layer", u.layer},
+                         {"matrix", u.matrix},
+                         {"n_weights", u.n_weights},
+                         {"bits", Number(u.bits)}});
   }
   j["units"] = std::move(units);
   Json points = Json::array();

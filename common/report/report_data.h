@@ -32,8 +32,8 @@ namespace windquant::report {
 
 // Matrix types in model::Matrix order (the same ints as quant::UnitInfo::matrix).
 inline constexpr int kNumMatrixTypes = 7;
-inline constexpr std::array<const char*, kNumMatrixTypes> kMatrixNames = {
-    "q", "k", "v", "o", "gate", "up", "down"};
+inline constexpr std::array<const char*, kNumMatrixTypes> kMatrixNames = {"q",    "k",  "v",   "o",
+                                                                          "gate", "up", "down"};
 
 // Label of the RL plan among `points`; baselines use their own labels
 // ("uniform-4", "greedy", "lagrange", "random", ...).
@@ -41,10 +41,10 @@ inline constexpr char kRlLabel[] = "rl";
 
 // One weight unit of the chosen (RL) plan.
 struct ReportUnit {
-  int32_t layer = 0;       // decoder layer, >= 0
-  int32_t matrix = 0;      // 0..6: q k v o gate up down
-  int64_t n_weights = 0;   // entries in the unit, > 0
-  double bits = 0.0;       // effective bits per weight of this unit under its action
+  int32_t layer = 0;      // decoder layer, >= 0
+  int32_t matrix = 0;     // 0..6: q k v o gate up down
+  int64_t n_weights = 0;  // entries in the unit, > 0
+  double bits = 0.0;      // effective bits per weight of this unit under its action
 };
 
 // One method on the perplexity-vs-bits picture.
@@ -57,21 +57,21 @@ struct ReportPoint {
 // One row of the training curves, one per PPO update (or per logged update).
 struct TrainingRow {
   int64_t update = 0;
-  double mean_reward = 0.0;       // mean episode-end reward of the update's episodes
-  double best_perplexity = 0.0;   // best feasible plan so far; NaN if none yet
-  double bits = 0.0;              // mean effective bits of the update's plans
-  double lambda = 0.0;            // Lagrange multiplier after the update
-  double target_bits = 0.0;       // current curriculum target
+  double mean_reward = 0.0;      // mean episode-end reward of the update's episodes
+  double best_perplexity = 0.0;  // best feasible plan so far; NaN if none yet
+  double bits = 0.0;             // mean effective bits of the update's plans
+  double lambda = 0.0;           // Lagrange multiplier after the update
+  double target_bits = 0.0;      // current curriculum target
 };
 
 struct ReportData {
   std::string model_name;
-  std::string fingerprint;        // model fingerprint (unit table / checkpoint)
-  double fp_perplexity = 0.0;     // the unquantized model
-  double target_bits = 0.0;       // final target average bits
-  std::vector<ReportUnit> units;  // the RL plan, per unit
+  std::string fingerprint;          // model fingerprint (unit table / checkpoint)
+  double fp_perplexity = 0.0;       // the unquantized model
+  double target_bits = 0.0;         // final target average bits
+  std::vector<ReportUnit> units;    // the RL plan, per unit
   std::vector<ReportPoint> points;  // the RL plan (label kRlLabel) and every baseline
-  std::string winner;             // label of the best point at the budget
+  std::string winner;               // label of the best point at the budget
   std::vector<TrainingRow> curve;
   double wall_time_s = 0.0;
   std::vector<std::string> notes;  // free text lines, shown as a list

@@ -18,8 +18,7 @@ ReportData Sample() {
   d.fp_perplexity = 12.5;
   d.target_bits = 2.0;
   d.units = {{0, 0, 1024, 4.25}, {0, 6, 2048, 2.125}, {1, 3, 512, 1.0}};
-  d.points = {{"rl", 1.98, 20.5}, {"uniform-2", 2.0, 31.0},
-              {"greedy", 1.99, std::nan("")}};
+  d.points = {{"rl", 1.98, 20.5}, {"uniform-2", 2.0, 31.0}, {"greedy", 1.99, std::nan("")}};
   d.winner = "rl";
   d.curve = {{0, -1.5, std::nan(""), 2.6, 0.0, 3.0}, {1, -0.5, 25.0, 2.1, 0.25, 2.0}};
   d.wall_time_s = 61.25;
@@ -82,7 +81,8 @@ TEST(ReportDataTest, ErrorsNameSourceAndField) {
   text.replace(at, from.size(), "\"bits\": \"x\"");
   absl::StatusOr<ReportData> r = FromJson(text, "/tmp/report.json");
   ASSERT_FALSE(r.ok());
-  EXPECT_THAT(r.status().message(), HasSubstr("/tmp/report.json: units[1].bits: expected a number"));
+  EXPECT_THAT(r.status().message(),
+              HasSubstr("/tmp/report.json: units[1].bits: expected a number"));
 
   EXPECT_THAT(FromJson("{", "x.json").status().message(), HasSubstr("x.json: not valid JSON"));
   EXPECT_THAT(FromJson(R"({"model_name":"m"})", "y.json").status().message(),

@@ -30,12 +30,23 @@ std::string XmlEscape(absl::string_view text) {
   out.reserve(text.size());
   for (char c : text) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -143,16 +154,16 @@ void SvgChart::DrawFrame(absl::string_view title, absl::string_view x_label,
   }
   for (double t : y_.ticks()) {
     const std::string p = Px(y_.ToPx(t));
-    absl::StrAppend(&b, "<line x1=\"", Px(plot_left()), "\" y1=\"", p, "\" x2=\"",
-                    Px(plot_right()), "\" y2=\"", p, "\" stroke=\"#e3e3e8\" />\n");
+    absl::StrAppend(&b, "<line x1=\"", Px(plot_left()), "\" y1=\"", p, "\" x2=\"", Px(plot_right()),
+                    "\" y2=\"", p, "\" stroke=\"#e3e3e8\" />\n");
     TextPx(plot_left() - 5, y_.ToPx(t) + 4, y_.TickLabel(t), "end", 11, "#333");
   }
   TextPx(plot_left(), 16, title, "start", 13, "#111", /*bold=*/true);
   TextPx((plot_left() + plot_right()) / 2, height_ - 6, x_label, "middle", 12, "#333");
   const double cy = (plot_top() + plot_bottom()) / 2;
   absl::StrAppend(&b, "<text x=\"12\" y=\"", Px(cy), "\" transform=\"rotate(-90 12 ", Px(cy),
-                  ")\" text-anchor=\"middle\" font-size=\"12\" fill=\"#333\">",
-                  XmlEscape(y_label), "</text>\n");
+                  ")\" text-anchor=\"middle\" font-size=\"12\" fill=\"#333\">", XmlEscape(y_label),
+                  "</text>\n");
 }
 
 void SvgChart::Line(const std::vector<double>& xs, const std::vector<double>& ys,
@@ -167,8 +178,8 @@ void SvgChart::Line(const std::vector<double>& xs, const std::vector<double>& ys
     } else if (segment.size() == 1) {
       const size_t comma = segment[0].find(',');
       absl::StrAppend(&body_, "<circle cx=\"", segment[0].substr(0, comma), "\" cy=\"",
-                      segment[0].substr(comma + 1), "\" r=\"", FormatNumber(width, 1),
-                      "\" fill=\"", XmlEscape(color), "\" />\n");
+                      segment[0].substr(comma + 1), "\" r=\"", FormatNumber(width, 1), "\" fill=\"",
+                      XmlEscape(color), "\" />\n");
     }
     segment.clear();
   };
@@ -184,28 +195,28 @@ void SvgChart::Line(const std::vector<double>& xs, const std::vector<double>& ys
 }
 
 void SvgChart::Circle(double x, double y, double r, absl::string_view color) {
-  absl::StrAppend(&body_, "<circle cx=\"", Px(x_.ToPx(x)), "\" cy=\"", Px(y_.ToPx(y)),
-                  "\" r=\"", FormatNumber(r, 1), "\" fill=\"", XmlEscape(color),
+  absl::StrAppend(&body_, "<circle cx=\"", Px(x_.ToPx(x)), "\" cy=\"", Px(y_.ToPx(y)), "\" r=\"",
+                  FormatNumber(r, 1), "\" fill=\"", XmlEscape(color),
                   "\" stroke=\"#222\" stroke-width=\"0.8\" />\n");
 }
 
 void SvgChart::Diamond(double x, double y, double r, absl::string_view color) {
   const double cx = x_.ToPx(x), cy = y_.ToPx(y);
   absl::StrAppend(&body_, "<polygon points=\"", Px(cx), ",", Px(cy - r), " ", Px(cx + r), ",",
-                  Px(cy), " ", Px(cx), ",", Px(cy + r), " ", Px(cx - r), ",", Px(cy),
-                  "\" fill=\"", XmlEscape(color), "\" stroke=\"#222\" stroke-width=\"0.8\" />\n");
+                  Px(cy), " ", Px(cx), ",", Px(cy + r), " ", Px(cx - r), ",", Px(cy), "\" fill=\"",
+                  XmlEscape(color), "\" stroke=\"#222\" stroke-width=\"0.8\" />\n");
 }
 
 void SvgChart::TextPx(double px, double py, absl::string_view text, absl::string_view anchor,
                       int size, absl::string_view color, bool bold) {
   absl::StrAppend(&body_, "<text x=\"", Px(px), "\" y=\"", Px(py), "\" text-anchor=\"",
-                  XmlEscape(anchor), "\" font-size=\"", size, "\" fill=\"", XmlEscape(color),
-                  "\"", bold ? " font-weight=\"bold\"" : "", ">", XmlEscape(text), "</text>\n");
+                  XmlEscape(anchor), "\" font-size=\"", size, "\" fill=\"", XmlEscape(color), "\"",
+                  bold ? " font-weight=\"bold\"" : "", ">", XmlEscape(text), "</text>\n");
 }
 
 std::string SvgChart::Finish() const {
-  return absl::StrCat("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"", width_,
-                      "\" height=\"", height_, "\" viewBox=\"0 0 ", width_, " ", height_,
+  return absl::StrCat("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"", width_, "\" height=\"",
+                      height_, "\" viewBox=\"0 0 ", width_, " ", height_,
                       "\" role=\"img\" aria-label=\"", XmlEscape(title_), "\">\n", body_,
                       "</svg>\n");
 }

@@ -60,13 +60,13 @@ class SvgChart {
   // Title, frame, grid lines, ticks and axis labels.
   void DrawFrame(absl::string_view title, absl::string_view x_label, absl::string_view y_label);
   // A line through (xs[i], ys[i]); a non-finite value breaks it into segments.
-  void Line(const std::vector<double>& xs, const std::vector<double>& ys,
-            absl::string_view color, double width, bool dashed);
+  void Line(const std::vector<double>& xs, const std::vector<double>& ys, absl::string_view color,
+            double width, bool dashed);
   void Circle(double x, double y, double r, absl::string_view color);
   void Diamond(double x, double y, double r, absl::string_view color);
   // Text at pixel coordinates; anchor is start|middle|end.
-  void TextPx(double px, double py, absl::string_view text, absl::string_view anchor,
-              int size, absl::string_view color, bool bold = false);
+  void TextPx(double px, double py, absl::string_view text, absl::string_view anchor, int size,
+              absl::string_view color, bool bold = false);
   void Raw(absl::string_view svg) { body_.append(svg.data(), svg.size()); }
 
   // The whole <svg> element (with role="img" and an aria-label = title).
