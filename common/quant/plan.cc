@@ -1,6 +1,9 @@
 #include "common/quant/plan.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "common/base/files.h"
 #include "common/model/llama_weights.h"
 #include "windquant/v1/types.pb.h"
 
@@ -9,6 +12,20 @@ namespace windquant::quant {
 std::string UnitName(const Unit& u) {
   const char* matrix = u.matrix >= 0 && u.matrix < model::kNumMatrices ? model::kMatrixNames[u.matrix] : "?";
   return absl::StrCat("unit ", u.id, " (layer ", u.layer, " ", matrix, " chunk ", u.chunk, ")");
+}
+
+Plan Plan::Make(const UnitTable& table, std::vector<int> actions, std::string source,
+                double target_bits) {
+  Plan p;
+  p.actions = std::move(actions);
+  p.source = std::move(source);
+  p.target_bits = target_bits;
+  p.model_fingerprint = table.fingerprint;
+  const std::string digest =
+      base::Sha256Hex(absl::StrCat(p.model_fingerprint, ":", absl::StrJoin(p.actions, ",")));
+  p.plan_id = absl::StrCat(p.source, "-", target_bits > 0 ? absl::StrFormat("%.4g", target_bits) : "x",
+                           "-", digest.substr(0, 12));
+  return p;
 }
 
 absl::Status Plan::Validate(const UnitTable& table, const std::string& where) const {

@@ -40,6 +40,11 @@ class Plan {
   uint64_t episode_id = 0;
   std::vector<int> actions;       // index into kAllActions, per unit id
 
+  // A plan for `table`: fingerprint from the table, plan_id =
+  // "<source>-<target>-<first 12 hex of sha256(fingerprint, actions)>".
+  static Plan Make(const UnitTable& table, std::vector<int> actions, std::string source,
+                   double target_bits);
+
   // Checks the plan against `table`: same fingerprint, one action per unit, every
   // action in range. INVALID_ARGUMENT, one line starting with `where` (a file name
   // or "plan") and naming the unit where one is at fault.

@@ -29,10 +29,7 @@ uint64_t GetLe(std::string_view in, size_t at, int bytes) {
   return v;
 }
 std::string Sha256Raw(std::string_view data) {
-  std::string raw;
-  // Sha256Hex always yields 64 valid hex digits.
-  (void)absl::HexStringToBytes(base::Sha256Hex(data), &raw);
-  return raw;
+  return absl::HexStringToBytes(base::Sha256Hex(absl::string_view(data.data(), data.size())));
 }
 
 }  // namespace

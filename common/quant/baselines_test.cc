@@ -1,0 +1,149 @@
+#include "common/quant/baselines.h"
+
+#include <ATen/ATen.h>
+
+#include "common/quant/effective_bits.h"
+#include "common/quant/unit_table_builder.h"
+#include "gtest/gtest.h"
+
+namespace windquant::quant {
+namespace {
+
+constexpr double kBudgetSlack = 1e-9;
+
+// A real unit table: random LLaMA-shaped weights (3 layers, chunk 16) with random
+// activation scales, fitted by the real operators.
+const UnitTable& RealTable() {
+  static const UnitTable* table = [] {
+    at::manual_seed(11);
+    model::LlamaWeights w;
+    auto& c = w.config;
+    c.hidden_size = 32;
+    c.intermediate_size = 48;
+    c.num_hidden_layers = 3;
+    c.num_attention_heads = 4;
+    c.num_key_value_heads = 2;
+    c.head_dim = 8;
+    c.vocab_size = 50;
+    c.tie_word_embeddings = true;
+    ActivationStats stats;
+    stats.layers.resize(3);
+    const int64_t out[7] = {32, 16, 16, 32, 48, 48, 32};
+    const int64_t in[7] = {32, 32, 32, 32, 32, 32, 48};
+    for (int l = 0; l < 3; ++l) {
+      model::LayerWeights lw;
+      for (int m = 0; m < 7; ++m) {
+        // Heavy-tailed rows of different scale, so that units differ.
+        lw.linear[m] = at::randn({out[m], in[m]}) * (0.05 + 0.1 * m) * at::rand({out[m], 1}).add(0.2);
+        stats.layers[l][m].mean_abs = at::rand({in[m]}).pow(3).add(0.01);
+      }
+      w.layers.push_back(lw);
+    }
+    UnitTableOptions o;
+    o.chunk_size = 16;
+    o.quantizer.salient_fraction = 0.01;
+    auto sq = BuildStageQuantization(w, stats, o, "fp-test");
+    if (!sq.ok()) std::abort();
+    return new UnitTable(sq->table);
+  }();
+  return *table;
+}
+
+// Bits recomputed from the formula, not from the table.
+double RecountBits(const UnitTable& t, const std::vector<int>& actions) {
+  double bits = 0, n = 0;
+  for (size_t i = 0; i < t.units.size(); ++i) {
+    const Unit& u = t.units[i];
+    bits += UnitEffectiveBits(u.rows, u.cols, u.salient_count, kAllActions[actions[i]]);
+    n += static_cast<double>(u.n());
+  }
+  return bits / n;
+}
+
+TEST(BaselinesTest, UniformReportsItsActualBits) {
+  const UnitTable& t = RealTable();
+  for (Action a : kAllActions) {
+    Plan p = UniformPlan(t, a);
+    EXPECT_NEAR(p.target_bits, RecountBits(t, p.actions), 1e-12);
+    // Salient entries and scales make every action except 16 cost more than b_a.
+    if (a != Action::k16) {
+      EXPECT_GT(p.target_bits, BitsOf(a)) << ActionName(a);
+    }
+  }
+}
+
+TEST(BaselinesTest, EveryBudgetedPlanFits) {
+  const UnitTable& t = RealTable();
+  // Per-row FP16 scales cost 16/16 bits per weight here: the floor is ~2.8 bits.
+  const double lo = MinEffectiveBits(t);
+  for (double b : {lo, lo + 0.1, lo + 0.5, 4.0, 6.0, 16.5}) {
+    for (const char* m : {"greedy", "lagrange", "random"}) {
+      absl::StatusOr<Plan> p = std::string(m) == "greedy"     ? GreedyPlan(t, b)
+                               : std::string(m) == "lagrange" ? LagrangePlan(t, b)
+                                                              : RandomPlan(t, b, 5);
+      ASSERT_TRUE(p.ok()) << m << " " << b << ": " << p.status();
+      ASSERT_TRUE(p->Validate(t).ok());
+      EXPECT_LE(RecountBits(t, p->actions), b + kBudgetSlack) << m << " at " << b;
+      EXPECT_EQ(p->source, m);
+    }
+  }
+}
+
+TEST(BaselinesTest, GreedyAndLagrangeBeatRandomOnTheProxy) {
+  const UnitTable& t = RealTable();
+  const double lo = MinEffectiveBits(t);
+  for (double b : {lo + 0.2, 3.5, 4.5}) {
+    auto g = GreedyPlan(t, b), l = LagrangePlan(t, b);
+    ASSERT_TRUE(g.ok() && l.ok());
+    for (uint64_t seed = 0; seed < 5; ++seed) {
+      auto r = RandomPlan(t, b, seed);
+      ASSERT_TRUE(r.ok());
+      EXPECT_LE(ProxyError(t, g->actions), ProxyError(t, r->actions)) << b << " seed " << seed;
+      EXPECT_LE(ProxyError(t, l->actions), ProxyError(t, r->actions)) << b << " seed " << seed;
+    }
+    // Greedy and Lagrange spend the budget: within one unit's largest step of it.
+    EXPECT_GT(RecountBits(t, l->actions), b - 0.5) << b;
+  }
+}
+
+TEST(BaselinesTest, LagrangeAtUniformBitsIsNoWorseThanUniform) {
+  const UnitTable& t = RealTable();
+  for (Action a : {Action::k8, Action::k4, Action::k3, Action::k2}) {
+    const Plan u = UniformPlan(t, a);
+    auto l = LagrangePlan(t, u.target_bits);
+    ASSERT_TRUE(l.ok()) << l.status();
+    EXPECT_LE(RecountBits(t, l->actions), u.target_bits + kBudgetSlack);
+    EXPECT_LE(ProxyError(t, l->actions), ProxyError(t, u.actions)) << ActionName(a);
+  }
+}
+
+TEST(BaselinesTest, RandomIsSeeded) {
+  const UnitTable& t = RealTable();
+  auto a = RandomPlan(t, 3.0, 9), b = RandomPlan(t, 3.0, 9), c = RandomPlan(t, 3.0, 10);
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+  EXPECT_EQ(a->actions, b->actions);
+  EXPECT_NE(a->actions, c->actions);
+}
+
+TEST(BaselinesTest, RejectsUnreachableBudget) {
+  const UnitTable& t = RealTable();
+  const double lowest = MinEffectiveBits(t);
+  EXPECT_GT(lowest, 1.0);
+  EXPECT_FALSE(GreedyPlan(t, lowest - 0.01).ok());
+  EXPECT_FALSE(LagrangePlan(t, lowest - 0.01).ok());
+  EXPECT_FALSE(RandomPlan(t, lowest - 0.01, 1).ok());
+  auto p = GreedyPlan(t, lowest);
+  ASSERT_TRUE(p.ok());
+  EXPECT_LE(RecountBits(t, p->actions), lowest + kBudgetSlack);
+}
+
+TEST(BaselinesTest, ProxyErrorIsWeightShareWeighted) {
+  const UnitTable& t = RealTable();
+  std::vector<int> a(t.units.size(), ActionIndex(Action::k2));
+  double expect = 0, n = static_cast<double>(t.TotalWeights());
+  for (const Unit& u : t.units) expect += u.error[ActionIndex(Action::k2)] * static_cast<double>(u.n()) / n;
+  EXPECT_NEAR(ProxyError(t, a), expect, 1e-15);
+}
+
+}  // namespace
+}  // namespace windquant::quant

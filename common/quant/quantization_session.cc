@@ -1,0 +1,153 @@
+#include "common/quant/quantization_session.h"
+
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "common/base/files.h"
+#include "common/base/progress.h"
+#include "common/base/status_macros.h"
+#include "common/model/checkpoint.h"
+#include "common/quant/unit_table_builder.h"
+#include "common/quant/unit_table_cache.h"
+
+namespace windquant::quant {
+namespace {
+
+constexpr int64_t kCalibrationBatch = 8;
+
+absl::StatusOr<std::vector<int32_t>> TokenizeFile(const model::Tokenizer& tok, const std::string& path,
+                                                  const std::string& key, std::string* sha256) {
+  if (path.empty()) return absl::InvalidArgumentError(absl::StrCat(key, ": no text file given"));
+  absl::StatusOr<std::string> text = base::ReadFile(path);
+  if (!text.ok()) return absl::InvalidArgumentError(absl::StrCat(key, ": ", text.status().message()));
+  if (sha256 != nullptr) *sha256 = base::Sha256Hex(*text);
+  return tok.Encode(*text, /*add_bos=*/false);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<QuantizationSession>> QuantizationSession::Create(
+    const config::RunConfig& config, const SessionOptions& options) {
+  auto log = [&](const std::string& line) {
+    if (options.log) options.log(line);
+  };
+  std::unique_ptr<QuantizationSession> s(new QuantizationSession());
+  s->config_ = config;
+  const std::string& dir = config.model.dir;
+  WQ_ASSIGN_OR_RETURN(std::unique_ptr<model::Checkpoint> ckpt, model::Checkpoint::Open(dir));
+  WQ_ASSIGN_OR_RETURN(model::LlamaWeights weights, ckpt->LoadWeights(model::LoadRequest{}));
+  WQ_ASSIGN_OR_RETURN(const std::string config_json,
+                      base::ReadFile((std::filesystem::path(dir) / "config.json").string()));
+  WQ_ASSIGN_OR_RETURN(s->tokenizer_,
+                      model::Tokenizer::FromFile((std::filesystem::path(dir) / "tokenizer.json").string()));
+
+  std::string calib_sha;
+  WQ_ASSIGN_OR_RETURN(const std::vector<int32_t> calib_ids,
+                      TokenizeFile(*s->tokenizer_, config.calibration.text, "calibration.text", &calib_sha));
+  absl::StatusOr<at::Tensor> windows =
+      SampleCalibrationWindows(calib_ids, config.calibration.samples, config.calibration.seq_len,
+                               config.calibration.seed, weights.config.bos_token_id);
+  if (!windows.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("calibration.text (", config.calibration.text,
+                                                   "): ", windows.status().message()));
+  }
+  s->calib_windows_ = *windows;
+  if (options.load_eval_text) {
+    WQ_ASSIGN_OR_RETURN(s->eval_ids_, TokenizeFile(*s->tokenizer_, config.evaluation.text,
+                                                   "evaluation.text", nullptr));
+  }
+
+  UnitTableOptions topts;
+  topts.chunk_size = config.quant.chunk_size;
+  topts.quantizer.salient_fraction = config.quant.salient_fraction;
+  FingerprintInputs fin;
+  fin.config_json = config_json;
+  fin.weights = &weights;
+  fin.calibration_text_sha256 = calib_sha;
+  fin.calibration = config.calibration;
+  fin.chunk_size = topts.chunk_size;
+  fin.quantizer = topts.quantizer;
+  WQ_ASSIGN_OR_RETURN(const std::string fingerprint, UnitTableFingerprint(fin));
+
+  const at::Device device = config.model.device == "cuda" ? at::Device(at::kCUDA) : at::Device(at::kCPU);
+  const int64_t num_layers = weights.config.num_hidden_layers;
+  s->model_ = std::make_unique<model::LlamaModel>(std::move(weights), device);
+
+  UnitTableCache cache(config.quant.cache_dir);
+  if (options.use_cache && !config.quant.cache_dir.empty()) {
+    absl::StatusOr<CachedQuantization> hit = cache.Load(fingerprint, 0, num_layers);
+    if (hit.ok()) {
+      s->table_ = std::move(hit->table);
+      s->fits_ = std::move(hit->fits);
+      s->stats_ = std::move(hit->stats);
+      s->from_cache_ = true;
+      log(absl::StrCat("unit table: cache hit ", cache.EntryDir(fingerprint)));
+      return s;
+    }
+    if (!absl::IsNotFound(hit.status())) {
+      log(absl::StrCat("warning: unit table cache entry unusable, recomputing: ", hit.status().message()));
+    }
+  }
+
+  log(absl::StrFormat("calibrating on %d x %d tokens", config.calibration.samples, config.calibration.seq_len));
+  WQ_ASSIGN_OR_RETURN(s->stats_, CalibrateModel(*s->model_, s->calib_windows_, kCalibrationBatch));
+  base::Progress progress("unit table", static_cast<double>(UnitsPerLayer(s->model_->config(), topts.chunk_size) * num_layers), "units");
+  topts.progress = [&](int64_t done, int64_t total) {
+    if (options.log) progress.Update(static_cast<double>(done));
+    (void)total;
+  };
+  WQ_ASSIGN_OR_RETURN(StageQuantization sq,
+                      BuildStageQuantization(s->model_->weights(), s->stats_, topts, fingerprint));
+  if (options.log) progress.Finish(absl::StrCat(sq.table.units.size(), " units"));
+  s->table_ = std::move(sq.table);
+  s->fits_ = std::move(sq.weights);
+  if (options.use_cache && !config.quant.cache_dir.empty()) {
+    CachedQuantization entry{s->table_, s->fits_, s->stats_};
+    absl::Status st = cache.Store(entry);
+    if (!st.ok()) log(absl::StrCat("warning: could not write the unit table cache: ", st.message()));
+  }
+  return s;
+}
+
+absl::StatusOr<model::LlamaWeights> QuantizationSession::ApplyPlan(const std::vector<int>& actions) const {
+  if (actions.size() != table_.units.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("plan has ", actions.size(), " actions, the unit table has ",
+                                                   table_.units.size(), " units"));
+  }
+  model::LlamaWeights w = model_->weights();
+  try {
+    for (auto& layer : w.layers) {
+      for (auto& t : layer.linear) t = t.clone();
+    }
+  } catch (const c10::Error& e) {
+    return absl::InternalError(absl::StrCat("apply plan: ", e.what_without_backtrace()));
+  }
+  WQ_RETURN_IF_ERROR(fits_.Apply(table_, actions, &w));
+  return w;
+}
+
+absl::StatusOr<model::PerplexityResult> QuantizationSession::Perplexity(const std::vector<int>& actions,
+                                                                        int64_t max_tokens) const {
+  return Perplexity(actions, eval_ids_, max_tokens);
+}
+
+absl::StatusOr<model::PerplexityResult> QuantizationSession::Perplexity(const std::vector<int>& actions,
+                                                                        const std::vector<int32_t>& ids,
+                                                                        int64_t max_tokens) const {
+  model::PerplexityOptions popts;
+  popts.context = config_.evaluation.context;
+  popts.batch_size = config_.evaluation.batch;
+  popts.max_tokens = max_tokens;
+  if (actions.empty()) return model::ComputePerplexity(*model_, ids, popts);
+  WQ_ASSIGN_OR_RETURN(model::LlamaWeights w, ApplyPlan(actions));
+  model::LlamaModel quantized(std::move(w), model_->device());
+  return model::ComputePerplexity(quantized, ids, popts);
+}
+
+Plan QuantizationSession::MakePlan(std::vector<int> actions, std::string source, double target_bits) const {
+  return Plan::Make(table_, std::move(actions), std::move(source), target_bits);
+}
+
+}  // namespace windquant::quant
