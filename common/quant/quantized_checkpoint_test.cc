@@ -1,0 +1,184 @@
+#include "common/quant/quantized_checkpoint.h"
+
+#include <filesystem>
+
+#include <ATen/ATen.h>
+
+#include "common/base/files.h"
+#include "common/model/checkpoint.h"
+#include "common/model/safetensors.h"
+#include "common/quant/exporter.h"
+#include "common/quant/unit_table_builder.h"
+#include "gtest/gtest.h"
+
+namespace windquant::quant {
+namespace {
+
+struct Fixture {
+  model::LlamaWeights weights;
+  ActivationStats stats;
+  StageQuantization sq;
+  QuantizerOptions qopts;
+  std::string model_dir;
+};
+
+// Tiny LLaMA (uneven down_proj chunks, untied head) fitted with chunk 16.
+const Fixture& Tiny() {
+  static const Fixture* f = [] {
+    auto* x = new Fixture();
+    at::manual_seed(21);
+    auto& c = x->weights.config;
+    c.hidden_size = 32;
+    c.intermediate_size = 40;
+    c.num_hidden_layers = 2;
+    c.num_attention_heads = 4;
+    c.num_key_value_heads = 2;
+    c.head_dim = 8;
+    c.vocab_size = 40;
+    c.max_position_embeddings = 64;
+    c.bos_token_id = 1;
+    c.eos_token_ids = {2};
+    c.tie_word_embeddings = false;
+    x->weights.embed_tokens = at::randn({40, 32});
+    x->weights.lm_head = at::randn({40, 32});
+    x->weights.final_norm = at::rand({32}) + 0.5;
+    x->stats.layers.resize(2);
+    const int64_t out[7] = {32, 16, 16, 32, 40, 40, 32};
+    const int64_t in[7] = {32, 32, 32, 32, 32, 32, 40};
+    for (int l = 0; l < 2; ++l) {
+      model::LayerWeights lw;
+      for (int m = 0; m < 7; ++m) {
+        lw.linear[m] = at::randn({out[m], in[m]}) * 0.2;
+        x->stats.layers[l][m].mean_abs = at::rand({in[m]}) + 0.05;
+      }
+      lw.input_layernorm = at::rand({32}) + 0.5;
+      lw.post_attention_layernorm = at::rand({32}) + 0.5;
+      x->weights.layers.push_back(lw);
+    }
+    x->qopts.salient_fraction = 0.02;  // several salient entries per unit
+    UnitTableOptions o;
+    o.chunk_size = 16;
+    o.quantizer = x->qopts;
+    auto sq = BuildStageQuantization(x->weights, x->stats, o, "fp-export");
+    if (!sq.ok()) std::abort();
+    x->sq = *std::move(sq);
+    x->model_dir = testing::TempDir() + "/qckpt_test_model";
+    std::filesystem::create_directories(x->model_dir);
+    if (!base::WriteFileAtomic(x->model_dir + "/tokenizer.json", "{\"stub\": true}").ok()) std::abort();
+    return x;
+  }();
+  return *f;
+}
+
+Plan MixedPlan(const UnitTable& t) {
+  std::vector<int> a(t.units.size());
+  for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<int>((i * 3 + 1) % kNumActions);
+  return Plan::Make(t, a, "test", 0);
+}
+
+ExportInputs Inputs(const Fixture& f, const Plan* plan) {
+  ExportInputs in;
+  in.weights = &f.weights;
+  in.stats = &f.stats;
+  in.table = &f.sq.table;
+  in.fits = &f.sq.weights;
+  in.plan = plan;
+  in.quantizer = f.qopts;
+  in.model_dir = f.model_dir;
+  return in;
+}
+
+model::LlamaWeights Applied(const Fixture& f, const Plan& p) {
+  model::LlamaWeights w = f.weights;
+  for (auto& l : w.layers) {
+    for (auto& m : l.linear) m = m.clone();
+  }
+  if (!f.sq.weights.Apply(f.sq.table, p.actions, &w).ok()) std::abort();
+  return w;
+}
+
+TEST(QuantizedCheckpointTest, ReaderRebuildsTheEvaluatedWeightsBitExactly) {
+  const Fixture& f = Tiny();
+  const Plan plan = MixedPlan(f.sq.table);
+  std::array<int, kNumActions> seen{};
+  for (int a : plan.actions) seen[a]++;
+  for (int a = 0; a < kNumActions; ++a) ASSERT_GT(seen[a], 0) << "plan misses action " << a;
+
+  const std::string dir = testing::TempDir() + "/qckpt_test_out";
+  std::filesystem::remove_all(dir);
+  const ExportInputs in = Inputs(f, &plan);
+  ASSERT_TRUE(WriteQuantizedCheckpoint(in, dir).ok());
+  auto q = QuantizedCheckpoint::Read(dir);
+  ASSERT_TRUE(q.ok()) << q.status();
+  EXPECT_EQ(q->actions, plan.actions);
+  EXPECT_EQ(q->chunk_size, 16);
+  const model::LlamaWeights expect = Applied(f, plan);
+  for (int l = 0; l < 2; ++l) {
+    for (int m = 0; m < 7; ++m) {
+      EXPECT_TRUE(at::equal(q->weights.layers[l].linear[m], expect.layers[l].linear[m])) << l << " " << m;
+    }
+    EXPECT_TRUE(at::equal(q->weights.layers[l].input_layernorm,
+                          f.weights.layers[l].input_layernorm.to(at::kHalf).to(at::kFloat)));
+  }
+  EXPECT_TRUE(at::equal(q->weights.lm_head, f.weights.lm_head.to(at::kHalf).to(at::kFloat)));
+
+  // The stored codes really are packed: a 1-bit unit's code tensor is n/8 bytes.
+  auto file = model::SafetensorsFile::Open(dir + "/" + kQuantizedFileName);
+  ASSERT_TRUE(file.ok());
+  for (const Unit& u : f.sq.table.units) {
+    const std::string prefix = UnitTensorPrefix(u.layer, u.matrix, u.chunk);
+    if (kAllActions[plan.actions[u.id]] == Action::k1) {
+      const auto* info = (*file)->Find(prefix + ".codes");
+      ASSERT_NE(info, nullptr);
+      EXPECT_EQ(info->num_bytes(), static_cast<uint64_t>((u.n() + 7) / 8));
+      ASSERT_NE((*file)->Find(prefix + ".offsets"), nullptr);
+      EXPECT_EQ((*file)->Find(prefix + ".salient_index")->num_elements(), u.salient_count);
+    }
+    if (kAllActions[plan.actions[u.id]] == Action::k16) {
+      EXPECT_EQ((*file)->Find(prefix + ".codes"), nullptr);
+      EXPECT_NE((*file)->Find(prefix + ".weight"), nullptr);
+    }
+  }
+}
+
+TEST(QuantizedCheckpointTest, FakeQuantCheckpointLoadsAsAnyCheckpoint) {
+  const Fixture& f = Tiny();
+  const Plan plan = MixedPlan(f.sq.table);
+  const std::string dir = testing::TempDir() + "/qckpt_test_fake";
+  std::filesystem::remove_all(dir);
+  ASSERT_TRUE(WriteFakeQuantCheckpoint(Inputs(f, &plan), dir).ok());
+  EXPECT_TRUE(base::PathExists(dir + "/tokenizer.json"));
+  auto ckpt = model::Checkpoint::Open(dir);
+  ASSERT_TRUE(ckpt.ok()) << ckpt.status();
+  EXPECT_EQ((*ckpt)->config().torch_dtype, "float16");
+  auto w = (*ckpt)->LoadWeights(model::LoadRequest{});
+  ASSERT_TRUE(w.ok()) << w.status();
+  const model::LlamaWeights expect = Applied(f, plan);
+  for (int l = 0; l < 2; ++l) {
+    for (int m = 0; m < 7; ++m) {
+      EXPECT_TRUE(at::equal(w->layers[l].linear[m], expect.layers[l].linear[m].to(at::kHalf).to(at::kFloat)));
+    }
+  }
+}
+
+TEST(QuantizedCheckpointTest, ExportRefusesAPlanForAnotherTable) {
+  const Fixture& f = Tiny();
+  Plan plan = MixedPlan(f.sq.table);
+  plan.model_fingerprint = "other";
+  EXPECT_FALSE(WriteQuantizedCheckpoint(Inputs(f, &plan), testing::TempDir() + "/qckpt_bad").ok());
+  // And a quantizer config other than the table's is caught by the re-fit check.
+  Plan ok = MixedPlan(f.sq.table);
+  ExportInputs in = Inputs(f, &ok);
+  in.quantizer.salient_fraction = 0.05;
+  absl::Status st = WriteQuantizedCheckpoint(in, testing::TempDir() + "/qckpt_bad2");
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(std::string(st.message()).find("differs from the cached fit"), std::string::npos) << st;
+}
+
+TEST(QuantizedCheckpointTest, ReaderRejectsMissingFiles) {
+  auto r = QuantizedCheckpoint::Read(testing::TempDir() + "/no_such_dir");
+  EXPECT_FALSE(r.ok());
+}
+
+}  // namespace
+}  // namespace windquant::quant
