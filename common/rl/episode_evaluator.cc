@@ -1,0 +1,133 @@
+#include "common/rl/episode_evaluator.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/base/status_macros.h"
+
+namespace windquant::rl {
+namespace {
+
+// Stand-in for a non-finite measurement in the reward (a plan that broke the
+// model): large enough to be the worst outcome, finite so PPO stays numeric.
+constexpr double kBrokenPlanPenalty = 1e3;
+
+double Finite(double x) { return std::isfinite(x) ? x : kBrokenPlanPenalty; }
+
+}  // namespace
+
+uint64_t PlanHash(const std::vector<int>& actions) {
+  uint64_t h = 1469598103934665603ull;
+  for (int a : actions) {
+    h ^= static_cast<uint64_t>(static_cast<uint32_t>(a));
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+absl::StatusOr<PlanEvaluation> CachingPlanEvaluator::Evaluate(const std::vector<int>& actions) {
+  const uint64_t key = PlanHash(actions);
+  auto range = cache_.equal_range(key);
+  for (auto it = range.first; it != range.second; ++it) {
+    if (it->second.first == actions) {
+      ++hits_;
+      PlanEvaluation e = it->second.second;
+      e.cache_hit = true;
+      return e;
+    }
+  }
+  WQ_ASSIGN_OR_RETURN(PlanEvaluation e, inner_->Evaluate(actions));
+  ++misses_;
+  e.cache_hit = false;
+  cache_.emplace(key, std::make_pair(actions, e));
+  return e;
+}
+
+absl::StatusOr<std::unique_ptr<LocalPlanEvaluator>> LocalPlanEvaluator::Create(
+    model::LlamaModel* model, const quant::QuantizedWeights* fits, const quant::UnitTable* table,
+    std::vector<int32_t> calib_ids, std::vector<int32_t> eval_ids,
+    const LocalEvaluatorOptions& options) {
+  std::unique_ptr<LocalPlanEvaluator> e(new LocalPlanEvaluator());
+  e->model_ = model;
+  e->fits_ = fits;
+  e->table_ = table;
+  e->calib_ids_ = std::move(calib_ids);
+  e->eval_ids_ = std::move(eval_ids);
+  e->ppl_options_.context = options.context;
+  e->ppl_options_.batch_size = options.batch;
+  try {
+    at::NoGradGuard no_grad;
+    for (const auto& layer : model->weights().layers) {
+      std::array<at::Tensor, model::kNumMatrices> copy;
+      for (int m = 0; m < model::kNumMatrices; ++m) copy[m] = layer.linear[m].clone();
+      e->fp_linears_.push_back(std::move(copy));
+    }
+  } catch (const c10::Error& err) {
+    return absl::InternalError(absl::StrCat("evaluator: ", err.what_without_backtrace()));
+  }
+  WQ_ASSIGN_OR_RETURN(e->fp_calib_, model::ComputePerplexity(*model, e->calib_ids_, e->ppl_options_));
+  WQ_ASSIGN_OR_RETURN(e->fp_eval_, model::ComputePerplexity(*model, e->eval_ids_, e->ppl_options_));
+  return e;
+}
+
+absl::Status LocalPlanEvaluator::Load(const std::vector<int>& actions) {
+  try {
+    if (actions.empty()) {
+      at::NoGradGuard no_grad;
+      auto& layers = model_->mutable_weights().layers;
+      for (size_t l = 0; l < layers.size(); ++l) {
+        for (int m = 0; m < model::kNumMatrices; ++m) layers[l].linear[m].copy_(fp_linears_[l][m]);
+      }
+      return absl::OkStatus();
+    }
+    if (actions.size() != table_->units.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("plan: ", actions.size(), " actions for ",
+                                                     table_->units.size(), " units"));
+    }
+    return fits_->Apply(*table_, actions, &model_->mutable_weights());
+  } catch (const c10::Error& err) {
+    return absl::InternalError(absl::StrCat("evaluator: ", err.what_without_backtrace()));
+  }
+}
+
+absl::StatusOr<PlanEvaluation> LocalPlanEvaluator::Evaluate(const std::vector<int>& actions) {
+  if (actions.empty()) return absl::InvalidArgumentError("plan: no actions");
+  WQ_RETURN_IF_ERROR(Load(actions));
+  WQ_ASSIGN_OR_RETURN(model::PerplexityResult calib,
+                      model::ComputePerplexity(*model_, calib_ids_, ppl_options_));
+  WQ_ASSIGN_OR_RETURN(model::PerplexityResult eval,
+                      model::ComputePerplexity(*model_, eval_ids_, ppl_options_));
+  PlanEvaluation out;
+  out.effective_bits = table_->EffectiveBits(actions);
+  out.calib_nll = calib.nll;
+  out.loss_increase = calib.nll - fp_calib_.nll;
+  out.eval_nll = eval.nll;
+  out.eval_ppl = eval.perplexity;
+  out.relative_ppl_increase = eval.perplexity / fp_eval_.perplexity - 1.0;
+  return out;
+}
+
+absl::StatusOr<model::PerplexityResult> LocalPlanEvaluator::Measure(
+    const std::vector<int>& actions, const std::vector<int32_t>& ids, int64_t max_tokens) {
+  WQ_RETURN_IF_ERROR(Load(actions));
+  model::PerplexityOptions o = ppl_options_;
+  o.max_tokens = max_tokens;
+  return model::ComputePerplexity(*model_, ids, o);
+}
+
+EpisodeReward EpisodeEndReward(const config::EnvConfig& env, const PlanEvaluation& e,
+                               double lambda, double target_bits) {
+  EpisodeReward r;
+  r.bit_reduction = (16.0 - e.effective_bits) / 16.0;
+  r.violation = std::max(0.0, e.effective_bits - target_bits);
+  // DESIGN.md section 4, episode-end reward (formula documented in the header).
+  r.total = env.bit_reduction_weight * r.bit_reduction -
+            env.loss_penalty_weight * Finite(e.loss_increase) -
+            env.violation_penalty_weight * r.violation -
+            env.ppl_penalty_weight * lambda * Finite(e.relative_ppl_increase);
+  return r;
+}
+
+}  // namespace windquant::rl

@@ -1,0 +1,96 @@
+#include "common/rl/run_checkpoint.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include "common/base/files.h"
+#include "common/rl/synthetic_table.h"
+#include "gtest/gtest.h"
+
+namespace windquant::rl {
+namespace {
+
+std::string TempDir(const std::string& name) {
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("wq_run_ckpt_" + name + "_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  return dir.string();
+}
+
+TEST(RunCheckpointTest, RoundTrip) {
+  RunCheckpoint c;
+  c.fingerprint = "abc123";
+  c.update = 7;
+  c.stage = 1;
+  c.updates_in_stage = 2;
+  c.warm_started_stage = 1;
+  c.lambda = 3.25;
+  c.rng_seed = 42;
+  c.next_episode_id = 112;
+  c.learner_state = std::string("\0\1\2binary", 9);
+  c.best.actions = {0, 4, 6};
+  c.best.evaluation.eval_ppl = 5.5;
+  c.best.evaluation.effective_bits = 1.99;
+  c.best.source = "rl";
+  c.best_stage.evaluation.eval_ppl = std::numeric_limits<double>::infinity();
+  c.curve.push_back(UpdateRecord{7, 1, 2.5, -0.5, 6.0, 2.4, 5.5, 1.99, 3.25});
+  c.stages.push_back({0, 3.0, 5, "max_updates"});
+  const std::string dir = TempDir("rt");
+  ASSERT_TRUE(WriteRunCheckpoint(dir, c).ok());
+  auto r = ReadRunCheckpoint(dir, "abc123");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->update, 7);
+  EXPECT_EQ(r->stage, 1);
+  EXPECT_EQ(r->updates_in_stage, 2);
+  EXPECT_EQ(r->warm_started_stage, 1);
+  EXPECT_DOUBLE_EQ(r->lambda, 3.25);
+  EXPECT_EQ(r->rng_seed, 42u);
+  EXPECT_EQ(r->next_episode_id, 112);
+  EXPECT_EQ(r->learner_state, c.learner_state);
+  EXPECT_EQ(r->best.actions, c.best.actions);
+  EXPECT_DOUBLE_EQ(r->best.evaluation.eval_ppl, 5.5);
+  EXPECT_TRUE(std::isinf(r->best_stage.evaluation.eval_ppl));
+  ASSERT_EQ(r->curve.size(), 1u);
+  EXPECT_DOUBLE_EQ(r->curve[0].mean_ppl, 6.0);
+  ASSERT_EQ(r->stages.size(), 1u);
+  EXPECT_EQ(r->stages[0].reason, "max_updates");
+  std::filesystem::remove_all(dir);
+}
+
+TEST(RunCheckpointTest, RefusesAnotherRunsCheckpoint) {
+  RunCheckpoint c;
+  c.fingerprint = "aaaaaaaaaaaaaaaa";
+  const std::string dir = TempDir("fp");
+  ASSERT_TRUE(WriteRunCheckpoint(dir, c).ok());
+  auto r = ReadRunCheckpoint(dir, "bbbbbbbbbbbbbbbb");
+  ASSERT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(r.status().message().find("different run"), std::string::npos) << r.status();
+  EXPECT_EQ(ReadRunCheckpoint(TempDir("none"), "x").status().code(), absl::StatusCode::kNotFound);
+  // Corruption is detected.
+  auto bytes = *base::ReadFile(RunCheckpointPath(dir));
+  bytes.back() ^= 1;
+  bytes += "x";
+  ASSERT_TRUE(base::WriteFileAtomic(RunCheckpointPath(dir), bytes).ok());
+  EXPECT_EQ(ReadRunCheckpoint(dir, c.fingerprint).status().code(), absl::StatusCode::kDataLoss);
+  ASSERT_TRUE(base::WriteFileAtomic(RunCheckpointPath(dir), "junk").ok());
+  EXPECT_EQ(ReadRunCheckpoint(dir, c.fingerprint).status().code(), absl::StatusCode::kDataLoss);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(RunFingerprintTest, IgnoresOutputKeysOnly) {
+  const quant::UnitTable t = testing::SyntheticTable(7, 1);
+  config::RunConfig a;
+  config::RunConfig b = a;
+  b.output.dir = "elsewhere";
+  b.model.threads = 3;
+  b.training.checkpoint_every_updates = 9;
+  EXPECT_EQ(RunFingerprint(t, a), RunFingerprint(t, b));
+  b.ppo.learning_rate = 0.1;
+  EXPECT_NE(RunFingerprint(t, a), RunFingerprint(t, b));
+  quant::UnitTable t2 = t;
+  t2.fingerprint = "other";
+  EXPECT_NE(RunFingerprint(t, a), RunFingerprint(t2, a));
+}
+
+}  // namespace
+}  // namespace windquant::rl

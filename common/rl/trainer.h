@@ -1,0 +1,103 @@
+// Trainer: the single-process WINDQuant training loop (DESIGN.md section 4).
+//
+// Per update: roll out training.episodes_per_update episodes at the
+// curriculum's current target (BatchedEnvironment, one policy inference per
+// step), evaluate every finished plan (PlanEvaluator, identical plans once),
+// add the episode-end reward (EpisodeEndReward) to each episode's last step,
+// update lambda (LagrangeMultiplier) with every measured d, run
+// PpoLearner::Update, also evaluate the greedy (deterministic) plan of the
+// new policy, keep the best feasible plan, advance the curriculum, and write
+// a checkpoint every training.checkpoint_every_updates updates (and at the end).
+//
+// Best plan: the lowest evaluation-slice perplexity among evaluated plans
+// whose effective bits are within the final curriculum target; the best at the
+// current stage's target drives the curriculum criterion.
+//
+// Warm start (training.warm_start = lagrange), at the start of every stage:
+// the reference plan of the stage's target (the Lagrangian baseline, supplied
+// by the caller) is evaluated as a candidate (so the best plan is never worse
+// than it on the selection metric), and the policy is behaviour-cloned on it
+// (cross-entropy on the states of an episode that follows the plan, Adam, up
+// to training.warm_start_steps steps, stopping once the plan's actions have
+// mean probability kWarmStartTargetProb so that sampling still explores).
+//
+// Thread-compatible: Run() on one thread.
+#ifndef WINDQUANT_COMMON_RL_TRAINER_H_
+#define WINDQUANT_COMMON_RL_TRAINER_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/config/run_config.h"
+#include "common/quant/unit_table.h"
+#include "common/rl/episode_evaluator.h"
+#include "common/rl/policy.h"
+#include "common/rl/ppo.h"
+#include "common/rl/run_checkpoint.h"
+
+namespace windquant::rl {
+
+// Mean probability of the reference actions at which behaviour cloning stops.
+inline constexpr double kWarmStartTargetProb = 0.9;
+
+struct TrainerOptions {
+  config::RunConfig config;      // env, lagrange, ppo, curriculum, training sections
+  std::string checkpoint_dir;    // empty: no checkpoints
+  std::string fingerprint;       // RunFingerprint(table, config)
+  bool resume = false;           // continue from checkpoint_dir's checkpoint
+  // The reference (Lagrangian baseline) plan at a target; needed when
+  // training.warm_start = lagrange, optional otherwise (curriculum reference).
+  std::function<absl::StatusOr<std::vector<int>>(double target_bits)> reference_plan;
+  std::function<void(const std::string&)> log;  // one line per event; nullptr = silent
+  bool show_progress = true;                    // common/base/progress.h line
+  // Stop (as if killed) after this many updates in this process; 0 = never.
+  // For tests and time-boxed runs; the checkpoint is written first.
+  int64_t stop_after_updates = 0;
+};
+
+struct TrainerResult {
+  CandidatePlan best;        // best feasible at the final target (actions empty if none)
+  CandidatePlan reference;   // the final stage's reference plan, when one was given
+  std::vector<UpdateRecord> curve;
+  std::vector<StageEvent> stages;
+  double lambda = 0;
+  int64_t updates = 0;             // total, including those before a resume
+  int64_t resumed_from_update = -1;  // -1: fresh run
+  int64_t evaluations = 0;         // plans measured in this process (cache misses)
+  int64_t cache_hits = 0;
+  double seconds = 0;              // wall time of this process's Run
+  bool stopped_early = false;      // stop_after_updates hit
+};
+
+class Trainer {
+ public:
+  // `table` and `evaluator` must outlive the trainer. INVALID_ARGUMENT for a
+  // bad config or table; FAILED_PRECONDITION / DATA_LOSS from the checkpoint
+  // when resuming.
+  static absl::StatusOr<std::unique_ptr<Trainer>> Create(const quant::UnitTable& table,
+                                                         PlanEvaluator* evaluator,
+                                                         TrainerOptions options);
+  ~Trainer();
+
+  absl::StatusOr<TrainerResult> Run();
+
+ private:
+  struct Impl;
+  explicit Trainer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Behaviour cloning: at most `steps` Adam steps (learning rate `lr`) of
+// cross-entropy of `transitions`' actions under their masks; stops early when
+// the mean probability of those actions reaches `target_prob`. Returns that
+// mean probability at the end. INVALID_ARGUMENT for empty input.
+absl::StatusOr<double> BehaviourClone(Policy& policy, const std::vector<Transition>& transitions,
+                                      int steps, double lr, double target_prob);
+
+}  // namespace windquant::rl
+
+#endif  // WINDQUANT_COMMON_RL_TRAINER_H_
