@@ -1,6 +1,7 @@
 // stories260k perplexity on tinystories-valid-sample.txt at W=256 against the
 // float64 reference of shared/models/stories260k/README.md (PPL 5.695458,
-// 1541 windows, 392,955 predicted tokens). About a minute of CPU: label slow.
+// 1541 windows, 392,955 predicted tokens). About a minute of CPU; it runs in the default suite because it is the
+// end-to-end check of loader + tokenizer + forward pass + protocol.
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 
@@ -21,7 +22,7 @@ namespace {
 constexpr double kPerplexityRelTolerance = 1e-3;
 constexpr double kReferencePerplexity = 5.695458;
 
-TEST(PerplexitySlowTest, Stories260kTinystoriesMatchesReference) {
+TEST(PerplexityReferenceTest, Stories260kTinystoriesMatchesReference) {
   const char* src = std::getenv("WQ_SOURCE_DIR");
   if (src == nullptr) GTEST_SKIP() << "WQ_SOURCE_DIR not set";
   const std::string shared = std::string(src) + "/../shared";
