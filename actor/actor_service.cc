@@ -1,0 +1,179 @@
+#include "actor/actor_service.h"
+
+#include <chrono>
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "actor/hidden_states_codec.h"
+#include "actor/local_activation_transport.h"
+#include "common/base/files.h"
+#include "common/base/status_macros.h"
+#include "common/metrics/metric_names.h"
+#include "common/net/status_convert.h"
+#include "common/quant/action.h"
+
+namespace windquant::actor {
+
+absl::StatusOr<std::string> ModelKey(const std::string& model_dir, int64_t chunk_size,
+                                     double salient_fraction) {
+  WQ_ASSIGN_OR_RETURN(std::string config, base::ReadFile(model_dir + "/config.json"));
+  std::string key = config;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(model_dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.find(".safetensors") != std::string::npos) {
+      absl::StrAppend(&key, "\n", name, ":", entry.file_size(ec));
+    }
+  }
+  absl::StrAppend(&key, "\nchunk_size=", chunk_size, "\nsalient_fraction=", salient_fraction);
+  return base::Sha256Hex(key);
+}
+
+std::string TableFingerprint(const std::string& model_key, const std::string& calibration_fp) {
+  return base::Sha256Hex(absl::StrCat(model_key, "\n", calibration_fp));
+}
+
+ActorService::ActorService(StageWorker* worker, ActorIdentity identity, TableSink on_table,
+                           metrics::Registry* registry)
+    : worker_(worker), identity_(std::move(identity)), on_table_(std::move(on_table)),
+      registry_(registry) {}
+
+namespace {
+
+// Checks the plan of a Forward request against the stage's table.
+absl::StatusOr<std::shared_ptr<const std::vector<int>>> CheckPlan(const v1::Plan& plan,
+                                                                  const std::string& plan_id,
+                                                                  StageWorker& worker) {
+  if (!plan.plan_id().empty() && plan.plan_id() != plan_id) {
+    return absl::InvalidArgumentError("plan.plan_id: differs from plan_id");
+  }
+  absl::StatusOr<quant::UnitTable> table = worker.table();
+  if (!table.ok()) return table.status();
+  if (plan.model_fingerprint() != table->fingerprint) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("plan.model_fingerprint: ", plan.model_fingerprint().substr(0, 12),
+                     " is not this stage's model ", table->fingerprint.substr(0, 12)));
+  }
+  const uint32_t needed = table->units.empty() ? 0 : table->units.back().id + 1;
+  if (static_cast<uint32_t>(plan.actions_size()) < needed) {
+    return absl::InvalidArgumentError(absl::StrCat("plan.actions: ", plan.actions_size(),
+                                                   " entries, this stage's units need ", needed));
+  }
+  auto actions = std::make_shared<std::vector<int>>();
+  actions->reserve(plan.actions_size());
+  for (int i = 0; i < plan.actions_size(); ++i) {
+    if (plan.actions(i) >= static_cast<uint32_t>(quant::kNumActions)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("plan.actions[", i, "]: ", plan.actions(i), " is not an action index"));
+    }
+    actions->push_back(static_cast<int>(plan.actions(i)));
+  }
+  return std::shared_ptr<const std::vector<int>>(std::move(actions));
+}
+
+}  // namespace
+
+grpc::Status ActorService::Forward(
+    grpc::ServerContext* context,
+    grpc::ServerReaderWriter<v1::ForwardResponse, v1::ForwardRequest>* stream) {
+  auto* histogram =
+      registry_ ? metrics::HistogramFamily(*registry_, metrics::kActorForwardDurationSeconds)
+                      .value()
+                : nullptr;
+  v1::ForwardRequest req;
+  PassSpec spec;
+  while (stream->Read(&req)) {
+    if (req.plan_id() != spec.plan_id || req.has_plan()) {
+      if (!req.plan_id().empty()) {
+        absl::Status s = net::RequireIdentifier("plan_id", req.plan_id());
+        if (!s.ok()) return net::ToGrpcStatus(s);
+      }
+      spec.plan_id = req.plan_id();
+      spec.actions = nullptr;
+      spec.model_fingerprint.clear();
+      if (req.has_plan() && !req.plan_id().empty()) {
+        auto actions = CheckPlan(req.plan(), req.plan_id(), *worker_);
+        if (!actions.ok()) return net::ToGrpcStatus(actions.status());
+        spec.actions = *std::move(actions);
+        spec.model_fingerprint = req.plan().model_fingerprint();
+      }
+    }
+    absl::StatusOr<at::Tensor> hidden = DecodeHiddenStates(req.hidden(), "hidden");
+    if (!hidden.ok()) return net::ToGrpcStatus(hidden.status());
+    const auto start = std::chrono::steady_clock::now();
+    absl::StatusOr<at::Tensor> out = RunPassOnWorker(*worker_, spec, *hidden);
+    if (!out.ok()) return net::ToGrpcStatus(out.status());
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (histogram != nullptr) histogram->Get().Observe(seconds);
+    v1::ForwardResponse resp;
+    resp.set_request_id(req.request_id());
+    resp.set_forward_seconds(seconds);
+    EncodeHiddenStates(*out, req.hidden().micro_batch(), resp.mutable_hidden());
+    if (!stream->Write(resp)) break;
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status ActorService::Calibrate(
+    grpc::ServerContext* context,
+    grpc::ServerReaderWriter<v1::CalibrateResponse, v1::CalibrateRequest>* stream) {
+  v1::CalibrateRequest req;
+  bool started = false;
+  while (stream->Read(&req)) {
+    if (!started) {
+      worker_->StartCalibration();
+      started = true;
+    }
+    absl::StatusOr<at::Tensor> hidden = DecodeHiddenStates(req.hidden(), "hidden");
+    if (!hidden.ok()) return net::ToGrpcStatus(hidden.status());
+    absl::StatusOr<at::Tensor> out = worker_->Calibrate(*hidden);
+    if (!out.ok()) return net::ToGrpcStatus(out.status());
+    v1::CalibrateResponse resp;
+    resp.set_request_id(req.request_id());
+    EncodeHiddenStates(*out, req.hidden().micro_batch(), resp.mutable_hidden());
+    if (!stream->Write(resp)) break;
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status ActorService::FinishCalibration(grpc::ServerContext* context,
+                                             const v1::FinishCalibrationRequest* request,
+                                             v1::FinishCalibrationReply* reply) {
+  absl::Status s =
+      net::RequireNonEmpty("calibration_fingerprint", request->calibration_fingerprint());
+  if (!s.ok()) return net::ToGrpcStatus(s);
+  const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<quant::UnitTable> table = worker_->FinishCalibration(
+      TableFingerprint(identity_.model_key, request->calibration_fingerprint()));
+  if (!table.ok()) return net::ToGrpcStatus(table.status());
+  reply->set_fit_seconds(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  table->ToProto(reply->mutable_table());
+  if (on_table_) {
+    absl::Status r = on_table_(*table);
+    if (!r.ok()) return net::ToGrpcStatus(r);
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status ActorService::GetStageInfo(grpc::ServerContext* context,
+                                        const v1::StageInfoRequest* request,
+                                        v1::StageInfo* reply) {
+  reply->set_stage(identity_.stage);
+  reply->set_replica(identity_.replica);
+  reply->set_stages(identity_.stages);
+  reply->set_replicas(identity_.replicas);
+  reply->set_first_layer(static_cast<int32_t>(worker_->first_layer()));
+  reply->set_end_layer(static_cast<int32_t>(worker_->end_layer()));
+  reply->set_num_layers(static_cast<int32_t>(worker_->config().num_hidden_layers));
+  reply->set_hidden_size(static_cast<int32_t>(worker_->config().hidden_size));
+  absl::StatusOr<quant::UnitTable> table = worker_->table();
+  if (table.ok()) reply->set_model_fingerprint(table->fingerprint);
+  reply->set_calibrated(table.ok());
+  reply->set_unit_table_ready(table.ok());
+  reply->set_device(identity_.device);
+  return grpc::Status::OK;
+}
+
+}  // namespace windquant::actor

@@ -1,0 +1,59 @@
+// ActorService: the Actor gRPC service (actor.proto), a thin adapter over a
+// StageWorker: validates every request (INVALID_ARGUMENT naming the field),
+// runs it, maps the status. FinishCalibration also hands the stage's table to
+// `on_table` (the actor registers it with the learner).
+// Thread-safety: gRPC calls handlers concurrently; StageWorker is thread-safe.
+#ifndef WINDQUANT_ACTOR_ACTOR_SERVICE_H_
+#define WINDQUANT_ACTOR_ACTOR_SERVICE_H_
+
+#include <functional>
+#include <string>
+
+#include "actor/stage_worker.h"
+#include "common/metrics/registry.h"
+#include "windquant/v1/actor.grpc.pb.h"
+
+namespace windquant::actor {
+
+struct ActorIdentity {
+  int stage = 0, replica = 0, stages = 1, replicas = 1;
+  std::string actor_id;   // "actor-s<stage>-r<replica>"
+  std::string model_key;  // ModelKey(): model + quant config
+  std::string device = "cpu";
+};
+
+// sha256 of the model's config.json and tensor file sizes plus the quant
+// settings: what, besides the calibration data, decides a unit table.
+absl::StatusOr<std::string> ModelKey(const std::string& model_dir, int64_t chunk_size,
+                                     double salient_fraction);
+// The unit table fingerprint: model key + calibration windows.
+std::string TableFingerprint(const std::string& model_key, const std::string& calibration_fp);
+
+class ActorService final : public v1::Actor::Service {
+ public:
+  using TableSink = std::function<absl::Status(const quant::UnitTable&)>;
+  ActorService(StageWorker* worker, ActorIdentity identity, TableSink on_table,
+               metrics::Registry* registry);
+
+  grpc::Status Forward(grpc::ServerContext* context,
+                       grpc::ServerReaderWriter<v1::ForwardResponse, v1::ForwardRequest>* stream)
+      override;
+  grpc::Status Calibrate(
+      grpc::ServerContext* context,
+      grpc::ServerReaderWriter<v1::CalibrateResponse, v1::CalibrateRequest>* stream) override;
+  grpc::Status FinishCalibration(grpc::ServerContext* context,
+                                 const v1::FinishCalibrationRequest* request,
+                                 v1::FinishCalibrationReply* reply) override;
+  grpc::Status GetStageInfo(grpc::ServerContext* context, const v1::StageInfoRequest* request,
+                            v1::StageInfo* reply) override;
+
+ private:
+  StageWorker* const worker_;
+  const ActorIdentity identity_;
+  const TableSink on_table_;
+  metrics::Registry* const registry_;
+};
+
+}  // namespace windquant::actor
+
+#endif  // WINDQUANT_ACTOR_ACTOR_SERVICE_H_

@@ -1,0 +1,33 @@
+// Flags shared by the windquant-actor/-evaluator/-learner mains:
+//   --config FILE      the run's YAML (required)
+//   --set key=value    override (repeatable)
+//   --help
+// Thread-compatible.
+#ifndef WINDQUANT_ACTOR_SERVICE_FLAGS_H_
+#define WINDQUANT_ACTOR_SERVICE_FLAGS_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "common/config/run_config.h"
+
+namespace windquant::actor {
+
+struct ServiceFlags {
+  bool help = false;
+  config::RunConfig config;
+};
+
+// INVALID_ARGUMENT naming the flag; the config's own errors name the key.
+absl::StatusOr<ServiceFlags> ParseServiceFlags(int argc, char** argv);
+
+// Stage and replica of an actor: from service.stage/replica when both are set
+// (>= 0), else from `pod_ordinal` (the env var WQ_POD_ORDINAL; empty = unset):
+// stage = ordinal % stages, replica = ordinal / stages. INVALID_ARGUMENT with
+// one line when missing, malformed or out of range.
+absl::StatusOr<std::pair<int, int>> ResolveStageReplica(const config::ServiceConfig& service,
+                                                        const std::string& pod_ordinal);
+
+}  // namespace windquant::actor
+
+#endif  // WINDQUANT_ACTOR_SERVICE_FLAGS_H_

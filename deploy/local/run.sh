@@ -1,0 +1,159 @@
+#!/usr/bin/env bash
+# Starts the distributed topology of DESIGN.md section 5 as local processes on
+# 127.0.0.1 from one run config: one learner, one evaluator and
+# STAGES x REPLICAS actors; waits for the run to finish (the learner's
+# curriculum is done), prints the final status and the best plan, and stops
+# every process with SIGTERM.
+#
+#   deploy/local/run.sh --config configs/stories260k.yaml --bin build/ \
+#       [--stages 2] [--replicas 2] [--out /tmp/wq-run] [--timeout 600] [--set k=v]...
+#
+# Ports are picked free by the kernel (never fixed). Logs: OUT/logs/*.log.
+# Tests source this file (WQ_RUN_LIB=1) to use start_*/stop_*/kill_* below.
+set -euo pipefail
+
+usage() { sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; }
+
+# --- state (set by parse_args / start_*) ---
+CONFIG="" BIN="" OUT="" STAGES=2 REPLICAS=1 TIMEOUT=600
+SETS=()
+declare -A PIDS=()
+LEARNER_ADDR="" EVALUATOR_ADDR="" ACTOR_ADDRS=()
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+}
+
+parse_args() {
+  while [[ $# -gt 0 ]]; do
+    case "$1" in
+      --config) CONFIG="$2"; shift 2 ;;
+      --bin) BIN="$2"; shift 2 ;;
+      --stages) STAGES="$2"; shift 2 ;;
+      --replicas) REPLICAS="$2"; shift 2 ;;
+      --out) OUT="$2"; shift 2 ;;
+      --timeout) TIMEOUT="$2"; shift 2 ;;
+      --set) SETS+=("--set" "$2"); shift 2 ;;
+      -h|--help) usage; exit 0 ;;
+      *) echo "run.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
+    esac
+  done
+  [[ -n "$CONFIG" ]] || { echo "run.sh: --config is required" >&2; exit 2; }
+  [[ -n "$BIN" ]] || { echo "run.sh: --bin (build directory) is required" >&2; exit 2; }
+  for b in learner/windquant-learner evaluator/windquant-evaluator actor/windquant-actor; do
+    [[ -x "$BIN/$b" ]] || { echo "run.sh: $BIN/$b not built" >&2; exit 2; }
+  done
+  OUT="${OUT:-$(mktemp -d /tmp/wq-run.XXXXXX)}"
+  mkdir -p "$OUT/logs"
+}
+
+# Addresses and the --set flags every process gets.
+plan_topology() {
+  LEARNER_ADDR="127.0.0.1:$(free_port)"
+  EVALUATOR_ADDR="127.0.0.1:$(free_port)"
+  ACTOR_ADDRS=()
+  for ((i = 0; i < STAGES * REPLICAS; i++)); do ACTOR_ADDRS+=("127.0.0.1:$(free_port)"); done
+  local list
+  list=$(IFS=,; echo "${ACTOR_ADDRS[*]}")
+  COMMON=(--config "$CONFIG" "${SETS[@]}"
+          --set "service.stages=$STAGES" --set "service.replicas=$REPLICAS"
+          --set "service.learner_address=$LEARNER_ADDR"
+          --set "service.evaluator_address=$EVALUATOR_ADDR"
+          --set "service.actor_addresses=[$list]"
+          --set "service.metrics_address=127.0.0.1:0"
+          --set "output.dir=$OUT/run" --set "quant.cache_dir=$OUT/cache")
+}
+
+start_learner() {
+  "$BIN/learner/windquant-learner" "${COMMON[@]}" >>"$OUT/logs/learner.out" 2>>"$OUT/logs/learner.log" &
+  PIDS[learner]=$!
+}
+start_evaluator() {
+  "$BIN/evaluator/windquant-evaluator" "${COMMON[@]}" >>"$OUT/logs/evaluator.out" 2>>"$OUT/logs/evaluator.log" &
+  PIDS[evaluator]=$!
+}
+start_actor() {  # stage replica
+  local name="actor-s$1-r$2"
+  "$BIN/actor/windquant-actor" "${COMMON[@]}" --set "service.stage=$1" --set "service.replica=$2" \
+    >>"$OUT/logs/$name.out" 2>>"$OUT/logs/$name.log" &
+  PIDS[$name]=$!
+}
+start_all() {
+  start_learner
+  for ((s = 0; s < STAGES; s++)); do
+    for ((r = 0; r < REPLICAS; r++)); do start_actor "$s" "$r"; done
+  done
+  start_evaluator
+}
+
+kill9() {  # name: kill -9, as a crash would
+  local pid="${PIDS[$1]:-}"
+  [[ -n "$pid" ]] || return 0
+  kill -9 "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+  unset "PIDS[$1]"
+}
+stop_all() {  # SIGTERM every process, then wait for them
+  local name
+  for name in "${!PIDS[@]}"; do kill -TERM "${PIDS[$name]}" 2>/dev/null || true; done
+  for name in "${!PIDS[@]}"; do wait "${PIDS[$name]}" 2>/dev/null || true; done
+  PIDS=()
+}
+
+# `windquant status` when the CLI is built, else the learner's status file
+# (the same key=value lines, rewritten after every update).
+status() {
+  if [[ -x "$BIN/cli/windquant" ]]; then
+    "$BIN/cli/windquant" status --learner "$LEARNER_ADDR" --timeout-ms 2000 2>/dev/null
+  else
+    cat "$OUT/run/status.txt" 2>/dev/null
+  fi
+}
+status_field() { status | sed -n "s/^$1=//p"; }
+
+# Polls the learner until `field` satisfies the test ($2 is a bash arithmetic
+# or string test on $v), or TIMEOUT seconds pass. Every process must stay up.
+wait_for() {  # field predicate
+  local deadline=$((SECONDS + TIMEOUT)) v name
+  while ((SECONDS < deadline)); do
+    v=$(status_field "$1" || true)
+    if [[ -n "$v" ]] && eval "$2"; then return 0; fi
+    for name in "${!PIDS[@]}"; do
+      if ! kill -0 "${PIDS[$name]}" 2>/dev/null; then
+        echo "run.sh: $name exited; see $OUT/logs/$name.log" >&2
+        tail -5 "$OUT/logs/$name.log" >&2 || true
+        return 1
+      fi
+    done
+    sleep 0.5
+  done
+  echo "run.sh: timed out after ${TIMEOUT}s waiting for $1 ($2)" >&2
+  return 1
+}
+
+wait_for_log() {  # file pattern
+  local deadline=$((SECONDS + TIMEOUT))
+  while ((SECONDS < deadline)); do
+    grep -q "$2" "$1" 2>/dev/null && return 0
+    sleep 0.5
+  done
+  echo "run.sh: timed out waiting for '$2' in $1" >&2
+  return 1
+}
+
+main() {
+  parse_args "$@"
+  plan_topology
+  trap stop_all EXIT
+  start_all
+  echo "run.sh: learner $LEARNER_ADDR, evaluator $EVALUATOR_ADDR, $STAGES stages x $REPLICAS replicas; logs in $OUT/logs"
+  wait_for done '[[ $v == true ]]'
+  status
+  if [[ -f "$OUT/run/best/best.json" || -d "$OUT/run/best" ]]; then
+    echo "best plan: $OUT/run/best"; ls "$OUT/run/best"
+  fi
+  stop_all
+  trap - EXIT
+}
+
+if [[ "${WQ_RUN_LIB:-0}" != 1 ]]; then main "$@"; fi

@@ -1,0 +1,201 @@
+#include "evaluator/evaluation_queue.h"
+
+#include <filesystem>
+#include <iostream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/base/files.h"
+#include "common/base/status_macros.h"
+#include "windquant/v1/types.pb.h"
+
+namespace windquant::evaluator {
+namespace {
+
+std::string Serialize(const QueuedPlan& q) {
+  v1::Plan p;
+  p.set_plan_id(q.plan.plan_id);
+  p.set_model_fingerprint(q.plan.model_fingerprint);
+  for (int a : q.plan.actions) p.add_actions(static_cast<uint32_t>(a));
+  p.set_effective_bits(q.effective_bits);
+  p.set_target_bits(q.plan.target_bits);
+  p.set_policy_version(q.plan.policy_version);
+  p.set_episode_id(q.plan.episode_id);
+  p.set_source(q.actor_id);  // the submitting actor, for logs
+  return p.SerializeAsString();
+}
+
+}  // namespace
+
+EvaluationQueue::EvaluationQueue(PipelineEvaluator* evaluator,
+                                 std::vector<std::vector<actor::ActivationTransport*>> replicas,
+                                 const config::LagrangeConfig& lagrange, std::string queue_dir,
+                                 size_t max_queue, ReportFn report)
+    : evaluator_(evaluator), replicas_(std::move(replicas)), queue_dir_(std::move(queue_dir)),
+      max_queue_(max_queue), report_(std::move(report)), lagrange_(lagrange) {
+  calibrated_.assign(replicas_.size(), false);
+}
+
+EvaluationQueue::~EvaluationQueue() { Stop(); }
+
+void EvaluationQueue::set_lambda(double lambda) {
+  absl::MutexLock lock(&mu_);
+  lagrange_.set_lambda(lambda);
+}
+
+double EvaluationQueue::lambda() const {
+  absl::MutexLock lock(&mu_);
+  return lagrange_.lambda();
+}
+
+std::string EvaluationQueue::PathOf(uint64_t episode_id) const {
+  return absl::StrCat(queue_dir_, "/", episode_id, ".plan.pb");
+}
+
+absl::Status EvaluationQueue::Start() {
+  if (!queue_dir_.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(queue_dir_, ec);
+    for (const auto& entry : std::filesystem::directory_iterator(queue_dir_, ec)) {
+      if (entry.path().extension() != ".pb") continue;
+      WQ_ASSIGN_OR_RETURN(std::string bytes, base::ReadFile(entry.path().string()));
+      v1::Plan p;
+      if (!p.ParseFromString(bytes)) continue;
+      QueuedPlan q;
+      q.plan = quant::Plan::FromProto(p);
+      q.effective_bits = p.effective_bits();
+      q.actor_id = p.source();
+      absl::MutexLock lock(&mu_);
+      queue_.push_back(std::move(q));
+    }
+  }
+  for (size_t r = 0; r < replicas_.size(); ++r) {
+    workers_.emplace_back([this, r] { Worker(r); });
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int> EvaluationQueue::Submit(QueuedPlan q) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (queue_.size() >= max_queue_) {
+      return absl::ResourceExhaustedError(absl::StrCat("queue full (", queue_.size(), " plans)"));
+    }
+  }
+  if (!queue_dir_.empty()) {
+    WQ_RETURN_IF_ERROR(base::WriteFileAtomic(PathOf(q.plan.episode_id), Serialize(q)));
+  }
+  absl::MutexLock lock(&mu_);
+  queue_.push_back(std::move(q));
+  return static_cast<int>(queue_.size());
+}
+
+absl::StatusOr<PlanEvaluation> EvaluationQueue::EvaluateNow(const quant::Plan& plan) {
+  return evaluator_->Evaluate(replicas_.at(0), plan);
+}
+
+int EvaluationQueue::depth() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int>(queue_.size());
+}
+
+int64_t EvaluationQueue::evaluated() const {
+  absl::MutexLock lock(&mu_);
+  return evaluated_;
+}
+
+void EvaluationQueue::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    stop_ = true;
+  }
+  for (auto& w : workers_) w.join();
+  workers_.clear();
+}
+
+void EvaluationQueue::Worker(size_t r) {
+  const auto& stages = replicas_[r];
+  absl::Duration backoff = absl::Milliseconds(100);
+  auto wait = [&](absl::Duration d) {
+    absl::MutexLock lock(&mu_);
+    auto stopped = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_; };
+    mu_.AwaitWithTimeout(absl::Condition(&stopped), d);
+    return stop_;
+  };
+  while (true) {
+    bool calibrated;
+    {
+      absl::MutexLock lock(&mu_);
+      if (stop_) return;
+      calibrated = calibrated_[r];
+    }
+    if (!calibrated) {
+      absl::StatusOr<std::vector<quant::UnitTable>> tables =
+          evaluator_->Calibrate(stages, evaluator_->CalibrationFingerprint());
+      if (!tables.ok()) {
+        std::cerr << "evaluator: replica " << r << " calibration: " << tables.status().message()
+                  << " (retrying)" << std::endl;
+        if (wait(backoff)) return;
+        backoff = std::min(backoff * 2, absl::Seconds(2));
+        continue;
+      }
+      std::cerr << "evaluator: replica " << r << " calibrated" << std::endl;
+      absl::MutexLock lock(&mu_);
+      calibrated_[r] = true;
+      backoff = absl::Milliseconds(100);
+      continue;
+    }
+    QueuedPlan q;
+    {
+      absl::MutexLock lock(&mu_);
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_ || !queue_.empty(); };
+      mu_.AwaitWithTimeout(absl::Condition(&ready), absl::Seconds(1));
+      if (stop_) return;
+      if (queue_.empty()) continue;
+      q = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    absl::StatusOr<PlanEvaluation> e = evaluator_->Evaluate(stages, q.plan);
+    if (!e.ok()) {
+      std::cerr << "evaluator: replica " << r << " plan " << q.plan.plan_id << ": "
+                << e.status().message() << " (requeued)" << std::endl;
+      const bool lost_fits = absl::IsFailedPrecondition(e.status()) ||
+                             absl::StrContains(e.status().message(), "not fitted");
+      const bool bad_plan = absl::IsInvalidArgument(e.status()) && !lost_fits;
+      {
+        absl::MutexLock lock(&mu_);
+        if (lost_fits) calibrated_[r] = false;  // a restarted actor without cached fits
+        if (!bad_plan) queue_.push_back(std::move(q));
+      }
+      if (bad_plan && !queue_dir_.empty()) {
+        std::error_code ec;
+        std::filesystem::remove(PathOf(q.plan.episode_id), ec);
+      }
+      if (wait(backoff)) return;
+      backoff = std::min(backoff * 2, absl::Seconds(2));
+      continue;
+    }
+    backoff = absl::Milliseconds(100);
+    Report report;
+    report.episode_id = q.plan.episode_id;
+    report.plan_id = q.plan.plan_id;
+    report.evaluation = *e;
+    report.effective_bits = q.effective_bits;
+    {
+      absl::MutexLock lock(&mu_);
+      report.lambda = lagrange_.Update(e->relative_ppl_increase);
+      ++evaluated_;
+    }
+    absl::Status s = report_(report);
+    if (!s.ok()) {
+      std::cerr << "evaluator: report of episode " << report.episode_id << ": " << s.message()
+                << std::endl;
+    }
+    if (!queue_dir_.empty()) {
+      std::error_code ec;
+      std::filesystem::remove(PathOf(q.plan.episode_id), ec);
+    }
+  }
+}
+
+}  // namespace windquant::evaluator

@@ -1,0 +1,84 @@
+// EvaluationQueue: the evaluator's scheduler (DESIGN.md section 5). Finished
+// plans wait in a bounded queue, persisted one file per episode under
+// `queue_dir` so a restarted evaluator evaluates what was pending; one worker
+// per replica calibrates its replica once (retrying while its actors come
+// up), then evaluates plans through it with the PipelineEvaluator, updates λ
+// (rl::LagrangeMultiplier, the formula lives there) and hands the report to
+// `report` (which retries towards the learner); a plan whose replica fails is
+// put back and retried.
+// Thread-safety: all methods are thread-safe.
+#ifndef WINDQUANT_EVALUATOR_EVALUATION_QUEUE_H_
+#define WINDQUANT_EVALUATOR_EVALUATION_QUEUE_H_
+
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "common/config/run_config.h"
+#include "common/rl/lagrange.h"
+#include "evaluator/pipeline_evaluator.h"
+
+namespace windquant::evaluator {
+
+struct QueuedPlan {
+  quant::Plan plan;
+  double effective_bits = 0;
+  std::string actor_id;
+};
+
+struct Report {
+  uint64_t episode_id = 0;
+  std::string plan_id;
+  PlanEvaluation evaluation;
+  double effective_bits = 0;
+  double lambda = 0;
+};
+
+class EvaluationQueue {
+ public:
+  using ReportFn = std::function<absl::Status(const Report&)>;
+  using TableFn = std::function<void(const std::vector<quant::UnitTable>&)>;
+  EvaluationQueue(PipelineEvaluator* evaluator,
+                  std::vector<std::vector<actor::ActivationTransport*>> replicas,
+                  const config::LagrangeConfig& lagrange, std::string queue_dir,
+                  size_t max_queue, ReportFn report);
+  ~EvaluationQueue();
+
+  void set_lambda(double lambda);
+  double lambda() const;
+  // Reloads persisted plans, starts one worker per replica.
+  absl::Status Start();
+  // RESOURCE_EXHAUSTED when full. Returns the queue depth.
+  absl::StatusOr<int> Submit(QueuedPlan plan);
+  // Evaluates now on replica 0 (no λ update, no report).
+  absl::StatusOr<PlanEvaluation> EvaluateNow(const quant::Plan& plan);
+  int depth() const;
+  int64_t evaluated() const;
+  void Stop();
+
+ private:
+  void Worker(size_t replica);
+  std::string PathOf(uint64_t episode_id) const;
+
+  PipelineEvaluator* const evaluator_;
+  const std::vector<std::vector<actor::ActivationTransport*>> replicas_;
+  const std::string queue_dir_;
+  const size_t max_queue_;
+  const ReportFn report_;
+  mutable absl::Mutex mu_;
+  rl::LagrangeMultiplier lagrange_ ABSL_GUARDED_BY(mu_);
+  std::deque<QueuedPlan> queue_ ABSL_GUARDED_BY(mu_);
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t evaluated_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<bool> calibrated_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::thread> workers_;
+};
+
+}  // namespace windquant::evaluator
+
+#endif  // WINDQUANT_EVALUATOR_EVALUATION_QUEUE_H_

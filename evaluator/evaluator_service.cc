@@ -1,0 +1,75 @@
+#include "evaluator/evaluator_service.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/base/status_macros.h"
+#include "common/net/status_convert.h"
+
+namespace windquant::evaluator {
+
+using net::ToGrpcStatus;
+
+absl::StatusOr<quant::Plan> EvaluatorService::CheckPlan(const v1::Plan& proto,
+                                                        double* effective_bits) {
+  WQ_RETURN_IF_ERROR(net::RequireIdentifier("plan.plan_id", proto.plan_id()));
+  WQ_ASSIGN_OR_RETURN(quant::UnitTable table, table_());
+  quant::Plan plan = quant::Plan::FromProto(proto);
+  if (plan.model_fingerprint != table.fingerprint) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("plan.model_fingerprint: ", plan.model_fingerprint.substr(0, 12),
+                     " is not the run's model ", table.fingerprint.substr(0, 12)));
+  }
+  absl::Status s = plan.Validate(table, "plan");
+  if (!s.ok()) return absl::InvalidArgumentError(s.message());
+  *effective_bits = table.EffectiveBits(plan.actions);
+  return plan;
+}
+
+grpc::Status EvaluatorService::SubmitPlan(grpc::ServerContext*, const v1::SubmitPlanRequest* req,
+                                          v1::SubmitPlanReply* reply) {
+  if (!req->has_plan()) return ToGrpcStatus(absl::InvalidArgumentError("plan: missing"));
+  if (!req->actor_id().empty()) {
+    absl::Status s = net::RequireIdentifier("actor_id", req->actor_id());
+    if (!s.ok()) return ToGrpcStatus(s);
+  }
+  double bits = 0;
+  absl::StatusOr<quant::Plan> plan = CheckPlan(req->plan(), &bits);
+  if (!plan.ok()) return ToGrpcStatus(plan.status());
+  if (req->episode_id() != 0) plan->episode_id = req->episode_id();
+  QueuedPlan q;
+  q.plan = *std::move(plan);
+  q.effective_bits = bits;
+  q.actor_id = req->actor_id();
+  absl::StatusOr<int> depth = queue_->Submit(std::move(q));
+  if (!depth.ok()) return ToGrpcStatus(depth.status());
+  reply->set_accepted(true);
+  reply->set_queue_depth(*depth);
+  return grpc::Status::OK;
+}
+
+grpc::Status EvaluatorService::EvaluatePlan(grpc::ServerContext*,
+                                            const v1::EvaluatePlanRequest* req,
+                                            v1::EvaluationReport* out) {
+  if (!req->has_plan()) return ToGrpcStatus(absl::InvalidArgumentError("plan: missing"));
+  if (req->tokens() != 0) {
+    return ToGrpcStatus(absl::InvalidArgumentError(
+        "tokens: only 0 (the configured evaluation slice) is supported"));
+  }
+  double bits = 0;
+  absl::StatusOr<quant::Plan> plan = CheckPlan(req->plan(), &bits);
+  if (!plan.ok()) return ToGrpcStatus(plan.status());
+  absl::StatusOr<PlanEvaluation> e = queue_->EvaluateNow(*plan);
+  if (!e.ok()) return ToGrpcStatus(e.status());
+  out->set_episode_id(plan->episode_id);
+  out->set_plan_id(plan->plan_id);
+  out->set_perplexity(e->perplexity);
+  out->set_loss(e->loss);
+  out->set_loss_increase(e->loss_increase);
+  out->set_relative_ppl_increase(e->relative_ppl_increase);
+  out->set_effective_bits(bits);
+  out->set_lambda(queue_->lambda());
+  out->set_tokens(e->tokens);
+  out->set_cached(e->cached);
+  return grpc::Status::OK;
+}
+
+}  // namespace windquant::evaluator

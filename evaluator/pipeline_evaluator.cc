@@ -1,0 +1,367 @@
+#include "evaluator/pipeline_evaluator.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "common/base/files.h"
+#include "common/base/status_macros.h"
+#include "common/model/checkpoint.h"
+#include "common/quant/calibration.h"
+
+namespace windquant::evaluator {
+namespace {
+
+using actor::ActivationTransport;
+using actor::MicroBatch;
+using actor::PassSpec;
+using actor::StageStream;
+
+absl::Status Prefix(const absl::Status& s, const std::string& where) {
+  return absl::Status(s.code(), absl::StrCat(where, ": ", s.message()));
+}
+
+}  // namespace
+
+PipelineEvaluator::PipelineEvaluator(model::LlamaWeights head_weights,
+                                     const PipelineEvaluatorOptions& options,
+                                     std::vector<int32_t> calibration_ids,
+                                     std::vector<int32_t> evaluation_ids)
+    : options_(options),
+      head_(std::move(head_weights)),
+      calibration_ids_(std::move(calibration_ids)),
+      evaluation_ids_(std::move(evaluation_ids)) {}
+
+absl::StatusOr<std::unique_ptr<PipelineEvaluator>> PipelineEvaluator::Create(
+    const std::string& model_dir, const PipelineEvaluatorOptions& options,
+    std::vector<int32_t> calibration_ids, std::vector<int32_t> evaluation_ids) {
+  WQ_ASSIGN_OR_RETURN(auto checkpoint, model::Checkpoint::Open(model_dir));
+  model::LoadRequest request;
+  request.first_layer = 0;
+  request.end_layer = 0;  // no decoder layer: the actors own them
+  request.embeddings = true;
+  request.head = true;
+  WQ_ASSIGN_OR_RETURN(model::LlamaWeights weights, checkpoint->LoadWeights(request));
+  return FromWeights(std::move(weights), options, std::move(calibration_ids),
+                     std::move(evaluation_ids));
+}
+
+absl::StatusOr<std::unique_ptr<PipelineEvaluator>> PipelineEvaluator::FromWeights(
+    model::LlamaWeights head_weights, const PipelineEvaluatorOptions& options,
+    std::vector<int32_t> calibration_ids, std::vector<int32_t> evaluation_ids) {
+  if (!head_weights.embed_tokens.defined() || !head_weights.final_norm.defined() ||
+      !head_weights.lm_head.defined()) {
+    return absl::InvalidArgumentError("evaluator needs embeddings, final norm and lm_head");
+  }
+  if (options.context < 2) return absl::InvalidArgumentError("evaluation.context: must be >= 2");
+  if (options.batch_size < 1) return absl::InvalidArgumentError("evaluation.batch: must be >= 1");
+  if (options.calibration_batch < 1) {
+    return absl::InvalidArgumentError("calibration batch: must be >= 1");
+  }
+  const int64_t vocab = head_weights.config.vocab_size;
+  for (const auto* ids : {&calibration_ids, &evaluation_ids}) {
+    for (size_t i = 0; i < ids->size(); ++i) {
+      if ((*ids)[i] < 0 || (*ids)[i] >= vocab) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(ids == &calibration_ids ? "calibration" : "evaluation", " token ", i,
+                         ": id ", (*ids)[i], " outside the vocabulary"));
+      }
+    }
+  }
+  return std::unique_ptr<PipelineEvaluator>(new PipelineEvaluator(
+      std::move(head_weights), options, std::move(calibration_ids), std::move(evaluation_ids)));
+}
+
+absl::Status PipelineEvaluator::CheckChain(const std::vector<ActivationTransport*>& stages) const {
+  if (stages.empty()) return absl::InvalidArgumentError("no stages");
+  int64_t next = 0;
+  for (ActivationTransport* t : stages) {
+    WQ_ASSIGN_OR_RETURN(auto layers, t->Layers());
+    if (layers.first != next) {
+      return absl::InvalidArgumentError(absl::StrCat(t->Name(), " holds layers [", layers.first,
+                                                     ", ", layers.second, "), expected to start at ",
+                                                     next));
+    }
+    next = layers.second;
+  }
+  if (next != config().num_hidden_layers) {
+    return absl::InvalidArgumentError(absl::StrCat("stages end at layer ", next, ", the model has ",
+                                                   config().num_hidden_layers));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PipelineEvaluator::RunPipeline(
+    const std::vector<ActivationTransport*>& stages, const PassSpec& spec, int64_t count,
+    const std::function<absl::StatusOr<at::Tensor>(int64_t)>& make_input,
+    const std::function<absl::Status(int64_t, const at::Tensor&)>& sink) {
+  const size_t n = stages.size();
+  std::vector<std::unique_ptr<StageStream>> streams;
+  for (ActivationTransport* t : stages) {
+    absl::StatusOr<std::unique_ptr<StageStream>> s = t->Open(spec);
+    if (!s.ok()) {
+      for (auto& open : streams) open->CloseSend().IgnoreError();
+      // Drain what was opened so their workers finish.
+      for (auto& open : streams) {
+        while (open->Receive().ok()) {
+        }
+      }
+      return Prefix(s.status(), t->Name());
+    }
+    streams.push_back(*std::move(s));
+  }
+  absl::Mutex err_mu;
+  absl::Status first_error;
+  std::atomic<bool> failed{false};
+  auto fail = [&](const absl::Status& s, const std::string& where) {
+    absl::MutexLock lock(&err_mu);
+    if (first_error.ok()) first_error = Prefix(s, where);
+    failed = true;
+  };
+  std::vector<std::thread> threads;
+  // Stage 0 is fed by its own thread; each later stage by a forwarder that
+  // drains the previous one. After a failure the forwarders keep draining (so
+  // no remote stage blocks on flow control) but send nothing more.
+  threads.emplace_back([&] {
+    for (int64_t i = 0; i < count && !failed; ++i) {
+      absl::StatusOr<at::Tensor> in = make_input(i);
+      if (!in.ok()) {
+        fail(in.status(), "input");
+        break;
+      }
+      absl::Status s = streams[0]->Send(MicroBatch{static_cast<int32_t>(i), *std::move(in)});
+      if (!s.ok()) {
+        fail(s, stages[0]->Name());
+        break;
+      }
+    }
+    streams[0]->CloseSend().IgnoreError();
+  });
+  for (size_t s = 1; s < n; ++s) {
+    threads.emplace_back([&, s] {
+      while (true) {
+        absl::StatusOr<MicroBatch> mb = streams[s - 1]->Receive();
+        if (!mb.ok()) {
+          if (!absl::IsOutOfRange(mb.status())) fail(mb.status(), stages[s - 1]->Name());
+          break;
+        }
+        if (failed) continue;
+        absl::Status st = streams[s]->Send(*std::move(mb));
+        if (!st.ok()) fail(st, stages[s]->Name());
+      }
+      streams[s]->CloseSend().IgnoreError();
+    });
+  }
+  int64_t expected = 0;
+  while (true) {
+    absl::StatusOr<MicroBatch> mb = streams[n - 1]->Receive();
+    if (!mb.ok()) {
+      if (!absl::IsOutOfRange(mb.status())) fail(mb.status(), stages[n - 1]->Name());
+      break;
+    }
+    if (failed) continue;
+    if (mb->index != expected) {
+      fail(absl::DataLossError(absl::StrCat("micro-batch ", mb->index, " arrived, expected ",
+                                            expected)),
+           stages[n - 1]->Name());
+      continue;
+    }
+    ++expected;
+    absl::Status s = sink(mb->index, mb->hidden);
+    if (!s.ok()) fail(s, "head");
+  }
+  for (auto& t : threads) t.join();
+  absl::MutexLock lock(&err_mu);
+  if (!first_error.ok()) return first_error;
+  if (expected != count) {
+    return absl::DataLossError(absl::StrCat("pipeline returned ", expected, " of ", count,
+                                            " micro-batches"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<model::PerplexityResult> PipelineEvaluator::Perplexity(
+    const std::vector<ActivationTransport*>& stages, const PassSpec& spec,
+    const std::vector<int32_t>& ids, int64_t max_tokens) {
+  WQ_RETURN_IF_ERROR(CheckChain(stages));
+  const model::LlamaConfig& c = config();
+  const int64_t context = std::min(options_.context, c.max_position_embeddings);
+  const int64_t chunk = context - 1;
+  int64_t n = static_cast<int64_t>(ids.size());
+  if (max_tokens > 0) n = std::min(n, max_tokens);
+  for (int64_t i = 0; i < n; ++i) {
+    if (ids[i] < 0 || ids[i] >= c.vocab_size) {
+      return absl::InvalidArgumentError(absl::StrCat("token id ", ids[i], " at position ", i,
+                                                     " is outside the vocabulary"));
+    }
+  }
+  const int64_t windows = n / chunk;
+  if (windows == 0) {
+    return absl::InvalidArgumentError(absl::StrCat("only ", n, " tokens: fewer than one window of ",
+                                                   chunk, " (context ", context, " - BOS)"));
+  }
+  model::PerplexityResult r;
+  r.context = context;
+  r.windows = windows;
+  r.tokens = windows * chunk;
+  const int64_t batch = options_.batch_size;
+  const int64_t count = (windows + batch - 1) / batch;
+  // Window w is [BOS] + ids[w*chunk, (w+1)*chunk): inputs are its first
+  // `chunk` tokens, targets its last `chunk`.
+  auto window_rows = [&](int64_t i) {
+    const int64_t w0 = i * batch, nb = std::min(batch, windows - w0);
+    at::Tensor all = at::empty({nb, context}, at::kLong);
+    int64_t* p = all.data_ptr<int64_t>();
+    for (int64_t wi = 0; wi < nb; ++wi) {
+      int64_t* row = p + wi * context;
+      row[0] = c.bos_token_id;
+      for (int64_t j = 0; j < chunk; ++j) row[1 + j] = ids[(w0 + wi) * chunk + j];
+    }
+    return all;
+  };
+  double total = 0;
+  const auto start = std::chrono::steady_clock::now();
+  absl::Status s = RunPipeline(
+      stages, spec, count,
+      [&](int64_t i) -> absl::StatusOr<at::Tensor> {
+        try {
+          at::NoGradGuard no_grad;
+          return head_.Embed(window_rows(i).narrow(1, 0, chunk));
+        } catch (const c10::Error& e) {
+          return absl::InternalError(absl::StrCat("embed: ", e.what_without_backtrace()));
+        }
+      },
+      [&](int64_t i, const at::Tensor& hidden) -> absl::Status {
+        try {
+          at::NoGradGuard no_grad;
+          const at::Tensor targets = window_rows(i).narrow(1, 1, chunk);
+          if (hidden.dim() != 3 || hidden.size(0) != targets.size(0) ||
+              hidden.size(1) != chunk) {
+            return absl::DataLossError("stage output has the wrong shape");
+          }
+          const at::Tensor logits = head_.Head(hidden);
+          const at::Tensor logp = at::log_softmax(logits.to(at::kFloat), -1);
+          const at::Tensor nll = -logp.gather(-1, targets.unsqueeze(-1)).squeeze(-1);
+          total += nll.to(at::kDouble).sum().item<double>();
+          return absl::OkStatus();
+        } catch (const c10::Error& e) {
+          return absl::InternalError(absl::StrCat("head: ", e.what_without_backtrace()));
+        }
+      });
+  WQ_RETURN_IF_ERROR(s);
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  r.total_nll = total;
+  r.nll = total / static_cast<double>(r.tokens);
+  r.perplexity = std::exp(r.nll);
+  r.tokens_per_s = r.seconds > 0 ? r.tokens / r.seconds : 0;
+  return r;
+}
+
+absl::StatusOr<std::vector<quant::UnitTable>> PipelineEvaluator::Calibrate(
+    const std::vector<ActivationTransport*>& stages, const std::string& fingerprint) {
+  WQ_RETURN_IF_ERROR(CheckChain(stages));
+  WQ_ASSIGN_OR_RETURN(
+      at::Tensor windows,
+      quant::SampleCalibrationWindows(calibration_ids_, options_.calibration_samples,
+                                      options_.calibration_seq_len, options_.calibration_seed,
+                                      config().bos_token_id));
+  const int64_t batch = options_.calibration_batch;
+  const int64_t count = (windows.size(0) + batch - 1) / batch;
+  PassSpec spec;
+  spec.mode = actor::PassMode::kCalibrate;
+  spec.model_fingerprint = fingerprint;
+  WQ_RETURN_IF_ERROR(RunPipeline(
+      stages, spec, count,
+      [&](int64_t i) -> absl::StatusOr<at::Tensor> {
+        try {
+          at::NoGradGuard no_grad;
+          return head_.Embed(windows.slice(0, i * batch, std::min((i + 1) * batch, windows.size(0))));
+        } catch (const c10::Error& e) {
+          return absl::InternalError(absl::StrCat("embed: ", e.what_without_backtrace()));
+        }
+      },
+      [](int64_t, const at::Tensor&) { return absl::OkStatus(); }));
+  std::vector<quant::UnitTable> tables;
+  for (ActivationTransport* t : stages) {
+    absl::StatusOr<quant::UnitTable> table = t->FinishCalibration(fingerprint);
+    if (!table.ok()) return Prefix(table.status(), t->Name());
+    tables.push_back(*std::move(table));
+  }
+  return tables;
+}
+
+std::string PipelineEvaluator::CalibrationFingerprint() const {
+  std::string bytes = absl::StrCat("samples=", options_.calibration_samples,
+                                   " seq_len=", options_.calibration_seq_len,
+                                   " seed=", options_.calibration_seed, "\n");
+  bytes.append(reinterpret_cast<const char*>(calibration_ids_.data()),
+               calibration_ids_.size() * sizeof(int32_t));
+  return base::Sha256Hex(bytes);
+}
+
+std::string PipelineEvaluator::PlanKey(const quant::Plan& plan) {
+  std::string bytes = plan.model_fingerprint;
+  bytes.push_back('\n');
+  for (int a : plan.actions) bytes.push_back(static_cast<char>('0' + a));
+  return base::Sha256Hex(bytes).substr(0, 32);
+}
+
+absl::StatusOr<PlanEvaluation> PipelineEvaluator::Reference(
+    const std::vector<ActivationTransport*>& stages) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (reference_.has_value()) return *reference_;
+  }
+  PassSpec spec;  // empty plan id: full precision
+  WQ_ASSIGN_OR_RETURN(auto loss, Perplexity(stages, spec, calibration_ids_,
+                                            options_.calib_slice_tokens));
+  WQ_ASSIGN_OR_RETURN(auto ppl, Perplexity(stages, spec, evaluation_ids_,
+                                           options_.eval_slice_tokens));
+  PlanEvaluation ref;
+  ref.loss = loss.nll;
+  ref.perplexity = ppl.perplexity;
+  ref.tokens = loss.tokens + ppl.tokens;
+  ref.seconds = loss.seconds + ppl.seconds;
+  absl::MutexLock lock(&mu_);
+  reference_ = ref;
+  return ref;
+}
+
+absl::StatusOr<PlanEvaluation> PipelineEvaluator::Evaluate(
+    const std::vector<ActivationTransport*>& stages, const quant::Plan& plan) {
+  const std::string key = PlanKey(plan);
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = cache_.find(key);
+    if (it != cache_.end()) {
+      PlanEvaluation hit = it->second;
+      hit.cached = true;
+      return hit;
+    }
+  }
+  WQ_ASSIGN_OR_RETURN(PlanEvaluation ref, Reference(stages));
+  PassSpec spec;
+  spec.plan_id = key;
+  spec.model_fingerprint = plan.model_fingerprint;
+  spec.actions = std::make_shared<const std::vector<int>>(plan.actions);
+  WQ_ASSIGN_OR_RETURN(auto loss, Perplexity(stages, spec, calibration_ids_,
+                                            options_.calib_slice_tokens));
+  WQ_ASSIGN_OR_RETURN(auto ppl, Perplexity(stages, spec, evaluation_ids_,
+                                           options_.eval_slice_tokens));
+  PlanEvaluation e;
+  e.loss = loss.nll;
+  e.loss_increase = loss.nll - ref.loss;
+  e.perplexity = ppl.perplexity;
+  e.relative_ppl_increase = ppl.perplexity / ref.perplexity - 1.0;
+  e.tokens = loss.tokens + ppl.tokens;
+  e.seconds = loss.seconds + ppl.seconds;
+  absl::MutexLock lock(&mu_);
+  if (cache_.size() >= options_.result_cache_size) cache_.erase(cache_.begin());
+  cache_[key] = e;
+  return e;
+}
+
+}  // namespace windquant::evaluator

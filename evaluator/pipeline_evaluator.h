@@ -1,0 +1,131 @@
+// PipelineEvaluator: the evaluator's domain object (DESIGN.md section 5). Owns
+// the tokenised calibration and evaluation texts, the embeddings, the final
+// norm and lm_head (no decoder layer), and drives passes through the stages of
+// one replica as a pipeline: one thread per stage boundary, several
+// micro-batches in flight at once (micro-batch m+1 is on stage 0 while m is on
+// stage 1). It
+//   - runs the calibration pass and has every stage fit its shard;
+//   - evaluates plans: mean NLL on a calibration slice (the loss-increase term)
+//     and perplexity on an evaluation slice (the PPL term), both with exactly
+//     the protocol of model::ComputePerplexity (BOS + chunk windows, NLL in
+//     double), against the full-precision reference computed once;
+//   - caches the results of identical plans (same fingerprint and actions).
+// The λ update is not here (it belongs to whoever orders evaluations).
+//
+// Thread-safety: all methods are thread-safe; passes over different replicas
+// run concurrently. Borrows the transports passed to each call.
+#ifndef WINDQUANT_EVALUATOR_PIPELINE_EVALUATOR_H_
+#define WINDQUANT_EVALUATOR_PIPELINE_EVALUATOR_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "actor/activation_transport.h"
+#include "common/model/llama_model.h"
+#include "common/model/perplexity.h"
+#include "common/quant/plan.h"
+#include "common/quant/unit_table.h"
+
+namespace windquant::evaluator {
+
+struct PipelineEvaluatorOptions {
+  int64_t context = 256;               // window length N (BOS + N-1 tokens)
+  int64_t batch_size = 16;             // windows per micro-batch
+  int64_t calib_slice_tokens = 8192;   // calibration-text tokens of the loss term (0 = all)
+  int64_t eval_slice_tokens = 16384;   // evaluation-text tokens of the PPL term (0 = all)
+  int calibration_samples = 32;        // calibration pass: windows
+  int calibration_seq_len = 256;       //   of this many tokens (incl. BOS)
+  uint64_t calibration_seed = 0;
+  int64_t calibration_batch = 8;       //   windows per micro-batch
+  size_t result_cache_size = 4096;     // plans remembered
+};
+
+// One plan's measured quality.
+struct PlanEvaluation {
+  double loss = 0;                   // mean NLL on the calibration slice (nats/token)
+  double loss_increase = 0;          // loss - the full-precision loss
+  double perplexity = 0;             // on the evaluation slice
+  double relative_ppl_increase = 0;  // perplexity / full-precision perplexity - 1
+  int64_t tokens = 0;                // tokens predicted over both slices
+  double seconds = 0;
+  bool cached = false;
+};
+
+class PipelineEvaluator {
+ public:
+  // Loads embeddings + final norm + lm_head of `model_dir` (no layer).
+  // INVALID_ARGUMENT when the options are out of range or a text is shorter
+  // than one window.
+  static absl::StatusOr<std::unique_ptr<PipelineEvaluator>> Create(
+      const std::string& model_dir, const PipelineEvaluatorOptions& options,
+      std::vector<int32_t> calibration_ids, std::vector<int32_t> evaluation_ids);
+  // The same with head weights already loaded (tests).
+  static absl::StatusOr<std::unique_ptr<PipelineEvaluator>> FromWeights(
+      model::LlamaWeights head_weights, const PipelineEvaluatorOptions& options,
+      std::vector<int32_t> calibration_ids, std::vector<int32_t> evaluation_ids);
+
+  const model::LlamaConfig& config() const { return head_.config(); }
+  const PipelineEvaluatorOptions& options() const { return options_; }
+
+  // Checks that `stages` chain to the whole model: layers [0, L) contiguous.
+  absl::Status CheckChain(const std::vector<actor::ActivationTransport*>& stages) const;
+
+  // sha256 of the calibration windows' definition (ids, samples, length,
+  // seed): what the stages' tables depend on besides the model.
+  std::string CalibrationFingerprint() const;
+
+  // Calibration pass through `stages`, then every stage fits its shard;
+  // returns the stage tables in stage order.
+  absl::StatusOr<std::vector<quant::UnitTable>> Calibrate(
+      const std::vector<actor::ActivationTransport*>& stages, const std::string& fingerprint);
+
+  // Perplexity of `ids` (a text encoded without BOS, first `max_tokens` ids;
+  // <= 0 all) through `stages` running `spec`: the protocol of
+  // model::ComputePerplexity with micro-batches of options.batch_size windows.
+  absl::StatusOr<model::PerplexityResult> Perplexity(
+      const std::vector<actor::ActivationTransport*>& stages, const actor::PassSpec& spec,
+      const std::vector<int32_t>& ids, int64_t max_tokens);
+
+  // The full-precision reference (computed on first use, then kept).
+  absl::StatusOr<PlanEvaluation> Reference(const std::vector<actor::ActivationTransport*>& stages);
+
+  // Evaluates `plan` (its actions over the global unit order) through
+  // `stages`; identical plans are answered from the cache (cached = true).
+  absl::StatusOr<PlanEvaluation> Evaluate(const std::vector<actor::ActivationTransport*>& stages,
+                                          const quant::Plan& plan);
+
+  // The stage-side plan id of `plan`: a digest of fingerprint + actions, so
+  // identical plans share applied weights and cache entries.
+  static std::string PlanKey(const quant::Plan& plan);
+
+ private:
+  PipelineEvaluator(model::LlamaWeights head_weights, const PipelineEvaluatorOptions& options,
+                    std::vector<int32_t> calibration_ids, std::vector<int32_t> evaluation_ids);
+
+  // Runs `inputs` (count micro-batches produced on demand by `make_input`)
+  // through the stages; `sink` gets every output of the last stage in order.
+  absl::Status RunPipeline(const std::vector<actor::ActivationTransport*>& stages,
+                           const actor::PassSpec& spec, int64_t count,
+                           const std::function<absl::StatusOr<at::Tensor>(int64_t)>& make_input,
+                           const std::function<absl::Status(int64_t, const at::Tensor&)>& sink);
+
+  const PipelineEvaluatorOptions options_;
+  const model::LlamaModel head_;  // embeddings, final norm, lm_head
+  const std::vector<int32_t> calibration_ids_;
+  const std::vector<int32_t> evaluation_ids_;
+
+  absl::Mutex mu_;
+  std::optional<PlanEvaluation> reference_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, PlanEvaluation> cache_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace windquant::evaluator
+
+#endif  // WINDQUANT_EVALUATOR_PIPELINE_EVALUATOR_H_

@@ -1,0 +1,362 @@
+#include "learner/learner_core.h"
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "common/base/files.h"
+#include "common/base/status_macros.h"
+#include "common/quant/plan_io.h"
+#include "common/rl/episode_evaluator.h"
+#include "common/rl/state_features.h"
+#include "windquant/v1/types.pb.h"
+
+namespace windquant::learner {
+namespace {
+
+rl::PpoConfig ToPpoConfig(const config::RunConfig& c) {
+  rl::PpoConfig p;
+  p.clip_ratio = c.ppo.clip_ratio;
+  p.gamma = c.ppo.gamma;
+  p.gae_lambda = c.ppo.gae_lambda;
+  p.value_coef = c.ppo.value_coef;
+  p.entropy_coef = c.ppo.entropy_coef;
+  p.learning_rate = c.ppo.learning_rate;
+  p.max_grad_norm = c.ppo.max_grad_norm;
+  p.epochs = c.ppo.epochs;
+  p.minibatch_size = c.ppo.minibatch_size;
+  p.max_policy_lag = c.ppo.max_policy_lag;
+  p.seed = c.training.seed;
+  return p;
+}
+
+std::string TablePath(const config::RunConfig& c) { return c.output.dir + "/unit_table.pb"; }
+std::string CheckpointDir(const config::RunConfig& c) { return c.output.dir + "/checkpoint"; }
+
+}  // namespace
+
+LearnerCore::LearnerCore(const config::RunConfig& config)
+    : config_(config), curriculum_(config.curriculum), lambda_(config.lagrange.lambda_init) {}
+
+void LearnerCore::Log(const std::string& line) const {
+  if (log_) log_(line);
+}
+
+absl::StatusOr<std::unique_ptr<LearnerCore>> LearnerCore::Create(
+    const config::RunConfig& config, std::function<void(const std::string&)> log) {
+  if (config.curriculum.target_bits.empty()) {
+    return absl::InvalidArgumentError("curriculum.target_bits: must not be empty");
+  }
+  std::unique_ptr<LearnerCore> core(new LearnerCore(config));
+  core->log_ = std::move(log);
+  rl::PolicyOptions po;
+  po.state_dim = rl::kStateDim;
+  po.num_actions = quant::kNumActions;
+  po.hidden_sizes.assign(config.ppo.hidden.begin(), config.ppo.hidden.end());
+  po.init_seed = config.training.seed;
+  absl::MutexLock lock(&core->mu_);
+  WQ_ASSIGN_OR_RETURN(core->ppo_, rl::PpoLearner::Create(po, ToPpoConfig(config)));
+  std::error_code ec;
+  std::filesystem::create_directories(config.output.dir, ec);
+  if (std::filesystem::exists(TablePath(config))) {
+    WQ_ASSIGN_OR_RETURN(std::string bytes, base::ReadFile(TablePath(config)));
+    v1::UnitTable proto;
+    if (!proto.ParseFromString(bytes)) {
+      return absl::DataLossError(absl::StrCat(TablePath(config), ": not a UnitTable"));
+    }
+    WQ_ASSIGN_OR_RETURN(quant::UnitTable table, quant::UnitTable::FromProto(proto));
+    core->stage_tables_[0] = table;
+    core->table_ = std::make_unique<quant::UnitTable>(std::move(table));
+    WQ_RETURN_IF_ERROR(core->CompleteTable());
+  }
+  return core;
+}
+
+absl::Status LearnerCore::CompleteTable() {
+  run_fingerprint_ = rl::RunFingerprint(*table_, config_);
+  absl::StatusOr<rl::RunCheckpoint> ckpt =
+      rl::ReadRunCheckpoint(CheckpointDir(config_), run_fingerprint_);
+  if (absl::IsNotFound(ckpt.status())) return absl::OkStatus();
+  if (!ckpt.ok()) return ckpt.status();
+  WQ_RETURN_IF_ERROR(ppo_->LoadState(ckpt->learner_state));
+  updates_ = ckpt->update;
+  curriculum_.Restore(ckpt->stage, ckpt->updates_in_stage, ckpt->curriculum_finished);
+  lambda_ = ckpt->lambda;
+  best_ = ckpt->best;
+  done_ = ckpt->curriculum_finished;
+  Log(absl::StrCat("learner: resumed from checkpoint at update ", updates_, ", policy version ",
+                   ppo_->version()));
+  WriteStatusFile();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<RegisterResult> LearnerCore::RegisterTable(int stage, int replica,
+                                                          const quant::UnitTable& table) {
+  const int stages = config_.service.stages;
+  if (stage < 0 || stage >= stages) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("stage: ", stage, " outside [0, ", stages, ")"));
+  }
+  if (replica < 0 || replica >= config_.service.replicas) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("replica: ", replica, " outside [0, ", config_.service.replicas, ")"));
+  }
+  WQ_RETURN_IF_ERROR(table.Validate());
+  if (table.chunk_size != config_.quant.chunk_size) {
+    return absl::InvalidArgumentError(absl::StrCat("table.chunk_size: ", table.chunk_size,
+                                                   ", the run's is ", config_.quant.chunk_size));
+  }
+  absl::MutexLock lock(&mu_);
+  RegisterResult r;
+  r.expected_stages = stages;
+  if (table_ != nullptr) {
+    // Complete already (e.g. a restarted actor): it must agree.
+    if (table.fingerprint != table_->fingerprint) {
+      return absl::InvalidArgumentError("table.model_fingerprint: differs from the run's table");
+    }
+    r.registered_stages = stages;
+    r.complete = true;
+    r.total_units = static_cast<uint32_t>(table_->units.size());
+    return r;
+  }
+  for (const auto& [s, t] : stage_tables_) {
+    if (t.fingerprint != table.fingerprint) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("table.model_fingerprint: differs from stage ", s, "'s"));
+    }
+  }
+  auto it = stage_tables_.find(stage);
+  if (it != stage_tables_.end()) {
+    if (it->second.first_layer != table.first_layer || it->second.end_layer != table.end_layer ||
+        it->second.units.size() != table.units.size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("table: replica ", replica, " of stage ", stage,
+                       " disagrees with the table registered before"));
+    }
+  } else {
+    stage_tables_[stage] = table;
+  }
+  r.registered_stages = static_cast<int>(stage_tables_.size());
+  if (r.registered_stages == stages) {
+    std::vector<quant::UnitTable> parts;
+    for (const auto& [s, t] : stage_tables_) parts.push_back(t);
+    WQ_ASSIGN_OR_RETURN(quant::UnitTable merged, quant::UnitTable::Merge(std::move(parts)));
+    v1::UnitTable proto;
+    merged.ToProto(&proto);
+    WQ_RETURN_IF_ERROR(base::WriteFileAtomic(TablePath(config_), proto.SerializeAsString()));
+    table_ = std::make_unique<quant::UnitTable>(std::move(merged));
+    WQ_RETURN_IF_ERROR(CompleteTable());
+    Log(absl::StrCat("learner: unit table complete, ", table_->units.size(), " units"));
+  }
+  r.complete = table_ != nullptr;
+  if (table_ != nullptr) r.total_units = static_cast<uint32_t>(table_->units.size());
+  return r;
+}
+
+absl::StatusOr<quant::UnitTable> LearnerCore::Table() const {
+  absl::MutexLock lock(&mu_);
+  if (table_ == nullptr) {
+    return absl::UnavailableError(absl::StrCat("unit table incomplete: ", stage_tables_.size(),
+                                               " of ", config_.service.stages, " stages"));
+  }
+  return *table_;
+}
+
+void LearnerCore::ExpireLocked() {
+  const absl::Time cutoff =
+      absl::Now() - absl::Milliseconds(config_.service.evaluation_timeout_ms);
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    if (it->second.since < cutoff) {
+      ++expired_;
+      Log(absl::StrCat("learner: episode ", it->first, " expired without evaluation"));
+      it = pending_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void LearnerCore::ExpirePending() {
+  absl::MutexLock lock(&mu_);
+  ExpireLocked();
+}
+
+absl::StatusOr<bool> LearnerCore::SubmitEpisode(actor::Episode episode) {
+  absl::MutexLock lock(&mu_);
+  if (table_ == nullptr) return absl::UnavailableError("unit table incomplete");
+  ExpireLocked();
+  if (done_) return false;
+  const int64_t v = ppo_->version();
+  if (episode.policy_version > v) {
+    // From a policy this learner never had (it restarted from an older checkpoint).
+    ++dropped_stale_;
+    return false;
+  }
+  if (episode.policy_version < v - config_.ppo.max_policy_lag) {
+    ++dropped_stale_;
+    return false;
+  }
+  if (pending_.count(episode.episode_id)) return false;
+  ++episodes_;
+  const uint64_t id = episode.episode_id;
+  pending_[id] = Held{std::move(episode), absl::Now()};
+  return true;
+}
+
+absl::StatusOr<bool> LearnerCore::ReportEvaluation(const EvaluationInput& in) {
+  absl::MutexLock lock(&mu_);
+  lambda_ = in.lambda;
+  auto it = pending_.find(in.episode_id);
+  if (it == pending_.end()) return false;
+  actor::Episode e = std::move(it->second.episode);
+  pending_.erase(it);
+  ++evaluations_;
+  rl::PlanEvaluation pe;
+  pe.effective_bits = in.effective_bits;
+  pe.loss_increase = in.loss_increase;
+  pe.eval_ppl = in.perplexity;
+  pe.eval_nll = std::log(std::max(in.perplexity, 1e-30));
+  pe.relative_ppl_increase = in.relative_ppl_increase;
+  const double target = e.plan.target_bits > 0 ? e.plan.target_bits : curriculum_.target_bits();
+  const rl::EpisodeReward reward = rl::EpisodeEndReward(config_.env, pe, in.lambda, target);
+  double ret = reward.total;
+  for (const auto& t : e.steps) ret += t.reward;
+  e.steps.back().reward += static_cast<float>(reward.total);
+  // Every evaluated plan is recorded; the best feasible one is kept as plan files.
+  {
+    std::ofstream out(config_.output.dir + "/plans.jsonl", std::ios::app);
+    out << "{\"episode_id\":" << e.episode_id << ",\"plan_id\":\"" << in.plan_id
+        << "\",\"actor_id\":\"" << e.actor_id << "\",\"policy_version\":" << e.policy_version
+        << ",\"effective_bits\":" << in.effective_bits << ",\"perplexity\":" << in.perplexity
+        << ",\"reward\":" << ret << "}\n";
+  }
+  const double final_target = config_.curriculum.target_bits.back();
+  if (std::isfinite(in.perplexity) && in.effective_bits <= final_target + 1e-9 &&
+      (best_.actions.empty() || in.perplexity < best_.evaluation.eval_ppl)) {
+    best_.actions = e.plan.actions;
+    best_.evaluation = pe;
+    best_.target_bits = target;
+    best_.source = "rl";
+    best_.update = updates_;
+    best_.policy_version = e.policy_version;
+    quant::Plan plan = e.plan;
+    plan.plan_id = "best";
+    plan.source = "rl";
+    WQ_RETURN_IF_ERROR(quant::WritePlanFiles(plan, *table_, config_.output.dir + "/best"));
+    Log(absl::StrCat("learner: best plan ", in.plan_id, " bits ", in.effective_bits, " ppl ",
+                     in.perplexity));
+  }
+  ready_.push_back(std::move(e.steps));
+  ready_rewards_.push_back(ret);
+  if (static_cast<int>(ready_.size()) >= config_.training.episodes_per_update && !done_) {
+    WQ_RETURN_IF_ERROR(Update());
+  }
+  return true;
+}
+
+absl::Status LearnerCore::Update() {
+  std::vector<rl::Transition> batch;
+  for (auto& ep : ready_) batch.insert(batch.end(), ep.begin(), ep.end());
+  double mean = 0;
+  for (double r : ready_rewards_) mean += r / ready_rewards_.size();
+  ready_.clear();
+  ready_rewards_.clear();
+  WQ_ASSIGN_OR_RETURN(rl::PpoStats stats, ppo_->Update(batch));
+  ++updates_;
+  std::string reason;
+  const double best_ppl = best_.actions.empty() ? 0.0 : best_.evaluation.eval_ppl;
+  if (curriculum_.OnUpdate(best_ppl, 0.0, &reason)) {
+    Log(absl::StrCat("learner: curriculum: ", reason));
+    if (curriculum_.finished()) done_ = true;
+  }
+  Log(absl::StrCat("learner: update ", updates_, " version ", ppo_->version(), " mean reward ",
+                   mean, " used ", stats.samples_used, " stale ", stats.samples_dropped_stale,
+                   done_ ? " (done)" : ""));
+  if (done_ || updates_ % std::max(1, config_.training.checkpoint_every_updates) == 0) {
+    WQ_RETURN_IF_ERROR(WriteCheckpoint());
+  }
+  WriteStatusFile();
+  return absl::OkStatus();
+}
+
+absl::Status LearnerCore::WriteCheckpoint() {
+  rl::RunCheckpoint c;
+  c.fingerprint = run_fingerprint_;
+  c.update = updates_;
+  c.stage = curriculum_.stage();
+  c.updates_in_stage = curriculum_.updates_in_stage();
+  c.curriculum_finished = curriculum_.finished();
+  c.lambda = lambda_;
+  c.rng_seed = config_.training.seed;
+  WQ_ASSIGN_OR_RETURN(c.learner_state, ppo_->SaveState());
+  c.best = best_;
+  return rl::WriteRunCheckpoint(CheckpointDir(config_), c);
+}
+
+PublishedPolicy LearnerCore::WaitForPolicy(int64_t known_version, absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  auto changed = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return ppo_->version() != known_version || done_;
+  };
+  mu_.AwaitWithTimeout(absl::Condition(&changed), timeout);
+  PublishedPolicy p;
+  p.snapshot = ppo_->Snapshot();
+  p.curriculum_stage = curriculum_.stage();
+  p.target_bits = curriculum_.target_bits();
+  p.lambda = lambda_;
+  return p;
+}
+
+int64_t LearnerCore::version() const {
+  absl::MutexLock lock(&mu_);
+  return ppo_->version();
+}
+
+bool LearnerCore::done() const {
+  absl::MutexLock lock(&mu_);
+  return done_;
+}
+
+LearnerStatus LearnerCore::Status() const {
+  absl::MutexLock lock(&mu_);
+  return StatusLocked();
+}
+
+void LearnerCore::WriteStatusFile() {
+  const LearnerStatus s = StatusLocked();
+  const std::string text = absl::StrCat(
+      "done=", s.done ? "true" : "false", "\nunit_table_complete=",
+      s.table_complete ? "true" : "false", "\ncurriculum_stage=", s.curriculum_stage, "/",
+      s.curriculum_stages, "\ntarget_bits=", s.target_bits, "\nupdates=", s.updates,
+      "\nepisodes=", s.episodes, "\nevaluations=", s.evaluations, "\npolicy_version=",
+      s.policy_version, "\nlambda=", s.lambda, "\nbest_plan_id=", s.best_plan_id,
+      "\nbest_plan_effective_bits=", s.best_bits, "\nbest_plan_perplexity=", s.best_perplexity,
+      "\n");
+  (void)base::WriteFileAtomic(config_.output.dir + "/status.txt", text);
+}
+
+LearnerStatus LearnerCore::StatusLocked() const {
+  LearnerStatus s;
+  s.curriculum_stage = curriculum_.stage();
+  s.curriculum_stages = curriculum_.num_stages();
+  s.target_bits = curriculum_.target_bits();
+  s.updates = updates_;
+  s.episodes = episodes_;
+  s.evaluations = evaluations_;
+  s.dropped_stale = dropped_stale_;
+  s.expired = expired_;
+  s.policy_version = ppo_->version();
+  if (!best_.actions.empty()) {
+    s.best_plan_id = "best";
+    s.best_bits = best_.evaluation.effective_bits;
+    s.best_perplexity = best_.evaluation.eval_ppl;
+  }
+  s.lambda = lambda_;
+  s.done = done_;
+  s.table_complete = table_ != nullptr;
+  s.pending = static_cast<int>(pending_.size());
+  return s;
+}
+
+}  // namespace windquant::learner

@@ -1,0 +1,139 @@
+// LearnerCore: the learner's domain object (DESIGN.md section 5). Merges the
+// stage unit tables into the global table, holds the policy (rl::PpoLearner),
+// holds each finished episode until its evaluation arrives (or
+// service.evaluation_timeout_ms passes), adds the episode-end reward
+// (rl::EpisodeEndReward) with the evaluator's λ, runs a PPO update every
+// training.episodes_per_update evaluated episodes, steps the curriculum
+// (rl::Curriculum), keeps the best feasible plan, and writes the run
+// checkpoint (rl::RunCheckpoint) and the plan files under output.dir.
+// Every evaluated plan is appended to output.dir/plans.jsonl (no finished plan
+// is lost); the merged table is kept in output.dir/unit_table.pb so a
+// restarted learner resumes at its checkpointed version without waiting for
+// the actors.
+// Thread-safety: all methods are thread-safe (one mutex; the PPO update of a
+// tiny policy runs under it).
+#ifndef WINDQUANT_LEARNER_LEARNER_CORE_H_
+#define WINDQUANT_LEARNER_LEARNER_CORE_H_
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "actor/transition_codec.h"
+#include "common/config/run_config.h"
+#include "common/quant/unit_table.h"
+#include "common/rl/curriculum.h"
+#include "common/rl/ppo.h"
+#include "common/rl/run_checkpoint.h"
+
+namespace windquant::learner {
+
+struct RegisterResult {
+  int registered_stages = 0;
+  int expected_stages = 0;
+  bool complete = false;
+  uint32_t total_units = 0;
+};
+
+struct EvaluationInput {
+  uint64_t episode_id = 0;
+  std::string plan_id;
+  double perplexity = 0;
+  double loss_increase = 0;
+  double relative_ppl_increase = 0;
+  double effective_bits = 0;
+  double lambda = 0;
+};
+
+struct LearnerStatus {
+  int curriculum_stage = 0, curriculum_stages = 0;
+  double target_bits = 0;
+  int64_t updates = 0, episodes = 0, evaluations = 0, dropped_stale = 0, expired = 0;
+  int64_t policy_version = 0;
+  std::string best_plan_id;
+  double best_bits = 0, best_perplexity = 0;
+  double lambda = 0;
+  bool done = false, table_complete = false;
+  int pending = 0;
+};
+
+struct PublishedPolicy {
+  rl::PolicySnapshot snapshot;
+  int curriculum_stage = 0;
+  double target_bits = 0;
+  double lambda = 0;
+};
+
+class LearnerCore {
+ public:
+  // Restores the merged table and the checkpoint found in output.dir.
+  static absl::StatusOr<std::unique_ptr<LearnerCore>> Create(
+      const config::RunConfig& config, std::function<void(const std::string&)> log);
+
+  // A stage's table (any order, any replica; replicas must agree).
+  // INVALID_ARGUMENT naming the field for a table inconsistent with the run.
+  absl::StatusOr<RegisterResult> RegisterTable(int stage, int replica,
+                                               const quant::UnitTable& table);
+  // UNAVAILABLE until every stage registered.
+  absl::StatusOr<quant::UnitTable> Table() const;
+
+  // A finished episode. Returns accepted = false when dropped as stale
+  // (older than max_policy_lag versions) or when the run is done.
+  absl::StatusOr<bool> SubmitEpisode(actor::Episode episode);
+  // The evaluation of a held episode. false for an unknown or duplicate one.
+  absl::StatusOr<bool> ReportEvaluation(const EvaluationInput& input);
+
+  // Latest policy; blocks until its version differs from `known_version`,
+  // the run is done, or `timeout` passes.
+  PublishedPolicy WaitForPolicy(int64_t known_version, absl::Duration timeout);
+  int64_t version() const;
+  LearnerStatus Status() const;
+  bool done() const;
+  // Drops held episodes older than the evaluation timeout (also done lazily).
+  void ExpirePending();
+
+ private:
+  explicit LearnerCore(const config::RunConfig& config);
+  absl::Status CompleteTable() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status Update() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status WriteCheckpoint() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ExpireLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // output.dir/status.txt: the fields of `windquant status`, one key=value per
+  // line, rewritten atomically after each update (for scripts without the CLI).
+  void WriteStatusFile() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  LearnerStatus StatusLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Log(const std::string& line) const;
+
+  const config::RunConfig config_;
+  std::function<void(const std::string&)> log_;
+  mutable absl::Mutex mu_;
+  std::map<int, quant::UnitTable> stage_tables_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<quant::UnitTable> table_ ABSL_GUARDED_BY(mu_);
+  std::string run_fingerprint_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<rl::PpoLearner> ppo_ ABSL_GUARDED_BY(mu_);
+  rl::Curriculum curriculum_ ABSL_GUARDED_BY(mu_);
+  double lambda_ ABSL_GUARDED_BY(mu_);
+  struct Held {
+    actor::Episode episode;
+    absl::Time since;
+  };
+  std::map<uint64_t, Held> pending_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::vector<rl::Transition>> ready_ ABSL_GUARDED_BY(mu_);
+  std::vector<double> ready_rewards_ ABSL_GUARDED_BY(mu_);
+  rl::CandidatePlan best_ ABSL_GUARDED_BY(mu_);
+  std::string best_plan_id_ ABSL_GUARDED_BY(mu_);
+  int64_t updates_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t episodes_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t evaluations_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t dropped_stale_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t expired_ ABSL_GUARDED_BY(mu_) = 0;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace windquant::learner
+
+#endif  // WINDQUANT_LEARNER_LEARNER_CORE_H_

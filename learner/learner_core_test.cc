@@ -1,0 +1,155 @@
+#include "learner/learner_core.h"
+
+#include <filesystem>
+
+#include <gtest/gtest.h>
+
+#include "common/rl/environment.h"
+#include "common/rl/synthetic_table.h"
+
+namespace windquant::learner {
+namespace {
+
+config::RunConfig TestConfig(const std::string& dir) {
+  config::RunConfig c;
+  c.output.dir = dir;
+  c.service.stages = 2;
+  c.service.replicas = 1;
+  c.quant.chunk_size = 16;
+  c.curriculum.target_bits = {3.0};
+  c.curriculum.min_updates = 1;
+  c.curriculum.max_updates = 3;
+  c.training.episodes_per_update = 2;
+  c.training.checkpoint_every_updates = 1;
+  c.ppo.hidden = {16, 16};
+  c.ppo.minibatch_size = 8;
+  c.ppo.epochs = 1;
+  c.ppo.max_policy_lag = 1;
+  return c;
+}
+
+// The synthetic table split into two stages: layer 0 and layer 1.
+std::vector<quant::UnitTable> Stages(const quant::UnitTable& whole) {
+  std::vector<quant::UnitTable> out(2, whole);
+  for (int s = 0; s < 2; ++s) {
+    out[s].first_layer = s;
+    out[s].end_layer = s + 1;
+    out[s].units.clear();
+    for (const auto& u : whole.units) {
+      if (u.layer == s) out[s].units.push_back(u);
+    }
+  }
+  return out;
+}
+
+class LearnerCoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = ::testing::TempDir() + "/wq-learner-core";
+    std::filesystem::remove_all(dir_);
+    whole_ = rl::testing::SyntheticTable(14, 3);
+    whole_.num_layers = 2;
+    auto core = LearnerCore::Create(TestConfig(dir_), nullptr);
+    ASSERT_TRUE(core.ok()) << core.status();
+    core_ = *std::move(core);
+  }
+
+  // One episode of `version` from a policy-free walk (cheapest actions).
+  actor::Episode MakeEpisode(uint64_t id, int64_t version) {
+    auto costs = rl::UnitCosts::Create(whole_).value();
+    rl::EnvOptions eo;
+    eo.target_bits = 3.0;
+    std::vector<int> plan;
+    for (int64_t u = 0; u < costs->num_units(); ++u) plan.push_back(costs->cheapest_action(u));
+    actor::Episode e;
+    e.actor_id = "a";
+    e.episode_id = id;
+    e.policy_version = version;
+    e.steps = rl::ReplayPlan(costs, eo, plan).value();
+    for (auto& t : e.steps) {
+      t.policy_version = version;
+      t.episode_id = static_cast<int64_t>(id);
+    }
+    e.plan.plan_id = "p" + std::to_string(id);
+    e.plan.model_fingerprint = whole_.fingerprint;
+    e.plan.actions = plan;
+    e.plan.target_bits = 3.0;
+    e.plan.episode_id = id;
+    return e;
+  }
+  EvaluationInput Eval(uint64_t id, double ppl) {
+    EvaluationInput in;
+    in.episode_id = id;
+    in.plan_id = "p" + std::to_string(id);
+    in.perplexity = ppl;
+    in.effective_bits = 1.2;
+    in.relative_ppl_increase = 0.5;
+    in.lambda = 0.7;
+    return in;
+  }
+
+  std::string dir_;
+  quant::UnitTable whole_;
+  std::unique_ptr<LearnerCore> core_;
+};
+
+TEST_F(LearnerCoreTest, MergesStagesAndRejectsInconsistentTables) {
+  auto stages = Stages(whole_);
+  EXPECT_EQ(core_->Table().status().code(), absl::StatusCode::kUnavailable);
+  auto r0 = core_->RegisterTable(1, 0, stages[1]);
+  ASSERT_TRUE(r0.ok()) << r0.status();
+  EXPECT_FALSE(r0->complete);
+  auto other = stages[0];
+  other.fingerprint = "other";
+  auto bad = core_->RegisterTable(0, 0, other);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("fingerprint"), std::string::npos);
+  EXPECT_EQ(core_->RegisterTable(5, 0, stages[0]).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  auto r1 = core_->RegisterTable(0, 0, stages[0]);
+  ASSERT_TRUE(r1.ok());
+  EXPECT_TRUE(r1->complete);
+  EXPECT_EQ(r1->total_units, 14u);
+  ASSERT_TRUE(core_->Table().ok());
+}
+
+TEST_F(LearnerCoreTest, HoldsEpisodesUntilEvaluatedUpdatesAndResumesFromCheckpoint) {
+  for (const auto& s : Stages(whole_)) {
+    ASSERT_TRUE(core_->RegisterTable(s.first_layer, 0, s).ok());
+  }
+  EXPECT_EQ(core_->version(), 0);
+  ASSERT_TRUE(core_->SubmitEpisode(MakeEpisode(1, 0)).value());
+  ASSERT_TRUE(core_->SubmitEpisode(MakeEpisode(2, 0)).value());
+  EXPECT_FALSE(core_->SubmitEpisode(MakeEpisode(2, 0)).value());  // duplicate
+  EXPECT_FALSE(core_->ReportEvaluation(Eval(99, 3.0)).value());   // unknown
+  ASSERT_TRUE(core_->ReportEvaluation(Eval(1, 3.0)).value());
+  EXPECT_EQ(core_->version(), 0);  // waits for episodes_per_update evaluated episodes
+  EXPECT_FALSE(core_->ReportEvaluation(Eval(1, 3.0)).value());    // duplicate
+  ASSERT_TRUE(core_->ReportEvaluation(Eval(2, 2.5)).value());
+  EXPECT_EQ(core_->version(), 1);
+  // Two more versions make version-0 data stale (max_policy_lag 1).
+  for (uint64_t id : {3, 4}) ASSERT_TRUE(core_->SubmitEpisode(MakeEpisode(id, 1)).value());
+  for (uint64_t id : {3, 4}) ASSERT_TRUE(core_->ReportEvaluation(Eval(id, 2.0)).value());
+  EXPECT_EQ(core_->version(), 2);
+  EXPECT_FALSE(core_->SubmitEpisode(MakeEpisode(5, 0)).value());  // stale
+  EXPECT_FALSE(core_->SubmitEpisode(MakeEpisode(6, 7)).value());  // from the future
+  const LearnerStatus s = core_->Status();
+  EXPECT_EQ(s.updates, 2);
+  EXPECT_DOUBLE_EQ(s.best_perplexity, 2.0);
+  EXPECT_DOUBLE_EQ(s.lambda, 0.7);
+  EXPECT_TRUE(std::filesystem::exists(dir_ + "/best"));
+
+  // A restarted learner finds table and checkpoint on disk.
+  const auto snapshot = core_->WaitForPolicy(-1, absl::ZeroDuration()).snapshot;
+  core_.reset();
+  auto again = LearnerCore::Create(TestConfig(dir_), nullptr);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_TRUE((*again)->Table().ok());
+  EXPECT_EQ((*again)->version(), 2);
+  EXPECT_EQ((*again)->WaitForPolicy(-1, absl::ZeroDuration()).snapshot.sha256, snapshot.sha256);
+  EXPECT_EQ((*again)->Status().updates, 2);
+  EXPECT_DOUBLE_EQ((*again)->Status().best_perplexity, 2.0);
+}
+
+}  // namespace
+}  // namespace windquant::learner

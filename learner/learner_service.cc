@@ -1,0 +1,143 @@
+#include "learner/learner_service.h"
+
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/net/status_convert.h"
+
+namespace windquant::learner {
+
+using net::ToGrpcStatus;
+
+grpc::Status LearnerService::RegisterUnitTable(grpc::ServerContext*,
+                                               const v1::RegisterUnitTableRequest* req,
+                                               v1::RegisterUnitTableReply* reply) {
+  if (!req->has_table()) return ToGrpcStatus(absl::InvalidArgumentError("table: missing"));
+  absl::StatusOr<quant::UnitTable> table = quant::UnitTable::FromProto(req->table());
+  if (!table.ok()) {
+    return ToGrpcStatus(absl::InvalidArgumentError(absl::StrCat("table: ", table.status().message())));
+  }
+  auto r = core_->RegisterTable(req->stage(), req->replica(), *table);
+  if (!r.ok()) return ToGrpcStatus(r.status());
+  reply->set_registered_stages(r->registered_stages);
+  reply->set_expected_stages(r->expected_stages);
+  reply->set_complete(r->complete);
+  reply->set_total_units(r->total_units);
+  return grpc::Status::OK;
+}
+
+grpc::Status LearnerService::StreamTransitions(
+    grpc::ServerContext*, grpc::ServerReaderWriter<v1::TransitionAck, v1::TransitionBatch>* stream) {
+  v1::TransitionBatch batch;
+  while (stream->Read(&batch)) {
+    absl::StatusOr<quant::UnitTable> table = core_->Table();
+    if (!table.ok()) return ToGrpcStatus(table.status());
+    if (!batch.actor_id().empty()) {
+      absl::Status s = net::RequireIdentifier("actor_id", batch.actor_id());
+      if (!s.ok()) return ToGrpcStatus(s);
+    }
+    absl::StatusOr<actor::Episode> episode = actor::DecodeEpisode(batch, *table);
+    if (!episode.ok()) return ToGrpcStatus(episode.status());
+    absl::StatusOr<bool> accepted = core_->SubmitEpisode(*std::move(episode));
+    if (!accepted.ok()) return ToGrpcStatus(accepted.status());
+    v1::TransitionAck ack;
+    ack.set_episode_id(batch.episode_id());
+    ack.set_policy_version(core_->version());
+    ack.set_accepted(*accepted);
+    if (!stream->Write(ack)) break;
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status LearnerService::WatchPolicy(grpc::ServerContext* context,
+                                         const v1::WatchPolicyRequest* req,
+                                         grpc::ServerWriter<v1::PolicySnapshot>* writer) {
+  if (req->known_version() < -1) {
+    return ToGrpcStatus(absl::InvalidArgumentError("known_version: must be >= -1"));
+  }
+  ++watchers_;
+  int64_t known = req->known_version();
+  grpc::Status result = grpc::Status::OK;
+  while (!context->IsCancelled()) {
+    PublishedPolicy p = core_->WaitForPolicy(known, absl::Seconds(1));
+    if (p.snapshot.version != known) {
+      v1::PolicySnapshot out;
+      out.set_version(p.snapshot.version);
+      out.set_parameters(p.snapshot.bytes);
+      out.set_sha256(p.snapshot.sha256);
+      out.set_curriculum_stage(p.curriculum_stage);
+      out.set_target_bits(p.target_bits);
+      out.set_lambda(p.lambda);
+      if (!writer->Write(out)) break;
+      known = p.snapshot.version;
+    }
+    if (core_->done()) break;
+  }
+  --watchers_;
+  return result;
+}
+
+grpc::Status LearnerService::ReportEvaluation(grpc::ServerContext*,
+                                              const v1::EvaluationReport* r,
+                                              v1::ReportEvaluationReply* reply) {
+  const std::vector<std::pair<const char*, double>> fields = {
+      {"perplexity", r->perplexity()},
+      {"loss_increase", r->loss_increase()},
+      {"relative_ppl_increase", r->relative_ppl_increase()},
+      {"effective_bits", r->effective_bits()},
+      {"lambda", r->lambda()}};
+  for (const auto& [name, v] : fields) {
+    absl::Status s = net::RequireFinite(name, v);
+    if (!s.ok()) return ToGrpcStatus(s);
+  }
+  if (r->perplexity() < 1.0) {
+    return ToGrpcStatus(absl::InvalidArgumentError("perplexity: must be >= 1"));
+  }
+  if (r->lambda() < 0) return ToGrpcStatus(absl::InvalidArgumentError("lambda: must be >= 0"));
+  EvaluationInput in;
+  in.episode_id = r->episode_id();
+  in.plan_id = r->plan_id();
+  in.perplexity = r->perplexity();
+  in.loss_increase = r->loss_increase();
+  in.relative_ppl_increase = r->relative_ppl_increase();
+  in.effective_bits = r->effective_bits();
+  in.lambda = r->lambda();
+  absl::StatusOr<bool> accepted = core_->ReportEvaluation(in);
+  if (!accepted.ok()) return ToGrpcStatus(accepted.status());
+  reply->set_accepted(*accepted);
+  return grpc::Status::OK;
+}
+
+grpc::Status LearnerService::GetRunStatus(grpc::ServerContext*, const v1::RunStatusRequest*,
+                                          v1::RunStatus* out) {
+  const LearnerStatus s = core_->Status();
+  out->set_curriculum_stage(s.curriculum_stage);
+  out->set_curriculum_stages(s.curriculum_stages);
+  out->set_target_bits(s.target_bits);
+  out->set_updates(s.updates);
+  out->set_episodes(s.episodes);
+  out->set_policy_version(s.policy_version);
+  out->set_best_plan_id(s.best_plan_id);
+  out->set_best_plan_effective_bits(s.best_bits);
+  out->set_best_plan_perplexity(s.best_perplexity);
+  out->set_lambda(s.lambda);
+  out->set_connected_actors(watchers_.load());
+  out->set_done(s.done);
+  out->set_unit_table_complete(s.table_complete);
+  return grpc::Status::OK;
+}
+
+grpc::Status LearnerService::GetUnitTable(grpc::ServerContext*,
+                                          const v1::GetUnitTableRequest* req, v1::UnitTable* out) {
+  absl::StatusOr<quant::UnitTable> table = core_->Table();
+  if (!table.ok()) return ToGrpcStatus(table.status());
+  if (!req->model_fingerprint().empty() && req->model_fingerprint() != table->fingerprint) {
+    return ToGrpcStatus(absl::FailedPreconditionError(
+        "model_fingerprint: the run's unit table has another fingerprint"));
+  }
+  table->ToProto(out);
+  return grpc::Status::OK;
+}
+
+}  // namespace windquant::learner
