@@ -49,6 +49,7 @@ class LearnerCoreTest : public ::testing::Test {
     std::filesystem::remove_all(dir_);
     whole_ = rl::testing::SyntheticTable(14, 3);
     whole_.num_layers = 2;
+    whole_.chunk_size = 16;  // the run config's quant.chunk_size
     auto core = LearnerCore::Create(TestConfig(dir_), nullptr);
     ASSERT_TRUE(core.ok()) << core.status();
     core_ = *std::move(core);
@@ -107,7 +108,7 @@ TEST_F(LearnerCoreTest, MergesStagesAndRejectsInconsistentTables) {
   EXPECT_EQ(core_->RegisterTable(5, 0, stages[0]).status().code(),
             absl::StatusCode::kInvalidArgument);
   auto r1 = core_->RegisterTable(0, 0, stages[0]);
-  ASSERT_TRUE(r1.ok());
+  ASSERT_TRUE(r1.ok()) << r1.status();
   EXPECT_TRUE(r1->complete);
   EXPECT_EQ(r1->total_units, 14u);
   ASSERT_TRUE(core_->Table().ok());
@@ -115,7 +116,8 @@ TEST_F(LearnerCoreTest, MergesStagesAndRejectsInconsistentTables) {
 
 TEST_F(LearnerCoreTest, HoldsEpisodesUntilEvaluatedUpdatesAndResumesFromCheckpoint) {
   for (const auto& s : Stages(whole_)) {
-    ASSERT_TRUE(core_->RegisterTable(s.first_layer, 0, s).ok());
+    auto r = core_->RegisterTable(s.first_layer, 0, s);
+    ASSERT_TRUE(r.ok()) << r.status();
   }
   EXPECT_EQ(core_->version(), 0);
   ASSERT_TRUE(core_->SubmitEpisode(MakeEpisode(1, 0)).value());
