@@ -20,6 +20,9 @@
 #include "common/model/llama_model.h"
 #include "common/model/perplexity.h"
 #include "common/model/tokenizer.h"
+#include "common/config/run_config.h"
+#include "common/quant/plan_io.h"
+#include "common/quant/quantization_session.h"
 
 namespace windquant::cli {
 namespace {
@@ -38,17 +41,42 @@ constexpr char kUsage[] =
     "  --max-tokens N     use only the first N tokens of the text (0 = all)\n"
     "  --batch N          windows per forward pass (8)\n"
     "  --threads N        intra-op threads (0 = library default)\n"
-    "  --json             print one JSON object instead of text\n";
+    "  --json             print one JSON object instead of text\n"
+    "  --plan PLAN        apply a quantization plan (plan.json / plan.bin) first; needs\n"
+    "                     --config FILE, whose unit table (cache or fitted) the plan is\n"
+    "                     checked against; --model / --text / --context default to the\n"
+    "                     config's model.dir / evaluation.text / evaluation.context\n"
+    "  --config FILE      run config (YAML), with --plan\n";
 
 absl::Status RunEval(Args& args) {
-  const std::string model_dir = args.Get("model");
-  const std::string text_path = args.Get("text");
-  WQ_ASSIGN_OR_RETURN(const int64_t context, args.GetInt("context", 2048));
+  std::string model_dir = args.Get("model");
+  std::string text_path = args.Get("text");
+  const std::string plan_path = args.Get("plan");
+  const std::string config_path = args.Get("config");
+  const bool context_given = args.Has("context");
+  WQ_ASSIGN_OR_RETURN(int64_t context, args.GetInt("context", 2048));
   WQ_ASSIGN_OR_RETURN(const int64_t max_tokens, args.GetInt("max-tokens", 0));
   WQ_ASSIGN_OR_RETURN(const int64_t batch, args.GetInt("batch", 8));
   WQ_ASSIGN_OR_RETURN(const int64_t threads, args.GetInt("threads", 0));
   const bool json = args.Has("json");
   WQ_RETURN_IF_ERROR(args.Finish());
+  // --plan: the model of the run config with the plan applied (QuantizationSession).
+  std::unique_ptr<quant::QuantizationSession> session;
+  std::string plan_id;
+  if (!plan_path.empty()) {
+    if (config_path.empty()) return absl::InvalidArgumentError("--plan needs --config FILE");
+    WQ_ASSIGN_OR_RETURN(config::RunConfig cfg, config::LoadRunConfig(config_path));
+    if (!model_dir.empty()) cfg.model.dir = model_dir;
+    model_dir = cfg.model.dir;
+    if (text_path.empty()) text_path = cfg.evaluation.text;
+    if (!context_given) context = cfg.evaluation.context;
+    quant::SessionOptions so;
+    so.load_eval_text = false;
+    so.log = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
+    WQ_ASSIGN_OR_RETURN(session, quant::QuantizationSession::Create(cfg, so));
+  } else if (!config_path.empty()) {
+    return absl::InvalidArgumentError("--config is only used with --plan");
+  }
   if (model_dir.empty()) return absl::InvalidArgumentError("--model DIR is required");
   if (text_path.empty()) return absl::InvalidArgumentError("--text FILE is required");
   if (context < 2) return absl::InvalidArgumentError(absl::StrCat("--context: must be >= 2, got ", context));
@@ -64,7 +92,16 @@ absl::Status RunEval(Args& args) {
                       model::Tokenizer::FromFile(model_dir + "/tokenizer.json"));
   WQ_ASSIGN_OR_RETURN(std::unique_ptr<model::Checkpoint> checkpoint,
                       model::Checkpoint::Open(model_dir));
-  WQ_ASSIGN_OR_RETURN(model::LlamaWeights weights, checkpoint->LoadWeights(model::LoadRequest{}));
+  model::LlamaWeights weights;
+  if (session != nullptr) {
+    WQ_ASSIGN_OR_RETURN(const quant::Plan plan, quant::ReadPlanFile(plan_path, session->table()));
+    plan_id = plan.plan_id;
+    WQ_ASSIGN_OR_RETURN(weights, session->ApplyPlan(plan.actions));
+    std::fprintf(stderr, "plan %s: effective bits %.4f\n", plan_id.c_str(),
+                 plan.Totals(session->table()).effective_bits);
+  } else {
+    WQ_ASSIGN_OR_RETURN(weights, checkpoint->LoadWeights(model::LoadRequest{}));
+  }
   const std::vector<int32_t> ids = tokenizer->Encode(text, /*add_bos=*/false);
 
   std::unique_ptr<model::LlamaModel> llama;
@@ -94,6 +131,7 @@ absl::Status RunEval(Args& args) {
                         {"tokens", r->tokens},     {"nll", r->nll},
                         {"perplexity", r->perplexity}, {"seconds", r->seconds},
                         {"tokens_per_s", r->tokens_per_s}, {"text_tokens", ids.size()}};
+    if (!plan_id.empty()) j["plan_id"] = plan_id;
     std::printf("%s\n", j.dump().c_str());
   } else {
     std::printf("model        %s\ntext         %s (%zu tokens)\n", model_dir.c_str(),
