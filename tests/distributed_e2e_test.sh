@@ -4,7 +4,7 @@
 # best plan is written, and the pipeline kept identical plans cached.
 #   distributed_e2e_test.sh BUILD_DIR [STAGES] [REPLICAS]
 set -euo pipefail
-BIN="$1"; STAGES="${2:-2}"; REPLICAS="${3:-2}"
+BUILD="$1"; NSTAGES="${2:-2}"; NREPLICAS="${3:-2}"
 SRC="${WQ_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}"
 MODEL="$SRC/../shared/models/stories260k"
 if [[ ! -f "$MODEL/config.json" ]]; then echo "SKIP: $MODEL not found"; exit 77; fi
@@ -13,8 +13,8 @@ export WQ_RUN_LIB=1
 # shellcheck source=../deploy/local/run.sh
 source "$SRC/deploy/local/run.sh"
 source "$SRC/tests/distributed_test_config.sh"
-parse_args --config "$SRC/configs/stories260k.yaml" --bin "$BIN" --stages "$STAGES" \
-  --replicas "$REPLICAS" --out "$OUT" --timeout 400 "${TEST_SETS[@]}"
+parse_args --config "$SRC/configs/stories260k.yaml" --bin "$BUILD" --stages "$NSTAGES" \
+  --replicas "$NREPLICAS" --out "$OUT" --timeout 400 "${TEST_SETS[@]}"
 plan_topology
 trap 'stop_all; echo "logs: $OUT/logs"' EXIT
 start_all

@@ -10,7 +10,7 @@
 # and no evaluated plan is reported twice.
 #   distributed_faults_test.sh BUILD_DIR
 set -euo pipefail
-BIN="$1"
+BUILD="$1"
 SRC="${WQ_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}"
 MODEL="$SRC/../shared/models/stories260k"
 if [[ ! -f "$MODEL/config.json" ]]; then echo "SKIP: $MODEL not found"; exit 77; fi
@@ -18,7 +18,7 @@ OUT=$(mktemp -d /tmp/wq-faults.XXXXXX)
 export WQ_RUN_LIB=1 WQ_TEST_UPDATES=8
 source "$SRC/deploy/local/run.sh"
 source "$SRC/tests/distributed_test_config.sh"
-parse_args --config "$SRC/configs/stories260k.yaml" --bin "$BIN" --stages 2 --replicas 1 \
+parse_args --config "$SRC/configs/stories260k.yaml" --bin "$BUILD" --stages 2 --replicas 1 \
   --out "$OUT" --timeout 300 "${TEST_SETS[@]}" --set service.evaluation_timeout_ms=20000
 plan_topology
 trap 'stop_all; echo "logs: $OUT/logs"' EXIT
