@@ -124,8 +124,12 @@ struct Trainer::Impl {
   }
   double final_target() const { return config->curriculum.target_bits.back(); }
 
+  // Updates the best plans with a measured candidate. Reference plans count for
+  // the final best but not for the stage's best, which measures what RL found
+  // (the curriculum criterion compares it with the reference).
   void Consider(const std::vector<int>& plan, const PlanEvaluation& e, const std::string& source,
                 double target, int64_t policy_version) {
+    const bool from_rl = source != "lagrange";
     if (!std::isfinite(e.eval_ppl)) return;
     auto better = [&](const CandidatePlan& c) {
       return c.actions.empty() || e.eval_ppl < c.evaluation.eval_ppl;
@@ -135,7 +139,7 @@ struct Trainer::Impl {
       state.best = cand;
       state.best.target_bits = final_target();
     }
-    if (e.effective_bits <= target + kFeasibleBitsSlack && better(state.best_stage)) {
+    if (from_rl && e.effective_bits <= target + kFeasibleBitsSlack && better(state.best_stage)) {
       state.best_stage = std::move(cand);
     }
   }

@@ -11,7 +11,8 @@
 //
 // Best plan: the lowest evaluation-slice perplexity among evaluated plans
 // whose effective bits are within the final curriculum target; the best at the
-// current stage's target drives the curriculum criterion.
+// current stage's target among the plans the policy produced (not the
+// reference) drives the curriculum criterion.
 //
 // Warm start (training.warm_start = lagrange), at the start of every stage:
 // the reference plan of the stage's target (the Lagrangian baseline, supplied

@@ -1,0 +1,305 @@
+// `windquant quantize`: the whole WINDQuant job in one process (DESIGN.md
+// sections 4-5): calibration and unit table (QuantizationSession, cached),
+// PPO training with the curriculum, warm start and checkpoints (rl::Trainer),
+// then the best feasible plan, every baseline at the same target, the final
+// perplexities and the artifacts in output.dir.
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "cli/command.h"
+#include "common/base/files.h"
+#include "common/base/status_macros.h"
+#include "common/config/run_config.h"
+#include "common/quant/baselines.h"
+#include "common/quant/exporter.h"
+#include "common/quant/plan_io.h"
+#include "common/quant/quantization_session.h"
+#include "common/rl/episode_evaluator.h"
+#include "common/rl/run_checkpoint.h"
+#include "common/rl/trainer.h"
+
+namespace windquant::cli {
+namespace {
+
+using nlohmann::json;
+
+constexpr char kUsage[] =
+    "usage: windquant quantize --config FILE [--set key=value ...] [--resume] [flags]\n\n"
+    "Runs the whole WINDQuant job in one process: calibration and unit table (cached in\n"
+    "quant.cache_dir), PPO training over the curriculum.target_bits stages (warm start from\n"
+    "the Lagrangian baseline when training.warm_start = lagrange), then measures the best\n"
+    "feasible plan and every baseline (uniform nearest, greedy, lagrange, random) at the\n"
+    "final target on the evaluation text, and writes to output.dir:\n"
+    "  plan.json, plan.bin     the best feasible RL plan (plan_io.h)\n"
+    "  report.json             FP / RL / baseline perplexities and bits, winner, wall time,\n"
+    "                          lambda, curriculum history, training curve per update\n"
+    "  checkpoint/run.ckpt     the training checkpoint (every training.checkpoint_every_updates)\n"
+    "  quantized/, fake_quant/ the exported model (unless --no-export)\n\n"
+    "Plans are selected on the first evaluation.eval_slice_tokens ids of evaluation.text;\n"
+    "final numbers are given on the whole text and on the part after that slice (held out).\n\n"
+    "flags:\n"
+    "  --config FILE            run config (YAML; see configs/)\n"
+    "  --set key=value          override a config key (repeatable)\n"
+    "  --resume                 continue from output.dir/checkpoint (refused if the model,\n"
+    "                           data or config changed)\n"
+    "  --no-export              skip writing quantized/ and fake_quant/\n"
+    "  --no-cache               do not read or write the unit-table cache\n"
+    "  --no-baselines           measure only FP and the RL plan at the end\n"
+    "  --stop-after-updates N   stop (checkpoint first) after N updates in this process,\n"
+    "                           without the final evaluation (for time-boxed runs and tests)\n";
+
+double Since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+json Num(double x) { return std::isfinite(x) ? json(x) : json(nullptr); }
+
+// A deep copy of the FP weights (the evaluator overwrites its model's linears).
+model::LlamaWeights CloneWeights(const model::LlamaWeights& w) {
+  model::LlamaWeights c = w;
+  for (auto& layer : c.layers) {
+    for (auto& t : layer.linear) t = t.clone();
+  }
+  const bool tied = w.lm_head.defined() && w.embed_tokens.defined() && w.lm_head.is_same(w.embed_tokens);
+  if (c.embed_tokens.defined()) c.embed_tokens = c.embed_tokens.clone();
+  if (tied) {
+    c.lm_head = c.embed_tokens;
+  } else if (c.lm_head.defined()) {
+    c.lm_head = c.lm_head.clone();
+  }
+  return c;
+}
+
+struct Measured {
+  std::string name;
+  std::vector<int> actions;
+  double bits = 0;
+  double selection_ppl = 0, whole_ppl = 0, heldout_ppl = 0;
+};
+
+absl::Status RunQuantize(Args& args) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string config_path = args.Get("config");
+  const std::vector<std::string> sets = args.GetAll("set");
+  const bool resume = args.Has("resume"), no_export = args.Has("no-export"), no_cache = args.Has("no-cache");
+  const bool no_baselines = args.Has("no-baselines");
+  WQ_ASSIGN_OR_RETURN(const int64_t stop_after, args.GetInt("stop-after-updates", 0));
+  WQ_RETURN_IF_ERROR(args.Finish());
+  if (config_path.empty()) return absl::InvalidArgumentError("--config is required (see --help)");
+  if (stop_after < 0) return absl::InvalidArgumentError("--stop-after-updates: must be >= 0");
+  WQ_ASSIGN_OR_RETURN(config::RunConfig cfg, config::LoadRunConfig(config_path, sets));
+  auto log = [](const std::string& line) {
+    std::fprintf(stderr, "%s\n", line.c_str());
+    std::fflush(stderr);
+  };
+
+  quant::SessionOptions so;
+  so.use_cache = !no_cache;
+  so.log = log;
+  WQ_ASSIGN_OR_RETURN(auto session, quant::QuantizationSession::Create(cfg, so));
+  const quant::UnitTable& table = session->table();
+  const double prepare_s = Since(t0);
+  log(absl::StrFormat("quantize: %d units, %d quantized weights, unit table %s (%.1f s)", table.units.size(),
+                      table.TotalWeights(), session->from_cache() ? "from cache" : "built", prepare_s));
+
+  // Slices: the loss term on the calibration text, selection on the start of
+  // the evaluation text, held-out numbers on the rest.
+  WQ_ASSIGN_OR_RETURN(const std::string calib_text, base::ReadFile(cfg.calibration.text));
+  std::vector<int32_t> calib_ids = session->tokenizer().Encode(calib_text, false);
+  if (static_cast<int64_t>(calib_ids.size()) > cfg.evaluation.calib_slice_tokens) {
+    calib_ids.resize(cfg.evaluation.calib_slice_tokens);
+  }
+  // The selection slice is rounded down to whole perplexity windows (context - 1
+  // ids each), so that its windows followed by the held-out part's are exactly
+  // the windows of the whole text: whole NLL = token-weighted sum of the two.
+  const std::vector<int32_t>& all_eval = session->eval_ids();
+  const int64_t window = cfg.evaluation.context - 1;
+  int64_t end = static_cast<int64_t>(all_eval.size());
+  if (cfg.evaluation.final_eval_tokens > 0) end = std::min(end, cfg.evaluation.final_eval_tokens);
+  const int64_t slice = std::min<int64_t>(cfg.evaluation.eval_slice_tokens, end) / window * window;
+  if (slice < window) {
+    return absl::InvalidArgumentError("evaluation.eval_slice_tokens: shorter than one window of evaluation.context");
+  }
+  std::vector<int32_t> eval_slice(all_eval.begin(), all_eval.begin() + slice);
+  std::vector<int32_t> heldout(all_eval.begin() + slice, all_eval.begin() + end);
+  model::LlamaModel eval_model(CloneWeights(session->model().weights()), session->model().device());
+  rl::LocalEvaluatorOptions lo;
+  lo.context = cfg.evaluation.context;
+  lo.batch = cfg.evaluation.batch;
+  WQ_ASSIGN_OR_RETURN(auto evaluator, rl::LocalPlanEvaluator::Create(&eval_model, &session->fits(), &table,
+                                                                     calib_ids, eval_slice, lo));
+  log(absl::StrFormat("quantize: FP PPL %.4f on the selection slice (%d tokens)", evaluator->fp_eval_ppl(),
+                      eval_slice.size()));
+
+  rl::TrainerOptions to;
+  to.config = cfg;
+  to.checkpoint_dir = (std::filesystem::path(cfg.output.dir) / "checkpoint").string();
+  to.fingerprint = rl::RunFingerprint(table, cfg);
+  to.resume = resume;
+  to.reference_plan = [&table](double target) -> absl::StatusOr<std::vector<int>> {
+    WQ_ASSIGN_OR_RETURN(quant::Plan p, quant::LagrangePlan(table, target));
+    return p.actions;
+  };
+  to.log = log;
+  to.stop_after_updates = stop_after;
+  if (!resume && base::PathExists(rl::RunCheckpointPath(to.checkpoint_dir))) {
+    log(absl::StrCat("quantize: ", rl::RunCheckpointPath(to.checkpoint_dir),
+                     " exists and will be overwritten (use --resume to continue it)"));
+  }
+  WQ_ASSIGN_OR_RETURN(auto trainer, rl::Trainer::Create(table, evaluator.get(), to));
+  WQ_ASSIGN_OR_RETURN(rl::TrainerResult tr, trainer->Run());
+  if (tr.stopped_early) {
+    std::printf("stopped after update %lld (checkpoint in %s); rerun with --resume to continue\n",
+                static_cast<long long>(tr.updates), to.checkpoint_dir.c_str());
+    return absl::OkStatus();
+  }
+  if (tr.best.actions.empty()) {
+    return absl::FailedPreconditionError("quantize: no feasible plan was found at the final target");
+  }
+  const double train_s = Since(t0) - prepare_s;
+  const double target = cfg.curriculum.target_bits.back();
+
+  // Final measurements: RL plan, FP, baselines at the final target.
+  std::vector<Measured> plans;
+  plans.push_back({"rl", tr.best.actions});
+  if (!no_baselines) {
+    double best_gap = 1e300;
+    quant::Plan nearest;
+    for (quant::Action a : quant::kAllActions) {
+      quant::Plan u = quant::UniformPlan(table, a);
+      const double gap = std::abs(table.EffectiveBits(u.actions) - target);
+      if (gap < best_gap) best_gap = gap, nearest = u;
+    }
+    plans.push_back({absl::StrCat("uniform-", std::string(quant::ActionName(quant::ActionFromIndex(nearest.actions[0]).value()))),
+                     nearest.actions});
+  }
+    WQ_ASSIGN_OR_RETURN(quant::Plan greedy, quant::GreedyPlan(table, target));
+    plans.push_back({"greedy", greedy.actions});
+    WQ_ASSIGN_OR_RETURN(quant::Plan lagrange, quant::LagrangePlan(table, target));
+    plans.push_back({"lagrange", lagrange.actions});
+    WQ_ASSIGN_OR_RETURN(quant::Plan random, quant::RandomPlan(table, target, cfg.training.seed));
+    plans.push_back({"random", random.actions});
+  const bool have_heldout = static_cast<int64_t>(heldout.size()) >= cfg.evaluation.context;
+  // PPL of a plan on the slice, held-out part and whole text (slice + held-out windows).
+  auto measure = [&](const std::vector<int>& actions, Measured* m) -> absl::Status {
+    WQ_ASSIGN_OR_RETURN(model::PerplexityResult s, evaluator->Measure(actions, eval_slice));
+    m->selection_ppl = s.perplexity;
+    double nll = s.total_nll, tokens = static_cast<double>(s.tokens);
+    if (have_heldout) {
+      WQ_ASSIGN_OR_RETURN(model::PerplexityResult h, evaluator->Measure(actions, heldout));
+      m->heldout_ppl = h.perplexity;
+      nll += h.total_nll;
+      tokens += static_cast<double>(h.tokens);
+    }
+    m->whole_ppl = std::exp(nll / tokens);
+    return absl::OkStatus();
+  };
+  Measured fp{"fp"};
+  fp.bits = 16;
+  WQ_RETURN_IF_ERROR(measure({}, &fp));
+  for (Measured& m : plans) {
+    m.bits = table.EffectiveBits(m.actions);
+    WQ_RETURN_IF_ERROR(measure(m.actions, &m));
+  }
+  // Winner: lowest held-out PPL (whole text when there is no held-out part)
+  // among plans within 0.01 bits above the target.
+  constexpr double kSameBitsTolerance = 0.01;
+  std::string winner;
+  double winner_ppl = 1e300;
+  for (const Measured& m : plans) {
+    const double ppl = have_heldout ? m.heldout_ppl : m.whole_ppl;
+    if (m.bits <= target + kSameBitsTolerance && ppl < winner_ppl) winner_ppl = ppl, winner = m.name;
+  }
+
+  // Artifacts.
+  quant::Plan plan = session->MakePlan(tr.best.actions, "rl", target);
+  plan.policy_version = tr.best.policy_version;
+  WQ_RETURN_IF_ERROR(quant::WritePlanFiles(plan, table, cfg.output.dir));
+  std::string exported;
+  if (!no_export) {
+    quant::ExportInputs in;
+    in.weights = &session->model().weights();
+    in.stats = &session->activation_stats();
+    in.table = &table;
+    in.fits = &session->fits();
+    in.plan = &plan;
+    in.quantizer.salient_fraction = cfg.quant.salient_fraction;
+    in.model_dir = cfg.model.dir;
+    const std::filesystem::path d(cfg.output.dir);
+    WQ_RETURN_IF_ERROR(quant::WriteQuantizedCheckpoint(in, (d / "quantized").string()));
+    WQ_RETURN_IF_ERROR(quant::WriteFakeQuantCheckpoint(in, (d / "fake_quant").string()));
+    exported = (d / "fake_quant").string();
+  }
+
+  json report;
+  report["config"] = cfg.source;
+  report["fingerprint"] = to.fingerprint;
+  report["target_bits"] = target;
+  report["bits_note"] = "effective bits of the quantized decoder linears; embeddings, norms and lm_head stay FP16";
+  report["tokens"] = {{"selection", eval_slice.size()}, {"heldout", heldout.size()},
+                      {"whole", eval_slice.size() + heldout.size()},
+                      {"calibration_slice", calib_ids.size()}};
+  report["fp"] = {{"whole_ppl", Num(fp.whole_ppl)}, {"heldout_ppl", Num(fp.heldout_ppl)},
+                  {"selection_ppl", Num(fp.selection_ppl)}};
+  json ps = json::array();
+  for (const Measured& m : plans) {
+    ps.push_back({{"name", m.name}, {"bits", m.bits}, {"selection_ppl", Num(m.selection_ppl)},
+                  {"whole_ppl", Num(m.whole_ppl)}, {"heldout_ppl", Num(m.heldout_ppl)}});
+  }
+  report["plans"] = ps;
+  report["winner"] = winner;
+  report["winner_metric"] = have_heldout ? "heldout_ppl" : "whole_ppl";
+  report["rl"] = {{"source", tr.best.source}, {"update", tr.best.update}, {"bits", plans[0].bits},
+                  {"selection_ppl", Num(plans[0].selection_ppl)}, {"whole_ppl", Num(plans[0].whole_ppl)},
+                  {"heldout_ppl", Num(plans[0].heldout_ppl)}};
+  report["lambda"] = tr.lambda;
+  report["updates"] = tr.updates;
+  report["resumed_from_update"] = tr.resumed_from_update;
+  report["plan_evaluations"] = tr.evaluations;
+  report["cache_hits"] = tr.cache_hits;
+  report["wall_time_s"] = {{"prepare", prepare_s}, {"train", train_s}, {"total", Since(t0)}};
+  json stages = json::array();
+  for (const auto& s : tr.stages) {
+    stages.push_back({{"stage", s.stage}, {"target_bits", s.target_bits}, {"update", s.update}, {"reason", s.reason}});
+  }
+  report["curriculum"] = {{"target_bits", cfg.curriculum.target_bits}, {"history", stages}};
+  json curve = json::array();
+  for (const auto& r : tr.curve) {
+    curve.push_back({{"update", r.update}, {"stage", r.stage}, {"target_bits", r.target_bits},
+                     {"mean_reward", Num(r.mean_reward)}, {"mean_ppl", Num(r.mean_ppl)},
+                     {"mean_bits", Num(r.mean_bits)}, {"best_ppl", Num(r.best_ppl)},
+                     {"best_bits", Num(r.best_bits)}, {"lambda", r.lambda}, {"entropy", Num(r.entropy)},
+                     {"evaluations", r.evaluations}, {"seconds", r.seconds}});
+  }
+  report["training_curve"] = curve;
+  if (!exported.empty()) report["exported"] = exported;
+  const std::string report_path = (std::filesystem::path(cfg.output.dir) / "report.json").string();
+  WQ_RETURN_IF_ERROR(base::WriteFileAtomic(report_path, report.dump(2) + "\n"));
+
+  std::printf("%-14s %8s %14s %12s %12s\n", "plan", "bits", "selection PPL", "whole PPL", "held-out PPL");
+  std::printf("%-14s %8s %14.4f %12.4f %12.4f\n", "fp", "16", fp.selection_ppl, fp.whole_ppl, fp.heldout_ppl);
+  for (const Measured& m : plans) {
+    std::printf("%-14s %8.4f %14.4f %12.4f %12.4f\n", m.name.c_str(), m.bits, m.selection_ppl, m.whole_ppl,
+                m.heldout_ppl);
+  }
+  std::printf("winner: %s (%s); lambda %.4f; %lld updates; %.1f s; wrote %s/plan.json, plan.bin, report.json\n",
+              winner.c_str(), have_heldout ? "held-out PPL" : "whole PPL", tr.lambda,
+              static_cast<long long>(tr.updates), Since(t0), cfg.output.dir.c_str());
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+WQ_REGISTER_COMMAND(quantize, "quantize",
+                    "train the RL policy and write the best feasible plan, report and model", kUsage,
+                    RunQuantize);
+
+}  // namespace windquant::cli
