@@ -188,8 +188,13 @@ void EvaluationQueue::Worker(size_t r) {
     }
     absl::Status s = report_(report);
     if (!s.ok()) {
+      // Keep the plan (and its file): it is evaluated again from the cache and
+      // reported once the learner answers.
       std::cerr << "evaluator: report of episode " << report.episode_id << ": " << s.message()
-                << std::endl;
+                << " (requeued)" << std::endl;
+      absl::MutexLock lock(&mu_);
+      queue_.push_back(std::move(q));
+      continue;
     }
     if (!queue_dir_.empty()) {
       std::error_code ec;

@@ -102,6 +102,7 @@ int main(int argc, char** argv) {
   wq::net::RetryPolicy retry;
   retry.max_attempts = 100;
   retry.max_total_sleep = absl::Minutes(5);
+  retry.retry_deadline_exceeded = true;  // ReportEvaluation is idempotent (duplicates: accepted=false)
 
   auto report = [&](const wq::evaluator::Report& r) -> absl::Status {
     wq::v1::EvaluationReport req;
