@@ -180,13 +180,13 @@ absl::Status RunQuantize(Args& args) {
     }
     plans.push_back({absl::StrCat("uniform-", std::string(quant::ActionName(quant::ActionFromIndex(nearest.actions[0]).value()))),
                      nearest.actions});
-  }
     WQ_ASSIGN_OR_RETURN(quant::Plan greedy, quant::GreedyPlan(table, target));
     plans.push_back({"greedy", greedy.actions});
     WQ_ASSIGN_OR_RETURN(quant::Plan lagrange, quant::LagrangePlan(table, target));
     plans.push_back({"lagrange", lagrange.actions});
     WQ_ASSIGN_OR_RETURN(quant::Plan random, quant::RandomPlan(table, target, cfg.training.seed));
     plans.push_back({"random", random.actions});
+  }
   const bool have_heldout = static_cast<int64_t>(heldout.size()) >= cfg.evaluation.context;
   // PPL of a plan on the slice, held-out part and whole text (slice + held-out windows).
   auto measure = [&](const std::vector<int>& actions, Measured* m) -> absl::Status {
