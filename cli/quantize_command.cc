@@ -210,11 +210,13 @@ absl::Status RunQuantize(Args& args) {
     WQ_RETURN_IF_ERROR(measure(m.actions, &m));
   }
   // Winner: lowest held-out PPL (whole text when there is no held-out part)
-  // among plans within 0.01 bits above the target.
+  // among plans within 0.01 bits above the target; ties go to the baseline.
   constexpr double kSameBitsTolerance = 0.01;
   std::string winner;
   double winner_ppl = 1e300;
-  for (const Measured& m : plans) {
+  // Baselines first, so that a tie (e.g. RL returning the Lagrangian plan) is not an RL win.
+  for (auto it = plans.rbegin(); it != plans.rend(); ++it) {
+    const Measured& m = *it;
     const double ppl = have_heldout ? m.heldout_ppl : m.whole_ppl;
     if (m.bits <= target + kSameBitsTolerance && ppl < winner_ppl) winner_ppl = ppl, winner = m.name;
   }
