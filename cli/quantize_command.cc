@@ -22,6 +22,8 @@
 #include "common/quant/exporter.h"
 #include "common/quant/plan_io.h"
 #include "common/quant/quantization_session.h"
+#include "common/report/html_report.h"
+#include "common/report/report_data.h"
 #include "common/rl/episode_evaluator.h"
 #include "common/rl/run_checkpoint.h"
 #include "common/rl/trainer.h"
@@ -40,7 +42,12 @@ constexpr char kUsage[] =
     "final target on the evaluation text, and writes to output.dir:\n"
     "  plan.json, plan.bin     the best feasible RL plan (plan_io.h)\n"
     "  report.json             FP / RL / baseline perplexities and bits, winner, wall time,\n"
-    "                          lambda, curriculum history, training curve per update\n"
+    "                          lambda, curriculum history, training curve per update, and\n"
+    "                          the HTML report's data (common/report/report_data.h)\n"
+    "  report.html             self-contained report (inline SVG: bits heat map over layers\n"
+    "                          x matrix types, perplexity vs effective bits for RL and every\n"
+    "                          baseline, training curves); `windquant report --in\n"
+    "                          report.json` renders the same page again\n"
     "  checkpoint/run.ckpt     the training checkpoint (every training.checkpoint_every_updates)\n"
     "  quantized/, fake_quant/ the exported model (unless --no-export)\n\n"
     "Plans are selected on the first evaluation.eval_slice_tokens ids of evaluation.text;\n"
@@ -84,6 +91,64 @@ struct Measured {
   double bits = 0;
   double selection_ppl = 0, whole_ppl = 0, heldout_ppl = 0;
 };
+
+// The HTML report's data (common/report): the RL plan per unit, every measured plan
+// at its effective bits, the training curve. Perplexities are the winner metric's
+// (held-out part, or the whole text when there is none).
+report::ReportData MakeReportData(const config::RunConfig& cfg, const quant::UnitTable& table,
+                                  const rl::TrainerResult& tr, const Measured& fp,
+                                  const std::vector<Measured>& plans, bool have_heldout,
+                                  const std::string& fingerprint, const std::string& winner,
+                                  double target, double wall_s, int64_t selection_tokens,
+                                  int64_t heldout_tokens) {
+  auto metric = [have_heldout](const Measured& m) {  // non-finite (overflow) = unknown
+    const double ppl = have_heldout ? m.heldout_ppl : m.whole_ppl;
+    return std::isfinite(ppl) ? ppl : std::nan("");
+  };
+  report::ReportData d;
+  const std::filesystem::path model_dir = std::filesystem::path(cfg.model.dir).lexically_normal();
+  d.model_name = model_dir.has_filename() ? model_dir.filename().string() : model_dir.parent_path().filename().string();
+  d.fingerprint = fingerprint;
+  d.fp_perplexity = metric(fp);
+  d.target_bits = target;
+  d.winner = winner;
+  d.wall_time_s = wall_s;
+  const std::vector<int>& rl = plans.front().actions;
+  for (size_t i = 0; i < table.units.size(); ++i) {
+    const quant::Unit& u = table.units[i];
+    d.units.push_back({u.layer, u.matrix, u.n(), u.bits[rl[i]] / static_cast<double>(u.n())});
+  }
+  for (const Measured& m : plans) d.points.push_back({m.name, m.bits, metric(m)});
+  const double nan = std::nan("");
+  for (const rl::UpdateRecord& r : tr.curve) {
+    report::TrainingRow row;
+    row.update = r.update;
+    row.mean_reward = r.mean_reward;
+    row.best_perplexity = r.best_ppl > 0 ? r.best_ppl : nan;  // 0: no feasible plan yet
+    row.bits = r.mean_bits;
+    row.lambda = r.lambda;
+    row.target_bits = r.target_bits;
+    row.mean_perplexity = r.mean_ppl;
+    d.curve.push_back(row);
+  }
+  d.notes.push_back(have_heldout
+                        ? absl::StrFormat("Perplexities in the summary and the chart: the %d held-out tokens of %s "
+                                          "after the %d-token selection slice (report.json has all slices).",
+                                          heldout_tokens, cfg.evaluation.text, selection_tokens)
+                        : absl::StrFormat("Perplexities in the summary and the chart: the whole %d tokens used of %s "
+                                          "(no held-out part).",
+                                          selection_tokens + heldout_tokens, cfg.evaluation.text));
+  d.notes.push_back("Training curves: perplexity and bits on the selection slice; the best plan is the "
+                    "lowest selection-slice perplexity within the final target.");
+  d.notes.push_back(absl::StrFormat("RL plan from %s at update %d; %d updates, %d plan evaluations, lambda %.4f%s.",
+                                    tr.best.source, tr.best.update, tr.updates, tr.evaluations, tr.lambda,
+                                    tr.resumed_from_update >= 0
+                                        ? absl::StrFormat("; resumed from update %d", tr.resumed_from_update)
+                                        : ""));
+  d.notes.push_back(absl::StrCat("Config ", cfg.source, "; baselines (uniform nearest, greedy, lagrange, random) "
+                                 "use the same unit table and operators."));
+  return d;
+}
 
 absl::Status RunQuantize(Args& args) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -202,7 +267,8 @@ absl::Status RunQuantize(Args& args) {
     m->whole_ppl = std::exp(nll / tokens);
     return absl::OkStatus();
   };
-  Measured fp{"fp"};
+  Measured fp;
+  fp.name = "fp";
   fp.bits = 16;
   WQ_RETURN_IF_ERROR(measure({}, &fp));
   for (Measured& m : plans) {
@@ -267,7 +333,8 @@ absl::Status RunQuantize(Args& args) {
   report["resumed_from_update"] = tr.resumed_from_update;
   report["plan_evaluations"] = tr.evaluations;
   report["cache_hits"] = tr.cache_hits;
-  report["wall_time_s"] = {{"prepare", prepare_s}, {"train", train_s}, {"total", Since(t0)}};
+  const double total_s = Since(t0);
+  report["wall_time_s"] = {{"prepare", prepare_s}, {"train", train_s}, {"total", total_s}};
   json stages = json::array();
   for (const auto& s : tr.stages) {
     stages.push_back({{"stage", s.stage}, {"target_bits", s.target_bits}, {"update", s.update}, {"reason", s.reason}});
@@ -283,8 +350,21 @@ absl::Status RunQuantize(Args& args) {
   }
   report["training_curve"] = curve;
   if (!exported.empty()) report["exported"] = exported;
-  const std::string report_path = (std::filesystem::path(cfg.output.dir) / "report.json").string();
+  // The HTML report's keys (common/report/report_data.h) beside ours, so that
+  // `windquant report --in report.json` renders report.html again. Shared keys
+  // (fingerprint, target_bits, winner, wall_time_s) already hold the same values.
+  const report::ReportData html_data =
+      MakeReportData(cfg, table, tr, fp, plans, have_heldout, to.fingerprint, winner, target, total_s,
+                     static_cast<int64_t>(eval_slice.size()), static_cast<int64_t>(heldout.size()));
+  WQ_RETURN_IF_ERROR(report::ValidateReportData(html_data));
+  const json html_json = json::parse(report::ToJson(html_data));
+  for (const char* key : {"model_name", "fp_perplexity", "notes", "units", "points", "curve"}) {
+    report[key] = html_json.at(key);
+  }
+  const std::filesystem::path out_dir(cfg.output.dir);
+  const std::string report_path = (out_dir / "report.json").string();
   WQ_RETURN_IF_ERROR(base::WriteFileAtomic(report_path, report.dump(2) + "\n"));
+  WQ_RETURN_IF_ERROR(report::WriteHtmlReport(html_data, (out_dir / "report.html").string()));
 
   std::printf("%-14s %8s %14s %12s %12s\n", "plan", "bits", "selection PPL", "whole PPL", "held-out PPL");
   std::printf("%-14s %8s %14.4f %12.4f %12.4f\n", "fp", "16", fp.selection_ppl, fp.whole_ppl, fp.heldout_ppl);
@@ -292,7 +372,8 @@ absl::Status RunQuantize(Args& args) {
     std::printf("%-14s %8.4f %14.4f %12.4f %12.4f\n", m.name.c_str(), m.bits, m.selection_ppl, m.whole_ppl,
                 m.heldout_ppl);
   }
-  std::printf("winner: %s (%s); lambda %.4f; %lld updates; %.1f s; wrote %s/plan.json, plan.bin, report.json\n",
+  std::printf("winner: %s (%s); lambda %.4f; %lld updates; %.1f s; wrote %s/plan.json, plan.bin, report.json, "
+              "report.html\n",
               winner.c_str(), have_heldout ? "held-out PPL" : "whole PPL", tr.lambda,
               static_cast<long long>(tr.updates), Since(t0), cfg.output.dir.c_str());
   return absl::OkStatus();

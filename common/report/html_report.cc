@@ -26,6 +26,7 @@ constexpr size_t kMaxCurveRows = 2000;
 constexpr double kMinBits = 1.0, kMaxBits = 16.0;
 
 constexpr char kRlColor[] = "#d62728";
+constexpr char kMeanPplColor[] = "#f4a582";  // mean perplexity of an update's plans
 constexpr std::array<const char*, 9> kPalette = {"#1f77b4", "#2ca02c", "#9467bd",
                                                  "#8c564b", "#e377c2", "#7f7f7f",
                                                  "#bcbd22", "#17becf", "#ff7f0e"};
@@ -357,25 +358,33 @@ std::string PerplexitySection(const ReportData& d) {
   return h;
 }
 
+// One training curve against update: `field` (solid), optionally `second` (a thinner,
+// lighter line in the same chart, when it has any finite value) and the curriculum
+// target (dashed grey).
 std::string CurveChart(const std::vector<TrainingRow>& rows, const char* title,
                        double TrainingRow::*field, const char* color, bool allow_log,
-                       bool with_target) {
-  std::vector<double> xs, ys, target;
+                       bool with_target, double TrainingRow::*second = nullptr,
+                       const char* second_color = nullptr) {
+  std::vector<double> xs, ys, ys2, target;
   double lo = std::numeric_limits<double>::infinity(), hi = -lo;
   for (const TrainingRow& r : rows) {
     xs.push_back(static_cast<double>(r.update));
     ys.push_back(r.*field);
+    ys2.push_back(second != nullptr ? r.*second : kNaN);
     target.push_back(r.target_bits);
-    for (double v : {r.*field, with_target ? r.target_bits : r.*field}) {
+    for (double v : {r.*field, with_target ? r.target_bits : r.*field, ys2.back()}) {
       if (std::isfinite(v)) lo = std::min(lo, v), hi = std::max(hi, v);
     }
   }
   if (!(lo <= hi)) lo = 0, hi = 1;
+  const bool has_second =
+      std::any_of(ys2.begin(), ys2.end(), [](double v) { return std::isfinite(v); });
   const bool log_y = allow_log && lo > 0 && hi / lo > kLogScaleRatio;
   SvgChart svg(370, 230, 58, 14, 26, 38);
   svg.SetAxes(xs.front(), xs.back(), lo, hi, log_y);
   svg.DrawFrame(log_y ? absl::StrCat(title, " (log)") : title, "update", title);
   if (with_target) svg.Line(xs, target, "#888", 1.2, true);
+  if (has_second) svg.Line(xs, ys2, second_color, 1.2, false);
   svg.Line(xs, ys, color, 1.8, false);
   return svg.Finish();
 }
@@ -389,13 +398,22 @@ std::string CurvesSection(const ReportData& d) {
   if ((d.curve.size() - 1) % stride != 0) rows.push_back(d.curve.back());
   h += "<div class=\"row\">\n";
   h += CurveChart(rows, "mean reward", &TrainingRow::mean_reward, "#1f77b4", false, false);
-  h += CurveChart(rows, "best perplexity", &TrainingRow::best_perplexity, kRlColor, true, false);
+  const bool has_mean_ppl = std::any_of(d.curve.begin(), d.curve.end(), [](const TrainingRow& r) {
+    return std::isfinite(r.mean_perplexity);
+  });
+  h += CurveChart(rows, has_mean_ppl ? "perplexity" : "best perplexity",
+                  &TrainingRow::best_perplexity, kRlColor, true, false,
+                  &TrainingRow::mean_perplexity, kMeanPplColor);
   h += CurveChart(rows, "lambda", &TrainingRow::lambda, "#9467bd", false, false);
   h += CurveChart(rows, "bits", &TrainingRow::bits, "#2ca02c", false, true);
   h += "</div>\n<p class=\"small\">";
   absl::StrAppend(&h, d.curve.size(), " updates",
                   stride > 1 ? absl::StrCat(" (every ", stride, "th shown)") : "",
-                  ". Dashed in the bits chart: the curriculum's target bits.</p>\n");
+                  ". Dashed in the bits chart: the curriculum's target bits.",
+                  has_mean_ppl ? " Perplexity chart: best feasible plan so far (bold) and the "
+                                 "mean over the update's sampled plans (light)."
+                               : "",
+                  "</p>\n");
   return h;
 }
 

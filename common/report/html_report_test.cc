@@ -189,6 +189,20 @@ TEST(HtmlReportTest, ShowsSummaryNumbersAndEveryMethod) {
   }
 }
 
+TEST(HtmlReportTest, PerplexityCurveShowsTheMeanWhenRecorded) {
+  const std::string without = RenderHtmlReport(Sample());
+  EXPECT_TRUE(absl::StrContains(without, "aria-label=\"best perplexity")) << without;
+  EXPECT_FALSE(absl::StrContains(without, "#f4a582"));
+  ReportData d = Sample();
+  for (size_t i = 0; i < d.curve.size(); ++i) d.curve[i].mean_perplexity = 40.0 - static_cast<double>(i);
+  const std::string with = RenderHtmlReport(d);
+  EXPECT_TRUE(absl::StrContains(with, "aria-label=\"perplexity")) << with;
+  EXPECT_TRUE(absl::StrContains(with, "stroke=\"#f4a582\"")) << "the mean's line";
+  EXPECT_TRUE(absl::StrContains(with, "mean over the update's sampled plans"));
+  int elements = 0;
+  EXPECT_EQ(CheckWellFormed(with, &elements), "");
+}
+
 TEST(HtmlReportTest, HeatMapColoursFollowBits) {
   // Distinct bits -> distinct colours; monotone in bits; clamped outside [1, 16].
   std::set<std::string> colours;

@@ -158,7 +158,8 @@ std::string ToJson(const ReportData& data) {
                          {"best_perplexity", Number(r.best_perplexity)},
                          {"bits", Number(r.bits)},
                          {"lambda", Number(r.lambda)},
-                         {"target_bits", Number(r.target_bits)}});
+                         {"target_bits", Number(r.target_bits)},
+                         {"mean_perplexity", Number(r.mean_perplexity)}});
   }
   j["curve"] = std::move(curve);
   return j.dump(1) + "\n";
@@ -175,7 +176,13 @@ absl::StatusOr<ReportData> FromJson(std::string_view text, const std::string& so
   WQ_RETURN_IF_ERROR(r.Double(j, "", "fp_perplexity", false, &d.fp_perplexity));
   WQ_RETURN_IF_ERROR(r.Double(j, "", "target_bits", false, &d.target_bits));
   WQ_RETURN_IF_ERROR(r.String(j, "", "winner", &d.winner));
-  WQ_RETURN_IF_ERROR(r.Double(j, "", "wall_time_s", true, &d.wall_time_s));
+  // A number, or an object with "total" (the report.json of `windquant quantize`).
+  const auto wall = j.find("wall_time_s");
+  if (wall != j.end() && wall->is_object()) {
+    WQ_RETURN_IF_ERROR(r.Double(*wall, "wall_time_s", "total", false, &d.wall_time_s));
+  } else {
+    WQ_RETURN_IF_ERROR(r.Double(j, "", "wall_time_s", true, &d.wall_time_s));
+  }
 
   absl::StatusOr<const Json*> notes = r.Array(j, "notes", true);
   if (!notes.ok()) return notes.status();
@@ -228,6 +235,7 @@ absl::StatusOr<ReportData> FromJson(std::string_view text, const std::string& so
       WQ_RETURN_IF_ERROR(r.Double(e, p, "bits", false, &row.bits));
       WQ_RETURN_IF_ERROR(r.Double(e, p, "lambda", false, &row.lambda));
       WQ_RETURN_IF_ERROR(r.Double(e, p, "target_bits", false, &row.target_bits));
+      WQ_RETURN_IF_ERROR(r.Double(e, p, "mean_perplexity", true, &row.mean_perplexity));
       d.curve.push_back(row);
     }
   }

@@ -12,15 +12,19 @@
 //    "units":  [{"layer": int, "matrix": int 0..6, "n_weights": int, "bits": num}],
 //    "points": [{"label": str, "effective_bits": num, "perplexity": num}],
 //    "curve":  [{"update": int, "mean_reward": num, "best_perplexity": num, "bits": num,
-//                "lambda": num, "target_bits": num}] [opt]}
+//                "lambda": num, "target_bits": num, "mean_perplexity": num [opt]}] [opt]}
 // A perplexity that is unknown (e.g. no feasible plan yet) is written as null and read
 // back as NaN; the report shows it as "n/a".
+// Unknown keys are ignored, so a larger file may carry these keys beside its own:
+// `windquant quantize` writes them into its report.json, where "wall_time_s" is an
+// object {"prepare", "train", "total"}; the reader takes "total" from such an object.
 // Plain data; thread-compatible. Functions are stateless and thread-safe.
 #ifndef WINDQUANT_COMMON_REPORT_REPORT_DATA_H_
 #define WINDQUANT_COMMON_REPORT_REPORT_DATA_H_
 
 #include <array>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -62,6 +66,8 @@ struct TrainingRow {
   double bits = 0.0;             // mean effective bits of the update's plans
   double lambda = 0.0;           // Lagrange multiplier after the update
   double target_bits = 0.0;      // current curriculum target
+  // Mean perplexity of the update's (sampled) plans; NaN if unknown or not recorded.
+  double mean_perplexity = std::numeric_limits<double>::quiet_NaN();
 };
 
 struct ReportData {

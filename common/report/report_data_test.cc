@@ -67,6 +67,40 @@ TEST(ReportDataTest, OptionalKeysMayBeAbsent) {
   EXPECT_TRUE(d->notes.empty());
 }
 
+TEST(ReportDataTest, MeanPerplexityIsOptionalAndRoundTrips) {
+  ReportData d = Sample();
+  d.curve[1].mean_perplexity = 31.5;
+  absl::StatusOr<ReportData> back = FromJson(ToJson(d), "report.json");
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_TRUE(std::isnan(back->curve[0].mean_perplexity));  // default: unknown -> null
+  EXPECT_DOUBLE_EQ(back->curve[1].mean_perplexity, 31.5);
+  absl::StatusOr<ReportData> old = FromJson(
+      R"({"model_name":"m","fingerprint":"f","fp_perplexity":3,"target_bits":2,"winner":"rl",
+          "units":[],"points":[],"curve":[{"update":1,"mean_reward":0,"best_perplexity":4,
+          "bits":2,"lambda":0,"target_bits":2}]})",
+      "old.json");
+  ASSERT_TRUE(old.ok()) << old.status();
+  EXPECT_TRUE(std::isnan(old->curve[0].mean_perplexity));
+}
+
+// `windquant quantize` writes these keys into a larger report.json of its own, where
+// wall_time_s is an object and other keys are unknown here.
+TEST(ReportDataTest, ReadsTheKeysOfALargerQuantizeReport) {
+  absl::StatusOr<ReportData> d = FromJson(
+      R"({"config":"c.yaml","model_name":"m","fingerprint":"f","fp_perplexity":3,
+          "target_bits":2,"winner":"greedy","wall_time_s":{"prepare":1,"train":2,"total":4.5},
+          "plans":[{"name":"rl"}],"resumed_from_update":2,"units":[],"points":[]})",
+      "runs/x/report.json");
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_DOUBLE_EQ(d->wall_time_s, 4.5);
+  EXPECT_EQ(d->winner, "greedy");
+  absl::StatusOr<ReportData> bad = FromJson(
+      R"({"model_name":"m","fingerprint":"f","fp_perplexity":3,"target_bits":2,"winner":"",
+          "wall_time_s":{"train":2},"units":[],"points":[]})",
+      "q.json");
+  EXPECT_THAT(bad.status().message(), HasSubstr("q.json: wall_time_s.total: missing"));
+}
+
 TEST(ReportDataTest, ErrorsNameSourceAndField) {
   ReportData d = Sample();
   d.units[1].matrix = 9;
