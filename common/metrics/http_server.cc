@@ -1,74 +1,151 @@
 #include "common/metrics/http_server.h"
 
 #include <arpa/inet.h>
-#include <civetweb.h>
+#include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
-#include <mutex>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "common/metrics/text_format.h"
 
 namespace windquant::metrics {
 namespace {
 
-void InitCivetwebOnce() {
-  static std::once_flag once;
-  std::call_once(once, [] { mg_init_library(0); });
+constexpr size_t kMaxRequestHead = 16 << 10;
+constexpr size_t kMaxDiscardedBody = 64 << 10;
+constexpr char kPlain[] = "text/plain; charset=utf-8";
+
+const char* Reason(int status) {
+  switch (status) {
+    case 200: return "OK";
+    case 400: return "Bad Request";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 408: return "Request Timeout";
+    case 431: return "Request Header Fields Too Large";
+    default: return "Error";
+  }
 }
 
-// civetweb logs bind failures etc. to stderr by default; they reach the caller through
-// mg_start2's error text instead.
-int SilenceLog(const struct mg_connection*, const char*) { return 1; }
+// Milliseconds left until `deadline` for poll(), at least 0.
+int MillisLeft(absl::Time deadline) {
+  const int64_t ms = absl::ToInt64Milliseconds(deadline - absl::Now());
+  return ms <= 0 ? 0 : static_cast<int>(std::min<int64_t>(ms, 60000));
+}
 
-int Reply(struct mg_connection* conn, int status, const char* content_type,
-          const std::string& body, bool head, const char* extra_header = nullptr) {
-  mg_response_header_start(conn, status);
-  mg_response_header_add(conn, "Content-Type", content_type, -1);
-  mg_response_header_add(conn, "Content-Length", std::to_string(body.size()).c_str(), -1);
-  mg_response_header_add(conn, "Cache-Control", "no-store", -1);
-  if (extra_header != nullptr) mg_response_header_add_lines(conn, extra_header);
-  {
-    // civetweb 1.15 formats the Date header with gmtime(), whose static buffer is shared
-    // by all worker threads (ThreadSanitizer reports it); serialise our header sends.
-    static std::mutex* const header_mu = new std::mutex;
-    std::lock_guard<std::mutex> lock(*header_mu);
-    mg_response_header_send(conn);
+// Waits until `fd` is ready for `events` or the deadline passes.
+bool WaitFor(int fd, short events, absl::Time deadline) {
+  while (true) {
+    pollfd p{fd, events, 0};
+    const int n = poll(&p, 1, MillisLeft(deadline));
+    if (n > 0) return true;
+    if (n == 0) return false;
+    if (errno != EINTR) return false;
   }
-  if (!head && !body.empty()) mg_write(conn, body.data(), body.size());
-  return status;
+}
+
+void SendAll(int fd, absl::string_view data, absl::Time deadline) {
+  while (!data.empty()) {
+    const ssize_t n = send(fd, data.data(), data.size(), MSG_NOSIGNAL);
+    if (n > 0) {
+      data.remove_prefix(static_cast<size_t>(n));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && WaitFor(fd, POLLOUT, deadline)) {
+      continue;
+    }
+    return;  // the client went away or was too slow: nothing more to do
+  }
+}
+
+void Reply(int fd, int status, absl::string_view content_type, absl::string_view body,
+           bool head, absl::Time deadline, absl::string_view extra_header = "") {
+  std::string out = absl::StrCat("HTTP/1.1 ", status, " ", Reason(status),
+                                 "\r\nContent-Type: ", content_type,
+                                 "\r\nContent-Length: ", body.size(),
+                                 "\r\nCache-Control: no-store\r\nConnection: close\r\n");
+  if (!extra_header.empty()) absl::StrAppend(&out, extra_header, "\r\n");
+  absl::StrAppend(&out, "\r\n");
+  if (!head) absl::StrAppend(&out, body);
+  SendAll(fd, out, deadline);
+}
+
+// The value of header `name` (case-insensitive) in a request head, or "".
+absl::string_view HeaderValue(absl::string_view head, absl::string_view name) {
+  size_t pos = head.find("\r\n");
+  while (pos != absl::string_view::npos && pos + 2 < head.size()) {
+    const size_t start = pos + 2;
+    const size_t end = head.find("\r\n", start);
+    absl::string_view line =
+        head.substr(start, end == absl::string_view::npos ? absl::string_view::npos : end - start);
+    const size_t colon = line.find(':');
+    if (colon != absl::string_view::npos &&
+        absl::EqualsIgnoreCase(absl::StripAsciiWhitespace(line.substr(0, colon)), name)) {
+      return absl::StripAsciiWhitespace(line.substr(colon + 1));
+    }
+    pos = end;
+  }
+  return "";
+}
+
+void CloseFd(int& fd) {
+  if (fd >= 0) close(fd);
+  fd = -1;
 }
 
 }  // namespace
+
+absl::Status ParseMetricsAddress(const std::string& host_port, const std::string& key,
+                                 MetricsServerOptions* options) {
+  const size_t colon = host_port.rfind(':');
+  if (colon == std::string::npos || colon == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(key, ": '", host_port, "' is not HOST:PORT (HOST an IP literal)"));
+  }
+  std::string host = host_port.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  int port = -1;
+  if (!absl::SimpleAtoi(host_port.substr(colon + 1), &port) || port < 0 || port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(key, ": port of '", host_port, "' is not in [0, 65535]"));
+  }
+  unsigned char buf[sizeof(struct in6_addr)];
+  if (inet_pton(AF_INET, host.c_str(), buf) != 1 && inet_pton(AF_INET6, host.c_str(), buf) != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(key, ": host '", host, "' is not an IPv4/IPv6 literal"));
+  }
+  options->address = host;
+  options->port = port;
+  return absl::OkStatus();
+}
 
 MetricsServer::MetricsServer(Registry* registry, MetricsServerOptions options)
     : registry_(registry), options_(std::move(options)) {}
 
 MetricsServer::~MetricsServer() { Stop(); }
 
-int MetricsServer::HandleRequest(struct mg_connection* conn) {
-  const struct mg_request_info* info = mg_get_request_info(conn);
-  auto* self = static_cast<MetricsServer*>(info->user_data);
-  const char* uri = info->local_uri != nullptr ? info->local_uri : "";
-  const char* method = info->request_method != nullptr ? info->request_method : "";
-  const bool head = std::strcmp(method, "HEAD") == 0;
-  const bool get = std::strcmp(method, "GET") == 0;
-  const bool known = std::strcmp(uri, "/metrics") == 0 || std::strcmp(uri, "/healthz") == 0;
-  const char* kPlain = "text/plain; charset=utf-8";
-  if (!known) return Reply(conn, 404, kPlain, "not found\n", head);
-  if (!get && !head) return Reply(conn, 405, kPlain, "method not allowed\n", false, "Allow: GET, HEAD");
-  if (std::strcmp(uri, "/healthz") == 0) return Reply(conn, 200, kPlain, "ok\n", head);
-  return Reply(conn, 200, kTextContentType, self->registry_->TextExposition(), head);
-}
-
 absl::Status MetricsServer::Start() {
   if (options_.address.empty()) {
     return absl::InvalidArgumentError("metrics server: address must not be empty");
   }
-  unsigned char addr[sizeof(struct in6_addr)];
-  const bool ipv4 = inet_pton(AF_INET, options_.address.c_str(), addr) == 1;
-  const bool ipv6 = !ipv4 && inet_pton(AF_INET6, options_.address.c_str(), addr) == 1;
+  in_addr addr4{};
+  in6_addr addr6{};
+  const bool ipv4 = inet_pton(AF_INET, options_.address.c_str(), &addr4) == 1;
+  const bool ipv6 = !ipv4 && inet_pton(AF_INET6, options_.address.c_str(), &addr6) == 1;
   if (!ipv4 && !ipv6) {
     return absl::InvalidArgumentError(absl::StrCat(
         "metrics server: address '", options_.address, "' is not an IPv4/IPv6 literal"));
@@ -81,61 +158,69 @@ absl::Status MetricsServer::Start() {
     return absl::InvalidArgumentError("metrics server: num_threads must be >= 1");
   }
   absl::MutexLock lock(&mu_);
-  if (context_ != nullptr) {
-    return absl::FailedPreconditionError("metrics server: already running");
-  }
-  InitCivetwebOnce();
-  const std::string listen = ipv6 ? absl::StrCat("[", options_.address, "]:", options_.port)
-                                  : absl::StrCat(options_.address, ":", options_.port);
-  const std::string threads = std::to_string(options_.num_threads);
-  const std::string timeout = std::to_string(options_.request_timeout_ms);
-  const char* config[] = {"listening_ports", listen.c_str(),
-                          "num_threads", threads.c_str(),
-                          "request_timeout_ms", timeout.c_str(),
-                          "enable_directory_listing", "no",
-                          "enable_keep_alive", "no",
-                          nullptr};
-  struct mg_callbacks callbacks;
-  std::memset(&callbacks, 0, sizeof(callbacks));
-  callbacks.begin_request = &MetricsServer::HandleRequest;  // handles every request
-  callbacks.log_message = &SilenceLog;
-  struct mg_init_data init;
-  std::memset(&init, 0, sizeof(init));
-  init.callbacks = &callbacks;
-  init.user_data = this;
-  init.configuration_options = config;
-  char error_text[256] = {0};
-  unsigned error_code = 0;
-  struct mg_error_data error;
-  std::memset(&error, 0, sizeof(error));
-  error.code = &error_code;
-  error.text = error_text;
-  error.text_buffer_size = sizeof(error_text);
-  mg_context* context = mg_start2(&init, &error);
-  if (context == nullptr) {
-    return absl::UnavailableError(absl::StrCat("metrics server: cannot listen on ", listen, ": ",
-                                               error_text[0] ? error_text : "unknown error"));
-  }
-  struct mg_server_port ports[4];
-  std::memset(ports, 0, sizeof(ports));
-  const int n = mg_get_server_ports(context, 4, ports);
-  if (n < 1 || ports[0].port <= 0) {
-    mg_stop(context);
+  if (listen_fd_ >= 0) return absl::FailedPreconditionError("metrics server: already running");
+  const std::string listen_text = ipv6 ? absl::StrCat("[", options_.address, "]:", options_.port)
+                                       : absl::StrCat(options_.address, ":", options_.port);
+  auto fail = [&](int& fd, const char* what) {
+    const std::string reason = std::strerror(errno);
+    CloseFd(fd);
     return absl::UnavailableError(
-        absl::StrCat("metrics server: cannot read the bound port of ", listen));
+        absl::StrCat("metrics server: cannot listen on ", listen_text, ": ", what, ": ", reason));
+  };
+  int fd = socket(ipv6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) return fail(fd, "socket");
+  const int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  int rc;
+  if (ipv6) {
+    setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+    sockaddr_in6 sa{};
+    sa.sin6_family = AF_INET6;
+    sa.sin6_port = htons(static_cast<uint16_t>(options_.port));
+    sa.sin6_addr = addr6;
+    rc = bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa));
+  } else {
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(static_cast<uint16_t>(options_.port));
+    sa.sin_addr = addr4;
+    rc = bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa));
   }
-  context_ = context;
-  port_ = ports[0].port;
+  if (rc != 0) return fail(fd, "bind");
+  if (listen(fd, 64) != 0) return fail(fd, "listen");
+  sockaddr_storage bound{};
+  socklen_t len = sizeof(bound);
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &len) != 0) {
+    return fail(fd, "getsockname");
+  }
+  const int port = ntohs(bound.ss_family == AF_INET6
+                             ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
+                             : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+  int wake[2];
+  if (pipe2(wake, O_CLOEXEC) != 0) return fail(fd, "pipe");
+  listen_fd_ = fd;
+  wake_read_fd_ = wake[0];
+  wake_write_fd_ = wake[1];
+  port_ = port;
+  for (int i = 0; i < options_.num_threads; ++i) {
+    workers_.emplace_back([this, fd, r = wake[0]] { Serve(fd, r); });
+  }
   return absl::OkStatus();
 }
 
 void MetricsServer::Stop() {
-  // Holding mu_ through mg_stop serialises Start/Stop; request handlers never take mu_,
-  // so waiting for them here cannot deadlock.
+  // Holding mu_ while joining serialises Start/Stop; workers never take mu_.
   absl::MutexLock lock(&mu_);
-  if (context_ == nullptr) return;
-  mg_stop(context_);
-  context_ = nullptr;
+  if (listen_fd_ < 0) return;
+  const char byte = 1;
+  // The byte is never read: every worker sees the pipe readable and returns.
+  while (write(wake_write_fd_, &byte, 1) < 0 && errno == EINTR) {
+  }
+  for (std::thread& t : workers_) t.join();
+  workers_.clear();
+  CloseFd(listen_fd_);
+  CloseFd(wake_read_fd_);
+  CloseFd(wake_write_fd_);
   port_ = 0;
 }
 
@@ -146,7 +231,96 @@ int MetricsServer::port() const {
 
 bool MetricsServer::running() const {
   absl::MutexLock lock(&mu_);
-  return context_ != nullptr;
+  return listen_fd_ >= 0;
+}
+
+void MetricsServer::Serve(int listen_fd, int wake_fd) const {
+  while (true) {
+    pollfd fds[2] = {{listen_fd, POLLIN, 0}, {wake_fd, POLLIN, 0}};
+    const int n = poll(fds, 2, -1);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return;
+    }
+    if (fds[1].revents != 0) return;
+    if ((fds[0].revents & (POLLERR | POLLNVAL)) != 0) return;
+    if ((fds[0].revents & POLLIN) == 0) continue;
+    // Non-blocking: another worker may have taken the connection (EAGAIN).
+    const int conn = accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (conn < 0) continue;
+    HandleConnection(conn);
+    close(conn);
+  }
+}
+
+void MetricsServer::HandleConnection(int fd) const {
+  const absl::Time deadline = absl::Now() + absl::Milliseconds(options_.request_timeout_ms);
+  std::string request;
+  size_t head_end = std::string::npos;
+  char buf[4096];
+  while (head_end == std::string::npos) {
+    if (request.size() > kMaxRequestHead) {
+      Reply(fd, 431, kPlain, "request head too large\n", false, deadline);
+      return;
+    }
+    const ssize_t n = recv(fd, buf, sizeof(buf), 0);
+    if (n > 0) {
+      request.append(buf, static_cast<size_t>(n));
+      head_end = request.find("\r\n\r\n");
+      continue;
+    }
+    if (n == 0) return;  // closed before a complete request
+    if (errno == EINTR) continue;
+    if ((errno == EAGAIN || errno == EWOULDBLOCK) && WaitFor(fd, POLLIN, deadline)) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      Reply(fd, 408, kPlain, "request timeout\n", false, deadline);
+    }
+    return;
+  }
+  const absl::string_view head = absl::string_view(request).substr(0, head_end + 2);
+  const absl::string_view line = head.substr(0, head.find("\r\n"));
+  const size_t sp1 = line.find(' ');
+  const size_t sp2 = sp1 == absl::string_view::npos ? sp1 : line.find(' ', sp1 + 1);
+  if (sp2 == absl::string_view::npos) {
+    Reply(fd, 400, kPlain, "bad request\n", false, deadline);
+    return;
+  }
+  const absl::string_view method = line.substr(0, sp1);
+  absl::string_view path = line.substr(sp1 + 1, sp2 - sp1 - 1);
+  path = path.substr(0, path.find('?'));
+  // A body (e.g. of a POST) is read and dropped so that closing the socket does
+  // not reset the connection before the client has read the answer.
+  size_t body_len = 0;
+  if (absl::SimpleAtoi(HeaderValue(head, "Content-Length"), &body_len) &&
+      body_len <= kMaxDiscardedBody) {
+    size_t have = request.size() - (head_end + 4);
+    while (have < body_len) {
+      const ssize_t n = recv(fd, buf, sizeof(buf), 0);
+      if (n > 0) {
+        have += static_cast<size_t>(n);
+      } else if (n < 0 && errno == EINTR) {
+        continue;
+      } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) &&
+                 WaitFor(fd, POLLIN, deadline)) {
+        continue;
+      } else {
+        break;
+      }
+    }
+  }
+  const bool is_head = method == "HEAD";
+  const bool is_get = method == "GET";
+  const bool metrics = path == "/metrics";
+  const bool healthz = path == "/healthz";
+  if (!metrics && !healthz) {
+    Reply(fd, 404, kPlain, "not found\n", is_head, deadline);
+  } else if (!is_get && !is_head) {
+    Reply(fd, 405, kPlain, "method not allowed\n", false, deadline, "Allow: GET, HEAD");
+  } else if (healthz) {
+    Reply(fd, 200, kPlain, "ok\n", is_head, deadline);
+  } else {
+    Reply(fd, 200, kTextContentType, registry_->TextExposition(), is_head, deadline);
+  }
 }
 
 }  // namespace windquant::metrics

@@ -1,9 +1,18 @@
-// MetricsServer: the HTTP endpoint of every windquant process (civetweb).
+// MetricsServer: the HTTP endpoint of every windquant process.
 //
 // Serves exactly two resources and nothing else (no files, no directory listings):
 //   GET/HEAD /metrics  -> the registry in text format 0.0.4 (text_format.h)
 //   GET/HEAD /healthz  -> "ok"
-// Any other path is 404, any other method 405.
+// Any other path is 404, any other method 405. One request per connection
+// (HTTP/1.1 with "Connection: close"); a request must arrive within
+// request_timeout_ms and its head must fit in 16 KiB (else 408 / 431).
+//
+// A minimal server of its own on POSIX sockets rather than civetweb: the Debian
+// civetweb is built with a fixed 100 KiB thread stack (USE_STACK_SIZE=102400),
+// smaller than the static TLS block of a process that links libtorch (OpenBLAS
+// alone reserves 60 KiB per thread), so its worker threads could not even be
+// created in the service binaries ("Cannot create first worker thread"). The
+// threads here are std::threads with the default stack.
 //
 // Ownership: borrows the Registry, which must outlive the server.
 // Thread-safety: all methods are thread-safe; the destructor stops the server.
@@ -11,13 +20,12 @@
 #define WINDQUANT_COMMON_METRICS_HTTP_SERVER_H_
 
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "common/metrics/registry.h"
-
-struct mg_context;
-struct mg_connection;
 
 namespace windquant::metrics {
 
@@ -39,7 +47,8 @@ class MetricsServer {
   MetricsServer& operator=(const MetricsServer&) = delete;
 
   // Binds and starts serving. Errors: INVALID_ARGUMENT (address/port/threads),
-  // FAILED_PRECONDITION (already running), UNAVAILABLE (cannot bind, with civetweb's text).
+  // FAILED_PRECONDITION (already running), UNAVAILABLE (cannot bind, naming the
+  // address and the system's reason).
   absl::Status Start();
   // Stops serving and waits for in-flight requests; no-op when not running.
   void Stop();
@@ -49,14 +58,25 @@ class MetricsServer {
   bool running() const;
 
  private:
-  static int HandleRequest(struct mg_connection* conn);
+  // One worker: accepts connections until the wake pipe becomes readable.
+  void Serve(int listen_fd, int wake_fd) const;
+  void HandleConnection(int fd) const;
 
   Registry* const registry_;
   const MetricsServerOptions options_;
   mutable absl::Mutex mu_;
-  mg_context* context_ ABSL_GUARDED_BY(mu_) = nullptr;
+  int listen_fd_ ABSL_GUARDED_BY(mu_) = -1;
+  int wake_read_fd_ ABSL_GUARDED_BY(mu_) = -1;
+  int wake_write_fd_ ABSL_GUARDED_BY(mu_) = -1;
+  std::vector<std::thread> workers_ ABSL_GUARDED_BY(mu_);
   int port_ ABSL_GUARDED_BY(mu_) = 0;
 };
+
+// Parses "host:port" (host an IPv4/IPv6 literal, IPv6 optionally in brackets;
+// port 0..65535) into options.address/port. `key` names the setting in errors
+// ("service.metrics_address: ..."). INVALID_ARGUMENT for anything else.
+absl::Status ParseMetricsAddress(const std::string& host_port, const std::string& key,
+                                 MetricsServerOptions* options);
 
 }  // namespace windquant::metrics
 

@@ -1,5 +1,10 @@
 #include "common/metrics/http_server.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <thread>
 #include <vector>
@@ -137,6 +142,70 @@ TEST_F(MetricsServerTest, ConcurrentScrapesWhileUpdating) {
   done = true;
   writer.join();
   EXPECT_EQ(ok.load(), 80);
+}
+
+// A raw connection that sends `request` and reads the answer until EOF.
+std::string RawExchange(int port, const std::string& request) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(static_cast<uint16_t>(port));
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0) {
+    close(fd);
+    return "connect failed";
+  }
+  if (!request.empty()) (void)send(fd, request.data(), request.size(), MSG_NOSIGNAL);
+  std::string out;
+  char buf[1024];
+  ssize_t n;
+  while ((n = recv(fd, buf, sizeof(buf), 0)) > 0) out.append(buf, static_cast<size_t>(n));
+  close(fd);
+  return out;
+}
+
+TEST_F(MetricsServerTest, SilentClientTimesOutWithoutBlockingOthers) {
+  MetricsServerOptions o = Opts("127.0.0.1", 0, 2);
+  o.request_timeout_ms = 300;
+  MetricsServer server(&registry_, o);
+  ASSERT_TRUE(server.Start().ok());
+  std::string silent;
+  std::thread t([&] { silent = RawExchange(server.port(), ""); });
+  // The second worker answers while the first waits for the silent client.
+  auto r = HttpRequest(Url(server, "/healthz"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->status, 200);
+  t.join();
+  EXPECT_THAT(silent, StartsWith("HTTP/1.1 408"));
+}
+
+TEST_F(MetricsServerTest, RawRequestsQueryStringAndGarbage) {
+  MetricsServer server(&registry_, Opts());
+  ASSERT_TRUE(server.Start().ok());
+  episodes_->Get().Inc(3);
+  const std::string ok =
+      RawExchange(server.port(), "GET /metrics?x=1 HTTP/1.0\r\nHost: a\r\n\r\n");
+  EXPECT_THAT(ok, StartsWith("HTTP/1.1 200 OK\r\n"));
+  EXPECT_THAT(ok, HasSubstr("Content-Type: text/plain; version=0.0.4"));
+  EXPECT_THAT(ok, HasSubstr("\nwindquant_learner_episodes_total 3\n"));
+  EXPECT_THAT(RawExchange(server.port(), "garbage\r\n\r\n"), StartsWith("HTTP/1.1 400"));
+  EXPECT_THAT(RawExchange(server.port(), "GET /" + std::string(20000, 'a') + " HTTP/1.1\r\n"),
+              StartsWith("HTTP/1.1 431"));
+}
+
+TEST(ParseMetricsAddressTest, HostPortForms) {
+  MetricsServerOptions o;
+  ASSERT_TRUE(ParseMetricsAddress("0.0.0.0:9464", "k", &o).ok());
+  EXPECT_EQ(o.address, "0.0.0.0");
+  EXPECT_EQ(o.port, 9464);
+  ASSERT_TRUE(ParseMetricsAddress("[::1]:0", "k", &o).ok());
+  EXPECT_EQ(o.address, "::1");
+  EXPECT_EQ(o.port, 0);
+  for (const char* bad : {"", "9464", "localhost:1", "1.2.3.4:70000", "1.2.3.4:x", ":1"}) {
+    absl::Status s = ParseMetricsAddress(bad, "service.metrics_address", &o);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(std::string(s.message()), StartsWith("service.metrics_address: ")) << bad;
+  }
 }
 
 }  // namespace
