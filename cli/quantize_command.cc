@@ -3,6 +3,8 @@
 // PPO training with the curriculum, warm start and checkpoints (rl::Trainer),
 // then the best feasible plan, every baseline at the same target, the final
 // perplexities and the artifacts in output.dir.
+#include <ATen/Parallel.h>
+
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -161,6 +163,7 @@ absl::Status RunQuantize(Args& args) {
   if (config_path.empty()) return absl::InvalidArgumentError("--config is required (see --help)");
   if (stop_after < 0) return absl::InvalidArgumentError("--stop-after-updates: must be >= 0");
   WQ_ASSIGN_OR_RETURN(config::RunConfig cfg, config::LoadRunConfig(config_path, sets));
+  if (cfg.model.threads > 0) at::set_num_threads(cfg.model.threads);  // 0: torch's default (all cores)
   auto log = [](const std::string& line) {
     std::fprintf(stderr, "%s\n", line.c_str());
     std::fflush(stderr);
