@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <random>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "actor/actor_service.h"
@@ -15,6 +16,7 @@
 #include "common/metrics/http_server.h"
 #include "common/metrics/metric_names.h"
 #include "common/model/llama_config.h"
+#include "common/net/canceller.h"
 #include "common/net/channel.h"
 #include "common/net/retry.h"
 #include "common/net/server.h"
@@ -35,10 +37,12 @@ int main(int argc, char** argv) {
   auto flags = wq::actor::ParseServiceFlags(argc, argv);
   if (!flags.ok()) return Fail(flags.status());
   if (flags->help) {
-    std::cout << "usage: windquant-actor --config run.yaml [--set key=value]...\n"
+    std::cout << "usage: windquant-actor --config run.yaml [--set key=value]... [--metrics-port N]\n"
                  "Stage/replica from service.stage + service.replica, or from WQ_POD_ORDINAL\n"
                  "(stage = ordinal % stages, replica = ordinal / stages). Serves on\n"
-                 "service.actor_addresses[stage * replicas + replica]. Prints metrics_port=<port>.\n";
+                 "service.actor_addresses[stage * replicas + replica]. Prints metrics_port=<port>.\n"
+                 "/metrics (Prometheus text) on service.metrics_address, its port\n"
+                 "overridden by --metrics-port (0 = a free one).\n";
     return 0;
   }
   const wq::config::RunConfig& c = flags->config;
@@ -80,8 +84,17 @@ int main(int argc, char** argv) {
   id.actor_id = absl::StrCat("actor-s", stage, "-r", replica);
   id.model_key = *key;
 
+  wq::metrics::MetricsServerOptions mo;
+  if (auto s = wq::metrics::ParseMetricsAddress(svc.metrics_address, "service.metrics_address",
+                                                &mo);
+      !s.ok()) {
+    return Fail(s);
+  }
+  // The actor's metrics (forward latency, episodes) and the RPC ones.
   auto& registry = wq::metrics::Registry::Default();
-  (void)wq::metrics::RegisterWindquantMetrics(registry);
+  (void)wq::metrics::HistogramFamily(registry, wq::metrics::kActorForwardDurationSeconds);
+  // Shutdown cancels the calls to the learner in flight (registration retries).
+  wq::net::Canceller stopping;
   auto lo = wq::net::ChannelOptionsFromConfig(svc, svc.learner_address);
   if (!lo.ok()) return Fail(lo.status());
   lo->registry = &registry;
@@ -111,9 +124,11 @@ int main(int argc, char** argv) {
         [&] {
           grpc::ClientContext ctx;
           wq::net::ConfigureContext(ctx, absl::Milliseconds(svc.rpc_deadline_ms), true);
+          wq::net::Canceller::Scope scope(&stopping, &ctx);
+          if (scope.cancelled()) return wq::net::CancelledStatus();
           return learner->RegisterUnitTable(&ctx, req, &reply);
         },
-        retry));
+        retry, stopping.Sleeper()));
   };
   // A restarted actor reloads its fits (no new calibration pass needed).
   if (!last_fp_path.empty()) {
@@ -129,16 +144,12 @@ int main(int argc, char** argv) {
   wq::net::GrpcServer server(*options);
   server.AddService(&service, wq::v1::Actor::service_full_name());
   if (auto s = server.Start(); !s.ok()) return Fail(s);
-  wq::metrics::MetricsServerOptions mo;
-  mo.address = svc.metrics_address.substr(0, svc.metrics_address.rfind(':'));
-  mo.port = std::atoi(svc.metrics_address.substr(svc.metrics_address.rfind(':') + 1).c_str());
   wq::metrics::MetricsServer metrics(&registry, mo);
-  // /metrics is best effort: a run goes on without it (the line says why).
-  if (auto s = metrics.Start(); !s.ok()) {
-    std::cerr << "windquant-actor: metrics disabled: " << s.message() << "\n";
-  }
+  if (auto s = metrics.Start(); !s.ok()) return Fail(s);
   std::cout << "actor_port=" << server.port() << "\nmetrics_port=" << metrics.port()
             << std::endl;
+  std::cerr << id.actor_id << ": serving on " << server.address() << ", /metrics on port "
+            << metrics.port() << std::endl;
   std::cerr << id.actor_id << ": layers [" << wo.first_layer << ", " << wo.end_layer << ")"
             << std::endl;
 
@@ -151,15 +162,30 @@ int main(int argc, char** argv) {
   ro.episodes_per_version = ro.envs;
   ro.deadline = absl::Milliseconds(svc.rpc_deadline_ms);
   ro.stall_timeout = absl::Milliseconds(svc.evaluation_timeout_ms);
-  wq::actor::RolloutLoop rollouts(c, ro, *learner_channel, *evaluator_channel);
-  if ((*worker)->fitted()) {
+  wq::actor::RolloutLoop rollouts(c, ro, *learner_channel, *evaluator_channel, &registry);
+  // A restarted actor with cached fits registers them again (in the
+  // background: the learner may be down too, and SIGTERM must still work).
+  std::thread registrar([&] {
+    if (!(*worker)->fitted()) return;
     auto table = (*worker)->table();
-    if (table.ok()) (void)register_table(*table);
+    if (!table.ok()) return;
+    absl::Status s = register_table(*table);
+    if (!s.ok() && !stopping.cancelled()) {
+      std::cerr << id.actor_id << ": registering the cached table: " << s.message() << std::endl;
+    }
+  });
+  if (auto s = rollouts.Start(); !s.ok()) {
+    stopping.Cancel();
+    registrar.join();
+    return Fail(s);
   }
-  if (auto s = rollouts.Start(); !s.ok()) return Fail(s);
   wq::net::SignalWaiter::Wait();
-  server.Drain(absl::Now() + absl::Seconds(10));
+  // Outgoing work first (it may wait on peers that are going away too), then
+  // the server drains its in-flight calls.
+  stopping.Cancel();
   rollouts.Stop();
+  registrar.join();
+  server.Drain(absl::Now() + absl::Seconds(10));
   metrics.Stop();
   return 0;
 }

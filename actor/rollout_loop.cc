@@ -4,19 +4,33 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/metrics/metric_names.h"
 #include "common/net/channel.h"
 #include "common/net/retry.h"
 #include "common/net/status_convert.h"
 #include "common/rl/state_features.h"
 
 namespace windquant::actor {
+namespace {
+
+// Not in the catalogue of metric_names.h (which has no actor episode count).
+constexpr metrics::MetricSpec kActorEpisodesTotal{
+    "windquant_actor_episodes_total", "Episodes (complete plans) this actor's rollouts produced.",
+    metrics::MetricType::kCounter};
+
+}  // namespace
 
 RolloutLoop::RolloutLoop(const config::RunConfig& config, RolloutLoopOptions options,
                          std::shared_ptr<grpc::Channel> learner,
-                         std::shared_ptr<grpc::Channel> evaluator)
+                         std::shared_ptr<grpc::Channel> evaluator, metrics::Registry* registry)
     : config_(config), options_(std::move(options)),
       learner_(v1::Learner::NewStub(std::move(learner))),
-      evaluator_(v1::Evaluator::NewStub(std::move(evaluator))) {}
+      evaluator_(v1::Evaluator::NewStub(std::move(evaluator))) {
+  if (registry != nullptr) {
+    auto family = metrics::CounterFamily(*registry, kActorEpisodesTotal);
+    if (family.ok()) episodes_ = &(*family)->Get();
+  }
+}
 
 RolloutLoop::~RolloutLoop() { Stop(); }
 
@@ -42,6 +56,7 @@ void RolloutLoop::Stop() {
     absl::MutexLock lock(&mu_);
     stop_ = true;
   }
+  cancel_.Cancel();
   if (watcher_.joinable()) watcher_.join();
   if (roller_.joinable()) roller_.join();
 }
@@ -61,26 +76,17 @@ void RolloutLoop::WatchPolicy() {
     {
       absl::MutexLock lock(&mu_);
       if (stop_ || done_) return;
-      req.set_known_version(version_);
     }
+    // Always the current snapshot first: a restarted learner may be back at an
+    // older checkpoint, and a version number alone does not identify weights.
+    req.set_known_version(-1);
     grpc::ClientContext ctx;
-    // Long-lived stream: cancelled on Stop through the short read timeout below.
+    // Long-lived stream: ended by the learner, or by Stop() through cancel_.
     net::ConfigureContext(ctx, absl::Hours(24), /*wait_for_ready=*/true);
+    net::Canceller::Scope scope(&cancel_, &ctx);
     auto reader = learner_->WatchPolicy(&ctx, req);
     v1::PolicySnapshot snap;
-    std::atomic<bool> reading{true};
-    std::thread canceller([&] {
-      while (reading) {
-        {
-          absl::MutexLock lock(&mu_);
-          if (stop_) {
-            ctx.TryCancel();
-            return;
-          }
-        }
-        absl::SleepFor(absl::Milliseconds(200));
-      }
-    });
+    bool first = true;
     while (reader->Read(&snap)) {
       rl::PolicySnapshot s;
       s.version = snap.version();
@@ -93,16 +99,26 @@ void RolloutLoop::WatchPolicy() {
                   << st.message() << std::endl;
         continue;
       }
+      if (first) {
+        // A new subscription (first connect, or a learner back from a crash):
+        // this actor's share of episodes starts afresh.
+        ++subscription_;
+        if (subscription_ > 1) {
+          std::cerr << options_.actor_id << ": re-subscribed at policy version " << s.version
+                    << std::endl;
+        }
+        first = false;
+      }
       version_ = s.version;
       target_bits_ = snap.target_bits();
       backoff = absl::Milliseconds(100);
     }
-    reading = false;
-    canceller.join();
     const grpc::Status status = reader->Finish();
+    if (cancel_.cancelled()) return;
     // A clean end means the run is done (the learner closes streams then).
     grpc::ClientContext sctx;
-    net::ConfigureContext(sctx, options_.deadline);
+    net::ConfigureContext(sctx, std::min(options_.deadline, absl::Seconds(5)));
+    net::Canceller::Scope sscope(&cancel_, &sctx);
     v1::RunStatus run;
     if (learner_->GetRunStatus(&sctx, v1::RunStatusRequest(), &run).ok() && run.done()) {
       absl::MutexLock lock(&mu_);
@@ -125,6 +141,7 @@ void RolloutLoop::Rollouts() {
   while (worker == nullptr) {
     grpc::ClientContext ctx;
     net::ConfigureContext(ctx, options_.deadline, /*wait_for_ready=*/true);
+    net::Canceller::Scope scope(&cancel_, &ctx);
     v1::UnitTable proto;
     grpc::Status s = learner_->GetUnitTable(&ctx, v1::GetUnitTableRequest(), &proto);
     if (s.ok()) {
@@ -142,22 +159,35 @@ void RolloutLoop::Rollouts() {
   std::cerr << options_.actor_id << ": unit table of " << worker->table().units.size()
             << " units" << std::endl;
   std::unique_ptr<grpc::ClientContext> ctx;
+  std::unique_ptr<net::Canceller::Scope> ctx_scope;
   std::unique_ptr<grpc::ClientReaderWriter<v1::TransitionBatch, v1::TransitionAck>> stream;
+  auto close_stream = [&] {
+    if (stream == nullptr) return;
+    ctx->TryCancel();
+    stream->Finish();
+    stream.reset();
+    ctx_scope.reset();
+    ctx.reset();
+  };
   int64_t produced_version = -2;
+  int64_t produced_subscription = 0;
   int produced = 0;
   absl::Time version_since = absl::Now();
+  // A plan is worth submitting while the learner still holds its episode.
   net::RetryPolicy retry;
-  retry.max_attempts = 1000;
-  retry.max_total_sleep = absl::Minutes(10);
+  retry.max_attempts = 1 << 20;
+  retry.max_backoff = absl::Seconds(2);
+  retry.max_total_sleep = std::max(options_.stall_timeout, absl::Seconds(1));
+  retry.retry_deadline_exceeded = true;  // a duplicate submission is evaluated, not recorded, twice
   while (true) {
     // Wait for a policy, and for a new one once this version's share is done.
-    int64_t version;
     {
       absl::MutexLock lock(&mu_);
       auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
         return stop_ || done_ ||
                (version_ >= 0 &&
-                (version_ != produced_version || produced < options_.episodes_per_version));
+                (version_ != produced_version || subscription_ != produced_subscription ||
+                 produced < options_.episodes_per_version));
       };
       mu_.AwaitWithTimeout(absl::Condition(&ready), absl::Seconds(1));
       if (stop_ || done_) break;
@@ -167,12 +197,12 @@ void RolloutLoop::Rollouts() {
         version_since = absl::Now();
         continue;
       }
-      if (version_ != produced_version) {
+      if (version_ != produced_version || subscription_ != produced_subscription) {
         produced_version = version_;
+        produced_subscription = subscription_;
         produced = 0;
         version_since = absl::Now();
       }
-      version = version_;
     }
     std::vector<Episode> episodes;
     {
@@ -185,15 +215,18 @@ void RolloutLoop::Rollouts() {
       episodes = *std::move(run);
     }
     produced += static_cast<int>(episodes.size());
+    if (episodes_ != nullptr) episodes_->Inc(static_cast<double>(episodes.size()));
     for (const Episode& e : episodes) {
       v1::TransitionBatch batch;
       EncodeEpisode(e, worker->table(), &batch);
       v1::TransitionAck ack;
       bool delivered = false;
-      for (int attempt = 0; attempt < 50 && !delivered; ++attempt) {
+      for (int attempt = 0; attempt < 50 && !delivered && !cancel_.cancelled(); ++attempt) {
         if (stream == nullptr) {
           ctx = std::make_unique<grpc::ClientContext>();
+          // Long-lived stream: ended by a failure, or by Stop() through cancel_.
           net::ConfigureContext(*ctx, absl::Hours(24), /*wait_for_ready=*/true);
+          ctx_scope = std::make_unique<net::Canceller::Scope>(&cancel_, ctx.get());
           stream = learner_->StreamTransitions(ctx.get());
         }
         if (stream->Write(batch) && stream->Read(&ack)) {
@@ -202,6 +235,9 @@ void RolloutLoop::Rollouts() {
         }
         grpc::Status s = stream->Finish();
         stream.reset();
+        ctx_scope.reset();
+        ctx.reset();
+        if (cancel_.cancelled()) break;
         std::cerr << options_.actor_id << ": transitions stream: " << s.error_message()
                   << std::endl;
         if (s.error_code() == grpc::StatusCode::INVALID_ARGUMENT) break;
@@ -216,12 +252,10 @@ void RolloutLoop::Rollouts() {
       v1::SubmitPlanReply reply;
       grpc::Status s = net::RetryWithBackoff(
           [&] {
-            {
-              absl::MutexLock lock(&mu_);
-              if (stop_) return grpc::Status(grpc::StatusCode::CANCELLED, "stopping");
-            }
             grpc::ClientContext c;
             net::ConfigureContext(c, options_.deadline, /*wait_for_ready=*/true);
+            net::Canceller::Scope scope(&cancel_, &c);
+            if (scope.cancelled()) return net::CancelledStatus();
             grpc::Status st = evaluator_->SubmitPlan(&c, req, &reply);
             // The evaluator answers UNAVAILABLE until it has the unit table.
             if (st.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
@@ -229,19 +263,15 @@ void RolloutLoop::Rollouts() {
             }
             return st;
           },
-          retry);
-      if (!s.ok()) {
+          retry, cancel_.Sleeper());
+      if (!s.ok() && !cancel_.cancelled()) {
         std::cerr << options_.actor_id << ": plan " << e.plan.plan_id << " not submitted: "
                   << s.error_message() << std::endl;
       }
     }
-    (void)version;
   }
-  if (stream != nullptr) {
-    stream->WritesDone();
-    ctx->TryCancel();
-    stream->Finish();
-  }
+  if (stream != nullptr) stream->WritesDone();
+  close_stream();
 }
 
 }  // namespace windquant::actor

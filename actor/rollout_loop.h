@@ -5,8 +5,12 @@
 // submits the accepted ones' plans to the evaluator (retrying while it is
 // down). It produces `episodes_per_version` episodes per policy version, then
 // waits for a newer policy (or `stall_timeout`, so lost episodes never stall
-// the run). Both threads reconnect with backoff; they stop when the learner
-// says the run is done or on Stop().
+// the run). Both threads reconnect with backoff; every (re)subscription asks
+// for the learner's current snapshot (a restarted learner may be back at an
+// older version) and starts a fresh share of episodes. They stop when the
+// learner says the run is done or on Stop(), which cancels the calls in
+// flight (net::Canceller) and so returns promptly even while a peer is down.
+// Metrics (when given a registry): windquant_actor_episodes_total.
 // Thread-safety: Start/Stop from one thread.
 #ifndef WINDQUANT_ACTOR_ROLLOUT_LOOP_H_
 #define WINDQUANT_ACTOR_ROLLOUT_LOOP_H_
@@ -20,6 +24,8 @@
 #include "absl/time/time.h"
 #include "actor/rollout_worker.h"
 #include "common/config/run_config.h"
+#include "common/metrics/registry.h"
+#include "common/net/canceller.h"
 #include "windquant/v1/evaluator.grpc.pb.h"
 #include "windquant/v1/learner.grpc.pb.h"
 
@@ -38,7 +44,8 @@ struct RolloutLoopOptions {
 class RolloutLoop {
  public:
   RolloutLoop(const config::RunConfig& config, RolloutLoopOptions options,
-              std::shared_ptr<grpc::Channel> learner, std::shared_ptr<grpc::Channel> evaluator);
+              std::shared_ptr<grpc::Channel> learner, std::shared_ptr<grpc::Channel> evaluator,
+              metrics::Registry* registry = nullptr);
   ~RolloutLoop();
   absl::Status Start();
   void Stop();
@@ -57,8 +64,12 @@ class RolloutLoop {
   std::unique_ptr<rl::Policy> policy_ ABSL_GUARDED_BY(mu_);
   int64_t version_ ABSL_GUARDED_BY(mu_) = -1;
   double target_bits_ ABSL_GUARDED_BY(mu_) = 0;
+  // Incremented by each policy subscription's first snapshot.
+  int64_t subscription_ ABSL_GUARDED_BY(mu_) = 0;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   bool done_ ABSL_GUARDED_BY(mu_) = false;
+  net::Canceller cancel_;
+  metrics::Counter* episodes_ = nullptr;
   std::atomic<int64_t> sent_{0};
   std::thread watcher_, roller_;
 };

@@ -13,6 +13,7 @@ absl::StatusOr<ServiceFlags> ParseServiceFlags(int argc, char** argv) {
   ServiceFlags flags;
   std::string path;
   std::vector<std::string> overrides;
+  int metrics_port = -1;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto value = [&](const std::string& name) -> absl::StatusOr<std::string> {
@@ -28,12 +29,24 @@ absl::StatusOr<ServiceFlags> ParseServiceFlags(int argc, char** argv) {
     } else if (a == "--set" || absl::StartsWith(a, "--set=")) {
       WQ_ASSIGN_OR_RETURN(std::string o, value("--set"));
       overrides.push_back(o);
+    } else if (a == "--metrics-port" || absl::StartsWith(a, "--metrics-port=")) {
+      WQ_ASSIGN_OR_RETURN(std::string p, value("--metrics-port"));
+      if (!absl::SimpleAtoi(p, &metrics_port) || metrics_port < 0 || metrics_port > 65535) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--metrics-port: '", p, "' is not a port in [0, 65535]"));
+      }
     } else {
       return absl::InvalidArgumentError(absl::StrCat("unknown flag ", a, " (see --help)"));
     }
   }
   if (path.empty()) return absl::InvalidArgumentError("--config: required");
   WQ_ASSIGN_OR_RETURN(flags.config, config::LoadRunConfig(path, overrides));
+  if (metrics_port >= 0) {
+    std::string& address = flags.config.service.metrics_address;
+    const size_t colon = address.rfind(':');
+    const std::string host = colon == std::string::npos ? "0.0.0.0" : address.substr(0, colon);
+    address = absl::StrCat(host, ":", metrics_port);
+  }
   return flags;
 }
 

@@ -1,6 +1,8 @@
 // Flags shared by the windquant-actor/-evaluator/-learner mains:
 //   --config FILE      the run's YAML (required)
 //   --set key=value    override (repeatable)
+//   --metrics-port N   port of /metrics (overrides the port of service.metrics_address;
+//                      0 = a free one, printed as metrics_port=<port>)
 //   --help
 // Thread-compatible.
 #ifndef WINDQUANT_ACTOR_SERVICE_FLAGS_H_

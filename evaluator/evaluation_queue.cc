@@ -1,5 +1,6 @@
 #include "evaluator/evaluation_queue.h"
 
+#include <chrono>
 #include <filesystem>
 #include <iostream>
 
@@ -7,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/base/files.h"
 #include "common/base/status_macros.h"
+#include "common/metrics/metric_names.h"
 #include "windquant/v1/types.pb.h"
 
 namespace windquant::evaluator {
@@ -30,10 +32,33 @@ std::string Serialize(const QueuedPlan& q) {
 EvaluationQueue::EvaluationQueue(PipelineEvaluator* evaluator,
                                  std::vector<std::vector<actor::ActivationTransport*>> replicas,
                                  const config::LagrangeConfig& lagrange, std::string queue_dir,
-                                 size_t max_queue, ReportFn report)
+                                 size_t max_queue, ReportFn report,
+                                 metrics::Registry* registry)
     : evaluator_(evaluator), replicas_(std::move(replicas)), queue_dir_(std::move(queue_dir)),
       max_queue_(max_queue), report_(std::move(report)), lagrange_(lagrange) {
   calibrated_.assign(replicas_.size(), false);
+  if (registry != nullptr) {
+    auto duration = metrics::HistogramFamily(*registry, metrics::kEvaluatorEvaluationDurationSeconds);
+    auto depth = metrics::GaugeFamily(*registry, metrics::kEvaluatorQueueDepth);
+    auto lambda = metrics::GaugeFamily(*registry, metrics::kEvaluatorLambda);
+    if (duration.ok()) duration_ = &(*duration)->Get();
+    if (depth.ok()) depth_ = &(*depth)->Get();
+    if (lambda.ok()) {
+      lambda_gauge_ = &(*lambda)->Get();
+      lambda_gauge_->Set(lagrange_.lambda());
+    }
+  }
+}
+
+void EvaluationQueue::PublishDepthLocked() {
+  if (depth_ != nullptr) depth_->Set(static_cast<double>(queue_.size()));
+}
+
+bool EvaluationQueue::WaitOrStop(absl::Duration d) {
+  absl::MutexLock lock(&mu_);
+  auto stopped = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_; };
+  mu_.AwaitWithTimeout(absl::Condition(&stopped), d);
+  return stop_;
 }
 
 EvaluationQueue::~EvaluationQueue() { Stop(); }
@@ -41,6 +66,7 @@ EvaluationQueue::~EvaluationQueue() { Stop(); }
 void EvaluationQueue::set_lambda(double lambda) {
   absl::MutexLock lock(&mu_);
   lagrange_.set_lambda(lambda);
+  if (lambda_gauge_ != nullptr) lambda_gauge_->Set(lagrange_.lambda());
 }
 
 double EvaluationQueue::lambda() const {
@@ -67,6 +93,12 @@ absl::Status EvaluationQueue::Start() {
       q.actor_id = p.source();
       absl::MutexLock lock(&mu_);
       queue_.push_back(std::move(q));
+      PublishDepthLocked();
+    }
+    absl::MutexLock lock(&mu_);
+    if (!queue_.empty()) {
+      std::cerr << "evaluator: " << queue_.size() << " plans pending from before the restart"
+                << std::endl;
     }
   }
   for (size_t r = 0; r < replicas_.size(); ++r) {
@@ -87,6 +119,7 @@ absl::StatusOr<int> EvaluationQueue::Submit(QueuedPlan q) {
   }
   absl::MutexLock lock(&mu_);
   queue_.push_back(std::move(q));
+  PublishDepthLocked();
   return static_cast<int>(queue_.size());
 }
 
@@ -116,12 +149,7 @@ void EvaluationQueue::Stop() {
 void EvaluationQueue::Worker(size_t r) {
   const auto& stages = replicas_[r];
   absl::Duration backoff = absl::Milliseconds(100);
-  auto wait = [&](absl::Duration d) {
-    absl::MutexLock lock(&mu_);
-    auto stopped = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_; };
-    mu_.AwaitWithTimeout(absl::Condition(&stopped), d);
-    return stop_;
-  };
+  auto wait = [this](absl::Duration d) { return WaitOrStop(d); };
   while (true) {
     bool calibrated;
     {
@@ -154,8 +182,14 @@ void EvaluationQueue::Worker(size_t r) {
       if (queue_.empty()) continue;
       q = std::move(queue_.front());
       queue_.pop_front();
+      PublishDepthLocked();
     }
+    const auto start = std::chrono::steady_clock::now();
     absl::StatusOr<PlanEvaluation> e = evaluator_->Evaluate(stages, q.plan);
+    if (e.ok() && duration_ != nullptr) {
+      duration_->Observe(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    }
     if (!e.ok()) {
       std::cerr << "evaluator: replica " << r << " plan " << q.plan.plan_id << ": "
                 << e.status().message() << " (requeued)" << std::endl;
@@ -166,6 +200,7 @@ void EvaluationQueue::Worker(size_t r) {
         absl::MutexLock lock(&mu_);
         if (lost_fits) calibrated_[r] = false;  // a restarted actor without cached fits
         if (!bad_plan) queue_.push_back(std::move(q));
+        PublishDepthLocked();
       }
       if (bad_plan && !queue_dir_.empty()) {
         std::error_code ec;
@@ -184,22 +219,40 @@ void EvaluationQueue::Worker(size_t r) {
     {
       absl::MutexLock lock(&mu_);
       report.lambda = lagrange_.Update(e->relative_ppl_increase);
+      if (lambda_gauge_ != nullptr) lambda_gauge_->Set(report.lambda);
       ++evaluated_;
     }
-    absl::Status s = report_(report);
-    if (!s.ok()) {
-      // Keep the plan (and its file): it is evaluated again from the cache and
-      // reported once the learner answers.
-      std::cerr << "evaluator: report of episode " << report.episode_id << ": " << s.message()
-                << " (requeued)" << std::endl;
-      absl::MutexLock lock(&mu_);
-      queue_.push_back(std::move(q));
-      continue;
-    }
+    // Stopped before the learner answered: the plan's file stays, so the next
+    // start evaluates and reports it again.
+    if (!Deliver(report, r)) return;
     if (!queue_dir_.empty()) {
       std::error_code ec;
       std::filesystem::remove(PathOf(q.plan.episode_id), ec);
     }
+  }
+}
+
+bool EvaluationQueue::Deliver(const Report& report, size_t r) {
+  absl::Duration backoff = absl::Milliseconds(100);
+  for (int attempt = 1;; ++attempt) {
+    const absl::Status s = report_(report);
+    if (s.ok()) return true;
+    // CANCELLED: the caller is shutting down (Stop() follows); keep the plan.
+    const bool transient =
+        absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s) || absl::IsCancelled(s);
+    if (!transient) {
+      // The learner refused it (e.g. INVALID_ARGUMENT naming a field): sending
+      // it again cannot help.
+      std::cerr << "evaluator: report of episode " << report.episode_id
+                << " refused: " << s.message() << " (dropped)" << std::endl;
+      return true;
+    }
+    if (attempt == 1 || attempt % 10 == 0) {
+      std::cerr << "evaluator: replica " << r << " report of episode " << report.episode_id
+                << ": " << s.message() << " (attempt " << attempt << ", retrying)" << std::endl;
+    }
+    if (WaitOrStop(backoff)) return false;
+    backoff = std::min(backoff * 2, absl::Seconds(5));
   }
 }
 

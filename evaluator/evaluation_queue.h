@@ -3,9 +3,17 @@
 // `queue_dir` so a restarted evaluator evaluates what was pending; one worker
 // per replica calibrates its replica once (retrying while its actors come
 // up), then evaluates plans through it with the PipelineEvaluator, updates λ
-// (rl::LagrangeMultiplier, the formula lives there) and hands the report to
-// `report` (which retries towards the learner); a plan whose replica fails is
-// put back and retried.
+// (rl::LagrangeMultiplier, the formula lives there, once per plan) and hands
+// the report to `report`, one attempt per call: UNAVAILABLE and
+// DEADLINE_EXCEEDED are retried with backoff (the report, not the
+// evaluation) until delivered or Stop(); any other error drops the report.
+// A plan's file is removed only once its report was answered, so a plan
+// pending at a crash is evaluated after the restart. A plan whose replica
+// fails is put back and retried.
+// Stop() returns promptly when `report` returns promptly after the caller
+// cancelled its calls (see net::Canceller).
+// Metrics (when given a registry): windquant_evaluator_evaluation_duration_seconds,
+// windquant_evaluator_queue_depth, windquant_evaluator_lambda.
 // Thread-safety: all methods are thread-safe.
 #ifndef WINDQUANT_EVALUATOR_EVALUATION_QUEUE_H_
 #define WINDQUANT_EVALUATOR_EVALUATION_QUEUE_H_
@@ -20,6 +28,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "common/config/run_config.h"
+#include "common/metrics/registry.h"
 #include "common/rl/lagrange.h"
 #include "evaluator/pipeline_evaluator.h"
 
@@ -46,7 +55,7 @@ class EvaluationQueue {
   EvaluationQueue(PipelineEvaluator* evaluator,
                   std::vector<std::vector<actor::ActivationTransport*>> replicas,
                   const config::LagrangeConfig& lagrange, std::string queue_dir,
-                  size_t max_queue, ReportFn report);
+                  size_t max_queue, ReportFn report, metrics::Registry* registry = nullptr);
   ~EvaluationQueue();
 
   void set_lambda(double lambda);
@@ -63,6 +72,11 @@ class EvaluationQueue {
 
  private:
   void Worker(size_t replica);
+  // Delivers `report` (retrying transient failures); false when stopped first.
+  bool Deliver(const Report& report, size_t replica);
+  // Waits `d` or until Stop(); true when stopping.
+  bool WaitOrStop(absl::Duration d);
+  void PublishDepthLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string PathOf(uint64_t episode_id) const;
 
   PipelineEvaluator* const evaluator_;
@@ -77,6 +91,9 @@ class EvaluationQueue {
   int64_t evaluated_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<bool> calibrated_ ABSL_GUARDED_BY(mu_);
   std::vector<std::thread> workers_;
+  metrics::Histogram* duration_ = nullptr;  // metrics (nullptr = none)
+  metrics::Gauge* depth_ = nullptr;
+  metrics::Gauge* lambda_gauge_ = nullptr;
 };
 
 }  // namespace windquant::evaluator

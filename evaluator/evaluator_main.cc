@@ -13,8 +13,8 @@
 #include "common/metrics/http_server.h"
 #include "common/metrics/metric_names.h"
 #include "common/model/tokenizer.h"
+#include "common/net/canceller.h"
 #include "common/net/channel.h"
-#include "common/net/retry.h"
 #include "common/net/server.h"
 #include "common/net/signal_waiter.h"
 #include "evaluator/evaluation_queue.h"
@@ -45,9 +45,11 @@ int main(int argc, char** argv) {
   auto flags = wq::actor::ParseServiceFlags(argc, argv);
   if (!flags.ok()) return Fail("", flags.status());
   if (flags->help) {
-    std::cout << "usage: windquant-evaluator --config run.yaml [--set key=value]...\n"
+    std::cout << "usage: windquant-evaluator --config run.yaml [--set key=value]... [--metrics-port N]\n"
                  "Serves windquant.v1.Evaluator on service.evaluator_address; drives the\n"
-                 "actors of service.actor_addresses (stage-major). Prints metrics_port=<port>.\n";
+                 "actors of service.actor_addresses (stage-major). Prints metrics_port=<port>.\n"
+                 "/metrics (Prometheus text) on service.metrics_address, its port\n"
+                 "overridden by --metrics-port (0 = a free one).\n";
     return 0;
   }
   const wq::config::RunConfig& c = flags->config;
@@ -57,8 +59,14 @@ int main(int argc, char** argv) {
                         "service.actor_addresses: ", svc.actor_addresses.size(),
                         " entries, stages x replicas = ", svc.stages * svc.replicas)));
   }
+  wq::metrics::MetricsServerOptions mo;
+  if (auto s = wq::metrics::ParseMetricsAddress(svc.metrics_address, "service.metrics_address",
+                                                &mo);
+      !s.ok()) {
+    return Fail("", s);
+  }
+  // The evaluator's metrics: its own (queue, latency, λ) and the RPC ones.
   auto& registry = wq::metrics::Registry::Default();
-  (void)wq::metrics::RegisterWindquantMetrics(registry);
   auto tok = wq::model::Tokenizer::FromFile(c.model.dir + "/tokenizer.json");
   if (!tok.ok()) return Fail("", tok.status());
   auto calib = Tokenize(**tok, c.calibration.text, "calibration.text");
@@ -96,14 +104,17 @@ int main(int argc, char** argv) {
   }
   auto lo = wq::net::ChannelOptionsFromConfig(svc, svc.learner_address);
   if (!lo.ok()) return Fail("", lo.status());
+  lo->registry = &registry;
   auto learner_channel = wq::net::MakeChannel(*lo);
   if (!learner_channel.ok()) return Fail("", learner_channel.status());
   auto learner = wq::v1::Learner::NewStub(*learner_channel);
-  wq::net::RetryPolicy retry;
-  retry.max_attempts = 100;
-  retry.max_total_sleep = absl::Minutes(5);
-  retry.retry_deadline_exceeded = true;  // ReportEvaluation is idempotent (duplicates: accepted=false)
+  // Shutdown cancels the calls to the learner in flight (a report waiting for
+  // a learner that is down would otherwise hold Stop() for its whole deadline).
+  wq::net::Canceller stopping;
 
+  // One attempt; the queue retries UNAVAILABLE / DEADLINE_EXCEEDED with backoff
+  // (the learner answers a duplicate with accepted=false, so a retry after a
+  // lost reply records nothing twice).
   auto report = [&](const wq::evaluator::Report& r) -> absl::Status {
     wq::v1::EvaluationReport req;
     req.set_episode_id(r.episode_id);
@@ -117,16 +128,15 @@ int main(int argc, char** argv) {
     req.set_tokens(r.evaluation.tokens);
     req.set_cached(r.evaluation.cached);
     wq::v1::ReportEvaluationReply reply;
-    return wq::net::FromGrpcStatus(wq::net::RetryWithBackoff(
-        [&] {
-          grpc::ClientContext ctx;
-          wq::net::ConfigureContext(ctx, deadline, /*wait_for_ready=*/true);
-          return learner->ReportEvaluation(&ctx, req, &reply);
-        },
-        retry));
+    grpc::ClientContext ctx;
+    wq::net::ConfigureContext(ctx, deadline, /*wait_for_ready=*/true);
+    wq::net::Canceller::Scope scope(&stopping, &ctx);
+    if (scope.cancelled()) return wq::net::FromGrpcStatus(wq::net::CancelledStatus());
+    return wq::net::FromGrpcStatus(learner->ReportEvaluation(&ctx, req, &reply));
   };
   wq::evaluator::EvaluationQueue queue(pipeline->get(), replicas, c.lagrange,
-                                       c.output.dir + "/evaluator-queue", 4096, report);
+                                       c.output.dir + "/evaluator-queue", 4096, report,
+                                       &registry);
   {  // λ survives an evaluator restart through the learner's checkpoint.
     grpc::ClientContext ctx;
     wq::net::ConfigureContext(ctx, absl::Seconds(2));
@@ -138,17 +148,24 @@ int main(int argc, char** argv) {
   }
   absl::Mutex table_mu;
   std::optional<wq::quant::UnitTable> table;
+  // The run's table, fetched once. The lock is not held across the RPC: while
+  // the learner is away every SubmitPlan fails fast with UNAVAILABLE (the actor
+  // retries) instead of queueing behind one call's deadline.
   auto table_fn = [&]() -> absl::StatusOr<wq::quant::UnitTable> {
-    absl::MutexLock lock(&table_mu);
-    if (table.has_value()) return *table;
+    {
+      absl::MutexLock lock(&table_mu);
+      if (table.has_value()) return *table;
+    }
     grpc::ClientContext ctx;
-    wq::net::ConfigureContext(ctx, deadline);
+    wq::net::ConfigureContext(ctx, std::min(deadline, absl::Seconds(5)));
+    wq::net::Canceller::Scope scope(&stopping, &ctx);
     wq::v1::UnitTable proto;
     grpc::Status s = learner->GetUnitTable(&ctx, wq::v1::GetUnitTableRequest(), &proto);
     if (!s.ok()) return wq::net::FromGrpcStatus(s);
     auto t = wq::quant::UnitTable::FromProto(proto);
     if (!t.ok()) return t.status();
-    table = *std::move(t);
+    absl::MutexLock lock(&table_mu);
+    if (!table.has_value()) table = *std::move(t);
     return *table;
   };
   wq::evaluator::EvaluatorService service(&queue, table_fn);
@@ -158,20 +175,19 @@ int main(int argc, char** argv) {
   wq::net::GrpcServer server(*options);
   server.AddService(&service, wq::v1::Evaluator::service_full_name());
   if (auto s = server.Start(); !s.ok()) return Fail("", s);
-  if (auto s = queue.Start(); !s.ok()) return Fail("queue: ", s);
-  wq::metrics::MetricsServerOptions mo;
-  mo.address = svc.metrics_address.substr(0, svc.metrics_address.rfind(':'));
-  mo.port = std::atoi(svc.metrics_address.substr(svc.metrics_address.rfind(':') + 1).c_str());
   wq::metrics::MetricsServer metrics(&registry, mo);
-  // /metrics is best effort: a run goes on without it (the line says why).
-  if (auto s = metrics.Start(); !s.ok()) {
-    std::cerr << "windquant-evaluator: metrics disabled: " << s.message() << "\n";
-  }
+  if (auto s = metrics.Start(); !s.ok()) return Fail("", s);
+  if (auto s = queue.Start(); !s.ok()) return Fail("queue: ", s);
   std::cout << "evaluator_port=" << server.port() << "\nmetrics_port=" << metrics.port()
             << std::endl;
+  std::cerr << "windquant-evaluator: serving on " << server.address() << ", /metrics on port "
+            << metrics.port() << std::endl;
   wq::net::SignalWaiter::Wait();
-  server.Drain(absl::Now() + absl::Seconds(10));
+  // Outgoing work first (it may wait on peers that are going away too), then
+  // the server drains its in-flight calls.
+  stopping.Cancel();
   queue.Stop();
+  server.Drain(absl::Now() + absl::Seconds(10));
   metrics.Stop();
   return 0;
 }

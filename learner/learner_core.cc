@@ -1,12 +1,15 @@
 #include "learner/learner_core.h"
 
+#include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
 #include "common/base/files.h"
 #include "common/base/status_macros.h"
+#include "common/metrics/metric_names.h"
 #include "common/quant/plan_io.h"
 #include "common/rl/episode_evaluator.h"
 #include "common/rl/state_features.h"
@@ -32,6 +35,19 @@ rl::PpoConfig ToPpoConfig(const config::RunConfig& c) {
 }
 
 std::string TablePath(const config::RunConfig& c) { return c.output.dir + "/unit_table.pb"; }
+std::string PlansPath(const config::RunConfig& c) { return c.output.dir + "/plans.jsonl"; }
+
+// The learner's view of λ (the evaluator's last report); not in the catalogue
+// of metric_names.h, which only has the evaluator's.
+constexpr metrics::MetricSpec kLearnerLambda{
+    "windquant_learner_lambda",
+    "Lagrange multiplier of the bit-budget constraint as last reported to the learner.",
+    metrics::MetricType::kGauge};
+
+template <typename T>
+void SetIf(T* metric, double v) {
+  if (metric != nullptr) metric->Set(v);
+}
 std::string CheckpointDir(const config::RunConfig& c) { return c.output.dir + "/checkpoint"; }
 
 }  // namespace
@@ -43,13 +59,54 @@ void LearnerCore::Log(const std::string& line) const {
   if (log_) log_(line);
 }
 
+absl::StatusOr<LearnerCore::Metrics> LearnerCore::MakeMetrics(metrics::Registry& r) {
+  Metrics m;
+  WQ_ASSIGN_OR_RETURN(auto* episodes, metrics::CounterFamily(r, metrics::kLearnerEpisodesTotal));
+  WQ_ASSIGN_OR_RETURN(auto* transitions,
+                      metrics::CounterFamily(r, metrics::kLearnerTransitionsTotal));
+  WQ_ASSIGN_OR_RETURN(auto* updates, metrics::CounterFamily(r, metrics::kLearnerPpoUpdatesTotal));
+  WQ_ASSIGN_OR_RETURN(auto* version, metrics::GaugeFamily(r, metrics::kLearnerPolicyVersion));
+  WQ_ASSIGN_OR_RETURN(auto* lag, metrics::HistogramFamily(r, metrics::kLearnerPolicyLagVersions));
+  WQ_ASSIGN_OR_RETURN(auto* reward, metrics::GaugeFamily(r, metrics::kLearnerMeanEpisodeReward));
+  WQ_ASSIGN_OR_RETURN(auto* target, metrics::GaugeFamily(r, metrics::kLearnerTargetBits));
+  WQ_ASSIGN_OR_RETURN(auto* best_bits,
+                      metrics::GaugeFamily(r, metrics::kLearnerBestPlanEffectiveBits));
+  WQ_ASSIGN_OR_RETURN(auto* best_ppl, metrics::GaugeFamily(r, metrics::kLearnerBestPlanPerplexity));
+  WQ_ASSIGN_OR_RETURN(auto* lambda, metrics::GaugeFamily(r, kLearnerLambda));
+  m.episodes = &episodes->Get();
+  m.transitions = &transitions->Get();
+  m.updates = &updates->Get();
+  m.version = &version->Get();
+  m.lag = &lag->Get();
+  m.mean_reward = &reward->Get();
+  m.target_bits = &target->Get();
+  m.best_bits = &best_bits->Get();
+  m.best_ppl = &best_ppl->Get();
+  m.lambda = &lambda->Get();
+  return m;
+}
+
+void LearnerCore::PublishLocked() {
+  SetIf(metrics_.version, static_cast<double>(ppo_->version()));
+  SetIf(metrics_.target_bits, curriculum_.target_bits());
+  SetIf(metrics_.lambda, lambda_);
+  if (!best_.actions.empty()) {
+    SetIf(metrics_.best_bits, best_.evaluation.effective_bits);
+    SetIf(metrics_.best_ppl, best_.evaluation.eval_ppl);
+  }
+}
+
 absl::StatusOr<std::unique_ptr<LearnerCore>> LearnerCore::Create(
-    const config::RunConfig& config, std::function<void(const std::string&)> log) {
+    const config::RunConfig& config, std::function<void(const std::string&)> log,
+    metrics::Registry* registry) {
   if (config.curriculum.target_bits.empty()) {
     return absl::InvalidArgumentError("curriculum.target_bits: must not be empty");
   }
   std::unique_ptr<LearnerCore> core(new LearnerCore(config));
   core->log_ = std::move(log);
+  if (registry != nullptr) {
+    WQ_ASSIGN_OR_RETURN(core->metrics_, MakeMetrics(*registry));
+  }
   rl::PolicyOptions po;
   po.state_dim = rl::kStateDim;
   po.num_actions = quant::kNumActions;
@@ -59,6 +116,15 @@ absl::StatusOr<std::unique_ptr<LearnerCore>> LearnerCore::Create(
   WQ_ASSIGN_OR_RETURN(core->ppo_, rl::PpoLearner::Create(po, ToPpoConfig(config)));
   std::error_code ec;
   std::filesystem::create_directories(config.output.dir, ec);
+  {  // Episodes recorded before a restart are never accepted again.
+    std::ifstream plans(PlansPath(config));
+    std::string line;
+    const std::string key = "{\"episode_id\":";
+    while (std::getline(plans, line)) {
+      if (line.rfind(key, 0) != 0) continue;
+      core->seen_.insert(std::strtoull(line.c_str() + key.size(), nullptr, 10));
+    }
+  }
   if (std::filesystem::exists(TablePath(config))) {
     WQ_ASSIGN_OR_RETURN(std::string bytes, base::ReadFile(TablePath(config)));
     v1::UnitTable proto;
@@ -70,6 +136,7 @@ absl::StatusOr<std::unique_ptr<LearnerCore>> LearnerCore::Create(
     core->table_ = std::make_unique<quant::UnitTable>(std::move(table));
     WQ_RETURN_IF_ERROR(core->CompleteTable());
   }
+  core->PublishLocked();
   return core;
 }
 
@@ -88,6 +155,7 @@ absl::Status LearnerCore::CompleteTable() {
   Log(absl::StrCat("learner: resumed from checkpoint at update ", updates_, ", policy version ",
                    ppo_->version()));
   WriteStatusFile();
+  PublishLocked();
   return absl::OkStatus();
 }
 
@@ -197,9 +265,15 @@ absl::StatusOr<bool> LearnerCore::SubmitEpisode(actor::Episode episode) {
     ++dropped_stale_;
     return false;
   }
-  if (pending_.count(episode.episode_id)) return false;
+  if (pending_.count(episode.episode_id) || seen_.count(episode.episode_id)) return false;
   ++episodes_;
   const uint64_t id = episode.episode_id;
+  seen_.insert(id);
+  if (metrics_.episodes != nullptr) {
+    metrics_.episodes->Inc();
+    metrics_.transitions->Inc(static_cast<double>(episode.steps.size()));
+    metrics_.lag->Observe(static_cast<double>(v - episode.policy_version));
+  }
   pending_[id] = Held{std::move(episode), absl::Now()};
   return true;
 }
@@ -207,6 +281,7 @@ absl::StatusOr<bool> LearnerCore::SubmitEpisode(actor::Episode episode) {
 absl::StatusOr<bool> LearnerCore::ReportEvaluation(const EvaluationInput& in) {
   absl::MutexLock lock(&mu_);
   lambda_ = in.lambda;
+  SetIf(metrics_.lambda, lambda_);
   auto it = pending_.find(in.episode_id);
   if (it == pending_.end()) return false;
   actor::Episode e = std::move(it->second.episode);
@@ -225,7 +300,7 @@ absl::StatusOr<bool> LearnerCore::ReportEvaluation(const EvaluationInput& in) {
   e.steps.back().reward += static_cast<float>(reward.total);
   // Every evaluated plan is recorded; the best feasible one is kept as plan files.
   {
-    std::ofstream out(config_.output.dir + "/plans.jsonl", std::ios::app);
+    std::ofstream out(PlansPath(config_), std::ios::app);
     out << "{\"episode_id\":" << e.episode_id << ",\"plan_id\":\"" << in.plan_id
         << "\",\"actor_id\":\"" << e.actor_id << "\",\"policy_version\":" << e.policy_version
         << ",\"effective_bits\":" << in.effective_bits << ",\"perplexity\":" << in.perplexity
@@ -246,6 +321,7 @@ absl::StatusOr<bool> LearnerCore::ReportEvaluation(const EvaluationInput& in) {
     WQ_RETURN_IF_ERROR(quant::WritePlanFiles(plan, *table_, config_.output.dir + "/best"));
     Log(absl::StrCat("learner: best plan ", in.plan_id, " bits ", in.effective_bits, " ppl ",
                      in.perplexity));
+    PublishLocked();
   }
   ready_.push_back(std::move(e.steps));
   ready_rewards_.push_back(ret);
@@ -262,21 +338,27 @@ absl::Status LearnerCore::Update() {
   for (double r : ready_rewards_) mean += r / ready_rewards_.size();
   ready_.clear();
   ready_rewards_.clear();
+  const auto start = std::chrono::steady_clock::now();
   WQ_ASSIGN_OR_RETURN(rl::PpoStats stats, ppo_->Update(batch));
   ++updates_;
+  if (metrics_.updates != nullptr) metrics_.updates->Inc();
+  SetIf(metrics_.mean_reward, mean);
   std::string reason;
   const double best_ppl = best_.actions.empty() ? 0.0 : best_.evaluation.eval_ppl;
   if (curriculum_.OnUpdate(best_ppl, 0.0, &reason)) {
     Log(absl::StrCat("learner: curriculum: ", reason));
     if (curriculum_.finished()) done_ = true;
   }
-  Log(absl::StrCat("learner: update ", updates_, " version ", ppo_->version(), " mean reward ",
-                   mean, " used ", stats.samples_used, " stale ", stats.samples_dropped_stale,
-                   done_ ? " (done)" : ""));
   if (done_ || updates_ % std::max(1, config_.training.checkpoint_every_updates) == 0) {
     WQ_RETURN_IF_ERROR(WriteCheckpoint());
   }
   WriteStatusFile();
+  PublishLocked();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  Log(absl::StrCat("learner: update ", updates_, " version ", ppo_->version(), " mean reward ",
+                   mean, " used ", stats.samples_used, " stale ", stats.samples_dropped_stale,
+                   " in ", absl::SixDigits(seconds), " s", done_ ? " (done)" : ""));
   return absl::OkStatus();
 }
 

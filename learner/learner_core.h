@@ -10,6 +10,11 @@
 // is lost); the merged table is kept in output.dir/unit_table.pb so a
 // restarted learner resumes at its checkpointed version without waiting for
 // the actors.
+// An episode id is accepted once per run (ids already in plans.jsonl are
+// refused after a restart too), so no plan is evaluated and recorded twice.
+// Metrics (when given a registry): windquant_learner_* of metric_names.h
+// (episodes, transitions, PPO updates, policy version and lag, mean reward,
+// target bits, best plan bits and perplexity) and windquant_learner_lambda.
 // Thread-safety: all methods are thread-safe (one mutex; the PPO update of a
 // tiny policy runs under it).
 #ifndef WINDQUANT_LEARNER_LEARNER_CORE_H_
@@ -18,6 +23,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -25,6 +31,7 @@
 #include "absl/time/time.h"
 #include "actor/transition_codec.h"
 #include "common/config/run_config.h"
+#include "common/metrics/registry.h"
 #include "common/quant/unit_table.h"
 #include "common/rl/curriculum.h"
 #include "common/rl/ppo.h"
@@ -72,7 +79,8 @@ class LearnerCore {
  public:
   // Restores the merged table and the checkpoint found in output.dir.
   static absl::StatusOr<std::unique_ptr<LearnerCore>> Create(
-      const config::RunConfig& config, std::function<void(const std::string&)> log);
+      const config::RunConfig& config, std::function<void(const std::string&)> log,
+      metrics::Registry* registry = nullptr);
 
   // A stage's table (any order, any replica; replicas must agree).
   // INVALID_ARGUMENT naming the field for a table inconsistent with the run.
@@ -106,7 +114,23 @@ class LearnerCore {
   // line, rewritten atomically after each update (for scripts without the CLI).
   void WriteStatusFile() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   LearnerStatus StatusLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sets the gauges from the current state.
+  void PublishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Log(const std::string& line) const;
+
+  struct Metrics {
+    metrics::Counter* episodes = nullptr;
+    metrics::Counter* transitions = nullptr;
+    metrics::Counter* updates = nullptr;
+    metrics::Gauge* version = nullptr;
+    metrics::Histogram* lag = nullptr;
+    metrics::Gauge* mean_reward = nullptr;
+    metrics::Gauge* target_bits = nullptr;
+    metrics::Gauge* best_bits = nullptr;
+    metrics::Gauge* best_ppl = nullptr;
+    metrics::Gauge* lambda = nullptr;
+  };
+  static absl::StatusOr<Metrics> MakeMetrics(metrics::Registry& registry);
 
   const config::RunConfig config_;
   std::function<void(const std::string&)> log_;
@@ -122,6 +146,8 @@ class LearnerCore {
     absl::Time since;
   };
   std::map<uint64_t, Held> pending_ ABSL_GUARDED_BY(mu_);
+  std::set<uint64_t> seen_ ABSL_GUARDED_BY(mu_);  // every episode id accepted in this run
+  Metrics metrics_;  // all nullptr without a registry
   std::vector<std::vector<rl::Transition>> ready_ ABSL_GUARDED_BY(mu_);
   std::vector<double> ready_rewards_ ABSL_GUARDED_BY(mu_);
   rl::CandidatePlan best_ ABSL_GUARDED_BY(mu_);

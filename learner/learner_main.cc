@@ -21,21 +21,30 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (flags->help) {
-    std::cout << "usage: windquant-learner --config run.yaml [--set key=value]...\n"
+    std::cout << "usage: windquant-learner --config run.yaml [--set key=value]... [--metrics-port N]\n"
                  "Serves windquant.v1.Learner on service.learner_address; resumes from\n"
-                 "output.dir/checkpoint when present. Prints metrics_port=<port>.\n";
+                 "output.dir/checkpoint when present. Prints metrics_port=<port>.\n"
+                 "/metrics (Prometheus text) on service.metrics_address, its port\n"
+                 "overridden by --metrics-port (0 = a free one).\n";
     return 0;
   }
   const wq::config::RunConfig& c = flags->config;
+  wq::metrics::MetricsServerOptions mo;
+  if (auto s = wq::metrics::ParseMetricsAddress(c.service.metrics_address,
+                                                "service.metrics_address", &mo);
+      !s.ok()) {
+    std::cerr << "windquant-learner: " << s.message() << "\n";
+    return 2;
+  }
+  // The learner's metrics (windquant_learner_*) and the RPC ones.
   auto& registry = wq::metrics::Registry::Default();
-  (void)wq::metrics::RegisterWindquantMetrics(registry);
   auto core = wq::learner::LearnerCore::Create(
-      c, [](const std::string& line) { std::cerr << line << std::endl; });
+      c, [](const std::string& line) { std::cerr << line << std::endl; }, &registry);
   if (!core.ok()) {
     std::cerr << "windquant-learner: " << core.status().message() << "\n";
     return 1;
   }
-  wq::learner::LearnerService service(core->get());
+  wq::learner::LearnerService service(core->get(), &registry);
   auto options = wq::net::ServerOptionsFromConfig(c.service, c.service.learner_address);
   if (!options.ok()) {
     std::cerr << "windquant-learner: " << options.status().message() << "\n";
@@ -48,19 +57,18 @@ int main(int argc, char** argv) {
     std::cerr << "windquant-learner: " << s.message() << "\n";
     return 1;
   }
-  wq::metrics::MetricsServerOptions mo;
-  const std::string& ma = c.service.metrics_address;
-  mo.address = ma.substr(0, ma.rfind(':'));
-  mo.port = std::atoi(ma.substr(ma.rfind(':') + 1).c_str());
   wq::metrics::MetricsServer metrics(&registry, mo);
-  // /metrics is best effort: a run goes on without it (the line says why).
   if (auto s = metrics.Start(); !s.ok()) {
-    std::cerr << "windquant-learner: metrics disabled: " << s.message() << "\n";
+    std::cerr << "windquant-learner: " << s.message() << "\n";
+    return 1;
   }
+  std::cerr << "windquant-learner: serving on " << server.address() << ", /metrics on port "
+            << metrics.port() << std::endl;
   std::cout << "learner_port=" << server.port() << "\nmetrics_port=" << metrics.port()
             << std::endl;
   wq::net::SignalWaiter::Wait();
-  server.Drain(absl::Now() + absl::Seconds(10));
+  service.BeginShutdown();
+  server.Drain(absl::Now() + absl::Seconds(5));
   metrics.Stop();
   return 0;
 }

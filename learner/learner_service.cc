@@ -4,11 +4,19 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/metrics/metric_names.h"
 #include "common/net/status_convert.h"
 
 namespace windquant::learner {
 
 using net::ToGrpcStatus;
+
+LearnerService::LearnerService(LearnerCore* core, metrics::Registry* registry) : core_(core) {
+  if (registry != nullptr) {
+    auto family = metrics::GaugeFamily(*registry, metrics::kLearnerConnectedActors);
+    if (family.ok()) connected_ = &(*family)->Get();
+  }
+}
 
 grpc::Status LearnerService::RegisterUnitTable(grpc::ServerContext*,
                                                const v1::RegisterUnitTableRequest* req,
@@ -57,10 +65,15 @@ grpc::Status LearnerService::WatchPolicy(grpc::ServerContext* context,
     return ToGrpcStatus(absl::InvalidArgumentError("known_version: must be >= -1"));
   }
   ++watchers_;
+  if (connected_ != nullptr) connected_->Inc();
   int64_t known = req->known_version();
   grpc::Status result = grpc::Status::OK;
   while (!context->IsCancelled()) {
-    PublishedPolicy p = core_->WaitForPolicy(known, absl::Seconds(1));
+    if (shutting_down_) {
+      result = ToGrpcStatus(absl::UnavailableError("learner shutting down"));
+      break;
+    }
+    PublishedPolicy p = core_->WaitForPolicy(known, absl::Milliseconds(500));
     if (p.snapshot.version != known) {
       v1::PolicySnapshot out;
       out.set_version(p.snapshot.version);
@@ -75,6 +88,7 @@ grpc::Status LearnerService::WatchPolicy(grpc::ServerContext* context,
     if (core_->done()) break;
   }
   --watchers_;
+  if (connected_ != nullptr) connected_->Dec();
   return result;
 }
 

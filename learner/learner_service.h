@@ -7,6 +7,7 @@
 
 #include <atomic>
 
+#include "common/metrics/registry.h"
 #include "learner/learner_core.h"
 #include "windquant/v1/learner.grpc.pb.h"
 
@@ -14,7 +15,9 @@ namespace windquant::learner {
 
 class LearnerService final : public v1::Learner::Service {
  public:
-  explicit LearnerService(LearnerCore* core) : core_(core) {}
+  // `registry` (optional) gets windquant_learner_connected_actors (open
+  // WatchPolicy streams).
+  explicit LearnerService(LearnerCore* core, metrics::Registry* registry = nullptr);
 
   grpc::Status RegisterUnitTable(grpc::ServerContext*, const v1::RegisterUnitTableRequest*,
                                  v1::RegisterUnitTableReply*) override;
@@ -30,9 +33,15 @@ class LearnerService final : public v1::Learner::Service {
   grpc::Status GetUnitTable(grpc::ServerContext*, const v1::GetUnitTableRequest*,
                             v1::UnitTable*) override;
 
+  // Ends the policy streams (UNAVAILABLE, the actors reconnect to the next
+  // learner) so that a drain does not wait for them. Call before Drain.
+  void BeginShutdown() { shutting_down_ = true; }
+
  private:
   LearnerCore* const core_;
   std::atomic<int> watchers_{0};
+  std::atomic<bool> shutting_down_{false};
+  metrics::Gauge* connected_ = nullptr;
 };
 
 }  // namespace windquant::learner

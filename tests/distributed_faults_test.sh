@@ -7,7 +7,9 @@
 #     after it returns and reach the learner;
 #  3. kill -9 the learner: it restarts from its checkpoint at the
 #     checkpointed policy version and the run completes;
-# and no evaluated plan is reported twice.
+# and no evaluated plan is reported twice. Every process serves /metrics; the
+# learner's reports its PPO updates and policy version, before and after its
+# restart.
 #   distributed_faults_test.sh BUILD_DIR
 set -euo pipefail
 BUILD="$1"
@@ -25,6 +27,19 @@ trap 'stop_all; echo "logs: $OUT/logs"' EXIT
 fail() { echo "FAIL: $*"; echo "logs: $OUT/logs"; exit 1; }
 start_all
 wait_for updates '((v >= 1))'
+
+echo "--- 0. /metrics of every process"
+for name in "${!METRICS_PORTS[@]}"; do
+  curl -sf --max-time 5 "$(metrics_url "$name")" | grep -q '^windquant_net_sent_bytes_total [1-9]' ||
+    fail "$name: no windquant_net_sent_bytes_total > 0 at $(metrics_url "$name")"
+done
+updates=$(metric_value learner windquant_learner_ppo_updates_total)
+[[ -n "$updates" ]] && python3 -c "import sys; sys.exit(0 if float('$updates') >= 1 else 1)" ||
+  fail "learner /metrics: windquant_learner_ppo_updates_total='$updates', expected >= 1"
+[[ -n "$(metric_value evaluator windquant_evaluator_queue_depth)" ]] ||
+  fail "evaluator /metrics: no windquant_evaluator_queue_depth"
+[[ -n "$(metric_value actor-s0-r0 windquant_actor_episodes_total)" ]] ||
+  fail "actor /metrics: no windquant_actor_episodes_total"
 
 echo "--- 1. kill -9 actor-s1-r0"
 kill9 actor-s1-r0
@@ -50,13 +65,24 @@ for id in $pending; do
 done
 
 echo "--- 3. kill -9 learner"
-version=$(status_field policy_version)
+# Frozen first, so that no update slips in between reading its version and the
+# kill (its status file is rewritten right after each checkpoint).
+kill -STOP "${PIDS[learner]}"
+version=$(sed -n 's/^policy_version=//p' "$OUT/run/status.txt")
 kill9 learner
 start_learner
 wait_for_log "$OUT/logs/learner.log" "resumed from checkpoint at update" || fail "learner did not resume"
 resumed=$(sed -n 's/.*resumed from checkpoint at update [0-9]*, policy version \([0-9]*\).*/\1/p' \
   "$OUT/logs/learner.log" | tail -1)
 [[ "$resumed" == "$version" ]] || fail "resumed at version $resumed, checkpointed $version"
+deadline=$((SECONDS + 60))
+until (($(grep -c "windquant-learner: serving on" "$OUT/logs/learner.log") >= 2)); do
+  ((SECONDS < deadline)) || fail "restarted learner not serving"
+  sleep 0.5
+done
+served=$(metric_value learner windquant_learner_policy_version)
+[[ "$served" =~ ^[0-9]+$ ]] && ((served >= version)) ||
+  fail "restarted learner's /metrics: windquant_learner_policy_version='$served', expected >= $version"
 wait_for done '[[ $v == true ]]'
 status
 stop_all

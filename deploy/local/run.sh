@@ -8,16 +8,21 @@
 #   deploy/local/run.sh --config configs/stories260k.yaml --bin build/ \
 #       [--stages 2] [--replicas 2] [--out /tmp/wq-run] [--timeout 600] [--set k=v]...
 #
-# Ports are picked free by the kernel (never fixed). Logs: OUT/logs/*.log.
+# Ports are picked free by the kernel (never fixed). Every process serves
+# Prometheus metrics on http://127.0.0.1:PORT/metrics; the ports are printed
+# at start and kept across restarts. Logs: OUT/logs/*.log.
 # Tests source this file (WQ_RUN_LIB=1) to use start_*/stop_*/kill_* below.
 set -euo pipefail
 
-usage() { sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; }
 
 # --- state (set by parse_args / start_*) ---
-CONFIG="" BIN="" OUT="" STAGES=2 REPLICAS=1 TIMEOUT=600
+CONFIG="" BIN="" STAGES=2 REPLICAS=1 TIMEOUT=600
+# A test that sources this file may have made its OUT already (passed as --out).
+if [[ "${WQ_RUN_LIB:-0}" != 1 ]]; then OUT=""; else OUT="${OUT:-}"; fi
 SETS=()
 declare -A PIDS=()
+declare -A METRICS_PORTS=()  # process name -> its /metrics port
 LEARNER_ADDR="" EVALUATOR_ADDR="" ACTOR_ADDRS=()
 
 free_port() {
@@ -53,6 +58,11 @@ plan_topology() {
   EVALUATOR_ADDR="127.0.0.1:$(free_port)"
   ACTOR_ADDRS=()
   for ((i = 0; i < STAGES * REPLICAS; i++)); do ACTOR_ADDRS+=("127.0.0.1:$(free_port)"); done
+  METRICS_PORTS=([learner]=$(free_port) [evaluator]=$(free_port))
+  local s r
+  for ((s = 0; s < STAGES; s++)); do
+    for ((r = 0; r < REPLICAS; r++)); do METRICS_PORTS[actor-s$s-r$r]=$(free_port); done
+  done
   local list
   list=$(IFS=,; echo "${ACTOR_ADDRS[*]}")
   COMMON=(--config "$CONFIG" "${SETS[@]}"
@@ -65,18 +75,33 @@ plan_topology() {
 }
 
 start_learner() {
-  "$BIN/learner/windquant-learner" "${COMMON[@]}" >>"$OUT/logs/learner.out" 2>>"$OUT/logs/learner.log" &
+  "$BIN/learner/windquant-learner" "${COMMON[@]}" --metrics-port "${METRICS_PORTS[learner]}" \
+    >>"$OUT/logs/learner.out" 2>>"$OUT/logs/learner.log" &
   PIDS[learner]=$!
 }
 start_evaluator() {
-  "$BIN/evaluator/windquant-evaluator" "${COMMON[@]}" >>"$OUT/logs/evaluator.out" 2>>"$OUT/logs/evaluator.log" &
+  "$BIN/evaluator/windquant-evaluator" "${COMMON[@]}" --metrics-port "${METRICS_PORTS[evaluator]}" \
+    >>"$OUT/logs/evaluator.out" 2>>"$OUT/logs/evaluator.log" &
   PIDS[evaluator]=$!
 }
 start_actor() {  # stage replica
   local name="actor-s$1-r$2"
   "$BIN/actor/windquant-actor" "${COMMON[@]}" --set "service.stage=$1" --set "service.replica=$2" \
-    >>"$OUT/logs/$name.out" 2>>"$OUT/logs/$name.log" &
+    --metrics-port "${METRICS_PORTS[$name]}" >>"$OUT/logs/$name.out" 2>>"$OUT/logs/$name.log" &
   PIDS[$name]=$!
+}
+metrics_url() { echo "http://127.0.0.1:${METRICS_PORTS[$1]}/metrics"; }  # name
+print_metrics_urls() {
+  local name
+  for name in $(printf '%s\n' "${!METRICS_PORTS[@]}" | sort); do
+    echo "run.sh: metrics of $name: $(metrics_url "$name")"
+  done
+}
+# The value of the first sample of `metric` (a full name, labels included if
+# any) in process `name`'s /metrics, or nothing.
+metric_value() {  # name metric
+  curl -sf --max-time 5 "$(metrics_url "$1")" 2>/dev/null |
+    awk -v m="$2" '$1 == m { print $2; exit }' || true
 }
 start_all() {
   start_learner
@@ -100,14 +125,17 @@ stop_all() {  # SIGTERM every process, then wait for them
   PIDS=()
 }
 
-# `windquant status` when the CLI is built, else the learner's status file
-# (the same key=value lines, rewritten after every update).
+# `windquant status` when the CLI is built and the learner answers (a few
+# tries: the machine may be busy), else the learner's status file (the same
+# key=value lines, rewritten after every update). Never fails.
 status() {
+  local try
   if [[ -x "$BIN/cli/windquant" ]]; then
-    "$BIN/cli/windquant" status --learner "$LEARNER_ADDR" --timeout-ms 2000 2>/dev/null
-  else
-    cat "$OUT/run/status.txt" 2>/dev/null
+    for try in 1 2 3; do
+      "$BIN/cli/windquant" status --learner "$LEARNER_ADDR" --timeout-ms 3000 2>/dev/null && return 0
+    done
   fi
+  cat "$OUT/run/status.txt" 2>/dev/null || true
 }
 status_field() { status | sed -n "s/^$1=//p"; }
 
@@ -147,6 +175,7 @@ main() {
   trap stop_all EXIT
   start_all
   echo "run.sh: learner $LEARNER_ADDR, evaluator $EVALUATOR_ADDR, $STAGES stages x $REPLICAS replicas; logs in $OUT/logs"
+  print_metrics_urls
   wait_for done '[[ $v == true ]]'
   status
   if [[ -f "$OUT/run/best/best.json" || -d "$OUT/run/best" ]]; then
