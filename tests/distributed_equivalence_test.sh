@@ -57,20 +57,19 @@ fail() { echo "FAIL: $*"; echo "kept: $WORK"; exit 1; }
 now() { date +%s.%N; }
 secs() { python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.1f}')" "$1" "$(now)"; }
 
-# Like run.sh's start_all, but every replica gets its own fit cache
-# (quant.cache_dir), so that each actor's stage table stays on disk.
+# run.sh's start_all, but every replica gets its own fit cache
+# (quant.cache_dir, a later --set wins), so that each actor's stage table
+# stays on disk.
 start_all_own_caches() {
   start_learner
-  local s r name
+  local s r saved=("${COMMON[@]}")
   for ((s = 0; s < STAGES; s++)); do
     for ((r = 0; r < REPLICAS; r++)); do
-      name="actor-s$s-r$r"
-      "$BIN/actor/windquant-actor" "${COMMON[@]}" --set "service.stage=$s" \
-        --set "service.replica=$r" --set "quant.cache_dir=$WORK/dist/cache-r$r" \
-        >>"$WORK/dist/logs/$name.out" 2>>"$WORK/dist/logs/$name.log" &
-      PIDS[$name]=$!
+      COMMON=("${saved[@]}" --set "quant.cache_dir=$WORK/dist/cache-r$r")
+      start_actor "$s" "$r"
     done
   done
+  COMMON=("${saved[@]}")
   start_evaluator
 }
 
