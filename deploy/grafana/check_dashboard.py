@@ -6,16 +6,19 @@
    operators rely on, the provisioning YAML files.
 2. PromQL: every query parses (`promtool check rules` on the queries as recording rules,
    Grafana's $__rate_interval replaced by 5m).
-3. Live: starts the exporter command (a process that serves the windquant catalogue and
-   prints "metrics_port=<port>" once serving), scrapes http://127.0.0.1:<port>/metrics with
-   curl, and checks that every metric name used by every query exists there
+3. Live: either starts the exporter command (a process that serves the windquant catalogue
+   and prints "metrics_port=<port>" once serving) and scrapes
+   http://127.0.0.1:<port>/metrics, or (--urls) scrapes the /metrics of running windquant
+   processes (learner, evaluator, actors of a real run), with curl, and checks that every
+   metric name used by every query exists there (in the union of the scrapes)
    (`_bucket/_sum/_count` are stripped and must belong to a histogram that exposes them),
    that every catalogue metric of common/metrics/metric_names.h is on the dashboard,
-   and that the scrape lints clean with `promtool check metrics`. The exporter must exit
+   and that every scrape lints clean with `promtool check metrics`. The exporter must exit
    0 on SIGTERM.
 4. Self-test: a misspelled metric and a non-windquant metric must be reported.
 
 Usage: check_dashboard.py --exporter CMD [ARGS...]
+       check_dashboard.py --urls URL [URL...]
 Exit 0 = good, 1 = findings, 77 = skipped (curl or promtool missing).
 """
 import json
@@ -205,12 +208,23 @@ def check_names(used, types, samples):
     return f
 
 
+def scrape(url):
+    """-> (text, findings): one /metrics scrape, linted with promtool."""
+    out = subprocess.run(["curl", "-fsS", "--max-time", "10", url], capture_output=True, text=True)
+    if out.returncode != 0:
+        return "", [f"curl {url} failed: {out.stderr.strip()}"]
+    lint = subprocess.run(["promtool", "check", "metrics"], input=out.stdout,
+                          capture_output=True, text=True)
+    if lint.returncode != 0 or lint.stdout or lint.stderr:
+        return out.stdout, [f"promtool check metrics on {url}: {(lint.stdout + lint.stderr).strip()}"]
+    return out.stdout, []
+
+
 def main():
     args = sys.argv[1:]
-    if len(args) < 2 or args[0] != "--exporter":
+    if len(args) < 2 or args[0] not in ("--exporter", "--urls"):
         print(__doc__)
         return 2
-    exporter = args[1:]
     for tool in ("curl", "promtool"):
         if not shutil.which(tool):
             skip(f"{tool} not found (Debian packages curl, prometheus)")
@@ -224,27 +238,35 @@ def main():
     stripped = {re.sub(r"_(bucket|sum|count)$", "", n) for n in used}
     findings += [f"catalogue metric {n} is not on the dashboard" for n in sorted(catalogue - stripped)]
 
-    proc, port = start_exporter(exporter)
-    try:
-        scrape = subprocess.run(["curl", "-fsS", "--max-time", "10", f"http://127.0.0.1:{port}/metrics"],
-                                capture_output=True, text=True)
-        if scrape.returncode != 0:
-            findings.append(f"curl /metrics failed: {scrape.stderr.strip()}")
-        types, samples = parse_exposition(scrape.stdout)
-        findings += check_names(used, types, samples)
-        lint = subprocess.run(["promtool", "check", "metrics"], input=scrape.stdout,
-                              capture_output=True, text=True)
-        if lint.returncode != 0 or lint.stdout or lint.stderr:
-            findings.append(f"promtool check metrics on the scrape: {(lint.stdout + lint.stderr).strip()}")
-    finally:
-        proc.send_signal(signal.SIGTERM)
+    types, samples = {}, set()
+    def add(url):
+        text, problems = scrape(url)
+        findings.extend(problems)
+        t, s = parse_exposition(text)
+        types.update(t)
+        samples.update(s)
+
+    if args[0] == "--urls":
+        urls = args[1:]
+        for url in urls:
+            add(url)
+        source = f"{len(urls)} live endpoints"
+    else:
+        exporter = args[1:]
+        proc, port = start_exporter(exporter)
         try:
-            code = proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            code = "timeout"
-    if code != 0:
-        findings.append(f"exporter exit status on SIGTERM: {code}, expected 0")
+            add(f"http://127.0.0.1:{port}/metrics")
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                code = proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                code = "timeout"
+        if code != 0:
+            findings.append(f"exporter exit status on SIGTERM: {code}, expected 0")
+        source = f"exporter {os.path.basename(exporter[0])} on port {port}"
+    findings += check_names(used, types, samples)
 
     # Self-test: the name check must catch a typo'd and a foreign metric.
     probe = check_names(metric_names("rate(windquant_learner_target_bits[5m]) + up"), types, samples)
@@ -252,8 +274,7 @@ def main():
         findings.append(f"self-test: expected 2 findings for a typo and a foreign metric, got {probe}")
 
     print(f"dashboard {DASHBOARD.name}: {len(exprs)} queries, {len(used)} metric names "
-          f"({len(stripped)} families); exporter {os.path.basename(exporter[0])} on port {port}: "
-          f"{len(types)} families exported")
+          f"({len(stripped)} families); {source}: {len(types)} families exported")
     for m in findings:
         print("FAIL", m)
     return 1 if findings else 0
