@@ -4,6 +4,8 @@
 // learner and runs rollout workers (DESIGN.md section 5).
 #include <cstdlib>
 #include <iostream>
+
+#include <ATen/Parallel.h>
 #include <random>
 #include <thread>
 
@@ -46,6 +48,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   const wq::config::RunConfig& c = flags->config;
+  if (c.model.threads > 0) at::set_num_threads(c.model.threads);  // 0: torch's default
   const auto& svc = c.service;
   const char* ordinal = std::getenv("WQ_POD_ORDINAL");
   auto sr = wq::actor::ResolveStageReplica(svc, ordinal ? ordinal : "");

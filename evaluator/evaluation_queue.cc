@@ -247,7 +247,7 @@ bool EvaluationQueue::Deliver(const Report& report, size_t r) {
                 << " refused: " << s.message() << " (dropped)" << std::endl;
       return true;
     }
-    if (attempt == 1 || attempt % 10 == 0) {
+    if (!absl::IsCancelled(s) && (attempt == 1 || attempt % 10 == 0)) {
       std::cerr << "evaluator: replica " << r << " report of episode " << report.episode_id
                 << ": " << s.message() << " (attempt " << attempt << ", retrying)" << std::endl;
     }

@@ -3,6 +3,8 @@
 // to the learner (DESIGN.md section 5).
 #include <cstdlib>
 #include <iostream>
+
+#include <ATen/Parallel.h>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
@@ -53,6 +55,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   const wq::config::RunConfig& c = flags->config;
+  if (c.model.threads > 0) at::set_num_threads(c.model.threads);  // 0: torch's default
   const auto& svc = c.service;
   if (static_cast<int>(svc.actor_addresses.size()) != svc.stages * svc.replicas) {
     return Fail("", absl::InvalidArgumentError(absl::StrCat(

@@ -36,6 +36,7 @@ rl::PpoConfig ToPpoConfig(const config::RunConfig& c) {
 
 std::string TablePath(const config::RunConfig& c) { return c.output.dir + "/unit_table.pb"; }
 std::string PlansPath(const config::RunConfig& c) { return c.output.dir + "/plans.jsonl"; }
+std::string CheckpointDir(const config::RunConfig& c) { return c.output.dir + "/checkpoint"; }
 
 // The learner's view of λ (the evaluator's last report); not in the catalogue
 // of metric_names.h, which only has the evaluator's.
@@ -48,9 +49,19 @@ template <typename T>
 void SetIf(T* metric, double v) {
   if (metric != nullptr) metric->Set(v);
 }
-std::string CheckpointDir(const config::RunConfig& c) { return c.output.dir + "/checkpoint"; }
 
 }  // namespace
+
+// Declared right after a MutexLock on mu_: publishes the state when the
+// method returns, before the lock is released.
+class LearnerCore::PublishOnReturn {
+ public:
+  explicit PublishOnReturn(LearnerCore* core) : core_(core) {}
+  ~PublishOnReturn() ABSL_NO_THREAD_SAFETY_ANALYSIS { core_->PublishLocked(); }
+
+ private:
+  LearnerCore* const core_;
+};
 
 LearnerCore::LearnerCore(const config::RunConfig& config)
     : config_(config), curriculum_(config.curriculum), lambda_(config.lagrange.lambda_init) {}
@@ -87,6 +98,11 @@ absl::StatusOr<LearnerCore::Metrics> LearnerCore::MakeMetrics(metrics::Registry&
 }
 
 void LearnerCore::PublishLocked() {
+  {
+    LearnerStatus status = StatusLocked();
+    absl::MutexLock lock(&status_mu_);
+    published_ = std::move(status);
+  }
   SetIf(metrics_.version, static_cast<double>(ppo_->version()));
   SetIf(metrics_.target_bits, curriculum_.target_bits());
   SetIf(metrics_.lambda, lambda_);
@@ -176,6 +192,7 @@ absl::StatusOr<RegisterResult> LearnerCore::RegisterTable(int stage, int replica
                                                    ", the run's is ", config_.quant.chunk_size));
   }
   absl::MutexLock lock(&mu_);
+  PublishOnReturn publish(this);
   RegisterResult r;
   r.expected_stages = stages;
   if (table_ != nullptr) {
@@ -247,11 +264,13 @@ void LearnerCore::ExpireLocked() {
 
 void LearnerCore::ExpirePending() {
   absl::MutexLock lock(&mu_);
+  PublishOnReturn publish(this);
   ExpireLocked();
 }
 
 absl::StatusOr<bool> LearnerCore::SubmitEpisode(actor::Episode episode) {
   absl::MutexLock lock(&mu_);
+  PublishOnReturn publish(this);
   if (table_ == nullptr) return absl::UnavailableError("unit table incomplete");
   ExpireLocked();
   if (done_) return false;
@@ -280,6 +299,7 @@ absl::StatusOr<bool> LearnerCore::SubmitEpisode(actor::Episode episode) {
 
 absl::StatusOr<bool> LearnerCore::ReportEvaluation(const EvaluationInput& in) {
   absl::MutexLock lock(&mu_);
+  PublishOnReturn publish(this);
   lambda_ = in.lambda;
   SetIf(metrics_.lambda, lambda_);
   auto it = pending_.find(in.episode_id);
@@ -391,18 +411,18 @@ PublishedPolicy LearnerCore::WaitForPolicy(int64_t known_version, absl::Duration
 }
 
 int64_t LearnerCore::version() const {
-  absl::MutexLock lock(&mu_);
-  return ppo_->version();
+  absl::MutexLock lock(&status_mu_);
+  return published_.policy_version;
 }
 
 bool LearnerCore::done() const {
-  absl::MutexLock lock(&mu_);
-  return done_;
+  absl::MutexLock lock(&status_mu_);
+  return published_.done;
 }
 
 LearnerStatus LearnerCore::Status() const {
-  absl::MutexLock lock(&mu_);
-  return StatusLocked();
+  absl::MutexLock lock(&status_mu_);
+  return published_;
 }
 
 void LearnerCore::WriteStatusFile() {

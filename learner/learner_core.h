@@ -16,7 +16,10 @@
 // (episodes, transitions, PPO updates, policy version and lag, mean reward,
 // target bits, best plan bits and perplexity) and windquant_learner_lambda.
 // Thread-safety: all methods are thread-safe (one mutex; the PPO update of a
-// tiny policy runs under it).
+// tiny policy runs under it). Status(), version() and done() read a snapshot
+// published after every change, so they never wait for a PPO update (a
+// status probe with a short deadline must not fail because the learner is
+// busy).
 #ifndef WINDQUANT_LEARNER_LEARNER_CORE_H_
 #define WINDQUANT_LEARNER_LEARNER_CORE_H_
 
@@ -114,10 +117,11 @@ class LearnerCore {
   // line, rewritten atomically after each update (for scripts without the CLI).
   void WriteStatusFile() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   LearnerStatus StatusLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Sets the gauges from the current state.
+  // Publishes the current state: the status snapshot and the gauges.
   void PublishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Log(const std::string& line) const;
 
+  class PublishOnReturn;
   struct Metrics {
     metrics::Counter* episodes = nullptr;
     metrics::Counter* transitions = nullptr;
@@ -148,6 +152,9 @@ class LearnerCore {
   std::map<uint64_t, Held> pending_ ABSL_GUARDED_BY(mu_);
   std::set<uint64_t> seen_ ABSL_GUARDED_BY(mu_);  // every episode id accepted in this run
   Metrics metrics_;  // all nullptr without a registry
+  // What PublishLocked published last (status_mu_ is taken after mu_, never before).
+  mutable absl::Mutex status_mu_ ABSL_ACQUIRED_AFTER(mu_);
+  LearnerStatus published_ ABSL_GUARDED_BY(status_mu_);
   std::vector<std::vector<rl::Transition>> ready_ ABSL_GUARDED_BY(mu_);
   std::vector<double> ready_rewards_ ABSL_GUARDED_BY(mu_);
   rl::CandidatePlan best_ ABSL_GUARDED_BY(mu_);

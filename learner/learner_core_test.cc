@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/metrics/registry.h"
 #include "common/rl/environment.h"
 #include "common/rl/synthetic_table.h"
 
@@ -151,6 +152,48 @@ TEST_F(LearnerCoreTest, HoldsEpisodesUntilEvaluatedUpdatesAndResumesFromCheckpoi
   EXPECT_EQ((*again)->WaitForPolicy(-1, absl::ZeroDuration()).snapshot.sha256, snapshot.sha256);
   EXPECT_EQ((*again)->Status().updates, 2);
   EXPECT_DOUBLE_EQ((*again)->Status().best_perplexity, 2.0);
+}
+
+TEST_F(LearnerCoreTest, AnEpisodeIdIsAcceptedOncePerRunAcrossRestarts) {
+  for (const auto& s : Stages(whole_)) ASSERT_TRUE(core_->RegisterTable(s.first_layer, 0, s).ok());
+  ASSERT_TRUE(core_->SubmitEpisode(MakeEpisode(1, 0)).value());
+  ASSERT_TRUE(core_->ReportEvaluation(Eval(1, 3.0)).value());
+  // Re-sent after its evaluation (an ack lost on the way back): refused, so
+  // the plan is not evaluated and recorded a second time.
+  EXPECT_FALSE(core_->SubmitEpisode(MakeEpisode(1, 0)).value());
+  EXPECT_FALSE(core_->ReportEvaluation(Eval(1, 3.0)).value());
+  core_.reset();
+  // A restarted learner knows the ids recorded in plans.jsonl.
+  auto again = LearnerCore::Create(TestConfig(dir_), nullptr);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_FALSE((*again)->SubmitEpisode(MakeEpisode(1, 0)).value());
+  EXPECT_TRUE((*again)->SubmitEpisode(MakeEpisode(2, 0)).value());
+}
+
+TEST_F(LearnerCoreTest, ExportsItsMetrics) {
+  core_.reset();
+  metrics::Registry registry;
+  auto core = LearnerCore::Create(TestConfig(dir_), nullptr, &registry);
+  ASSERT_TRUE(core.ok()) << core.status();
+  for (const auto& s : Stages(whole_)) ASSERT_TRUE((*core)->RegisterTable(s.first_layer, 0, s).ok());
+  const size_t steps = MakeEpisode(1, 0).steps.size();
+  for (uint64_t id : {1, 2}) ASSERT_TRUE((*core)->SubmitEpisode(MakeEpisode(id, 0)).value());
+  ASSERT_TRUE((*core)->ReportEvaluation(Eval(1, 3.0)).value());
+  ASSERT_TRUE((*core)->ReportEvaluation(Eval(2, 2.5)).value());
+  const std::string text = registry.TextExposition();
+  auto has = [&](const std::string& line) {
+    return text.find("\n" + line + "\n") != std::string::npos;
+  };
+  EXPECT_TRUE(has("windquant_learner_episodes_total 2")) << text;
+  EXPECT_TRUE(has("windquant_learner_transitions_total " + std::to_string(2 * steps))) << text;
+  EXPECT_TRUE(has("windquant_learner_ppo_updates_total 1")) << text;
+  EXPECT_TRUE(has("windquant_learner_policy_version 1")) << text;
+  EXPECT_TRUE(has("windquant_learner_policy_lag_versions_count 2")) << text;
+  EXPECT_TRUE(has("windquant_learner_best_plan_perplexity 2.5")) << text;
+  EXPECT_TRUE(has("windquant_learner_best_plan_bitwidth 1.2")) << text;
+  EXPECT_TRUE(has("windquant_learner_target_bitwidth 3")) << text;
+  EXPECT_TRUE(has("windquant_learner_lambda 0.7")) << text;
+  EXPECT_NE(text.find("\nwindquant_learner_mean_episode_reward "), std::string::npos) << text;
 }
 
 }  // namespace

@@ -3,6 +3,8 @@
 #include <cstdlib>
 #include <iostream>
 
+#include <ATen/Parallel.h>
+
 #include "actor/service_flags.h"
 #include "common/metrics/http_server.h"
 #include "common/metrics/metric_names.h"
@@ -29,6 +31,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   const wq::config::RunConfig& c = flags->config;
+  if (c.model.threads > 0) at::set_num_threads(c.model.threads);  // 0: torch's default
   wq::metrics::MetricsServerOptions mo;
   if (auto s = wq::metrics::ParseMetricsAddress(c.service.metrics_address,
                                                 "service.metrics_address", &mo);

@@ -17,18 +17,29 @@ SRC="${WQ_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}"
 MODEL="$SRC/../shared/models/stories260k"
 if [[ ! -f "$MODEL/config.json" ]]; then echo "SKIP: $MODEL not found"; exit 77; fi
 OUT=$(mktemp -d /tmp/wq-faults.XXXXXX)
-export WQ_RUN_LIB=1 WQ_TEST_UPDATES=8
+# Enough updates that the run is still going when the learner is killed.
+export WQ_RUN_LIB=1 WQ_TEST_UPDATES=16
 source "$SRC/deploy/local/run.sh"
 source "$SRC/tests/distributed_test_config.sh"
 parse_args --config "$SRC/configs/stories260k.yaml" --bin "$BUILD" --stages 2 --replicas 1 \
-  --out "$OUT" --timeout 300 "${TEST_SETS[@]}" --set service.evaluation_timeout_ms=20000
+  --out "$OUT" --timeout 300 "${TEST_SETS[@]}" --set service.evaluation_timeout_ms=20000 \
+  --set model.threads=1
 plan_topology
 trap 'stop_all; echo "logs: $OUT/logs"' EXIT
 fail() { echo "FAIL: $*"; echo "logs: $OUT/logs"; exit 1; }
+# Polls `test` (a bash command line) until it succeeds, for at most 120 s.
+eventually() {
+  local deadline=$((SECONDS + 120))
+  until eval "$1"; do
+    ((SECONDS < deadline)) || return 1
+    sleep 0.5
+  done
+}
+step() { echo "--- $* (at ${SECONDS} s)"; }
 start_all
 wait_for updates '((v >= 1))'
 
-echo "--- 0. /metrics of every process"
+step "0. /metrics of every process"
 for name in "${!METRICS_PORTS[@]}"; do
   curl -sf --max-time 5 "$(metrics_url "$name")" | grep -q '^windquant_net_sent_bytes_total [1-9]' ||
     fail "$name: no windquant_net_sent_bytes_total > 0 at $(metrics_url "$name")"
@@ -41,44 +52,71 @@ updates=$(metric_value learner windquant_learner_ppo_updates_total)
 [[ -n "$(metric_value actor-s0-r0 windquant_actor_episodes_total)" ]] ||
   fail "actor /metrics: no windquant_actor_episodes_total"
 
-echo "--- 1. kill -9 actor-s1-r0"
+# The incarnations (bits 32..47 of the episode ids) of actor-s1-r0's plans
+# recorded by the learner so far.
+incarnations() {
+  python3 - "$OUT/run/plans.jsonl" <<'PY'
+import json, sys
+ids = [json.loads(l)["episode_id"] for l in open(sys.argv[1]) if '"actor-s1-r0"' in l]
+print(" ".join(sorted({str((i >> 32) & 0xffff) for i in ids})))
+PY
+}
+
+step "1. kill -9 actor-s1-r0"
+old=$(incarnations)
 kill9 actor-s1-r0
 start_actor 1 0
 before=$(status_field updates)
 wait_for updates "((v >= before + 1))"
+# Rejoined: it got the table again and its episodes reach the learner.
+eventually '(($(grep -c "unit table of" "$OUT/logs/actor-s1-r0.log") >= 2))' ||
+  fail "restarted actor did not get the table"
+eventually '[[ "$(incarnations)" != "$old" ]]' ||
+  fail "no plan of the restarted actor reached the learner (incarnations: $old)"
 grep -q "reloaded cached fits" "$OUT/logs/actor-s1-r0.log" || fail "restarted actor did not reload its fits"
-[[ $(grep -c "unit table of" "$OUT/logs/actor-s1-r0.log") -ge 2 ]] || fail "restarted actor did not rejoin"
 
-echo "--- 2. kill -9 evaluator"
+step "2. kill -9 evaluator"
 kill9 evaluator
 pending=$(ls "$OUT/run/evaluator-queue" 2>/dev/null | sed -n 's/\.plan\.pb$//p' || true)
 echo "pending at kill: $(echo $pending | wc -w) plans"
 start_evaluator
 before=$(status_field updates)
-wait_for updates "((v >= before + 1))"
+# Each pending plan is evaluated after the restart and its report reaches the
+# learner (recorded in plans.jsonl), unless the learner had expired its
+# episode meanwhile: then the report was refused, the queue file is gone and
+# the learner's log says so.
+resolved() {  # id
+  grep -q "\"episode_id\":$1," "$OUT/run/plans.jsonl" ||
+    { [[ ! -e "$OUT/run/evaluator-queue/$1.plan.pb" ]] &&
+      grep -q "episode $1 expired" "$OUT/logs/learner.log"; }
+}
 for id in $pending; do
-  # Evaluated after the restart: in the learner's record, or its queue file is gone
-  # because the learner had expired it (then the report was refused, not lost).
-  if ! grep -q "\"episode_id\":$id," "$OUT/run/plans.jsonl"; then
-    [[ ! -e "$OUT/run/evaluator-queue/$id.plan.pb" ]] || fail "pending plan $id never evaluated"
-  fi
+  eventually "resolved $id" || fail "pending plan $id never evaluated and reported"
 done
+wait_for updates "((v >= before + 1))"
 
-echo "--- 3. kill -9 learner"
+step "3. kill -9 learner"
 # Frozen first, so that no update slips in between reading its version and the
 # kill (its status file is rewritten right after each checkpoint).
+declare -A resubscribed=()
+for name in actor-s0-r0 actor-s1-r0; do
+  resubscribed[$name]=$(grep -c "re-subscribed at policy version" "$OUT/logs/$name.log" || true)
+done
 kill -STOP "${PIDS[learner]}"
 version=$(sed -n 's/^policy_version=//p' "$OUT/run/status.txt")
+[[ "$(sed -n 's/^done=//p' "$OUT/run/status.txt")" == false ]] ||
+  fail "the run finished before the learner was killed (raise WQ_TEST_UPDATES)"
 kill9 learner
 start_learner
 wait_for_log "$OUT/logs/learner.log" "resumed from checkpoint at update" || fail "learner did not resume"
 resumed=$(sed -n 's/.*resumed from checkpoint at update [0-9]*, policy version \([0-9]*\).*/\1/p' \
   "$OUT/logs/learner.log" | tail -1)
 [[ "$resumed" == "$version" ]] || fail "resumed at version $resumed, checkpointed $version"
-deadline=$((SECONDS + 60))
-until (($(grep -c "windquant-learner: serving on" "$OUT/logs/learner.log") >= 2)); do
-  ((SECONDS < deadline)) || fail "restarted learner not serving"
-  sleep 0.5
+eventually '(($(grep -c "windquant-learner: serving on" "$OUT/logs/learner.log") >= 2))' ||
+  fail "restarted learner not serving"
+for name in actor-s0-r0 actor-s1-r0; do
+  eventually "(( \$(grep -c 're-subscribed at policy version' '$OUT/logs/$name.log') > ${resubscribed[$name]} ))" ||
+    fail "$name did not re-subscribe to the restarted learner"
 done
 served=$(metric_value learner windquant_learner_policy_version)
 [[ "$served" =~ ^[0-9]+$ ]] && ((served >= version)) ||
