@@ -1,0 +1,196 @@
+#include "evaluator/evaluation_queue.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <random>
+
+#include <gtest/gtest.h>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "actor/local_activation_transport.h"
+#include "actor/stage_worker.h"
+#include "common/metrics/registry.h"
+#include "common/quant/action.h"
+
+namespace windquant::evaluator {
+namespace {
+
+std::string ModelDir() {
+  const char* src = std::getenv("WQ_SOURCE_DIR");
+  return std::string(src ? src : ".") + "/../shared/models/stories260k";
+}
+
+std::vector<int32_t> RandomIds(size_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int32_t> d(3, 511);
+  std::vector<int32_t> ids(n);
+  for (auto& id : ids) id = d(rng);
+  return ids;
+}
+
+// What the fake learner saw: every report attempt, in order.
+class FakeLearner {
+ public:
+  // The first `failures` attempts fail with `failure`, the rest succeed.
+  FakeLearner(int failures, absl::Status failure) : failures_(failures), failure_(failure) {}
+  absl::Status Receive(const Report& r) {
+    absl::MutexLock lock(&mu_);
+    attempts_.push_back(r);
+    return static_cast<int>(attempts_.size()) <= failures_ ? failure_ : absl::OkStatus();
+  }
+  std::vector<Report> attempts() const {
+    absl::MutexLock lock(&mu_);
+    return attempts_;
+  }
+  // Waits until at least `n` attempts were made (false after 60 s).
+  bool WaitForAttempts(size_t n) const {
+    absl::MutexLock lock(&mu_);
+    auto enough = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return attempts_.size() >= n; };
+    return mu_.AwaitWithTimeout(absl::Condition(&enough), absl::Seconds(60));
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  const int failures_;
+  const absl::Status failure_;
+  std::vector<Report> attempts_ ABSL_GUARDED_BY(mu_);
+};
+
+class EvaluationQueueTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!std::filesystem::exists(ModelDir() + "/config.json")) {
+      GTEST_SKIP() << "stories260k not found at " << ModelDir();
+    }
+    dir_ = ::testing::TempDir() + "/wq-evaluation-queue";
+    std::filesystem::remove_all(dir_);
+    PipelineEvaluatorOptions o;
+    o.context = 16;
+    o.batch_size = 4;
+    o.calib_slice_tokens = 200;
+    o.eval_slice_tokens = 200;
+    o.calibration_samples = 4;
+    o.calibration_seq_len = 16;
+    o.calibration_batch = 2;
+    auto ev = PipelineEvaluator::Create(ModelDir(), o, RandomIds(600, 1), RandomIds(600, 2));
+    ASSERT_TRUE(ev.ok()) << ev.status();
+    evaluator_ = *std::move(ev);
+    for (auto [a, b] : std::vector<std::pair<int64_t, int64_t>>{{0, 3}, {3, 5}}) {
+      actor::StageWorkerOptions wo;
+      wo.model_dir = ModelDir();
+      wo.first_layer = a;
+      wo.end_layer = b;
+      wo.chunk_size = 64;
+      auto w = actor::StageWorker::Create(wo);
+      ASSERT_TRUE(w.ok()) << w.status();
+      workers_.push_back(*std::move(w));
+      transports_.push_back(std::make_unique<actor::LocalActivationTransport>(
+          workers_.back().get(), "stage " + std::to_string(workers_.size() - 1)));
+      stages_.push_back(transports_.back().get());
+    }
+    // The global unit count, for plans over it.
+    auto tables = evaluator_->Calibrate(stages_, evaluator_->CalibrationFingerprint());
+    ASSERT_TRUE(tables.ok()) << tables.status();
+    for (const auto& t : *tables) units_ += t.units.size();
+    lagrange_.lambda_init = 1.0;
+    lagrange_.eta = 0.5;
+  }
+
+  QueuedPlan Plan(uint64_t episode) {
+    QueuedPlan q;
+    q.plan.plan_id = "plan-" + std::to_string(episode);
+    q.plan.episode_id = episode;
+    q.plan.model_fingerprint = evaluator_->CalibrationFingerprint();
+    q.plan.actions.assign(units_, static_cast<int>(quant::Action::k2));
+    q.effective_bits = 2.0;
+    q.actor_id = "a";
+    return q;
+  }
+  std::unique_ptr<EvaluationQueue> MakeQueue(FakeLearner* learner,
+                                             metrics::Registry* registry = nullptr) {
+    return std::make_unique<EvaluationQueue>(
+        evaluator_.get(), std::vector<std::vector<actor::ActivationTransport*>>{stages_},
+        lagrange_, dir_, 16, [learner](const Report& r) { return learner->Receive(r); },
+        registry);
+  }
+  bool QueueFileExists(uint64_t episode) const {
+    return std::filesystem::exists(dir_ + "/" + std::to_string(episode) + ".plan.pb");
+  }
+
+  std::string dir_;
+  config::LagrangeConfig lagrange_;
+  size_t units_ = 0;
+  std::unique_ptr<PipelineEvaluator> evaluator_;
+  std::vector<std::unique_ptr<actor::StageWorker>> workers_;
+  std::vector<std::unique_ptr<actor::LocalActivationTransport>> transports_;
+  std::vector<actor::ActivationTransport*> stages_;
+};
+
+TEST_F(EvaluationQueueTest, RetriesTheReportNotTheEvaluationAndUpdatesLambdaOnce) {
+  FakeLearner learner(3, absl::UnavailableError("learner down"));
+  metrics::Registry registry;
+  auto queue = MakeQueue(&learner, &registry);
+  ASSERT_TRUE(queue->Start().ok());
+  ASSERT_TRUE(queue->Submit(Plan(7)).ok());
+  EXPECT_TRUE(QueueFileExists(7));
+  ASSERT_TRUE(learner.WaitForAttempts(4));
+  queue->Stop();
+  const std::vector<Report> attempts = learner.attempts();
+  ASSERT_EQ(attempts.size(), 4u);  // 3 failures, then delivered; nothing after
+  for (const Report& r : attempts) {
+    EXPECT_EQ(r.episode_id, 7u);
+    EXPECT_EQ(r.lambda, attempts[0].lambda);  // one λ update for one plan
+    EXPECT_FALSE(r.evaluation.cached);        // evaluated once, not again per attempt
+  }
+  EXPECT_EQ(queue->evaluated(), 1);
+  EXPECT_DOUBLE_EQ(queue->lambda(), attempts[0].lambda);
+  EXPECT_FALSE(QueueFileExists(7));  // delivered: no longer pending
+  const std::string text = registry.TextExposition();
+  EXPECT_NE(text.find("\nwindquant_evaluator_evaluation_duration_seconds_count 1\n"),
+            std::string::npos) << text;
+  EXPECT_NE(text.find("\nwindquant_evaluator_queue_depth 0\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("\nwindquant_evaluator_lambda "), std::string::npos) << text;
+}
+
+TEST_F(EvaluationQueueTest, StopWhileTheLearnerIsDownKeepsThePlanForTheNextStart) {
+  FakeLearner down(1 << 30, absl::DeadlineExceededError("no learner"));
+  {
+    auto queue = MakeQueue(&down);
+    ASSERT_TRUE(queue->Start().ok());
+    ASSERT_TRUE(queue->Submit(Plan(8)).ok());
+    ASSERT_TRUE(down.WaitForAttempts(2));
+    const absl::Time t0 = absl::Now();
+    queue->Stop();
+    EXPECT_LT(absl::Now() - t0, absl::Seconds(10));
+  }
+  EXPECT_TRUE(QueueFileExists(8));
+  // The next evaluator reloads it and delivers it.
+  FakeLearner up(0, absl::OkStatus());
+  auto queue = MakeQueue(&up);
+  ASSERT_TRUE(queue->Start().ok());
+  ASSERT_TRUE(up.WaitForAttempts(1));
+  queue->Stop();
+  ASSERT_EQ(up.attempts().size(), 1u);
+  EXPECT_EQ(up.attempts()[0].episode_id, 8u);
+  EXPECT_FALSE(QueueFileExists(8));
+}
+
+TEST_F(EvaluationQueueTest, ARefusedReportIsDroppedNotRetried) {
+  FakeLearner refusing(1, absl::InvalidArgumentError("perplexity: must be >= 1"));
+  auto queue = MakeQueue(&refusing);
+  ASSERT_TRUE(queue->Start().ok());
+  ASSERT_TRUE(queue->Submit(Plan(9)).ok());
+  ASSERT_TRUE(queue->Submit(Plan(10)).ok());
+  ASSERT_TRUE(refusing.WaitForAttempts(2));
+  queue->Stop();
+  const std::vector<Report> attempts = refusing.attempts();
+  ASSERT_EQ(attempts.size(), 2u);
+  EXPECT_EQ(attempts[0].episode_id, 9u);
+  EXPECT_EQ(attempts[1].episode_id, 10u);
+  EXPECT_FALSE(QueueFileExists(9));
+  EXPECT_FALSE(QueueFileExists(10));
+}
+
+}  // namespace
+}  // namespace windquant::evaluator
