@@ -14,7 +14,7 @@
 # Tests source this file (WQ_RUN_LIB=1) to use start_*/stop_*/kill_* below.
 set -euo pipefail
 
-usage() { sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; }
 
 # --- state (set by parse_args / start_*) ---
 CONFIG="" BIN="" STAGES=2 REPLICAS=1 TIMEOUT=600
