@@ -76,8 +76,21 @@ eventually '[[ "$(incarnations)" != "$old" ]]' ||
 grep -q "reloaded cached fits" "$OUT/logs/actor-s1-r0.log" || fail "restarted actor did not reload its fits"
 
 step "2. kill -9 evaluator"
+# Killed while plans are pending (frozen first, so that the list is exact).
+queued() { ls "$OUT/run/evaluator-queue" 2>/dev/null | sed -n 's/\.plan\.pb$//p' || true; }
+pending=""
+deadline=$((SECONDS + 120))
+while [[ -z "$pending" ]]; do
+  ((SECONDS < deadline)) || fail "no plan ever pending in the evaluator's queue"
+  if [[ -n "$(queued)" ]]; then
+    kill -STOP "${PIDS[evaluator]}"
+    pending=$(queued)
+    [[ -n "$pending" ]] || kill -CONT "${PIDS[evaluator]}"
+  else
+    sleep 0.1
+  fi
+done
 kill9 evaluator
-pending=$(ls "$OUT/run/evaluator-queue" 2>/dev/null | sed -n 's/\.plan\.pb$//p' || true)
 echo "pending at kill: $(echo $pending | wc -w) plans"
 start_evaluator
 before=$(status_field updates)
@@ -90,9 +103,12 @@ resolved() {  # id
     { [[ ! -e "$OUT/run/evaluator-queue/$1.plan.pb" ]] &&
       grep -q "episode $1 expired" "$OUT/logs/learner.log"; }
 }
+recorded=0
 for id in $pending; do
   eventually "resolved $id" || fail "pending plan $id never evaluated and reported"
+  grep -q "\"episode_id\":$id," "$OUT/run/plans.jsonl" && recorded=$((recorded + 1))
 done
+echo "pending plans after the restart: $recorded recorded by the learner, the rest expired there"
 wait_for updates "((v >= before + 1))"
 
 step "3. kill -9 learner"
