@@ -11,15 +11,6 @@
 #include "common/rl/state_features.h"
 
 namespace windquant::actor {
-namespace {
-
-// Not in the catalogue of metric_names.h (which has no actor episode count).
-constexpr metrics::MetricSpec kActorEpisodesTotal{
-    "windquant_actor_episodes_total", "Episodes (complete plans) this actor's rollouts produced.",
-    metrics::MetricType::kCounter};
-
-}  // namespace
-
 RolloutLoop::RolloutLoop(const config::RunConfig& config, RolloutLoopOptions options,
                          std::shared_ptr<grpc::Channel> learner,
                          std::shared_ptr<grpc::Channel> evaluator, metrics::Registry* registry)
@@ -27,7 +18,7 @@ RolloutLoop::RolloutLoop(const config::RunConfig& config, RolloutLoopOptions opt
       learner_(v1::Learner::NewStub(std::move(learner))),
       evaluator_(v1::Evaluator::NewStub(std::move(evaluator))) {
   if (registry != nullptr) {
-    auto family = metrics::CounterFamily(*registry, kActorEpisodesTotal);
+    auto family = metrics::CounterFamily(*registry, metrics::kActorEpisodesTotal);
     if (family.ok()) episodes_ = &(*family)->Get();
   }
 }

@@ -38,13 +38,6 @@ std::string TablePath(const config::RunConfig& c) { return c.output.dir + "/unit
 std::string PlansPath(const config::RunConfig& c) { return c.output.dir + "/plans.jsonl"; }
 std::string CheckpointDir(const config::RunConfig& c) { return c.output.dir + "/checkpoint"; }
 
-// The learner's view of λ (the evaluator's last report); not in the catalogue
-// of metric_names.h, which only has the evaluator's.
-constexpr metrics::MetricSpec kLearnerLambda{
-    "windquant_learner_lambda",
-    "Lagrange multiplier of the bit-budget constraint as last reported to the learner.",
-    metrics::MetricType::kGauge};
-
 template <typename T>
 void SetIf(T* metric, double v) {
   if (metric != nullptr) metric->Set(v);
@@ -83,7 +76,7 @@ absl::StatusOr<LearnerCore::Metrics> LearnerCore::MakeMetrics(metrics::Registry&
   WQ_ASSIGN_OR_RETURN(auto* best_bits,
                       metrics::GaugeFamily(r, metrics::kLearnerBestPlanEffectiveBits));
   WQ_ASSIGN_OR_RETURN(auto* best_ppl, metrics::GaugeFamily(r, metrics::kLearnerBestPlanPerplexity));
-  WQ_ASSIGN_OR_RETURN(auto* lambda, metrics::GaugeFamily(r, kLearnerLambda));
+  WQ_ASSIGN_OR_RETURN(auto* lambda, metrics::GaugeFamily(r, metrics::kLearnerLambda));
   m.episodes = &episodes->Get();
   m.transitions = &transitions->Get();
   m.updates = &updates->Get();

@@ -7,7 +7,7 @@ PKGS=(
   libtorch-dev libopenblas0-pthread
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libyaml-cpp-dev libgtest-dev libgmock-dev libabsl-dev nlohmann-json3-dev
-  libcivetweb-dev libcurl4-openssl-dev libssl-dev openssl
+  libcurl4-openssl-dev libssl-dev openssl
   libsentencepiece-dev clang libclang-rt-14-dev
   prometheus nodejs curl
   chromium zlib1g-dev

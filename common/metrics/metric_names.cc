@@ -21,9 +21,10 @@ constexpr MetricSpec kAll[] = {
     kLearnerPpoUpdatesTotal,      kLearnerPolicyVersion,
     kLearnerPolicyLagVersions,    kLearnerMeanEpisodeReward,
     kLearnerTargetBits,           kLearnerBestPlanEffectiveBits,
-    kLearnerBestPlanPerplexity,   kLearnerConnectedActors,
-    kEvaluatorLambda,             kEvaluatorEvaluationDurationSeconds,
-    kEvaluatorQueueDepth,         kActorForwardDurationSeconds,
+    kLearnerBestPlanPerplexity,   kLearnerLambda,
+    kLearnerConnectedActors,      kEvaluatorLambda,
+    kEvaluatorEvaluationDurationSeconds, kEvaluatorQueueDepth,
+    kActorForwardDurationSeconds, kActorEpisodesTotal,
     kNetSentBytesTotal,           kNetReceivedBytesTotal,
     kNetRpcErrorsTotal,
 };

@@ -68,6 +68,10 @@ inline constexpr MetricSpec kLearnerBestPlanEffectiveBits{
 inline constexpr MetricSpec kLearnerBestPlanPerplexity{
     "windquant_learner_best_plan_perplexity", "Calibration perplexity of the best plan so far.",
     MetricType::kGauge};
+inline constexpr MetricSpec kLearnerLambda{
+    "windquant_learner_lambda",
+    "Lagrange multiplier of the bit-budget constraint as last reported to the learner.",
+    MetricType::kGauge};
 inline constexpr MetricSpec kLearnerConnectedActors{
     "windquant_learner_connected_actors", "Actors currently connected to the learner.",
     MetricType::kGauge};
@@ -87,6 +91,9 @@ inline constexpr MetricSpec kActorForwardDurationSeconds{
     "windquant_actor_forward_duration_seconds",
     "Wall time of one forward pass of this actor's stage.", MetricType::kHistogram, {},
     kForwardDurationBoundsSeconds};
+inline constexpr MetricSpec kActorEpisodesTotal{
+    "windquant_actor_episodes_total", "Episodes (complete plans) this actor's rollouts produced.",
+    MetricType::kCounter};
 
 // net (every process)
 inline constexpr MetricSpec kNetSentBytesTotal{

@@ -26,10 +26,11 @@ TEST(MetricNamesTest, CatalogueHasTheOperatorMetrics) {
            "windquant_evaluator_evaluation_duration_seconds", "windquant_evaluator_queue_depth",
            "windquant_actor_forward_duration_seconds", "windquant_learner_connected_actors",
            "windquant_net_sent_bytes_total", "windquant_net_received_bytes_total",
-           "windquant_net_rpc_errors_total"}) {
+           "windquant_net_rpc_errors_total", "windquant_learner_lambda",
+           "windquant_actor_episodes_total"}) {
     EXPECT_EQ(names.count(expected), 1u) << expected;
   }
-  EXPECT_EQ(names.size(), 17u);
+  EXPECT_EQ(names.size(), 19u);
 }
 
 TEST(MetricNamesTest, RegistersAllIdempotently) {
