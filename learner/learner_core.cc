@@ -13,26 +13,11 @@
 #include "common/quant/plan_io.h"
 #include "common/rl/episode_evaluator.h"
 #include "common/rl/state_features.h"
+#include "common/rl/trainer.h"
 #include "windquant/v1/types.pb.h"
 
 namespace windquant::learner {
 namespace {
-
-rl::PpoConfig ToPpoConfig(const config::RunConfig& c) {
-  rl::PpoConfig p;
-  p.clip_ratio = c.ppo.clip_ratio;
-  p.gamma = c.ppo.gamma;
-  p.gae_lambda = c.ppo.gae_lambda;
-  p.value_coef = c.ppo.value_coef;
-  p.entropy_coef = c.ppo.entropy_coef;
-  p.learning_rate = c.ppo.learning_rate;
-  p.max_grad_norm = c.ppo.max_grad_norm;
-  p.epochs = c.ppo.epochs;
-  p.minibatch_size = c.ppo.minibatch_size;
-  p.max_policy_lag = c.ppo.max_policy_lag;
-  p.seed = c.training.seed;
-  return p;
-}
 
 std::string TablePath(const config::RunConfig& c) { return c.output.dir + "/unit_table.pb"; }
 std::string PlansPath(const config::RunConfig& c) { return c.output.dir + "/plans.jsonl"; }
@@ -116,13 +101,8 @@ absl::StatusOr<std::unique_ptr<LearnerCore>> LearnerCore::Create(
   if (registry != nullptr) {
     WQ_ASSIGN_OR_RETURN(core->metrics_, MakeMetrics(*registry));
   }
-  rl::PolicyOptions po;
-  po.state_dim = rl::kStateDim;
-  po.num_actions = quant::kNumActions;
-  po.hidden_sizes.assign(config.ppo.hidden.begin(), config.ppo.hidden.end());
-  po.init_seed = config.training.seed;
   absl::MutexLock lock(&core->mu_);
-  WQ_ASSIGN_OR_RETURN(core->ppo_, rl::PpoLearner::Create(po, ToPpoConfig(config)));
+  WQ_ASSIGN_OR_RETURN(core->ppo_, rl::CreatePpoLearner(config));
   std::error_code ec;
   std::filesystem::create_directories(config.output.dir, ec);
   {  // Episodes recorded before a restart are never accepted again.

@@ -28,16 +28,17 @@ class BearerTokenInterceptor : public grpc::experimental::Interceptor {
 }  // namespace
 
 absl::StatusOr<std::string> ReadBearerTokenFile(const std::string& path) {
+  constexpr absl::string_view kKey = "service.tls.bearer_token_file: ";
   auto text = base::ReadFile(path);
-  if (!text.ok()) return text.status();
+  if (!text.ok()) return absl::Status(text.status().code(), absl::StrCat(kKey, text.status().message()));
   std::string token(absl::StripAsciiWhitespace(*text));
   if (token.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": bearer token file is empty"));
+    return absl::InvalidArgumentError(absl::StrCat(kKey, path, ": bearer token file is empty"));
   }
   for (char ch : token) {
     if (ch < 0x21 || ch > 0x7e) {
       return absl::InvalidArgumentError(
-          absl::StrCat(path, ": bearer token must be printable ASCII without spaces"));
+          absl::StrCat(kKey, path, ": bearer token must be printable ASCII without spaces"));
     }
   }
   return token;

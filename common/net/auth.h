@@ -29,9 +29,10 @@ namespace windquant::net {
 inline constexpr absl::string_view kAuthorizationHeader = "authorization";
 inline constexpr absl::string_view kHealthServicePathPrefix = "/grpc.health.v1.Health/";
 
-// Reads a token file; surrounding whitespace (the trailing newline) is dropped.
-// NOT_FOUND / INVALID_ARGUMENT ("<path>: bearer token file is empty", or has characters
-// outside printable ASCII). The message never contains the token.
+// Reads the token file named by service.tls.bearer_token_file; surrounding whitespace
+// (the trailing newline) is dropped. NOT_FOUND / INVALID_ARGUMENT
+// ("service.tls.bearer_token_file: <path>: bearer token file is empty", or has
+// characters outside printable ASCII). The message never contains the token.
 absl::StatusOr<std::string> ReadBearerTokenFile(const std::string& path);
 
 // Compares in time independent of where the strings differ.

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/base/files.h"
+#include "common/base/status_macros.h"
 #include "common/net/auth.h"
 #include "common/net/rpc_metrics.h"
 #include "grpcpp/create_channel.h"
@@ -85,12 +86,7 @@ absl::StatusOr<ChannelOptions> ChannelOptionsFromConfig(const config::ServiceCon
     }
   }
   if (!service.tls.bearer_token_file.empty()) {
-    auto token = ReadBearerTokenFile(service.tls.bearer_token_file);
-    if (!token.ok()) {
-      return absl::Status(token.status().code(), absl::StrCat("service.tls.bearer_token_file: ",
-                                                              token.status().message()));
-    }
-    options.bearer_token = *std::move(token);
+    WQ_ASSIGN_OR_RETURN(options.bearer_token, ReadBearerTokenFile(service.tls.bearer_token_file));
   }
   return options;
 }

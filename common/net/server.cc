@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/base/files.h"
+#include "common/base/status_macros.h"
 #include "common/net/auth.h"
 #include "common/net/rpc_metrics.h"
 #include "grpcpp/generic/async_generic_service.h"
@@ -118,12 +119,7 @@ absl::StatusOr<ServerOptions> ServerOptionsFromConfig(const config::ServiceConfi
   options.ca_file = service.tls.ca_file;
   options.require_client_cert = service.tls.require_client_cert;
   if (!service.tls.bearer_token_file.empty()) {
-    auto token = ReadBearerTokenFile(service.tls.bearer_token_file);
-    if (!token.ok()) {
-      return absl::Status(token.status().code(), absl::StrCat("service.tls.bearer_token_file: ",
-                                                              token.status().message()));
-    }
-    options.bearer_token = *std::move(token);
+    WQ_ASSIGN_OR_RETURN(options.bearer_token, ReadBearerTokenFile(service.tls.bearer_token_file));
   }
   return options;
 }

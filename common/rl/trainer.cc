@@ -31,22 +31,6 @@ uint64_t SplitMix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-PpoConfig ToPpoConfig(const config::RunConfig& c) {
-  PpoConfig p;
-  p.clip_ratio = c.ppo.clip_ratio;
-  p.gamma = c.ppo.gamma;
-  p.gae_lambda = c.ppo.gae_lambda;
-  p.value_coef = c.ppo.value_coef;
-  p.entropy_coef = c.ppo.entropy_coef;
-  p.learning_rate = c.ppo.learning_rate;
-  p.max_grad_norm = c.ppo.max_grad_norm;
-  p.epochs = c.ppo.epochs;
-  p.minibatch_size = c.ppo.minibatch_size;
-  p.max_policy_lag = c.ppo.max_policy_lag;
-  p.seed = c.training.seed;
-  return p;
-}
-
 double Seconds(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -261,12 +245,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const quant::UnitTable&
   }
   WQ_ASSIGN_OR_RETURN(impl->costs, UnitCosts::Create(table));
   impl->evaluator = std::make_unique<CachingPlanEvaluator>(evaluator);
-  PolicyOptions po;
-  po.state_dim = kStateDim;
-  po.num_actions = quant::kNumActions;
-  po.hidden_sizes.assign(c.ppo.hidden.begin(), c.ppo.hidden.end());
-  po.init_seed = c.training.seed;
-  WQ_ASSIGN_OR_RETURN(impl->learner, PpoLearner::Create(po, ToPpoConfig(c)));
+  WQ_ASSIGN_OR_RETURN(impl->learner, CreatePpoLearner(c));
   impl->lagrange = std::make_unique<LagrangeMultiplier>(c.lagrange);
   impl->curriculum = std::make_unique<Curriculum>(c.curriculum);
   impl->state.fingerprint = impl->options.fingerprint;
@@ -344,6 +323,27 @@ absl::StatusOr<TrainerResult> Trainer::Run() {
   result.cache_hits = m.evaluator->hits();
   result.seconds = Seconds(t0);
   return result;
+}
+
+absl::StatusOr<std::unique_ptr<PpoLearner>> CreatePpoLearner(const config::RunConfig& c) {
+  PolicyOptions po;
+  po.state_dim = kStateDim;
+  po.num_actions = quant::kNumActions;
+  po.hidden_sizes.assign(c.ppo.hidden.begin(), c.ppo.hidden.end());
+  po.init_seed = c.training.seed;
+  PpoConfig p;
+  p.clip_ratio = c.ppo.clip_ratio;
+  p.gamma = c.ppo.gamma;
+  p.gae_lambda = c.ppo.gae_lambda;
+  p.value_coef = c.ppo.value_coef;
+  p.entropy_coef = c.ppo.entropy_coef;
+  p.learning_rate = c.ppo.learning_rate;
+  p.max_grad_norm = c.ppo.max_grad_norm;
+  p.epochs = c.ppo.epochs;
+  p.minibatch_size = c.ppo.minibatch_size;
+  p.max_policy_lag = c.ppo.max_policy_lag;
+  p.seed = c.training.seed;
+  return PpoLearner::Create(po, p);
 }
 
 }  // namespace windquant::rl

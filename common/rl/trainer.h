@@ -92,6 +92,11 @@ class Trainer {
   std::unique_ptr<Impl> impl_;
 };
 
+// The PPO learner (policy over the 15 state features and 7 actions) that the
+// config's ppo and training sections describe; shared by the one-process
+// Trainer and the distributed learner.
+absl::StatusOr<std::unique_ptr<PpoLearner>> CreatePpoLearner(const config::RunConfig& c);
+
 // Behaviour cloning: at most `steps` Adam steps (learning rate `lr`) of
 // cross-entropy of `transitions`' actions under their masks; stops early when
 // the mean probability of those actions reaches `target_prob`. Returns that
