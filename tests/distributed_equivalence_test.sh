@@ -33,6 +33,12 @@
 #     standard deviation of the one-process RL plan, docs/results-rl.md).
 #     WQ_EQUIV_WARM_START=none|lagrange (default lagrange, the protocol of
 #     the 5.3 figure) is passed to both runs.
+#     Fails today (2026-11-29, seed 0): one process 121.32 (lagrange) / 141.16
+#     (none), distributed 200.23 in both: the distributed learner has no warm
+#     start, never evaluates the Lagrangian reference plan as a candidate and
+#     no per-update greedy plan (rl::Trainer does all three). The sampled plans
+#     themselves are alike (warm_start=none: mean PPL of the 80 sampled plans
+#     328 in one process, 333 distributed).
 #
 # Environment: WQ_SOURCE_DIR (repo root), WQ_EQUIV_KEEP=1 keeps the work folder (/tmp/wq-equiv.*).
 # Exit 77 (skip) when ../shared/models/stories260k is missing.
