@@ -6,9 +6,8 @@ For each Dockerfile (build context = repository root):
   Dockerfile's .dockerignore; every COPY --from names an earlier stage;
 - every repo script a RUN calls (scripts/..., deploy/...) exists and is executable;
 - every `cmake --preset X` / `cmake --build --preset X` names a preset of CMakePresets.json;
-- every binary of WQ_BINARIES is a target declared in a CMakeLists.txt, or one of PLANNED
-  (the service binaries being written); the ENTRYPOINT and the deploy/k8s container
-  commands are among them;
+- every binary of WQ_BINARIES is a target declared in a CMakeLists.txt; the ENTRYPOINT and
+  the deploy/k8s container commands are among them;
 - the final stage runs as a numeric non-root USER;
 - the .dockerignore excludes the build directories, .git and .cache.
 A self-test feeds a broken Dockerfile and expects findings.
@@ -28,7 +27,6 @@ HERE = pathlib.Path(__file__).resolve().parent
 ROOT = pathlib.Path(os.environ.get("WQ_SOURCE_DIR", HERE.parent.parent))
 DOCKERFILES = ["Dockerfile", "Dockerfile.cuda"]
 # Service binaries of DESIGN.md section 5 that are being written (no target yet).
-PLANNED = {"windquant-learner", "windquant-evaluator", "windquant-actor"}
 MUST_IGNORE = ["build/dev/x.o", "build-deploy/x.o", ".git/HEAD", ".cache/default-model/x"]
 
 
@@ -138,8 +136,8 @@ def check(name, text, patterns):
         return f + [f"{name}: no ARG WQ_BINARIES"]
     known = declared_targets()
     for b in binaries:
-        if b not in known and b not in PLANNED:
-            f.append(f"{name}: binary {b} is neither a declared CMake target nor planned")
+        if b not in known:
+            f.append(f"{name}: binary {b} is not a declared CMake target")
     if entry not in binaries:
         f.append(f"{name}: ENTRYPOINT {entry} is not one of WQ_BINARIES")
     for k8s in (ROOT / "deploy" / "k8s").rglob("*.yaml"):
