@@ -18,6 +18,16 @@
 
 namespace windquant::actor {
 
+// Episode ids with this bit set name the learner's candidate plans (the
+// stage's Lagrangian reference, the greedy plan after an update): submitted
+// to the evaluator like an episode's plan, but they have no transitions, never
+// enter a PPO batch and do not update λ. Actor ids stay below it
+// ((actor index + 1) << 48 | counter).
+inline constexpr uint64_t kCandidateEpisodeBit = uint64_t{1} << 63;
+inline bool IsCandidateEpisode(uint64_t episode_id) {
+  return (episode_id & kCandidateEpisodeBit) != 0;
+}
+
 struct Episode {
   std::string actor_id;
   uint64_t episode_id = 0;

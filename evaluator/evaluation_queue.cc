@@ -6,6 +6,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "actor/transition_codec.h"
 #include "common/base/files.h"
 #include "common/base/status_macros.h"
 #include "common/metrics/metric_names.h"
@@ -218,7 +219,10 @@ void EvaluationQueue::Worker(size_t r) {
     report.effective_bits = q.effective_bits;
     {
       absl::MutexLock lock(&mu_);
-      report.lambda = lagrange_.Update(e->relative_ppl_increase);
+      // A learner's candidate plan (no episode behind it) leaves λ as it is.
+      report.lambda = actor::IsCandidateEpisode(q.plan.episode_id)
+                          ? lagrange_.lambda()
+                          : lagrange_.Update(e->relative_ppl_increase);
       if (lambda_gauge_ != nullptr) lambda_gauge_->Set(report.lambda);
       ++evaluated_;
     }

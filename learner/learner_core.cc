@@ -5,11 +5,13 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <random>
 
 #include "absl/strings/str_cat.h"
 #include "common/base/files.h"
 #include "common/base/status_macros.h"
 #include "common/metrics/metric_names.h"
+#include "common/quant/baselines.h"
 #include "common/quant/plan_io.h"
 #include "common/rl/episode_evaluator.h"
 #include "common/rl/state_features.h"
@@ -42,7 +44,14 @@ class LearnerCore::PublishOnReturn {
 };
 
 LearnerCore::LearnerCore(const config::RunConfig& config)
-    : config_(config), curriculum_(config.curriculum), lambda_(config.lagrange.lambda_init) {}
+    : config_(config), curriculum_(config.curriculum), lambda_(config.lagrange.lambda_init) {
+  // Candidate ids: the candidate bit, a random incarnation (so that a report
+  // of a candidate of an earlier learner process never matches one of this
+  // process), a counter.
+  std::random_device rd;
+  const uint64_t incarnation = (static_cast<uint64_t>(rd()) & 0x7fffffffu) | 1u;
+  next_candidate_id_ = actor::kCandidateEpisodeBit | (incarnation << 32);
+}
 
 void LearnerCore::Log(const std::string& line) const {
   if (log_) log_(line);
@@ -122,7 +131,7 @@ absl::StatusOr<std::unique_ptr<LearnerCore>> LearnerCore::Create(
     }
     WQ_ASSIGN_OR_RETURN(quant::UnitTable table, quant::UnitTable::FromProto(proto));
     core->stage_tables_[0] = table;
-    core->table_ = std::make_unique<quant::UnitTable>(std::move(table));
+    core->table_ = std::make_shared<const quant::UnitTable>(std::move(table));
     WQ_RETURN_IF_ERROR(core->CompleteTable());
   }
   core->PublishLocked();
@@ -131,19 +140,119 @@ absl::StatusOr<std::unique_ptr<LearnerCore>> LearnerCore::Create(
 
 absl::Status LearnerCore::CompleteTable() {
   run_fingerprint_ = rl::RunFingerprint(*table_, config_);
+  WQ_ASSIGN_OR_RETURN(costs_, rl::UnitCosts::Create(*table_));
   absl::StatusOr<rl::RunCheckpoint> ckpt =
       rl::ReadRunCheckpoint(CheckpointDir(config_), run_fingerprint_);
-  if (absl::IsNotFound(ckpt.status())) return absl::OkStatus();
-  if (!ckpt.ok()) return ckpt.status();
-  WQ_RETURN_IF_ERROR(ppo_->LoadState(ckpt->learner_state));
-  updates_ = ckpt->update;
-  curriculum_.Restore(ckpt->stage, ckpt->updates_in_stage, ckpt->curriculum_finished);
-  lambda_ = ckpt->lambda;
-  best_ = ckpt->best;
-  done_ = ckpt->curriculum_finished;
-  Log(absl::StrCat("learner: resumed from checkpoint at update ", updates_, ", policy version ",
-                   ppo_->version()));
+  if (!ckpt.ok() && !absl::IsNotFound(ckpt.status())) return ckpt.status();
+  if (ckpt.ok()) {
+    WQ_RETURN_IF_ERROR(ppo_->LoadState(ckpt->learner_state));
+    updates_ = ckpt->update;
+    curriculum_.Restore(ckpt->stage, ckpt->updates_in_stage, ckpt->curriculum_finished);
+    lambda_ = ckpt->lambda;
+    best_ = ckpt->best;
+    warm_started_stage_ = ckpt->warm_started_stage;
+    done_ = ckpt->curriculum_finished;
+    Log(absl::StrCat("learner: resumed from checkpoint at update ", updates_, ", policy version ",
+                     ppo_->version()));
+  }
+  // A resumed stage whose warm start ran before is not cloned again (the
+  // checkpointed policy has it); its reference is evaluated again (the
+  // evaluator caches it), a report in flight at a restart being lost.
+  if (!curriculum_.finished()) {
+    WQ_RETURN_IF_ERROR(StartStage(warm_started_stage_ < curriculum_.stage()));
+  }
+  stage_started_ = true;
   WriteStatusFile();
+  PublishLocked();
+  return absl::OkStatus();
+}
+
+absl::Status LearnerCore::StartStage(bool warm_start) {
+  const double target = curriculum_.target_bits();
+  Log(absl::StrCat("learner: curriculum stage ", curriculum_.stage() + 1, "/",
+                   curriculum_.num_stages(), ", target ", target, " bits"));
+  absl::StatusOr<quant::Plan> ref = quant::LagrangePlan(*table_, target);
+  if (!ref.ok()) {
+    // Like rl::Trainer without a reference: warm_start = lagrange cannot run.
+    Log(absl::StrCat("learner: no reference (lagrange) plan at ", target,
+                     " bits: ", ref.status().message(), "; no warm start"));
+    warm_started_stage_ = curriculum_.stage();
+    return config_.training.warm_start == "lagrange"
+               ? absl::FailedPreconditionError(absl::StrCat(
+                     "training.warm_start: lagrange needs a reference plan at ", target,
+                     " bits: ", ref.status().message()))
+               : absl::OkStatus();
+  }
+  if (warm_start && config_.training.warm_start == "lagrange") {
+    WQ_ASSIGN_OR_RETURN(double prob, rl::WarmStartOnPlan(ppo_->policy(), costs_, config_, target,
+                                                         ref->actions));
+    Log(absl::StrCat("learner: warm start: behaviour-cloned the lagrange plan, mean p(action) ",
+                     absl::SixDigits(prob)));
+  }
+  warm_started_stage_ = curriculum_.stage();
+  QueueCandidate(std::move(ref->actions), "lagrange", target, -1);
+  return absl::OkStatus();
+}
+
+void LearnerCore::QueueCandidate(std::vector<int> actions, const std::string& source,
+                                 double target, int64_t policy_version) {
+  quant::Plan p;
+  p.episode_id = next_candidate_id_++;
+  p.plan_id = absl::StrCat("learner-", source, "-",
+                           p.episode_id & ~actor::kCandidateEpisodeBit);
+  p.model_fingerprint = table_->fingerprint;
+  p.actions = std::move(actions);
+  p.target_bits = target;
+  p.policy_version = policy_version;
+  p.source = source;
+  candidates_[p.episode_id] = Candidate{p, absl::Now()};
+  outbox_.push_back(std::move(p));
+}
+
+std::vector<quant::Plan> LearnerCore::TakeCandidates(absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  PublishOnReturn publish(this);
+  auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !outbox_.empty() || done_; };
+  mu_.AwaitWithTimeout(absl::Condition(&ready), timeout);
+  ExpireLocked();
+  std::vector<quant::Plan> out;
+  out.swap(outbox_);
+  return out;
+}
+
+void LearnerCore::DropCandidate(uint64_t episode_id) {
+  absl::MutexLock lock(&mu_);
+  PublishOnReturn publish(this);
+  if (candidates_.erase(episode_id) == 0) return;
+  Log(absl::StrCat("learner: candidate ", episode_id & ~actor::kCandidateEpisodeBit,
+                   " dropped"));
+  if (absl::Status s = MaybeFinish(); !s.ok()) Log(absl::StrCat("learner: ", s.message()));
+}
+
+bool LearnerCore::CandidatePending(uint64_t episode_id) const {
+  absl::MutexLock lock(&mu_);
+  return candidates_.count(episode_id) > 0;
+}
+
+absl::Status LearnerCore::MaybeFinish() {
+  if (done_ || !curriculum_.finished() || !candidates_.empty()) return absl::OkStatus();
+  done_ = true;
+  Log("learner: done");
+  WQ_RETURN_IF_ERROR(WriteCheckpoint());
+  WriteStatusFile();
+  return absl::OkStatus();
+}
+
+absl::Status LearnerCore::ConsiderLocked(const rl::CandidatePlan& candidate, quant::Plan plan) {
+  if (!rl::ConsiderCandidate(candidate, config_.curriculum.target_bits.back(), &best_, nullptr)) {
+    return absl::OkStatus();
+  }
+  const std::string plan_id = plan.plan_id;
+  plan.plan_id = "best";
+  plan.source = candidate.source;
+  WQ_RETURN_IF_ERROR(quant::WritePlanFiles(plan, *table_, config_.output.dir + "/best"));
+  Log(absl::StrCat("learner: best plan ", plan_id, " (", candidate.source, ") bits ",
+                   candidate.evaluation.effective_bits, " ppl ", candidate.evaluation.eval_ppl));
   PublishLocked();
   return absl::OkStatus();
 }
@@ -203,7 +312,7 @@ absl::StatusOr<RegisterResult> LearnerCore::RegisterTable(int stage, int replica
     v1::UnitTable proto;
     merged.ToProto(&proto);
     WQ_RETURN_IF_ERROR(base::WriteFileAtomic(TablePath(config_), proto.SerializeAsString()));
-    table_ = std::make_unique<quant::UnitTable>(std::move(merged));
+    table_ = std::make_shared<const quant::UnitTable>(std::move(merged));
     WQ_RETURN_IF_ERROR(CompleteTable());
     Log(absl::StrCat("learner: unit table complete, ", table_->units.size(), " units"));
   }
@@ -221,6 +330,11 @@ absl::StatusOr<quant::UnitTable> LearnerCore::Table() const {
   return *table_;
 }
 
+std::shared_ptr<const quant::UnitTable> LearnerCore::SharedTable() const {
+  absl::MutexLock lock(&mu_);
+  return table_;
+}
+
 void LearnerCore::ExpireLocked() {
   const absl::Time cutoff =
       absl::Now() - absl::Milliseconds(config_.service.evaluation_timeout_ms);
@@ -232,6 +346,20 @@ void LearnerCore::ExpireLocked() {
     } else {
       ++it;
     }
+  }
+  bool expired_candidate = false;
+  for (auto it = candidates_.begin(); it != candidates_.end();) {
+    if (it->second.since < cutoff) {
+      Log(absl::StrCat("learner: candidate ", it->second.plan.plan_id,
+                       " expired without evaluation"));
+      it = candidates_.erase(it);
+      expired_candidate = true;
+    } else {
+      ++it;
+    }
+  }
+  if (expired_candidate) {
+    if (absl::Status s = MaybeFinish(); !s.ok()) Log(absl::StrCat("learner: ", s.message()));
   }
 }
 
@@ -246,7 +374,7 @@ absl::StatusOr<bool> LearnerCore::SubmitEpisode(actor::Episode episode) {
   PublishOnReturn publish(this);
   if (table_ == nullptr) return absl::UnavailableError("unit table incomplete");
   ExpireLocked();
-  if (done_) return false;
+  if (done_ || curriculum_.finished()) return false;
   const int64_t v = ppo_->version();
   if (episode.policy_version > v) {
     // From a policy this learner never had (it restarted from an older checkpoint).
@@ -275,17 +403,40 @@ absl::StatusOr<bool> LearnerCore::ReportEvaluation(const EvaluationInput& in) {
   PublishOnReturn publish(this);
   lambda_ = in.lambda;
   SetIf(metrics_.lambda, lambda_);
-  auto it = pending_.find(in.episode_id);
-  if (it == pending_.end()) return false;
-  actor::Episode e = std::move(it->second.episode);
-  pending_.erase(it);
-  ++evaluations_;
   rl::PlanEvaluation pe;
   pe.effective_bits = in.effective_bits;
   pe.loss_increase = in.loss_increase;
   pe.eval_ppl = in.perplexity;
   pe.eval_nll = std::log(std::max(in.perplexity, 1e-30));
   pe.relative_ppl_increase = in.relative_ppl_increase;
+  if (actor::IsCandidateEpisode(in.episode_id)) {
+    // A candidate plan: it competes for the best plan, nothing else.
+    auto c = candidates_.find(in.episode_id);
+    if (c == candidates_.end() || c->second.plan.plan_id != in.plan_id) return false;
+    quant::Plan plan = std::move(c->second.plan);
+    candidates_.erase(c);
+    ++candidate_evaluations_;
+    {
+      std::ofstream out(PlansPath(config_), std::ios::app);
+      out << "{\"episode_id\":" << in.episode_id << ",\"plan_id\":\"" << in.plan_id
+          << "\",\"actor_id\":\"learner\",\"source\":\"" << plan.source
+          << "\",\"policy_version\":" << plan.policy_version
+          << ",\"effective_bits\":" << in.effective_bits << ",\"perplexity\":" << in.perplexity
+          << "}\n";
+    }
+    Log(absl::StrCat("learner: candidate ", in.plan_id, " bits ", in.effective_bits, " ppl ",
+                     in.perplexity));
+    rl::CandidatePlan cand{plan.actions, pe, plan.target_bits, plan.source, updates_,
+                           plan.policy_version};
+    WQ_RETURN_IF_ERROR(ConsiderLocked(cand, std::move(plan)));
+    WQ_RETURN_IF_ERROR(MaybeFinish());
+    return true;
+  }
+  auto it = pending_.find(in.episode_id);
+  if (it == pending_.end()) return false;
+  actor::Episode e = std::move(it->second.episode);
+  pending_.erase(it);
+  ++evaluations_;
   const double target = e.plan.target_bits > 0 ? e.plan.target_bits : curriculum_.target_bits();
   const rl::EpisodeReward reward = rl::EpisodeEndReward(config_.env, pe, in.lambda, target);
   double ret = reward.total;
@@ -299,26 +450,16 @@ absl::StatusOr<bool> LearnerCore::ReportEvaluation(const EvaluationInput& in) {
         << ",\"effective_bits\":" << in.effective_bits << ",\"perplexity\":" << in.perplexity
         << ",\"reward\":" << ret << "}\n";
   }
-  const double final_target = config_.curriculum.target_bits.back();
-  if (std::isfinite(in.perplexity) && in.effective_bits <= final_target + 1e-9 &&
-      (best_.actions.empty() || in.perplexity < best_.evaluation.eval_ppl)) {
-    best_.actions = e.plan.actions;
-    best_.evaluation = pe;
-    best_.target_bits = target;
-    best_.source = "rl";
-    best_.update = updates_;
-    best_.policy_version = e.policy_version;
+  {
+    rl::CandidatePlan cand{e.plan.actions, pe, target, "rl", updates_, e.policy_version};
     quant::Plan plan = e.plan;
-    plan.plan_id = "best";
-    plan.source = "rl";
-    WQ_RETURN_IF_ERROR(quant::WritePlanFiles(plan, *table_, config_.output.dir + "/best"));
-    Log(absl::StrCat("learner: best plan ", in.plan_id, " bits ", in.effective_bits, " ppl ",
-                     in.perplexity));
-    PublishLocked();
+    plan.plan_id = in.plan_id;
+    WQ_RETURN_IF_ERROR(ConsiderLocked(cand, std::move(plan)));
   }
   ready_.push_back(std::move(e.steps));
   ready_rewards_.push_back(ret);
-  if (static_cast<int>(ready_.size()) >= config_.training.episodes_per_update && !done_) {
+  if (static_cast<int>(ready_.size()) >= config_.training.episodes_per_update &&
+      !curriculum_.finished()) {
     WQ_RETURN_IF_ERROR(Update());
   }
   return true;
@@ -336,15 +477,25 @@ absl::Status LearnerCore::Update() {
   ++updates_;
   if (metrics_.updates != nullptr) metrics_.updates->Inc();
   SetIf(metrics_.mean_reward, mean);
+  {  // The greedy plan of the updated policy is a candidate too.
+    const double target = curriculum_.target_bits();
+    WQ_ASSIGN_OR_RETURN(std::vector<int> greedy,
+                        rl::PolicyGreedyPlan(ppo_->policy(), costs_, config_, target));
+    QueueCandidate(std::move(greedy), "rl-greedy", target, ppo_->version());
+  }
   std::string reason;
   const double best_ppl = best_.actions.empty() ? 0.0 : best_.evaluation.eval_ppl;
   if (curriculum_.OnUpdate(best_ppl, 0.0, &reason)) {
     Log(absl::StrCat("learner: curriculum: ", reason));
-    if (curriculum_.finished()) done_ = true;
+    // A new stage: its reference candidate and warm start before the policy
+    // of this update is published (the lock is held until then).
+    if (!curriculum_.finished()) WQ_RETURN_IF_ERROR(StartStage(true));
   }
-  if (done_ || updates_ % std::max(1, config_.training.checkpoint_every_updates) == 0) {
+  if (curriculum_.finished() ||
+      updates_ % std::max(1, config_.training.checkpoint_every_updates) == 0) {
     WQ_RETURN_IF_ERROR(WriteCheckpoint());
   }
+  WQ_RETURN_IF_ERROR(MaybeFinish());
   WriteStatusFile();
   PublishLocked();
   const double seconds =
@@ -364,6 +515,7 @@ absl::Status LearnerCore::WriteCheckpoint() {
   c.curriculum_finished = curriculum_.finished();
   c.lambda = lambda_;
   c.rng_seed = config_.training.seed;
+  c.warm_started_stage = warm_started_stage_;
   WQ_ASSIGN_OR_RETURN(c.learner_state, ppo_->SaveState());
   c.best = best_;
   return rl::WriteRunCheckpoint(CheckpointDir(config_), c);
@@ -371,11 +523,16 @@ absl::Status LearnerCore::WriteCheckpoint() {
 
 PublishedPolicy LearnerCore::WaitForPolicy(int64_t known_version, absl::Duration timeout) {
   absl::MutexLock lock(&mu_);
+  // Nothing before the table is complete and the stage started (warm start).
   auto changed = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return ppo_->version() != known_version || done_;
+    return stage_started_ && (ppo_->version() != known_version || done_);
   };
   mu_.AwaitWithTimeout(absl::Condition(&changed), timeout);
   PublishedPolicy p;
+  if (!stage_started_) {
+    p.snapshot.version = known_version;  // nothing new
+    return p;
+  }
   p.snapshot = ppo_->Snapshot();
   p.curriculum_stage = curriculum_.stage();
   p.target_bits = curriculum_.target_bits();
@@ -431,6 +588,8 @@ LearnerStatus LearnerCore::StatusLocked() const {
   s.done = done_;
   s.table_complete = table_ != nullptr;
   s.pending = static_cast<int>(pending_.size());
+  s.pending_candidates = static_cast<int>(candidates_.size());
+  s.candidate_evaluations = candidate_evaluations_;
   return s;
 }
 

@@ -6,6 +6,19 @@
 // training.episodes_per_update evaluated episodes, steps the curriculum
 // (rl::Curriculum), keeps the best feasible plan, and writes the run
 // checkpoint (rl::RunCheckpoint) and the plan files under output.dir.
+// Candidate plans (as rl::Trainer): at the start of every curriculum stage
+// the Lagrangian reference plan of the stage's target (quant::LagrangePlan)
+// and after every PPO update the greedy (argmax) plan of the new policy are
+// queued for the evaluator (TakeCandidates; ids with
+// actor::kCandidateEpisodeBit); their evaluations come back through
+// ReportEvaluation and only compete for the best plan (no PPO batch, no
+// reward). With training.warm_start = lagrange the policy is behaviour-cloned
+// on the reference plan (rl::WarmStartOnPlan) before the stage's first policy
+// is published; no policy is published before the table is complete and the
+// stage started. When the curriculum finishes, the run is done once the
+// candidates still out are evaluated (or expired after
+// service.evaluation_timeout_ms). A candidate in flight when the learner
+// stops is lost; a restarted learner queues the stage's reference again.
 // Every evaluated plan is appended to output.dir/plans.jsonl (no finished plan
 // is lost); the merged table is kept in output.dir/unit_table.pb so a
 // restarted learner resumes at its checkpointed version without waiting for
@@ -28,6 +41,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -37,6 +51,7 @@
 #include "common/metrics/registry.h"
 #include "common/quant/unit_table.h"
 #include "common/rl/curriculum.h"
+#include "common/rl/environment.h"
 #include "common/rl/ppo.h"
 #include "common/rl/run_checkpoint.h"
 
@@ -69,6 +84,8 @@ struct LearnerStatus {
   double lambda = 0;
   bool done = false, table_complete = false;
   int pending = 0;
+  int pending_candidates = 0;          // candidate plans queued or at the evaluator
+  int64_t candidate_evaluations = 0;   // candidate plans evaluated
 };
 
 struct PublishedPolicy {
@@ -91,12 +108,24 @@ class LearnerCore {
                                                const quant::UnitTable& table);
   // UNAVAILABLE until every stage registered.
   absl::StatusOr<quant::UnitTable> Table() const;
+  // The merged table without a copy; nullptr until every stage registered.
+  std::shared_ptr<const quant::UnitTable> SharedTable() const;
 
   // A finished episode. Returns accepted = false when dropped as stale
   // (older than max_policy_lag versions) or when the run is done.
   absl::StatusOr<bool> SubmitEpisode(actor::Episode episode);
-  // The evaluation of a held episode. false for an unknown or duplicate one.
+  // The evaluation of a held episode or of a candidate plan. false for an
+  // unknown or duplicate one.
   absl::StatusOr<bool> ReportEvaluation(const EvaluationInput& input);
+
+  // Candidate plans not yet handed out, for Evaluator.SubmitPlan (episode_id
+  // and plan_id set); blocks until there is one, the run is done or `timeout`
+  // passes. Also expires old held episodes and candidates.
+  std::vector<quant::Plan> TakeCandidates(absl::Duration timeout);
+  // The evaluator refused a candidate for good: stop waiting for it.
+  void DropCandidate(uint64_t episode_id);
+  // Whether a candidate still waits for its evaluation (not dropped/expired).
+  bool CandidatePending(uint64_t episode_id) const;
 
   // Latest policy; blocks until its version differs from `known_version`,
   // the run is done, or `timeout` passes.
@@ -111,6 +140,16 @@ class LearnerCore {
   explicit LearnerCore(const config::RunConfig& config);
   absl::Status CompleteTable() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status Update() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Reference candidate (+ warm start when `warm_start`) of the current stage.
+  absl::Status StartStage(bool warm_start) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void QueueCandidate(std::vector<int> actions, const std::string& source, double target,
+                      int64_t policy_version) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Offers a measured plan for the best plan (rl::ConsiderCandidate); writes
+  // the plan files when it is the new best.
+  absl::Status ConsiderLocked(const rl::CandidatePlan& candidate, quant::Plan plan)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Curriculum finished and no candidate out: done (final checkpoint).
+  absl::Status MaybeFinish() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status WriteCheckpoint() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ExpireLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // output.dir/status.txt: the fields of `windquant status`, one key=value per
@@ -140,7 +179,18 @@ class LearnerCore {
   std::function<void(const std::string&)> log_;
   mutable absl::Mutex mu_;
   std::map<int, quant::UnitTable> stage_tables_ ABSL_GUARDED_BY(mu_);
-  std::unique_ptr<quant::UnitTable> table_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<const quant::UnitTable> table_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<const rl::UnitCosts> costs_ ABSL_GUARDED_BY(mu_);
+  int warm_started_stage_ ABSL_GUARDED_BY(mu_) = -1;
+  bool stage_started_ ABSL_GUARDED_BY(mu_) = false;  // a policy may be published
+  struct Candidate {
+    quant::Plan plan;
+    absl::Time since;
+  };
+  std::map<uint64_t, Candidate> candidates_ ABSL_GUARDED_BY(mu_);  // queued or out
+  std::vector<quant::Plan> outbox_ ABSL_GUARDED_BY(mu_);           // not yet handed out
+  uint64_t next_candidate_id_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t candidate_evaluations_ ABSL_GUARDED_BY(mu_) = 0;
   std::string run_fingerprint_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<rl::PpoLearner> ppo_ ABSL_GUARDED_BY(mu_);
   rl::Curriculum curriculum_ ABSL_GUARDED_BY(mu_);

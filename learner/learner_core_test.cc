@@ -5,8 +5,11 @@
 #include <gtest/gtest.h>
 
 #include "common/metrics/registry.h"
+#include "common/quant/baselines.h"
+#include "common/quant/plan_io.h"
 #include "common/rl/environment.h"
 #include "common/rl/synthetic_table.h"
+#include "common/rl/trainer.h"
 
 namespace windquant::learner {
 namespace {
@@ -194,6 +197,121 @@ TEST_F(LearnerCoreTest, ExportsItsMetrics) {
   EXPECT_TRUE(has("windquant_learner_target_bitwidth 3")) << text;
   EXPECT_TRUE(has("windquant_learner_lambda 0.7")) << text;
   EXPECT_NE(text.find("\nwindquant_learner_mean_episode_reward "), std::string::npos) << text;
+}
+
+TEST_F(LearnerCoreTest, NoPolicyIsPublishedBeforeTheTableIsComplete) {
+  EXPECT_EQ(core_->WaitForPolicy(-1, absl::ZeroDuration()).snapshot.version, -1);
+  for (const auto& s : Stages(whole_)) ASSERT_TRUE(core_->RegisterTable(s.first_layer, 0, s).ok());
+  EXPECT_EQ(core_->WaitForPolicy(-1, absl::ZeroDuration()).snapshot.version, 0);
+}
+
+TEST_F(LearnerCoreTest, CandidatePlansCompeteForTheBestPlanButNeverEnterAPpoBatch) {
+  EXPECT_TRUE(core_->TakeCandidates(absl::ZeroDuration()).empty());  // no table yet
+  for (const auto& s : Stages(whole_)) ASSERT_TRUE(core_->RegisterTable(s.first_layer, 0, s).ok());
+  // The stage's reference: the Lagrangian plan at the stage's target.
+  std::vector<quant::Plan> out = core_->TakeCandidates(absl::ZeroDuration());
+  ASSERT_EQ(out.size(), 1u);
+  const quant::Plan ref = out[0];
+  EXPECT_TRUE(actor::IsCandidateEpisode(ref.episode_id));
+  EXPECT_EQ(ref.source, "lagrange");
+  EXPECT_EQ(ref.model_fingerprint, whole_.fingerprint);
+  EXPECT_EQ(ref.actions, quant::LagrangePlan(whole_, 3.0).value().actions);
+  EXPECT_TRUE(core_->CandidatePending(ref.episode_id));
+  EXPECT_EQ(core_->Status().pending_candidates, 1);
+  EXPECT_TRUE(core_->TakeCandidates(absl::ZeroDuration()).empty());  // handed out once
+
+  ASSERT_TRUE(core_->SubmitEpisode(MakeEpisode(1, 0)).value());
+  ASSERT_TRUE(core_->SubmitEpisode(MakeEpisode(2, 0)).value());
+  ASSERT_TRUE(core_->ReportEvaluation(Eval(1, 3.0)).value());
+  EvaluationInput c = Eval(ref.episode_id, 1.5);
+  c.plan_id = "other";
+  EXPECT_FALSE(core_->ReportEvaluation(c).value());  // another plan's report
+  c.plan_id = ref.plan_id;
+  ASSERT_TRUE(core_->ReportEvaluation(c).value());
+  EXPECT_FALSE(core_->ReportEvaluation(c).value());  // duplicate
+  LearnerStatus s = core_->Status();
+  EXPECT_DOUBLE_EQ(s.best_perplexity, 1.5);  // the candidate is the best plan
+  EXPECT_EQ(s.candidate_evaluations, 1);
+  EXPECT_EQ(s.pending_candidates, 0);
+  EXPECT_EQ(s.evaluations, 1);
+  // One episode + one candidate evaluated: no update (episodes_per_update 2),
+  // the candidate is no episode.
+  EXPECT_EQ(s.updates, 0);
+  EXPECT_EQ(core_->version(), 0);
+  auto best = quant::ReadPlanFile(dir_ + "/best/plan.json", whole_);
+  ASSERT_TRUE(best.ok()) << best.status();
+  EXPECT_EQ(best->actions, ref.actions);
+  EXPECT_EQ(best->source, "lagrange");
+
+  ASSERT_TRUE(core_->ReportEvaluation(Eval(2, 2.5)).value());
+  s = core_->Status();
+  EXPECT_EQ(s.updates, 1);  // exactly the two episodes
+  EXPECT_DOUBLE_EQ(s.best_perplexity, 1.5);
+  // After the update: the greedy plan of the new policy is a candidate.
+  out = core_->TakeCandidates(absl::ZeroDuration());
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].source, "rl-greedy");
+  EXPECT_EQ(out[0].policy_version, 1);
+  EXPECT_NE(out[0].episode_id, ref.episode_id);
+  // The evaluator refused it: the run does not wait for it.
+  core_->DropCandidate(out[0].episode_id);
+  EXPECT_FALSE(core_->CandidatePending(out[0].episode_id));
+  EXPECT_FALSE(core_->ReportEvaluation(Eval(out[0].episode_id, 1.0)).value());
+}
+
+TEST_F(LearnerCoreTest, FinishesOnlyOnceTheLastCandidatesAreEvaluated) {
+  config::RunConfig c = TestConfig(dir_);
+  c.curriculum.max_updates = 1;
+  core_.reset();
+  core_ = LearnerCore::Create(c, nullptr).value();
+  for (const auto& s : Stages(whole_)) ASSERT_TRUE(core_->RegisterTable(s.first_layer, 0, s).ok());
+  std::vector<quant::Plan> out = core_->TakeCandidates(absl::ZeroDuration());
+  for (uint64_t id : {1, 2}) ASSERT_TRUE(core_->SubmitEpisode(MakeEpisode(id, 0)).value());
+  for (uint64_t id : {1, 2}) ASSERT_TRUE(core_->ReportEvaluation(Eval(id, 3.0)).value());
+  EXPECT_EQ(core_->Status().updates, 1);
+  EXPECT_FALSE(core_->done());  // the reference and the greedy plan are out
+  EXPECT_FALSE(core_->SubmitEpisode(MakeEpisode(3, 1)).value());  // curriculum finished
+  for (const quant::Plan& p : core_->TakeCandidates(absl::ZeroDuration())) out.push_back(p);
+  ASSERT_EQ(out.size(), 2u);
+  for (const quant::Plan& p : out) {
+    EXPECT_FALSE(core_->done());
+    EvaluationInput in = Eval(p.episode_id, p.source == "rl-greedy" ? 2.0 : 2.8);
+    in.plan_id = p.plan_id;
+    ASSERT_TRUE(core_->ReportEvaluation(in).value());
+  }
+  EXPECT_TRUE(core_->done());
+  EXPECT_DOUBLE_EQ(core_->Status().best_perplexity, 2.0);
+  // The final checkpoint has the greedy plan as the best.
+  core_.reset();
+  auto again = LearnerCore::Create(c, nullptr);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_TRUE((*again)->done());
+  EXPECT_DOUBLE_EQ((*again)->Status().best_perplexity, 2.0);
+}
+
+// The greedy plan of the first published policy, with and without warm start.
+TEST_F(LearnerCoreTest, WarmStartClonesTheLagrangianPlanBeforeTheFirstPolicy) {
+  const std::vector<int> lagrange = quant::LagrangePlan(whole_, 3.0).value().actions;
+  auto costs = rl::UnitCosts::Create(whole_).value();
+  auto agreement = [&](const std::string& warm_start) {
+    config::RunConfig c = TestConfig(dir_ + "/" + warm_start);
+    c.training.warm_start = warm_start;
+    auto core = LearnerCore::Create(c, nullptr).value();
+    for (const auto& s : Stages(whole_)) EXPECT_TRUE(core->RegisterTable(s.first_layer, 0, s).ok());
+    const PublishedPolicy p = core->WaitForPolicy(-1, absl::ZeroDuration());
+    EXPECT_EQ(p.snapshot.version, 0);
+    auto ppo = rl::CreatePpoLearner(c).value();
+    EXPECT_TRUE(ppo->policy().LoadSnapshot(p.snapshot).ok());
+    const std::vector<int> greedy = rl::PolicyGreedyPlan(ppo->policy(), costs, c, 3.0).value();
+    EXPECT_EQ(greedy.size(), lagrange.size());
+    int same = 0;
+    for (size_t i = 0; i < greedy.size() && i < lagrange.size(); ++i) same += greedy[i] == lagrange[i];
+    return static_cast<double>(same) / lagrange.size();
+  };
+  const double cold = agreement("none");
+  const double warm = agreement("lagrange");
+  EXPECT_GE(warm, 0.85) << "cold " << cold;
+  EXPECT_GT(warm, cold);
 }
 
 }  // namespace

@@ -8,10 +8,15 @@
 #include "actor/service_flags.h"
 #include "common/metrics/http_server.h"
 #include "common/metrics/metric_names.h"
+#include "common/net/canceller.h"
+#include "common/net/channel.h"
 #include "common/net/server.h"
 #include "common/net/signal_waiter.h"
+#include "common/net/status_convert.h"
+#include "learner/candidate_sender.h"
 #include "learner/learner_core.h"
 #include "learner/learner_service.h"
+#include "windquant/v1/evaluator.grpc.pb.h"
 
 namespace wq = windquant;
 
@@ -25,7 +30,9 @@ int main(int argc, char** argv) {
   if (flags->help) {
     std::cout << "usage: windquant-learner --config run.yaml [--set key=value]... [--metrics-port N]\n"
                  "Serves windquant.v1.Learner on service.learner_address; resumes from\n"
-                 "output.dir/checkpoint when present. Prints metrics_port=<port>.\n"
+                 "output.dir/checkpoint when present. Sends its candidate plans (the\n"
+                 "stage's Lagrangian reference, the greedy plan after each update) to the\n"
+                 "evaluator at service.evaluator_address. Prints metrics_port=<port>.\n"
                  "/metrics (Prometheus text) on service.metrics_address, its port\n"
                  "overridden by --metrics-port (0 = a free one).\n";
     return 0;
@@ -47,6 +54,36 @@ int main(int argc, char** argv) {
     std::cerr << "windquant-learner: " << core.status().message() << "\n";
     return 1;
   }
+  // Candidate plans go to the evaluator (its report comes back through
+  // Learner.ReportEvaluation like an episode's).
+  auto eo = wq::net::ChannelOptionsFromConfig(c.service, c.service.evaluator_address);
+  if (!eo.ok()) {
+    std::cerr << "windquant-learner: " << eo.status().message() << "\n";
+    return 2;
+  }
+  eo->registry = &registry;
+  auto evaluator_channel = wq::net::MakeChannel(*eo);
+  if (!evaluator_channel.ok()) {
+    std::cerr << "windquant-learner: " << evaluator_channel.status().message() << "\n";
+    return 2;
+  }
+  auto evaluator = wq::v1::Evaluator::NewStub(*evaluator_channel);
+  const absl::Duration deadline = absl::Milliseconds(c.service.rpc_deadline_ms);
+  wq::learner::CandidateSender sender(
+      core->get(), [&](const wq::quant::Plan& plan, wq::net::Canceller* cancel) -> absl::Status {
+        wq::v1::SubmitPlanRequest req;
+        std::shared_ptr<const wq::quant::UnitTable> table = (*core)->SharedTable();
+        if (table == nullptr) return absl::UnavailableError("unit table incomplete");
+        plan.ToProto(*table, req.mutable_plan());
+        req.set_episode_id(plan.episode_id);
+        req.set_actor_id("learner");
+        wq::v1::SubmitPlanReply reply;
+        grpc::ClientContext ctx;
+        wq::net::ConfigureContext(ctx, deadline);
+        wq::net::Canceller::Scope scope(cancel, &ctx);
+        if (scope.cancelled()) return wq::net::FromGrpcStatus(wq::net::CancelledStatus());
+        return wq::net::FromGrpcStatus(evaluator->SubmitPlan(&ctx, req, &reply));
+      });
   wq::learner::LearnerService service(core->get(), &registry);
   auto options = wq::net::ServerOptionsFromConfig(c.service, c.service.learner_address);
   if (!options.ok()) {
@@ -67,9 +104,11 @@ int main(int argc, char** argv) {
   }
   std::cerr << "windquant-learner: serving on " << server.address() << ", /metrics on port "
             << metrics.port() << std::endl;
+  sender.Start();
   std::cout << "learner_port=" << server.port() << "\nmetrics_port=" << metrics.port()
             << std::endl;
   wq::net::SignalWaiter::Wait();
+  sender.Stop();
   service.BeginShutdown();
   server.Drain(absl::Now() + absl::Seconds(5));
   metrics.Stop();

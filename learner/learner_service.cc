@@ -38,9 +38,12 @@ grpc::Status LearnerService::RegisterUnitTable(grpc::ServerContext*,
 grpc::Status LearnerService::StreamTransitions(
     grpc::ServerContext*, grpc::ServerReaderWriter<v1::TransitionAck, v1::TransitionBatch>* stream) {
   v1::TransitionBatch batch;
+  std::shared_ptr<const quant::UnitTable> table;  // shared, not copied per batch
   while (stream->Read(&batch)) {
-    absl::StatusOr<quant::UnitTable> table = core_->Table();
-    if (!table.ok()) return ToGrpcStatus(table.status());
+    if (table == nullptr) table = core_->SharedTable();
+    if (table == nullptr) {
+      return ToGrpcStatus(absl::UnavailableError("unit table incomplete"));
+    }
     if (!batch.actor_id().empty()) {
       absl::Status s = net::RequireIdentifier("actor_id", batch.actor_id());
       if (!s.ok()) return ToGrpcStatus(s);
@@ -144,8 +147,12 @@ grpc::Status LearnerService::GetRunStatus(grpc::ServerContext*, const v1::RunSta
 
 grpc::Status LearnerService::GetUnitTable(grpc::ServerContext*,
                                           const v1::GetUnitTableRequest* req, v1::UnitTable* out) {
-  absl::StatusOr<quant::UnitTable> table = core_->Table();
-  if (!table.ok()) return ToGrpcStatus(table.status());
+  std::shared_ptr<const quant::UnitTable> table = core_->SharedTable();
+  if (table == nullptr) {
+    absl::StatusOr<quant::UnitTable> incomplete = core_->Table();  // its message
+    if (!incomplete.ok()) return ToGrpcStatus(incomplete.status());
+    table = core_->SharedTable();
+  }
   if (!req->model_fingerprint().empty() && req->model_fingerprint() != table->fingerprint) {
     return ToGrpcStatus(absl::FailedPreconditionError(
         "model_fingerprint: the run's unit table has another fingerprint"));

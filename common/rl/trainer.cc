@@ -108,24 +108,11 @@ struct Trainer::Impl {
   }
   double final_target() const { return config->curriculum.target_bits.back(); }
 
-  // Updates the best plans with a measured candidate. Reference plans count for
-  // the final best but not for the stage's best, which measures what RL found
-  // (the curriculum criterion compares it with the reference).
+  // Updates the best plans with a measured candidate (ConsiderCandidate).
   void Consider(const std::vector<int>& plan, const PlanEvaluation& e, const std::string& source,
                 double target, int64_t policy_version) {
-    const bool from_rl = source != "lagrange";
-    if (!std::isfinite(e.eval_ppl)) return;
-    auto better = [&](const CandidatePlan& c) {
-      return c.actions.empty() || e.eval_ppl < c.evaluation.eval_ppl;
-    };
     CandidatePlan cand{plan, e, target, source, state.update, policy_version};
-    if (e.effective_bits <= final_target() + kFeasibleBitsSlack && better(state.best)) {
-      state.best = cand;
-      state.best.target_bits = final_target();
-    }
-    if (from_rl && e.effective_bits <= target + kFeasibleBitsSlack && better(state.best_stage)) {
-      state.best_stage = std::move(cand);
-    }
+    ConsiderCandidate(cand, final_target(), &state.best, &state.best_stage);
   }
 
   absl::Status Checkpoint() {
@@ -166,11 +153,8 @@ struct Trainer::Impl {
       Log(absl::StrFormat("reference (lagrange) at %.3f: %.4f bits, PPL %.4f", target,
                           ref.evaluation.effective_bits, ref.evaluation.eval_ppl));
       if (config->training.warm_start == "lagrange") {
-        WQ_ASSIGN_OR_RETURN(std::vector<Transition> demo,
-                            ReplayPlan(costs, MakeEnvOptions(config->env, target), ref.actions));
         WQ_ASSIGN_OR_RETURN(double prob,
-                            BehaviourClone(learner->policy(), demo, config->training.warm_start_steps,
-                                           kWarmStartLearningRate, kWarmStartTargetProb));
+                            WarmStartOnPlan(learner->policy(), costs, *config, target, ref.actions));
         Log(absl::StrFormat("warm start: behaviour-cloned the lagrange plan, mean p(action) %.3f", prob));
       }
     } else if (config->training.warm_start == "lagrange") {
@@ -209,11 +193,11 @@ struct Trainer::Impl {
     }
     WQ_ASSIGN_OR_RETURN(PpoStats stats, learner->Update(batch));
     // The greedy plan of the updated policy is a candidate too.
-    BatchedEnvironment greedy_env(costs, env_options, 1);
-    WQ_ASSIGN_OR_RETURN(Rollout greedy, greedy_env.Run(learner->policy(), gen, true, -1));
-    WQ_ASSIGN_OR_RETURN(PlanEvaluation ge, evaluator->Evaluate(greedy.plans[0]));
+    WQ_ASSIGN_OR_RETURN(std::vector<int> greedy,
+                        PolicyGreedyPlan(learner->policy(), costs, *config, target));
+    WQ_ASSIGN_OR_RETURN(PlanEvaluation ge, evaluator->Evaluate(greedy));
     ++state.update;
-    Consider(greedy.plans[0], ge, "rl-greedy", target, learner->version());
+    Consider(greedy, ge, "rl-greedy", target, learner->version());
     rec.update = state.update;
     rec.stage = curriculum->stage();
     rec.target_bits = target;
@@ -323,6 +307,46 @@ absl::StatusOr<TrainerResult> Trainer::Run() {
   result.cache_hits = m.evaluator->hits();
   result.seconds = Seconds(t0);
   return result;
+}
+
+absl::StatusOr<double> WarmStartOnPlan(Policy& policy, std::shared_ptr<const UnitCosts> costs,
+                                       const config::RunConfig& config, double target_bits,
+                                       const std::vector<int>& plan) {
+  WQ_ASSIGN_OR_RETURN(std::vector<Transition> demo,
+                      ReplayPlan(std::move(costs), MakeEnvOptions(config.env, target_bits), plan));
+  return BehaviourClone(policy, demo, config.training.warm_start_steps, kWarmStartLearningRate,
+                        kWarmStartTargetProb);
+}
+
+absl::StatusOr<std::vector<int>> PolicyGreedyPlan(const Policy& policy,
+                                                  std::shared_ptr<const UnitCosts> costs,
+                                                  const config::RunConfig& config,
+                                                  double target_bits) {
+  BatchedEnvironment env(std::move(costs), MakeEnvOptions(config.env, target_bits), 1);
+  // Deterministic: the generator is not drawn from.
+  at::Generator gen = MakeGenerator(0);
+  WQ_ASSIGN_OR_RETURN(Rollout r, env.Run(policy, gen, /*deterministic=*/true, -1));
+  return std::move(r.plans[0]);
+}
+
+bool ConsiderCandidate(const CandidatePlan& candidate, double final_target, CandidatePlan* best,
+                       CandidatePlan* best_stage) {
+  const PlanEvaluation& e = candidate.evaluation;
+  if (!std::isfinite(e.eval_ppl)) return false;
+  auto better = [&](const CandidatePlan& c) {
+    return c.actions.empty() || e.eval_ppl < c.evaluation.eval_ppl;
+  };
+  bool changed = false;
+  if (e.effective_bits <= final_target + kFeasibleBitsSlack && better(*best)) {
+    *best = candidate;
+    best->target_bits = final_target;
+    changed = true;
+  }
+  if (best_stage != nullptr && candidate.source != "lagrange" &&
+      e.effective_bits <= candidate.target_bits + kFeasibleBitsSlack && better(*best_stage)) {
+    *best_stage = candidate;
+  }
+  return changed;
 }
 
 absl::StatusOr<std::unique_ptr<PpoLearner>> CreatePpoLearner(const config::RunConfig& c) {

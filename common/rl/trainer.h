@@ -35,6 +35,7 @@
 #include "absl/status/statusor.h"
 #include "common/config/run_config.h"
 #include "common/quant/unit_table.h"
+#include "common/rl/environment.h"
 #include "common/rl/episode_evaluator.h"
 #include "common/rl/policy.h"
 #include "common/rl/ppo.h"
@@ -103,6 +104,32 @@ absl::StatusOr<std::unique_ptr<PpoLearner>> CreatePpoLearner(const config::RunCo
 // mean probability at the end. INVALID_ARGUMENT for empty input.
 absl::StatusOr<double> BehaviourClone(Policy& policy, const std::vector<Transition>& transitions,
                                       int steps, double lr, double target_prob);
+
+// The warm start of a curriculum stage (training.warm_start = lagrange), shared
+// by the Trainer and the distributed learner: behaviour-clones `policy` on the
+// episode that follows `plan` at `target_bits` (ReplayPlan, then
+// BehaviourClone with training.warm_start_steps, its learning rate and
+// kWarmStartTargetProb). Returns the mean probability of the plan's actions.
+absl::StatusOr<double> WarmStartOnPlan(Policy& policy, std::shared_ptr<const UnitCosts> costs,
+                                       const config::RunConfig& config, double target_bits,
+                                       const std::vector<int>& plan);
+
+// The deterministic (argmax) plan of `policy` at `target_bits` (one greedy
+// episode), the candidate evaluated after every PPO update.
+absl::StatusOr<std::vector<int>> PolicyGreedyPlan(const Policy& policy,
+                                                  std::shared_ptr<const UnitCosts> costs,
+                                                  const config::RunConfig& config,
+                                                  double target_bits);
+
+// Best-plan bookkeeping shared by the Trainer and the learner: `candidate`
+// (measured, candidate.target_bits = the stage target it was made for)
+// replaces `*best` (the best feasible at `final_target`, target_bits set to
+// it) when its perplexity is finite and lower and its effective bits are
+// within `final_target`; unless its source is "lagrange" (the reference), it
+// also replaces `*best_stage` (may be nullptr) under the same rule at the
+// stage target. Returns true when `*best` changed.
+bool ConsiderCandidate(const CandidatePlan& candidate, double final_target, CandidatePlan* best,
+                       CandidatePlan* best_stage);
 
 }  // namespace windquant::rl
 
