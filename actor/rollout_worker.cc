@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/base/status_macros.h"
+#include "common/rl/trainer.h"
 
 namespace windquant::actor {
 
@@ -16,7 +17,11 @@ absl::StatusOr<std::unique_ptr<RolloutWorker>> RolloutWorker::Create(
   w->id_base_ = (static_cast<uint64_t>(actor_index + 1) << 48) |
                 (static_cast<uint64_t>(incarnation & 0xffff) << 32);
   w->envs_ = envs;
-  w->generator_ = rl::MakeGenerator(seed ^ w->id_base_);
+  // Mixed: mt19937 keeps only the low 32 bits of a seed, and id_base_ lives in
+  // the high 32, so an unmixed seed ^ id_base_ gave every actor (and every
+  // incarnation) the same sample stream: the actors of one policy version
+  // sampled the same episodes.
+  w->generator_ = rl::MakeGenerator(rl::SplitMix64(seed ^ rl::SplitMix64(w->id_base_)));
   return w;
 }
 

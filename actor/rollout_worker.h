@@ -3,7 +3,10 @@
 // policy (rl::BatchedEnvironment), each finished episode packaged with its
 // plan for the learner (transitions) and the evaluator (plan).
 // Episode ids: (actor index + 1) << 48 | incarnation << 32 | counter, unique
-// across actors and across restarts of one actor.
+// across actors and across restarts of one actor. Each worker samples with its
+// own generator, seeded from (seed, actor index, incarnation) through
+// rl::SplitMix64, so that workers of one policy version sample different
+// episodes (as the episodes of one rl::Trainer batch differ).
 // Thread-compatible.
 #ifndef WINDQUANT_ACTOR_ROLLOUT_WORKER_H_
 #define WINDQUANT_ACTOR_ROLLOUT_WORKER_H_

@@ -44,7 +44,7 @@ class LearnerCore::PublishOnReturn {
 };
 
 LearnerCore::LearnerCore(const config::RunConfig& config)
-    : config_(config), curriculum_(config.curriculum), lambda_(config.lagrange.lambda_init) {
+    : config_(config), curriculum_(config.curriculum), lambda_(config.lagrange) {
   // Candidate ids: the candidate bit, a random incarnation (so that a report
   // of a candidate of an earlier learner process never matches one of this
   // process), a counter.
@@ -92,7 +92,7 @@ void LearnerCore::PublishLocked() {
   }
   SetIf(metrics_.version, static_cast<double>(ppo_->version()));
   SetIf(metrics_.target_bits, curriculum_.target_bits());
-  SetIf(metrics_.lambda, lambda_);
+  SetIf(metrics_.lambda, lambda_.lambda());
   if (!best_.actions.empty()) {
     SetIf(metrics_.best_bits, best_.evaluation.effective_bits);
     SetIf(metrics_.best_ppl, best_.evaluation.eval_ppl);
@@ -148,7 +148,7 @@ absl::Status LearnerCore::CompleteTable() {
     WQ_RETURN_IF_ERROR(ppo_->LoadState(ckpt->learner_state));
     updates_ = ckpt->update;
     curriculum_.Restore(ckpt->stage, ckpt->updates_in_stage, ckpt->curriculum_finished);
-    lambda_ = ckpt->lambda;
+    lambda_.Restore(ckpt->lambda);
     best_ = ckpt->best;
     warm_started_stage_ = ckpt->warm_started_stage;
     done_ = ckpt->curriculum_finished;
@@ -401,8 +401,6 @@ absl::StatusOr<bool> LearnerCore::SubmitEpisode(actor::Episode episode) {
 absl::StatusOr<bool> LearnerCore::ReportEvaluation(const EvaluationInput& in) {
   absl::MutexLock lock(&mu_);
   PublishOnReturn publish(this);
-  lambda_ = in.lambda;
-  SetIf(metrics_.lambda, lambda_);
   rl::PlanEvaluation pe;
   pe.effective_bits = in.effective_bits;
   pe.loss_increase = in.loss_increase;
@@ -438,7 +436,10 @@ absl::StatusOr<bool> LearnerCore::ReportEvaluation(const EvaluationInput& in) {
   pending_.erase(it);
   ++evaluations_;
   const double target = e.plan.target_bits > 0 ? e.plan.target_bits : curriculum_.target_bits();
-  const rl::EpisodeReward reward = rl::EpisodeEndReward(config_.env, pe, in.lambda, target);
+  // The batch's λ (rl::BatchLambda, as rl::Trainer), not the evaluator's in.lambda.
+  const rl::EpisodeReward reward =
+      rl::EpisodeEndReward(config_.env, pe, lambda_.batch_lambda(), target);
+  lambda_.Observe(pe.relative_ppl_increase);
   double ret = reward.total;
   for (const auto& t : e.steps) ret += t.reward;
   e.steps.back().reward += static_cast<float>(reward.total);
@@ -474,6 +475,7 @@ absl::Status LearnerCore::Update() {
   ready_rewards_.clear();
   const auto start = std::chrono::steady_clock::now();
   WQ_ASSIGN_OR_RETURN(rl::PpoStats stats, ppo_->Update(batch));
+  lambda_.EndBatch();  // the next batch's λ (as rl::Trainer after its update)
   ++updates_;
   if (metrics_.updates != nullptr) metrics_.updates->Inc();
   SetIf(metrics_.mean_reward, mean);
@@ -513,7 +515,7 @@ absl::Status LearnerCore::WriteCheckpoint() {
   c.stage = curriculum_.stage();
   c.updates_in_stage = curriculum_.updates_in_stage();
   c.curriculum_finished = curriculum_.finished();
-  c.lambda = lambda_;
+  c.lambda = lambda_.batch_lambda();
   c.rng_seed = config_.training.seed;
   c.warm_started_stage = warm_started_stage_;
   WQ_ASSIGN_OR_RETURN(c.learner_state, ppo_->SaveState());
@@ -536,7 +538,7 @@ PublishedPolicy LearnerCore::WaitForPolicy(int64_t known_version, absl::Duration
   p.snapshot = ppo_->Snapshot();
   p.curriculum_stage = curriculum_.stage();
   p.target_bits = curriculum_.target_bits();
-  p.lambda = lambda_;
+  p.lambda = lambda_.batch_lambda();
   return p;
 }
 
@@ -584,7 +586,7 @@ LearnerStatus LearnerCore::StatusLocked() const {
     s.best_bits = best_.evaluation.effective_bits;
     s.best_perplexity = best_.evaluation.eval_ppl;
   }
-  s.lambda = lambda_;
+  s.lambda = lambda_.batch_lambda();
   s.done = done_;
   s.table_complete = table_ != nullptr;
   s.pending = static_cast<int>(pending_.size());

@@ -2,7 +2,7 @@
 // stage unit tables into the global table, holds the policy (rl::PpoLearner),
 // holds each finished episode until its evaluation arrives (or
 // service.evaluation_timeout_ms passes), adds the episode-end reward
-// (rl::EpisodeEndReward) with the evaluator's λ, runs a PPO update every
+// (rl::EpisodeEndReward), runs a PPO update every
 // training.episodes_per_update evaluated episodes, steps the curriculum
 // (rl::Curriculum), keeps the best feasible plan, and writes the run
 // checkpoint (rl::RunCheckpoint) and the plan files under output.dir.
@@ -19,6 +19,13 @@
 // candidates still out are evaluated (or expired after
 // service.evaluation_timeout_ms). A candidate in flight when the learner
 // stops is lost; a restarted learner queues the stage's reference again.
+// λ (as rl::Trainer, through rl::BatchLambda): every episode of one PPO batch
+// is rewarded with the learner's λ at the previous PPO update (lambda_init
+// before the first); each evaluated episode's d then moves λ, and the value at
+// the PPO update is the next batch's (it is the checkpointed λ, so a restarted
+// learner rewards with the same one). The λ an evaluation reports (the
+// evaluator's, already moved by that very plan) is not used for rewards: with
+// it the episodes of one batch got penalties of very different scale.
 // Every evaluated plan is appended to output.dir/plans.jsonl (no finished plan
 // is lost); the merged table is kept in output.dir/unit_table.pb so a
 // restarted learner resumes at its checkpointed version without waiting for
@@ -52,6 +59,7 @@
 #include "common/quant/unit_table.h"
 #include "common/rl/curriculum.h"
 #include "common/rl/environment.h"
+#include "common/rl/lagrange.h"
 #include "common/rl/ppo.h"
 #include "common/rl/run_checkpoint.h"
 
@@ -71,7 +79,7 @@ struct EvaluationInput {
   double loss_increase = 0;
   double relative_ppl_increase = 0;
   double effective_bits = 0;
-  double lambda = 0;
+  double lambda = 0;  // the evaluator's λ (informational; rewards use the learner's)
 };
 
 struct LearnerStatus {
@@ -194,7 +202,7 @@ class LearnerCore {
   std::string run_fingerprint_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<rl::PpoLearner> ppo_ ABSL_GUARDED_BY(mu_);
   rl::Curriculum curriculum_ ABSL_GUARDED_BY(mu_);
-  double lambda_ ABSL_GUARDED_BY(mu_);
+  rl::BatchLambda lambda_ ABSL_GUARDED_BY(mu_);
   struct Held {
     actor::Episode episode;
     absl::Time since;

@@ -1,13 +1,22 @@
 #include "learner/learner_core.h"
 
+#include <cmath>
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <map>
 
 #include <gtest/gtest.h>
 
 #include "common/metrics/registry.h"
 #include "common/quant/baselines.h"
 #include "common/quant/plan_io.h"
+#include "actor/rollout_worker.h"
 #include "common/rl/environment.h"
+#include "common/rl/episode_evaluator.h"
+#include "common/rl/lagrange.h"
+#include "common/rl/policy.h"
+#include "common/rl/state_features.h"
 #include "common/rl/synthetic_table.h"
 #include "common/rl/trainer.h"
 
@@ -142,7 +151,8 @@ TEST_F(LearnerCoreTest, HoldsEpisodesUntilEvaluatedUpdatesAndResumesFromCheckpoi
   const LearnerStatus s = core_->Status();
   EXPECT_EQ(s.updates, 2);
   EXPECT_DOUBLE_EQ(s.best_perplexity, 2.0);
-  EXPECT_DOUBLE_EQ(s.lambda, 0.7);
+  // The learner's λ, not the evaluator's 0.7: lambda_init moved by the four d's.
+  EXPECT_NEAR(s.lambda, 1.0 + 4 * 0.05 * (0.5 - 0.05), 1e-12);
   EXPECT_TRUE(std::filesystem::exists(dir_ + "/best"));
 
   // A restarted learner finds table and checkpoint on disk.
@@ -195,7 +205,10 @@ TEST_F(LearnerCoreTest, ExportsItsMetrics) {
   EXPECT_TRUE(has("windquant_learner_best_plan_perplexity 2.5")) << text;
   EXPECT_TRUE(has("windquant_learner_best_plan_bitwidth 1.2")) << text;
   EXPECT_TRUE(has("windquant_learner_target_bitwidth 3")) << text;
-  EXPECT_TRUE(has("windquant_learner_lambda 0.7")) << text;
+  const size_t at = text.find("\nwindquant_learner_lambda ");
+  ASSERT_NE(at, std::string::npos) << text;
+  EXPECT_NEAR(std::strtod(text.c_str() + at + 26, nullptr), 1.0 + 2 * 0.05 * (0.5 - 0.05), 1e-9)
+      << text;
   EXPECT_NE(text.find("\nwindquant_learner_mean_episode_reward "), std::string::npos) << text;
 }
 
@@ -287,6 +300,123 @@ TEST_F(LearnerCoreTest, FinishesOnlyOnceTheLastCandidatesAreEvaluated) {
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_TRUE((*again)->done());
   EXPECT_DOUBLE_EQ((*again)->Status().best_perplexity, 2.0);
+}
+
+// plans.jsonl's reward (episode return incl. the episode-end reward) by episode id.
+std::map<uint64_t, double> RecordedRewards(const std::string& dir) {
+  std::map<uint64_t, double> out;
+  std::ifstream in(dir + "/plans.jsonl");
+  std::string line;
+  const std::string id_key = "{\"episode_id\":", reward_key = "\"reward\":";
+  while (std::getline(in, line)) {
+    const size_t r = line.find(reward_key);
+    if (line.rfind(id_key, 0) != 0 || r == std::string::npos) continue;
+    out[std::strtoull(line.c_str() + id_key.size(), nullptr, 10)] =
+        std::strtod(line.c_str() + r + reward_key.size(), nullptr);
+  }
+  return out;
+}
+
+// As rl::Trainer: every episode of one PPO batch is rewarded with one λ, the
+// one in effect when the batch began (lambda_init, then the multiplier moved by
+// every d of the earlier batches), never with the λ the evaluator reports
+// (already moved by that very plan); a restarted learner goes on with the
+// checkpointed λ.
+TEST_F(LearnerCoreTest, EpisodesOfOneBatchAreRewardedWithTheTrainersLambda) {
+  for (const auto& s : Stages(whole_)) ASSERT_TRUE(core_->RegisterTable(s.first_layer, 0, s).ok());
+  const config::RunConfig c = TestConfig(dir_);
+  double step_return = 0;
+  for (const auto& t : MakeEpisode(1, 0).steps) step_return += t.reward;
+  // Slow obvious reference: the Trainer's sequence of batch λs from the formula.
+  rl::LagrangeMultiplier reference(c.lagrange);
+  std::map<uint64_t, double> expected, with_reported;
+  auto report = [&](uint64_t id, double d, double reported_lambda, double batch_lambda) {
+    EvaluationInput in = Eval(id, 3.0);
+    in.relative_ppl_increase = d;
+    in.loss_increase = 0.1;
+    in.lambda = reported_lambda;
+    ASSERT_TRUE(core_->ReportEvaluation(in).value());
+    rl::PlanEvaluation pe;
+    pe.effective_bits = in.effective_bits;
+    pe.loss_increase = in.loss_increase;
+    pe.eval_ppl = in.perplexity;
+    pe.relative_ppl_increase = d;
+    expected[id] = step_return + rl::EpisodeEndReward(c.env, pe, batch_lambda, 3.0).total;
+    with_reported[id] = step_return + rl::EpisodeEndReward(c.env, pe, reported_lambda, 3.0).total;
+  };
+  // Batch 1 (version 0): λ = lambda_init for both, whatever the evaluator says.
+  for (uint64_t id : {1, 2}) ASSERT_TRUE(core_->SubmitEpisode(MakeEpisode(id, 0)).value());
+  const double lambda1 = reference.lambda();
+  EXPECT_DOUBLE_EQ(lambda1, c.lagrange.lambda_init);
+  report(1, 2.0, 1.5, lambda1);
+  EXPECT_DOUBLE_EQ(core_->Status().lambda, lambda1);  // unchanged within the batch
+  report(2, 4.0, 3.0, lambda1);
+  for (double d : {2.0, 4.0}) reference.Update(d);
+  ASSERT_EQ(core_->version(), 1);
+  // Batch 2 (version 1): the λ after batch 1's d's, for both episodes.
+  const double lambda2 = reference.lambda();
+  EXPECT_GT(lambda2, lambda1 + 0.2);
+  EXPECT_NEAR(core_->Status().lambda, lambda2, 1e-12);
+  for (uint64_t id : {3, 4}) ASSERT_TRUE(core_->SubmitEpisode(MakeEpisode(id, 1)).value());
+  report(4, 1.0, 20.0, lambda2);  // evaluation order need not be submission order
+  report(3, 3.0, 0.0, lambda2);
+  for (double d : {1.0, 3.0}) reference.Update(d);
+  ASSERT_EQ(core_->version(), 2);
+  const double lambda3 = reference.lambda();
+
+  // The same through the shared rl::BatchLambda (what rl::Trainer runs).
+  rl::BatchLambda trainer(c.lagrange);
+  EXPECT_DOUBLE_EQ(trainer.batch_lambda(), lambda1);
+  for (double d : {2.0, 4.0}) trainer.Observe(d);
+  EXPECT_DOUBLE_EQ(trainer.batch_lambda(), lambda1);
+  EXPECT_DOUBLE_EQ(trainer.EndBatch(), lambda2);
+  for (double d : {1.0, 3.0}) trainer.Observe(d);
+  EXPECT_DOUBLE_EQ(trainer.EndBatch(), lambda3);
+
+  // A restarted learner rewards the next batch with the checkpointed λ.
+  core_.reset();
+  core_ = LearnerCore::Create(c, nullptr).value();
+  EXPECT_NEAR(core_->Status().lambda, lambda3, 1e-12);
+  EXPECT_NEAR(core_->WaitForPolicy(-1, absl::ZeroDuration()).lambda, lambda3, 1e-12);
+  for (uint64_t id : {5, 6}) ASSERT_TRUE(core_->SubmitEpisode(MakeEpisode(id, 2)).value());
+  report(5, 0.5, 9.0, lambda3);
+  report(6, 0.5, 9.0, lambda3);
+
+  const std::map<uint64_t, double> got = RecordedRewards(dir_);
+  ASSERT_EQ(got.size(), expected.size());
+  for (const auto& [id, want] : expected) {
+    ASSERT_TRUE(got.count(id)) << id;
+    // plans.jsonl keeps 6 significant digits.
+    EXPECT_NEAR(got.at(id), want, 1e-4 * std::max(1.0, std::abs(want))) << "episode " << id;
+    // The reported λ would have given a clearly different reward.
+    EXPECT_GT(std::abs(with_reported.at(id) - want), 0.1) << "episode " << id;
+  }
+}
+
+// The actors of one policy version must sample different episodes, as the
+// episodes of one rl::Trainer batch differ: workers with the same run seed but
+// other actor indexes or incarnations have other sample streams (the CPU
+// generator keeps only a seed's low 32 bits; the actor index sits in the high ones).
+TEST_F(LearnerCoreTest, RolloutWorkersOfDifferentActorsSampleDifferentEpisodes) {
+  rl::PolicyOptions po;
+  po.state_dim = rl::kStateDim;
+  po.num_actions = quant::kNumActions;
+  po.hidden_sizes = {16, 16};
+  auto policy = rl::Policy::Create(po).value();
+  auto plans = [&](int actor_index, uint32_t incarnation) {
+    auto w = actor::RolloutWorker::Create(whole_, config::EnvConfig(), "a", actor_index,
+                                          incarnation, /*envs=*/2, /*seed=*/0)
+                 .value();
+    std::vector<std::vector<int>> out;
+    const std::vector<actor::Episode> episodes = w->Run(*policy, 3.0).value();
+    for (const actor::Episode& e : episodes) out.push_back(e.plan.actions);
+    return out;
+  };
+  const auto a0 = plans(0, 1);
+  EXPECT_EQ(plans(0, 1), a0);  // reproducible
+  EXPECT_NE(plans(1, 1), a0);  // another actor
+  EXPECT_NE(plans(0, 2), a0);  // another incarnation
+  EXPECT_NE(a0[0], a0[1]);     // the envs of one worker
 }
 
 // The greedy plan of the first published policy, with and without warm start.

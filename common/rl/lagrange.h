@@ -32,6 +32,42 @@ class LagrangeMultiplier {
   double lambda_;
 };
 
+// The lambda of the episode-end rewards of PPO batches, shared by rl::Trainer
+// and the distributed learner (learner::LearnerCore) so that both train the
+// same way: every episode of one batch is rewarded with the same lambda, the
+// one in effect when the batch began (batch_lambda(): lambda_init, or the
+// value at the end of the previous batch); every measured d of the batch's
+// episodes updates the multiplier (Observe) in the order measured, and
+// EndBatch() (at the PPO update) makes the updated value the next batch's.
+// Candidate plans (reference, greedy) neither use nor move lambda.
+// Thread-compatible.
+class BatchLambda {
+ public:
+  explicit BatchLambda(const config::LagrangeConfig& config)
+      : multiplier_(config), batch_lambda_(multiplier_.lambda()) {}
+
+  // The lambda for every episode of the current batch.
+  double batch_lambda() const { return batch_lambda_; }
+  // The multiplier after the d's observed so far (= batch_lambda() right after EndBatch).
+  double lambda() const { return multiplier_.lambda(); }
+  // One measured d of an episode of the current batch.
+  void Observe(double relative_ppl_increase) { multiplier_.Update(relative_ppl_increase); }
+  // The batch is complete: the next batch uses the updated lambda. Returns it.
+  double EndBatch() {
+    batch_lambda_ = multiplier_.lambda();
+    return batch_lambda_;
+  }
+  // A checkpointed lambda (taken right after EndBatch): both values.
+  void Restore(double lambda) {
+    multiplier_.set_lambda(lambda);
+    batch_lambda_ = lambda;
+  }
+
+ private:
+  LagrangeMultiplier multiplier_;
+  double batch_lambda_;
+};
+
 }  // namespace windquant::rl
 
 #endif  // WINDQUANT_COMMON_RL_LAGRANGE_H_

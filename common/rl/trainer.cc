@@ -24,18 +24,18 @@ constexpr double kWarmStartLearningRate = 1e-3;
 // Plans may sit exactly on the budget; the sums behind EffectiveBits round.
 constexpr double kFeasibleBitsSlack = 1e-9;
 
+double Seconds(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
 uint64_t SplitMix64(uint64_t x) {
   x += 0x9e3779b97f4a7c15ull;
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
   return x ^ (x >> 31);
 }
-
-double Seconds(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-}  // namespace
 
 absl::StatusOr<double> BehaviourClone(Policy& policy, const std::vector<Transition>& transitions,
                                       int steps, double lr, double target_prob) {
@@ -99,7 +99,7 @@ struct Trainer::Impl {
   TrainerOptions options;
   const config::RunConfig* config = nullptr;
   std::unique_ptr<PpoLearner> learner;
-  std::unique_ptr<LagrangeMultiplier> lagrange;
+  std::unique_ptr<BatchLambda> lagrange;  // rewards use batch_lambda()
   std::unique_ptr<Curriculum> curriculum;
   RunCheckpoint state;  // the run's progress (the same fields a checkpoint holds)
 
@@ -172,7 +172,7 @@ struct Trainer::Impl {
     at::Generator gen = MakeGenerator(SplitMix64(state.rng_seed ^ SplitMix64(state.update + 1)));
     WQ_ASSIGN_OR_RETURN(Rollout ro, env.Run(learner->policy(), gen, false, state.next_episode_id));
     state.next_episode_id += n;
-    const double lambda_now = lagrange->lambda();
+    const double lambda_now = lagrange->batch_lambda();
     const int64_t version = learner->version();
     UpdateRecord rec;
     std::vector<double> ds;
@@ -186,7 +186,8 @@ struct Trainer::Impl {
       ds.push_back(e.relative_ppl_increase);
       Consider(ro.plans[i], e, "rl", target, version);
     }
-    for (double d : ds) lagrange->Update(d);
+    for (double d : ds) lagrange->Observe(d);
+    lagrange->EndBatch();
     std::vector<Transition> batch;
     for (auto& ep : ro.episodes) {
       for (auto& t : ep) batch.push_back(std::move(t));
@@ -230,7 +231,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const quant::UnitTable&
   WQ_ASSIGN_OR_RETURN(impl->costs, UnitCosts::Create(table));
   impl->evaluator = std::make_unique<CachingPlanEvaluator>(evaluator);
   WQ_ASSIGN_OR_RETURN(impl->learner, CreatePpoLearner(c));
-  impl->lagrange = std::make_unique<LagrangeMultiplier>(c.lagrange);
+  impl->lagrange = std::make_unique<BatchLambda>(c.lagrange);
   impl->curriculum = std::make_unique<Curriculum>(c.curriculum);
   impl->state.fingerprint = impl->options.fingerprint;
   impl->state.rng_seed = c.training.seed;
@@ -247,7 +248,7 @@ absl::StatusOr<TrainerResult> Trainer::Run() {
     if (ck.ok()) {
       WQ_RETURN_IF_ERROR(m.learner->LoadState(ck->learner_state));
       m.state = *std::move(ck);
-      m.lagrange->set_lambda(m.state.lambda);
+      m.lagrange->Restore(m.state.lambda);
       m.curriculum->Restore(m.state.stage, m.state.updates_in_stage, m.state.curriculum_finished);
       result.resumed_from_update = m.state.update;
       m.Log(absl::StrFormat("resume: continuing from update %d (stage %d, lambda %.4f)", m.state.update,

@@ -93,6 +93,12 @@ class Trainer {
   std::unique_ptr<Impl> impl_;
 };
 
+// SplitMix64 finaliser: a well-mixed 64-bit value of `x`. Seeds for
+// MakeGenerator go through it: the CPU generator (mt19937) keeps only the low
+// 32 bits of its seed, so seeds that differ only in high bits (e.g. actor
+// index << 48) would otherwise give identical sample streams.
+uint64_t SplitMix64(uint64_t x);
+
 // The PPO learner (policy over the 15 state features and 7 actions) that the
 // config's ppo and training sections describe; shared by the one-process
 // Trainer and the distributed learner.
