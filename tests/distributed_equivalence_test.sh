@@ -21,7 +21,7 @@
 #     different calibration seed moves features by 2e-2).
 #
 #   distributed_equivalence_test.sh BUILD_DIR plan [STAGES] [REPLICAS]
-#     (label slow, ~15-25 min on 2 cores) The docs/results-rl.md protocol at
+#     (label slow, 7 min measured, up to ~25 on busy 2 cores) The docs/results-rl.md protocol at
 #     2.0 bits (10 updates x 8 episodes, selection slice 8160 tokens, loss
 #     slice 4096, calibration 32 x 256, training.seed WQ_EQUIV_SEED=0) run by
 #     `windquant quantize` and by the distributed job; both best plans are
@@ -33,12 +33,20 @@
 #     standard deviation of the one-process RL plan, docs/results-rl.md).
 #     WQ_EQUIV_WARM_START=none|lagrange (default lagrange, the protocol of
 #     the 5.3 figure) is passed to both runs.
-#     Fails today (2026-11-29, seed 0): one process 121.32 (lagrange) / 141.16
-#     (none), distributed 200.23 in both: the distributed learner has no warm
-#     start, never evaluates the Lagrangian reference plan as a candidate and
-#     no per-update greedy plan (rl::Trainer does all three). The sampled plans
-#     themselves are alike (warm_start=none: mean PPL of the 80 sampled plans
-#     328 in one process, 333 distributed).
+#     Measured 2026-11-29, seed 0, warm_start=lagrange, 2 stages x 2 replicas:
+#     one process 121.32 (1.9906 bits), distributed 119.01 (1.9995 bits, 91
+#     plans evaluated): difference -2.32, PASS (427 s on 2 cores). Before that
+#     day's two learner/actor fixes the distributed plan measured 138.83:
+#     (1) the learner rewarded each episode with the λ the evaluator reported
+#     after evaluating that very plan (λ grew ~1.5 per plan at d ~ 30), so the
+#     episodes of one PPO batch got penalties of different scale (mean reward
+#     at update 1: -418 vs -42 in one process; now -36); it now uses
+#     rl::BatchLambda as rl::Trainer does (one λ per batch, the value at the
+#     previous update, checkpointed); (2) every actor sampled the same stream
+#     (mt19937 keeps a seed's low 32 bits, the actor index sat in the high 32),
+#     so the 8 episodes of a version were 2 distinct plans, 4 times each; now
+#     8 distinct. One seed only: the seed-to-seed spread (5.3) is larger than
+#     the remaining difference, and which fix mattered more is not measured.
 #
 # Environment: WQ_SOURCE_DIR (repo root), WQ_EQUIV_KEEP=1 keeps the work folder (/tmp/wq-equiv.*).
 # Exit 77 (skip) when ../shared/models/stories260k is missing.
