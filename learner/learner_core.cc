@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <random>
 
 #include "absl/strings/str_cat.h"
@@ -150,6 +151,8 @@ absl::Status LearnerCore::CompleteTable() {
     curriculum_.Restore(ckpt->stage, ckpt->updates_in_stage, ckpt->curriculum_finished);
     lambda_.Restore(ckpt->lambda);
     best_ = ckpt->best;
+    best_stage_ = ckpt->best_stage;
+    stage_reference_ppl_ = ckpt->stage_reference_ppl;
     warm_started_stage_ = ckpt->warm_started_stage;
     done_ = ckpt->curriculum_finished;
     Log(absl::StrCat("learner: resumed from checkpoint at update ", updates_, ", policy version ",
@@ -169,6 +172,10 @@ absl::Status LearnerCore::CompleteTable() {
 
 absl::Status LearnerCore::StartStage(bool warm_start) {
   const double target = curriculum_.target_bits();
+  if (warm_started_stage_ < curriculum_.stage()) {  // a new stage, not a resumed one
+    best_stage_ = rl::CandidatePlan{};
+    stage_reference_ppl_ = 0;
+  }
   Log(absl::StrCat("learner: curriculum stage ", curriculum_.stage() + 1, "/",
                    curriculum_.num_stages(), ", target ", target, " bits"));
   absl::StatusOr<quant::Plan> ref = quant::LagrangePlan(*table_, target);
@@ -244,7 +251,14 @@ absl::Status LearnerCore::MaybeFinish() {
 }
 
 absl::Status LearnerCore::ConsiderLocked(const rl::CandidatePlan& candidate, quant::Plan plan) {
-  if (!rl::ConsiderCandidate(candidate, config_.curriculum.target_bits.back(), &best_, nullptr)) {
+  // Only plans made for the current stage compete for its best (a late
+  // evaluation of an earlier stage's plan does not).
+  const bool this_stage = !curriculum_.finished() && candidate.target_bits == curriculum_.target_bits();
+  if (this_stage && candidate.source == "lagrange") {
+    stage_reference_ppl_ = candidate.evaluation.eval_ppl;
+  }
+  if (!rl::ConsiderCandidate(candidate, config_.curriculum.target_bits.back(), &best_,
+                             this_stage ? &best_stage_ : nullptr)) {
     return absl::OkStatus();
   }
   const std::string plan_id = plan.plan_id;
@@ -486,8 +500,11 @@ absl::Status LearnerCore::Update() {
     QueueCandidate(std::move(greedy), "rl-greedy", target, ppo_->version());
   }
   std::string reason;
-  const double best_ppl = best_.actions.empty() ? 0.0 : best_.evaluation.eval_ppl;
-  if (curriculum_.OnUpdate(best_ppl, 0.0, &reason)) {
+  // rl::Trainer's criterion: the stage's best policy plan against its reference.
+  const double stage_best = best_stage_.actions.empty()
+                                ? std::numeric_limits<double>::infinity()
+                                : best_stage_.evaluation.eval_ppl;
+  if (curriculum_.OnUpdate(stage_best, stage_reference_ppl_, &reason)) {
     Log(absl::StrCat("learner: curriculum: ", reason));
     // A new stage: its reference candidate and warm start before the policy
     // of this update is published (the lock is held until then).
@@ -520,6 +537,8 @@ absl::Status LearnerCore::WriteCheckpoint() {
   c.warm_started_stage = warm_started_stage_;
   WQ_ASSIGN_OR_RETURN(c.learner_state, ppo_->SaveState());
   c.best = best_;
+  c.best_stage = best_stage_;
+  c.stage_reference_ppl = stage_reference_ppl_;
   return rl::WriteRunCheckpoint(CheckpointDir(config_), c);
 }
 

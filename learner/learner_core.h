@@ -4,7 +4,8 @@
 // service.evaluation_timeout_ms passes), adds the episode-end reward
 // (rl::EpisodeEndReward), runs a PPO update every
 // training.episodes_per_update evaluated episodes, steps the curriculum
-// (rl::Curriculum), keeps the best feasible plan, and writes the run
+// (rl::Curriculum, with rl::Trainer's criterion: the stage's best policy plan
+// against its reference plan), keeps the best feasible plan, and writes the run
 // checkpoint (rl::RunCheckpoint) and the plan files under output.dir.
 // Candidate plans (as rl::Trainer): at the start of every curriculum stage
 // the Lagrangian reference plan of the stage's target (quant::LagrangePlan)
@@ -216,6 +217,11 @@ class LearnerCore {
   std::vector<std::vector<rl::Transition>> ready_ ABSL_GUARDED_BY(mu_);
   std::vector<double> ready_rewards_ ABSL_GUARDED_BY(mu_);
   rl::CandidatePlan best_ ABSL_GUARDED_BY(mu_);
+  // As rl::Trainer's curriculum criterion: the best feasible policy plan at the
+  // current stage's target and the stage reference's perplexity (0 until its
+  // evaluation arrives: no early advance before that).
+  rl::CandidatePlan best_stage_ ABSL_GUARDED_BY(mu_);
+  double stage_reference_ppl_ ABSL_GUARDED_BY(mu_) = 0;
   std::string best_plan_id_ ABSL_GUARDED_BY(mu_);
   int64_t updates_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t episodes_ ABSL_GUARDED_BY(mu_) = 0;

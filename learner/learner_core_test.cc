@@ -419,6 +419,28 @@ TEST_F(LearnerCoreTest, RolloutWorkersOfDifferentActorsSampleDifferentEpisodes) 
   EXPECT_NE(a0[0], a0[1]);     // the envs of one worker
 }
 
+// rl::Trainer's curriculum criterion: after min_updates the stage ends once its
+// best policy plan is within advance_ppl_ratio of the stage's reference plan.
+TEST_F(LearnerCoreTest, AStageEndsEarlyOnceAPolicyPlanBeatsItsReference) {
+  auto run = [&](double reference_ppl) {
+    config::RunConfig c = TestConfig(dir_ + "/ref" + std::to_string(reference_ppl));
+    auto core = LearnerCore::Create(c, nullptr).value();
+    for (const auto& s : Stages(whole_)) EXPECT_TRUE(core->RegisterTable(s.first_layer, 0, s).ok());
+    for (const quant::Plan& p : core->TakeCandidates(absl::ZeroDuration())) {
+      EvaluationInput in = Eval(p.episode_id, reference_ppl);
+      in.plan_id = p.plan_id;
+      EXPECT_TRUE(core->ReportEvaluation(in).value());
+    }
+    for (uint64_t id : {1, 2}) EXPECT_TRUE(core->SubmitEpisode(MakeEpisode(id, 0)).value());
+    for (uint64_t id : {1, 2}) EXPECT_TRUE(core->ReportEvaluation(Eval(id, 2.0)).value());
+    EXPECT_EQ(core->Status().updates, 1);
+    // Finished: no more episodes accepted (the greedy candidate is still out).
+    return !core->SubmitEpisode(MakeEpisode(3, 1)).value();
+  };
+  EXPECT_TRUE(run(3.0));   // policy plan 2.0 <= 1.0 x reference 3.0: stage over
+  EXPECT_FALSE(run(1.5));  // worse than the reference: up to max_updates
+}
+
 // The greedy plan of the first published policy, with and without warm start.
 TEST_F(LearnerCoreTest, WarmStartClonesTheLagrangianPlanBeforeTheFirstPolicy) {
   const std::vector<int> lagrange = quant::LagrangePlan(whole_, 3.0).value().actions;
