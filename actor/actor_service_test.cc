@@ -12,6 +12,7 @@
 
 #include "actor/grpc_activation_transport.h"
 #include "actor/hidden_states_codec.h"
+#include "actor/stage_test_util.h"
 #include "common/model/checkpoint.h"
 #include "common/model/perplexity.h"
 #include "common/net/channel.h"
@@ -23,18 +24,8 @@ namespace {
 
 constexpr double kPerplexityRelTol = 1e-9;  // float32 bytes travel unchanged
 
-std::string ModelDir() {
-  const char* src = std::getenv("WQ_SOURCE_DIR");
-  return std::string(src ? src : ".") + "/../shared/models/stories260k";
-}
-
-std::vector<int32_t> RandomIds(size_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_int_distribution<int32_t> d(3, 511);
-  std::vector<int32_t> ids(n);
-  for (auto& id : ids) id = d(rng);
-  return ids;
-}
+std::string ModelDir() { return testing::Stories260kDir(); }
+using testing::RandomIds;
 
 class ActorServiceTest : public ::testing::Test {
  protected:

@@ -9,6 +9,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "actor/local_activation_transport.h"
+#include "actor/stage_test_util.h"
 #include "actor/stage_worker.h"
 #include "common/metrics/registry.h"
 #include "common/quant/action.h"
@@ -16,18 +17,8 @@
 namespace windquant::evaluator {
 namespace {
 
-std::string ModelDir() {
-  const char* src = std::getenv("WQ_SOURCE_DIR");
-  return std::string(src ? src : ".") + "/../shared/models/stories260k";
-}
-
-std::vector<int32_t> RandomIds(size_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_int_distribution<int32_t> d(3, 511);
-  std::vector<int32_t> ids(n);
-  for (auto& id : ids) id = d(rng);
-  return ids;
-}
+std::string ModelDir() { return actor::testing::Stories260kDir(); }
+using actor::testing::RandomIds;
 
 // What the fake learner saw: every report attempt, in order.
 class FakeLearner {
@@ -77,17 +68,8 @@ class EvaluationQueueTest : public ::testing::Test {
     ASSERT_TRUE(ev.ok()) << ev.status();
     evaluator_ = *std::move(ev);
     for (auto [a, b] : std::vector<std::pair<int64_t, int64_t>>{{0, 3}, {3, 5}}) {
-      actor::StageWorkerOptions wo;
-      wo.model_dir = ModelDir();
-      wo.first_layer = a;
-      wo.end_layer = b;
-      wo.chunk_size = 64;
-      auto w = actor::StageWorker::Create(wo);
-      ASSERT_TRUE(w.ok()) << w.status();
-      workers_.push_back(*std::move(w));
-      transports_.push_back(std::make_unique<actor::LocalActivationTransport>(
-          workers_.back().get(), "stage " + std::to_string(workers_.size() - 1)));
-      stages_.push_back(transports_.back().get());
+      const absl::Status added = local_.Add(ModelDir(), a, b, 64);
+      ASSERT_TRUE(added.ok()) << added;
     }
     // The global unit count, for plans over it.
     auto tables = evaluator_->Calibrate(stages_, evaluator_->CalibrationFingerprint());
@@ -122,9 +104,8 @@ class EvaluationQueueTest : public ::testing::Test {
   config::LagrangeConfig lagrange_;
   size_t units_ = 0;
   std::unique_ptr<PipelineEvaluator> evaluator_;
-  std::vector<std::unique_ptr<actor::StageWorker>> workers_;
-  std::vector<std::unique_ptr<actor::LocalActivationTransport>> transports_;
-  std::vector<actor::ActivationTransport*> stages_;
+  actor::testing::LocalStages local_;
+  std::vector<actor::ActivationTransport*>& stages_ = local_.stages;
 };
 
 TEST_F(EvaluationQueueTest, RetriesTheReportNotTheEvaluationAndUpdatesLambdaOnce) {

@@ -9,6 +9,7 @@
 
 #include "actor/fake_activation_transport.h"
 #include "actor/local_activation_transport.h"
+#include "actor/stage_test_util.h"
 #include "actor/stage_worker.h"
 #include "common/base/files.h"
 #include "common/model/checkpoint.h"
@@ -27,18 +28,8 @@ constexpr double kPerplexityRelTol = 1e-9;
 // over identical micro-batches, so fits agree to float rounding.
 constexpr double kTableRelTol = 1e-6;
 
-std::string ModelDir() {
-  const char* src = std::getenv("WQ_SOURCE_DIR");
-  return std::string(src ? src : ".") + "/../shared/models/stories260k";
-}
-
-std::vector<int32_t> RandomIds(size_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_int_distribution<int32_t> d(3, 511);
-  std::vector<int32_t> ids(n);
-  for (auto& id : ids) id = d(rng);
-  return ids;
-}
+std::string ModelDir() { return actor::testing::Stories260kDir(); }
+using actor::testing::RandomIds;
 
 class PipelineEvaluatorTest : public ::testing::Test {
  protected:
@@ -67,17 +58,8 @@ class PipelineEvaluatorTest : public ::testing::Test {
     ASSERT_TRUE(ev.ok()) << ev.status();
     evaluator_ = *std::move(ev);
     for (auto [a, b] : std::vector<std::pair<int64_t, int64_t>>{{0, 2}, {2, 5}}) {
-      actor::StageWorkerOptions o;
-      o.model_dir = ModelDir();
-      o.first_layer = a;
-      o.end_layer = b;
-      o.chunk_size = 32;
-      auto w = actor::StageWorker::Create(o);
-      ASSERT_TRUE(w.ok()) << w.status();
-      workers_.push_back(*std::move(w));
-      transports_.push_back(std::make_unique<actor::LocalActivationTransport>(
-          workers_.back().get(), "stage " + std::to_string(workers_.size() - 1)));
-      stages_.push_back(transports_.back().get());
+      const absl::Status added = local_.Add(ModelDir(), a, b, 32);
+      ASSERT_TRUE(added.ok()) << added;
     }
     auto checkpoint = model::Checkpoint::Open(ModelDir());
     ASSERT_TRUE(checkpoint.ok());
@@ -89,9 +71,8 @@ class PipelineEvaluatorTest : public ::testing::Test {
   PipelineEvaluatorOptions options_;
   std::vector<int32_t> calib_ids_, eval_ids_;
   std::unique_ptr<PipelineEvaluator> evaluator_;
-  std::vector<std::unique_ptr<actor::StageWorker>> workers_;
-  std::vector<std::unique_ptr<actor::LocalActivationTransport>> transports_;
-  std::vector<actor::ActivationTransport*> stages_;
+  actor::testing::LocalStages local_;
+  std::vector<actor::ActivationTransport*>& stages_ = local_.stages;
   std::unique_ptr<model::LlamaModel> whole_;
 };
 

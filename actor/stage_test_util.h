@@ -1,0 +1,60 @@
+// Test-only helpers shared by the actor and evaluator tests: where the
+// stories260k model of ../shared is, seeded random token ids, and in-process
+// stages (StageWorker + LocalActivationTransport) over layer ranges.
+#ifndef WINDQUANT_ACTOR_STAGE_TEST_UTIL_H_
+#define WINDQUANT_ACTOR_STAGE_TEST_UTIL_H_
+
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "actor/local_activation_transport.h"
+#include "actor/stage_worker.h"
+
+namespace windquant::actor::testing {
+
+// $WQ_SOURCE_DIR/../shared/models/stories260k (ctest sets WQ_SOURCE_DIR).
+inline std::string Stories260kDir() {
+  const char* src = std::getenv("WQ_SOURCE_DIR");
+  return std::string(src ? src : ".") + "/../shared/models/stories260k";
+}
+
+// `n` token ids in [3, 511] from a seeded generator.
+inline std::vector<int32_t> RandomIds(size_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int32_t> d(3, 511);
+  std::vector<int32_t> ids(n);
+  for (auto& id : ids) id = d(rng);
+  return ids;
+}
+
+// In-process stages of one replica; `stages` is what PipelineEvaluator takes.
+struct LocalStages {
+  // Appends the stage of layers [first, end) of `model_dir`, named "stage <i>".
+  absl::Status Add(const std::string& model_dir, int64_t first, int64_t end, int64_t chunk_size) {
+    StageWorkerOptions o;
+    o.model_dir = model_dir;
+    o.first_layer = first;
+    o.end_layer = end;
+    o.chunk_size = chunk_size;
+    auto w = StageWorker::Create(o);
+    if (!w.ok()) return w.status();
+    workers.push_back(*std::move(w));
+    transports.push_back(std::make_unique<LocalActivationTransport>(
+        workers.back().get(), "stage " + std::to_string(workers.size() - 1)));
+    stages.push_back(transports.back().get());
+    return absl::OkStatus();
+  }
+
+  std::vector<std::unique_ptr<StageWorker>> workers;
+  std::vector<std::unique_ptr<LocalActivationTransport>> transports;
+  std::vector<ActivationTransport*> stages;
+};
+
+}  // namespace windquant::actor::testing
+
+#endif  // WINDQUANT_ACTOR_STAGE_TEST_UTIL_H_
