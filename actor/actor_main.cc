@@ -87,12 +87,6 @@ int main(int argc, char** argv) {
   id.actor_id = absl::StrCat("actor-s", stage, "-r", replica);
   id.model_key = *key;
 
-  wq::metrics::MetricsServerOptions mo;
-  if (auto s = wq::metrics::ParseMetricsAddress(svc.metrics_address, "service.metrics_address",
-                                                &mo);
-      !s.ok()) {
-    return Fail(s);
-  }
   // The actor's metrics (forward latency, episodes) and the RPC ones.
   auto& registry = wq::metrics::Registry::Default();
   (void)wq::metrics::HistogramFamily(registry, wq::metrics::kActorForwardDurationSeconds);
@@ -147,7 +141,7 @@ int main(int argc, char** argv) {
   wq::net::GrpcServer server(*options);
   server.AddService(&service, wq::v1::Actor::service_full_name());
   if (auto s = server.Start(); !s.ok()) return Fail(s);
-  wq::metrics::MetricsServer metrics(&registry, mo);
+  wq::metrics::MetricsServer metrics(&registry, flags->metrics);
   if (auto s = metrics.Start(); !s.ok()) return Fail(s);
   std::cout << "actor_port=" << server.port() << "\nmetrics_port=" << metrics.port()
             << std::endl;

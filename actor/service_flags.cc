@@ -41,12 +41,9 @@ absl::StatusOr<ServiceFlags> ParseServiceFlags(int argc, char** argv) {
   }
   if (path.empty()) return absl::InvalidArgumentError("--config: required");
   WQ_ASSIGN_OR_RETURN(flags.config, config::LoadRunConfig(path, overrides));
-  if (metrics_port >= 0) {
-    std::string& address = flags.config.service.metrics_address;
-    const size_t colon = address.rfind(':');
-    const std::string host = colon == std::string::npos ? "0.0.0.0" : address.substr(0, colon);
-    address = absl::StrCat(host, ":", metrics_port);
-  }
+  WQ_RETURN_IF_ERROR(metrics::ParseMetricsAddress(flags.config.service.metrics_address,
+                                                 "service.metrics_address", &flags.metrics));
+  if (metrics_port >= 0) flags.metrics.port = metrics_port;
   return flags;
 }
 

@@ -12,15 +12,18 @@
 
 #include "absl/status/statusor.h"
 #include "common/config/run_config.h"
+#include "common/metrics/http_server.h"
 
 namespace windquant::actor {
 
 struct ServiceFlags {
   bool help = false;
   config::RunConfig config;
+  // service.metrics_address, its port replaced by --metrics-port when given.
+  metrics::MetricsServerOptions metrics;
 };
 
-// INVALID_ARGUMENT naming the flag; the config's own errors name the key.
+// INVALID_ARGUMENT naming the flag or the config key.
 absl::StatusOr<ServiceFlags> ParseServiceFlags(int argc, char** argv);
 
 // Stage and replica of an actor: from service.stage/replica when both are set

@@ -62,12 +62,6 @@ int main(int argc, char** argv) {
                         "service.actor_addresses: ", svc.actor_addresses.size(),
                         " entries, stages x replicas = ", svc.stages * svc.replicas)));
   }
-  wq::metrics::MetricsServerOptions mo;
-  if (auto s = wq::metrics::ParseMetricsAddress(svc.metrics_address, "service.metrics_address",
-                                                &mo);
-      !s.ok()) {
-    return Fail("", s);
-  }
   // The evaluator's metrics: its own (queue, latency, λ) and the RPC ones.
   auto& registry = wq::metrics::Registry::Default();
   auto tok = wq::model::Tokenizer::FromFile(c.model.dir + "/tokenizer.json");
@@ -178,7 +172,7 @@ int main(int argc, char** argv) {
   wq::net::GrpcServer server(*options);
   server.AddService(&service, wq::v1::Evaluator::service_full_name());
   if (auto s = server.Start(); !s.ok()) return Fail("", s);
-  wq::metrics::MetricsServer metrics(&registry, mo);
+  wq::metrics::MetricsServer metrics(&registry, flags->metrics);
   if (auto s = metrics.Start(); !s.ok()) return Fail("", s);
   if (auto s = queue.Start(); !s.ok()) return Fail("queue: ", s);
   std::cout << "evaluator_port=" << server.port() << "\nmetrics_port=" << metrics.port()

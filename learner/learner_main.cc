@@ -39,13 +39,6 @@ int main(int argc, char** argv) {
   }
   const wq::config::RunConfig& c = flags->config;
   if (c.model.threads > 0) at::set_num_threads(c.model.threads);  // 0: torch's default
-  wq::metrics::MetricsServerOptions mo;
-  if (auto s = wq::metrics::ParseMetricsAddress(c.service.metrics_address,
-                                                "service.metrics_address", &mo);
-      !s.ok()) {
-    std::cerr << "windquant-learner: " << s.message() << "\n";
-    return 2;
-  }
   // The learner's metrics (windquant_learner_*) and the RPC ones.
   auto& registry = wq::metrics::Registry::Default();
   auto core = wq::learner::LearnerCore::Create(
@@ -97,7 +90,7 @@ int main(int argc, char** argv) {
     std::cerr << "windquant-learner: " << s.message() << "\n";
     return 1;
   }
-  wq::metrics::MetricsServer metrics(&registry, mo);
+  wq::metrics::MetricsServer metrics(&registry, flags->metrics);
   if (auto s = metrics.Start(); !s.ok()) {
     std::cerr << "windquant-learner: " << s.message() << "\n";
     return 1;
