@@ -6,6 +6,8 @@
 // Server side: BearerTokenChecker decides per call from the request metadata; server.cc
 // installs it as a core auth metadata processor on the listening port, so a call with a
 // missing or wrong token fails with UNAUTHENTICATED before any handler runs.
+// Each refused call counts in windquant_net_rpc_errors_total{code="UNAUTHENTICATED"}
+// when the server has a metrics registry (rpc_metrics.h).
 //
 // Exemption: calls to grpc.health.v1.Health are not checked, because Kubernetes' gRPC
 // liveness/readiness probes cannot send metadata; health answers carry no run data.

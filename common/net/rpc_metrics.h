@@ -5,6 +5,9 @@
 // client interceptor (MakeChannel installs it likewise). Each side counts what it
 // observes: with both ends in one process and one registry, a failed call counts twice
 // (once per side) and a message once as sent and once as received.
+// Calls the server refuses in its bearer-token check (auth.h) fail in gRPC core before
+// any interceptor runs; GrpcServer counts them from the check itself, as
+// {code="UNAUTHENTICATED"}, so every refused call counts once on the server too.
 //
 // Bytes are the serialized protobuf sizes (before compression and framing). Messages are
 // assumed to be protobufs, except on the server for grpc.health.v1 (grpc++'s default

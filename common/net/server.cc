@@ -5,6 +5,7 @@
 #include <grpc/slice.h>
 
 #include <cstdio>
+#include <optional>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -27,13 +28,22 @@ absl::string_view SliceView(const grpc_slice& slice) {
                            GRPC_SLICE_LENGTH(slice));
 }
 
+// State of one port's auth metadata processor.
+struct AuthProcessorState {
+  BearerTokenChecker checker;
+  // The server's RPC metrics, if any. A refused call fails in gRPC core's auth filter,
+  // before the C++ layer (and so the metrics interceptor) sees it: it is counted here.
+  std::optional<RpcMetrics> metrics;
+};
+
 // Core auth metadata processor running BearerTokenChecker on every call. Using the core
 // API (not grpc::AuthMetadataProcessor) lets plaintext ports check tokens too: grpc++'s
 // InsecureServerCredentials refuses a processor.
 void ProcessAuthMetadata(void* state, grpc_auth_context* /*context*/, const grpc_metadata* md,
                          size_t num_md, grpc_process_auth_metadata_done_cb cb,
                          void* user_data) {
-  const auto* checker = static_cast<const BearerTokenChecker*>(state);
+  auto* auth = static_cast<AuthProcessorState*>(state);
+  const BearerTokenChecker* checker = &auth->checker;
   absl::string_view path, authorization;
   for (size_t i = 0; i < num_md; ++i) {
     const absl::string_view key = SliceView(md[i].key);
@@ -45,22 +55,25 @@ void ProcessAuthMetadata(void* state, grpc_auth_context* /*context*/, const grpc
     cb(user_data, nullptr, 0, nullptr, 0, GRPC_STATUS_OK, nullptr);
   } else {
     const std::string message(status.message());  // never contains the token
+    if (auth->metrics.has_value()) auth->metrics->CountError(grpc::StatusCode::UNAUTHENTICATED);
     cb(user_data, nullptr, 0, nullptr, 0, GRPC_STATUS_UNAUTHENTICATED, message.c_str());
   }
 }
 
-void DestroyAuthState(void* state) { delete static_cast<BearerTokenChecker*>(state); }
+void DestroyAuthState(void* state) { delete static_cast<AuthProcessorState*>(state); }
 
 // Server credentials built from the core API: plaintext or TLS, plus the token processor.
 class WindquantServerCredentials final : public grpc::ServerCredentials {
  public:
   WindquantServerCredentials(std::string cert_pem, std::string key_pem, std::string ca_pem,
-                             bool require_client_cert, std::string bearer_token)
+                             bool require_client_cert, std::string bearer_token,
+                             std::optional<RpcMetrics> metrics)
       : cert_pem_(std::move(cert_pem)),
         key_pem_(std::move(key_pem)),
         ca_pem_(std::move(ca_pem)),
         require_client_cert_(require_client_cert),
-        bearer_token_(std::move(bearer_token)) {}
+        bearer_token_(std::move(bearer_token)),
+        metrics_(metrics) {}
 
   void SetAuthMetadataProcessor(
       const std::shared_ptr<grpc::AuthMetadataProcessor>& /*processor*/) override {
@@ -82,8 +95,9 @@ class WindquantServerCredentials final : public grpc::ServerCredentials {
                                                     &pair, 1, request, nullptr);
     }
     if (!bearer_token_.empty()) {
-      grpc_auth_metadata_processor processor{ProcessAuthMetadata, DestroyAuthState,
-                                             new BearerTokenChecker(bearer_token_)};
+      grpc_auth_metadata_processor processor{
+          ProcessAuthMetadata, DestroyAuthState,
+          new AuthProcessorState{BearerTokenChecker(bearer_token_), metrics_}};
       grpc_server_credentials_set_auth_metadata_processor(creds, processor);
     }
     const int port = grpc_server_add_http2_port(server, addr.c_str(), creds);
@@ -94,6 +108,7 @@ class WindquantServerCredentials final : public grpc::ServerCredentials {
   const std::string cert_pem_, key_pem_, ca_pem_;
   const bool require_client_cert_;
   const std::string bearer_token_;
+  const std::optional<RpcMetrics> metrics_;  // counts refused calls; borrows the registry
 };
 
 absl::StatusOr<std::string> ReadPem(const std::string& path, absl::string_view key) {
@@ -180,19 +195,24 @@ absl::Status GrpcServer::Start() {
     }
   }
 
+  std::optional<RpcMetrics> metrics;
+  if (o.registry != nullptr) {
+    auto created = RpcMetrics::Create(o.registry);
+    if (!created.ok()) return created.status();
+    metrics = *created;
+  }
+
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   auto creds = std::make_shared<WindquantServerCredentials>(
       std::move(cert_pem), std::move(key_pem), std::move(ca_pem), o.require_client_cert,
-      o.bearer_token);
+      o.bearer_token, metrics);
   builder.AddListeningPort(o.address, creds, &impl_->port_);
   builder.SetMaxReceiveMessageSize(static_cast<int>(o.max_message_bytes));
   builder.SetMaxSendMessageSize(static_cast<int>(o.max_message_bytes));
   for (auto& [service, name] : impl_->services_) builder.RegisterService(service);
   if (impl_->services_.empty()) builder.RegisterCallbackGenericService(&impl_->no_methods_);
-  if (o.registry != nullptr) {
-    auto metrics = RpcMetrics::Create(o.registry);
-    if (!metrics.ok()) return metrics.status();
+  if (metrics.has_value()) {
     std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> f;
     f.push_back(std::make_unique<RpcMetricsServerInterceptorFactory>(*metrics));
     builder.experimental().SetInterceptorCreators(std::move(f));

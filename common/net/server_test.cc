@@ -191,9 +191,67 @@ TEST(GrpcServerTest, TokenNeverAppearsInLogsOrMetrics) {
   gpr_set_log_verbosity(GPR_LOG_SEVERITY_ERROR);
   EXPECT_EQ(log.find(kToken), std::string::npos);
   EXPECT_EQ(exposition.find(kToken), std::string::npos);
-  EXPECT_NE(exposition.find("windquant_net_rpc_errors_total{code=\"UNAUTHENTICATED\"} 1"),
+  // The refused call counts once per side (client and server share the registry here).
+  EXPECT_NE(exposition.find("windquant_net_rpc_errors_total{code=\"UNAUTHENTICATED\"} 2"),
             std::string::npos)
       << exposition;
+}
+
+// Calls refused by the token check never reach a handler or the server interceptor;
+// they must still count in windquant_net_rpc_errors_total{code="UNAUTHENTICATED"}, once
+// each, and an accepted call must not count. The clients have no registry, so every
+// count is the server's.
+TEST(GrpcServerTest, RefusedTokenCallsCountAsUnauthenticatedErrors) {
+  metrics::Registry registry;
+  ServerOptions options;
+  options.bearer_token = kToken;
+  options.registry = &registry;
+  Fixture f(options);
+  auto errors = [&](const char* code) {
+    return metrics::CounterFamily(registry, metrics::kNetRpcErrorsTotal)
+        .value()
+        ->Labels({code})
+        .Value();
+  };
+  const double before = errors("UNAUTHENTICATED");
+  EXPECT_EQ(before, 0);
+
+  ChannelOptions wrong;
+  wrong.bearer_token = "not-the-token";
+  auto wrong_channel = f.Channel(wrong);
+  auto none_channel = f.Channel();
+  constexpr int kWrongCalls = 3, kMissingCalls = 2;
+  v1::RunStatus reply;
+  for (int i = 0; i < kWrongCalls; ++i) {
+    EXPECT_EQ(GetRunStatus(wrong_channel, &reply).error_code(),
+              grpc::StatusCode::UNAUTHENTICATED);
+  }
+  for (int i = 0; i < kMissingCalls; ++i) {
+    EXPECT_EQ(GetRunStatus(none_channel, &reply).error_code(),
+              grpc::StatusCode::UNAUTHENTICATED);
+  }
+  EXPECT_EQ(errors("UNAUTHENTICATED") - before, kWrongCalls + kMissingCalls);
+
+  // An accepted call and an (exempt) health check count as no error at all.
+  ChannelOptions right;
+  right.bearer_token = kToken;
+  grpc::Status ok = GetRunStatus(f.Channel(right), &reply);
+  EXPECT_TRUE(ok.ok()) << ok.error_message();
+  EXPECT_EQ(CheckHealth(none_channel, "", kTimeout).value(),
+            grpc::health::v1::HealthCheckResponse::SERVING);
+  EXPECT_EQ(errors("UNAUTHENTICATED") - before, kWrongCalls + kMissingCalls);
+  const std::string exposition = registry.TextExposition();
+  EXPECT_NE(exposition.find("windquant_net_rpc_errors_total{code=\"UNAUTHENTICATED\"} 5"),
+            std::string::npos)
+      << exposition;
+  // No other code gained a count (the only error series is UNAUTHENTICATED).
+  size_t series = 0;
+  for (size_t at = exposition.find("windquant_net_rpc_errors_total{");
+       at != std::string::npos;
+       at = exposition.find("windquant_net_rpc_errors_total{", at + 1)) {
+    ++series;
+  }
+  EXPECT_EQ(series, 1u) << exposition;
 }
 
 TEST(GrpcServerTest, MetricsCountBytesAndErrorCodes) {
