@@ -7,16 +7,9 @@
 
 #include "actor/service_flags.h"
 #include "common/metrics/http_server.h"
-#include "common/metrics/metric_names.h"
-#include "common/net/canceller.h"
 #include "common/net/channel.h"
-#include "common/net/server.h"
 #include "common/net/signal_waiter.h"
-#include "common/net/status_convert.h"
-#include "learner/candidate_sender.h"
-#include "learner/learner_core.h"
-#include "learner/learner_service.h"
-#include "windquant/v1/evaluator.grpc.pb.h"
+#include "learner/learner_node.h"
 
 namespace wq = windquant;
 
@@ -41,69 +34,31 @@ int main(int argc, char** argv) {
   if (c.model.threads > 0) at::set_num_threads(c.model.threads);  // 0: torch's default
   // The learner's metrics (windquant_learner_*) and the RPC ones.
   auto& registry = wq::metrics::Registry::Default();
-  auto core = wq::learner::LearnerCore::Create(
-      c, [](const std::string& line) { std::cerr << line << std::endl; }, &registry);
-  if (!core.ok()) {
-    std::cerr << "windquant-learner: " << core.status().message() << "\n";
+  auto node = wq::learner::LearnerNode::Create(
+      c, c.service.learner_address, &registry,
+      [](const std::string& line) { std::cerr << line << std::endl; });
+  if (!node.ok()) {
+    std::cerr << "windquant-learner: " << node.status().message() << "\n";
     return 1;
   }
-  // Candidate plans go to the evaluator (its report comes back through
-  // Learner.ReportEvaluation like an episode's).
-  auto eo = wq::net::ChannelOptionsFromConfig(c.service, c.service.evaluator_address);
-  if (!eo.ok()) {
-    std::cerr << "windquant-learner: " << eo.status().message() << "\n";
-    return 2;
-  }
-  eo->registry = &registry;
-  auto evaluator_channel = wq::net::MakeChannel(*eo);
+  auto evaluator_channel = wq::net::MakeChannelFromConfig(c.service, c.service.evaluator_address, &registry);
   if (!evaluator_channel.ok()) {
     std::cerr << "windquant-learner: " << evaluator_channel.status().message() << "\n";
     return 2;
-  }
-  auto evaluator = wq::v1::Evaluator::NewStub(*evaluator_channel);
-  const absl::Duration deadline = absl::Milliseconds(c.service.rpc_deadline_ms);
-  wq::learner::CandidateSender sender(
-      core->get(), [&](const wq::quant::Plan& plan, wq::net::Canceller* cancel) -> absl::Status {
-        wq::v1::SubmitPlanRequest req;
-        std::shared_ptr<const wq::quant::UnitTable> table = (*core)->SharedTable();
-        if (table == nullptr) return absl::UnavailableError("unit table incomplete");
-        plan.ToProto(*table, req.mutable_plan());
-        req.set_episode_id(plan.episode_id);
-        req.set_actor_id("learner");
-        wq::v1::SubmitPlanReply reply;
-        grpc::ClientContext ctx;
-        wq::net::ConfigureContext(ctx, deadline);
-        wq::net::Canceller::Scope scope(cancel, &ctx);
-        if (scope.cancelled()) return wq::net::FromGrpcStatus(wq::net::CancelledStatus());
-        return wq::net::FromGrpcStatus(evaluator->SubmitPlan(&ctx, req, &reply));
-      });
-  wq::learner::LearnerService service(core->get(), &registry);
-  auto options = wq::net::ServerOptionsFromConfig(c.service, c.service.learner_address);
-  if (!options.ok()) {
-    std::cerr << "windquant-learner: " << options.status().message() << "\n";
-    return 2;
-  }
-  options->registry = &registry;
-  wq::net::GrpcServer server(*options);
-  server.AddService(&service, wq::v1::Learner::service_full_name());
-  if (auto s = server.Start(); !s.ok()) {
-    std::cerr << "windquant-learner: " << s.message() << "\n";
-    return 1;
   }
   wq::metrics::MetricsServer metrics(&registry, flags->metrics);
   if (auto s = metrics.Start(); !s.ok()) {
     std::cerr << "windquant-learner: " << s.message() << "\n";
     return 1;
   }
+  wq::net::GrpcServer& server = (*node)->server();
   std::cerr << "windquant-learner: serving on " << server.address() << ", /metrics on port "
             << metrics.port() << std::endl;
-  sender.Start();
+  (*node)->Connect(*evaluator_channel);
   std::cout << "learner_port=" << server.port() << "\nmetrics_port=" << metrics.port()
             << std::endl;
   wq::net::SignalWaiter::Wait();
-  sender.Stop();
-  service.BeginShutdown();
-  server.Drain(absl::Now() + absl::Seconds(5));
+  (*node)->Stop();
   metrics.Stop();
   return 0;
 }

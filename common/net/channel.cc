@@ -126,6 +126,14 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(const ChannelOptions&
       options.target, creds, MakeArguments(options), *std::move(interceptors));
 }
 
+absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannelFromConfig(
+    const config::ServiceConfig& service, const std::string& target, metrics::Registry* registry) {
+  absl::StatusOr<ChannelOptions> options = ChannelOptionsFromConfig(service, target);
+  if (!options.ok()) return options.status();
+  options->registry = registry;
+  return MakeChannel(*options);
+}
+
 absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeInProcessChannel(
     GrpcServer& server, const ChannelOptions& options) {
   absl::Status common = CheckCommon(options);

@@ -58,6 +58,10 @@ absl::StatusOr<ChannelOptions> ChannelOptionsFromConfig(const config::ServiceCon
 // A channel to options.target (connects lazily). Errors: INVALID_ARGUMENT (empty target,
 // cert without key, message size), NOT_FOUND / INVALID_ARGUMENT for PEM files.
 absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(const ChannelOptions& options);
+// MakeChannel(ChannelOptionsFromConfig(service, target)) with RPC metrics in `registry`
+// (nullptr = none): the channel of every windquant process to a peer.
+absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannelFromConfig(
+    const config::ServiceConfig& service, const std::string& target, metrics::Registry* registry);
 
 // A channel into `server` in this process (started); target and TLS fields are ignored,
 // the token, message size and metrics apply. FAILED_PRECONDITION if not started.

@@ -1,0 +1,143 @@
+#include "actor/actor_node.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "common/base/files.h"
+#include "common/base/status_macros.h"
+#include "common/metrics/metric_names.h"
+#include "common/model/llama_config.h"
+#include "common/net/channel.h"
+#include "common/net/retry.h"
+#include "common/net/status_convert.h"
+
+namespace windquant::actor {
+
+absl::StatusOr<std::pair<int64_t, int64_t>> StageLayers(int64_t layers, int stages, int stage) {
+  if (stages > layers) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("service.stages: ", stages, " > the model's ", layers, " layers"));
+  }
+  const int64_t base = layers / stages, extra = layers % stages;
+  const int64_t first = stage * base + std::min<int64_t>(stage, extra);
+  return std::make_pair(first, first + base + (stage < extra ? 1 : 0));
+}
+
+absl::StatusOr<std::unique_ptr<ActorNode>> ActorNode::Create(
+    const config::RunConfig& c, int stage, int replica, const std::string& address,
+    metrics::Registry* registry, std::function<void(const std::string&)> log,
+    std::shared_ptr<grpc::Channel> learner) {
+  const config::ServiceConfig& svc = c.service;
+  std::unique_ptr<ActorNode> node(new ActorNode());
+  node->config_ = c;
+  node->log_ = std::move(log);
+  node->registry_ = registry;
+  WQ_ASSIGN_OR_RETURN(model::LlamaConfig model_config, model::LlamaConfig::FromDirectory(c.model.dir));
+  WQ_ASSIGN_OR_RETURN(auto layers, StageLayers(model_config.num_hidden_layers, svc.stages, stage));
+  StageWorkerOptions wo;
+  wo.model_dir = c.model.dir;
+  wo.first_layer = layers.first;
+  wo.end_layer = layers.second;
+  wo.chunk_size = c.quant.chunk_size;
+  wo.salient_fraction = c.quant.salient_fraction;
+  wo.cache_dir = c.quant.cache_dir;
+  WQ_ASSIGN_OR_RETURN(node->worker_, StageWorker::Create(wo));
+  WQ_ASSIGN_OR_RETURN(std::string key, ModelKey(c.model.dir, c.quant.chunk_size, c.quant.salient_fraction));
+  ActorIdentity& id = node->id_;
+  id.stage = stage;
+  id.replica = replica;
+  id.stages = svc.stages;
+  id.replicas = svc.replicas;
+  id.actor_id = absl::StrCat("actor-s", stage, "-r", replica);
+  id.model_key = key;
+  if (registry != nullptr) {
+    (void)metrics::HistogramFamily(*registry, metrics::kActorForwardDurationSeconds);
+  }
+  node->learner_channel_ = learner;
+  node->learner_ = v1::Learner::NewStub(std::move(learner));
+  if (!c.quant.cache_dir.empty()) {
+    node->last_fp_path_ = absl::StrCat(c.quant.cache_dir, "/last-fingerprint-", wo.first_layer,
+                                       "-", wo.end_layer);
+    // A restarted actor reloads its fits (no new calibration pass needed).
+    auto fp = base::ReadFile(node->last_fp_path_);
+    if (fp.ok() && node->worker_->LoadCachedFits(*fp).ok()) {
+      node->log_(absl::StrCat(id.actor_id, ": reloaded cached fits"));
+    }
+  }
+  ActorNode* n = node.get();
+  node->service_ = std::make_unique<ActorService>(
+      node->worker_.get(), id, [n](const quant::UnitTable& t) { return n->RegisterTable(t); },
+      registry);
+  WQ_ASSIGN_OR_RETURN(net::ServerOptions options, net::ServerOptionsFromConfig(svc, address));
+  options.registry = registry;
+  node->server_ = std::make_unique<net::GrpcServer>(options);
+  node->server_->AddService(node->service_.get(), v1::Actor::service_full_name());
+  WQ_RETURN_IF_ERROR(node->server_->Start());
+  node->log_(absl::StrCat(id.actor_id, ": layers [", wo.first_layer, ", ", wo.end_layer,
+                          "), serving on ", node->server_->address()));
+  node->running_ = true;
+  return node;
+}
+
+ActorNode::~ActorNode() { Stop(); }
+
+absl::Status ActorNode::RegisterTable(const quant::UnitTable& table) {
+  if (!last_fp_path_.empty()) (void)base::WriteFileAtomic(last_fp_path_, table.fingerprint);
+  v1::RegisterUnitTableRequest req;
+  req.set_stage(id_.stage);
+  req.set_replica(id_.replica);
+  req.set_actor_id(id_.actor_id);
+  table.ToProto(req.mutable_table());
+  v1::RegisterUnitTableReply reply;
+  net::RetryPolicy retry;
+  retry.max_attempts = 30;
+  const absl::Duration deadline = absl::Milliseconds(config_.service.rpc_deadline_ms);
+  return net::FromGrpcStatus(net::RetryWithBackoff(
+      [&] {
+        grpc::ClientContext ctx;
+        net::ConfigureContext(ctx, deadline, /*wait_for_ready=*/true);
+        net::Canceller::Scope scope(&stopping_, &ctx);
+        if (scope.cancelled()) return net::CancelledStatus();
+        return learner_->RegisterUnitTable(&ctx, req, &reply);
+      },
+      retry, stopping_.Sleeper()));
+}
+
+absl::Status ActorNode::Connect(std::shared_ptr<grpc::Channel> evaluator, uint32_t incarnation) {
+  const config::ServiceConfig& svc = config_.service;
+  RolloutLoopOptions ro;
+  ro.actor_id = id_.actor_id;
+  ro.actor_index = id_.stage * svc.replicas + id_.replica;
+  ro.incarnation = incarnation;
+  const int actors = svc.stages * svc.replicas;
+  ro.envs = std::max(1, (config_.training.episodes_per_update + actors - 1) / actors);
+  ro.episodes_per_version = ro.envs;
+  ro.deadline = absl::Milliseconds(svc.rpc_deadline_ms);
+  ro.stall_timeout = absl::Milliseconds(svc.evaluation_timeout_ms);
+  rollouts_ = std::make_unique<RolloutLoop>(config_, ro, learner_channel_, std::move(evaluator),
+                                            registry_);
+  // A restarted actor with cached fits registers them again.
+  registrar_ = std::thread([this] {
+    if (!worker_->fitted()) return;
+    auto table = worker_->table();
+    if (!table.ok()) return;
+    absl::Status s = RegisterTable(*table);
+    if (!s.ok() && !stopping_.cancelled()) {
+      log_(absl::StrCat(id_.actor_id, ": registering the cached table: ", s.message()));
+    }
+  });
+  return rollouts_->Start();
+}
+
+// Outgoing work first (it may wait on peers that are going away too), then the
+// server drains its in-flight calls.
+void ActorNode::Stop() {
+  if (!running_) return;
+  running_ = false;
+  stopping_.Cancel();
+  if (rollouts_ != nullptr) rollouts_->Stop();
+  if (registrar_.joinable()) registrar_.join();
+  server_->Drain(absl::Now() + absl::Seconds(10));
+}
+
+}  // namespace windquant::actor

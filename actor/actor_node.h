@@ -1,0 +1,89 @@
+// ActorNode: the actor process's parts wired together (DESIGN.md section 5):
+// the StageWorker of stage s (its layers only; cached fits reloaded after a
+// restart), the Actor service on a started server (Forward, calibration; the
+// fitted table is registered with the learner) and the rollout loop
+// (transitions to the learner, finished plans to the evaluator).
+// windquant-actor runs one over TCP; `windquant quantize` runs one per stage
+// and replica beside the learner and evaluator nodes with in-process channels.
+//
+//   auto node = ActorNode::Create(config, stage, replica, address, &registry, log, learner);
+//   ... the evaluator's channel exists ...
+//   WQ_RETURN_IF_ERROR((*node)->Connect(evaluator, incarnation));   // rollouts
+//   ...
+//   (*node)->Stop();
+//
+// Thread-safety: Create/Connect/Stop from one thread.
+#ifndef WINDQUANT_ACTOR_ACTOR_NODE_H_
+#define WINDQUANT_ACTOR_ACTOR_NODE_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "actor/actor_service.h"
+#include "actor/rollout_loop.h"
+#include "actor/stage_worker.h"
+#include "common/config/run_config.h"
+#include "common/metrics/registry.h"
+#include "common/net/canceller.h"
+#include "common/net/server.h"
+#include "grpcpp/channel.h"
+#include "windquant/v1/learner.grpc.pb.h"
+
+namespace windquant::actor {
+
+// Layers [first, end) of `stage` when `layers` are split over `stages` as
+// evenly as possible, earlier stages taking the remainder. INVALID_ARGUMENT
+// (naming service.stages) when there are more stages than layers.
+absl::StatusOr<std::pair<int64_t, int64_t>> StageLayers(int64_t layers, int stages, int stage);
+
+class ActorNode {
+ public:
+  // Loads the stage's layers, reloads its cached fits (quant.cache_dir) and
+  // serves on `address` (port 0 = a free one). `learner` receives the fitted
+  // table (RegisterUnitTable, retried with backoff).
+  static absl::StatusOr<std::unique_ptr<ActorNode>> Create(
+      const config::RunConfig& config, int stage, int replica, const std::string& address,
+      metrics::Registry* registry, std::function<void(const std::string&)> log,
+      std::shared_ptr<grpc::Channel> learner);
+  ~ActorNode();
+
+  // Starts the rollout workers (plans to the evaluator behind `evaluator`)
+  // and, when cached fits were reloaded, registers them again in the
+  // background (the learner may be down too). `incarnation` (its low 16 bits)
+  // goes into every episode id and the sampling seed: a restarted actor must
+  // use a new one (the learner refuses an episode id it has seen).
+  absl::Status Connect(std::shared_ptr<grpc::Channel> evaluator, uint32_t incarnation);
+  // Cancels calls in flight, stops the rollouts, drains the server. Idempotent.
+  void Stop();
+
+  const ActorIdentity& identity() const { return id_; }
+  net::GrpcServer& server() { return *server_; }
+
+ private:
+  ActorNode() = default;
+  absl::Status RegisterTable(const quant::UnitTable& table);
+
+  config::RunConfig config_;
+  ActorIdentity id_;
+  std::function<void(const std::string&)> log_;
+  metrics::Registry* registry_ = nullptr;
+  std::string last_fp_path_;  // fingerprint of the last fitted table ("" = no cache)
+  std::unique_ptr<StageWorker> worker_;
+  std::shared_ptr<grpc::Channel> learner_channel_;
+  std::unique_ptr<v1::Learner::Stub> learner_;
+  // Shutdown cancels the calls to the learner in flight (registration retries).
+  net::Canceller stopping_;
+  std::unique_ptr<ActorService> service_;
+  std::unique_ptr<net::GrpcServer> server_;
+  std::unique_ptr<RolloutLoop> rollouts_;
+  std::thread registrar_;
+  bool running_ = false;  // Create succeeded, Stop not called
+};
+
+}  // namespace windquant::actor
+
+#endif  // WINDQUANT_ACTOR_ACTOR_NODE_H_

@@ -1,0 +1,147 @@
+#include "evaluator/evaluator_node.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "common/base/files.h"
+#include "common/base/status_macros.h"
+#include "common/model/tokenizer.h"
+#include "common/net/channel.h"
+#include "common/net/status_convert.h"
+
+namespace windquant::evaluator {
+namespace {
+
+absl::StatusOr<std::vector<int32_t>> Tokenize(const model::Tokenizer& tok, const std::string& path,
+                                              const char* key) {
+  auto text = base::ReadFile(path);
+  if (!text.ok()) return absl::InvalidArgumentError(absl::StrCat(key, ": ", text.status().message()));
+  return tok.Encode(*text);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<EvaluatorNode>> EvaluatorNode::Create(
+    const config::RunConfig& c, const std::string& address, metrics::Registry* registry,
+    std::shared_ptr<grpc::Channel> learner, std::vector<std::shared_ptr<grpc::Channel>> actors,
+    std::vector<std::string> actor_names) {
+  const config::ServiceConfig& svc = c.service;
+  if (static_cast<int>(actors.size()) != svc.stages * svc.replicas ||
+      actor_names.size() != actors.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("service.actor_addresses: ", actors.size(),
+                                                   " entries, stages x replicas = ",
+                                                   svc.stages * svc.replicas));
+  }
+  std::unique_ptr<EvaluatorNode> node(new EvaluatorNode());
+  node->deadline_ = absl::Milliseconds(svc.rpc_deadline_ms);
+  WQ_ASSIGN_OR_RETURN(auto tok, model::Tokenizer::FromFile(c.model.dir + "/tokenizer.json"));
+  WQ_ASSIGN_OR_RETURN(std::vector<int32_t> calib,
+                      Tokenize(*tok, c.calibration.text, "calibration.text"));
+  WQ_ASSIGN_OR_RETURN(std::vector<int32_t> eval, Tokenize(*tok, c.evaluation.text, "evaluation.text"));
+  PipelineEvaluatorOptions po;
+  po.context = c.evaluation.context;
+  po.batch_size = c.evaluation.batch;
+  po.calib_slice_tokens = c.evaluation.calib_slice_tokens;
+  po.eval_slice_tokens = c.evaluation.eval_slice_tokens;
+  po.calibration_samples = c.calibration.samples;
+  po.calibration_seq_len = c.calibration.seq_len;
+  po.calibration_seed = c.calibration.seed;
+  po.calibration_batch = std::max(1, c.evaluation.batch);
+  WQ_ASSIGN_OR_RETURN(node->pipeline_, PipelineEvaluator::Create(c.model.dir, po, std::move(calib),
+                                                                 std::move(eval)));
+  std::vector<std::vector<actor::ActivationTransport*>> replicas(svc.replicas);
+  for (int r = 0; r < svc.replicas; ++r) {
+    for (int s = 0; s < svc.stages; ++s) {
+      const size_t i = static_cast<size_t>(s * svc.replicas + r);
+      node->transports_.push_back(std::make_unique<actor::GrpcActivationTransport>(
+          actors[i], absl::StrCat("stage ", s, " replica ", r, " at ", actor_names[i]),
+          node->deadline_));
+      replicas[r].push_back(node->transports_.back().get());
+    }
+  }
+  node->learner_ = v1::Learner::NewStub(std::move(learner));
+  EvaluatorNode* n = node.get();
+  node->queue_ = std::make_unique<EvaluationQueue>(
+      node->pipeline_.get(), replicas, c.lagrange, c.output.dir + "/evaluator-queue", 4096,
+      [n](const Report& r) { return n->SendReport(r); }, registry);
+  node->service_ = std::make_unique<EvaluatorService>(node->queue_.get(), [n] { return n->Table(); });
+  WQ_ASSIGN_OR_RETURN(net::ServerOptions options, net::ServerOptionsFromConfig(svc, address));
+  options.registry = registry;
+  node->server_ = std::make_unique<net::GrpcServer>(options);
+  node->server_->AddService(node->service_.get(), v1::Evaluator::service_full_name());
+  WQ_RETURN_IF_ERROR(node->server_->Start());
+  node->running_ = true;
+  return node;
+}
+
+EvaluatorNode::~EvaluatorNode() { Stop(); }
+
+absl::Status EvaluatorNode::Start() {
+  {  // λ survives an evaluator restart through the learner's checkpoint.
+    grpc::ClientContext ctx;
+    net::ConfigureContext(ctx, absl::Seconds(2));
+    v1::RunStatus status;
+    if (learner_->GetRunStatus(&ctx, v1::RunStatusRequest(), &status).ok() &&
+        status.updates() > 0) {
+      queue_->set_lambda(status.lambda());
+    }
+  }
+  absl::Status s = queue_->Start();
+  if (!s.ok()) return absl::Status(s.code(), absl::StrCat("queue: ", s.message()));
+  return absl::OkStatus();
+}
+
+// One attempt; the queue retries UNAVAILABLE / DEADLINE_EXCEEDED with backoff
+// (the learner answers a duplicate with accepted=false, so a retry after a
+// lost reply records nothing twice).
+absl::Status EvaluatorNode::SendReport(const Report& r) {
+  v1::EvaluationReport req;
+  req.set_episode_id(r.episode_id);
+  req.set_plan_id(r.plan_id);
+  req.set_perplexity(r.evaluation.perplexity);
+  req.set_loss(r.evaluation.loss);
+  req.set_loss_increase(r.evaluation.loss_increase);
+  req.set_relative_ppl_increase(r.evaluation.relative_ppl_increase);
+  req.set_effective_bits(r.effective_bits);
+  req.set_lambda(r.lambda);
+  req.set_tokens(r.evaluation.tokens);
+  req.set_cached(r.evaluation.cached);
+  v1::ReportEvaluationReply reply;
+  grpc::ClientContext ctx;
+  net::ConfigureContext(ctx, deadline_, /*wait_for_ready=*/true);
+  net::Canceller::Scope scope(&stopping_, &ctx);
+  if (scope.cancelled()) return net::FromGrpcStatus(net::CancelledStatus());
+  return net::FromGrpcStatus(learner_->ReportEvaluation(&ctx, req, &reply));
+}
+
+// The run's table, fetched once. The lock is not held across the RPC: while
+// the learner is away every SubmitPlan fails fast with UNAVAILABLE (the actor
+// retries) instead of queueing behind one call's deadline.
+absl::StatusOr<quant::UnitTable> EvaluatorNode::Table() {
+  {
+    absl::MutexLock lock(&table_mu_);
+    if (table_.has_value()) return *table_;
+  }
+  grpc::ClientContext ctx;
+  net::ConfigureContext(ctx, std::min(deadline_, absl::Seconds(5)));
+  net::Canceller::Scope scope(&stopping_, &ctx);
+  v1::UnitTable proto;
+  grpc::Status s = learner_->GetUnitTable(&ctx, v1::GetUnitTableRequest(), &proto);
+  if (!s.ok()) return net::FromGrpcStatus(s);
+  WQ_ASSIGN_OR_RETURN(quant::UnitTable t, quant::UnitTable::FromProto(proto));
+  absl::MutexLock lock(&table_mu_);
+  if (!table_.has_value()) table_ = std::move(t);
+  return *table_;
+}
+
+// Outgoing work first (it may wait on peers that are going away too), then
+// the server drains its in-flight calls.
+void EvaluatorNode::Stop() {
+  if (!running_) return;
+  running_ = false;
+  stopping_.Cancel();
+  queue_->Stop();
+  server_->Drain(absl::Now() + absl::Seconds(10));
+}
+
+}  // namespace windquant::evaluator

@@ -1,0 +1,82 @@
+// EvaluatorNode: the evaluator process's parts wired together (DESIGN.md
+// section 5): the tokenized calibration and evaluation text, the
+// PipelineEvaluator (embeddings, final norm, lm_head), one gRPC activation
+// transport per actor, the EvaluationQueue (λ, reports to the learner) and the
+// Evaluator service on a started server. windquant-evaluator runs one over
+// TCP; `windquant quantize` runs one beside the learner and actor nodes with
+// in-process channels.
+//
+//   auto node = EvaluatorNode::Create(config, address, &registry, learner, actors, names);
+//   WQ_RETURN_IF_ERROR((*node)->Start());   // queue workers: calibration, evaluations
+//   ...
+//   (*node)->Stop();
+//
+// Thread-safety: Create/Start/Stop from one thread; server() is thread-safe.
+#ifndef WINDQUANT_EVALUATOR_EVALUATOR_NODE_H_
+#define WINDQUANT_EVALUATOR_EVALUATOR_NODE_H_
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "actor/grpc_activation_transport.h"
+#include "common/config/run_config.h"
+#include "common/metrics/registry.h"
+#include "common/net/canceller.h"
+#include "common/net/server.h"
+#include "evaluator/evaluation_queue.h"
+#include "evaluator/evaluator_service.h"
+#include "evaluator/pipeline_evaluator.h"
+#include "grpcpp/channel.h"
+#include "windquant/v1/learner.grpc.pb.h"
+
+namespace windquant::evaluator {
+
+class EvaluatorNode {
+ public:
+  // `actors`: one channel per actor, stage-major (stage s, replica r at
+  // s * replicas + r, as service.actor_addresses), `actor_names` the same
+  // order (for error messages). Serves on `address` (port 0 = a free one).
+  // INVALID_ARGUMENT naming the key for a wrong actor count or unreadable text.
+  static absl::StatusOr<std::unique_ptr<EvaluatorNode>> Create(
+      const config::RunConfig& config, const std::string& address, metrics::Registry* registry,
+      std::shared_ptr<grpc::Channel> learner, std::vector<std::shared_ptr<grpc::Channel>> actors,
+      std::vector<std::string> actor_names);
+  ~EvaluatorNode();
+
+  // Takes λ from the learner's checkpoint when it has one, then starts the
+  // queue (its workers calibrate their replica, then evaluate plans).
+  absl::Status Start();
+  // Cancels calls to the learner in flight, stops the queue, drains the
+  // server. Idempotent.
+  void Stop();
+
+  net::GrpcServer& server() { return *server_; }
+
+ private:
+  EvaluatorNode() = default;
+  absl::Status SendReport(const Report& r);
+  absl::StatusOr<quant::UnitTable> Table();
+
+  absl::Duration deadline_;
+  std::unique_ptr<PipelineEvaluator> pipeline_;
+  std::vector<std::unique_ptr<actor::GrpcActivationTransport>> transports_;
+  std::unique_ptr<v1::Learner::Stub> learner_;
+  // Shutdown cancels the calls to the learner in flight (a report waiting for
+  // a learner that is down would otherwise hold Stop() for its whole deadline).
+  net::Canceller stopping_;
+  std::unique_ptr<EvaluationQueue> queue_;
+  absl::Mutex table_mu_;
+  std::optional<quant::UnitTable> table_ ABSL_GUARDED_BY(table_mu_);
+  std::unique_ptr<EvaluatorService> service_;
+  std::unique_ptr<net::GrpcServer> server_;
+  bool running_ = false;  // Create succeeded, Stop not called
+};
+
+}  // namespace windquant::evaluator
+
+#endif  // WINDQUANT_EVALUATOR_EVALUATOR_NODE_H_
