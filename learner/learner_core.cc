@@ -1,5 +1,6 @@
 #include "learner/learner_core.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -29,6 +30,12 @@ std::string CheckpointDir(const config::RunConfig& c) { return c.output.dir + "/
 template <typename T>
 void SetIf(T* metric, double v) {
   if (metric != nullptr) metric->Set(v);
+}
+
+double Mean(const std::vector<double>& v) {
+  double mean = 0;
+  for (double x : v) mean += x / static_cast<double>(v.size());
+  return mean;
 }
 
 }  // namespace
@@ -154,6 +161,9 @@ absl::Status LearnerCore::CompleteTable() {
     best_stage_ = ckpt->best_stage;
     stage_reference_ppl_ = ckpt->stage_reference_ppl;
     warm_started_stage_ = ckpt->warm_started_stage;
+    curve_ = ckpt->curve;
+    stages_ = ckpt->stages;
+    resumed_from_update_ = ckpt->update;
     done_ = ckpt->curriculum_finished;
     Log(absl::StrCat("learner: resumed from checkpoint at update ", updates_, ", policy version ",
                      ppo_->version()));
@@ -212,17 +222,23 @@ void LearnerCore::QueueCandidate(std::vector<int> actions, const std::string& so
   p.target_bits = target;
   p.policy_version = policy_version;
   p.source = source;
-  candidates_[p.episode_id] = Candidate{p, absl::Now()};
+  const absl::Time now = absl::Now();
+  candidates_[p.episode_id] = Candidate{p, now};
+  candidate_order_.emplace_back(now, p.episode_id);
   outbox_.push_back(std::move(p));
 }
 
 std::vector<quant::Plan> LearnerCore::TakeCandidates(absl::Duration timeout) {
   absl::MutexLock lock(&mu_);
   PublishOnReturn publish(this);
-  auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !outbox_.empty() || done_; };
+  // A stopped learner hands out nothing (and waits the timeout: no busy loop).
+  auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return (!outbox_.empty() && !stopped_) || done_;
+  };
   mu_.AwaitWithTimeout(absl::Condition(&ready), timeout);
   ExpireLocked();
   std::vector<quant::Plan> out;
+  if (stopped_) return out;
   out.swap(outbox_);
   return out;
 }
@@ -242,7 +258,7 @@ bool LearnerCore::CandidatePending(uint64_t episode_id) const {
 }
 
 absl::Status LearnerCore::MaybeFinish() {
-  if (done_ || !curriculum_.finished() || !candidates_.empty()) return absl::OkStatus();
+  if (done_ || stopped_ || !curriculum_.finished() || !candidates_.empty()) return absl::OkStatus();
   done_ = true;
   Log("learner: done");
   WQ_RETURN_IF_ERROR(WriteCheckpoint());
@@ -352,27 +368,37 @@ std::shared_ptr<const quant::UnitTable> LearnerCore::SharedTable() const {
 void LearnerCore::ExpireLocked() {
   const absl::Time cutoff =
       absl::Now() - absl::Milliseconds(config_.service.evaluation_timeout_ms);
-  for (auto it = pending_.begin(); it != pending_.end();) {
-    if (it->second.since < cutoff) {
-      ++expired_;
-      Log(absl::StrCat("learner: episode ", it->first, " expired without evaluation"));
-      it = pending_.erase(it);
-    } else {
-      ++it;
-    }
+  // Insertion times are monotonic: the expired ones are a prefix of each
+  // deque. Ids that left already (evaluated, dropped) are skipped; the expired
+  // ones are handled in id order, as the map scan did.
+  std::vector<uint64_t> gone;
+  while (!pending_order_.empty() && pending_order_.front().first < cutoff) {
+    const auto [since, id] = pending_order_.front();
+    pending_order_.pop_front();
+    auto it = pending_.find(id);
+    if (it != pending_.end() && it->second.since == since) gone.push_back(id);
   }
-  bool expired_candidate = false;
-  for (auto it = candidates_.begin(); it != candidates_.end();) {
-    if (it->second.since < cutoff) {
-      Log(absl::StrCat("learner: candidate ", it->second.plan.plan_id,
-                       " expired without evaluation"));
-      it = candidates_.erase(it);
-      expired_candidate = true;
-    } else {
-      ++it;
-    }
+  std::sort(gone.begin(), gone.end());
+  for (uint64_t id : gone) {
+    ++expired_;
+    Log(absl::StrCat("learner: episode ", id, " expired without evaluation"));
+    pending_.erase(id);
   }
-  if (expired_candidate) {
+  gone.clear();
+  while (!candidate_order_.empty() && candidate_order_.front().first < cutoff) {
+    const auto [since, id] = candidate_order_.front();
+    candidate_order_.pop_front();
+    auto it = candidates_.find(id);
+    if (it != candidates_.end() && it->second.since == since) gone.push_back(id);
+  }
+  std::sort(gone.begin(), gone.end());
+  for (uint64_t id : gone) {
+    auto it = candidates_.find(id);
+    Log(absl::StrCat("learner: candidate ", it->second.plan.plan_id,
+                     " expired without evaluation"));
+    candidates_.erase(it);
+  }
+  if (!gone.empty()) {
     if (absl::Status s = MaybeFinish(); !s.ok()) Log(absl::StrCat("learner: ", s.message()));
   }
 }
@@ -388,7 +414,7 @@ absl::StatusOr<bool> LearnerCore::SubmitEpisode(actor::Episode episode) {
   PublishOnReturn publish(this);
   if (table_ == nullptr) return absl::UnavailableError("unit table incomplete");
   ExpireLocked();
-  if (done_ || curriculum_.finished()) return false;
+  if (done_ || stopped_ || curriculum_.finished()) return false;
   const int64_t v = ppo_->version();
   if (episode.policy_version > v) {
     // From a policy this learner never had (it restarted from an older checkpoint).
@@ -408,13 +434,16 @@ absl::StatusOr<bool> LearnerCore::SubmitEpisode(actor::Episode episode) {
     metrics_.transitions->Inc(static_cast<double>(episode.steps.size()));
     metrics_.lag->Observe(static_cast<double>(v - episode.policy_version));
   }
-  pending_[id] = Held{std::move(episode), absl::Now()};
+  const absl::Time now = absl::Now();
+  pending_[id] = Held{std::move(episode), now};
+  pending_order_.emplace_back(now, id);
   return true;
 }
 
 absl::StatusOr<bool> LearnerCore::ReportEvaluation(const EvaluationInput& in) {
   absl::MutexLock lock(&mu_);
   PublishOnReturn publish(this);
+  if (stopped_) return false;
   rl::PlanEvaluation pe;
   pe.effective_bits = in.effective_bits;
   pe.loss_increase = in.loss_increase;
@@ -428,6 +457,8 @@ absl::StatusOr<bool> LearnerCore::ReportEvaluation(const EvaluationInput& in) {
     quant::Plan plan = std::move(c->second.plan);
     candidates_.erase(c);
     ++candidate_evaluations_;
+    ++process_evaluations_;
+    if (in.cached) ++cache_hits_;
     {
       std::ofstream out(PlansPath(config_), std::ios::app);
       out << "{\"episode_id\":" << in.episode_id << ",\"plan_id\":\"" << in.plan_id
@@ -440,6 +471,9 @@ absl::StatusOr<bool> LearnerCore::ReportEvaluation(const EvaluationInput& in) {
                      in.perplexity));
     rl::CandidatePlan cand{plan.actions, pe, plan.target_bits, plan.source, updates_,
                            plan.policy_version};
+    if (plan.source == "lagrange" && plan.target_bits == config_.curriculum.target_bits.back()) {
+      reference_ = cand;  // the final stage's reference (rl::TrainerResult::reference)
+    }
     WQ_RETURN_IF_ERROR(ConsiderLocked(cand, std::move(plan)));
     WQ_RETURN_IF_ERROR(MaybeFinish());
     return true;
@@ -449,6 +483,8 @@ absl::StatusOr<bool> LearnerCore::ReportEvaluation(const EvaluationInput& in) {
   actor::Episode e = std::move(it->second.episode);
   pending_.erase(it);
   ++evaluations_;
+  ++process_evaluations_;
+  if (in.cached) ++cache_hits_;
   const double target = e.plan.target_bits > 0 ? e.plan.target_bits : curriculum_.target_bits();
   // The batch's λ (rl::BatchLambda, as rl::Trainer), not the evaluator's in.lambda.
   const rl::EpisodeReward reward =
@@ -473,6 +509,8 @@ absl::StatusOr<bool> LearnerCore::ReportEvaluation(const EvaluationInput& in) {
   }
   ready_.push_back(std::move(e.steps));
   ready_rewards_.push_back(ret);
+  ready_ppl_.push_back(in.perplexity);
+  ready_bits_.push_back(in.effective_bits);
   if (static_cast<int>(ready_.size()) >= config_.training.episodes_per_update &&
       !curriculum_.finished()) {
     WQ_RETURN_IF_ERROR(Update());
@@ -483,14 +521,21 @@ absl::StatusOr<bool> LearnerCore::ReportEvaluation(const EvaluationInput& in) {
 absl::Status LearnerCore::Update() {
   std::vector<rl::Transition> batch;
   for (auto& ep : ready_) batch.insert(batch.end(), ep.begin(), ep.end());
-  double mean = 0;
-  for (double r : ready_rewards_) mean += r / ready_rewards_.size();
+  rl::UpdateRecord rec;
+  rec.mean_reward = Mean(ready_rewards_);
+  rec.mean_ppl = Mean(ready_ppl_);
+  rec.mean_bits = Mean(ready_bits_);
+  rec.lambda = lambda_.batch_lambda();  // the λ this batch was rewarded with
+  const double mean = rec.mean_reward;
   ready_.clear();
   ready_rewards_.clear();
+  ready_ppl_.clear();
+  ready_bits_.clear();
   const auto start = std::chrono::steady_clock::now();
   WQ_ASSIGN_OR_RETURN(rl::PpoStats stats, ppo_->Update(batch));
   lambda_.EndBatch();  // the next batch's λ (as rl::Trainer after its update)
   ++updates_;
+  ++updates_here_;
   if (metrics_.updates != nullptr) metrics_.updates->Inc();
   SetIf(metrics_.mean_reward, mean);
   {  // The greedy plan of the updated policy is a candidate too.
@@ -499,20 +544,38 @@ absl::Status LearnerCore::Update() {
                         rl::PolicyGreedyPlan(ppo_->policy(), costs_, config_, target));
     QueueCandidate(std::move(greedy), "rl-greedy", target, ppo_->version());
   }
+  rec.update = updates_;
+  rec.stage = curriculum_.stage();
+  rec.target_bits = curriculum_.target_bits();
+  rec.best_ppl = best_.actions.empty() ? 0 : best_.evaluation.eval_ppl;
+  rec.best_bits = best_.actions.empty() ? 0 : best_.evaluation.effective_bits;
+  rec.policy_loss = stats.policy_loss;
+  rec.value_loss = stats.value_loss;
+  rec.entropy = stats.entropy;
+  rec.evaluations = process_evaluations_ - cache_hits_;  // cache misses, as rl::Trainer's
+  rec.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - created_).count();
+  curve_.push_back(rec);
   std::string reason;
   // rl::Trainer's criterion: the stage's best policy plan against its reference.
   const double stage_best = best_stage_.actions.empty()
                                 ? std::numeric_limits<double>::infinity()
                                 : best_stage_.evaluation.eval_ppl;
   if (curriculum_.OnUpdate(stage_best, stage_reference_ppl_, &reason)) {
+    stages_.push_back(rl::StageEvent{rec.stage, rec.target_bits, updates_, reason});
     Log(absl::StrCat("learner: curriculum: ", reason));
     // A new stage: its reference candidate and warm start before the policy
     // of this update is published (the lock is held until then).
     if (!curriculum_.finished()) WQ_RETURN_IF_ERROR(StartStage(true));
   }
+  bool checkpointed = false;
   if (curriculum_.finished() ||
       updates_ % std::max(1, config_.training.checkpoint_every_updates) == 0) {
     WQ_RETURN_IF_ERROR(WriteCheckpoint());
+    checkpointed = true;
+  }
+  if (stop_after_updates_ > 0 && updates_here_ >= stop_after_updates_) {
+    WQ_RETURN_IF_ERROR(StopLocked(checkpointed));
   }
   WQ_RETURN_IF_ERROR(MaybeFinish());
   WriteStatusFile();
@@ -521,7 +584,8 @@ absl::Status LearnerCore::Update() {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   Log(absl::StrCat("learner: update ", updates_, " version ", ppo_->version(), " mean reward ",
                    mean, " used ", stats.samples_used, " stale ", stats.samples_dropped_stale,
-                   " in ", absl::SixDigits(seconds), " s", done_ ? " (done)" : ""));
+                   " in ", absl::SixDigits(seconds), " s", done_ ? " (done)" : "",
+                   stopped_ ? " (stopped)" : ""));
   return absl::OkStatus();
 }
 
@@ -539,18 +603,60 @@ absl::Status LearnerCore::WriteCheckpoint() {
   c.best = best_;
   c.best_stage = best_stage_;
   c.stage_reference_ppl = stage_reference_ppl_;
-  return rl::WriteRunCheckpoint(CheckpointDir(config_), c);
+  c.curve = curve_;
+  c.stages = stages_;
+  WQ_RETURN_IF_ERROR(rl::WriteRunCheckpoint(CheckpointDir(config_), c));
+  Log(absl::StrCat("learner: checkpoint: update ", updates_, " written to ",
+                   CheckpointDir(config_)));
+  return absl::OkStatus();
+}
+
+absl::Status LearnerCore::StopLocked(bool checkpointed) {
+  if (!checkpointed) WQ_RETURN_IF_ERROR(WriteCheckpoint());
+  stopped_ = true;
+  Log(absl::StrCat("learner: stopped after ", updates_here_,
+                   " updates in this process (stop_after_updates), update ", updates_));
+  WriteStatusFile();
+  return absl::OkStatus();
+}
+
+void LearnerCore::set_stop_after_updates(int64_t n) {
+  absl::MutexLock lock(&mu_);
+  PublishOnReturn publish(this);
+  stop_after_updates_ = std::max<int64_t>(0, n);
+  // Reached already (set late): stop now. updates_here_ > 0 implies a complete table.
+  if (stop_after_updates_ > 0 && !stopped_ && updates_here_ >= stop_after_updates_) {
+    if (absl::Status s = StopLocked(false); !s.ok()) Log(absl::StrCat("learner: ", s.message()));
+  }
+}
+
+rl::TrainerResult LearnerCore::Result() const {
+  absl::MutexLock lock(&mu_);
+  rl::TrainerResult r;
+  r.best = best_;
+  r.reference = reference_;
+  r.curve = curve_;
+  r.stages = stages_;
+  r.lambda = lambda_.batch_lambda();
+  r.updates = updates_;
+  r.resumed_from_update = resumed_from_update_;
+  r.evaluations = process_evaluations_;
+  r.cache_hits = cache_hits_;
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - created_).count();
+  r.stopped_early = stopped_;
+  return r;
 }
 
 PublishedPolicy LearnerCore::WaitForPolicy(int64_t known_version, absl::Duration timeout) {
   absl::MutexLock lock(&mu_);
   // Nothing before the table is complete and the stage started (warm start).
+  // A stopped learner answers at once, with nothing new.
   auto changed = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return stage_started_ && (ppo_->version() != known_version || done_);
+    return stopped_ || (stage_started_ && (ppo_->version() != known_version || done_));
   };
   mu_.AwaitWithTimeout(absl::Condition(&changed), timeout);
   PublishedPolicy p;
-  if (!stage_started_) {
+  if (!stage_started_ || stopped_) {
     p.snapshot.version = known_version;  // nothing new
     return p;
   }
@@ -607,6 +713,7 @@ LearnerStatus LearnerCore::StatusLocked() const {
   }
   s.lambda = lambda_.batch_lambda();
   s.done = done_;
+  s.stopped = stopped_;
   s.table_complete = table_ != nullptr;
   s.pending = static_cast<int>(pending_.size());
   s.pending_candidates = static_cast<int>(candidates_.size());

@@ -36,6 +36,35 @@
 // Metrics (when given a registry): windquant_learner_* of metric_names.h
 // (episodes, transitions, PPO updates, policy version and lag, mean reward,
 // target bits, best plan bits and perplexity) and windquant_learner_lambda.
+// History (as rl::Trainer): after every PPO update an rl::UpdateRecord is
+// appended to the training curve, on every curriculum advance an
+// rl::StageEvent; both are in the checkpoint and restored on resume.
+// Result() returns what rl::Trainer::Run returned (rl::TrainerResult), with
+// these differences: `reference` is the final stage's lagrange reference as
+// evaluated by this process (empty when none arrived, e.g. a learner
+// restarted after the curriculum finished); `evaluations` counts the episode
+// and candidate evaluations this process accepted, cached ones included
+// (rl::Trainer counts cache misses only: misses = evaluations - cache_hits),
+// `cache_hits` those whose report said cached; `seconds` is the wall time
+// since Create; `lambda` is the batch λ (the checkpointed one). In the curve,
+// `evaluations` is the cache misses so far in this process (as rl::Trainer's),
+// `lambda` the batch λ the update's batch was rewarded with (rl::Trainer
+// records the λ after the batch, i.e. the next batch's), `best_*` the best
+// plan when the update ran (the greedy plan of that update is evaluated
+// later, rl::Trainer evaluates it first), `seconds` the time since Create of
+// the process that ran the update. Every field is filled; only `reference`
+// may be empty (see above). `best` is the learner's best plan (rl::Trainer
+// offers the final reference to it at the end of Run; the learner did so
+// when the reference's evaluation arrived).
+// set_stop_after_updates(n) (as TrainerOptions::stop_after_updates): after n
+// updates run by this process the checkpoint is written and the learner
+// stops: SubmitEpisode and ReportEvaluation answer false, TakeCandidates hands
+// out nothing, WaitForPolicy returns at once with nothing new (the policy of
+// the last update is only in the checkpoint), Status().stopped is true and
+// done() stays false.
+// Every checkpoint write logs "learner: checkpoint: update N written to DIR".
+// Expiry: held episodes and candidates are also kept in insertion order (one
+// deque each), so expiring costs O(expired) per call, not O(held).
 // Thread-safety: all methods are thread-safe (one mutex; the PPO update of a
 // tiny policy runs under it). Status(), version() and done() read a snapshot
 // published after every change, so they never wait for a PPO update (a
@@ -44,6 +73,8 @@
 #ifndef WINDQUANT_LEARNER_LEARNER_CORE_H_
 #define WINDQUANT_LEARNER_LEARNER_CORE_H_
 
+#include <chrono>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -63,6 +94,7 @@
 #include "common/rl/lagrange.h"
 #include "common/rl/ppo.h"
 #include "common/rl/run_checkpoint.h"
+#include "common/rl/trainer.h"
 
 namespace windquant::learner {
 
@@ -81,6 +113,7 @@ struct EvaluationInput {
   double relative_ppl_increase = 0;
   double effective_bits = 0;
   double lambda = 0;  // the evaluator's λ (informational; rewards use the learner's)
+  bool cached = false;  // the evaluator had measured an identical plan before
 };
 
 struct LearnerStatus {
@@ -92,6 +125,7 @@ struct LearnerStatus {
   double best_bits = 0, best_perplexity = 0;
   double lambda = 0;
   bool done = false, table_complete = false;
+  bool stopped = false;  // stop_after_updates reached (done stays false)
   int pending = 0;
   int pending_candidates = 0;          // candidate plans queued or at the evaluator
   int64_t candidate_evaluations = 0;   // candidate plans evaluated
@@ -145,6 +179,12 @@ class LearnerCore {
   // Drops held episodes older than the evaluation timeout (also done lazily).
   void ExpirePending();
 
+  // What rl::Trainer::Run returns (see the file comment for the fields'
+  // meaning here).
+  rl::TrainerResult Result() const;
+  // Stop after `n` PPO updates run by this process (0 = never), see above.
+  void set_stop_after_updates(int64_t n);
+
  private:
   explicit LearnerCore(const config::RunConfig& config);
   absl::Status CompleteTable() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -160,6 +200,8 @@ class LearnerCore {
   // Curriculum finished and no candidate out: done (final checkpoint).
   absl::Status MaybeFinish() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status WriteCheckpoint() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // stop_after_updates reached: checkpoint (unless `checkpointed`), then stopped_.
+  absl::Status StopLocked(bool checkpointed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ExpireLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // output.dir/status.txt: the fields of `windquant status`, one key=value per
   // line, rewritten atomically after each update (for scripts without the CLI).
@@ -197,6 +239,10 @@ class LearnerCore {
     absl::Time since;
   };
   std::map<uint64_t, Candidate> candidates_ ABSL_GUARDED_BY(mu_);  // queued or out
+  // (since, id) of candidates_ / pending_ in insertion order (absl::Now() at
+  // insertion); ids gone already are skipped when they reach the front.
+  std::deque<std::pair<absl::Time, uint64_t>> candidate_order_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::pair<absl::Time, uint64_t>> pending_order_ ABSL_GUARDED_BY(mu_);
   std::vector<quant::Plan> outbox_ ABSL_GUARDED_BY(mu_);           // not yet handed out
   uint64_t next_candidate_id_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t candidate_evaluations_ ABSL_GUARDED_BY(mu_) = 0;
@@ -216,6 +262,8 @@ class LearnerCore {
   LearnerStatus published_ ABSL_GUARDED_BY(status_mu_);
   std::vector<std::vector<rl::Transition>> ready_ ABSL_GUARDED_BY(mu_);
   std::vector<double> ready_rewards_ ABSL_GUARDED_BY(mu_);
+  std::vector<double> ready_ppl_ ABSL_GUARDED_BY(mu_);   // eval-slice PPL per ready episode
+  std::vector<double> ready_bits_ ABSL_GUARDED_BY(mu_);  // effective bits per ready episode
   rl::CandidatePlan best_ ABSL_GUARDED_BY(mu_);
   // As rl::Trainer's curriculum criterion: the best feasible policy plan at the
   // current stage's target and the stage reference's perplexity (0 until its
@@ -229,6 +277,17 @@ class LearnerCore {
   int64_t dropped_stale_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t expired_ ABSL_GUARDED_BY(mu_) = 0;
   bool done_ ABSL_GUARDED_BY(mu_) = false;
+  // History and result (rl::TrainerResult).
+  std::vector<rl::UpdateRecord> curve_ ABSL_GUARDED_BY(mu_);
+  std::vector<rl::StageEvent> stages_ ABSL_GUARDED_BY(mu_);
+  rl::CandidatePlan reference_ ABSL_GUARDED_BY(mu_);  // final stage's, as evaluated
+  int64_t resumed_from_update_ ABSL_GUARDED_BY(mu_) = -1;
+  int64_t process_evaluations_ ABSL_GUARDED_BY(mu_) = 0;  // episodes + candidates, this process
+  int64_t cache_hits_ ABSL_GUARDED_BY(mu_) = 0;
+  const std::chrono::steady_clock::time_point created_ = std::chrono::steady_clock::now();
+  int64_t stop_after_updates_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t updates_here_ ABSL_GUARDED_BY(mu_) = 0;  // PPO updates run by this process
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace windquant::learner

@@ -120,6 +120,7 @@ grpc::Status LearnerService::ReportEvaluation(grpc::ServerContext*,
   in.relative_ppl_increase = r->relative_ppl_increase();
   in.effective_bits = r->effective_bits();
   in.lambda = r->lambda();
+  in.cached = r->cached();
   absl::StatusOr<bool> accepted = core_->ReportEvaluation(in);
   if (!accepted.ok()) return ToGrpcStatus(accepted.status());
   reply->set_accepted(*accepted);
