@@ -1,14 +1,17 @@
 // `windquant quantize`: the whole WINDQuant job in one process (DESIGN.md
-// sections 4-5): calibration and unit table (QuantizationSession, cached),
-// PPO training with the curriculum, warm start and checkpoints (rl::Trainer),
-// then the best feasible plan, every baseline at the same target, the final
-// perplexities and the artifacts in output.dir.
+// sections 4-5): calibration and unit table (QuantizationSession, cached, for
+// the final measurements and the export), training by the learner, evaluator
+// and actor services wired with in-process gRPC channels
+// (learner::RunInProcessJob: PPO with the curriculum, warm start and
+// checkpoints), then the best feasible plan, every baseline at the same
+// target, the final perplexities and the artifacts in output.dir.
 #include <ATen/Parallel.h>
 
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -29,6 +32,7 @@
 #include "common/rl/episode_evaluator.h"
 #include "common/rl/run_checkpoint.h"
 #include "common/rl/trainer.h"
+#include "learner/in_process_job.h"
 
 namespace windquant::cli {
 namespace {
@@ -39,7 +43,9 @@ constexpr char kUsage[] =
     "usage: windquant quantize --config FILE [--set key=value ...] [--resume] [flags]\n\n"
     "Runs the whole WINDQuant job in one process: calibration and unit table (cached in\n"
     "quant.cache_dir), PPO training over the curriculum.target_bits stages (warm start from\n"
-    "the Lagrangian baseline when training.warm_start = lagrange), then measures the best\n"
+    "the Lagrangian baseline when training.warm_start = lagrange) by the same learner,\n"
+    "evaluator and service.stages x service.replicas actor services as the distributed job\n"
+    "(deploy/local), connected by in-process gRPC channels, then measures the best\n"
     "feasible plan and every baseline (uniform nearest, greedy, lagrange, random) at the\n"
     "final target on the evaluation text, and writes to output.dir:\n"
     "  plan.json, plan.bin     the best feasible RL plan (plan_io.h)\n"
@@ -51,6 +57,9 @@ constexpr char kUsage[] =
     "                          baseline, training curves); `windquant report --in\n"
     "                          report.json` renders the same page again\n"
     "  checkpoint/run.ckpt     the training checkpoint (every training.checkpoint_every_updates)\n"
+    "  plans.jsonl, unit_table.pb, status.txt, evaluator-queue/\n"
+    "                          the services' run state (every evaluated plan, the merged\n"
+    "                          table, the learner's status; cleared unless --resume)\n"
     "  quantized/, fake_quant/ the exported model (unless --no-export)\n\n"
     "Plans are selected on the first evaluation.eval_slice_tokens ids of evaluation.text;\n"
     "final numbers are given on the whole text and on the part after that slice (held out).\n\n"
@@ -207,26 +216,32 @@ absl::Status RunQuantize(Args& args) {
   log(absl::StrFormat("quantize: FP PPL %.4f on the selection slice (%d tokens)", evaluator->fp_eval_ppl(),
                       eval_slice.size()));
 
-  rl::TrainerOptions to;
-  to.config = cfg;
-  to.checkpoint_dir = (std::filesystem::path(cfg.output.dir) / "checkpoint").string();
-  to.fingerprint = rl::RunFingerprint(table, cfg);
-  to.resume = resume;
-  to.reference_plan = [&table](double target) -> absl::StatusOr<std::vector<int>> {
-    WQ_ASSIGN_OR_RETURN(quant::Plan p, quant::LagrangePlan(table, target));
-    return p.actions;
-  };
-  to.log = log;
-  to.stop_after_updates = stop_after;
-  if (!resume && base::PathExists(rl::RunCheckpointPath(to.checkpoint_dir))) {
-    log(absl::StrCat("quantize: ", rl::RunCheckpointPath(to.checkpoint_dir),
-                     " exists and will be overwritten (use --resume to continue it)"));
+  // Training: the learner, evaluator and actor services of the distributed
+  // job (DESIGN.md section 5), here in this process with in-process channels.
+  const std::string fingerprint = rl::RunFingerprint(table, cfg);
+  const std::string checkpoint_dir = (std::filesystem::path(cfg.output.dir) / "checkpoint").string();
+  learner::InProcessJobOptions jo;
+  jo.log = log;
+  jo.stop_after_updates = stop_after;
+  jo.expected_table = &table;
+  if (resume) {
+    // A fresh incarnation: episode ids of the run before the restart stay unique.
+    jo.incarnation_seed = std::random_device{}();
+    if (!base::PathExists(rl::RunCheckpointPath(checkpoint_dir))) {
+      log(absl::StrCat("quantize: --resume: no checkpoint in ", checkpoint_dir, "; starting fresh"));
+    }
+  } else {
+    jo.incarnation_seed = cfg.training.seed;
+    if (base::PathExists(rl::RunCheckpointPath(checkpoint_dir))) {
+      log(absl::StrCat("quantize: ", rl::RunCheckpointPath(checkpoint_dir),
+                       " exists and will be overwritten (use --resume to continue it)"));
+    }
+    WQ_RETURN_IF_ERROR(learner::ClearJobState(cfg));
   }
-  WQ_ASSIGN_OR_RETURN(auto trainer, rl::Trainer::Create(table, evaluator.get(), to));
-  WQ_ASSIGN_OR_RETURN(rl::TrainerResult tr, trainer->Run());
+  WQ_ASSIGN_OR_RETURN(rl::TrainerResult tr, learner::RunInProcessJob(cfg, jo));
   if (tr.stopped_early) {
     std::printf("stopped after update %lld (checkpoint in %s); rerun with --resume to continue\n",
-                static_cast<long long>(tr.updates), to.checkpoint_dir.c_str());
+                static_cast<long long>(tr.updates), checkpoint_dir.c_str());
     return absl::OkStatus();
   }
   if (tr.best.actions.empty()) {
@@ -312,7 +327,7 @@ absl::Status RunQuantize(Args& args) {
 
   json report;
   report["config"] = cfg.source;
-  report["fingerprint"] = to.fingerprint;
+  report["fingerprint"] = fingerprint;
   report["target_bits"] = target;
   report["bits_note"] = "effective bits of the quantized decoder linears; embeddings, norms and lm_head stay FP16";
   report["tokens"] = {{"selection", eval_slice.size()}, {"heldout", heldout.size()},
@@ -357,7 +372,7 @@ absl::Status RunQuantize(Args& args) {
   // `windquant report --in report.json` renders report.html again. Shared keys
   // (fingerprint, target_bits, winner, wall_time_s) already hold the same values.
   const report::ReportData html_data =
-      MakeReportData(cfg, table, tr, fp, plans, have_heldout, to.fingerprint, winner, target, total_s,
+      MakeReportData(cfg, table, tr, fp, plans, have_heldout, fingerprint, winner, target, total_s,
                      static_cast<int64_t>(eval_slice.size()), static_cast<int64_t>(heldout.size()));
   WQ_RETURN_IF_ERROR(report::ValidateReportData(html_data));
   const json html_json = json::parse(report::ToJson(html_data));

@@ -88,7 +88,7 @@ grpc::Status LearnerService::WatchPolicy(grpc::ServerContext* context,
       if (!writer->Write(out)) break;
       known = p.snapshot.version;
     }
-    if (core_->done()) break;
+    if (core_->done() || core_->Status().stopped) break;  // stopped: nothing new will come
   }
   --watchers_;
   if (connected_ != nullptr) connected_->Dec();

@@ -1,5 +1,6 @@
 // Kill-and-resume of the real `windquant quantize` binary (issue 4's done-when:
-// "resume works from a killed run"), and the report it writes (issue 6 item 7).
+// "resume works from a killed run"; the learner, evaluator and actor services
+// in one process since issue 5), and the report it writes (issue 6 item 7).
 //
 // On stories260k with a tiny config (--set overrides: 3 updates of 4 episodes,
 // a checkpoint after every update, small evaluation slices, one thread), the
@@ -169,7 +170,7 @@ TEST(QuantizeResumeTest, KilledRunResumesFromItsCheckpointAndWritesTheReport) {
   char buf[4096];
   while (std::fgets(buf, sizeof buf, first.err) != nullptr) {
     first_log += buf;
-    if (absl::StartsWith(buf, "checkpoint: update 1 written")) {
+    if (absl::StartsWith(buf, "learner: checkpoint: update 1 written")) {
       checkpointed = true;
       break;
     }
@@ -198,9 +199,11 @@ TEST(QuantizeResumeTest, KilledRunResumesFromItsCheckpointAndWritesTheReport) {
   const int64_t resumed = report.at("resumed_from_update").get<int64_t>();
   EXPECT_GE(resumed, 1) << "the second run did not resume; log:\n" << log;
   EXPECT_LT(resumed, kUpdates) << "nothing was left to do after the kill";
-  EXPECT_NE(FirstLineStartingWith(log, absl::StrCat("resume: continuing from update ", resumed, " ")), "") << log;
-  const std::string first_update = FirstLineStartingWith(log, "update ");
-  EXPECT_TRUE(absl::StartsWith(first_update, absl::StrCat("update ", resumed + 1, ":"))) << first_update;
+  EXPECT_NE(FirstLineStartingWith(log, absl::StrCat("learner: resumed from checkpoint at update ", resumed, ",")),
+            "")
+      << log;
+  const std::string first_update = FirstLineStartingWith(log, "learner: update ");
+  EXPECT_TRUE(absl::StartsWith(first_update, absl::StrCat("learner: update ", resumed + 1, " "))) << first_update;
   EXPECT_EQ(report.at("updates").get<int64_t>(), kUpdates);
   const json& curve = report.at("training_curve");
   ASSERT_EQ(curve.size(), static_cast<size_t>(kUpdates)) << "the curve before the kill is kept";
