@@ -2,7 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/base/status_macros.h"
-#include "common/rl/trainer.h"
+#include "common/rl/training.h"
 
 namespace windquant::actor {
 

@@ -6,7 +6,7 @@
 // across actors and across restarts of one actor. Each worker samples with its
 // own generator, seeded from (seed, actor index, incarnation) through
 // rl::SplitMix64, so that workers of one policy version sample different
-// episodes (as the episodes of one rl::Trainer batch differ).
+// episodes.
 // Thread-compatible.
 #ifndef WINDQUANT_ACTOR_ROLLOUT_WORKER_H_
 #define WINDQUANT_ACTOR_ROLLOUT_WORKER_H_

@@ -31,7 +31,7 @@
 #include "common/report/report_data.h"
 #include "common/rl/episode_evaluator.h"
 #include "common/rl/run_checkpoint.h"
-#include "common/rl/trainer.h"
+#include "common/rl/training.h"
 #include "learner/in_process_job.h"
 
 namespace windquant::cli {
@@ -107,7 +107,7 @@ struct Measured {
 // at its effective bits, the training curve. Perplexities are the winner metric's
 // (held-out part, or the whole text when there is none).
 report::ReportData MakeReportData(const config::RunConfig& cfg, const quant::UnitTable& table,
-                                  const rl::TrainerResult& tr, const Measured& fp,
+                                  const rl::RunResult& tr, const Measured& fp,
                                   const std::vector<Measured>& plans, bool have_heldout,
                                   const std::string& fingerprint, const std::string& winner,
                                   double target, double wall_s, int64_t selection_tokens,
@@ -238,7 +238,7 @@ absl::Status RunQuantize(Args& args) {
     }
     WQ_RETURN_IF_ERROR(learner::ClearJobState(cfg));
   }
-  WQ_ASSIGN_OR_RETURN(rl::TrainerResult tr, learner::RunInProcessJob(cfg, jo));
+  WQ_ASSIGN_OR_RETURN(rl::RunResult tr, learner::RunInProcessJob(cfg, jo));
   if (tr.stopped_early) {
     std::printf("stopped after update %lld (checkpoint in %s); rerun with --resume to continue\n",
                 static_cast<long long>(tr.updates), checkpoint_dir.c_str());

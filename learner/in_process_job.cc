@@ -66,7 +66,7 @@ absl::Status ClearJobState(const config::RunConfig& config) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<rl::TrainerResult> RunInProcessJob(const config::RunConfig& config,
+absl::StatusOr<rl::RunResult> RunInProcessJob(const config::RunConfig& config,
                                                   const InProcessJobOptions& options) {
   const config::ServiceConfig& svc = config.service;
   auto log = options.log ? options.log : [](const std::string&) {};

@@ -19,7 +19,7 @@
 #include "absl/time/time.h"
 #include "common/config/run_config.h"
 #include "common/quant/unit_table.h"
-#include "common/rl/trainer.h"
+#include "common/rl/training.h"
 
 namespace windquant::learner {
 
@@ -45,7 +45,7 @@ struct InProcessJobOptions {
 // the next job starts fresh instead of resuming.
 absl::Status ClearJobState(const config::RunConfig& config);
 
-absl::StatusOr<rl::TrainerResult> RunInProcessJob(const config::RunConfig& config,
+absl::StatusOr<rl::RunResult> RunInProcessJob(const config::RunConfig& config,
                                                   const InProcessJobOptions& options);
 
 }  // namespace windquant::learner

@@ -17,7 +17,7 @@
 #include "common/quant/plan_io.h"
 #include "common/rl/episode_evaluator.h"
 #include "common/rl/state_features.h"
-#include "common/rl/trainer.h"
+#include "common/rl/training.h"
 #include "windquant/v1/types.pb.h"
 
 namespace windquant::learner {
@@ -190,7 +190,7 @@ absl::Status LearnerCore::StartStage(bool warm_start) {
                    curriculum_.num_stages(), ", target ", target, " bits"));
   absl::StatusOr<quant::Plan> ref = quant::LagrangePlan(*table_, target);
   if (!ref.ok()) {
-    // Like rl::Trainer without a reference: warm_start = lagrange cannot run.
+    // Without a reference, warm_start = lagrange cannot run.
     Log(absl::StrCat("learner: no reference (lagrange) plan at ", target,
                      " bits: ", ref.status().message(), "; no warm start"));
     warm_started_stage_ = curriculum_.stage();
@@ -472,7 +472,7 @@ absl::StatusOr<bool> LearnerCore::ReportEvaluation(const EvaluationInput& in) {
     rl::CandidatePlan cand{plan.actions, pe, plan.target_bits, plan.source, updates_,
                            plan.policy_version};
     if (plan.source == "lagrange" && plan.target_bits == config_.curriculum.target_bits.back()) {
-      reference_ = cand;  // the final stage's reference (rl::TrainerResult::reference)
+      reference_ = cand;  // the final stage's reference (rl::RunResult::reference)
     }
     WQ_RETURN_IF_ERROR(ConsiderLocked(cand, std::move(plan)));
     WQ_RETURN_IF_ERROR(MaybeFinish());
@@ -486,7 +486,7 @@ absl::StatusOr<bool> LearnerCore::ReportEvaluation(const EvaluationInput& in) {
   ++process_evaluations_;
   if (in.cached) ++cache_hits_;
   const double target = e.plan.target_bits > 0 ? e.plan.target_bits : curriculum_.target_bits();
-  // The batch's λ (rl::BatchLambda, as rl::Trainer), not the evaluator's in.lambda.
+  // The batch's λ (rl::BatchLambda), not the evaluator's in.lambda.
   const rl::EpisodeReward reward =
       rl::EpisodeEndReward(config_.env, pe, lambda_.batch_lambda(), target);
   lambda_.Observe(pe.relative_ppl_increase);
@@ -533,7 +533,7 @@ absl::Status LearnerCore::Update() {
   ready_bits_.clear();
   const auto start = std::chrono::steady_clock::now();
   WQ_ASSIGN_OR_RETURN(rl::PpoStats stats, ppo_->Update(batch));
-  lambda_.EndBatch();  // the next batch's λ (as rl::Trainer after its update)
+  lambda_.EndBatch();  // the next batch's λ
   ++updates_;
   ++updates_here_;
   if (metrics_.updates != nullptr) metrics_.updates->Inc();
@@ -552,12 +552,12 @@ absl::Status LearnerCore::Update() {
   rec.policy_loss = stats.policy_loss;
   rec.value_loss = stats.value_loss;
   rec.entropy = stats.entropy;
-  rec.evaluations = process_evaluations_ - cache_hits_;  // cache misses, as rl::Trainer's
+  rec.evaluations = process_evaluations_ - cache_hits_;  // cache misses
   rec.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - created_).count();
   curve_.push_back(rec);
   std::string reason;
-  // rl::Trainer's criterion: the stage's best policy plan against its reference.
+  // The criterion: the stage's best policy plan against its reference.
   const double stage_best = best_stage_.actions.empty()
                                 ? std::numeric_limits<double>::infinity()
                                 : best_stage_.evaluation.eval_ppl;
@@ -630,9 +630,9 @@ void LearnerCore::set_stop_after_updates(int64_t n) {
   }
 }
 
-rl::TrainerResult LearnerCore::Result() const {
+rl::RunResult LearnerCore::Result() const {
   absl::MutexLock lock(&mu_);
-  rl::TrainerResult r;
+  rl::RunResult r;
   r.best = best_;
   r.reference = reference_;
   r.curve = curve_;

@@ -4,10 +4,10 @@
 // service.evaluation_timeout_ms passes), adds the episode-end reward
 // (rl::EpisodeEndReward), runs a PPO update every
 // training.episodes_per_update evaluated episodes, steps the curriculum
-// (rl::Curriculum, with rl::Trainer's criterion: the stage's best policy plan
-// against its reference plan), keeps the best feasible plan, and writes the run
+// (rl::Curriculum; criterion: the stage's best policy plan against its
+// reference plan), keeps the best feasible plan, and writes the run
 // checkpoint (rl::RunCheckpoint) and the plan files under output.dir.
-// Candidate plans (as rl::Trainer): at the start of every curriculum stage
+// Candidate plans: at the start of every curriculum stage
 // the Lagrangian reference plan of the stage's target (quant::LagrangePlan)
 // and after every PPO update the greedy (argmax) plan of the new policy are
 // queued for the evaluator (TakeCandidates; ids with
@@ -20,7 +20,7 @@
 // candidates still out are evaluated (or expired after
 // service.evaluation_timeout_ms). A candidate in flight when the learner
 // stops is lost; a restarted learner queues the stage's reference again.
-// λ (as rl::Trainer, through rl::BatchLambda): every episode of one PPO batch
+// λ (rl::BatchLambda): every episode of one PPO batch
 // is rewarded with the learner's λ at the previous PPO update (lambda_init
 // before the first); each evaluated episode's d then moves λ, and the value at
 // the PPO update is the next batch's (it is the checkpointed λ, so a restarted
@@ -36,32 +36,24 @@
 // Metrics (when given a registry): windquant_learner_* of metric_names.h
 // (episodes, transitions, PPO updates, policy version and lag, mean reward,
 // target bits, best plan bits and perplexity) and windquant_learner_lambda.
-// History (as rl::Trainer): after every PPO update an rl::UpdateRecord is
-// appended to the training curve, on every curriculum advance an
-// rl::StageEvent; both are in the checkpoint and restored on resume.
-// Result() returns what rl::Trainer::Run returned (rl::TrainerResult), with
-// these differences: `reference` is the final stage's lagrange reference as
-// evaluated by this process (empty when none arrived, e.g. a learner
-// restarted after the curriculum finished); `evaluations` counts the episode
-// and candidate evaluations this process accepted, cached ones included
-// (rl::Trainer counts cache misses only: misses = evaluations - cache_hits),
-// `cache_hits` those whose report said cached; `seconds` is the wall time
-// since Create; `lambda` is the batch λ (the checkpointed one). In the curve,
-// `evaluations` is the cache misses so far in this process (as rl::Trainer's),
-// `lambda` the batch λ the update's batch was rewarded with (rl::Trainer
-// records the λ after the batch, i.e. the next batch's), `best_*` the best
-// plan when the update ran (the greedy plan of that update is evaluated
-// later, rl::Trainer evaluates it first), `seconds` the time since Create of
-// the process that ran the update. Every field is filled; only `reference`
-// may be empty (see above). `best` is the learner's best plan (rl::Trainer
-// offers the final reference to it at the end of Run; the learner did so
-// when the reference's evaluation arrived).
-// set_stop_after_updates(n) (as TrainerOptions::stop_after_updates): after n
-// updates run by this process the checkpoint is written and the learner
-// stops: SubmitEpisode and ReportEvaluation answer false, TakeCandidates hands
-// out nothing, WaitForPolicy returns at once with nothing new (the policy of
-// the last update is only in the checkpoint), Status().stopped is true and
-// done() stays false.
+// History: after every PPO update an rl::UpdateRecord is appended to the
+// training curve (`lambda` = the batch λ that update's batch was rewarded
+// with, `evaluations` = cache misses so far in this process, `best_*` = the
+// best plan when the update ran, `seconds` = time since Create of the process
+// that ran it), on every curriculum advance an rl::StageEvent; both are in
+// the checkpoint and restored on resume.
+// Result() (rl::RunResult): `reference` is the final stage's lagrange
+// reference as evaluated by this process (empty when none arrived, e.g. a
+// learner restarted after the curriculum finished); `evaluations` counts the
+// episode and candidate evaluations this process accepted, cached ones
+// included, `cache_hits` those whose report said cached; `seconds` is the
+// wall time since Create; `lambda` is the batch λ (the checkpointed one).
+// set_stop_after_updates(n): after n updates run by this process the
+// checkpoint is written and the learner stops: SubmitEpisode and
+// ReportEvaluation answer false, TakeCandidates hands out nothing,
+// WaitForPolicy returns at once with nothing new (the policy of the last
+// update is only in the checkpoint), Status().stopped is true and done()
+// stays false (`windquant quantize --stop-after-updates`).
 // Every checkpoint write logs "learner: checkpoint: update N written to DIR".
 // Expiry: held episodes and candidates are also kept in insertion order (one
 // deque each), so expiring costs O(expired) per call, not O(held).
@@ -94,7 +86,7 @@
 #include "common/rl/lagrange.h"
 #include "common/rl/ppo.h"
 #include "common/rl/run_checkpoint.h"
-#include "common/rl/trainer.h"
+#include "common/rl/training.h"
 
 namespace windquant::learner {
 
@@ -179,9 +171,8 @@ class LearnerCore {
   // Drops held episodes older than the evaluation timeout (also done lazily).
   void ExpirePending();
 
-  // What rl::Trainer::Run returns (see the file comment for the fields'
-  // meaning here).
-  rl::TrainerResult Result() const;
+  // The run so far (see the file comment for the fields' meaning).
+  rl::RunResult Result() const;
   // Stop after `n` PPO updates run by this process (0 = never), see above.
   void set_stop_after_updates(int64_t n);
 
@@ -265,7 +256,7 @@ class LearnerCore {
   std::vector<double> ready_ppl_ ABSL_GUARDED_BY(mu_);   // eval-slice PPL per ready episode
   std::vector<double> ready_bits_ ABSL_GUARDED_BY(mu_);  // effective bits per ready episode
   rl::CandidatePlan best_ ABSL_GUARDED_BY(mu_);
-  // As rl::Trainer's curriculum criterion: the best feasible policy plan at the
+  // The curriculum criterion: the best feasible policy plan at the
   // current stage's target and the stage reference's perplexity (0 until its
   // evaluation arrives: no early advance before that).
   rl::CandidatePlan best_stage_ ABSL_GUARDED_BY(mu_);
@@ -277,7 +268,7 @@ class LearnerCore {
   int64_t dropped_stale_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t expired_ ABSL_GUARDED_BY(mu_) = 0;
   bool done_ ABSL_GUARDED_BY(mu_) = false;
-  // History and result (rl::TrainerResult).
+  // History and result (rl::RunResult).
   std::vector<rl::UpdateRecord> curve_ ABSL_GUARDED_BY(mu_);
   std::vector<rl::StageEvent> stages_ ABSL_GUARDED_BY(mu_);
   rl::CandidatePlan reference_ ABSL_GUARDED_BY(mu_);  // final stage's, as evaluated

@@ -19,7 +19,7 @@
 #include "common/rl/policy.h"
 #include "common/rl/state_features.h"
 #include "common/rl/synthetic_table.h"
-#include "common/rl/trainer.h"
+#include "common/rl/training.h"
 
 namespace windquant::learner {
 namespace {
@@ -318,17 +318,17 @@ std::map<uint64_t, double> RecordedRewards(const std::string& dir) {
   return out;
 }
 
-// As rl::Trainer: every episode of one PPO batch is rewarded with one λ, the
+// Every episode of one PPO batch is rewarded with one λ, the
 // one in effect when the batch began (lambda_init, then the multiplier moved by
 // every d of the earlier batches), never with the λ the evaluator reports
 // (already moved by that very plan); a restarted learner goes on with the
 // checkpointed λ.
-TEST_F(LearnerCoreTest, EpisodesOfOneBatchAreRewardedWithTheTrainersLambda) {
+TEST_F(LearnerCoreTest, EpisodesOfOneBatchAreRewardedWithOneLambda) {
   for (const auto& s : Stages(whole_)) ASSERT_TRUE(core_->RegisterTable(s.first_layer, 0, s).ok());
   const config::RunConfig c = TestConfig(dir_);
   double step_return = 0;
   for (const auto& t : MakeEpisode(1, 0).steps) step_return += t.reward;
-  // Slow obvious reference: the Trainer's sequence of batch λs from the formula.
+  // Slow obvious reference: the sequence of batch λs from the formula.
   rl::LagrangeMultiplier reference(c.lagrange);
   std::map<uint64_t, double> expected, with_reported;
   auto report = [&](uint64_t id, double d, double reported_lambda, double batch_lambda) {
@@ -365,7 +365,7 @@ TEST_F(LearnerCoreTest, EpisodesOfOneBatchAreRewardedWithTheTrainersLambda) {
   ASSERT_EQ(core_->version(), 2);
   const double lambda3 = reference.lambda();
 
-  // The same through the shared rl::BatchLambda (what rl::Trainer runs).
+  // The same through rl::BatchLambda on its own.
   rl::BatchLambda trainer(c.lagrange);
   EXPECT_DOUBLE_EQ(trainer.batch_lambda(), lambda1);
   for (double d : {2.0, 4.0}) trainer.Observe(d);
@@ -394,8 +394,7 @@ TEST_F(LearnerCoreTest, EpisodesOfOneBatchAreRewardedWithTheTrainersLambda) {
   }
 }
 
-// The actors of one policy version must sample different episodes, as the
-// episodes of one rl::Trainer batch differ: workers with the same run seed but
+// The actors of one policy version must sample different episodes: workers with the same run seed but
 // other actor indexes or incarnations have other sample streams (the CPU
 // generator keeps only a seed's low 32 bits; the actor index sits in the high ones).
 TEST_F(LearnerCoreTest, RolloutWorkersOfDifferentActorsSampleDifferentEpisodes) {
@@ -420,7 +419,7 @@ TEST_F(LearnerCoreTest, RolloutWorkersOfDifferentActorsSampleDifferentEpisodes) 
   EXPECT_NE(a0[0], a0[1]);     // the envs of one worker
 }
 
-// rl::Trainer's curriculum criterion: after min_updates the stage ends once its
+// The curriculum criterion: after min_updates the stage ends once its
 // best policy plan is within advance_ppl_ratio of the stage's reference plan.
 TEST_F(LearnerCoreTest, AStageEndsEarlyOnceAPolicyPlanBeatsItsReference) {
   auto run = [&](double reference_ppl) {
@@ -484,10 +483,10 @@ struct LogLines {
   }
 };
 
-// As rl::Trainer's TrainerResult: one curve record per PPO update, one stage
+// rl::RunResult: one curve record per PPO update, one stage
 // event per curriculum advance, both in the checkpoint; the result of a
 // restarted learner says where it resumed and goes on with the history.
-TEST_F(LearnerCoreTest, CurveAndStageHistoryAsTheTrainersSurviveARestart) {
+TEST_F(LearnerCoreTest, CurveAndStageHistorySurviveARestart) {
   config::RunConfig c = TestConfig(dir_ + "/history");
   c.curriculum.target_bits = {4.0, 3.0};
   c.curriculum.min_updates = 1;
@@ -496,7 +495,7 @@ TEST_F(LearnerCoreTest, CurveAndStageHistoryAsTheTrainersSurviveARestart) {
   LogLines log;
   auto core = LearnerCore::Create(c, log.fn()).value();
   for (const auto& s : Stages(whole_)) ASSERT_TRUE(core->RegisterTable(s.first_layer, 0, s).ok());
-  rl::TrainerResult r = core->Result();
+  rl::RunResult r = core->Result();
   EXPECT_EQ(r.resumed_from_update, -1);
   EXPECT_EQ(r.updates, 0);
   EXPECT_TRUE(r.curve.empty());
@@ -561,7 +560,7 @@ TEST_F(LearnerCoreTest, CurveAndStageHistoryAsTheTrainersSurviveARestart) {
   EXPECT_DOUBLE_EQ(r.best.evaluation.eval_ppl, 2.0);
   EXPECT_GE(r.seconds, r.curve[1].seconds);
   EXPECT_TRUE(log.Has("learner: checkpoint: update 2 written to " + c.output.dir + "/checkpoint"));
-  const rl::TrainerResult before = r;
+  const rl::RunResult before = r;
 
   // Restart: the history comes back from the checkpoint.
   core.reset();
@@ -633,7 +632,7 @@ TEST_F(LearnerCoreTest, CurveAndStageHistoryAsTheTrainersSurviveARestart) {
   EXPECT_EQ(r.stages[1].update, 3);
 }
 
-// As TrainerOptions::stop_after_updates: after N updates in this process the
+// stop_after_updates: after N updates in this process the
 // checkpoint is written and the learner stops (not done).
 TEST_F(LearnerCoreTest, StopAfterUpdatesCheckpointsAndStops) {
   config::RunConfig c = TestConfig(dir_ + "/stop");
@@ -657,7 +656,7 @@ TEST_F(LearnerCoreTest, StopAfterUpdatesCheckpointsAndStops) {
   EXPECT_EQ(s.updates, 2);
   EXPECT_EQ(log.Count("learner: checkpoint: "), 1);
   EXPECT_TRUE(log.Has("learner: checkpoint: update 2 written to " + c.output.dir + "/checkpoint"));
-  rl::TrainerResult r = core->Result();
+  rl::RunResult r = core->Result();
   EXPECT_TRUE(r.stopped_early);
   EXPECT_EQ(r.updates, 2);
   EXPECT_EQ(r.curve.size(), 2u);

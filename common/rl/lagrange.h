@@ -32,9 +32,8 @@ class LagrangeMultiplier {
   double lambda_;
 };
 
-// The lambda of the episode-end rewards of PPO batches, shared by rl::Trainer
-// and the distributed learner (learner::LearnerCore) so that both train the
-// same way: every episode of one batch is rewarded with the same lambda, the
+// The lambda of the episode-end rewards of PPO batches (learner::LearnerCore):
+// every episode of one batch is rewarded with the same lambda, the
 // one in effect when the batch began (batch_lambda(): lambda_init, or the
 // value at the end of the previous batch); every measured d of the batch's
 // episodes updates the multiplier (Observe) in the order measured, and

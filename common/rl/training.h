@@ -1,30 +1,24 @@
-// Trainer: the single-process WINDQuant training loop (DESIGN.md section 4).
+// The training pieces of DESIGN.md section 4 that the learner
+// (learner/learner_core.h) puts together: the PPO learner of the config, the
+// warm start by behaviour cloning, the greedy candidate of a policy, the
+// best-plan rule, seed mixing, and RunResult (what a training run returns).
 //
-// Per update: roll out training.episodes_per_update episodes at the
-// curriculum's current target (BatchedEnvironment, one policy inference per
-// step), evaluate every finished plan (PlanEvaluator, identical plans once),
-// add the episode-end reward (EpisodeEndReward) to each episode's last step,
-// update lambda (LagrangeMultiplier) with every measured d, run
-// PpoLearner::Update, also evaluate the greedy (deterministic) plan of the
-// new policy, keep the best feasible plan, advance the curriculum, and write
-// a checkpoint every training.checkpoint_every_updates updates (and at the end).
+// Warm start (training.warm_start = lagrange), at the start of every stage:
+// the reference plan of the stage's target (the Lagrangian baseline) is
+// evaluated as a candidate (so the best plan is never worse than it on the
+// selection metric), and the policy is behaviour-cloned on it (cross-entropy
+// on the states of an episode that follows the plan, Adam, up to
+// training.warm_start_steps steps, stopping once the plan's actions have mean
+// probability kWarmStartTargetProb so that sampling still explores).
 //
 // Best plan: the lowest evaluation-slice perplexity among evaluated plans
 // whose effective bits are within the final curriculum target; the best at the
 // current stage's target among the plans the policy produced (not the
 // reference) drives the curriculum criterion.
 //
-// Warm start (training.warm_start = lagrange), at the start of every stage:
-// the reference plan of the stage's target (the Lagrangian baseline, supplied
-// by the caller) is evaluated as a candidate (so the best plan is never worse
-// than it on the selection metric), and the policy is behaviour-cloned on it
-// (cross-entropy on the states of an episode that follows the plan, Adam, up
-// to training.warm_start_steps steps, stopping once the plan's actions have
-// mean probability kWarmStartTargetProb so that sampling still explores).
-//
-// Thread-compatible: Run() on one thread.
-#ifndef WINDQUANT_COMMON_RL_TRAINER_H_
-#define WINDQUANT_COMMON_RL_TRAINER_H_
+// Thread-compatible.
+#ifndef WINDQUANT_COMMON_RL_TRAINING_H_
+#define WINDQUANT_COMMON_RL_TRAINING_H_
 
 #include <cstdint>
 #include <functional>
@@ -46,51 +40,19 @@ namespace windquant::rl {
 // Mean probability of the reference actions at which behaviour cloning stops.
 inline constexpr double kWarmStartTargetProb = 0.9;
 
-struct TrainerOptions {
-  config::RunConfig config;      // env, lagrange, ppo, curriculum, training sections
-  std::string checkpoint_dir;    // empty: no checkpoints
-  std::string fingerprint;       // RunFingerprint(table, config)
-  bool resume = false;           // continue from checkpoint_dir's checkpoint
-  // The reference (Lagrangian baseline) plan at a target; needed when
-  // training.warm_start = lagrange, optional otherwise (curriculum reference).
-  std::function<absl::StatusOr<std::vector<int>>(double target_bits)> reference_plan;
-  std::function<void(const std::string&)> log;  // one line per event; nullptr = silent
-  bool show_progress = true;                    // common/base/progress.h line
-  // Stop (as if killed) after this many updates in this process; 0 = never.
-  // For tests and time-boxed runs; the checkpoint is written first.
-  int64_t stop_after_updates = 0;
-};
-
-struct TrainerResult {
+// What a training run returns (learner::LearnerCore::Result).
+struct RunResult {
   CandidatePlan best;        // best feasible at the final target (actions empty if none)
-  CandidatePlan reference;   // the final stage's reference plan, when one was given
+  CandidatePlan reference;   // the final stage's reference plan as evaluated (may be empty)
   std::vector<UpdateRecord> curve;
   std::vector<StageEvent> stages;
   double lambda = 0;
   int64_t updates = 0;             // total, including those before a resume
   int64_t resumed_from_update = -1;  // -1: fresh run
-  int64_t evaluations = 0;         // plans measured in this process (cache misses)
-  int64_t cache_hits = 0;
-  double seconds = 0;              // wall time of this process's Run
+  int64_t evaluations = 0;         // evaluations received in this process, cached included
+  int64_t cache_hits = 0;          // of those, answered from the evaluator's cache
+  double seconds = 0;              // wall time of this process
   bool stopped_early = false;      // stop_after_updates hit
-};
-
-class Trainer {
- public:
-  // `table` and `evaluator` must outlive the trainer. INVALID_ARGUMENT for a
-  // bad config or table; FAILED_PRECONDITION / DATA_LOSS from the checkpoint
-  // when resuming.
-  static absl::StatusOr<std::unique_ptr<Trainer>> Create(const quant::UnitTable& table,
-                                                         PlanEvaluator* evaluator,
-                                                         TrainerOptions options);
-  ~Trainer();
-
-  absl::StatusOr<TrainerResult> Run();
-
- private:
-  struct Impl;
-  explicit Trainer(std::unique_ptr<Impl> impl);
-  std::unique_ptr<Impl> impl_;
 };
 
 // SplitMix64 finaliser: a well-mixed 64-bit value of `x`. Seeds for
@@ -100,8 +62,7 @@ class Trainer {
 uint64_t SplitMix64(uint64_t x);
 
 // The PPO learner (policy over the 15 state features and 7 actions) that the
-// config's ppo and training sections describe; shared by the one-process
-// Trainer and the distributed learner.
+// config's ppo and training sections describe; used by the learner.
 absl::StatusOr<std::unique_ptr<PpoLearner>> CreatePpoLearner(const config::RunConfig& c);
 
 // Behaviour cloning: at most `steps` Adam steps (learning rate `lr`) of
@@ -112,7 +73,7 @@ absl::StatusOr<double> BehaviourClone(Policy& policy, const std::vector<Transiti
                                       int steps, double lr, double target_prob);
 
 // The warm start of a curriculum stage (training.warm_start = lagrange), shared
-// by the Trainer and the distributed learner: behaviour-clones `policy` on the
+// by the learner: behaviour-clones `policy` on the
 // episode that follows `plan` at `target_bits` (ReplayPlan, then
 // BehaviourClone with training.warm_start_steps, its learning rate and
 // kWarmStartTargetProb). Returns the mean probability of the plan's actions.
@@ -127,7 +88,7 @@ absl::StatusOr<std::vector<int>> PolicyGreedyPlan(const Policy& policy,
                                                   const config::RunConfig& config,
                                                   double target_bits);
 
-// Best-plan bookkeeping shared by the Trainer and the learner: `candidate`
+// Best-plan bookkeeping of the learner: `candidate`
 // (measured, candidate.target_bits = the stage target it was made for)
 // replaces `*best` (the best feasible at `final_target`, target_bits set to
 // it) when its perplexity is finite and lower and its effective bits are
@@ -139,4 +100,4 @@ bool ConsiderCandidate(const CandidatePlan& candidate, double final_target, Cand
 
 }  // namespace windquant::rl
 
-#endif  // WINDQUANT_COMMON_RL_TRAINER_H_
+#endif  // WINDQUANT_COMMON_RL_TRAINING_H_

@@ -1,0 +1,25 @@
+#include "common/rl/training.h"
+
+#include "common/rl/environment.h"
+#include "common/rl/synthetic_table.h"
+#include "gtest/gtest.h"
+
+namespace windquant::rl {
+namespace {
+
+TEST(BehaviourCloneTest, ReachesTargetProbability) {
+  const quant::UnitTable t = testing::SyntheticTable(30, 8);
+  auto costs = *UnitCosts::Create(t);
+  EnvOptions eo;
+  eo.target_bits = 2.5;
+  auto demo = ReplayPlan(costs, eo, testing::LagrangianPlan(t, 2.5));
+  ASSERT_TRUE(demo.ok()) << demo.status();
+  auto policy = *Policy::Create(PolicyOptions{});
+  auto p = BehaviourClone(*policy, *demo, 500, 1e-3, 0.9);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_GE(*p, 0.9);
+  EXPECT_FALSE(BehaviourClone(*policy, {}, 5, 1e-3, 0.9).ok());
+}
+
+}  // namespace
+}  // namespace windquant::rl
