@@ -131,12 +131,16 @@ absl::Status ActorNode::Connect(std::shared_ptr<grpc::Channel> evaluator, uint32
 
 // Outgoing work first (it may wait on peers that are going away too), then the
 // server drains its in-flight calls.
-void ActorNode::Stop() {
-  if (!running_) return;
-  running_ = false;
+void ActorNode::StopClients() {
   stopping_.Cancel();
   if (rollouts_ != nullptr) rollouts_->Stop();
   if (registrar_.joinable()) registrar_.join();
+}
+
+void ActorNode::Stop() {
+  if (!running_) return;
+  running_ = false;
+  StopClients();
   server_->Drain(absl::Now() + absl::Seconds(10));
 }
 

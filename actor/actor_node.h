@@ -57,7 +57,10 @@ class ActorNode {
   // goes into every episode id and the sampling seed: a restarted actor must
   // use a new one (the learner refuses an episode id it has seen).
   absl::Status Connect(std::shared_ptr<grpc::Channel> evaluator, uint32_t incarnation);
-  // Cancels calls in flight, stops the rollouts, drains the server. Idempotent.
+  // Cancels calls in flight and stops the rollouts and the registrar; the
+  // server still serves. Idempotent.
+  void StopClients();
+  // StopClients, then drains the server. Idempotent.
   void Stop();
 
   const ActorIdentity& identity() const { return id_; }

@@ -136,11 +136,15 @@ absl::StatusOr<quant::UnitTable> EvaluatorNode::Table() {
 
 // Outgoing work first (it may wait on peers that are going away too), then
 // the server drains its in-flight calls.
+void EvaluatorNode::StopClients() {
+  stopping_.Cancel();
+  queue_->Stop();
+}
+
 void EvaluatorNode::Stop() {
   if (!running_) return;
   running_ = false;
-  stopping_.Cancel();
-  queue_->Stop();
+  StopClients();
   server_->Drain(absl::Now() + absl::Seconds(10));
 }
 

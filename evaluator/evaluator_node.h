@@ -51,8 +51,10 @@ class EvaluatorNode {
   // Takes λ from the learner's checkpoint when it has one, then starts the
   // queue (its workers calibrate their replica, then evaluate plans).
   absl::Status Start();
-  // Cancels calls to the learner in flight, stops the queue, drains the
-  // server. Idempotent.
+  // Cancels calls to the learner in flight and stops the queue (no more
+  // calls to the actors); the server still serves. Idempotent.
+  void StopClients();
+  // StopClients, then drains the server. Idempotent.
   void Stop();
 
   net::GrpcServer& server() { return *server_; }

@@ -20,13 +20,17 @@ namespace {
 
 constexpr char kLoopback[] = "127.0.0.1:0";
 
-// Stops the nodes in the order that lets each finish: actors (they call the
-// learner and the evaluator), the evaluator (it calls the learner), the learner.
+// Stops every node's outgoing calls before any server goes down (actors and
+// the evaluator call each other: a call over an in-process channel into a
+// server already shut down must never happen), then drains the servers.
 struct Nodes {
   std::unique_ptr<LearnerNode> learner;
   std::vector<std::unique_ptr<actor::ActorNode>> actors;
   std::unique_ptr<evaluator::EvaluatorNode> evaluator;
   ~Nodes() {
+    for (auto& a : actors) a->StopClients();
+    if (evaluator != nullptr) evaluator->StopClients();
+    if (learner != nullptr) learner->StopClients();
     for (auto& a : actors) a->Stop();
     if (evaluator != nullptr) evaluator->Stop();
     if (learner != nullptr) learner->Stop();

@@ -51,10 +51,14 @@ absl::Status LearnerNode::SubmitCandidate(const quant::Plan& plan, net::Cancelle
   return net::FromGrpcStatus(evaluator_->SubmitPlan(&ctx, req, &reply));
 }
 
+void LearnerNode::StopClients() {
+  if (sender_ != nullptr) sender_->Stop();
+}
+
 void LearnerNode::Stop() {
   if (!running_) return;
   running_ = false;
-  if (sender_ != nullptr) sender_->Stop();
+  StopClients();
   service_->BeginShutdown();
   server_->Drain(absl::Now() + absl::Seconds(5));
 }

@@ -43,7 +43,10 @@ class LearnerNode {
 
   // Starts sending candidate plans to the evaluator behind `evaluator`.
   void Connect(std::shared_ptr<grpc::Channel> evaluator);
-  // Stops the sender, then drains the server (in-flight calls finish). Idempotent.
+  // Stops the sender (its calls in flight cancelled); the server still serves.
+  // Idempotent.
+  void StopClients();
+  // StopClients, then drains the server (in-flight calls finish). Idempotent.
   void Stop();
 
   LearnerCore& core() { return *core_; }
