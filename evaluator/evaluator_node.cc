@@ -111,7 +111,11 @@ absl::Status EvaluatorNode::SendReport(const Report& r) {
   net::ConfigureContext(ctx, deadline_, /*wait_for_ready=*/true);
   net::Canceller::Scope scope(&stopping_, &ctx);
   if (scope.cancelled()) return net::FromGrpcStatus(net::CancelledStatus());
-  return net::FromGrpcStatus(learner_->ReportEvaluation(&ctx, req, &reply));
+  grpc::Status s = learner_->ReportEvaluation(&ctx, req, &reply);
+  // The learner owns λ (it rewards a whole PPO batch with one value); the
+  // next plan's update starts from the learner's.
+  if (s.ok()) queue_->set_lambda(reply.lambda());
+  return net::FromGrpcStatus(s);
 }
 
 // The run's table, fetched once. The lock is not held across the RPC: while

@@ -2,7 +2,10 @@
 // section 5): the tokenized calibration and evaluation text, the
 // PipelineEvaluator (embeddings, final norm, lm_head), one gRPC activation
 // transport per actor, the EvaluationQueue (λ, reports to the learner) and the
-// Evaluator service on a started server. windquant-evaluator runs one over
+// Evaluator service on a started server. λ: each plan's d moves the
+// evaluator's λ (reported with the plan); every answered report sets it to
+// the learner's (ReportEvaluationReply.lambda), which owns λ: it rewards a
+// whole PPO batch with one value and checkpoints it. windquant-evaluator runs one over
 // TCP; `windquant quantize` runs one beside the learner and actor nodes with
 // in-process channels.
 //

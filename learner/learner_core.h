@@ -26,7 +26,9 @@
 // the PPO update is the next batch's (it is the checkpointed λ, so a restarted
 // learner rewards with the same one). The λ an evaluation reports (the
 // evaluator's, already moved by that very plan) is not used for rewards: with
-// it the episodes of one batch got penalties of very different scale.
+// it the episodes of one batch got penalties of very different scale. The
+// learner's λ goes back in every ReportEvaluationReply; the evaluator
+// continues from it, so both processes show the same multiplier.
 // Every evaluated plan is appended to output.dir/plans.jsonl (no finished plan
 // is lost); the merged table is kept in output.dir/unit_table.pb so a
 // restarted learner resumes at its checkpointed version without waiting for

@@ -124,6 +124,7 @@ grpc::Status LearnerService::ReportEvaluation(grpc::ServerContext*,
   absl::StatusOr<bool> accepted = core_->ReportEvaluation(in);
   if (!accepted.ok()) return ToGrpcStatus(accepted.status());
   reply->set_accepted(*accepted);
+  reply->set_lambda(core_->Status().lambda);
   return grpc::Status::OK;
 }
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Integration (real processes on loopback): the distributed run on stories260k
 # with STAGES x REPLICAS actors completes, every plan meets its budget, the
-# best plan is written, and the pipeline kept identical plans cached.
+# best plan is written, each replica took part, and the evaluator's λ is the
+# learner's at the end (the learner owns λ; /metrics of both).
 #   distributed_e2e_test.sh BUILD_DIR [STAGES] [REPLICAS]
 set -euo pipefail
 BUILD="$1"; NSTAGES="${2:-2}"; NREPLICAS="${3:-2}"
@@ -21,11 +22,17 @@ start_all
 wait_for done '[[ $v == true ]]'
 status | tee "$OUT/status.txt"
 updates=$(status_field updates)
+# One λ: the evaluator continues from the learner's after every report.
+lambda_learner=$(metric_value learner windquant_learner_lambda)
+lambda_evaluator=$(metric_value evaluator windquant_evaluator_lambda)
 stop_all
 trap - EXIT
 
 fail() { echo "FAIL: $*"; echo "logs: $OUT/logs"; exit 1; }
 [[ "$updates" -ge 2 ]] || fail "expected >= 2 PPO updates, got $updates"
+echo "lambda: learner $lambda_learner, evaluator $lambda_evaluator"
+[[ -n "$lambda_learner" && "$lambda_learner" == "$lambda_evaluator" ]] \
+  || fail "the evaluator's lambda ($lambda_evaluator) is not the learner's ($lambda_learner)"
 [[ -f "$OUT/run/unit_table.pb" ]] || fail "no merged unit table"
 [[ -s "$OUT/run/plans.jsonl" ]] || fail "no evaluated plans"
 ls "$OUT/run/best" | grep -q . || fail "no best plan files"
