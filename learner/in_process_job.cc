@@ -1,5 +1,6 @@
 #include "learner/in_process_job.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <memory>
 #include <vector>
@@ -109,13 +110,15 @@ absl::StatusOr<rl::RunResult> RunInProcessJob(const config::RunConfig& config,
   }
   WQ_RETURN_IF_ERROR(nodes.evaluator->Start());
 
-  // Until done or stopped; progress in updates of the curriculum's most.
+  // Until done or stopped; progress in updates (of the curriculum's most) run
+  // by this process.
   LearnerCore& core = nodes.learner->core();
-  base::Progress progress("quantize",
-                          static_cast<double>(config.curriculum.max_updates *
-                                              config.curriculum.target_bits.size()),
-                          "updates");
   LearnerStatus last = core.Status();
+  const int64_t first_update = last.updates;
+  const int64_t most = static_cast<int64_t>(config.curriculum.max_updates) *
+                       static_cast<int64_t>(config.curriculum.target_bits.size());
+  base::Progress progress("quantize", static_cast<double>(std::max<int64_t>(1, most - first_update)),
+                          "updates");
   absl::Time moved = absl::Now();
   while (true) {
     const LearnerStatus st = core.Status();
@@ -123,7 +126,7 @@ absl::StatusOr<rl::RunResult> RunInProcessJob(const config::RunConfig& config,
     if (st.updates != last.updates || st.episodes != last.episodes ||
         st.evaluations != last.evaluations || st.table_complete != last.table_complete) {
       moved = absl::Now();
-      progress.Update(static_cast<double>(st.updates),
+      progress.Update(static_cast<double>(st.updates - first_update),
                       absl::StrFormat("stage %d/%d, %d episodes, best PPL %.4f, lambda %.4f",
                                       st.curriculum_stage + 1, st.curriculum_stages, st.episodes,
                                       st.best_perplexity, st.lambda));
