@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "cli/command.h"
+#include "cli/open_session.h"
 #include "common/base/status_macros.h"
 #include "common/config/run_config.h"
 #include "common/quant/baselines.h"
@@ -67,11 +68,7 @@ absl::Status RunBaseline(Args& args) {
 
   WQ_ASSIGN_OR_RETURN(config::RunConfig cfg, config::LoadRunConfig(config_path, sets));
   if (max_tokens < 0) max_tokens = cfg.evaluation.final_eval_tokens;
-  quant::SessionOptions so;
-  so.use_cache = !no_cache;
-  so.load_eval_text = !no_eval;
-  so.log = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
-  WQ_ASSIGN_OR_RETURN(auto session, quant::QuantizationSession::Create(cfg, so));
+  WQ_ASSIGN_OR_RETURN(auto session, OpenSession(cfg, !no_cache, /*load_eval_text=*/!no_eval));
   const quant::UnitTable& table = session->table();
 
   quant::Plan plan;

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "cli/command.h"
+#include "cli/open_session.h"
 #include "common/base/files.h"
 #include "common/base/progress.h"
 #include "common/base/status_macros.h"
@@ -70,10 +71,7 @@ absl::Status RunEval(Args& args) {
     model_dir = cfg.model.dir;
     if (text_path.empty()) text_path = cfg.evaluation.text;
     if (!context_given) context = cfg.evaluation.context;
-    quant::SessionOptions so;
-    so.load_eval_text = false;
-    so.log = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
-    WQ_ASSIGN_OR_RETURN(session, quant::QuantizationSession::Create(cfg, so));
+    WQ_ASSIGN_OR_RETURN(session, OpenSession(cfg, /*use_cache=*/true, /*load_eval_text=*/false));
   } else if (!config_path.empty()) {
     return absl::InvalidArgumentError("--config is only used with --plan");
   }

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "cli/command.h"
+#include "cli/open_session.h"
 #include "common/base/status_macros.h"
 #include "common/config/run_config.h"
 #include "common/quant/exporter.h"
@@ -47,11 +48,7 @@ absl::Status RunExport(Args& args) {
     return absl::InvalidArgumentError("--config, --plan and --out are required (see --help)");
   }
   WQ_ASSIGN_OR_RETURN(config::RunConfig cfg, config::LoadRunConfig(config_path, sets));
-  quant::SessionOptions so;
-  so.use_cache = !no_cache;
-  so.load_eval_text = false;
-  so.log = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
-  WQ_ASSIGN_OR_RETURN(auto session, quant::QuantizationSession::Create(cfg, so));
+  WQ_ASSIGN_OR_RETURN(auto session, OpenSession(cfg, !no_cache, /*load_eval_text=*/false));
   WQ_ASSIGN_OR_RETURN(const quant::Plan plan, quant::ReadPlanFile(plan_path, session->table()));
 
   quant::ExportInputs in;

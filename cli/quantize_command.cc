@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "cli/command.h"
+#include "cli/open_session.h"
 #include "common/base/files.h"
 #include "common/base/status_macros.h"
 #include "common/config/run_config.h"
@@ -69,7 +70,7 @@ constexpr char kUsage[] =
     "  --resume                 continue from output.dir/checkpoint (refused if the model,\n"
     "                           data or config changed)\n"
     "  --no-export              skip writing quantized/ and fake_quant/\n"
-    "  --no-cache               do not read or write the unit-table cache\n"
+    "  --no-cache               do not read or write the unit-table and fit caches\n"
     "  --no-baselines           measure only FP and the RL plan at the end\n"
     "  --stop-after-updates N   stop (checkpoint first) after N updates in this process,\n"
     "                           without the final evaluation (for time-boxed runs and tests)\n";
@@ -178,10 +179,7 @@ absl::Status RunQuantize(Args& args) {
     std::fflush(stderr);
   };
 
-  quant::SessionOptions so;
-  so.use_cache = !no_cache;
-  so.log = log;
-  WQ_ASSIGN_OR_RETURN(auto session, quant::QuantizationSession::Create(cfg, so));
+  WQ_ASSIGN_OR_RETURN(auto session, OpenSession(cfg, !no_cache, /*load_eval_text=*/true));
   const quant::UnitTable& table = session->table();
   const double prepare_s = Since(t0);
   log(absl::StrFormat("quantize: %d units, %d quantized weights, unit table %s (%.1f s)", table.units.size(),
@@ -238,7 +236,9 @@ absl::Status RunQuantize(Args& args) {
     }
     WQ_RETURN_IF_ERROR(learner::ClearJobState(cfg));
   }
-  WQ_ASSIGN_OR_RETURN(rl::RunResult tr, learner::RunInProcessJob(cfg, jo));
+  config::RunConfig job_config = cfg;
+  if (no_cache) job_config.quant.cache_dir.clear();  // the actors' fit caches too
+  WQ_ASSIGN_OR_RETURN(rl::RunResult tr, learner::RunInProcessJob(job_config, jo));
   if (tr.stopped_early) {
     std::printf("stopped after update %lld (checkpoint in %s); rerun with --resume to continue\n",
                 static_cast<long long>(tr.updates), checkpoint_dir.c_str());

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "cli/command.h"
+#include "cli/open_session.h"
 #include "common/base/files.h"
 #include "common/base/status_macros.h"
 #include "common/config/run_config.h"
@@ -116,11 +117,7 @@ absl::Status Build(Args& args) {
   if (config_path.empty()) return absl::InvalidArgumentError("build: --config is required");
   if (out.empty()) return absl::InvalidArgumentError("build: --out is required");
   WQ_ASSIGN_OR_RETURN(config::RunConfig cfg, config::LoadRunConfig(config_path, sets));
-  quant::SessionOptions so;
-  so.use_cache = !no_cache;
-  so.load_eval_text = false;
-  so.log = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
-  WQ_ASSIGN_OR_RETURN(auto session, quant::QuantizationSession::Create(cfg, so));
+  WQ_ASSIGN_OR_RETURN(auto session, OpenSession(cfg, !no_cache, /*load_eval_text=*/false));
   v1::UnitTable proto;
   session->table().ToProto(&proto);
   const std::filesystem::path parent = std::filesystem::path(out).parent_path();

@@ -126,10 +126,13 @@ absl::StatusOr<rl::RunResult> RunInProcessJob(const config::RunConfig& config,
     if (st.updates != last.updates || st.episodes != last.episodes ||
         st.evaluations != last.evaluations || st.table_complete != last.table_complete) {
       moved = absl::Now();
+      const std::string best = st.best_perplexity > 0
+                                   ? absl::StrFormat("%.4f", st.best_perplexity)
+                                   : std::string("none yet at the final target");
       progress.Update(static_cast<double>(st.updates - first_update),
-                      absl::StrFormat("stage %d/%d, %d episodes, best PPL %.4f, lambda %.4f",
+                      absl::StrFormat("stage %d/%d, %d episodes, best PPL %s, lambda %.4f",
                                       st.curriculum_stage + 1, st.curriculum_stages, st.episodes,
-                                      st.best_perplexity, st.lambda));
+                                      best, st.lambda));
       last = st;
     } else if (absl::Now() - moved > options.stall_timeout) {
       return absl::DeadlineExceededError(absl::StrCat(

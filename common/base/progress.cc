@@ -26,9 +26,11 @@ std::string Progress::Line(double done, const std::string& extra) const {
   const double rate = elapsed > 0 ? done / elapsed : 0.0;
   const double eta = rate > 0 && total_ > done ? (total_ - done) / rate : 0.0;
   const double pct = total_ > 0 ? 100.0 * done / total_ : 100.0;
-  return absl::StrFormat("%s: %.0f/%.0f %s (%.1f%%) %.1f %s/s, elapsed %.0fs, ETA %.0fs%s%s",
-                         label_, done, total_, unit_, pct, rate, unit_, elapsed, eta,
-                         extra.empty() ? "" : ", ", extra);
+  // Slow work (a few PPO updates a minute) reads better per minute.
+  const std::string speed = rate > 0 && rate < 1 ? absl::StrFormat("%.2f %s/min", rate * 60, unit_)
+                                                 : absl::StrFormat("%.1f %s/s", rate, unit_);
+  return absl::StrFormat("%s: %.0f/%.0f %s (%.1f%%) %s, elapsed %.0fs, ETA %.0fs%s%s", label_, done,
+                         total_, unit_, pct, speed, elapsed, eta, extra.empty() ? "" : ", ", extra);
 }
 
 void Progress::Update(double done, const std::string& extra) {
