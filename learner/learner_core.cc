@@ -38,6 +38,24 @@ double Mean(const std::vector<double>& v) {
   return mean;
 }
 
+// Pops the entries of `order` (insertion order, so the expired ones are a
+// prefix) inserted before `cutoff`; returns, in id order, the ids still held
+// in `held` with that insertion time (the others left already: evaluated,
+// dropped).
+template <typename Held>
+std::vector<uint64_t> PopExpired(std::deque<std::pair<absl::Time, uint64_t>>& order,
+                                 const std::map<uint64_t, Held>& held, absl::Time cutoff) {
+  std::vector<uint64_t> ids;
+  while (!order.empty() && order.front().first < cutoff) {
+    const auto [since, id] = order.front();
+    order.pop_front();
+    auto it = held.find(id);
+    if (it != held.end() && it->second.since == since) ids.push_back(id);
+  }
+  std::sort(ids.begin(), ids.end());
+  return ids;
+}
+
 }  // namespace
 
 // Declared right after a MutexLock on mu_: publishes the state when the
@@ -368,30 +386,12 @@ std::shared_ptr<const quant::UnitTable> LearnerCore::SharedTable() const {
 void LearnerCore::ExpireLocked() {
   const absl::Time cutoff =
       absl::Now() - absl::Milliseconds(config_.service.evaluation_timeout_ms);
-  // Insertion times are monotonic: the expired ones are a prefix of each
-  // deque. Ids that left already (evaluated, dropped) are skipped; the expired
-  // ones are handled in id order, as the map scan did.
-  std::vector<uint64_t> gone;
-  while (!pending_order_.empty() && pending_order_.front().first < cutoff) {
-    const auto [since, id] = pending_order_.front();
-    pending_order_.pop_front();
-    auto it = pending_.find(id);
-    if (it != pending_.end() && it->second.since == since) gone.push_back(id);
-  }
-  std::sort(gone.begin(), gone.end());
-  for (uint64_t id : gone) {
+  for (uint64_t id : PopExpired(pending_order_, pending_, cutoff)) {
     ++expired_;
     Log(absl::StrCat("learner: episode ", id, " expired without evaluation"));
     pending_.erase(id);
   }
-  gone.clear();
-  while (!candidate_order_.empty() && candidate_order_.front().first < cutoff) {
-    const auto [since, id] = candidate_order_.front();
-    candidate_order_.pop_front();
-    auto it = candidates_.find(id);
-    if (it != candidates_.end() && it->second.since == since) gone.push_back(id);
-  }
-  std::sort(gone.begin(), gone.end());
+  const std::vector<uint64_t> gone = PopExpired(candidate_order_, candidates_, cutoff);
   for (uint64_t id : gone) {
     auto it = candidates_.find(id);
     Log(absl::StrCat("learner: candidate ", it->second.plan.plan_id,
