@@ -68,11 +68,9 @@ absl::StatusOr<std::unique_ptr<ActorNode>> ActorNode::Create(
   node->service_ = std::make_unique<ActorService>(
       node->worker_.get(), id, [n](const quant::UnitTable& t) { return n->RegisterTable(t); },
       registry);
-  WQ_ASSIGN_OR_RETURN(net::ServerOptions options, net::ServerOptionsFromConfig(svc, address));
-  options.registry = registry;
-  node->server_ = std::make_unique<net::GrpcServer>(options);
-  node->server_->AddService(node->service_.get(), v1::Actor::service_full_name());
-  WQ_RETURN_IF_ERROR(node->server_->Start());
+  WQ_ASSIGN_OR_RETURN(node->server_,
+                      net::StartServer(svc, address, registry, node->service_.get(),
+                                       v1::Actor::service_full_name()));
   node->log_(absl::StrCat(id.actor_id, ": layers [", wo.first_layer, ", ", wo.end_layer,
                           "), serving on ", node->server_->address()));
   node->running_ = true;

@@ -9,6 +9,7 @@
 #include "common/net/retry.h"
 #include "common/net/status_convert.h"
 #include "common/rl/state_features.h"
+#include "common/rl/training.h"
 
 namespace windquant::actor {
 RolloutLoop::RolloutLoop(const config::RunConfig& config, RolloutLoopOptions options,
@@ -26,12 +27,7 @@ RolloutLoop::RolloutLoop(const config::RunConfig& config, RolloutLoopOptions opt
 RolloutLoop::~RolloutLoop() { Stop(); }
 
 absl::Status RolloutLoop::Start() {
-  rl::PolicyOptions po;
-  po.state_dim = rl::kStateDim;
-  po.num_actions = quant::kNumActions;
-  po.hidden_sizes.assign(config_.ppo.hidden.begin(), config_.ppo.hidden.end());
-  po.init_seed = config_.training.seed;
-  auto policy = rl::Policy::Create(po);
+  auto policy = rl::Policy::Create(rl::PolicyOptionsFromConfig(config_));
   if (!policy.ok()) return policy.status();
   {
     absl::MutexLock lock(&mu_);

@@ -65,11 +65,9 @@ absl::StatusOr<std::unique_ptr<EvaluatorNode>> EvaluatorNode::Create(
       node->pipeline_.get(), replicas, c.lagrange, c.output.dir + "/evaluator-queue", 4096,
       [n](const Report& r) { return n->SendReport(r); }, registry);
   node->service_ = std::make_unique<EvaluatorService>(node->queue_.get(), [n] { return n->Table(); });
-  WQ_ASSIGN_OR_RETURN(net::ServerOptions options, net::ServerOptionsFromConfig(svc, address));
-  options.registry = registry;
-  node->server_ = std::make_unique<net::GrpcServer>(options);
-  node->server_->AddService(node->service_.get(), v1::Evaluator::service_full_name());
-  WQ_RETURN_IF_ERROR(node->server_->Start());
+  WQ_ASSIGN_OR_RETURN(node->server_,
+                      net::StartServer(svc, address, registry, node->service_.get(),
+                                       v1::Evaluator::service_full_name()));
   node->running_ = true;
   return node;
 }

@@ -105,12 +105,7 @@ absl::Status Drive(LearnerCore& core, const quant::UnitTable& table, const confi
                                              /*incarnation=*/1, c.training.episodes_per_update,
                                              c.training.seed);
   if (!worker.ok()) return worker.status();
-  rl::PolicyOptions po;  // as actor::RolloutLoop
-  po.state_dim = rl::kStateDim;
-  po.num_actions = quant::kNumActions;
-  po.hidden_sizes.assign(c.ppo.hidden.begin(), c.ppo.hidden.end());
-  po.init_seed = c.training.seed;
-  auto policy = rl::Policy::Create(po);
+  auto policy = rl::Policy::Create(rl::PolicyOptionsFromConfig(c));  // as actor::RolloutLoop
   if (!policy.ok()) return policy.status();
 
   std::set<std::vector<int>> measured;  // the evaluator's cache

@@ -13,12 +13,9 @@ absl::StatusOr<std::unique_ptr<LearnerNode>> LearnerNode::Create(
   node->deadline_ = absl::Milliseconds(config.service.rpc_deadline_ms);
   WQ_ASSIGN_OR_RETURN(node->core_, LearnerCore::Create(config, std::move(log), registry));
   node->service_ = std::make_unique<LearnerService>(node->core_.get(), registry);
-  WQ_ASSIGN_OR_RETURN(net::ServerOptions options,
-                      net::ServerOptionsFromConfig(config.service, address));
-  options.registry = registry;
-  node->server_ = std::make_unique<net::GrpcServer>(options);
-  node->server_->AddService(node->service_.get(), v1::Learner::service_full_name());
-  WQ_RETURN_IF_ERROR(node->server_->Start());
+  WQ_ASSIGN_OR_RETURN(node->server_,
+                      net::StartServer(config.service, address, registry, node->service_.get(),
+                                       v1::Learner::service_full_name()));
   node->running_ = true;
   return node;
 }

@@ -288,4 +288,19 @@ std::shared_ptr<grpc::Channel> GrpcServer::InProcessChannel(
       args, std::move(interceptors));
 }
 
+absl::StatusOr<std::unique_ptr<GrpcServer>> StartServer(const config::ServiceConfig& service,
+                                                        const std::string& address,
+                                                        metrics::Registry* registry,
+                                                        grpc::Service* impl,
+                                                        const std::string& health_name) {
+  absl::StatusOr<ServerOptions> options = ServerOptionsFromConfig(service, address);
+  if (!options.ok()) return options.status();
+  options->registry = registry;
+  auto server = std::make_unique<GrpcServer>(*std::move(options));
+  server->AddService(impl, health_name);
+  absl::Status s = server->Start();
+  if (!s.ok()) return s;
+  return server;
+}
+
 }  // namespace windquant::net

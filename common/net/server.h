@@ -53,6 +53,17 @@ struct ServerOptions {
 absl::StatusOr<ServerOptions> ServerOptionsFromConfig(const config::ServiceConfig& service,
                                                       const std::string& address);
 
+class GrpcServer;
+
+// A started server of one windquant service: ServerOptionsFromConfig(service, address)
+// with RPC metrics in `registry` (nullptr = none), `impl` added under `health_name`.
+// Errors: those of ServerOptionsFromConfig and Start.
+absl::StatusOr<std::unique_ptr<GrpcServer>> StartServer(const config::ServiceConfig& service,
+                                                        const std::string& address,
+                                                        metrics::Registry* registry,
+                                                        grpc::Service* impl,
+                                                        const std::string& health_name);
+
 class GrpcServer {
  public:
   explicit GrpcServer(ServerOptions options);

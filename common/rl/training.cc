@@ -124,12 +124,17 @@ bool ConsiderCandidate(const CandidatePlan& candidate, double final_target, Cand
   return changed;
 }
 
-absl::StatusOr<std::unique_ptr<PpoLearner>> CreatePpoLearner(const config::RunConfig& c) {
+PolicyOptions PolicyOptionsFromConfig(const config::RunConfig& c) {
   PolicyOptions po;
   po.state_dim = kStateDim;
   po.num_actions = quant::kNumActions;
   po.hidden_sizes.assign(c.ppo.hidden.begin(), c.ppo.hidden.end());
   po.init_seed = c.training.seed;
+  return po;
+}
+
+absl::StatusOr<std::unique_ptr<PpoLearner>> CreatePpoLearner(const config::RunConfig& c) {
+  const PolicyOptions po = PolicyOptionsFromConfig(c);
   PpoConfig p;
   p.clip_ratio = c.ppo.clip_ratio;
   p.gamma = c.ppo.gamma;

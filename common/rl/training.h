@@ -61,6 +61,10 @@ struct RunResult {
 // index << 48) would otherwise give identical sample streams.
 uint64_t SplitMix64(uint64_t x);
 
+// The policy (15 state features -> 7 actions) of the config's ppo.hidden,
+// initialised from training.seed: the learner's and every actor's copy.
+PolicyOptions PolicyOptionsFromConfig(const config::RunConfig& c);
+
 // The PPO learner (policy over the 15 state features and 7 actions) that the
 // config's ppo and training sections describe; used by the learner.
 absl::StatusOr<std::unique_ptr<PpoLearner>> CreatePpoLearner(const config::RunConfig& c);
