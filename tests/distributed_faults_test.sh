@@ -17,13 +17,15 @@ SRC="${WQ_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}"
 MODEL="$SRC/../shared/models/stories260k"
 if [[ ! -f "$MODEL/config.json" ]]; then echo "SKIP: $MODEL not found"; exit 77; fi
 OUT=$(mktemp -d /tmp/wq-faults.XXXXXX)
-# Enough updates that the run is still going when the learner is killed.
+# Enough updates that the run is still going when the learner is killed, and
+# no early end of the stage (min_updates = max_updates below): a best plan
+# that beats the reference early ended the run before the learner's kill.
 export WQ_RUN_LIB=1 WQ_TEST_UPDATES=16
 source "$SRC/deploy/local/run.sh"
 source "$SRC/tests/distributed_test_config.sh"
 parse_args --config "$SRC/configs/stories260k.yaml" --bin "$BUILD" --stages 2 --replicas 1 \
   --out "$OUT" --timeout 300 "${TEST_SETS[@]}" --set service.evaluation_timeout_ms=20000 \
-  --set model.threads=1
+  --set model.threads=1 --set "curriculum.min_updates=$WQ_TEST_UPDATES"
 plan_topology
 trap 'stop_all; echo "logs: $OUT/logs"' EXIT
 fail() { echo "FAIL: $*"; echo "logs: $OUT/logs"; exit 1; }
