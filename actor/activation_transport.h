@@ -35,8 +35,8 @@ enum class PassMode { kEvaluate = 0, kCalibrate = 1 };
 // full-precision weights (the reference of perplexity increases).
 struct PassSpec {
   PassMode mode = PassMode::kEvaluate;
-  std::string plan_id;                            // cache key of the applied weights
-  std::string model_fingerprint;                  // must match the stage's table
+  std::string plan_id;                              // cache key of the applied weights
+  std::string model_fingerprint;                    // must match the stage's table
   std::shared_ptr<const std::vector<int>> actions;  // one per unit of the global order
 };
 

@@ -29,12 +29,13 @@ int main(int argc, char** argv) {
   auto flags = wq::actor::ParseServiceFlags(argc, argv);
   if (!flags.ok()) return Fail(flags.status());
   if (flags->help) {
-    std::cout << "usage: windquant-actor --config run.yaml [--set key=value]... [--metrics-port N]\n"
-                 "Stage/replica from service.stage + service.replica, or from WQ_POD_ORDINAL\n"
-                 "(stage = ordinal % stages, replica = ordinal / stages). Serves on\n"
-                 "service.actor_addresses[stage * replicas + replica]. Prints metrics_port=<port>.\n"
-                 "/metrics (Prometheus text) on service.metrics_address, its port\n"
-                 "overridden by --metrics-port (0 = a free one).\n";
+    std::cout
+        << "usage: windquant-actor --config run.yaml [--set key=value]... [--metrics-port N]\n"
+           "Stage/replica from service.stage + service.replica, or from WQ_POD_ORDINAL\n"
+           "(stage = ordinal % stages, replica = ordinal / stages). Serves on\n"
+           "service.actor_addresses[stage * replicas + replica]. Prints metrics_port=<port>.\n"
+           "/metrics (Prometheus text) on service.metrics_address, its port\n"
+           "overridden by --metrics-port (0 = a free one).\n";
     return 0;
   }
   const wq::config::RunConfig& c = flags->config;
@@ -63,8 +64,7 @@ int main(int argc, char** argv) {
   if (auto s = metrics.Start(); !s.ok()) return Fail(s);
   std::cout << "actor_port=" << (*node)->server().port() << "\nmetrics_port=" << metrics.port()
             << std::endl;
-  std::cerr << (*node)->identity().actor_id << ": /metrics on port " << metrics.port()
-            << std::endl;
+  std::cerr << (*node)->identity().actor_id << ": /metrics on port " << metrics.port() << std::endl;
   if (auto s = (*node)->Connect(*evaluator, std::random_device{}()); !s.ok()) {
     (*node)->Stop();
     return Fail(s);

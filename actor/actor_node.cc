@@ -32,7 +32,8 @@ absl::StatusOr<std::unique_ptr<ActorNode>> ActorNode::Create(
   node->config_ = c;
   node->log_ = std::move(log);
   node->registry_ = registry;
-  WQ_ASSIGN_OR_RETURN(model::LlamaConfig model_config, model::LlamaConfig::FromDirectory(c.model.dir));
+  WQ_ASSIGN_OR_RETURN(model::LlamaConfig model_config,
+                      model::LlamaConfig::FromDirectory(c.model.dir));
   WQ_ASSIGN_OR_RETURN(auto layers, StageLayers(model_config.num_hidden_layers, svc.stages, stage));
   StageWorkerOptions wo;
   wo.model_dir = c.model.dir;
@@ -42,7 +43,8 @@ absl::StatusOr<std::unique_ptr<ActorNode>> ActorNode::Create(
   wo.salient_fraction = c.quant.salient_fraction;
   wo.cache_dir = c.quant.cache_dir;
   WQ_ASSIGN_OR_RETURN(node->worker_, StageWorker::Create(wo));
-  WQ_ASSIGN_OR_RETURN(std::string key, ModelKey(c.model.dir, c.quant.chunk_size, c.quant.salient_fraction));
+  WQ_ASSIGN_OR_RETURN(std::string key,
+                      ModelKey(c.model.dir, c.quant.chunk_size, c.quant.salient_fraction));
   ActorIdentity& id = node->id_;
   id.stage = stage;
   id.replica = replica;
@@ -56,8 +58,8 @@ absl::StatusOr<std::unique_ptr<ActorNode>> ActorNode::Create(
   node->learner_channel_ = learner;
   node->learner_ = v1::Learner::NewStub(std::move(learner));
   if (!c.quant.cache_dir.empty()) {
-    node->last_fp_path_ = absl::StrCat(c.quant.cache_dir, "/last-fingerprint-", wo.first_layer,
-                                       "-", wo.end_layer);
+    node->last_fp_path_ =
+        absl::StrCat(c.quant.cache_dir, "/last-fingerprint-", wo.first_layer, "-", wo.end_layer);
     // A restarted actor reloads its fits (no new calibration pass needed).
     auto fp = base::ReadFile(node->last_fp_path_);
     if (fp.ok() && node->worker_->LoadCachedFits(*fp).ok()) {
@@ -68,9 +70,8 @@ absl::StatusOr<std::unique_ptr<ActorNode>> ActorNode::Create(
   node->service_ = std::make_unique<ActorService>(
       node->worker_.get(), id, [n](const quant::UnitTable& t) { return n->RegisterTable(t); },
       registry);
-  WQ_ASSIGN_OR_RETURN(node->server_,
-                      net::StartServer(svc, address, registry, node->service_.get(),
-                                       v1::Actor::service_full_name()));
+  WQ_ASSIGN_OR_RETURN(node->server_, net::StartServer(svc, address, registry, node->service_.get(),
+                                                      v1::Actor::service_full_name()));
   node->log_(absl::StrCat(id.actor_id, ": layers [", wo.first_layer, ", ", wo.end_layer,
                           "), serving on ", node->server_->address()));
   node->running_ = true;
@@ -112,8 +113,8 @@ absl::Status ActorNode::Connect(std::shared_ptr<grpc::Channel> evaluator, uint32
   ro.episodes_per_version = ro.envs;
   ro.deadline = absl::Milliseconds(svc.rpc_deadline_ms);
   ro.stall_timeout = absl::Milliseconds(svc.evaluation_timeout_ms);
-  rollouts_ = std::make_unique<RolloutLoop>(config_, ro, learner_channel_, std::move(evaluator),
-                                            registry_);
+  rollouts_ =
+      std::make_unique<RolloutLoop>(config_, ro, learner_channel_, std::move(evaluator), registry_);
   // A restarted actor with cached fits registers them again.
   registrar_ = std::thread([this] {
     if (!worker_->fitted()) return;

@@ -35,7 +35,9 @@ std::string TableFingerprint(const std::string& model_key, const std::string& ca
 
 ActorService::ActorService(StageWorker* worker, ActorIdentity identity, TableSink on_table,
                            metrics::Registry* registry)
-    : worker_(worker), identity_(std::move(identity)), on_table_(std::move(on_table)),
+    : worker_(worker),
+      identity_(std::move(identity)),
+      on_table_(std::move(on_table)),
       registry_(registry) {}
 
 namespace {
@@ -77,9 +79,9 @@ grpc::Status ActorService::Forward(
     grpc::ServerContext* context,
     grpc::ServerReaderWriter<v1::ForwardResponse, v1::ForwardRequest>* stream) {
   auto* histogram =
-      registry_ ? metrics::HistogramFamily(*registry_, metrics::kActorForwardDurationSeconds)
-                      .value()
-                : nullptr;
+      registry_
+          ? metrics::HistogramFamily(*registry_, metrics::kActorForwardDurationSeconds).value()
+          : nullptr;
   v1::ForwardRequest req;
   PassSpec spec;
   while (stream->Read(&req)) {
@@ -158,8 +160,7 @@ grpc::Status ActorService::FinishCalibration(grpc::ServerContext* context,
 }
 
 grpc::Status ActorService::GetStageInfo(grpc::ServerContext* context,
-                                        const v1::StageInfoRequest* request,
-                                        v1::StageInfo* reply) {
+                                        const v1::StageInfoRequest* request, v1::StageInfo* reply) {
   reply->set_stage(identity_.stage);
   reply->set_replica(identity_.replica);
   reply->set_stages(identity_.stages);

@@ -35,9 +35,9 @@ class ActorService final : public v1::Actor::Service {
   ActorService(StageWorker* worker, ActorIdentity identity, TableSink on_table,
                metrics::Registry* registry);
 
-  grpc::Status Forward(grpc::ServerContext* context,
-                       grpc::ServerReaderWriter<v1::ForwardResponse, v1::ForwardRequest>* stream)
-      override;
+  grpc::Status Forward(
+      grpc::ServerContext* context,
+      grpc::ServerReaderWriter<v1::ForwardResponse, v1::ForwardRequest>* stream) override;
   grpc::Status Calibrate(
       grpc::ServerContext* context,
       grpc::ServerReaderWriter<v1::CalibrateResponse, v1::CalibrateRequest>* stream) override;

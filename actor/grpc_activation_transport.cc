@@ -15,8 +15,8 @@ namespace {
 template <typename Req, typename Resp>
 class GrpcStageStream : public StageStream {
  public:
-  using Start = std::function<std::unique_ptr<grpc::ClientReaderWriter<Req, Resp>>(
-      grpc::ClientContext*)>;
+  using Start =
+      std::function<std::unique_ptr<grpc::ClientReaderWriter<Req, Resp>>(grpc::ClientContext*)>;
   GrpcStageStream(const Start& start, absl::Duration deadline,
                   std::function<void(Req*, bool first)> fill)
       : fill_(std::move(fill)) {
@@ -88,23 +88,23 @@ absl::StatusOr<std::pair<int64_t, int64_t>> GrpcActivationTransport::Layers() {
 absl::StatusOr<std::unique_ptr<StageStream>> GrpcActivationTransport::Open(const PassSpec& spec) {
   if (spec.mode == PassMode::kCalibrate) {
     using S = GrpcStageStream<v1::CalibrateRequest, v1::CalibrateResponse>;
-    return std::unique_ptr<StageStream>(new S(
-        [this](grpc::ClientContext* c) { return stub_->Calibrate(c); }, deadline_,
-        [](v1::CalibrateRequest*, bool) {}));
+    return std::unique_ptr<StageStream>(
+        new S([this](grpc::ClientContext* c) { return stub_->Calibrate(c); }, deadline_,
+              [](v1::CalibrateRequest*, bool) {}));
   }
   using S = GrpcStageStream<v1::ForwardRequest, v1::ForwardResponse>;
   PassSpec copy = spec;
-  return std::unique_ptr<StageStream>(new S(
-      [this](grpc::ClientContext* c) { return stub_->Forward(c); }, deadline_,
-      [copy](v1::ForwardRequest* req, bool first) {
-        req->set_plan_id(copy.plan_id);
-        if (first && !copy.plan_id.empty() && copy.actions != nullptr) {
-          v1::Plan* plan = req->mutable_plan();
-          plan->set_plan_id(copy.plan_id);
-          plan->set_model_fingerprint(copy.model_fingerprint);
-          for (int a : *copy.actions) plan->add_actions(static_cast<uint32_t>(a));
-        }
-      }));
+  return std::unique_ptr<StageStream>(
+      new S([this](grpc::ClientContext* c) { return stub_->Forward(c); }, deadline_,
+            [copy](v1::ForwardRequest* req, bool first) {
+              req->set_plan_id(copy.plan_id);
+              if (first && !copy.plan_id.empty() && copy.actions != nullptr) {
+                v1::Plan* plan = req->mutable_plan();
+                plan->set_plan_id(copy.plan_id);
+                plan->set_model_fingerprint(copy.model_fingerprint);
+                for (int a : *copy.actions) plan->add_actions(static_cast<uint32_t>(a));
+              }
+            }));
 }
 
 absl::StatusOr<quant::UnitTable> GrpcActivationTransport::FinishCalibration(

@@ -18,9 +18,8 @@ void EncodeHiddenStates(const at::Tensor& hidden, int32_t micro_batch, v1::Hidde
 absl::StatusOr<at::Tensor> DecodeHiddenStates(const v1::HiddenStates& proto,
                                               const std::string& field, int64_t max_elements) {
   if (proto.shape_size() != 3) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(field, ".shape: must have 3 dims [batch, seq, hidden], got ",
-                     proto.shape_size()));
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, ".shape: must have 3 dims [batch, seq, hidden], got ", proto.shape_size()));
   }
   int64_t n = 1;
   std::vector<int64_t> shape;
@@ -34,8 +33,8 @@ absl::StatusOr<at::Tensor> DecodeHiddenStates(const v1::HiddenStates& proto,
     shape.push_back(d);
   }
   if (static_cast<int64_t>(proto.data().size()) != n * static_cast<int64_t>(sizeof(float))) {
-    return absl::InvalidArgumentError(absl::StrCat(field, ".data: ", proto.data().size(),
-                                                   " bytes, the shape needs ", n * 4));
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ".data: ", proto.data().size(), " bytes, the shape needs ", n * 4));
   }
   at::Tensor t = at::empty(shape, at::kFloat);
   std::memcpy(t.data_ptr<float>(), proto.data().data(), proto.data().size());

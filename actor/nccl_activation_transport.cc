@@ -41,9 +41,9 @@ absl::Status NcclPeer::SendTensor(int32_t index, const at::Tensor& t) {
   WQ_RETURN_IF_ERROR(Cuda(cudaMalloc(&header, sizeof(header_host)), "malloc"));
   absl::Status s = Cuda(cudaMalloc(&payload, n * sizeof(float)), "malloc");
   if (s.ok()) {
-    s = Cuda(cudaMemcpyAsync(header, header_host, sizeof(header_host), cudaMemcpyHostToDevice,
-                             stream),
-             "copy header");
+    s = Cuda(
+        cudaMemcpyAsync(header, header_host, sizeof(header_host), cudaMemcpyHostToDevice, stream),
+        "copy header");
   }
   if (s.ok()) {
     s = Cuda(cudaMemcpyAsync(payload, cpu.data_ptr<float>(), n * sizeof(float),
@@ -69,9 +69,9 @@ absl::StatusOr<MicroBatch> NcclPeer::RecvTensor() {
   WQ_RETURN_IF_ERROR(Cuda(cudaMalloc(&header, sizeof(header_host)), "malloc"));
   absl::Status s = Nccl(ncclRecv(header, 4, ncclInt64, peer_, comm, stream), "recv header");
   if (s.ok()) {
-    s = Cuda(cudaMemcpyAsync(header_host, header, sizeof(header_host), cudaMemcpyDeviceToHost,
-                             stream),
-             "copy header");
+    s = Cuda(
+        cudaMemcpyAsync(header_host, header, sizeof(header_host), cudaMemcpyDeviceToHost, stream),
+        "copy header");
   }
   if (s.ok()) s = Cuda(cudaStreamSynchronize(stream), "synchronize");
   cudaFree(header);
@@ -103,8 +103,7 @@ absl::StatusOr<std::string> NcclUniqueId() {
   return std::string(id.internal, sizeof(id.internal));
 }
 
-absl::StatusOr<void*> NcclInitRank(const std::string& unique_id, int ranks, int rank,
-                                   int device) {
+absl::StatusOr<void*> NcclInitRank(const std::string& unique_id, int ranks, int rank, int device) {
   ncclUniqueId id;
   if (unique_id.size() != sizeof(id.internal)) {
     return absl::InvalidArgumentError("nccl unique id: wrong length");

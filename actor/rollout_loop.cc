@@ -15,7 +15,8 @@ namespace windquant::actor {
 RolloutLoop::RolloutLoop(const config::RunConfig& config, RolloutLoopOptions options,
                          std::shared_ptr<grpc::Channel> learner,
                          std::shared_ptr<grpc::Channel> evaluator, metrics::Registry* registry)
-    : config_(config), options_(std::move(options)),
+    : config_(config),
+      options_(std::move(options)),
       learner_(v1::Learner::NewStub(std::move(learner))),
       evaluator_(v1::Evaluator::NewStub(std::move(evaluator))) {
   if (registry != nullptr) {
@@ -82,8 +83,8 @@ void RolloutLoop::WatchPolicy() {
       absl::MutexLock lock(&mu_);
       absl::Status st = policy_->LoadSnapshot(s);
       if (!st.ok()) {
-        std::cerr << options_.actor_id << ": policy " << s.version << " rejected: "
-                  << st.message() << std::endl;
+        std::cerr << options_.actor_id << ": policy " << s.version << " rejected: " << st.message()
+                  << std::endl;
         continue;
       }
       if (first) {
@@ -134,17 +135,16 @@ void RolloutLoop::Rollouts() {
     if (s.ok()) {
       auto table = quant::UnitTable::FromProto(proto);
       if (table.ok()) {
-        auto w = RolloutWorker::Create(*table, config_.env, options_.actor_id,
-                                       options_.actor_index, options_.incarnation,
-                                       options_.envs, config_.training.seed);
+        auto w = RolloutWorker::Create(*table, config_.env, options_.actor_id, options_.actor_index,
+                                       options_.incarnation, options_.envs, config_.training.seed);
         if (w.ok()) worker = *std::move(w);
       }
     }
     if (worker == nullptr && !Sleep(backoff)) return;
     backoff = std::min(backoff * 2, absl::Seconds(2));
   }
-  std::cerr << options_.actor_id << ": unit table of " << worker->table().units.size()
-            << " units" << std::endl;
+  std::cerr << options_.actor_id << ": unit table of " << worker->table().units.size() << " units"
+            << std::endl;
   std::unique_ptr<grpc::ClientContext> ctx;
   std::unique_ptr<net::Canceller::Scope> ctx_scope;
   std::unique_ptr<grpc::ClientReaderWriter<v1::TransitionBatch, v1::TransitionAck>> stream;
@@ -252,8 +252,8 @@ void RolloutLoop::Rollouts() {
           },
           retry, cancel_.Sleeper());
       if (!s.ok() && !cancel_.cancelled()) {
-        std::cerr << options_.actor_id << ": plan " << e.plan.plan_id << " not submitted: "
-                  << s.error_message() << std::endl;
+        std::cerr << options_.actor_id << ": plan " << e.plan.plan_id
+                  << " not submitted: " << s.error_message() << std::endl;
       }
     }
   }

@@ -29,9 +29,8 @@ absl::StatusOr<std::vector<Episode>> RolloutWorker::Run(const rl::Policy& policy
                                                         double target_bits) {
   rl::BatchedEnvironment envs(costs_, rl::MakeEnvOptions(env_, target_bits), envs_);
   const uint64_t first = id_base_ | next_;
-  WQ_ASSIGN_OR_RETURN(rl::Rollout rollout,
-                      envs.Run(policy, generator_, /*deterministic=*/false,
-                               static_cast<int64_t>(first)));
+  WQ_ASSIGN_OR_RETURN(rl::Rollout rollout, envs.Run(policy, generator_, /*deterministic=*/false,
+                                                    static_cast<int64_t>(first)));
   next_ += envs_;
   std::vector<Episode> out;
   for (size_t i = 0; i < rollout.episodes.size(); ++i) {

@@ -2,9 +2,9 @@
 
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/match.h"
 #include "common/base/status_macros.h"
 
 namespace windquant::actor {
@@ -42,7 +42,7 @@ absl::StatusOr<ServiceFlags> ParseServiceFlags(int argc, char** argv) {
   if (path.empty()) return absl::InvalidArgumentError("--config: required");
   WQ_ASSIGN_OR_RETURN(flags.config, config::LoadRunConfig(path, overrides));
   WQ_RETURN_IF_ERROR(metrics::ParseMetricsAddress(flags.config.service.metrics_address,
-                                                 "service.metrics_address", &flags.metrics));
+                                                  "service.metrics_address", &flags.metrics));
   if (metrics_port >= 0) flags.metrics.port = metrics_port;
   return flags;
 }
@@ -52,9 +52,9 @@ absl::StatusOr<std::pair<int, int>> ResolveStageReplica(const config::ServiceCon
   const int stages = service.stages, replicas = service.replicas;
   if (service.stage >= 0 && service.replica >= 0) {
     if (service.stage >= stages || service.replica >= replicas) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("service.stage/replica: ", service.stage, "/", service.replica,
-                       " outside ", stages, " stages x ", replicas, " replicas"));
+      return absl::InvalidArgumentError(absl::StrCat("service.stage/replica: ", service.stage, "/",
+                                                     service.replica, " outside ", stages,
+                                                     " stages x ", replicas, " replicas"));
     }
     return std::make_pair(service.stage, service.replica);
   }

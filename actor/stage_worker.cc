@@ -31,8 +31,8 @@ absl::StatusOr<std::unique_ptr<StageWorker>> StageWorker::Create(
   const int64_t layers = checkpoint->config().num_hidden_layers;
   const int64_t end = options.end_layer < 0 ? layers : options.end_layer;
   if (options.first_layer < 0 || options.first_layer >= end || end > layers) {
-    return absl::InvalidArgumentError(absl::StrCat("stage layers [", options.first_layer, ", ",
-                                                   end, ") are not within the model's ", layers,
+    return absl::InvalidArgumentError(absl::StrCat("stage layers [", options.first_layer, ", ", end,
+                                                   ") are not within the model's ", layers,
                                                    " layers"));
   }
   model::LoadRequest request;
@@ -64,8 +64,8 @@ absl::Status StageWorker::CheckHidden(const at::Tensor& hidden, const std::strin
     return absl::InvalidArgumentError(absl::StrCat(field, ": must be float32"));
   }
   if (hidden.size(2) != c.hidden_size) {
-    return absl::InvalidArgumentError(absl::StrCat(field, ": hidden size ", hidden.size(2),
-                                                   ", the model's is ", c.hidden_size));
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": hidden size ", hidden.size(2), ", the model's is ", c.hidden_size));
   }
   if (hidden.size(0) < 1 || hidden.size(1) < 1 || hidden.size(1) > c.max_position_embeddings) {
     return absl::InvalidArgumentError(absl::StrCat(field, ": batch must be >= 1 and seq in [1, ",

@@ -41,8 +41,8 @@ struct StageWorkerOptions {
   int64_t end_layer = -1;  // exclusive; -1 = num_hidden_layers
   int64_t chunk_size = 256;
   double salient_fraction = 0.005;
-  std::string cache_dir;     // empty = no fit cache
-  int plan_cache_size = 4;   // plans kept applied
+  std::string cache_dir;    // empty = no fit cache
+  int plan_cache_size = 4;  // plans kept applied
 };
 
 class StageWorker {
@@ -51,8 +51,8 @@ class StageWorker {
   // file), INVALID_ARGUMENT for a layer range outside the model.
   static absl::StatusOr<std::unique_ptr<StageWorker>> Create(const StageWorkerOptions& options);
   // Wraps weights already loaded (tests, the one-process wiring).
-  static absl::StatusOr<std::unique_ptr<StageWorker>> FromWeights(model::LlamaWeights weights,
-                                                                  const StageWorkerOptions& options);
+  static absl::StatusOr<std::unique_ptr<StageWorker>> FromWeights(
+      model::LlamaWeights weights, const StageWorkerOptions& options);
 
   int64_t first_layer() const { return model_.first_layer(); }
   int64_t end_layer() const { return model_.end_layer(); }

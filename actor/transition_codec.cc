@@ -29,8 +29,8 @@ void EncodeEpisode(const Episode& e, const quant::UnitTable& table, v1::Transiti
 absl::StatusOr<Episode> DecodeEpisode(const v1::TransitionBatch& b, const quant::UnitTable& table) {
   auto bad = [](const std::string& m) { return absl::InvalidArgumentError(m); };
   if (b.state_dim() != rl::kStateDim) {
-    return bad(absl::StrCat("state_dim: ", b.state_dim(), ", the state has ", rl::kStateDim,
-                            " features"));
+    return bad(
+        absl::StrCat("state_dim: ", b.state_dim(), ", the state has ", rl::kStateDim, " features"));
   }
   if (b.num_actions() != quant::kNumActions) {
     return bad(absl::StrCat("num_actions: ", b.num_actions(), ", expected ", quant::kNumActions));
@@ -41,16 +41,18 @@ absl::StatusOr<Episode> DecodeEpisode(const v1::TransitionBatch& b, const quant:
                             " units"));
   }
   if (static_cast<size_t>(b.states_size()) != steps * rl::kStateDim) {
-    return bad(absl::StrCat("states: ", b.states_size(), " numbers, expected steps * state_dim = ",
-                            steps * rl::kStateDim));
+    return bad(absl::StrCat("states: ", b.states_size(),
+                            " numbers, expected steps * state_dim = ", steps * rl::kStateDim));
   }
   if (b.masks().size() != steps * quant::kNumActions) {
-    return bad(absl::StrCat("masks: ", b.masks().size(), " bytes, expected ",
-                            steps * quant::kNumActions));
+    return bad(
+        absl::StrCat("masks: ", b.masks().size(), " bytes, expected ", steps * quant::kNumActions));
   }
   for (const auto* f : {&b.rewards(), &b.log_probs(), &b.values()}) {
     if (static_cast<size_t>(f->size()) != steps) {
-      const char* name = f == &b.rewards() ? "rewards" : f == &b.log_probs() ? "log_probs" : "values";
+      const char* name = f == &b.rewards()     ? "rewards"
+                         : f == &b.log_probs() ? "log_probs"
+                                               : "values";
       return bad(absl::StrCat(name, ": ", f->size(), " entries, expected ", steps));
     }
   }
@@ -59,7 +61,8 @@ absl::StatusOr<Episode> DecodeEpisode(const v1::TransitionBatch& b, const quant:
                             " is not the run's model ", table.fingerprint.substr(0, 12)));
   }
   if (static_cast<size_t>(b.plan().actions_size()) != steps) {
-    return bad(absl::StrCat("plan.actions: ", b.plan().actions_size(), " entries, expected ", steps));
+    return bad(
+        absl::StrCat("plan.actions: ", b.plan().actions_size(), " entries, expected ", steps));
   }
   Episode e;
   e.actor_id = b.actor_id();

@@ -36,8 +36,7 @@ struct Episode {
   quant::Plan plan;
 };
 
-void EncodeEpisode(const Episode& episode, const quant::UnitTable& table,
-                   v1::TransitionBatch* out);
+void EncodeEpisode(const Episode& episode, const quant::UnitTable& table, v1::TransitionBatch* out);
 absl::StatusOr<Episode> DecodeEpisode(const v1::TransitionBatch& batch,
                                       const quant::UnitTable& table);
 

@@ -138,7 +138,8 @@ struct Flags {
     if (it == one.end()) return d;
     char* end = nullptr;
     const double v = std::strtod(it->second.c_str(), &end);
-    if (end == it->second.c_str() || *end != '\0') Die(absl::StrCat("--", k, ": not a number: ", it->second));
+    if (end == it->second.c_str() || *end != '\0')
+      Die(absl::StrCat("--", k, ": not a number: ", it->second));
     return v;
   }
   std::vector<int> List(const std::string& k, const std::string& d) const {
@@ -157,9 +158,10 @@ struct Flags {
 };
 
 Flags ParseFlags(int argc, char** argv) {
-  static const char* kKnown[] = {"config", "set", "actors", "stages", "seconds", "wire-seconds",
-                                 "episodes", "eval-tokens", "batch", "repeats", "threads", "json", "hold-ms",
-                                 "role", "learner", "index", "model", "first", "end"};
+  static const char* kKnown[] = {"config",       "set",      "actors",      "stages", "seconds",
+                                 "wire-seconds", "episodes", "eval-tokens", "batch",  "repeats",
+                                 "threads",      "json",     "hold-ms",     "role",   "learner",
+                                 "index",        "model",    "first",       "end"};
   Flags f;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -177,8 +179,8 @@ Flags ParseFlags(int argc, char** argv) {
       if (i + 1 >= argc) Die(absl::StrCat("--", key, " needs a value"));
       value = argv[++i];
     }
-    if (std::find_if(std::begin(kKnown), std::end(kKnown), [&](const char* k) { return key == k; }) ==
-        std::end(kKnown)) {
+    if (std::find_if(std::begin(kKnown), std::end(kKnown),
+                     [&](const char* k) { return key == k; }) == std::end(kKnown)) {
       Die(absl::StrCat("unknown flag --", key, " (see --help)"));
     }
     if (key == "set") {
@@ -192,7 +194,8 @@ Flags ParseFlags(int argc, char** argv) {
 
 std::string DefaultConfig() {
   std::vector<std::string> c;
-  if (const char* s = std::getenv("WQ_SOURCE_DIR")) c.push_back(std::string(s) + "/configs/stories260k.yaml");
+  if (const char* s = std::getenv("WQ_SOURCE_DIR"))
+    c.push_back(std::string(s) + "/configs/stories260k.yaml");
   c.push_back("configs/stories260k.yaml");
   c.push_back("../configs/stories260k.yaml");
   c.push_back("../../configs/stories260k.yaml");
@@ -253,7 +256,8 @@ Child Spawn(const std::vector<std::string>& args) {
 
 std::string ReadLine(Child& c, const std::string& what) {
   char buf[65536];
-  if (fgets(buf, sizeof(buf), c.from_child) == nullptr) Die(absl::StrCat(what, ": child exited early"));
+  if (fgets(buf, sizeof(buf), c.from_child) == nullptr)
+    Die(absl::StrCat(what, ": child exited early"));
   std::string s(buf);
   while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
   return s;
@@ -261,7 +265,8 @@ std::string ReadLine(Child& c, const std::string& what) {
 
 void Send(Child& c, const std::string& line) {
   const std::string l = line + "\n";
-  if (write(c.to_child, l.data(), l.size()) != static_cast<ssize_t>(l.size())) Die("write to child failed");
+  if (write(c.to_child, l.data(), l.size()) != static_cast<ssize_t>(l.size()))
+    Die("write to child failed");
 }
 
 void Finish(Child& c) {
@@ -291,7 +296,8 @@ class CountingRelay {
     a.sin_family = AF_INET;
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     a.sin_port = 0;
-    if (bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 || listen(listen_fd_, 16) != 0) {
+    if (bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
+        listen(listen_fd_, 16) != 0) {
       Die("relay: cannot listen on 127.0.0.1");
     }
     socklen_t len = sizeof(a);
@@ -364,7 +370,8 @@ class CountingRelay {
 // --- role: ingest (an actor process streaming transitions) -------------------
 
 int RunIngestChild(const Flags& f) {
-  const wq::config::RunConfig cfg = OrDie(wq::config::LoadRunConfig(f.Get("config"), f.sets), "config");
+  const wq::config::RunConfig cfg =
+      OrDie(wq::config::LoadRunConfig(f.Get("config"), f.sets), "config");
   at::set_num_threads(static_cast<int>(f.Num("threads", 1)));
   const int index = static_cast<int>(f.Num("index", 0));
   const int episodes_n = static_cast<int>(f.Num("episodes", 8));
@@ -387,13 +394,14 @@ int RunIngestChild(const Flags& f) {
   po.init_seed = cfg.training.seed;
   auto policy = OrDie(wq::rl::Policy::Create(po), "policy");
   const std::string actor_id = absl::StrCat("bench-actor-", index);
-  auto worker = OrDie(wq::actor::RolloutWorker::Create(table, cfg.env, actor_id, index, 0, episodes_n,
-                                                       cfg.training.seed),
+  auto worker = OrDie(wq::actor::RolloutWorker::Create(table, cfg.env, actor_id, index, 0,
+                                                       episodes_n, cfg.training.seed),
                       "rollout worker");
   std::vector<wq::actor::Episode> episodes =
       OrDie(worker->Run(*policy, cfg.curriculum.target_bits.back()), "rollout");
   std::vector<wq::v1::TransitionBatch> batches(episodes.size());
-  for (size_t i = 0; i < episodes.size(); ++i) wq::actor::EncodeEpisode(episodes[i], table, &batches[i]);
+  for (size_t i = 0; i < episodes.size(); ++i)
+    wq::actor::EncodeEpisode(episodes[i], table, &batches[i]);
   const double seconds = f.Num("seconds", 4);
   std::printf("ready\n");
   std::fflush(stdout);
@@ -421,8 +429,9 @@ int RunIngestChild(const Flags& f) {
   const double elapsed = Now() - t0;
   stream->WritesDone();
   const grpc::Status st = stream->Finish();
-  json j = {{"episodes", sent},       {"transitions", transitions}, {"accepted", accepted},
-            {"payload_bytes", payload}, {"seconds", elapsed},       {"status", st.error_message()}};
+  json j = {{"episodes", sent},     {"transitions", transitions},
+            {"accepted", accepted}, {"payload_bytes", payload},
+            {"seconds", elapsed},   {"status", st.error_message()}};
   std::printf("%s\n", j.dump().c_str());
   std::fflush(stdout);
   return 0;
@@ -432,7 +441,8 @@ int RunIngestChild(const Flags& f) {
 
 int RunStageChild(const Flags& f) {
   at::set_num_threads(static_cast<int>(f.Num("threads", 1)));
-  const wq::config::RunConfig cfg = OrDie(wq::config::LoadRunConfig(f.Get("config"), f.sets), "config");
+  const wq::config::RunConfig cfg =
+      OrDie(wq::config::LoadRunConfig(f.Get("config"), f.sets), "config");
   wq::actor::StageWorkerOptions wo;
   wo.model_dir = cfg.model.dir;
   wo.first_layer = static_cast<int64_t>(f.Num("first", 0));
@@ -444,8 +454,9 @@ int RunStageChild(const Flags& f) {
   id.stage = static_cast<int>(f.Num("index", 0));
   id.stages = 1;
   id.actor_id = absl::StrCat("bench-stage-", id.stage);
-  id.model_key = OrDie(wq::actor::ModelKey(cfg.model.dir, cfg.quant.chunk_size, cfg.quant.salient_fraction),
-                       "model key");
+  id.model_key =
+      OrDie(wq::actor::ModelKey(cfg.model.dir, cfg.quant.chunk_size, cfg.quant.salient_fraction),
+            "model key");
   wq::actor::ActorService service(worker.get(), id, nullptr, nullptr);
   wq::net::ServerOptions so;
   so.address = "127.0.0.1:0";
@@ -474,8 +485,8 @@ struct Learner {
 // (service.evaluation_timeout_ms; LearnerCore scans the held ones on every submit).
 int64_t g_hold_ms = 2000;
 
-Learner StartLearner(wq::config::RunConfig cfg, const wq::quant::UnitTable& table, const std::string& dir,
-                     bool serve) {
+Learner StartLearner(wq::config::RunConfig cfg, const wq::quant::UnitTable& table,
+                     const std::string& dir, bool serve) {
   std::filesystem::remove_all(dir);
   cfg.output.dir = dir;
   cfg.service.stages = 1;
@@ -519,10 +530,11 @@ IngestCase RunActors(const Flags& f, const std::string& config, int k, int port,
   std::vector<Child> children;
   for (int i = 0; i < k; ++i) {
     std::vector<std::string> a = ChildArgs(f, config);
-    for (const std::string& s : {std::string("--role"), std::string("ingest"), std::string("--learner"),
-                                 absl::StrCat("127.0.0.1:", port), std::string("--index"), std::to_string(i),
-                                 std::string("--seconds"), absl::StrCat(seconds), std::string("--episodes"),
-                                 f.Get("episodes", "8")}) {
+    for (const std::string& s :
+         {std::string("--role"), std::string("ingest"), std::string("--learner"),
+          absl::StrCat("127.0.0.1:", port), std::string("--index"), std::to_string(i),
+          std::string("--seconds"), absl::StrCat(seconds), std::string("--episodes"),
+          f.Get("episodes", "8")}) {
       a.push_back(s);
     }
     children.push_back(Spawn(a));
@@ -596,8 +608,8 @@ int main(int argc, char** argv) {
   const wq::quant::UnitTable& table = session->table();
   const int steps = static_cast<int>(table.units.size());
   const int64_t layers = session->model().config().num_hidden_layers;
-  const std::string tmp = absl::StrCat(std::filesystem::temp_directory_path().string(), "/wq-distributed-bench-",
-                                       getpid());
+  const std::string tmp = absl::StrCat(std::filesystem::temp_directory_path().string(),
+                                       "/wq-distributed-bench-", getpid());
   json out;
   out["model"] = cfg.model.dir;
   out["units"] = steps;
@@ -616,8 +628,9 @@ int main(int argc, char** argv) {
     po.init_seed = cfg.training.seed;
     auto policy = OrDie(wq::rl::Policy::Create(po), "policy");
     const int n = static_cast<int>(f.Num("episodes", 8));
-    auto worker = OrDie(wq::actor::RolloutWorker::Create(table, cfg.env, "bench", 0, 0, n, cfg.training.seed),
-                        "rollout worker");
+    auto worker =
+        OrDie(wq::actor::RolloutWorker::Create(table, cfg.env, "bench", 0, 0, n, cfg.training.seed),
+              "rollout worker");
     // One-process rollout production (what `windquant quantize` generates per second).
     double t0 = Now();
     int64_t produced = 0;
@@ -631,7 +644,8 @@ int main(int argc, char** argv) {
     // In process, measured before and after the loopback cases (best of the
     // two), so that a burst of load from other processes does not decide it.
     auto in_process = [&](bool codec, int round) {
-      Learner local = StartLearner(cfg, table, absl::StrCat(tmp, "/local-", codec, "-", round), false);
+      Learner local =
+          StartLearner(cfg, table, absl::StrCat(tmp, "/local-", codec, "-", round), false);
       int64_t k = 0;
       const double t = Now();
       while (Now() - t < seconds) {
@@ -645,7 +659,8 @@ int main(int argc, char** argv) {
         OrDie(local.core->SubmitEpisode(std::move(e)).status(), "SubmitEpisode");
       }
       IngestCase c;
-      c.name = codec ? "one process: encode + decode + SubmitEpisode" : "one process: LearnerCore::SubmitEpisode";
+      c.name = codec ? "one process: encode + decode + SubmitEpisode"
+                     : "one process: LearnerCore::SubmitEpisode";
       c.accepted = local.core->Status().episodes;
       c.episodes_per_s = c.accepted / (Now() - t);
       c.transitions_per_s = c.episodes_per_s * steps;
@@ -687,9 +702,11 @@ int main(int argc, char** argv) {
 
   // 3. Pipeline evaluation.
   const std::vector<int32_t>& eval_ids = session->eval_ids();
-  const std::string calib_text = OrDie(wq::base::ReadFile(cfg.calibration.text), "calibration.text");
+  const std::string calib_text =
+      OrDie(wq::base::ReadFile(cfg.calibration.text), "calibration.text");
   const std::vector<int32_t> calib_ids = session->tokenizer().Encode(calib_text, false);
-  const std::vector<int> plan_actions = OrDie(wq::quant::LagrangePlan(table, 2.0), "lagrange plan").actions;
+  const std::vector<int> plan_actions =
+      OrDie(wq::quant::LagrangePlan(table, 2.0), "lagrange plan").actions;
   wq::model::PerplexityOptions popt;
   popt.context = cfg.evaluation.context;
   popt.batch_size = batch;
@@ -718,7 +735,8 @@ int main(int argc, char** argv) {
         OrDie(wq::model::ComputePerplexity(session->model(), eval_ids, warm).status(), "warm-up");
       }
       for (int r = 0; r < repeats; ++r) {
-        auto fp = OrDie(wq::model::ComputePerplexity(session->model(), eval_ids, popt), "perplexity");
+        auto fp =
+            OrDie(wq::model::ComputePerplexity(session->model(), eval_ids, popt), "perplexity");
         one.fp_tokens_per_s = std::max(one.fp_tokens_per_s, fp.tokens / fp.seconds);
         one.fp_ppl = fp.perplexity;
         one.tokens = fp.tokens;
@@ -748,9 +766,10 @@ int main(int argc, char** argv) {
       const int64_t first = s * base + std::min<int64_t>(s, extra);
       const int64_t end = first + base + (s < extra ? 1 : 0);
       std::vector<std::string> a = ChildArgs(f, config);
-      for (const std::string& x : {std::string("--role"), std::string("stage"), std::string("--index"),
-                                   std::to_string(s), std::string("--first"), std::to_string(first),
-                                   std::string("--end"), std::to_string(end)}) {
+      for (const std::string& x :
+           {std::string("--role"), std::string("stage"), std::string("--index"), std::to_string(s),
+            std::string("--first"), std::to_string(first), std::string("--end"),
+            std::to_string(end)}) {
         a.push_back(x);
       }
       children.push_back(Spawn(a));
@@ -764,7 +783,8 @@ int main(int argc, char** argv) {
       co.target = absl::StrCat("127.0.0.1:", line.substr(5));
       co.max_message_bytes = cfg.service.max_message_bytes;
       transports.push_back(std::make_unique<wq::actor::GrpcActivationTransport>(
-          OrDie(wq::net::MakeChannel(co), "channel"), absl::StrCat("stage ", s), absl::Minutes(10)));
+          OrDie(wq::net::MakeChannel(co), "channel"), absl::StrCat("stage ", s),
+          absl::Minutes(10)));
       stages.push_back(transports.back().get());
     }
     wq::evaluator::PipelineEvaluatorOptions eo;
@@ -774,8 +794,9 @@ int main(int argc, char** argv) {
     eo.calibration_seq_len = cfg.calibration.seq_len;
     eo.calibration_seed = cfg.calibration.seed;
     eo.calibration_batch = batch;
-    auto pe = OrDie(wq::evaluator::PipelineEvaluator::Create(cfg.model.dir, eo, calib_ids, eval_ids),
-                    "pipeline evaluator");
+    auto pe =
+        OrDie(wq::evaluator::PipelineEvaluator::Create(cfg.model.dir, eo, calib_ids, eval_ids),
+              "pipeline evaluator");
     PipelineCase c;
     c.stages = k;
     c.name = absl::StrCat(k, " stage process", k == 1 ? "" : "es", " over loopback");
@@ -793,16 +814,19 @@ int main(int argc, char** argv) {
     OrDie(pe->Perplexity(stages, fp_spec, eval_ids, batch * (cfg.evaluation.context - 1)).status(),
           "warm-up");
     for (int r = 0; r < repeats; ++r) {
-      auto fp = OrDie(pe->Perplexity(stages, fp_spec, eval_ids, eval_tokens), "pipeline perplexity");
+      auto fp =
+          OrDie(pe->Perplexity(stages, fp_spec, eval_ids, eval_tokens), "pipeline perplexity");
       c.fp_tokens_per_s = std::max(c.fp_tokens_per_s, fp.tokens / fp.seconds);
       c.fp_ppl = fp.perplexity;
       c.tokens = fp.tokens;
     }
     // The first plan pass applies the plan on every stage (kept per plan id).
-    OrDie(pe->Perplexity(stages, plan_spec, eval_ids, batch * (cfg.evaluation.context - 1)).status(),
-          "plan warm-up");
+    OrDie(
+        pe->Perplexity(stages, plan_spec, eval_ids, batch * (cfg.evaluation.context - 1)).status(),
+        "plan warm-up");
     for (int r = 0; r < repeats; ++r) {
-      auto p = OrDie(pe->Perplexity(stages, plan_spec, eval_ids, eval_tokens), "pipeline perplexity");
+      auto p =
+          OrDie(pe->Perplexity(stages, plan_spec, eval_ids, eval_tokens), "pipeline perplexity");
       c.plan_tokens_per_s = std::max(c.plan_tokens_per_s, p.tokens / p.seconds);
       c.plan_ppl = p.perplexity;
     }
@@ -827,18 +851,27 @@ int main(int argc, char** argv) {
   }
   json ij = json::array();
   for (const auto& c : ingest) {
-    ij.push_back({{"case", c.name}, {"actors", c.actors}, {"transitions_per_s", c.transitions_per_s},
-                  {"episodes_per_s", c.episodes_per_s}, {"accepted_episodes", c.accepted},
+    ij.push_back({{"case", c.name},
+                  {"actors", c.actors},
+                  {"transitions_per_s", c.transitions_per_s},
+                  {"episodes_per_s", c.episodes_per_s},
+                  {"accepted_episodes", c.accepted},
                   {"ratio_to_one_process", c.transitions_per_s / ingest_ref}});
   }
   out["ingestion"] = ij;
   out["ingestion_seconds_per_case"] = seconds;
   json pj = json::array();
   for (const auto& c : pipeline) {
-    pj.push_back({{"case", c.name}, {"stages", c.stages}, {"tokens", c.tokens},
-                  {"fp_tokens_per_s", c.fp_tokens_per_s}, {"fp_ratio", c.fp_tokens_per_s / fp_ref},
-                  {"plan_tokens_per_s", c.plan_tokens_per_s}, {"plan_ratio", c.plan_tokens_per_s / plan_ref},
-                  {"fp_ppl", c.fp_ppl}, {"plan_ppl", c.plan_ppl}, {"calibration_s", c.calibration_s}});
+    pj.push_back({{"case", c.name},
+                  {"stages", c.stages},
+                  {"tokens", c.tokens},
+                  {"fp_tokens_per_s", c.fp_tokens_per_s},
+                  {"fp_ratio", c.fp_tokens_per_s / fp_ref},
+                  {"plan_tokens_per_s", c.plan_tokens_per_s},
+                  {"plan_ratio", c.plan_tokens_per_s / plan_ref},
+                  {"fp_ppl", c.fp_ppl},
+                  {"plan_ppl", c.plan_ppl},
+                  {"calibration_s", c.calibration_s}});
   }
   out["pipeline"] = pj;
   out["pipeline_context"] = cfg.evaluation.context;
@@ -849,47 +882,61 @@ int main(int argc, char** argv) {
     std::printf("%s\n", out.dump(1).c_str());
     return 0;
   }
-  std::printf("distributed_bench: %s (%lld layers, %d units), %u cores, %d intra-op thread(s) per process, "
-              "127.0.0.1\n\n",
-              cfg.model.dir.c_str(), static_cast<long long>(layers), steps, std::thread::hardware_concurrency(),
-              threads);
-  std::printf("1. learner ingestion (StreamTransitions, one ack per episode, %d transitions per episode, "
-              "%.0f s per case (in-process rows: best of 2, before and after); counted as accepted at the learner;\n"
-              "   episodes held %lld ms)\n",
-              steps, seconds, static_cast<long long>(g_hold_ms));
+  std::printf(
+      "distributed_bench: %s (%lld layers, %d units), %u cores, %d intra-op thread(s) per process, "
+      "127.0.0.1\n\n",
+      cfg.model.dir.c_str(), static_cast<long long>(layers), steps,
+      std::thread::hardware_concurrency(), threads);
+  std::printf(
+      "1. learner ingestion (StreamTransitions, one ack per episode, %d transitions per episode, "
+      "%.0f s per case (in-process rows: best of 2, before and after); counted as accepted at the "
+      "learner;\n"
+      "   episodes held %lld ms)\n",
+      steps, seconds, static_cast<long long>(g_hold_ms));
   std::printf("   %-48s %14s %12s %10s\n", "case", "transitions/s", "episodes/s", "ratio");
   for (const auto& c : ingest) {
-    std::printf("   %-48s %14.0f %12.1f %10.3f\n", c.name.c_str(), c.transitions_per_s, c.episodes_per_s,
-                c.transitions_per_s / ingest_ref);
+    std::printf("   %-48s %14.0f %12.1f %10.3f\n", c.name.c_str(), c.transitions_per_s,
+                c.episodes_per_s, c.transitions_per_s / ingest_ref);
   }
-  std::printf("   (ratio: to the first row. One process produces %.0f transitions/s with RolloutWorker,\n"
-              "    %d envs, policy %s; that is the rate the learner has to keep up with per actor.)\n\n",
-              out["one_process_rollout_transitions_per_s"].get<double>(),
-              static_cast<int>(f.Num("episodes", 8)),
-              absl::StrJoin(cfg.ppo.hidden, "x").c_str());
-  std::printf("2. bytes per transition (1 actor process through a counting TCP relay, %.0f s, %lld episodes)\n",
-              wire_seconds, static_cast<long long>(out["wire"]["episodes"].get<int64_t>()));
-  std::printf("   protobuf payload (TransitionBatch incl. the plan)  %8.1f B/transition (%.0f B/episode)\n",
-              payload_per_t, payload_per_t * steps);
-  std::printf("   TCP bytes actor -> learner (HTTP/2, gRPC framing)  %8.1f B/transition (x%.3f payload)\n", up_per_t,
-              payload_per_t > 0 ? up_per_t / payload_per_t : 0);
-  std::printf("   TCP bytes learner -> actor (acks, flow control)    %8.1f B/transition\n", down_per_t);
+  std::printf(
+      "   (ratio: to the first row. One process produces %.0f transitions/s with RolloutWorker,\n"
+      "    %d envs, policy %s; that is the rate the learner has to keep up with per actor.)\n\n",
+      out["one_process_rollout_transitions_per_s"].get<double>(),
+      static_cast<int>(f.Num("episodes", 8)), absl::StrJoin(cfg.ppo.hidden, "x").c_str());
+  std::printf(
+      "2. bytes per transition (1 actor process through a counting TCP relay, %.0f s, %lld "
+      "episodes)\n",
+      wire_seconds, static_cast<long long>(out["wire"]["episodes"].get<int64_t>()));
+  std::printf(
+      "   protobuf payload (TransitionBatch incl. the plan)  %8.1f B/transition (%.0f B/episode)\n",
+      payload_per_t, payload_per_t * steps);
+  std::printf(
+      "   TCP bytes actor -> learner (HTTP/2, gRPC framing)  %8.1f B/transition (x%.3f payload)\n",
+      up_per_t, payload_per_t > 0 ? up_per_t / payload_per_t : 0);
+  std::printf("   TCP bytes learner -> actor (acks, flow control)    %8.1f B/transition\n",
+              down_per_t);
   std::printf("   one process: 0 B (transitions stay in memory)\n\n");
-  std::printf("3. pipeline evaluation (PipelineEvaluator::Perplexity, %lld tokens, context %lld, %lld windows per "
-              "micro-batch, best of %d; one-process rows: best of 2 x %d, before and after the stage cases)\n",
-              static_cast<long long>(pipeline.front().tokens), static_cast<long long>(cfg.evaluation.context),
-              static_cast<long long>(batch), repeats, repeats);
-  std::printf("   %-36s %10s %7s %12s %7s %10s %10s %8s\n", "case", "FP tok/s", "ratio", "plan tok/s", "ratio",
-              "FP PPL", "plan PPL", "calib s");
+  std::printf(
+      "3. pipeline evaluation (PipelineEvaluator::Perplexity, %lld tokens, context %lld, %lld "
+      "windows per "
+      "micro-batch, best of %d; one-process rows: best of 2 x %d, before and after the stage "
+      "cases)\n",
+      static_cast<long long>(pipeline.front().tokens),
+      static_cast<long long>(cfg.evaluation.context), static_cast<long long>(batch), repeats,
+      repeats);
+  std::printf("   %-36s %10s %7s %12s %7s %10s %10s %8s\n", "case", "FP tok/s", "ratio",
+              "plan tok/s", "ratio", "FP PPL", "plan PPL", "calib s");
   for (const auto& c : pipeline) {
-    std::printf("   %-36s %10.0f %7.3f %12.0f %7.3f %10.4f %10.4f %8.2f\n", c.name.c_str(), c.fp_tokens_per_s,
-                c.fp_tokens_per_s / fp_ref, c.plan_tokens_per_s, c.plan_tokens_per_s / plan_ref, c.fp_ppl,
-                c.plan_ppl, c.calibration_s);
+    std::printf("   %-36s %10.0f %7.3f %12.0f %7.3f %10.4f %10.4f %8.2f\n", c.name.c_str(),
+                c.fp_tokens_per_s, c.fp_tokens_per_s / fp_ref, c.plan_tokens_per_s,
+                c.plan_tokens_per_s / plan_ref, c.fp_ppl, c.plan_ppl, c.calibration_s);
   }
-  std::printf("   (plan: the Lagrangian plan at 2.0 bits. ratio: to the faster one-process row. A pipeline of k\n"
-              "    stages is k + 1 processes (the evaluator runs embeddings + head) of %d thread(s) each.\n"
-              "    calib s: calibration pass + fits of every stage. PPLs must agree between rows.)\n\n",
-              threads);
+  std::printf(
+      "   (plan: the Lagrangian plan at 2.0 bits. ratio: to the faster one-process row. A pipeline "
+      "of k\n"
+      "    stages is k + 1 processes (the evaluator runs embeddings + head) of %d thread(s) each.\n"
+      "    calib s: calibration pass + fits of every stage. PPLs must agree between rows.)\n\n",
+      threads);
   std::printf("wall time %.1f s\n", Now() - t_start);
   return 0;
 }

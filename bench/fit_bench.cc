@@ -114,11 +114,11 @@ Result Run(const std::string& label, const std::vector<UnitShape>& shapes, bool 
 void Report(const char* name, const Result& r, double bandwidth) {
   const double unit_actions = r.units * static_cast<double>(windquant::quant::kNumActions);
   const double bytes = r.weights * 4.0;
-  std::printf("%-12s units=%lld weights=%.3fM time=%.3fs  unit-actions/s=%.1f  weights GB/s=%.4f"
-              "  ratio_to_copy_bandwidth=%.5f  ms/unit=%.2f\n",
-              name, static_cast<long long>(r.units), r.weights / 1e6, r.seconds,
-              unit_actions / r.seconds, bytes / r.seconds / 1e9, bytes / r.seconds / bandwidth,
-              1e3 * r.seconds / r.units);
+  std::printf(
+      "%-12s units=%lld weights=%.3fM time=%.3fs  unit-actions/s=%.1f  weights GB/s=%.4f"
+      "  ratio_to_copy_bandwidth=%.5f  ms/unit=%.2f\n",
+      name, static_cast<long long>(r.units), r.weights / 1e6, r.seconds, unit_actions / r.seconds,
+      bytes / r.seconds / 1e9, bytes / r.seconds / bandwidth, 1e3 * r.seconds / r.units);
 }
 
 }  // namespace
@@ -172,13 +172,13 @@ int main(int argc, char** argv) {
   if (model == "all" || model == "stories260k") {
     std::vector<UnitShape> units;
     for (int l = 0; l < 5; ++l) {
-      AddMatrix(64, 64, tiny_chunk, &units);    // q
-      AddMatrix(32, 64, tiny_chunk, &units);    // k
-      AddMatrix(32, 64, tiny_chunk, &units);    // v
-      AddMatrix(64, 64, tiny_chunk, &units);    // o
-      AddMatrix(172, 64, tiny_chunk, &units);   // gate
-      AddMatrix(172, 64, tiny_chunk, &units);   // up
-      AddMatrix(64, 172, tiny_chunk, &units);   // down
+      AddMatrix(64, 64, tiny_chunk, &units);   // q
+      AddMatrix(32, 64, tiny_chunk, &units);   // k
+      AddMatrix(32, 64, tiny_chunk, &units);   // v
+      AddMatrix(64, 64, tiny_chunk, &units);   // o
+      AddMatrix(172, 64, tiny_chunk, &units);  // gate
+      AddMatrix(172, 64, tiny_chunk, &units);  // up
+      AddMatrix(64, 172, tiny_chunk, &units);  // down
     }
     Report("stories260k", Run("stories260k", units, per_unit, seed), bandwidth);
   }

@@ -11,11 +11,11 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -62,13 +62,13 @@ int64_t LinearParams(const LlamaModel& m) {
   int64_t p = 0;
   for (const LayerWeights& l : m.weights().layers)
     for (const at::Tensor& t : l.linear) p += t.numel();
-  const at::Tensor& head = m.weights().lm_head.defined() ? m.weights().lm_head : m.weights().embed_tokens;
+  const at::Tensor& head =
+      m.weights().lm_head.defined() ? m.weights().lm_head : m.weights().embed_tokens;
   return p + head.numel();
 }
 
 void Bench(const std::string& name, const LlamaModel& model, int64_t seq,
-           const std::vector<int64_t>& batches,
-           int iters, double gemm_gflops) {
+           const std::vector<int64_t>& batches, int iters, double gemm_gflops) {
   const LlamaConfig& c = model.config();
   const int64_t layers = model.end_layer() - model.first_layer();
   for (const int64_t b : batches) {
@@ -83,9 +83,11 @@ void Bench(const std::string& name, const LlamaModel& model, int64_t seq,
     const double flops = 2.0 * LinearParams(model) * tokens +
                          4.0 * layers * b * c.num_attention_heads * double(seq) * seq * c.head_dim;
     const double gflops = flops / s / 1e9;
-    std::printf("%-22s batch %lld seq %lld: %9.0f tokens/s  %7.2f GFLOP/s  %5.1f%% of matmul  (%.3f s/iter)\n",
-                name.c_str(), static_cast<long long>(b), static_cast<long long>(seq), tokens / s,
-                gflops, 100.0 * gflops / gemm_gflops, s);
+    std::printf(
+        "%-22s batch %lld seq %lld: %9.0f tokens/s  %7.2f GFLOP/s  %5.1f%% of matmul  (%.3f "
+        "s/iter)\n",
+        name.c_str(), static_cast<long long>(b), static_cast<long long>(seq), tokens / s, gflops,
+        100.0 * gflops / gemm_gflops, s);
     std::fflush(stdout);
   }
 }
@@ -150,13 +152,20 @@ int main(int argc, char** argv) {
         std::exit(2);
       }
     };
-    if (a == "--threads") value(&threads);
-    else if (a == "--seq") value(&seq);
-    else if (a == "--max-batch") value(&max_batch);
-    else if (a == "--layers") value(&layers);
-    else if (a == "--iters") value(&iters);
-    else if (a == "--gemm") value(&gemm);
-    else if (a == "--model" && i + 1 < argc) model_dir = argv[++i];
+    if (a == "--threads")
+      value(&threads);
+    else if (a == "--seq")
+      value(&seq);
+    else if (a == "--max-batch")
+      value(&max_batch);
+    else if (a == "--layers")
+      value(&layers);
+    else if (a == "--iters")
+      value(&iters);
+    else if (a == "--gemm")
+      value(&gemm);
+    else if (a == "--model" && i + 1 < argc)
+      model_dir = argv[++i];
     else {
       std::fprintf(stderr, "forward_bench: unknown flag '%s' (see --help)\n", a.c_str());
       return 2;

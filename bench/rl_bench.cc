@@ -70,7 +70,8 @@ constexpr char kUsage[] =
     "run (at::matmul GFLOP/s, plain FP forward tokens/s, memory copy GB/s).\n\n"
     "flags:\n"
     "  --threads N       intra-op threads (2)\n"
-    "  --episodes N      episodes per rollout, stepped together (16 = training.episodes_per_update)\n"
+    "  --episodes N      episodes per rollout, stepped together (16 = "
+    "training.episodes_per_update)\n"
     "  --hidden A,B      policy MLP hidden sizes (128,128 = ppo.hidden default)\n"
     "  --epochs N        PPO epochs per update (4)\n"
     "  --minibatch N     PPO minibatch size (256)\n"
@@ -176,7 +177,8 @@ double ChainGflops(const std::vector<int64_t>& hidden, int64_t rows) {
 // Read bandwidth (at::sum) over a buffer of `bytes`: the limit for a scan of a table
 // of that size (cache-resident when small).
 double ReadGbps(double bytes) {
-  const at::Tensor buf = at::rand({std::max<int64_t>(1024, static_cast<int64_t>(bytes / sizeof(float)))});
+  const at::Tensor buf =
+      at::rand({std::max<int64_t>(1024, static_cast<int64_t>(bytes / sizeof(float)))});
   at::sum(buf);
   int64_t iters = 0;
   const double t0 = Now();
@@ -235,13 +237,15 @@ struct ModelEval {
 void BenchTable(const std::string& name, const quant::UnitTable& table, const Options& o,
                 const Limits& lim, const ModelEval* model_eval) {
   const int64_t units = static_cast<int64_t>(table.units.size());
-  std::printf("\n[%s] %lld units, %lld weights, target %.2f bits, %lld episodes per rollout\n", name.c_str(),
-              static_cast<long long>(units), static_cast<long long>(table.TotalWeights()), kTargetBits,
+  std::printf("\n[%s] %lld units, %lld weights, target %.2f bits, %lld episodes per rollout\n",
+              name.c_str(), static_cast<long long>(units),
+              static_cast<long long>(table.TotalWeights()), kTargetBits,
               static_cast<long long>(o.episodes));
   std::fflush(stdout);
   const config::RunConfig defaults;
   auto costs = OrDie(rl::UnitCosts::Create(table));
-  rl::BatchedEnvironment env(costs, rl::MakeEnvOptions(defaults.env, kTargetBits), static_cast<int>(o.episodes));
+  rl::BatchedEnvironment env(costs, rl::MakeEnvOptions(defaults.env, kTargetBits),
+                             static_cast<int>(o.episodes));
   rl::PolicyOptions po;
   po.state_dim = rl::kStateDim;
   po.num_actions = quant::kNumActions;
@@ -267,19 +271,26 @@ void BenchTable(const std::string& name, const quant::UnitTable& table, const Op
   const double steps = static_cast<double>(units * o.episodes);
   const double policy_share = std::min(1.0, act_s * units / roll_s);
   const double act_gflops = flops_row * o.episodes / act_s / 1e9;
-  std::printf("  env steps:        %10.0f steps/s  (%.0f episodes/s; %.2f s for %.0f steps; policy inference "
-              "%.0f%% of it)\n",
-              steps / roll_s, o.episodes / roll_s, roll_s, steps, 100 * policy_share);
-  std::printf("    policy Act:     %10.1f us/call of %lld rows, %7.3f GFLOP/s = %6.2f%% of at::matmul peak, "
-              "%5.1f%% of at::mm at the MLP's shapes\n",
-              act_s * 1e6, static_cast<long long>(o.episodes), act_gflops, 100 * act_gflops / lim.gemm,
-              100 * act_gflops / lim.chain_act);
+  std::printf(
+      "  env steps:        %10.0f steps/s  (%.0f episodes/s; %.2f s for %.0f steps; policy "
+      "inference "
+      "%.0f%% of it)\n",
+      steps / roll_s, o.episodes / roll_s, roll_s, steps, 100 * policy_share);
+  std::printf(
+      "    policy Act:     %10.1f us/call of %lld rows, %7.3f GFLOP/s = %6.2f%% of at::matmul "
+      "peak, "
+      "%5.1f%% of at::mm at the MLP's shapes\n",
+      act_s * 1e6, static_cast<long long>(o.episodes), act_gflops, 100 * act_gflops / lim.gemm,
+      100 * act_gflops / lim.chain_act);
   const double env_s = roll_s - act_s * units;
   if (env_s > 0.05 * roll_s) {
-    std::printf("    env step alone: %10.0f steps/s  (rollout time minus the Act calls)\n", steps / env_s);
+    std::printf("    env step alone: %10.0f steps/s  (rollout time minus the Act calls)\n",
+                steps / env_s);
   } else {
-    std::printf("    env step alone: n/a (the Act calls take %.0f%% of the rollout; the rest is in the noise)\n",
-                100 * act_s * units / roll_s);
+    std::printf(
+        "    env step alone: n/a (the Act calls take %.0f%% of the rollout; the rest is in the "
+        "noise)\n",
+        100 * act_s * units / roll_s);
   }
 
   // PPO update on the rollout (an end reward on every episode's last step).
@@ -295,21 +306,26 @@ void BenchTable(const std::string& name, const quant::UnitTable& table, const Op
   const double ppo_s = Now() - t0;
   const double samples = static_cast<double>(stats.samples_used);
   const double ppo_gflops = flops_row * samples * (1 + 3.0 * o.epochs) / ppo_s / 1e9;
-  std::printf("  PPO update:       %10.0f samples/s (%.0f sample-epochs/s; %.0f samples of %zu episodes, %lld "
-              "minibatches, %.2f s)\n",
-              samples / ppo_s, samples * o.epochs / ppo_s, samples, ppo_episodes,
-              static_cast<long long>(stats.minibatches), ppo_s);
-  std::printf("    PPO math:       %7.3f GFLOP/s = %6.2f%% of at::matmul peak, %5.1f%% of at::mm at the MLP's shapes "
-              "(%lld rows)\n",
-              ppo_gflops, 100 * ppo_gflops / lim.gemm, 100 * ppo_gflops / lim.chain_train,
-              static_cast<long long>(o.minibatch));
+  std::printf(
+      "  PPO update:       %10.0f samples/s (%.0f sample-epochs/s; %.0f samples of %zu episodes, "
+      "%lld "
+      "minibatches, %.2f s)\n",
+      samples / ppo_s, samples * o.epochs / ppo_s, samples, ppo_episodes,
+      static_cast<long long>(stats.minibatches), ppo_s);
+  std::printf(
+      "    PPO math:       %7.3f GFLOP/s = %6.2f%% of at::matmul peak, %5.1f%% of at::mm at the "
+      "MLP's shapes "
+      "(%lld rows)\n",
+      ppo_gflops, 100 * ppo_gflops / lim.gemm, 100 * ppo_gflops / lim.chain_train,
+      static_cast<long long>(o.minibatch));
 
   // Plan evaluations on distinct plans (cache misses), through the trainer's cache.
   if (model_eval != nullptr) {
     rl::CachingPlanEvaluator cache(model_eval->evaluator);
     std::vector<std::vector<int>> plans;
     for (const auto& p : ro.plans) {
-      if (static_cast<int64_t>(plans.size()) < o.eval_plans && std::find(plans.begin(), plans.end(), p) == plans.end()) {
+      if (static_cast<int64_t>(plans.size()) < o.eval_plans &&
+          std::find(plans.begin(), plans.end(), p) == plans.end()) {
         plans.push_back(p);
       }
     }
@@ -317,10 +333,12 @@ void BenchTable(const std::string& name, const quant::UnitTable& table, const Op
     for (const auto& p : plans) OrDie(cache.Evaluate(p));
     const double s = (Now() - t0) / static_cast<double>(plans.size());
     const double tps = model_eval->tokens_per_plan / s;
-    std::printf("  plan evaluation:  %10.3f plans/s   (%.2f s per plan over %zu distinct plans; %lld tokens per "
-                "plan: %.0f tokens/s = %5.1f%% of the plain FP forward's %.0f tokens/s)\n",
-                1.0 / s, s, plans.size(), static_cast<long long>(model_eval->tokens_per_plan), tps,
-                100 * tps / model_eval->fp_tokens_per_s, model_eval->fp_tokens_per_s);
+    std::printf(
+        "  plan evaluation:  %10.3f plans/s   (%.2f s per plan over %zu distinct plans; %lld "
+        "tokens per "
+        "plan: %.0f tokens/s = %5.1f%% of the plain FP forward's %.0f tokens/s)\n",
+        1.0 / s, s, plans.size(), static_cast<long long>(model_eval->tokens_per_plan), tps,
+        100 * tps / model_eval->fp_tokens_per_s, model_eval->fp_tokens_per_s);
   } else {
     rl::testing::SyntheticEvaluator synthetic(&table);
     int64_t evaluated = 0;
@@ -334,12 +352,16 @@ void BenchTable(const std::string& name, const quant::UnitTable& table, const Op
     // Every cache line of a Unit is touched (rows/cols, bits[a], error[a]).
     const double bytes = static_cast<double>(units) * (sizeof(quant::Unit) + sizeof(int));
     const double read = ReadGbps(bytes);
-    std::printf("  plan evaluation:  %10.0f plans/s   (synthetic evaluator, no model: bits + proxy loss + plan hash "
-                "and cache)\n",
-                1.0 / s);
-    std::printf("    scan:           %.2f MB of table + plan per plan, %.2f GB/s = %5.1f%% of at::sum's %.2f GB/s "
-                "over a buffer of that size (memory copy: %.2f GB/s)\n",
-                bytes / 1e6, bytes / s / 1e9, 100 * bytes / s / 1e9 / read, read, lim.copy);
+    std::printf(
+        "  plan evaluation:  %10.0f plans/s   (synthetic evaluator, no model: bits + proxy loss + "
+        "plan hash "
+        "and cache)\n",
+        1.0 / s);
+    std::printf(
+        "    scan:           %.2f MB of table + plan per plan, %.2f GB/s = %5.1f%% of at::sum's "
+        "%.2f GB/s "
+        "over a buffer of that size (memory copy: %.2f GB/s)\n",
+        bytes / 1e6, bytes / s / 1e9, 100 * bytes / s / 1e9 / read, read, lim.copy);
   }
   std::fflush(stdout);
 }
@@ -349,7 +371,8 @@ void BenchTable(const std::string& name, const quant::UnitTable& table, const Op
 std::string FindConfig(const std::string& flag) {
   if (!flag.empty()) return flag;
   std::vector<std::string> candidates;
-  if (const char* src = std::getenv("WQ_SOURCE_DIR")) candidates.push_back(std::string(src) + "/configs/stories260k.yaml");
+  if (const char* src = std::getenv("WQ_SOURCE_DIR"))
+    candidates.push_back(std::string(src) + "/configs/stories260k.yaml");
   candidates.push_back("configs/stories260k.yaml");
   candidates.push_back("../configs/stories260k.yaml");
   candidates.push_back("../../configs/stories260k.yaml");
@@ -370,15 +393,17 @@ model::LlamaWeights CloneWeights(const model::LlamaWeights& w) {
 void BenchStories(const Options& o, const Limits& lim) {
   const std::string path = FindConfig(o.config);
   if (path.empty()) {
-    std::printf("\n[stories260k] skipped: configs/stories260k.yaml not found (pass --config FILE)\n");
+    std::printf(
+        "\n[stories260k] skipped: configs/stories260k.yaml not found (pass --config FILE)\n");
     return;
   }
   absl::StatusOr<config::RunConfig> cfg = config::LoadRunConfig(path);
   if (!cfg.ok()) Die(std::string(cfg.status().message()));
-  if (!fs::exists(fs::path(cfg->model.dir) / "model.safetensors") || !fs::exists(cfg->evaluation.text) ||
-      !fs::exists(cfg->calibration.text)) {
-    std::printf("\n[stories260k] skipped: %s or its text is absent (../shared/models, ../shared/data)\n",
-                cfg->model.dir.c_str());
+  if (!fs::exists(fs::path(cfg->model.dir) / "model.safetensors") ||
+      !fs::exists(cfg->evaluation.text) || !fs::exists(cfg->calibration.text)) {
+    std::printf(
+        "\n[stories260k] skipped: %s or its text is absent (../shared/models, ../shared/data)\n",
+        cfg->model.dir.c_str());
     return;
   }
   quant::SessionOptions so;
@@ -396,7 +421,8 @@ void BenchStories(const Options& o, const Limits& lim) {
   }
   const int64_t window = cfg->evaluation.context - 1;
   const int64_t slice = std::min<int64_t>(cfg->evaluation.eval_slice_tokens,
-                                          static_cast<int64_t>(session->eval_ids().size())) / window * window;
+                                          static_cast<int64_t>(session->eval_ids().size())) /
+                        window * window;
   std::vector<int32_t> eval_ids(session->eval_ids().begin(), session->eval_ids().begin() + slice);
 
   // Limit: the plain FP forward over the same ids (best of two passes after a warm-up,
@@ -422,8 +448,8 @@ void BenchStories(const Options& o, const Limits& lim) {
   rl::LocalEvaluatorOptions lo;
   lo.context = cfg->evaluation.context;
   lo.batch = cfg->evaluation.batch;
-  auto evaluator = OrDie(rl::LocalPlanEvaluator::Create(&eval_model, &session->fits(), &session->table(),
-                                                        calib_ids, eval_ids, lo));
+  auto evaluator = OrDie(rl::LocalPlanEvaluator::Create(
+      &eval_model, &session->fits(), &session->table(), calib_ids, eval_ids, lo));
   ModelEval me;
   me.evaluator = evaluator.get();
   me.tokens_per_plan = fp_tokens;
@@ -458,26 +484,36 @@ int main(int argc, char** argv) {
     const std::string v = argv[++i];
     auto positive = [&](int64_t* out) {
       if (!absl::SimpleAtoi(v, out) || *out <= 0) {
-        std::fprintf(stderr, "rl_bench: %s: expected a positive integer, got '%s'\n", a.c_str(), v.c_str());
+        std::fprintf(stderr, "rl_bench: %s: expected a positive integer, got '%s'\n", a.c_str(),
+                     v.c_str());
         std::exit(2);
       }
     };
-    if (a == "--threads") positive(&o.threads);
-    else if (a == "--episodes") positive(&o.episodes);
-    else if (a == "--epochs") positive(&o.epochs);
-    else if (a == "--minibatch") positive(&o.minibatch);
-    else if (a == "--eval-plans") positive(&o.eval_plans);
-    else if (a == "--config") o.config = v;
+    if (a == "--threads")
+      positive(&o.threads);
+    else if (a == "--episodes")
+      positive(&o.episodes);
+    else if (a == "--epochs")
+      positive(&o.epochs);
+    else if (a == "--minibatch")
+      positive(&o.minibatch);
+    else if (a == "--eval-plans")
+      positive(&o.eval_plans);
+    else if (a == "--config")
+      o.config = v;
     else if (a == "--hidden") {
       if (!ParseList(v, &o.hidden)) {
-        std::fprintf(stderr, "rl_bench: --hidden: expected positive integers like 128,128, got '%s'\n", v.c_str());
+        std::fprintf(stderr,
+                     "rl_bench: --hidden: expected positive integers like 128,128, got '%s'\n",
+                     v.c_str());
         return 2;
       }
     } else if (a == "--tables") {
       o.tables = absl::StrSplit(v, ',');
       for (const std::string& t : o.tables) {
         if (t != "stories260k" && t != "8b" && t != "70b") {
-          std::fprintf(stderr, "rl_bench: --tables: unknown table '%s' (stories260k, 8b, 70b)\n", t.c_str());
+          std::fprintf(stderr, "rl_bench: --tables: unknown table '%s' (stories260k, 8b, 70b)\n",
+                       t.c_str());
           return 2;
         }
       }
@@ -490,19 +526,24 @@ int main(int argc, char** argv) {
   const double start = Now();
   std::string hidden;
   for (int64_t h : o.hidden) hidden += std::to_string(h) + "-";
-  std::printf("rl_bench: %d threads; policy MLP %lld-%s{7 actor | 1 critic}, %.0f FLOP per row (actor + critic); "
-              "PPO %lld epochs x minibatch %lld\n",
-              at::get_num_threads(), static_cast<long long>(rl::kStateDim), hidden.c_str(), MlpFlopsPerRow(o.hidden),
-              static_cast<long long>(o.epochs), static_cast<long long>(o.minibatch));
+  std::printf(
+      "rl_bench: %d threads; policy MLP %lld-%s{7 actor | 1 critic}, %.0f FLOP per row (actor + "
+      "critic); "
+      "PPO %lld epochs x minibatch %lld\n",
+      at::get_num_threads(), static_cast<long long>(rl::kStateDim), hidden.c_str(),
+      MlpFlopsPerRow(o.hidden), static_cast<long long>(o.epochs),
+      static_cast<long long>(o.minibatch));
   Limits lim;
   lim.gemm = GemmGflops(1024);
   lim.chain_act = ChainGflops(o.hidden, o.episodes);
   lim.chain_train = ChainGflops(o.hidden, o.minibatch);
   lim.copy = CopyGbps();
-  std::printf("limits: at::matmul 1024^3 %.2f GFLOP/s; at::mm chain at the MLP's shapes: %.2f GFLOP/s at %lld rows, "
-              "%.2f GFLOP/s at %lld rows; memory copy %.2f GB/s\n",
-              lim.gemm, lim.chain_act, static_cast<long long>(o.episodes), lim.chain_train,
-              static_cast<long long>(o.minibatch), lim.copy);
+  std::printf(
+      "limits: at::matmul 1024^3 %.2f GFLOP/s; at::mm chain at the MLP's shapes: %.2f GFLOP/s at "
+      "%lld rows, "
+      "%.2f GFLOP/s at %lld rows; memory copy %.2f GB/s\n",
+      lim.gemm, lim.chain_act, static_cast<long long>(o.episodes), lim.chain_train,
+      static_cast<long long>(o.minibatch), lim.copy);
   std::fflush(stdout);
 
   for (const std::string& t : o.tables) {
@@ -511,7 +552,8 @@ int main(int argc, char** argv) {
     } else {
       const int units = t == "8b" ? 4864 : 24320;
       const quant::UnitTable table = rl::testing::SyntheticTable(units, 1);
-      BenchTable(t == "8b" ? "synthetic LLaMA-3-8B size" : "synthetic LLaMA-3-70B size", table, o, lim, nullptr);
+      BenchTable(t == "8b" ? "synthetic LLaMA-3-8B size" : "synthetic LLaMA-3-70B size", table, o,
+                 lim, nullptr);
     }
   }
   std::printf("\ntotal %.1f s\n", Now() - start);

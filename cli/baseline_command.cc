@@ -48,22 +48,26 @@ absl::Status RunBaseline(Args& args) {
   WQ_ASSIGN_OR_RETURN(const int64_t seed, args.GetInt("seed", 0));
   const std::string out = args.Get("out");
   WQ_ASSIGN_OR_RETURN(int64_t max_tokens, args.GetInt("max-tokens", -1));
-  const bool with_fp = args.Has("fp"), no_eval = args.Has("no-eval"), no_cache = args.Has("no-cache");
+  const bool with_fp = args.Has("fp"), no_eval = args.Has("no-eval"),
+             no_cache = args.Has("no-cache");
   const bool json = args.Has("json");
   WQ_RETURN_IF_ERROR(args.Finish());
   if (config_path.empty()) return absl::InvalidArgumentError("--config is required (see --help)");
   if (method != "uniform" && method != "greedy" && method != "lagrange" && method != "random") {
-    return absl::InvalidArgumentError(absl::StrCat("--method: expected uniform|greedy|lagrange|random, got \"",
-                                                   method, "\""));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--method: expected uniform|greedy|lagrange|random, got \"", method, "\""));
   }
   quant::Action action = quant::Action::k4;
   if (method == "uniform") {
-    if (action_text.empty()) return absl::InvalidArgumentError("--action is required for --method uniform");
+    if (action_text.empty())
+      return absl::InvalidArgumentError("--action is required for --method uniform");
     absl::StatusOr<quant::Action> a = quant::ParseAction(action_text);
-    if (!a.ok()) return absl::InvalidArgumentError(absl::StrCat("--action: ", a.status().message()));
+    if (!a.ok())
+      return absl::InvalidArgumentError(absl::StrCat("--action: ", a.status().message()));
     action = *a;
   } else if (!(bits > 0)) {
-    return absl::InvalidArgumentError(absl::StrCat("--bits is required (> 0) for --method ", method));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--bits is required (> 0) for --method ", method));
   }
 
   WQ_ASSIGN_OR_RETURN(config::RunConfig cfg, config::LoadRunConfig(config_path, sets));
@@ -81,7 +85,9 @@ absl::Status RunBaseline(Args& args) {
   } else {
     WQ_ASSIGN_OR_RETURN(plan, quant::RandomPlan(table, bits, static_cast<uint64_t>(seed)));
   }
-  if (method == "uniform") plan.plan_id = absl::StrCat("uniform-", std::string(quant::ActionName(action)), plan.plan_id.substr(plan.plan_id.rfind('-')));
+  if (method == "uniform")
+    plan.plan_id = absl::StrCat("uniform-", std::string(quant::ActionName(action)),
+                                plan.plan_id.substr(plan.plan_id.rfind('-')));
   const quant::PlanTotals totals = plan.Totals(table);
   if (!out.empty()) WQ_RETURN_IF_ERROR(quant::WritePlanFiles(plan, table, out));
 
@@ -116,11 +122,13 @@ absl::Status RunBaseline(Args& args) {
   }
   std::string count_text;
   for (int a = 0; a < quant::kNumActions; ++a) {
-    absl::StrAppend(&count_text, " ", std::string(quant::ActionName(quant::kAllActions[a])), ":", totals.action_counts[a]);
+    absl::StrAppend(&count_text, " ", std::string(quant::ActionName(quant::kAllActions[a])), ":",
+                    totals.action_counts[a]);
   }
   std::printf("plan %s\n", plan.plan_id.c_str());
-  std::printf("effective bits %.4f (quantized linears), %.4f (whole model incl. FP16 embeddings/norms)\n",
-              totals.effective_bits, totals.whole_model_bits);
+  std::printf(
+      "effective bits %.4f (quantized linears), %.4f (whole model incl. FP16 embeddings/norms)\n",
+      totals.effective_bits, totals.whole_model_bits);
   std::printf("units %zu, actions%s\n", table.units.size(), count_text.c_str());
   std::printf("proxy error %.6g\n", j["proxy_error"].get<double>());
   if (!no_eval) {
@@ -135,7 +143,8 @@ absl::Status RunBaseline(Args& args) {
 
 }  // namespace
 
-WQ_REGISTER_COMMAND(baseline, "baseline", "build a baseline plan (uniform/greedy/lagrange/random) and measure it",
-                    kUsage, RunBaseline);
+WQ_REGISTER_COMMAND(baseline, "baseline",
+                    "build a baseline plan (uniform/greedy/lagrange/random) and measure it", kUsage,
+                    RunBaseline);
 
 }  // namespace windquant::cli

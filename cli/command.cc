@@ -2,9 +2,9 @@
 
 #include <cstdlib>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/match.h"
 
 namespace windquant::cli {
 
@@ -60,7 +60,8 @@ absl::StatusOr<int64_t> Args::GetInt(const std::string& name, int64_t default_va
   int64_t v;
   const std::string s = Get(name);
   if (!absl::SimpleAtoi(s, &v)) {
-    return absl::InvalidArgumentError(absl::StrCat("--", name, ": expected an integer, got '", s, "'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", name, ": expected an integer, got '", s, "'"));
   }
   return v;
 }
@@ -70,7 +71,8 @@ absl::StatusOr<double> Args::GetDouble(const std::string& name, double default_v
   double v;
   const std::string s = Get(name);
   if (!absl::SimpleAtod(s, &v)) {
-    return absl::InvalidArgumentError(absl::StrCat("--", name, ": expected a number, got '", s, "'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", name, ": expected a number, got '", s, "'"));
   }
   return v;
 }
@@ -78,8 +80,8 @@ absl::StatusOr<double> Args::GetDouble(const std::string& name, double default_v
 absl::Status Args::Finish(size_t max_positionals) const {
   for (const auto& [k, v] : flags_) {
     if (!known_.count(k)) {
-      return absl::InvalidArgumentError(absl::StrCat("unknown flag --", k, " (see windquant ",
-                                                     command_, " --help)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown flag --", k, " (see windquant ", command_, " --help)"));
     }
   }
   if (positional_.size() > max_positionals) {

@@ -17,11 +17,11 @@
 #include "common/base/files.h"
 #include "common/base/progress.h"
 #include "common/base/status_macros.h"
+#include "common/config/run_config.h"
 #include "common/model/checkpoint.h"
 #include "common/model/llama_model.h"
 #include "common/model/perplexity.h"
 #include "common/model/tokenizer.h"
-#include "common/config/run_config.h"
 #include "common/quant/plan_io.h"
 #include "common/quant/quantization_session.h"
 
@@ -77,12 +77,15 @@ absl::Status RunEval(Args& args) {
   }
   if (model_dir.empty()) return absl::InvalidArgumentError("--model DIR is required");
   if (text_path.empty()) return absl::InvalidArgumentError("--text FILE is required");
-  if (context < 2) return absl::InvalidArgumentError(absl::StrCat("--context: must be >= 2, got ", context));
-  if (batch < 1) return absl::InvalidArgumentError(absl::StrCat("--batch: must be >= 1, got ", batch));
+  if (context < 2)
+    return absl::InvalidArgumentError(absl::StrCat("--context: must be >= 2, got ", context));
+  if (batch < 1)
+    return absl::InvalidArgumentError(absl::StrCat("--batch: must be >= 1, got ", batch));
   if (max_tokens < 0) {
     return absl::InvalidArgumentError(absl::StrCat("--max-tokens: must be >= 0, got ", max_tokens));
   }
-  if (threads < 0) return absl::InvalidArgumentError(absl::StrCat("--threads: must be >= 0, got ", threads));
+  if (threads < 0)
+    return absl::InvalidArgumentError(absl::StrCat("--threads: must be >= 0, got ", threads));
   if (threads > 0) at::set_num_threads(static_cast<int>(threads));
 
   WQ_ASSIGN_OR_RETURN(const std::string text, base::ReadFile(text_path));
@@ -107,7 +110,8 @@ absl::Status RunEval(Args& args) {
     llama = std::make_unique<model::LlamaModel>(std::move(weights),
                                                 at::hasCUDA() ? at::Device(at::kCUDA) : at::kCPU);
   } catch (const std::exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat(model_dir, ": cannot build the model: ", e.what()));
+    return absl::InvalidArgumentError(
+        absl::StrCat(model_dir, ": cannot build the model: ", e.what()));
   }
   model::PerplexityOptions options;
   options.context = context;
@@ -115,20 +119,21 @@ absl::Status RunEval(Args& args) {
   options.max_tokens = max_tokens;
   const int64_t used = max_tokens > 0 ? std::min<int64_t>(max_tokens, ids.size()) : ids.size();
   const int64_t effective_context = std::min(context, llama->config().max_position_embeddings);
-  base::Progress progress("eval", static_cast<double>(used / (effective_context - 1) *
-                                                      (effective_context - 1)),
-                          "tokens");
+  base::Progress progress(
+      "eval", static_cast<double>(used / (effective_context - 1) * (effective_context - 1)),
+      "tokens");
   options.progress = [&](int64_t, int64_t, int64_t tokens) { progress.Update(tokens); };
   absl::StatusOr<model::PerplexityResult> r = model::ComputePerplexity(*llama, ids, options);
-  if (!r.ok()) return absl::Status(r.status().code(), absl::StrCat(text_path, ": ", r.status().message()));
+  if (!r.ok())
+    return absl::Status(r.status().code(), absl::StrCat(text_path, ": ", r.status().message()));
   progress.Finish(absl::StrFormat("ppl %.6f", r->perplexity));
 
   if (json) {
-    nlohmann::json j = {{"model", model_dir},      {"text", text_path},
-                        {"context", r->context},   {"windows", r->windows},
-                        {"tokens", r->tokens},     {"nll", r->nll},
-                        {"perplexity", r->perplexity}, {"seconds", r->seconds},
-                        {"tokens_per_s", r->tokens_per_s}, {"text_tokens", ids.size()}};
+    nlohmann::json j = {
+        {"model", model_dir},          {"text", text_path},     {"context", r->context},
+        {"windows", r->windows},       {"tokens", r->tokens},   {"nll", r->nll},
+        {"perplexity", r->perplexity}, {"seconds", r->seconds}, {"tokens_per_s", r->tokens_per_s},
+        {"text_tokens", ids.size()}};
     if (!plan_id.empty()) j["plan_id"] = plan_id;
     std::printf("%s\n", j.dump().c_str());
   } else {

@@ -65,31 +65,35 @@ absl::Status RunExport(Args& args) {
     const std::string qdir = (d / "quantized").string();
     WQ_RETURN_IF_ERROR(quant::WriteQuantizedCheckpoint(in, qdir));
     // Read back and compare with what the evaluator uses.
-    WQ_ASSIGN_OR_RETURN(const quant::QuantizedCheckpoint back, quant::QuantizedCheckpoint::Read(qdir));
+    WQ_ASSIGN_OR_RETURN(const quant::QuantizedCheckpoint back,
+                        quant::QuantizedCheckpoint::Read(qdir));
     WQ_ASSIGN_OR_RETURN(const model::LlamaWeights applied, session->ApplyPlan(plan.actions));
     for (size_t l = 0; l < applied.layers.size(); ++l) {
       for (int m = 0; m < model::kNumMatrices; ++m) {
-        if (!at::equal(back.weights.layers[l].linear[m], applied.layers[l].linear[m].to(at::kCPU))) {
-          return absl::InternalError(absl::StrCat(qdir, ": read-back of ",
-                                                  model::LinearTensorName(l, static_cast<model::Matrix>(m)),
-                                                  " differs from the evaluated weights"));
+        if (!at::equal(back.weights.layers[l].linear[m],
+                       applied.layers[l].linear[m].to(at::kCPU))) {
+          return absl::InternalError(absl::StrCat(
+              qdir, ": read-back of ", model::LinearTensorName(l, static_cast<model::Matrix>(m)),
+              " differs from the evaluated weights"));
         }
       }
     }
     const auto bytes = std::filesystem::file_size(d / "quantized" / quant::kQuantizedFileName);
-    std::printf("wrote %s (%ju bytes; read back bit-exact)\n", qdir.c_str(), static_cast<uintmax_t>(bytes));
+    std::printf("wrote %s (%ju bytes; read back bit-exact)\n", qdir.c_str(),
+                static_cast<uintmax_t>(bytes));
   }
   const std::string fdir = (d / "fake_quant").string();
   WQ_RETURN_IF_ERROR(quant::WriteFakeQuantCheckpoint(in, fdir));
   std::printf("wrote %s (Hugging Face layout, F16)\n", fdir.c_str());
-  std::printf("plan %s: effective bits %.4f (quantized linears), %.4f (whole model)\n", plan.plan_id.c_str(),
-              totals.effective_bits, totals.whole_model_bits);
+  std::printf("plan %s: effective bits %.4f (quantized linears), %.4f (whole model)\n",
+              plan.plan_id.c_str(), totals.effective_bits, totals.whole_model_bits);
   return absl::OkStatus();
 }
 
 }  // namespace
 
-WQ_REGISTER_COMMAND(export_, "export", "write a plan's quantized checkpoint and a fake-quant FP16 checkpoint",
-                    kUsage, RunExport);
+WQ_REGISTER_COMMAND(export_, "export",
+                    "write a plan's quantized checkpoint and a fake-quant FP16 checkpoint", kUsage,
+                    RunExport);
 
 }  // namespace windquant::cli

@@ -56,16 +56,20 @@ absl::Status RunPlans(Args& args) {
 
   // The verb is the one positional argument.
   const auto& positional = args.positional();
-  if (positional.empty()) return absl::InvalidArgumentError("missing verb: list, show, pull or push (see --help)");
+  if (positional.empty())
+    return absl::InvalidArgumentError("missing verb: list, show, pull or push (see --help)");
   WQ_RETURN_IF_ERROR(args.Finish(/*max_positionals=*/1));
 
   const std::string& verb = positional[0];
   if (verb != "list" && verb != "show" && verb != "pull" && verb != "push") {
-    return absl::InvalidArgumentError(absl::StrCat("unknown verb '", verb, "' (list, show, pull, push)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown verb '", verb, "' (list, show, pull, push)"));
   }
-  if (verb != "list" && plan_id.empty()) return absl::InvalidArgumentError(absl::StrCat(verb, ": --plan is required"));
+  if (verb != "list" && plan_id.empty())
+    return absl::InvalidArgumentError(absl::StrCat(verb, ": --plan is required"));
   if (verb != "list") WQ_RETURN_IF_ERROR(store::ValidatePlanId(plan_id));
-  if (verb == "push" && in_dir.empty()) return absl::InvalidArgumentError("push: --dir is required");
+  if (verb == "push" && in_dir.empty())
+    return absl::InvalidArgumentError("push: --dir is required");
 
   WQ_ASSIGN_OR_RETURN(std::unique_ptr<store::ArtifactStore> artifact_store,
                       store::OpenArtifactStore(uri, s3));

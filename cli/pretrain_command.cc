@@ -82,7 +82,8 @@ absl::Status RunPretrain(Args& args) {
         absl::StrCat("--vocab: must be in [258, 1048576] (256 bytes + 2 specials), got ", vocab));
   }
   if (seed < 0) return absl::InvalidArgumentError("--seed: must be >= 0");
-  if (threads < 0 || threads > 1024) return absl::InvalidArgumentError("--threads: must be in [0, 1024]");
+  if (threads < 0 || threads > 1024)
+    return absl::InvalidArgumentError("--threads: must be in [0, 1024]");
   c.seed = static_cast<uint64_t>(seed);
   c.threads = static_cast<int>(threads);
   c.vocab = vocab;  // provisional, for validating the flags before the slow part
@@ -127,7 +128,7 @@ absl::Status RunPretrain(Args& args) {
 }  // namespace
 
 WQ_REGISTER_COMMAND(pretrain, "pretrain",
-                    "train a small LLaMA + BPE tokenizer from scratch on a text file",
-                    kUsage, RunPretrain);
+                    "train a small LLaMA + BPE tokenizer from scratch on a text file", kUsage,
+                    RunPretrain);
 
 }  // namespace windquant::cli

@@ -87,7 +87,8 @@ model::LlamaWeights CloneWeights(const model::LlamaWeights& w) {
   for (auto& layer : c.layers) {
     for (auto& t : layer.linear) t = t.clone();
   }
-  const bool tied = w.lm_head.defined() && w.embed_tokens.defined() && w.lm_head.is_same(w.embed_tokens);
+  const bool tied =
+      w.lm_head.defined() && w.embed_tokens.defined() && w.lm_head.is_same(w.embed_tokens);
   if (c.embed_tokens.defined()) c.embed_tokens = c.embed_tokens.clone();
   if (tied) {
     c.lm_head = c.embed_tokens;
@@ -119,7 +120,8 @@ report::ReportData MakeReportData(const config::RunConfig& cfg, const quant::Uni
   };
   report::ReportData d;
   const std::filesystem::path model_dir = std::filesystem::path(cfg.model.dir).lexically_normal();
-  d.model_name = model_dir.has_filename() ? model_dir.filename().string() : model_dir.parent_path().filename().string();
+  d.model_name = model_dir.has_filename() ? model_dir.filename().string()
+                                          : model_dir.parent_path().filename().string();
   d.fingerprint = fingerprint;
   d.fp_perplexity = metric(fp);
   d.target_bits = target;
@@ -143,21 +145,27 @@ report::ReportData MakeReportData(const config::RunConfig& cfg, const quant::Uni
     row.mean_perplexity = r.mean_ppl;
     d.curve.push_back(row);
   }
-  d.notes.push_back(have_heldout
-                        ? absl::StrFormat("Perplexities in the summary and the chart: the %d held-out tokens of %s "
-                                          "after the %d-token selection slice (report.json has all slices).",
-                                          heldout_tokens, cfg.evaluation.text, selection_tokens)
-                        : absl::StrFormat("Perplexities in the summary and the chart: the whole %d tokens used of %s "
-                                          "(no held-out part).",
-                                          selection_tokens + heldout_tokens, cfg.evaluation.text));
-  d.notes.push_back("Training curves: perplexity and bits on the selection slice; the best plan is the "
-                    "lowest selection-slice perplexity within the final target.");
-  d.notes.push_back(absl::StrFormat("RL plan from %s at update %d; %d updates, %d plan evaluations, lambda %.4f%s.",
-                                    tr.best.source, tr.best.update, tr.updates, tr.evaluations, tr.lambda,
-                                    tr.resumed_from_update >= 0
-                                        ? absl::StrFormat("; resumed from update %d", tr.resumed_from_update)
-                                        : ""));
-  d.notes.push_back(absl::StrCat("Config ", cfg.source, "; baselines (uniform nearest, greedy, lagrange, random) "
+  d.notes.push_back(
+      have_heldout
+          ? absl::StrFormat(
+                "Perplexities in the summary and the chart: the %d held-out tokens of %s "
+                "after the %d-token selection slice (report.json has all slices).",
+                heldout_tokens, cfg.evaluation.text, selection_tokens)
+          : absl::StrFormat(
+                "Perplexities in the summary and the chart: the whole %d tokens used of %s "
+                "(no held-out part).",
+                selection_tokens + heldout_tokens, cfg.evaluation.text));
+  d.notes.push_back(
+      "Training curves: perplexity and bits on the selection slice; the best plan is the "
+      "lowest selection-slice perplexity within the final target.");
+  d.notes.push_back(absl::StrFormat(
+      "RL plan from %s at update %d; %d updates, %d plan evaluations, lambda %.4f%s.",
+      tr.best.source, tr.best.update, tr.updates, tr.evaluations, tr.lambda,
+      tr.resumed_from_update >= 0
+          ? absl::StrFormat("; resumed from update %d", tr.resumed_from_update)
+          : ""));
+  d.notes.push_back(absl::StrCat("Config ", cfg.source,
+                                 "; baselines (uniform nearest, greedy, lagrange, random) "
                                  "use the same unit table and operators."));
   return d;
 }
@@ -166,14 +174,16 @@ absl::Status RunQuantize(Args& args) {
   const auto t0 = std::chrono::steady_clock::now();
   const std::string config_path = args.Get("config");
   const std::vector<std::string> sets = args.GetAll("set");
-  const bool resume = args.Has("resume"), no_export = args.Has("no-export"), no_cache = args.Has("no-cache");
+  const bool resume = args.Has("resume"), no_export = args.Has("no-export"),
+             no_cache = args.Has("no-cache");
   const bool no_baselines = args.Has("no-baselines");
   WQ_ASSIGN_OR_RETURN(const int64_t stop_after, args.GetInt("stop-after-updates", 0));
   WQ_RETURN_IF_ERROR(args.Finish());
   if (config_path.empty()) return absl::InvalidArgumentError("--config is required (see --help)");
   if (stop_after < 0) return absl::InvalidArgumentError("--stop-after-updates: must be >= 0");
   WQ_ASSIGN_OR_RETURN(config::RunConfig cfg, config::LoadRunConfig(config_path, sets));
-  if (cfg.model.threads > 0) at::set_num_threads(cfg.model.threads);  // 0: torch's default (all cores)
+  if (cfg.model.threads > 0)
+    at::set_num_threads(cfg.model.threads);  // 0: torch's default (all cores)
   auto log = [](const std::string& line) {
     std::fprintf(stderr, "%s\n", line.c_str());
     std::fflush(stderr);
@@ -182,8 +192,9 @@ absl::Status RunQuantize(Args& args) {
   WQ_ASSIGN_OR_RETURN(auto session, OpenSession(cfg, !no_cache, /*load_eval_text=*/true));
   const quant::UnitTable& table = session->table();
   const double prepare_s = Since(t0);
-  log(absl::StrFormat("quantize: %d units, %d quantized weights, unit table %s (%.1f s)", table.units.size(),
-                      table.TotalWeights(), session->from_cache() ? "from cache" : "built", prepare_s));
+  log(absl::StrFormat("quantize: %d units, %d quantized weights, unit table %s (%.1f s)",
+                      table.units.size(), table.TotalWeights(),
+                      session->from_cache() ? "from cache" : "built", prepare_s));
 
   // Slices: the loss term on the calibration text, selection on the start of
   // the evaluation text, held-out numbers on the rest.
@@ -201,7 +212,8 @@ absl::Status RunQuantize(Args& args) {
   if (cfg.evaluation.final_eval_tokens > 0) end = std::min(end, cfg.evaluation.final_eval_tokens);
   const int64_t slice = std::min<int64_t>(cfg.evaluation.eval_slice_tokens, end) / window * window;
   if (slice < window) {
-    return absl::InvalidArgumentError("evaluation.eval_slice_tokens: shorter than one window of evaluation.context");
+    return absl::InvalidArgumentError(
+        "evaluation.eval_slice_tokens: shorter than one window of evaluation.context");
   }
   std::vector<int32_t> eval_slice(all_eval.begin(), all_eval.begin() + slice);
   std::vector<int32_t> heldout(all_eval.begin() + slice, all_eval.begin() + end);
@@ -209,15 +221,17 @@ absl::Status RunQuantize(Args& args) {
   rl::LocalEvaluatorOptions lo;
   lo.context = cfg.evaluation.context;
   lo.batch = cfg.evaluation.batch;
-  WQ_ASSIGN_OR_RETURN(auto evaluator, rl::LocalPlanEvaluator::Create(&eval_model, &session->fits(), &table,
-                                                                     calib_ids, eval_slice, lo));
-  log(absl::StrFormat("quantize: FP PPL %.4f on the selection slice (%d tokens)", evaluator->fp_eval_ppl(),
-                      eval_slice.size()));
+  WQ_ASSIGN_OR_RETURN(auto evaluator,
+                      rl::LocalPlanEvaluator::Create(&eval_model, &session->fits(), &table,
+                                                     calib_ids, eval_slice, lo));
+  log(absl::StrFormat("quantize: FP PPL %.4f on the selection slice (%d tokens)",
+                      evaluator->fp_eval_ppl(), eval_slice.size()));
 
   // Training: the learner, evaluator and actor services of the distributed
   // job (DESIGN.md section 5), here in this process with in-process channels.
   const std::string fingerprint = rl::RunFingerprint(table, cfg);
-  const std::string checkpoint_dir = (std::filesystem::path(cfg.output.dir) / "checkpoint").string();
+  const std::string checkpoint_dir =
+      (std::filesystem::path(cfg.output.dir) / "checkpoint").string();
   learner::InProcessJobOptions jo;
   jo.log = log;
   jo.stop_after_updates = stop_after;
@@ -226,7 +240,8 @@ absl::Status RunQuantize(Args& args) {
     // A fresh incarnation: episode ids of the run before the restart stay unique.
     jo.incarnation_seed = std::random_device{}();
     if (!base::PathExists(rl::RunCheckpointPath(checkpoint_dir))) {
-      log(absl::StrCat("quantize: --resume: no checkpoint in ", checkpoint_dir, "; starting fresh"));
+      log(absl::StrCat("quantize: --resume: no checkpoint in ", checkpoint_dir,
+                       "; starting fresh"));
     }
   } else {
     jo.incarnation_seed = cfg.training.seed;
@@ -245,7 +260,8 @@ absl::Status RunQuantize(Args& args) {
     return absl::OkStatus();
   }
   if (tr.best.actions.empty()) {
-    return absl::FailedPreconditionError("quantize: no feasible plan was found at the final target");
+    return absl::FailedPreconditionError(
+        "quantize: no feasible plan was found at the final target");
   }
   const double train_s = Since(t0) - prepare_s;
   const double target = cfg.curriculum.target_bits.back();
@@ -261,8 +277,10 @@ absl::Status RunQuantize(Args& args) {
       const double gap = std::abs(table.EffectiveBits(u.actions) - target);
       if (gap < best_gap) best_gap = gap, nearest = u;
     }
-    plans.push_back({absl::StrCat("uniform-", std::string(quant::ActionName(quant::ActionFromIndex(nearest.actions[0]).value()))),
-                     nearest.actions});
+    plans.push_back(
+        {absl::StrCat("uniform-", std::string(quant::ActionName(
+                                      quant::ActionFromIndex(nearest.actions[0]).value()))),
+         nearest.actions});
     WQ_ASSIGN_OR_RETURN(quant::Plan greedy, quant::GreedyPlan(table, target));
     plans.push_back({"greedy", greedy.actions});
     WQ_ASSIGN_OR_RETURN(quant::Plan lagrange, quant::LagrangePlan(table, target));
@@ -302,7 +320,8 @@ absl::Status RunQuantize(Args& args) {
   for (auto it = plans.rbegin(); it != plans.rend(); ++it) {
     const Measured& m = *it;
     const double ppl = have_heldout ? m.heldout_ppl : m.whole_ppl;
-    if (m.bits <= target + kSameBitsTolerance && ppl < winner_ppl) winner_ppl = ppl, winner = m.name;
+    if (m.bits <= target + kSameBitsTolerance && ppl < winner_ppl)
+      winner_ppl = ppl, winner = m.name;
   }
 
   // Artifacts.
@@ -329,22 +348,31 @@ absl::Status RunQuantize(Args& args) {
   report["config"] = cfg.source;
   report["fingerprint"] = fingerprint;
   report["target_bits"] = target;
-  report["bits_note"] = "effective bits of the quantized decoder linears; embeddings, norms and lm_head stay FP16";
-  report["tokens"] = {{"selection", eval_slice.size()}, {"heldout", heldout.size()},
+  report["bits_note"] =
+      "effective bits of the quantized decoder linears; embeddings, norms and lm_head stay FP16";
+  report["tokens"] = {{"selection", eval_slice.size()},
+                      {"heldout", heldout.size()},
                       {"whole", eval_slice.size() + heldout.size()},
                       {"calibration_slice", calib_ids.size()}};
-  report["fp"] = {{"whole_ppl", Num(fp.whole_ppl)}, {"heldout_ppl", Num(fp.heldout_ppl)},
+  report["fp"] = {{"whole_ppl", Num(fp.whole_ppl)},
+                  {"heldout_ppl", Num(fp.heldout_ppl)},
                   {"selection_ppl", Num(fp.selection_ppl)}};
   json ps = json::array();
   for (const Measured& m : plans) {
-    ps.push_back({{"name", m.name}, {"bits", m.bits}, {"selection_ppl", Num(m.selection_ppl)},
-                  {"whole_ppl", Num(m.whole_ppl)}, {"heldout_ppl", Num(m.heldout_ppl)}});
+    ps.push_back({{"name", m.name},
+                  {"bits", m.bits},
+                  {"selection_ppl", Num(m.selection_ppl)},
+                  {"whole_ppl", Num(m.whole_ppl)},
+                  {"heldout_ppl", Num(m.heldout_ppl)}});
   }
   report["plans"] = ps;
   report["winner"] = winner;
   report["winner_metric"] = have_heldout ? "heldout_ppl" : "whole_ppl";
-  report["rl"] = {{"source", tr.best.source}, {"update", tr.best.update}, {"bits", plans[0].bits},
-                  {"selection_ppl", Num(plans[0].selection_ppl)}, {"whole_ppl", Num(plans[0].whole_ppl)},
+  report["rl"] = {{"source", tr.best.source},
+                  {"update", tr.best.update},
+                  {"bits", plans[0].bits},
+                  {"selection_ppl", Num(plans[0].selection_ppl)},
+                  {"whole_ppl", Num(plans[0].whole_ppl)},
                   {"heldout_ppl", Num(plans[0].heldout_ppl)}};
   report["lambda"] = tr.lambda;
   report["updates"] = tr.updates;
@@ -355,16 +383,26 @@ absl::Status RunQuantize(Args& args) {
   report["wall_time_s"] = {{"prepare", prepare_s}, {"train", train_s}, {"total", total_s}};
   json stages = json::array();
   for (const auto& s : tr.stages) {
-    stages.push_back({{"stage", s.stage}, {"target_bits", s.target_bits}, {"update", s.update}, {"reason", s.reason}});
+    stages.push_back({{"stage", s.stage},
+                      {"target_bits", s.target_bits},
+                      {"update", s.update},
+                      {"reason", s.reason}});
   }
   report["curriculum"] = {{"target_bits", cfg.curriculum.target_bits}, {"history", stages}};
   json curve = json::array();
   for (const auto& r : tr.curve) {
-    curve.push_back({{"update", r.update}, {"stage", r.stage}, {"target_bits", r.target_bits},
-                     {"mean_reward", Num(r.mean_reward)}, {"mean_ppl", Num(r.mean_ppl)},
-                     {"mean_bits", Num(r.mean_bits)}, {"best_ppl", Num(r.best_ppl)},
-                     {"best_bits", Num(r.best_bits)}, {"lambda", r.lambda}, {"entropy", Num(r.entropy)},
-                     {"evaluations", r.evaluations}, {"seconds", r.seconds}});
+    curve.push_back({{"update", r.update},
+                     {"stage", r.stage},
+                     {"target_bits", r.target_bits},
+                     {"mean_reward", Num(r.mean_reward)},
+                     {"mean_ppl", Num(r.mean_ppl)},
+                     {"mean_bits", Num(r.mean_bits)},
+                     {"best_ppl", Num(r.best_ppl)},
+                     {"best_bits", Num(r.best_bits)},
+                     {"lambda", r.lambda},
+                     {"entropy", Num(r.entropy)},
+                     {"evaluations", r.evaluations},
+                     {"seconds", r.seconds}});
   }
   report["training_curve"] = curve;
   if (!exported.empty()) report["exported"] = exported;
@@ -384,23 +422,27 @@ absl::Status RunQuantize(Args& args) {
   WQ_RETURN_IF_ERROR(base::WriteFileAtomic(report_path, report.dump(2) + "\n"));
   WQ_RETURN_IF_ERROR(report::WriteHtmlReport(html_data, (out_dir / "report.html").string()));
 
-  std::printf("%-14s %8s %14s %12s %12s\n", "plan", "bits", "selection PPL", "whole PPL", "held-out PPL");
-  std::printf("%-14s %8s %14.4f %12.4f %12.4f\n", "fp", "16", fp.selection_ppl, fp.whole_ppl, fp.heldout_ppl);
+  std::printf("%-14s %8s %14s %12s %12s\n", "plan", "bits", "selection PPL", "whole PPL",
+              "held-out PPL");
+  std::printf("%-14s %8s %14.4f %12.4f %12.4f\n", "fp", "16", fp.selection_ppl, fp.whole_ppl,
+              fp.heldout_ppl);
   for (const Measured& m : plans) {
-    std::printf("%-14s %8.4f %14.4f %12.4f %12.4f\n", m.name.c_str(), m.bits, m.selection_ppl, m.whole_ppl,
-                m.heldout_ppl);
+    std::printf("%-14s %8.4f %14.4f %12.4f %12.4f\n", m.name.c_str(), m.bits, m.selection_ppl,
+                m.whole_ppl, m.heldout_ppl);
   }
-  std::printf("winner: %s (%s); lambda %.4f; %lld updates; %.1f s; wrote %s/plan.json, plan.bin, report.json, "
-              "report.html\n",
-              winner.c_str(), have_heldout ? "held-out PPL" : "whole PPL", tr.lambda,
-              static_cast<long long>(tr.updates), Since(t0), cfg.output.dir.c_str());
+  std::printf(
+      "winner: %s (%s); lambda %.4f; %lld updates; %.1f s; wrote %s/plan.json, plan.bin, "
+      "report.json, "
+      "report.html\n",
+      winner.c_str(), have_heldout ? "held-out PPL" : "whole PPL", tr.lambda,
+      static_cast<long long>(tr.updates), Since(t0), cfg.output.dir.c_str());
   return absl::OkStatus();
 }
 
 }  // namespace
 
 WQ_REGISTER_COMMAND(quantize, "quantize",
-                    "train the RL policy and write the best feasible plan, report and model", kUsage,
-                    RunQuantize);
+                    "train the RL policy and write the best feasible plan, report and model",
+                    kUsage, RunQuantize);
 
 }  // namespace windquant::cli

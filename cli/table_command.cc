@@ -63,7 +63,8 @@ absl::StatusOr<quant::UnitTable> ReadTable(const std::string& path) {
     return absl::DataLossError(absl::StrCat(path, ": not a windquant.v1.UnitTable"));
   }
   absl::StatusOr<quant::UnitTable> table = quant::UnitTable::FromProto(proto);
-  if (!table.ok()) return absl::Status(table.status().code(), absl::StrCat(path, ": ", table.status().message()));
+  if (!table.ok())
+    return absl::Status(table.status().code(), absl::StrCat(path, ": ", table.status().message()));
   WQ_RETURN_IF_ERROR(table->Validate());
   return table;
 }
@@ -72,9 +73,7 @@ const char* MatrixName(int m) {
   return m >= 0 && m < model::kNumMatrices ? model::kMatrixNames[m] : "?";
 }
 
-std::string ActionLabel(int a) {
-  return std::string(quant::ActionName(quant::kAllActions[a]));
-}
+std::string ActionLabel(int a) { return std::string(quant::ActionName(quant::kAllActions[a])); }
 
 // Layout differences (exact fields); empty when the layouts agree.
 std::vector<std::string> LayoutDifferences(const quant::UnitTable& a, const quant::UnitTable& b) {
@@ -126,15 +125,17 @@ absl::Status Build(Args& args) {
     std::filesystem::create_directories(parent, ec);
   }
   WQ_RETURN_IF_ERROR(base::WriteFileAtomic(out, proto.SerializeAsString()));
-  std::printf("wrote %s: %zu units, fingerprint %s (%s)\n", out.c_str(), session->table().units.size(),
-              session->fingerprint().substr(0, 16).c_str(), session->from_cache() ? "from cache" : "built");
+  std::printf("wrote %s: %zu units, fingerprint %s (%s)\n", out.c_str(),
+              session->table().units.size(), session->fingerprint().substr(0, 16).c_str(),
+              session->from_cache() ? "from cache" : "built");
   return absl::OkStatus();
 }
 
 absl::Status Dump(Args& args) {
   const bool as_json = args.Has("json");
   WQ_RETURN_IF_ERROR(args.Finish(2));
-  if (args.positional().size() != 2) return absl::InvalidArgumentError("dump: one TABLE.pb is required");
+  if (args.positional().size() != 2)
+    return absl::InvalidArgumentError("dump: one TABLE.pb is required");
   WQ_ASSIGN_OR_RETURN(const quant::UnitTable t, ReadTable(args.positional()[1]));
   if (!as_json) {
     std::printf("fingerprint %s, layers [%d, %d) of %d, chunk %d, salient %g, %zu units\n",
@@ -143,8 +144,13 @@ absl::Status Dump(Args& args) {
   }
   for (const quant::Unit& u : t.units) {
     if (as_json) {
-      json j = {{"id", u.id}, {"layer", u.layer}, {"matrix", MatrixName(u.matrix)}, {"chunk", u.chunk},
-                {"rows", u.rows}, {"cols", u.cols}, {"col_begin", u.col_begin},
+      json j = {{"id", u.id},
+                {"layer", u.layer},
+                {"matrix", MatrixName(u.matrix)},
+                {"chunk", u.chunk},
+                {"rows", u.rows},
+                {"cols", u.cols},
+                {"col_begin", u.col_begin},
                 {"salient_count", u.salient_count}};
       j["features"] = std::vector<double>(u.features.begin(), u.features.end());
       j["bits"] = std::vector<double>(u.bits.begin(), u.bits.end());
@@ -159,7 +165,8 @@ absl::Status Dump(Args& args) {
     for (float f : u.features) std::printf(" %.6g", f);
     std::printf("\n");
     for (int a = 0; a < quant::kNumActions; ++a) {
-      std::printf("  %-5s bits %12.1f  error %.9g\n", ActionLabel(a).c_str(), u.bits[a], u.error[a]);
+      std::printf("  %-5s bits %12.1f  error %.9g\n", ActionLabel(a).c_str(), u.bits[a],
+                  u.error[a]);
     }
   }
   return absl::OkStatus();
@@ -172,7 +179,7 @@ struct Worst {
   int64_t over = 0;  // entries out of tolerance
   void Add(double v, double tolerance, const std::string& w) {
     if (!(v <= tolerance)) ++over;  // NaN counts as out of tolerance
-    if (!(v <= value) ) {
+    if (!(v <= value)) {
       value = v;
       where = w;
     }
@@ -191,7 +198,8 @@ absl::Status Diff(Args& args) {
   WQ_ASSIGN_OR_RETURN(const double bits_rtol, args.GetDouble("bits-rtol", 1e-12));
   const bool as_json = args.Has("json");
   WQ_RETURN_IF_ERROR(args.Finish(3));
-  if (args.positional().size() != 3) return absl::InvalidArgumentError("diff: two tables A.pb B.pb are required");
+  if (args.positional().size() != 3)
+    return absl::InvalidArgumentError("diff: two tables A.pb B.pb are required");
   if (error_rtol < 0 || feature_atol < 0 || bits_rtol < 0) {
     return absl::InvalidArgumentError("diff: tolerances must be >= 0");
   }
@@ -199,8 +207,8 @@ absl::Status Diff(Args& args) {
   const std::string& pb = args.positional()[2];
   WQ_ASSIGN_OR_RETURN(const quant::UnitTable a, ReadTable(pa));
   WQ_ASSIGN_OR_RETURN(quant::UnitTable b, ReadTable(pb));
-  if ((a.first_layer != b.first_layer || a.end_layer != b.end_layer) && a.first_layer >= b.first_layer &&
-      a.end_layer <= b.end_layer) {
+  if ((a.first_layer != b.first_layer || a.end_layer != b.end_layer) &&
+      a.first_layer >= b.first_layer && a.end_layer <= b.end_layer) {
     // A is one stage's table: compare it with B's units of the same layers.
     std::vector<quant::Unit> part;
     for (const quant::Unit& u : b.units) {
@@ -238,16 +246,29 @@ absl::Status Diff(Args& args) {
   }
   const bool ok = layout.empty() && error.over == 0 && bits.over == 0 && features.over == 0;
   if (as_json) {
-    json j = {{"a", pa}, {"b", pb}, {"fingerprint_a", a.fingerprint}, {"fingerprint_b", b.fingerprint},
-              {"units", a.units.size()}, {"units_within_tolerance", units_ok},
-              {"layout_differences", layout}, {"ok", ok},
-              {"tolerance", {{"error_rtol", error_rtol}, {"feature_atol", feature_atol}, {"bits_rtol", bits_rtol}}},
-              {"error_max_rel", error.value}, {"error_where", error.where}, {"error_over", error.over},
-              {"bits_max_rel", bits.value}, {"bits_where", bits.where}, {"bits_over", bits.over},
-              {"feature_max_abs", features.value}, {"feature_where", features.where},
-              {"feature_over", features.over}};
+    json j = {
+        {"a", pa},
+        {"b", pb},
+        {"fingerprint_a", a.fingerprint},
+        {"fingerprint_b", b.fingerprint},
+        {"units", a.units.size()},
+        {"units_within_tolerance", units_ok},
+        {"layout_differences", layout},
+        {"ok", ok},
+        {"tolerance",
+         {{"error_rtol", error_rtol}, {"feature_atol", feature_atol}, {"bits_rtol", bits_rtol}}},
+        {"error_max_rel", error.value},
+        {"error_where", error.where},
+        {"error_over", error.over},
+        {"bits_max_rel", bits.value},
+        {"bits_where", bits.where},
+        {"bits_over", bits.over},
+        {"feature_max_abs", features.value},
+        {"feature_where", features.where},
+        {"feature_over", features.over}};
     json per_action = json::object();
-    for (int k = 0; k < quant::kNumActions; ++k) per_action[ActionLabel(k)] = error_by_action[k].value;
+    for (int k = 0; k < quant::kNumActions; ++k)
+      per_action[ActionLabel(k)] = error_by_action[k].value;
     j["error_max_rel_by_action"] = per_action;
     json per_feature = json::array();
     for (const Worst& w : by_feature) per_feature.push_back(w.value);
@@ -263,17 +284,22 @@ absl::Status Diff(Args& args) {
       std::printf("error proxy  max rel diff %.3e (tolerance %.1e, %lld over) at %s\n", error.value,
                   error_rtol, static_cast<long long>(error.over), error.where.c_str());
       for (int k = 0; k < quant::kNumActions; ++k) {
-        std::printf("  action %-5s max rel diff %.3e\n", ActionLabel(k).c_str(), error_by_action[k].value);
+        std::printf("  action %-5s max rel diff %.3e\n", ActionLabel(k).c_str(),
+                    error_by_action[k].value);
       }
-      std::printf("bits         max rel diff %.3e (tolerance %.1e, %lld over) at %s\n", bits.value, bits_rtol,
-                  static_cast<long long>(bits.over), bits.where.c_str());
-      std::printf("features     max abs diff %.3e (tolerance %.1e, %lld over) at %s\n", features.value,
-                  feature_atol, static_cast<long long>(features.over), features.where.c_str());
-      std::printf("units within tolerance: %lld of %zu\n", static_cast<long long>(units_ok), a.units.size());
+      std::printf("bits         max rel diff %.3e (tolerance %.1e, %lld over) at %s\n", bits.value,
+                  bits_rtol, static_cast<long long>(bits.over), bits.where.c_str());
+      std::printf("features     max abs diff %.3e (tolerance %.1e, %lld over) at %s\n",
+                  features.value, feature_atol, static_cast<long long>(features.over),
+                  features.where.c_str());
+      std::printf("units within tolerance: %lld of %zu\n", static_cast<long long>(units_ok),
+                  a.units.size());
     }
     std::printf("%s\n", ok ? "EQUIVALENT" : "DIFFERENT");
   }
-  if (!ok) return absl::FailedPreconditionError(absl::StrCat(pa, " and ", pb, " differ beyond the tolerances"));
+  if (!ok)
+    return absl::FailedPreconditionError(
+        absl::StrCat(pa, " and ", pb, " differ beyond the tolerances"));
   return absl::OkStatus();
 }
 
@@ -297,27 +323,31 @@ absl::Status RebasePlan(Args& args) {
   const double bits_a = plan.Totals(a).effective_bits;
   plan.model_fingerprint = b.fingerprint;
   WQ_RETURN_IF_ERROR(quant::WritePlanFiles(plan, b, out));
-  std::printf("wrote %s/plan.json, plan.bin: plan %s, %zu units, effective bits %.6f (%.6f on %s)\n",
-              out.c_str(), plan.plan_id.c_str(), plan.actions.size(), plan.Totals(b).effective_bits, bits_a,
-              from.c_str());
+  std::printf(
+      "wrote %s/plan.json, plan.bin: plan %s, %zu units, effective bits %.6f (%.6f on %s)\n",
+      out.c_str(), plan.plan_id.c_str(), plan.actions.size(), plan.Totals(b).effective_bits, bits_a,
+      from.c_str());
   return absl::OkStatus();
 }
 
 absl::Status RunTable(Args& args) {
   if (args.positional().empty()) {
-    return absl::InvalidArgumentError("missing verb: build, dump, diff or rebase-plan (see --help)");
+    return absl::InvalidArgumentError(
+        "missing verb: build, dump, diff or rebase-plan (see --help)");
   }
   const std::string verb = args.positional()[0];
   if (verb == "build") return Build(args);
   if (verb == "dump") return Dump(args);
   if (verb == "diff") return Diff(args);
   if (verb == "rebase-plan") return RebasePlan(args);
-  return absl::InvalidArgumentError(absl::StrCat("unknown verb '", verb, "' (build, dump, diff, rebase-plan)"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown verb '", verb, "' (build, dump, diff, rebase-plan)"));
 }
 
 }  // namespace
 
-WQ_REGISTER_COMMAND(table, "table", "build, dump, compare unit tables; move a plan between equal tables",
-                    kUsage, RunTable);
+WQ_REGISTER_COMMAND(table, "table",
+                    "build, dump, compare unit tables; move a plan between equal tables", kUsage,
+                    RunTable);
 
 }  // namespace windquant::cli

@@ -33,13 +33,17 @@ std::string Serialize(const QueuedPlan& q) {
 EvaluationQueue::EvaluationQueue(PipelineEvaluator* evaluator,
                                  std::vector<std::vector<actor::ActivationTransport*>> replicas,
                                  const config::LagrangeConfig& lagrange, std::string queue_dir,
-                                 size_t max_queue, ReportFn report,
-                                 metrics::Registry* registry)
-    : evaluator_(evaluator), replicas_(std::move(replicas)), queue_dir_(std::move(queue_dir)),
-      max_queue_(max_queue), report_(std::move(report)), lagrange_(lagrange) {
+                                 size_t max_queue, ReportFn report, metrics::Registry* registry)
+    : evaluator_(evaluator),
+      replicas_(std::move(replicas)),
+      queue_dir_(std::move(queue_dir)),
+      max_queue_(max_queue),
+      report_(std::move(report)),
+      lagrange_(lagrange) {
   calibrated_.assign(replicas_.size(), false);
   if (registry != nullptr) {
-    auto duration = metrics::HistogramFamily(*registry, metrics::kEvaluatorEvaluationDurationSeconds);
+    auto duration =
+        metrics::HistogramFamily(*registry, metrics::kEvaluatorEvaluationDurationSeconds);
     auto depth = metrics::GaugeFamily(*registry, metrics::kEvaluatorQueueDepth);
     auto lambda = metrics::GaugeFamily(*registry, metrics::kEvaluatorLambda);
     if (duration.ok()) duration_ = &(*duration)->Get();
@@ -252,8 +256,8 @@ bool EvaluationQueue::Deliver(const Report& report, size_t r) {
       return true;
     }
     if (!absl::IsCancelled(s) && (attempt == 1 || attempt % 10 == 0)) {
-      std::cerr << "evaluator: replica " << r << " report of episode " << report.episode_id
-                << ": " << s.message() << " (attempt " << attempt << ", retrying)" << std::endl;
+      std::cerr << "evaluator: replica " << r << " report of episode " << report.episode_id << ": "
+                << s.message() << " (attempt " << attempt << ", retrying)" << std::endl;
     }
     if (WaitOrStop(backoff)) return false;
     backoff = std::min(backoff * 2, absl::Seconds(5));

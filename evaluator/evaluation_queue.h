@@ -55,8 +55,8 @@ class EvaluationQueue {
   using TableFn = std::function<void(const std::vector<quant::UnitTable>&)>;
   EvaluationQueue(PipelineEvaluator* evaluator,
                   std::vector<std::vector<actor::ActivationTransport*>> replicas,
-                  const config::LagrangeConfig& lagrange, std::string queue_dir,
-                  size_t max_queue, ReportFn report, metrics::Registry* registry = nullptr);
+                  const config::LagrangeConfig& lagrange, std::string queue_dir, size_t max_queue,
+                  ReportFn report, metrics::Registry* registry = nullptr);
   ~EvaluationQueue();
 
   void set_lambda(double lambda);

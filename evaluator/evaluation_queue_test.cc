@@ -92,9 +92,8 @@ class EvaluationQueueTest : public ::testing::Test {
   std::unique_ptr<EvaluationQueue> MakeQueue(FakeLearner* learner,
                                              metrics::Registry* registry = nullptr) {
     return std::make_unique<EvaluationQueue>(
-        evaluator_.get(), std::vector<std::vector<actor::ActivationTransport*>>{stages_},
-        lagrange_, dir_, 16, [learner](const Report& r) { return learner->Receive(r); },
-        registry);
+        evaluator_.get(), std::vector<std::vector<actor::ActivationTransport*>>{stages_}, lagrange_,
+        dir_, 16, [learner](const Report& r) { return learner->Receive(r); }, registry);
   }
   bool QueueFileExists(uint64_t episode) const {
     return std::filesystem::exists(dir_ + "/" + std::to_string(episode) + ".plan.pb");
@@ -129,7 +128,8 @@ TEST_F(EvaluationQueueTest, RetriesTheReportNotTheEvaluationAndUpdatesLambdaOnce
   EXPECT_FALSE(QueueFileExists(7));  // delivered: no longer pending
   const std::string text = registry.TextExposition();
   EXPECT_NE(text.find("\nwindquant_evaluator_evaluation_duration_seconds_count 1\n"),
-            std::string::npos) << text;
+            std::string::npos)
+      << text;
   EXPECT_NE(text.find("\nwindquant_evaluator_queue_depth 0\n"), std::string::npos) << text;
   EXPECT_NE(text.find("\nwindquant_evaluator_lambda "), std::string::npos) << text;
 }

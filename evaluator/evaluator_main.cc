@@ -28,11 +28,12 @@ int main(int argc, char** argv) {
   auto flags = wq::actor::ParseServiceFlags(argc, argv);
   if (!flags.ok()) return Fail(flags.status());
   if (flags->help) {
-    std::cout << "usage: windquant-evaluator --config run.yaml [--set key=value]... [--metrics-port N]\n"
-                 "Serves windquant.v1.Evaluator on service.evaluator_address; drives the\n"
-                 "actors of service.actor_addresses (stage-major). Prints metrics_port=<port>.\n"
-                 "/metrics (Prometheus text) on service.metrics_address, its port\n"
-                 "overridden by --metrics-port (0 = a free one).\n";
+    std::cout
+        << "usage: windquant-evaluator --config run.yaml [--set key=value]... [--metrics-port N]\n"
+           "Serves windquant.v1.Evaluator on service.evaluator_address; drives the\n"
+           "actors of service.actor_addresses (stage-major). Prints metrics_port=<port>.\n"
+           "/metrics (Prometheus text) on service.metrics_address, its port\n"
+           "overridden by --metrics-port (0 = a free one).\n";
     return 0;
   }
   const wq::config::RunConfig& c = flags->config;

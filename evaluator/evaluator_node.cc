@@ -15,7 +15,8 @@ namespace {
 absl::StatusOr<std::vector<int32_t>> Tokenize(const model::Tokenizer& tok, const std::string& path,
                                               const char* key) {
   auto text = base::ReadFile(path);
-  if (!text.ok()) return absl::InvalidArgumentError(absl::StrCat(key, ": ", text.status().message()));
+  if (!text.ok())
+    return absl::InvalidArgumentError(absl::StrCat(key, ": ", text.status().message()));
   return tok.Encode(*text);
 }
 
@@ -28,16 +29,17 @@ absl::StatusOr<std::unique_ptr<EvaluatorNode>> EvaluatorNode::Create(
   const config::ServiceConfig& svc = c.service;
   if (static_cast<int>(actors.size()) != svc.stages * svc.replicas ||
       actor_names.size() != actors.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("service.actor_addresses: ", actors.size(),
-                                                   " entries, stages x replicas = ",
-                                                   svc.stages * svc.replicas));
+    return absl::InvalidArgumentError(
+        absl::StrCat("service.actor_addresses: ", actors.size(),
+                     " entries, stages x replicas = ", svc.stages * svc.replicas));
   }
   std::unique_ptr<EvaluatorNode> node(new EvaluatorNode());
   node->deadline_ = absl::Milliseconds(svc.rpc_deadline_ms);
   WQ_ASSIGN_OR_RETURN(auto tok, model::Tokenizer::FromFile(c.model.dir + "/tokenizer.json"));
   WQ_ASSIGN_OR_RETURN(std::vector<int32_t> calib,
                       Tokenize(*tok, c.calibration.text, "calibration.text"));
-  WQ_ASSIGN_OR_RETURN(std::vector<int32_t> eval, Tokenize(*tok, c.evaluation.text, "evaluation.text"));
+  WQ_ASSIGN_OR_RETURN(std::vector<int32_t> eval,
+                      Tokenize(*tok, c.evaluation.text, "evaluation.text"));
   PipelineEvaluatorOptions po;
   po.context = c.evaluation.context;
   po.batch_size = c.evaluation.batch;
@@ -64,10 +66,10 @@ absl::StatusOr<std::unique_ptr<EvaluatorNode>> EvaluatorNode::Create(
   node->queue_ = std::make_unique<EvaluationQueue>(
       node->pipeline_.get(), replicas, c.lagrange, c.output.dir + "/evaluator-queue", 4096,
       [n](const Report& r) { return n->SendReport(r); }, registry);
-  node->service_ = std::make_unique<EvaluatorService>(node->queue_.get(), [n] { return n->Table(); });
-  WQ_ASSIGN_OR_RETURN(node->server_,
-                      net::StartServer(svc, address, registry, node->service_.get(),
-                                       v1::Evaluator::service_full_name()));
+  node->service_ =
+      std::make_unique<EvaluatorService>(node->queue_.get(), [n] { return n->Table(); });
+  WQ_ASSIGN_OR_RETURN(node->server_, net::StartServer(svc, address, registry, node->service_.get(),
+                                                      v1::Evaluator::service_full_name()));
   node->running_ = true;
   return node;
 }

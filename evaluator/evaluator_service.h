@@ -21,7 +21,8 @@ class EvaluatorService final : public v1::Evaluator::Service {
   // `table` answers the run's global unit table (from the learner), used to
   // validate plans; UNAVAILABLE while it is not complete.
   using TableFn = std::function<absl::StatusOr<quant::UnitTable>()>;
-  EvaluatorService(EvaluationQueue* queue, TableFn table) : queue_(queue), table_(std::move(table)) {}
+  EvaluatorService(EvaluationQueue* queue, TableFn table)
+      : queue_(queue), table_(std::move(table)) {}
 
   grpc::Status SubmitPlan(grpc::ServerContext*, const v1::SubmitPlanRequest*,
                           v1::SubmitPlanReply*) override;

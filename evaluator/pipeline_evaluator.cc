@@ -82,14 +82,14 @@ absl::Status PipelineEvaluator::CheckChain(const std::vector<ActivationTransport
     WQ_ASSIGN_OR_RETURN(auto layers, t->Layers());
     if (layers.first != next) {
       return absl::InvalidArgumentError(absl::StrCat(t->Name(), " holds layers [", layers.first,
-                                                     ", ", layers.second, "), expected to start at ",
-                                                     next));
+                                                     ", ", layers.second,
+                                                     "), expected to start at ", next));
     }
     next = layers.second;
   }
   if (next != config().num_hidden_layers) {
-    return absl::InvalidArgumentError(absl::StrCat("stages end at layer ", next, ", the model has ",
-                                                   config().num_hidden_layers));
+    return absl::InvalidArgumentError(
+        absl::StrCat("stages end at layer ", next, ", the model has ", config().num_hidden_layers));
   }
   return absl::OkStatus();
 }
@@ -164,8 +164,8 @@ absl::Status PipelineEvaluator::RunPipeline(
     }
     if (failed) continue;
     if (mb->index != expected) {
-      fail(absl::DataLossError(absl::StrCat("micro-batch ", mb->index, " arrived, expected ",
-                                            expected)),
+      fail(absl::DataLossError(
+               absl::StrCat("micro-batch ", mb->index, " arrived, expected ", expected)),
            stages[n - 1]->Name());
       continue;
     }
@@ -177,8 +177,8 @@ absl::Status PipelineEvaluator::RunPipeline(
   absl::MutexLock lock(&err_mu);
   if (!first_error.ok()) return first_error;
   if (expected != count) {
-    return absl::DataLossError(absl::StrCat("pipeline returned ", expected, " of ", count,
-                                            " micro-batches"));
+    return absl::DataLossError(
+        absl::StrCat("pipeline returned ", expected, " of ", count, " micro-batches"));
   }
   return absl::OkStatus();
 }
@@ -194,8 +194,8 @@ absl::StatusOr<model::PerplexityResult> PipelineEvaluator::Perplexity(
   if (max_tokens > 0) n = std::min(n, max_tokens);
   for (int64_t i = 0; i < n; ++i) {
     if (ids[i] < 0 || ids[i] >= c.vocab_size) {
-      return absl::InvalidArgumentError(absl::StrCat("token id ", ids[i], " at position ", i,
-                                                     " is outside the vocabulary"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("token id ", ids[i], " at position ", i, " is outside the vocabulary"));
     }
   }
   const int64_t windows = n / chunk;
@@ -238,8 +238,7 @@ absl::StatusOr<model::PerplexityResult> PipelineEvaluator::Perplexity(
         try {
           at::NoGradGuard no_grad;
           const at::Tensor targets = window_rows(i).narrow(1, 1, chunk);
-          if (hidden.dim() != 3 || hidden.size(0) != targets.size(0) ||
-              hidden.size(1) != chunk) {
+          if (hidden.dim() != 3 || hidden.size(0) != targets.size(0) || hidden.size(1) != chunk) {
             return absl::DataLossError("stage output has the wrong shape");
           }
           const at::Tensor logits = head_.Head(hidden);
@@ -263,11 +262,10 @@ absl::StatusOr<model::PerplexityResult> PipelineEvaluator::Perplexity(
 absl::StatusOr<std::vector<quant::UnitTable>> PipelineEvaluator::Calibrate(
     const std::vector<ActivationTransport*>& stages, const std::string& fingerprint) {
   WQ_RETURN_IF_ERROR(CheckChain(stages));
-  WQ_ASSIGN_OR_RETURN(
-      at::Tensor windows,
-      quant::SampleCalibrationWindows(calibration_ids_, options_.calibration_samples,
-                                      options_.calibration_seq_len, options_.calibration_seed,
-                                      config().bos_token_id));
+  WQ_ASSIGN_OR_RETURN(at::Tensor windows, quant::SampleCalibrationWindows(
+                                              calibration_ids_, options_.calibration_samples,
+                                              options_.calibration_seq_len,
+                                              options_.calibration_seed, config().bos_token_id));
   const int64_t batch = options_.calibration_batch;
   const int64_t count = (windows.size(0) + batch - 1) / batch;
   PassSpec spec;
@@ -278,7 +276,8 @@ absl::StatusOr<std::vector<quant::UnitTable>> PipelineEvaluator::Calibrate(
       [&](int64_t i) -> absl::StatusOr<at::Tensor> {
         try {
           at::NoGradGuard no_grad;
-          return head_.Embed(windows.slice(0, i * batch, std::min((i + 1) * batch, windows.size(0))));
+          return head_.Embed(
+              windows.slice(0, i * batch, std::min((i + 1) * batch, windows.size(0))));
         } catch (const c10::Error& e) {
           return absl::InternalError(absl::StrCat("embed: ", e.what_without_backtrace()));
         }
@@ -316,10 +315,10 @@ absl::StatusOr<PlanEvaluation> PipelineEvaluator::Reference(
     if (reference_.has_value()) return *reference_;
   }
   PassSpec spec;  // empty plan id: full precision
-  WQ_ASSIGN_OR_RETURN(auto loss, Perplexity(stages, spec, calibration_ids_,
-                                            options_.calib_slice_tokens));
-  WQ_ASSIGN_OR_RETURN(auto ppl, Perplexity(stages, spec, evaluation_ids_,
-                                           options_.eval_slice_tokens));
+  WQ_ASSIGN_OR_RETURN(auto loss,
+                      Perplexity(stages, spec, calibration_ids_, options_.calib_slice_tokens));
+  WQ_ASSIGN_OR_RETURN(auto ppl,
+                      Perplexity(stages, spec, evaluation_ids_, options_.eval_slice_tokens));
   PlanEvaluation ref;
   ref.loss = loss.nll;
   ref.perplexity = ppl.perplexity;
@@ -347,10 +346,10 @@ absl::StatusOr<PlanEvaluation> PipelineEvaluator::Evaluate(
   spec.plan_id = key;
   spec.model_fingerprint = plan.model_fingerprint;
   spec.actions = std::make_shared<const std::vector<int>>(plan.actions);
-  WQ_ASSIGN_OR_RETURN(auto loss, Perplexity(stages, spec, calibration_ids_,
-                                            options_.calib_slice_tokens));
-  WQ_ASSIGN_OR_RETURN(auto ppl, Perplexity(stages, spec, evaluation_ids_,
-                                           options_.eval_slice_tokens));
+  WQ_ASSIGN_OR_RETURN(auto loss,
+                      Perplexity(stages, spec, calibration_ids_, options_.calib_slice_tokens));
+  WQ_ASSIGN_OR_RETURN(auto ppl,
+                      Perplexity(stages, spec, evaluation_ids_, options_.eval_slice_tokens));
   PlanEvaluation e;
   e.loss = loss.nll;
   e.loss_increase = loss.nll - ref.loss;

@@ -36,15 +36,15 @@
 namespace windquant::evaluator {
 
 struct PipelineEvaluatorOptions {
-  int64_t context = 256;               // window length N (BOS + N-1 tokens)
-  int64_t batch_size = 16;             // windows per micro-batch
-  int64_t calib_slice_tokens = 8192;   // calibration-text tokens of the loss term (0 = all)
-  int64_t eval_slice_tokens = 16384;   // evaluation-text tokens of the PPL term (0 = all)
-  int calibration_samples = 32;        // calibration pass: windows
-  int calibration_seq_len = 256;       //   of this many tokens (incl. BOS)
+  int64_t context = 256;              // window length N (BOS + N-1 tokens)
+  int64_t batch_size = 16;            // windows per micro-batch
+  int64_t calib_slice_tokens = 8192;  // calibration-text tokens of the loss term (0 = all)
+  int64_t eval_slice_tokens = 16384;  // evaluation-text tokens of the PPL term (0 = all)
+  int calibration_samples = 32;       // calibration pass: windows
+  int calibration_seq_len = 256;      //   of this many tokens (incl. BOS)
   uint64_t calibration_seed = 0;
-  int64_t calibration_batch = 8;       //   windows per micro-batch
-  size_t result_cache_size = 4096;     // plans remembered
+  int64_t calibration_batch = 8;    //   windows per micro-batch
+  size_t result_cache_size = 4096;  // plans remembered
 };
 
 // One plan's measured quality.

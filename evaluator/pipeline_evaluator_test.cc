@@ -106,9 +106,9 @@ TEST_F(PipelineEvaluatorTest, TwoStagesBuildTheSameUnitTableAsOneProcessAndPlans
   ASSERT_TRUE(merged.ok()) << merged.status();
 
   // One process: the same windows, the same micro-batches, the whole model.
-  auto windows = quant::SampleCalibrationWindows(calib_ids_, options_.calibration_samples,
-                                                 options_.calibration_seq_len,
-                                                 options_.calibration_seed, 1);
+  auto windows =
+      quant::SampleCalibrationWindows(calib_ids_, options_.calibration_samples,
+                                      options_.calibration_seq_len, options_.calibration_seed, 1);
   ASSERT_TRUE(windows.ok());
   auto stats = quant::CalibrateModel(*whole_, *windows, options_.calibration_batch);
   ASSERT_TRUE(stats.ok());

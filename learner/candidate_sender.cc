@@ -26,8 +26,8 @@ void CandidateSender::Loop() {
   std::deque<quant::Plan> todo;
   absl::Duration backoff = absl::Milliseconds(100);
   while (!cancel_.cancelled()) {
-    for (quant::Plan& p : core_->TakeCandidates(
-             todo.empty() ? absl::Milliseconds(500) : absl::ZeroDuration())) {
+    for (quant::Plan& p :
+         core_->TakeCandidates(todo.empty() ? absl::Milliseconds(500) : absl::ZeroDuration())) {
       todo.push_back(std::move(p));
     }
     if (todo.empty()) continue;
@@ -46,8 +46,8 @@ void CandidateSender::Loop() {
     const bool transient = absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s) ||
                            absl::IsResourceExhausted(s) || absl::IsCancelled(s);
     if (!transient) {
-      std::cerr << "learner: candidate " << plan.plan_id << " refused by the evaluator: "
-                << s.message() << " (dropped)" << std::endl;
+      std::cerr << "learner: candidate " << plan.plan_id
+                << " refused by the evaluator: " << s.message() << " (dropped)" << std::endl;
       core_->DropCandidate(plan.episode_id);
       todo.pop_front();
       continue;

@@ -40,9 +40,9 @@ struct Nodes {
 
 absl::Status SameUnits(const quant::UnitTable& a, const quant::UnitTable& b) {
   if (a.units.size() != b.units.size()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "quantize: the actors' unit table has ", a.units.size(), " units, the session's ",
-        b.units.size()));
+    return absl::FailedPreconditionError(absl::StrCat("quantize: the actors' unit table has ",
+                                                      a.units.size(), " units, the session's ",
+                                                      b.units.size()));
   }
   for (size_t i = 0; i < a.units.size(); ++i) {
     const quant::Unit& x = a.units[i];
@@ -61,8 +61,8 @@ absl::Status SameUnits(const quant::UnitTable& a, const quant::UnitTable& b) {
 absl::Status ClearJobState(const config::RunConfig& config) {
   const std::filesystem::path dir(config.output.dir);
   std::error_code ec;
-  for (const char* name : {"checkpoint", "unit_table.pb", "plans.jsonl", "status.txt",
-                           "evaluator-queue"}) {
+  for (const char* name :
+       {"checkpoint", "unit_table.pb", "plans.jsonl", "status.txt", "evaluator-queue"}) {
     std::filesystem::remove_all(dir / name, ec);
     if (ec) {
       return absl::InternalError(absl::StrCat((dir / name).string(), ": ", ec.message()));
@@ -72,7 +72,7 @@ absl::Status ClearJobState(const config::RunConfig& config) {
 }
 
 absl::StatusOr<rl::RunResult> RunInProcessJob(const config::RunConfig& config,
-                                                  const InProcessJobOptions& options) {
+                                              const InProcessJobOptions& options) {
   const config::ServiceConfig& svc = config.service;
   auto log = options.log ? options.log : [](const std::string&) {};
   metrics::Registry registry;  // the job's RPC and service metrics (not served)
@@ -94,15 +94,14 @@ absl::StatusOr<rl::RunResult> RunInProcessJob(const config::RunConfig& config,
       nodes.actors.push_back(std::move(node));
     }
   }
-  WQ_ASSIGN_OR_RETURN(nodes.evaluator,
-                      evaluator::EvaluatorNode::Create(config, kLoopback, &registry, learner_channel,
-                                                       actor_channels, actor_names));
+  WQ_ASSIGN_OR_RETURN(nodes.evaluator, evaluator::EvaluatorNode::Create(
+                                           config, kLoopback, &registry, learner_channel,
+                                           actor_channels, actor_names));
   WQ_ASSIGN_OR_RETURN(auto evaluator_channel,
                       net::MakeInProcessChannel(nodes.evaluator->server(), co));
   log(absl::StrCat("job: learner on ", nodes.learner->server().address(), ", evaluator on ",
-                   nodes.evaluator->server().address(), ", ", nodes.actors.size(),
-                   " actors (", svc.stages, " stages x ", svc.replicas,
-                   " replicas), in-process channels"));
+                   nodes.evaluator->server().address(), ", ", nodes.actors.size(), " actors (",
+                   svc.stages, " stages x ", svc.replicas, " replicas), in-process channels"));
   nodes.learner->Connect(evaluator_channel);
   for (size_t i = 0; i < nodes.actors.size(); ++i) {
     const uint64_t mixed = rl::SplitMix64(options.incarnation_seed ^ rl::SplitMix64(i + 1));
@@ -117,8 +116,8 @@ absl::StatusOr<rl::RunResult> RunInProcessJob(const config::RunConfig& config,
   const int64_t first_update = last.updates;
   const int64_t most = static_cast<int64_t>(config.curriculum.max_updates) *
                        static_cast<int64_t>(config.curriculum.target_bits.size());
-  base::Progress progress("quantize", static_cast<double>(std::max<int64_t>(1, most - first_update)),
-                          "updates");
+  base::Progress progress(
+      "quantize", static_cast<double>(std::max<int64_t>(1, most - first_update)), "updates");
   absl::Time moved = absl::Now();
   while (true) {
     const LearnerStatus st = core.Status();
@@ -126,9 +125,8 @@ absl::StatusOr<rl::RunResult> RunInProcessJob(const config::RunConfig& config,
     if (st.updates != last.updates || st.episodes != last.episodes ||
         st.evaluations != last.evaluations || st.table_complete != last.table_complete) {
       moved = absl::Now();
-      const std::string best = st.best_perplexity > 0
-                                   ? absl::StrFormat("%.4f", st.best_perplexity)
-                                   : std::string("none yet at the final target");
+      const std::string best = st.best_perplexity > 0 ? absl::StrFormat("%.4f", st.best_perplexity)
+                                                      : std::string("none yet at the final target");
       progress.Update(static_cast<double>(st.updates - first_update),
                       absl::StrFormat("stage %d/%d, %d episodes, best PPL %s, lambda %.4f",
                                       st.curriculum_stage + 1, st.curriculum_stages, st.episodes,
@@ -145,7 +143,8 @@ absl::StatusOr<rl::RunResult> RunInProcessJob(const config::RunConfig& config,
   progress.Finish();
   if (options.expected_table != nullptr) {
     std::shared_ptr<const quant::UnitTable> table = core.SharedTable();
-    if (table == nullptr) return absl::InternalError("quantize: the job ended without a unit table");
+    if (table == nullptr)
+      return absl::InternalError("quantize: the job ended without a unit table");
     WQ_RETURN_IF_ERROR(SameUnits(*table, *options.expected_table));
   }
   return core.Result();

@@ -25,7 +25,7 @@ namespace windquant::learner {
 
 struct InProcessJobOptions {
   std::function<void(const std::string&)> log;  // every node's log lines
-  int64_t stop_after_updates = 0;                // LearnerCore::set_stop_after_updates
+  int64_t stop_after_updates = 0;               // LearnerCore::set_stop_after_updates
   // The sampling streams of the actors (ActorNode::Connect's incarnation is
   // derived from it and the actor's index): the same value and config give
   // the same episodes.
@@ -46,7 +46,7 @@ struct InProcessJobOptions {
 absl::Status ClearJobState(const config::RunConfig& config);
 
 absl::StatusOr<rl::RunResult> RunInProcessJob(const config::RunConfig& config,
-                                                  const InProcessJobOptions& options);
+                                              const InProcessJobOptions& options);
 
 }  // namespace windquant::learner
 

@@ -27,18 +27,26 @@ constexpr double kBitsSlack = 1e-9;
 absl::StatusOr<config::RunConfig> JobConfig(const std::string& dir) {
   const char* src = std::getenv("WQ_SOURCE_DIR");
   const std::string config = std::string(src ? src : ".") + "/configs/stories260k.yaml";
-  return config::LoadRunConfig(
-      config, {"calibration.samples=8", "calibration.seq_len=128", "evaluation.context=128",
-               "evaluation.batch=8", "evaluation.calib_slice_tokens=1024",
-               "evaluation.eval_slice_tokens=2048",
-               absl::StrCat("curriculum.target_bits=[", kTargetBits, "]"),
-               absl::StrCat("curriculum.min_updates=", kUpdates),
-               absl::StrCat("curriculum.max_updates=", kUpdates),
-               "training.episodes_per_update=4", "training.warm_start=none",
-               "ppo.hidden=[32,32]", "ppo.minibatch_size=64", "ppo.epochs=2",
-               "service.stages=2", "service.replicas=2", "service.evaluation_timeout_ms=60000",
-               "service.rpc_deadline_ms=20000", absl::StrCat("output.dir=", dir, "/run"),
-               absl::StrCat("quant.cache_dir=", dir, "/cache")});
+  return config::LoadRunConfig(config, {"calibration.samples=8",
+                                        "calibration.seq_len=128",
+                                        "evaluation.context=128",
+                                        "evaluation.batch=8",
+                                        "evaluation.calib_slice_tokens=1024",
+                                        "evaluation.eval_slice_tokens=2048",
+                                        absl::StrCat("curriculum.target_bits=[", kTargetBits, "]"),
+                                        absl::StrCat("curriculum.min_updates=", kUpdates),
+                                        absl::StrCat("curriculum.max_updates=", kUpdates),
+                                        "training.episodes_per_update=4",
+                                        "training.warm_start=none",
+                                        "ppo.hidden=[32,32]",
+                                        "ppo.minibatch_size=64",
+                                        "ppo.epochs=2",
+                                        "service.stages=2",
+                                        "service.replicas=2",
+                                        "service.evaluation_timeout_ms=60000",
+                                        "service.rpc_deadline_ms=20000",
+                                        absl::StrCat("output.dir=", dir, "/run"),
+                                        absl::StrCat("quant.cache_dir=", dir, "/cache")});
 }
 
 TEST(InProcessJobTest, TwoStagesTwoReplicasRunTheJobThenResumeDoneAndClear) {
@@ -71,13 +79,15 @@ TEST(InProcessJobTest, TwoStagesTwoReplicasRunTheJobThenResumeDoneAndClear) {
   for (std::string line; std::getline(plans, line); ++rows) {
     const std::string key = "\"actor_id\":\"actor-s";
     const size_t at = line.find(key);
-    if (at != std::string::npos) actors.insert(line.substr(at + key.size() - 7, 11));  // actor-sX-rY
+    if (at != std::string::npos)
+      actors.insert(line.substr(at + key.size() - 7, 11));  // actor-sX-rY
   }
   EXPECT_GE(rows, kUpdates * 4);
   EXPECT_GE(actors.size(), 2u) << "episodes came from one actor only";
   bool saw_topology = false;
   for (const auto& line : log) {
-    saw_topology |= line.find("4 actors (2 stages x 2 replicas), in-process channels") != std::string::npos;
+    saw_topology |=
+        line.find("4 actors (2 stages x 2 replicas), in-process channels") != std::string::npos;
   }
   EXPECT_TRUE(saw_topology);
 

@@ -213,14 +213,14 @@ absl::Status LearnerCore::StartStage(bool warm_start) {
                      " bits: ", ref.status().message(), "; no warm start"));
     warm_started_stage_ = curriculum_.stage();
     return config_.training.warm_start == "lagrange"
-               ? absl::FailedPreconditionError(absl::StrCat(
-                     "training.warm_start: lagrange needs a reference plan at ", target,
-                     " bits: ", ref.status().message()))
+               ? absl::FailedPreconditionError(
+                     absl::StrCat("training.warm_start: lagrange needs a reference plan at ",
+                                  target, " bits: ", ref.status().message()))
                : absl::OkStatus();
   }
   if (warm_start && config_.training.warm_start == "lagrange") {
-    WQ_ASSIGN_OR_RETURN(double prob, rl::WarmStartOnPlan(ppo_->policy(), costs_, config_, target,
-                                                         ref->actions));
+    WQ_ASSIGN_OR_RETURN(double prob,
+                        rl::WarmStartOnPlan(ppo_->policy(), costs_, config_, target, ref->actions));
     Log(absl::StrCat("learner: warm start: behaviour-cloned the lagrange plan, mean p(action) ",
                      absl::SixDigits(prob)));
   }
@@ -229,12 +229,11 @@ absl::Status LearnerCore::StartStage(bool warm_start) {
   return absl::OkStatus();
 }
 
-void LearnerCore::QueueCandidate(std::vector<int> actions, const std::string& source,
-                                 double target, int64_t policy_version) {
+void LearnerCore::QueueCandidate(std::vector<int> actions, const std::string& source, double target,
+                                 int64_t policy_version) {
   quant::Plan p;
   p.episode_id = next_candidate_id_++;
-  p.plan_id = absl::StrCat("learner-", source, "-",
-                           p.episode_id & ~actor::kCandidateEpisodeBit);
+  p.plan_id = absl::StrCat("learner-", source, "-", p.episode_id & ~actor::kCandidateEpisodeBit);
   p.model_fingerprint = table_->fingerprint;
   p.actions = std::move(actions);
   p.target_bits = target;
@@ -265,8 +264,7 @@ void LearnerCore::DropCandidate(uint64_t episode_id) {
   absl::MutexLock lock(&mu_);
   PublishOnReturn publish(this);
   if (candidates_.erase(episode_id) == 0) return;
-  Log(absl::StrCat("learner: candidate ", episode_id & ~actor::kCandidateEpisodeBit,
-                   " dropped"));
+  Log(absl::StrCat("learner: candidate ", episode_id & ~actor::kCandidateEpisodeBit, " dropped"));
   if (absl::Status s = MaybeFinish(); !s.ok()) Log(absl::StrCat("learner: ", s.message()));
 }
 
@@ -287,7 +285,8 @@ absl::Status LearnerCore::MaybeFinish() {
 absl::Status LearnerCore::ConsiderLocked(const rl::CandidatePlan& candidate, quant::Plan plan) {
   // Only plans made for the current stage compete for its best (a late
   // evaluation of an earlier stage's plan does not).
-  const bool this_stage = !curriculum_.finished() && candidate.target_bits == curriculum_.target_bits();
+  const bool this_stage =
+      !curriculum_.finished() && candidate.target_bits == curriculum_.target_bits();
   if (this_stage && candidate.source == "lagrange") {
     stage_reference_ppl_ = candidate.evaluation.eval_ppl;
   }
@@ -309,8 +308,7 @@ absl::StatusOr<RegisterResult> LearnerCore::RegisterTable(int stage, int replica
                                                           const quant::UnitTable& table) {
   const int stages = config_.service.stages;
   if (stage < 0 || stage >= stages) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("stage: ", stage, " outside [0, ", stages, ")"));
+    return absl::InvalidArgumentError(absl::StrCat("stage: ", stage, " outside [0, ", stages, ")"));
   }
   if (replica < 0 || replica >= config_.service.replicas) {
     return absl::InvalidArgumentError(
@@ -384,8 +382,7 @@ std::shared_ptr<const quant::UnitTable> LearnerCore::SharedTable() const {
 }
 
 void LearnerCore::ExpireLocked() {
-  const absl::Time cutoff =
-      absl::Now() - absl::Milliseconds(config_.service.evaluation_timeout_ms);
+  const absl::Time cutoff = absl::Now() - absl::Milliseconds(config_.service.evaluation_timeout_ms);
   for (uint64_t id : PopExpired(pending_order_, pending_, cutoff)) {
     ++expired_;
     Log(absl::StrCat("learner: episode ", id, " expired without evaluation"));
@@ -469,8 +466,8 @@ absl::StatusOr<bool> LearnerCore::ReportEvaluation(const EvaluationInput& in) {
     }
     Log(absl::StrCat("learner: candidate ", in.plan_id, " bits ", in.effective_bits, " ppl ",
                      in.perplexity));
-    rl::CandidatePlan cand{plan.actions, pe, plan.target_bits, plan.source, updates_,
-                           plan.policy_version};
+    rl::CandidatePlan cand{plan.actions, pe,       plan.target_bits,
+                           plan.source,  updates_, plan.policy_version};
     if (plan.source == "lagrange" && plan.target_bits == config_.curriculum.target_bits.back()) {
       reference_ = cand;  // the final stage's reference (rl::RunResult::reference)
     }
@@ -553,14 +550,12 @@ absl::Status LearnerCore::Update() {
   rec.value_loss = stats.value_loss;
   rec.entropy = stats.entropy;
   rec.evaluations = process_evaluations_ - cache_hits_;  // cache misses
-  rec.seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - created_).count();
+  rec.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - created_).count();
   curve_.push_back(rec);
   std::string reason;
   // The criterion: the stage's best policy plan against its reference.
-  const double stage_best = best_stage_.actions.empty()
-                                ? std::numeric_limits<double>::infinity()
-                                : best_stage_.evaluation.eval_ppl;
+  const double stage_best = best_stage_.actions.empty() ? std::numeric_limits<double>::infinity()
+                                                        : best_stage_.evaluation.eval_ppl;
   if (curriculum_.OnUpdate(stage_best, stage_reference_ppl_, &reason)) {
     stages_.push_back(rl::StageEvent{rec.stage, rec.target_bits, updates_, reason});
     Log(absl::StrCat("learner: curriculum: ", reason));
@@ -685,13 +680,13 @@ LearnerStatus LearnerCore::Status() const {
 void LearnerCore::WriteStatusFile() {
   const LearnerStatus s = StatusLocked();
   const std::string text = absl::StrCat(
-      "done=", s.done ? "true" : "false", "\nunit_table_complete=",
-      s.table_complete ? "true" : "false", "\ncurriculum_stage=", s.curriculum_stage, "/",
-      s.curriculum_stages, "\ntarget_bits=", s.target_bits, "\nupdates=", s.updates,
-      "\nepisodes=", s.episodes, "\nevaluations=", s.evaluations, "\npolicy_version=",
-      s.policy_version, "\nlambda=", s.lambda, "\nbest_plan_id=", s.best_plan_id,
-      "\nbest_plan_effective_bits=", s.best_bits, "\nbest_plan_perplexity=", s.best_perplexity,
-      "\n");
+      "done=", s.done ? "true" : "false",
+      "\nunit_table_complete=", s.table_complete ? "true" : "false",
+      "\ncurriculum_stage=", s.curriculum_stage, "/", s.curriculum_stages,
+      "\ntarget_bits=", s.target_bits, "\nupdates=", s.updates, "\nepisodes=", s.episodes,
+      "\nevaluations=", s.evaluations, "\npolicy_version=", s.policy_version, "\nlambda=", s.lambda,
+      "\nbest_plan_id=", s.best_plan_id, "\nbest_plan_effective_bits=", s.best_bits,
+      "\nbest_plan_perplexity=", s.best_perplexity, "\n");
   (void)base::WriteFileAtomic(config_.output.dir + "/status.txt", text);
 }
 

@@ -106,7 +106,7 @@ struct EvaluationInput {
   double loss_increase = 0;
   double relative_ppl_increase = 0;
   double effective_bits = 0;
-  double lambda = 0;  // the evaluator's λ (informational; rewards use the learner's)
+  double lambda = 0;    // the evaluator's λ (informational; rewards use the learner's)
   bool cached = false;  // the evaluator had measured an identical plan before
 };
 
@@ -121,8 +121,8 @@ struct LearnerStatus {
   bool done = false, table_complete = false;
   bool stopped = false;  // stop_after_updates reached (done stays false)
   int pending = 0;
-  int pending_candidates = 0;          // candidate plans queued or at the evaluator
-  int64_t candidate_evaluations = 0;   // candidate plans evaluated
+  int pending_candidates = 0;         // candidate plans queued or at the evaluator
+  int64_t candidate_evaluations = 0;  // candidate plans evaluated
 };
 
 struct PublishedPolicy {
@@ -236,7 +236,7 @@ class LearnerCore {
   // insertion); ids gone already are skipped when they reach the front.
   std::deque<std::pair<absl::Time, uint64_t>> candidate_order_ ABSL_GUARDED_BY(mu_);
   std::deque<std::pair<absl::Time, uint64_t>> pending_order_ ABSL_GUARDED_BY(mu_);
-  std::vector<quant::Plan> outbox_ ABSL_GUARDED_BY(mu_);           // not yet handed out
+  std::vector<quant::Plan> outbox_ ABSL_GUARDED_BY(mu_);  // not yet handed out
   uint64_t next_candidate_id_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t candidate_evaluations_ ABSL_GUARDED_BY(mu_) = 0;
   std::string run_fingerprint_ ABSL_GUARDED_BY(mu_);
@@ -249,7 +249,7 @@ class LearnerCore {
   };
   std::map<uint64_t, Held> pending_ ABSL_GUARDED_BY(mu_);
   std::set<uint64_t> seen_ ABSL_GUARDED_BY(mu_);  // every episode id accepted in this run
-  Metrics metrics_;  // all nullptr without a registry
+  Metrics metrics_;                               // all nullptr without a registry
   // What PublishLocked published last (status_mu_ is taken after mu_, never before).
   mutable absl::Mutex status_mu_ ABSL_ACQUIRED_AFTER(mu_);
   LearnerStatus published_ ABSL_GUARDED_BY(status_mu_);

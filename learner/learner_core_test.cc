@@ -9,10 +9,10 @@
 
 #include <gtest/gtest.h>
 
+#include "actor/rollout_worker.h"
 #include "common/metrics/registry.h"
 #include "common/quant/baselines.h"
 #include "common/quant/plan_io.h"
-#include "actor/rollout_worker.h"
 #include "common/rl/environment.h"
 #include "common/rl/episode_evaluator.h"
 #include "common/rl/lagrange.h"
@@ -140,7 +140,7 @@ TEST_F(LearnerCoreTest, HoldsEpisodesUntilEvaluatedUpdatesAndResumesFromCheckpoi
   EXPECT_FALSE(core_->ReportEvaluation(Eval(99, 3.0)).value());   // unknown
   ASSERT_TRUE(core_->ReportEvaluation(Eval(1, 3.0)).value());
   EXPECT_EQ(core_->version(), 0);  // waits for episodes_per_update evaluated episodes
-  EXPECT_FALSE(core_->ReportEvaluation(Eval(1, 3.0)).value());    // duplicate
+  EXPECT_FALSE(core_->ReportEvaluation(Eval(1, 3.0)).value());  // duplicate
   ASSERT_TRUE(core_->ReportEvaluation(Eval(2, 2.5)).value());
   EXPECT_EQ(core_->version(), 1);
   // Two more versions make version-0 data stale (max_policy_lag 1).
@@ -189,7 +189,8 @@ TEST_F(LearnerCoreTest, ExportsItsMetrics) {
   metrics::Registry registry;
   auto core = LearnerCore::Create(TestConfig(dir_), nullptr, &registry);
   ASSERT_TRUE(core.ok()) << core.status();
-  for (const auto& s : Stages(whole_)) ASSERT_TRUE((*core)->RegisterTable(s.first_layer, 0, s).ok());
+  for (const auto& s : Stages(whole_))
+    ASSERT_TRUE((*core)->RegisterTable(s.first_layer, 0, s).ok());
   const size_t steps = MakeEpisode(1, 0).steps.size();
   for (uint64_t id : {1, 2}) ASSERT_TRUE((*core)->SubmitEpisode(MakeEpisode(id, 0)).value());
   ASSERT_TRUE((*core)->ReportEvaluation(Eval(1, 3.0)).value());
@@ -394,9 +395,9 @@ TEST_F(LearnerCoreTest, EpisodesOfOneBatchAreRewardedWithOneLambda) {
   }
 }
 
-// The actors of one policy version must sample different episodes: workers with the same run seed but
-// other actor indexes or incarnations have other sample streams (the CPU
-// generator keeps only a seed's low 32 bits; the actor index sits in the high ones).
+// The actors of one policy version must sample different episodes: workers with the same run seed
+// but other actor indexes or incarnations have other sample streams (the CPU generator keeps only a
+// seed's low 32 bits; the actor index sits in the high ones).
 TEST_F(LearnerCoreTest, RolloutWorkersOfDifferentActorsSampleDifferentEpisodes) {
   rl::PolicyOptions po;
   po.state_dim = rl::kStateDim;
@@ -457,7 +458,8 @@ TEST_F(LearnerCoreTest, WarmStartClonesTheLagrangianPlanBeforeTheFirstPolicy) {
     const std::vector<int> greedy = rl::PolicyGreedyPlan(ppo->policy(), costs, c, 3.0).value();
     EXPECT_EQ(greedy.size(), lagrange.size());
     int same = 0;
-    for (size_t i = 0; i < greedy.size() && i < lagrange.size(); ++i) same += greedy[i] == lagrange[i];
+    for (size_t i = 0; i < greedy.size() && i < lagrange.size(); ++i)
+      same += greedy[i] == lagrange[i];
     return static_cast<double>(same) / lagrange.size();
   };
   const double cold = agreement("none");
@@ -513,7 +515,8 @@ TEST_F(LearnerCoreTest, CurveAndStageHistorySurviveARestart) {
   // Update 1 (episodes at 3.0 and 2.5 PPL), update 2 (2.0, 2.0): stage 0 ends
   // after max_updates.
   auto batch = [&](LearnerCore& core, uint64_t id, int64_t version, double ppl1, double ppl2) {
-    for (uint64_t i : {id, id + 1}) ASSERT_TRUE(core.SubmitEpisode(MakeEpisode(i, version)).value());
+    for (uint64_t i : {id, id + 1})
+      ASSERT_TRUE(core.SubmitEpisode(MakeEpisode(i, version)).value());
     ASSERT_TRUE(core.ReportEvaluation(Eval(id, ppl1)).value());
     ASSERT_TRUE(core.ReportEvaluation(Eval(id + 1, ppl2)).value());
   };
@@ -529,7 +532,7 @@ TEST_F(LearnerCoreTest, CurveAndStageHistorySurviveARestart) {
   EXPECT_DOUBLE_EQ(u1.best_ppl, 2.5);  // 1.2 bits: feasible at the final 3.0
   EXPECT_DOUBLE_EQ(u1.best_bits, 1.2);
   EXPECT_DOUBLE_EQ(u1.lambda, c.lagrange.lambda_init);  // the λ batch 1 was rewarded with
-  EXPECT_EQ(u1.evaluations, 2);  // 3 received, the reference was cached
+  EXPECT_EQ(u1.evaluations, 2);                         // 3 received, the reference was cached
   EXPECT_GT(u1.entropy, 0);
   EXPECT_GT(u1.seconds, 0);
   {  // mean_reward: the mean episode return, as plans.jsonl records it.
@@ -667,7 +670,7 @@ TEST_F(LearnerCoreTest, StopAfterUpdatesCheckpointsAndStops) {
   const absl::Time t0 = absl::Now();
   const PublishedPolicy p = core->WaitForPolicy(1, absl::Seconds(60));
   EXPECT_LT(absl::Now() - t0, absl::Seconds(30));  // at once, as when done
-  EXPECT_EQ(p.snapshot.version, 1);                 // nothing new
+  EXPECT_EQ(p.snapshot.version, 1);                // nothing new
   EXPECT_TRUE(p.snapshot.bytes.empty());
   s = core->Status();
   EXPECT_EQ(s.updates, 2);
@@ -708,7 +711,7 @@ TEST_F(LearnerCoreTest, HeldEpisodesAndCandidatesExpire) {
   EXPECT_FALSE(core->CandidatePending(ref[0].episode_id));
   EXPECT_TRUE(log.Has("learner: candidate " + ref[0].plan_id + " expired without evaluation"));
   ASSERT_TRUE(core->SubmitEpisode(MakeEpisode(1, 0)).value());
-  ASSERT_TRUE(core->ReportEvaluation(Eval(1, 3.0)).value());  // evaluated in time
+  ASSERT_TRUE(core->ReportEvaluation(Eval(1, 3.0)).value());    // evaluated in time
   ASSERT_TRUE(core->SubmitEpisode(MakeEpisode(2, 0)).value());  // (1 is gone: not expired)
   EXPECT_EQ(core->Status().expired, 0);
   EXPECT_EQ(core->Status().pending, 1);
@@ -728,7 +731,8 @@ TEST_F(LearnerCoreTest, HeldEpisodesAndCandidatesExpire) {
   config::RunConfig k = TestConfig(dir_ + "/keep");
   k.training.warm_start = "none";
   auto keep = LearnerCore::Create(k, nullptr).value();
-  for (const auto& st : Stages(whole_)) ASSERT_TRUE(keep->RegisterTable(st.first_layer, 0, st).ok());
+  for (const auto& st : Stages(whole_))
+    ASSERT_TRUE(keep->RegisterTable(st.first_layer, 0, st).ok());
   for (uint64_t id : {5, 1, 3}) ASSERT_TRUE(keep->SubmitEpisode(MakeEpisode(id, 0)).value());
   keep->ExpirePending();
   EXPECT_EQ(keep->Status().expired, 0);

@@ -144,8 +144,8 @@ absl::Status Drive(LearnerCore& core, const quant::UnitTable& table, const confi
     if (core.done()) break;
     const PublishedPolicy published = core.WaitForPolicy(known, absl::ZeroDuration());
     if (published.snapshot.version == known) {
-      return absl::InternalError(absl::StrCat("round ", round, ": no new policy after version ",
-                                              known, " and not done"));
+      return absl::InternalError(
+          absl::StrCat("round ", round, ": no new policy after version ", known, " and not done"));
     }
     known = published.snapshot.version;
     if (absl::Status s = (*policy)->LoadSnapshot(published.snapshot); !s.ok()) return s;
@@ -214,9 +214,9 @@ TEST(LearnerLearningTest, LearnsBetterThanRandomOnSyntheticTable) {
   ASSERT_EQ(r.curve.size(), static_cast<size_t>(kUpdates));
   const double first = BatchMeanPpl(r.curve, 0, 3);
   const double last = BatchMeanPpl(r.curve, kUpdates - 3, kUpdates);
-  const std::string numbers = absl::StrCat(
-      "best ", best, " (", r.best.source, "), random mean ", random, ", optimum ", optimum,
-      ", batch mean PPL first 3 ", first, ", last 3 ", last);
+  const std::string numbers =
+      absl::StrCat("best ", best, " (", r.best.source, "), random mean ", random, ", optimum ",
+                   optimum, ", batch mean PPL first 3 ", first, ", last 3 ", last);
   // The best plan closes at least 2/3 of the gap between random plans and the
   // optimum. (The best of as many samples of the untrained policy does not:
   // with ppo.learning_rate 1e-9 it closed 47-65% over training seeds 1-7.)
@@ -282,8 +282,8 @@ TEST(LearnerLearningTest, WarmStartNeverEndsWorseThanTheReferencePlan) {
     ++final_stage_batches;
     final_stage_ppl = std::max(final_stage_ppl, u.mean_ppl);
     EXPECT_LT(u.mean_ppl - reference, (random - reference) / 4)
-        << "update " << u.update << ": batch mean PPL " << u.mean_ppl << ", reference "
-        << reference << ", random mean " << random;
+        << "update " << u.update << ": batch mean PPL " << u.mean_ppl << ", reference " << reference
+        << ", random mean " << random;
   }
   EXPECT_GE(final_stage_batches, 1);
   std::cout << "warm start: best " << r.best.evaluation.eval_ppl << " (" << r.best.source << ", "

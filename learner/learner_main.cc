@@ -21,13 +21,14 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (flags->help) {
-    std::cout << "usage: windquant-learner --config run.yaml [--set key=value]... [--metrics-port N]\n"
-                 "Serves windquant.v1.Learner on service.learner_address; resumes from\n"
-                 "output.dir/checkpoint when present. Sends its candidate plans (the\n"
-                 "stage's Lagrangian reference, the greedy plan after each update) to the\n"
-                 "evaluator at service.evaluator_address. Prints metrics_port=<port>.\n"
-                 "/metrics (Prometheus text) on service.metrics_address, its port\n"
-                 "overridden by --metrics-port (0 = a free one).\n";
+    std::cout
+        << "usage: windquant-learner --config run.yaml [--set key=value]... [--metrics-port N]\n"
+           "Serves windquant.v1.Learner on service.learner_address; resumes from\n"
+           "output.dir/checkpoint when present. Sends its candidate plans (the\n"
+           "stage's Lagrangian reference, the greedy plan after each update) to the\n"
+           "evaluator at service.evaluator_address. Prints metrics_port=<port>.\n"
+           "/metrics (Prometheus text) on service.metrics_address, its port\n"
+           "overridden by --metrics-port (0 = a free one).\n";
     return 0;
   }
   const wq::config::RunConfig& c = flags->config;
@@ -41,7 +42,8 @@ int main(int argc, char** argv) {
     std::cerr << "windquant-learner: " << node.status().message() << "\n";
     return 1;
   }
-  auto evaluator_channel = wq::net::MakeChannelFromConfig(c.service, c.service.evaluator_address, &registry);
+  auto evaluator_channel =
+      wq::net::MakeChannelFromConfig(c.service, c.service.evaluator_address, &registry);
   if (!evaluator_channel.ok()) {
     std::cerr << "windquant-learner: " << evaluator_channel.status().message() << "\n";
     return 2;
@@ -55,8 +57,7 @@ int main(int argc, char** argv) {
   std::cerr << "windquant-learner: serving on " << server.address() << ", /metrics on port "
             << metrics.port() << std::endl;
   (*node)->Connect(*evaluator_channel);
-  std::cout << "learner_port=" << server.port() << "\nmetrics_port=" << metrics.port()
-            << std::endl;
+  std::cout << "learner_port=" << server.port() << "\nmetrics_port=" << metrics.port() << std::endl;
   wq::net::SignalWaiter::Wait();
   (*node)->Stop();
   metrics.Stop();

@@ -24,7 +24,8 @@ grpc::Status LearnerService::RegisterUnitTable(grpc::ServerContext*,
   if (!req->has_table()) return ToGrpcStatus(absl::InvalidArgumentError("table: missing"));
   absl::StatusOr<quant::UnitTable> table = quant::UnitTable::FromProto(req->table());
   if (!table.ok()) {
-    return ToGrpcStatus(absl::InvalidArgumentError(absl::StrCat("table: ", table.status().message())));
+    return ToGrpcStatus(
+        absl::InvalidArgumentError(absl::StrCat("table: ", table.status().message())));
   }
   auto r = core_->RegisterTable(req->stage(), req->replica(), *table);
   if (!r.ok()) return ToGrpcStatus(r.status());
@@ -36,7 +37,8 @@ grpc::Status LearnerService::RegisterUnitTable(grpc::ServerContext*,
 }
 
 grpc::Status LearnerService::StreamTransitions(
-    grpc::ServerContext*, grpc::ServerReaderWriter<v1::TransitionAck, v1::TransitionBatch>* stream) {
+    grpc::ServerContext*,
+    grpc::ServerReaderWriter<v1::TransitionAck, v1::TransitionBatch>* stream) {
   v1::TransitionBatch batch;
   std::shared_ptr<const quant::UnitTable> table;  // shared, not copied per batch
   while (stream->Read(&batch)) {
@@ -95,8 +97,7 @@ grpc::Status LearnerService::WatchPolicy(grpc::ServerContext* context,
   return result;
 }
 
-grpc::Status LearnerService::ReportEvaluation(grpc::ServerContext*,
-                                              const v1::EvaluationReport* r,
+grpc::Status LearnerService::ReportEvaluation(grpc::ServerContext*, const v1::EvaluationReport* r,
                                               v1::ReportEvaluationReply* reply) {
   const std::vector<std::pair<const char*, double>> fields = {
       {"perplexity", r->perplexity()},
@@ -147,8 +148,8 @@ grpc::Status LearnerService::GetRunStatus(grpc::ServerContext*, const v1::RunSta
   return grpc::Status::OK;
 }
 
-grpc::Status LearnerService::GetUnitTable(grpc::ServerContext*,
-                                          const v1::GetUnitTableRequest* req, v1::UnitTable* out) {
+grpc::Status LearnerService::GetUnitTable(grpc::ServerContext*, const v1::GetUnitTableRequest* req,
+                                          v1::UnitTable* out) {
   std::shared_ptr<const quant::UnitTable> table = core_->SharedTable();
   if (table == nullptr) {
     absl::StatusOr<quant::UnitTable> incomplete = core_->Table();  // its message

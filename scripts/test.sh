@@ -7,6 +7,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # ccache hits across clones (CI builds in a fresh folder).
 export CCACHE_BASEDIR="$PWD"
+# -g puts the build directory into the debug info; without this ccache would hash it.
+export CCACHE_NOHASHDIR=true
 bash scripts/install-deps.sh
 cmake --preset dev >/dev/null
 cmake --build build/dev -j"$(nproc)"

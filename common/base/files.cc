@@ -19,7 +19,8 @@ namespace windquant::base {
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    if (!std::filesystem::exists(path)) return absl::NotFoundError(absl::StrCat(path, ": no such file"));
+    if (!std::filesystem::exists(path))
+      return absl::NotFoundError(absl::StrCat(path, ": no such file"));
     return absl::InternalError(absl::StrCat(path, ": cannot open: ", std::strerror(errno)));
   }
   std::ostringstream ss;
@@ -35,7 +36,8 @@ absl::Status WriteFileAtomic(const std::string& path, absl::string_view data) {
   std::random_device rd;
   const std::string tmp = absl::StrCat(path, ".tmp.", getpid(), ".", rd());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return absl::InternalError(absl::StrCat(tmp, ": cannot create: ", std::strerror(errno)));
+  if (fd < 0)
+    return absl::InternalError(absl::StrCat(tmp, ": cannot create: ", std::strerror(errno)));
   size_t off = 0;
   while (off < data.size()) {
     ssize_t n = ::write(fd, data.data() + off, data.size() - off);

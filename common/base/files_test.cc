@@ -16,7 +16,10 @@ TEST(FilesTest, WriteAtomicThenReadBack) {
   EXPECT_EQ(*data, std::string("a\0b", 3));
   // No temporary left behind.
   int n = 0;
-  for (auto& e : std::filesystem::directory_iterator(dir)) { (void)e; ++n; }
+  for (auto& e : std::filesystem::directory_iterator(dir)) {
+    (void)e;
+    ++n;
+  }
   EXPECT_EQ(n, 1);
 }
 

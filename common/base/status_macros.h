@@ -10,10 +10,10 @@
 #define WQ_CONCAT_(a, b) WQ_CONCAT_INNER_(a, b)
 
 // Returns from the enclosing function if `expr` (an absl::Status) is not OK.
-#define WQ_RETURN_IF_ERROR(expr)                   \
-  do {                                             \
-    ::absl::Status wq_status_ = (expr);            \
-    if (!wq_status_.ok()) return wq_status_;       \
+#define WQ_RETURN_IF_ERROR(expr)             \
+  do {                                       \
+    ::absl::Status wq_status_ = (expr);      \
+    if (!wq_status_.ok()) return wq_status_; \
   } while (0)
 
 // `WQ_ASSIGN_OR_RETURN(auto x, MakeX());` assigns the value of an

@@ -228,7 +228,8 @@ absl::Status ApplyOverride(YAML::Node& root, const std::string& assignment) {
       child = chain.back()[parts[i]];
     }
     if (!child.IsMap()) {
-      return absl::InvalidArgumentError(absl::StrCat("--set ", assignment, ": ", parts[i], " is not a map"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--set ", assignment, ": ", parts[i], " is not a map"));
     }
     chain.push_back(child);
   }
@@ -250,60 +251,78 @@ absl::Status Validate(const RunConfig& c) {
   WQ_RETURN_IF_ERROR(Check(c.calibration.seq_len >= 2, "calibration.seq_len", "must be >= 2"));
   WQ_RETURN_IF_ERROR(Check(!c.evaluation.text.empty(), "evaluation.text", "is required"));
   WQ_RETURN_IF_ERROR(Check(c.evaluation.context >= 2, "evaluation.context", "must be >= 2"));
-  WQ_RETURN_IF_ERROR(Check(c.evaluation.calib_slice_tokens > 0, "evaluation.calib_slice_tokens", "must be > 0"));
-  WQ_RETURN_IF_ERROR(Check(c.evaluation.eval_slice_tokens > 0, "evaluation.eval_slice_tokens", "must be > 0"));
-  WQ_RETURN_IF_ERROR(Check(c.evaluation.final_eval_tokens >= 0, "evaluation.final_eval_tokens", "must be >= 0"));
+  WQ_RETURN_IF_ERROR(
+      Check(c.evaluation.calib_slice_tokens > 0, "evaluation.calib_slice_tokens", "must be > 0"));
+  WQ_RETURN_IF_ERROR(
+      Check(c.evaluation.eval_slice_tokens > 0, "evaluation.eval_slice_tokens", "must be > 0"));
+  WQ_RETURN_IF_ERROR(
+      Check(c.evaluation.final_eval_tokens >= 0, "evaluation.final_eval_tokens", "must be >= 0"));
   WQ_RETURN_IF_ERROR(Check(c.evaluation.batch > 0, "evaluation.batch", "must be > 0"));
   WQ_RETURN_IF_ERROR(Check(c.quant.chunk_size >= 1, "quant.chunk_size", "must be >= 1"));
   WQ_RETURN_IF_ERROR(Check(c.quant.salient_fraction >= 0 && c.quant.salient_fraction < 0.5,
                            "quant.salient_fraction", "must be in [0, 0.5)"));
   WQ_RETURN_IF_ERROR(Check(c.env.budget_mode == "hard" || c.env.budget_mode == "soft",
                            "env.budget_mode", "must be hard or soft"));
-  for (double w : {c.env.step_saving_weight, c.env.skip_penalty, c.env.bit_reduction_weight,
-                   c.env.loss_penalty_weight, c.env.violation_penalty_weight, c.env.ppl_penalty_weight}) {
-    WQ_RETURN_IF_ERROR(Check(w >= 0 && std::isfinite(w), "env", "reward weights must be finite and >= 0"));
+  for (double w :
+       {c.env.step_saving_weight, c.env.skip_penalty, c.env.bit_reduction_weight,
+        c.env.loss_penalty_weight, c.env.violation_penalty_weight, c.env.ppl_penalty_weight}) {
+    WQ_RETURN_IF_ERROR(
+        Check(w >= 0 && std::isfinite(w), "env", "reward weights must be finite and >= 0"));
   }
   WQ_RETURN_IF_ERROR(Check(c.lagrange.eta >= 0, "lagrange.eta", "must be >= 0"));
   WQ_RETURN_IF_ERROR(Check(c.lagrange.lambda_max > 0, "lagrange.lambda_max", "must be > 0"));
-  WQ_RETURN_IF_ERROR(Check(c.lagrange.lambda_init >= 0 && c.lagrange.lambda_init <= c.lagrange.lambda_max,
-                           "lagrange.lambda_init", "must be in [0, lambda_max]"));
-  WQ_RETURN_IF_ERROR(Check(!c.ppo.hidden.empty(), "ppo.hidden", "must list at least one layer size"));
+  WQ_RETURN_IF_ERROR(
+      Check(c.lagrange.lambda_init >= 0 && c.lagrange.lambda_init <= c.lagrange.lambda_max,
+            "lagrange.lambda_init", "must be in [0, lambda_max]"));
+  WQ_RETURN_IF_ERROR(
+      Check(!c.ppo.hidden.empty(), "ppo.hidden", "must list at least one layer size"));
   for (int h : c.ppo.hidden) WQ_RETURN_IF_ERROR(Check(h > 0, "ppo.hidden", "sizes must be > 0"));
   WQ_RETURN_IF_ERROR(Check(c.ppo.learning_rate > 0, "ppo.learning_rate", "must be > 0"));
-  WQ_RETURN_IF_ERROR(Check(c.ppo.clip_ratio > 0 && c.ppo.clip_ratio < 1, "ppo.clip_ratio", "must be in (0, 1)"));
+  WQ_RETURN_IF_ERROR(
+      Check(c.ppo.clip_ratio > 0 && c.ppo.clip_ratio < 1, "ppo.clip_ratio", "must be in (0, 1)"));
   WQ_RETURN_IF_ERROR(Check(c.ppo.gamma > 0 && c.ppo.gamma <= 1, "ppo.gamma", "must be in (0, 1]"));
-  WQ_RETURN_IF_ERROR(Check(c.ppo.gae_lambda >= 0 && c.ppo.gae_lambda <= 1, "ppo.gae_lambda", "must be in [0, 1]"));
+  WQ_RETURN_IF_ERROR(
+      Check(c.ppo.gae_lambda >= 0 && c.ppo.gae_lambda <= 1, "ppo.gae_lambda", "must be in [0, 1]"));
   WQ_RETURN_IF_ERROR(Check(c.ppo.epochs > 0, "ppo.epochs", "must be > 0"));
   WQ_RETURN_IF_ERROR(Check(c.ppo.minibatch_size > 0, "ppo.minibatch_size", "must be > 0"));
   WQ_RETURN_IF_ERROR(Check(c.ppo.max_policy_lag >= 0, "ppo.max_policy_lag", "must be >= 0"));
-  WQ_RETURN_IF_ERROR(Check(!c.curriculum.target_bits.empty(), "curriculum.target_bits", "must not be empty"));
+  WQ_RETURN_IF_ERROR(
+      Check(!c.curriculum.target_bits.empty(), "curriculum.target_bits", "must not be empty"));
   for (size_t i = 0; i < c.curriculum.target_bits.size(); ++i) {
     const double b = c.curriculum.target_bits[i];
     WQ_RETURN_IF_ERROR(Check(b >= 1.0 && b <= 16.0, absl::StrCat("curriculum.target_bits[", i, "]"),
                              "must be in [1, 16]"));
   }
-  WQ_RETURN_IF_ERROR(Check(c.curriculum.min_updates >= 0, "curriculum.min_updates", "must be >= 0"));
-  WQ_RETURN_IF_ERROR(Check(c.curriculum.max_updates >= c.curriculum.min_updates && c.curriculum.max_updates > 0,
-                           "curriculum.max_updates", "must be > 0 and >= min_updates"));
-  WQ_RETURN_IF_ERROR(Check(c.training.episodes_per_update > 0, "training.episodes_per_update", "must be > 0"));
+  WQ_RETURN_IF_ERROR(
+      Check(c.curriculum.min_updates >= 0, "curriculum.min_updates", "must be >= 0"));
+  WQ_RETURN_IF_ERROR(
+      Check(c.curriculum.max_updates >= c.curriculum.min_updates && c.curriculum.max_updates > 0,
+            "curriculum.max_updates", "must be > 0 and >= min_updates"));
+  WQ_RETURN_IF_ERROR(
+      Check(c.training.episodes_per_update > 0, "training.episodes_per_update", "must be > 0"));
   WQ_RETURN_IF_ERROR(Check(c.training.warm_start == "none" || c.training.warm_start == "lagrange",
                            "training.warm_start", "must be none or lagrange"));
-  WQ_RETURN_IF_ERROR(Check(c.training.checkpoint_every_updates > 0, "training.checkpoint_every_updates", "must be > 0"));
+  WQ_RETURN_IF_ERROR(Check(c.training.checkpoint_every_updates > 0,
+                           "training.checkpoint_every_updates", "must be > 0"));
   WQ_RETURN_IF_ERROR(Check(!c.output.dir.empty(), "output.dir", "is required"));
   WQ_RETURN_IF_ERROR(Check(c.service.stages >= 1, "service.stages", "must be >= 1"));
   WQ_RETURN_IF_ERROR(Check(c.service.replicas >= 1, "service.replicas", "must be >= 1"));
-  WQ_RETURN_IF_ERROR(Check(c.service.stage >= -1 && c.service.stage < c.service.stages, "service.stage",
-                           "must be -1 (from pod ordinal) or in [0, stages)"));
-  WQ_RETURN_IF_ERROR(Check(c.service.replica >= -1 && c.service.replica < c.service.replicas, "service.replica",
-                           "must be -1 (from pod ordinal) or in [0, replicas)"));
-  WQ_RETURN_IF_ERROR(Check(c.service.actor_addresses.empty() ||
-                               static_cast<int>(c.service.actor_addresses.size()) == c.service.stages * c.service.replicas,
-                           "service.actor_addresses", "must list stages*replicas addresses (stage-major)"));
-  WQ_RETURN_IF_ERROR(Check(c.service.max_message_bytes >= 1024, "service.max_message_bytes", "must be >= 1024"));
-  WQ_RETURN_IF_ERROR(Check(c.service.rpc_deadline_ms > 0, "service.rpc_deadline_ms", "must be > 0"));
-  WQ_RETURN_IF_ERROR(Check(c.service.evaluation_timeout_ms > 0, "service.evaluation_timeout_ms", "must be > 0"));
-  WQ_RETURN_IF_ERROR(Check(c.service.tls.cert_file.empty() == c.service.tls.key_file.empty(), "service.tls",
-                           "cert_file and key_file go together"));
+  WQ_RETURN_IF_ERROR(Check(c.service.stage >= -1 && c.service.stage < c.service.stages,
+                           "service.stage", "must be -1 (from pod ordinal) or in [0, stages)"));
+  WQ_RETURN_IF_ERROR(Check(c.service.replica >= -1 && c.service.replica < c.service.replicas,
+                           "service.replica", "must be -1 (from pod ordinal) or in [0, replicas)"));
+  WQ_RETURN_IF_ERROR(Check(
+      c.service.actor_addresses.empty() || static_cast<int>(c.service.actor_addresses.size()) ==
+                                               c.service.stages * c.service.replicas,
+      "service.actor_addresses", "must list stages*replicas addresses (stage-major)"));
+  WQ_RETURN_IF_ERROR(
+      Check(c.service.max_message_bytes >= 1024, "service.max_message_bytes", "must be >= 1024"));
+  WQ_RETURN_IF_ERROR(
+      Check(c.service.rpc_deadline_ms > 0, "service.rpc_deadline_ms", "must be > 0"));
+  WQ_RETURN_IF_ERROR(
+      Check(c.service.evaluation_timeout_ms > 0, "service.evaluation_timeout_ms", "must be > 0"));
+  WQ_RETURN_IF_ERROR(Check(c.service.tls.cert_file.empty() == c.service.tls.key_file.empty(),
+                           "service.tls", "cert_file and key_file go together"));
   return absl::OkStatus();
 }
 
@@ -321,11 +340,12 @@ absl::StatusOr<RunConfig> ParseRunConfig(const std::string& yaml_text, const std
   try {
     root = YAML::Load(yaml_text);
   } catch (const YAML::Exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat(source, ": invalid YAML at line ", e.mark.line + 1,
-                                                   ": ", e.msg));
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": invalid YAML at line ", e.mark.line + 1, ": ", e.msg));
   }
   if (root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
-  if (!root.IsMap()) return absl::InvalidArgumentError(absl::StrCat(source, ": top level must be a map"));
+  if (!root.IsMap())
+    return absl::InvalidArgumentError(absl::StrCat(source, ": top level must be a map"));
   for (const auto& o : overrides) WQ_RETURN_IF_ERROR(ApplyOverride(root, o));
   RunConfig config;
   Reader reader(root);

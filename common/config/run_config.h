@@ -21,20 +21,20 @@ struct ModelConfig {
 
 // Calibration pass (DESIGN.md section 3): activation statistics per linear input.
 struct CalibrationConfig {
-  std::string text;        // UTF-8 text file
-  int samples = 32;        // sequences
-  int seq_len = 256;       // tokens per sequence (incl. BOS)
-  uint64_t seed = 0;       // which windows of the text are sampled
+  std::string text;   // UTF-8 text file
+  int samples = 32;   // sequences
+  int seq_len = 256;  // tokens per sequence (incl. BOS)
+  uint64_t seed = 0;  // which windows of the text are sampled
 };
 
 // Episode-end evaluation of a plan (DESIGN.md section 4).
 struct EvaluationConfig {
-  std::string text;                  // evaluation text file
-  int context = 256;                 // window length N (BOS + N-1 tokens)
-  int64_t calib_slice_tokens = 8192; // tokens for the loss-increase term
-  int64_t eval_slice_tokens = 16384; // tokens for the perplexity term
-  int64_t final_eval_tokens = 0;     // 0 = whole eval text for final plans
-  int batch = 16;                    // windows per forward
+  std::string text;                   // evaluation text file
+  int context = 256;                  // window length N (BOS + N-1 tokens)
+  int64_t calib_slice_tokens = 8192;  // tokens for the loss-increase term
+  int64_t eval_slice_tokens = 16384;  // tokens for the perplexity term
+  int64_t final_eval_tokens = 0;      // 0 = whole eval text for final plans
+  int batch = 16;                     // windows per forward
 };
 
 struct QuantConfig {
@@ -45,13 +45,13 @@ struct QuantConfig {
 
 // The WINDQuant decision process (DESIGN.md section 4).
 struct EnvConfig {
-  std::string budget_mode = "hard";  // hard (masking) | soft (penalty)
-  double step_saving_weight = 0.1;   // dense reward per bit saved vs running target
-  double skip_penalty = 0.05;        // step penalty for action 16
-  double bit_reduction_weight = 1.0; // episode end: weighted bit reduction
-  double loss_penalty_weight = 1.0;  // episode end: calibration loss increase
+  std::string budget_mode = "hard";        // hard (masking) | soft (penalty)
+  double step_saving_weight = 0.1;         // dense reward per bit saved vs running target
+  double skip_penalty = 0.05;              // step penalty for action 16
+  double bit_reduction_weight = 1.0;       // episode end: weighted bit reduction
+  double loss_penalty_weight = 1.0;        // episode end: calibration loss increase
   double violation_penalty_weight = 10.0;  // episode end: bits over budget (soft)
-  double ppl_penalty_weight = 1.0;   // scales lambda * relative PPL increase
+  double ppl_penalty_weight = 1.0;         // scales lambda * relative PPL increase
 };
 
 // lambda <- clip(lambda + eta * (d - epsilon), 0, lambda_max), d = relative PPL increase.
@@ -102,7 +102,7 @@ struct OutputConfig {
 struct TlsConfig {
   std::string cert_file, key_file, ca_file;  // empty = plaintext
   bool require_client_cert = false;
-  std::string bearer_token_file;              // empty = no token check
+  std::string bearer_token_file;  // empty = no token check
 };
 
 struct ServiceConfig {
@@ -111,7 +111,7 @@ struct ServiceConfig {
   std::vector<std::string> actor_addresses;  // stage-major: s*replicas + r
   int stages = 1;
   int replicas = 1;
-  int stage = -1;    // this actor's stage; -1 = from pod ordinal
+  int stage = -1;  // this actor's stage; -1 = from pod ordinal
   int replica = -1;
   std::string metrics_address = "127.0.0.1:0";
   int64_t max_message_bytes = 64 << 20;

@@ -31,7 +31,8 @@ quant: {chunk_size: 32, salient_fraction: 0.01}
 curriculum: {target_bits: [3.0, 2.5, 2.0]}
 ppo: {hidden: [64, 32], clip_ratio: 0.1}
 service: {tls: {bearer_token_file: /t}}
-)", "run.yaml");
+)",
+                          "run.yaml");
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->quant.chunk_size, 32);
   EXPECT_DOUBLE_EQ(c->quant.salient_fraction, 0.01);
@@ -58,7 +59,8 @@ TEST(RunConfigTest, OutOfRangeNamesKey) {
             "run.yaml: ppo.clip_ratio: must be in (0, 1)");
   EXPECT_EQ(ErrorOf(std::string(kMinimal) + "curriculum: {target_bits: [2.0, 0.5]}\n"),
             "run.yaml: curriculum.target_bits[1]: must be in [1, 16]");
-  EXPECT_EQ(ErrorOf("calibration: {text: c}\nevaluation: {text: e}\n"), "run.yaml: model.dir: is required");
+  EXPECT_EQ(ErrorOf("calibration: {text: c}\nevaluation: {text: e}\n"),
+            "run.yaml: model.dir: is required");
 }
 
 TEST(RunConfigTest, OverridesApplyBeforeValidation) {

@@ -28,13 +28,20 @@ constexpr char kPlain[] = "text/plain; charset=utf-8";
 
 const char* Reason(int status) {
   switch (status) {
-    case 200: return "OK";
-    case 400: return "Bad Request";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 408: return "Request Timeout";
-    case 431: return "Request Header Fields Too Large";
-    default: return "Error";
+    case 200:
+      return "OK";
+    case 400:
+      return "Bad Request";
+    case 404:
+      return "Not Found";
+    case 405:
+      return "Method Not Allowed";
+    case 408:
+      return "Request Timeout";
+    case 431:
+      return "Request Header Fields Too Large";
+    default:
+      return "Error";
   }
 }
 
@@ -70,12 +77,11 @@ void SendAll(int fd, absl::string_view data, absl::Time deadline) {
   }
 }
 
-void Reply(int fd, int status, absl::string_view content_type, absl::string_view body,
-           bool head, absl::Time deadline, absl::string_view extra_header = "") {
-  std::string out = absl::StrCat("HTTP/1.1 ", status, " ", Reason(status),
-                                 "\r\nContent-Type: ", content_type,
-                                 "\r\nContent-Length: ", body.size(),
-                                 "\r\nCache-Control: no-store\r\nConnection: close\r\n");
+void Reply(int fd, int status, absl::string_view content_type, absl::string_view body, bool head,
+           absl::Time deadline, absl::string_view extra_header = "") {
+  std::string out = absl::StrCat(
+      "HTTP/1.1 ", status, " ", Reason(status), "\r\nContent-Type: ", content_type,
+      "\r\nContent-Length: ", body.size(), "\r\nCache-Control: no-store\r\nConnection: close\r\n");
   if (!extra_header.empty()) absl::StrAppend(&out, extra_header, "\r\n");
   absl::StrAppend(&out, "\r\n");
   if (!head) absl::StrAppend(&out, body);
@@ -147,8 +153,8 @@ absl::Status MetricsServer::Start() {
   const bool ipv4 = inet_pton(AF_INET, options_.address.c_str(), &addr4) == 1;
   const bool ipv6 = !ipv4 && inet_pton(AF_INET6, options_.address.c_str(), &addr6) == 1;
   if (!ipv4 && !ipv6) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "metrics server: address '", options_.address, "' is not an IPv4/IPv6 literal"));
+    return absl::InvalidArgumentError(absl::StrCat("metrics server: address '", options_.address,
+                                                   "' is not an IPv4/IPv6 literal"));
   }
   if (options_.port < 0 || options_.port > 65535) {
     return absl::InvalidArgumentError(
@@ -193,9 +199,9 @@ absl::Status MetricsServer::Start() {
   if (getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &len) != 0) {
     return fail(fd, "getsockname");
   }
-  const int port = ntohs(bound.ss_family == AF_INET6
-                             ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
-                             : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+  const int port =
+      ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
+                                        : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
   int wake[2];
   if (pipe2(wake, O_CLOEXEC) != 0) return fail(fd, "pipe");
   listen_fd_ = fd;

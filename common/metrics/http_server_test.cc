@@ -18,8 +18,8 @@ namespace windquant::metrics {
 namespace {
 
 using ::testing::HasSubstr;
-using ::testing::StartsWith;
 using testing::HttpRequest;
+using ::testing::StartsWith;
 
 MetricsServerOptions Opts(std::string address = "127.0.0.1", int port = 0, int threads = 2) {
   MetricsServerOptions o;
@@ -103,8 +103,7 @@ TEST_F(MetricsServerTest, StartStopRestart) {
 TEST_F(MetricsServerTest, RejectsBadOptionsAndBusyPort) {
   EXPECT_EQ(MetricsServer(&registry_, Opts("localhost")).Start().code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(MetricsServer(&registry_, Opts("")).Start().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(MetricsServer(&registry_, Opts("")).Start().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(MetricsServer(&registry_, Opts("127.0.0.1", 70000)).Start().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(MetricsServer(&registry_, Opts("127.0.0.1", 0, 0)).Start().code(),
@@ -131,8 +130,8 @@ TEST_F(MetricsServerTest, ConcurrentScrapesWhileUpdating) {
     scrapers.emplace_back([&] {
       for (int i = 0; i < 20; ++i) {
         auto r = HttpRequest(Url(server, "/metrics"));
-        if (r.ok() && r->status == 200 && r->body.find("# TYPE windquant_net_rpc_errors_total") !=
-                                              std::string::npos) {
+        if (r.ok() && r->status == 200 &&
+            r->body.find("# TYPE windquant_net_rpc_errors_total") != std::string::npos) {
           ++ok;
         }
       }
@@ -183,8 +182,7 @@ TEST_F(MetricsServerTest, RawRequestsQueryStringAndGarbage) {
   MetricsServer server(&registry_, Opts());
   ASSERT_TRUE(server.Start().ok());
   episodes_->Get().Inc(3);
-  const std::string ok =
-      RawExchange(server.port(), "GET /metrics?x=1 HTTP/1.0\r\nHost: a\r\n\r\n");
+  const std::string ok = RawExchange(server.port(), "GET /metrics?x=1 HTTP/1.0\r\nHost: a\r\n\r\n");
   EXPECT_THAT(ok, StartsWith("HTTP/1.1 200 OK\r\n"));
   EXPECT_THAT(ok, HasSubstr("Content-Type: text/plain; version=0.0.4"));
   EXPECT_THAT(ok, HasSubstr("\nwindquant_learner_episodes_total 3\n"));

@@ -35,18 +35,17 @@ void Counter::Inc(double v) {
 void Gauge::Inc(double v) { AtomicAdd(value_, v); }
 
 Histogram::Histogram(std::vector<double> bounds)
-    : bounds_(std::move(bounds)),
-      buckets_(new std::atomic<uint64_t>[bounds_.size() + 1]) {
+    : bounds_(std::move(bounds)), buckets_(new std::atomic<uint64_t>[bounds_.size() + 1]) {
   for (size_t i = 0; i <= bounds_.size(); ++i) buckets_[i].store(0, std::memory_order_relaxed);
 }
 
 void Histogram::Observe(double v) {
   // lower_bound: first bound >= v, i.e. the "le" bucket. NaN compares false everywhere
   // and lands at end() = +Inf.
-  size_t index = std::isnan(v) ? bounds_.size()
-                               : static_cast<size_t>(std::lower_bound(bounds_.begin(),
-                                                                      bounds_.end(), v) -
-                                                     bounds_.begin());
+  size_t index = std::isnan(v)
+                     ? bounds_.size()
+                     : static_cast<size_t>(std::lower_bound(bounds_.begin(), bounds_.end(), v) -
+                                           bounds_.begin());
   buckets_[index].fetch_add(1, std::memory_order_relaxed);
   AtomicAdd(sum_, v);
 }

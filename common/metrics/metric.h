@@ -59,10 +59,10 @@ class Histogram {
   void Observe(double v);
 
   struct Snapshot {
-    std::vector<double> bounds;           // upper bounds, without +Inf
-    std::vector<uint64_t> cumulative;     // bounds.size() + 1 entries, the last is +Inf
+    std::vector<double> bounds;        // upper bounds, without +Inf
+    std::vector<uint64_t> cumulative;  // bounds.size() + 1 entries, the last is +Inf
     double sum = 0.0;
-    uint64_t count = 0;                   // == cumulative.back()
+    uint64_t count = 0;  // == cumulative.back()
   };
   // A point-in-time copy; count always equals the +Inf bucket.
   Snapshot Collect() const;

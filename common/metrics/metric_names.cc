@@ -11,21 +11,29 @@ std::vector<std::string> Labels(const MetricSpec& spec) {
 
 absl::Status CheckType(const MetricSpec& spec, MetricType want) {
   if (spec.type == want) return absl::OkStatus();
-  return absl::FailedPreconditionError(absl::StrCat("metric ", spec.name, " is a ",
-                                                    MetricTypeName(spec.type), ", not a ",
-                                                    MetricTypeName(want)));
+  return absl::FailedPreconditionError(absl::StrCat(
+      "metric ", spec.name, " is a ", MetricTypeName(spec.type), ", not a ", MetricTypeName(want)));
 }
 
 constexpr MetricSpec kAll[] = {
-    kLearnerEpisodesTotal,        kLearnerTransitionsTotal,
-    kLearnerPpoUpdatesTotal,      kLearnerPolicyVersion,
-    kLearnerPolicyLagVersions,    kLearnerMeanEpisodeReward,
-    kLearnerTargetBits,           kLearnerBestPlanEffectiveBits,
-    kLearnerBestPlanPerplexity,   kLearnerLambda,
-    kLearnerConnectedActors,      kEvaluatorLambda,
-    kEvaluatorEvaluationDurationSeconds, kEvaluatorQueueDepth,
-    kActorForwardDurationSeconds, kActorEpisodesTotal,
-    kNetSentBytesTotal,           kNetReceivedBytesTotal,
+    kLearnerEpisodesTotal,
+    kLearnerTransitionsTotal,
+    kLearnerPpoUpdatesTotal,
+    kLearnerPolicyVersion,
+    kLearnerPolicyLagVersions,
+    kLearnerMeanEpisodeReward,
+    kLearnerTargetBits,
+    kLearnerBestPlanEffectiveBits,
+    kLearnerBestPlanPerplexity,
+    kLearnerLambda,
+    kLearnerConnectedActors,
+    kEvaluatorLambda,
+    kEvaluatorEvaluationDurationSeconds,
+    kEvaluatorQueueDepth,
+    kActorForwardDurationSeconds,
+    kActorEpisodesTotal,
+    kNetSentBytesTotal,
+    kNetReceivedBytesTotal,
     kNetRpcErrorsTotal,
 };
 

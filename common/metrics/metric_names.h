@@ -27,7 +27,7 @@ struct MetricSpec {
 
 // Bucket bounds.
 // Evaluating one plan (perplexity over the calibration set) takes 0.1 s .. minutes.
-inline constexpr double kEvaluationDurationBoundsSeconds[] = {0.1, 0.25, 0.5, 1,  2.5, 5,
+inline constexpr double kEvaluationDurationBoundsSeconds[] = {0.1, 0.25, 0.5, 1,   2.5, 5,
                                                               10,  25,   50,  100, 250, 500};
 // One stage forward pass of one micro-batch on an actor.
 inline constexpr double kForwardDurationBoundsSeconds[] = {
@@ -44,16 +44,18 @@ inline constexpr MetricSpec kLearnerEpisodesTotal{
 inline constexpr MetricSpec kLearnerTransitionsTotal{
     "windquant_learner_transitions_total", "Transitions (unit decisions) ingested by the learner.",
     MetricType::kCounter};
-inline constexpr MetricSpec kLearnerPpoUpdatesTotal{
-    "windquant_learner_ppo_updates_total", "PPO updates applied to the policy.",
-    MetricType::kCounter};
-inline constexpr MetricSpec kLearnerPolicyVersion{
-    "windquant_learner_policy_version", "Version of the learner's current policy.",
-    MetricType::kGauge};
+inline constexpr MetricSpec kLearnerPpoUpdatesTotal{"windquant_learner_ppo_updates_total",
+                                                    "PPO updates applied to the policy.",
+                                                    MetricType::kCounter};
+inline constexpr MetricSpec kLearnerPolicyVersion{"windquant_learner_policy_version",
+                                                  "Version of the learner's current policy.",
+                                                  MetricType::kGauge};
 inline constexpr MetricSpec kLearnerPolicyLagVersions{
     "windquant_learner_policy_lag_versions",
     "Policy versions between the policy that produced an episode and the current one.",
-    MetricType::kHistogram, {}, kPolicyLagBoundsVersions};
+    MetricType::kHistogram,
+    {},
+    kPolicyLagBoundsVersions};
 inline constexpr MetricSpec kLearnerMeanEpisodeReward{
     "windquant_learner_mean_episode_reward", "Mean reward of the episodes of the last update.",
     MetricType::kGauge};
@@ -63,8 +65,7 @@ inline constexpr MetricSpec kLearnerTargetBits{
     MetricType::kGauge};
 inline constexpr MetricSpec kLearnerBestPlanEffectiveBits{
     "windquant_learner_best_plan_bitwidth",
-    "Average effective bits per weight of the best plan so far (a bit-width).",
-    MetricType::kGauge};
+    "Average effective bits per weight of the best plan so far (a bit-width).", MetricType::kGauge};
 inline constexpr MetricSpec kLearnerBestPlanPerplexity{
     "windquant_learner_best_plan_perplexity", "Calibration perplexity of the best plan so far.",
     MetricType::kGauge};
@@ -72,39 +73,44 @@ inline constexpr MetricSpec kLearnerLambda{
     "windquant_learner_lambda",
     "Lagrange multiplier of the bit-budget constraint as last reported to the learner.",
     MetricType::kGauge};
-inline constexpr MetricSpec kLearnerConnectedActors{
-    "windquant_learner_connected_actors", "Actors currently connected to the learner.",
-    MetricType::kGauge};
+inline constexpr MetricSpec kLearnerConnectedActors{"windquant_learner_connected_actors",
+                                                    "Actors currently connected to the learner.",
+                                                    MetricType::kGauge};
 
 // evaluator
 inline constexpr MetricSpec kEvaluatorLambda{
     "windquant_evaluator_lambda", "Current Lagrange multiplier of the bit-budget constraint.",
     MetricType::kGauge};
 inline constexpr MetricSpec kEvaluatorEvaluationDurationSeconds{
-    "windquant_evaluator_evaluation_duration_seconds", "Wall time to evaluate one plan.",
-    MetricType::kHistogram, {}, kEvaluationDurationBoundsSeconds};
+    "windquant_evaluator_evaluation_duration_seconds",
+    "Wall time to evaluate one plan.",
+    MetricType::kHistogram,
+    {},
+    kEvaluationDurationBoundsSeconds};
 inline constexpr MetricSpec kEvaluatorQueueDepth{
     "windquant_evaluator_queue_depth", "Plans waiting for evaluation.", MetricType::kGauge};
 
 // actor
 inline constexpr MetricSpec kActorForwardDurationSeconds{
     "windquant_actor_forward_duration_seconds",
-    "Wall time of one forward pass of this actor's stage.", MetricType::kHistogram, {},
+    "Wall time of one forward pass of this actor's stage.",
+    MetricType::kHistogram,
+    {},
     kForwardDurationBoundsSeconds};
 inline constexpr MetricSpec kActorEpisodesTotal{
     "windquant_actor_episodes_total", "Episodes (complete plans) this actor's rollouts produced.",
     MetricType::kCounter};
 
 // net (every process)
-inline constexpr MetricSpec kNetSentBytesTotal{
-    "windquant_net_sent_bytes_total", "Bytes sent on the wire (payloads of RPC messages).",
-    MetricType::kCounter};
+inline constexpr MetricSpec kNetSentBytesTotal{"windquant_net_sent_bytes_total",
+                                               "Bytes sent on the wire (payloads of RPC messages).",
+                                               MetricType::kCounter};
 inline constexpr MetricSpec kNetReceivedBytesTotal{
-    "windquant_net_received_bytes_total",
-    "Bytes received on the wire (payloads of RPC messages).", MetricType::kCounter};
-inline constexpr MetricSpec kNetRpcErrorsTotal{
-    "windquant_net_rpc_errors_total", "Failed RPCs by gRPC status code name.",
-    MetricType::kCounter, kCodeLabel};
+    "windquant_net_received_bytes_total", "Bytes received on the wire (payloads of RPC messages).",
+    MetricType::kCounter};
+inline constexpr MetricSpec kNetRpcErrorsTotal{"windquant_net_rpc_errors_total",
+                                               "Failed RPCs by gRPC status code name.",
+                                               MetricType::kCounter, kCodeLabel};
 
 // Every entry above, in declaration order.
 absl::Span<const MetricSpec> AllMetricSpecs();

@@ -185,8 +185,7 @@ TEST(PrometheusIntegrationTest, PrometheusScrapesOurServer) {
   EXPECT_TRUE(wait_for("up{job=\"windquant\"}", "1"));
   EXPECT_TRUE(wait_for("windquant_net_rpc_errors_total{code=\"UNAVAILABLE\"}", "3"));
   EXPECT_TRUE(wait_for("windquant_evaluator_evaluation_duration_seconds_count", "3"));
-  EXPECT_TRUE(
-      wait_for("windquant_evaluator_evaluation_duration_seconds_bucket{le=\"5\"}", "2"));
+  EXPECT_TRUE(wait_for("windquant_evaluator_evaluation_duration_seconds_bucket{le=\"5\"}", "2"));
   // A later update reaches Prometheus too: scraping repeats.
   policy_version.Set(43);
   EXPECT_TRUE(wait_for("windquant_learner_policy_version", "43"));

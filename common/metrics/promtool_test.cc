@@ -32,8 +32,7 @@ CommandResult CheckMetrics(const std::string& exposition) {
   close(fd);
   std::ofstream(path) << exposition;
   CommandResult result;
-  FILE* pipe =
-      popen(absl::StrCat(kPromtool, " check metrics < ", path, " 2>&1").c_str(), "r");
+  FILE* pipe = popen(absl::StrCat(kPromtool, " check metrics < ", path, " 2>&1").c_str(), "r");
   EXPECT_NE(pipe, nullptr);
   if (pipe == nullptr) return result;
   char buf[4096];
@@ -69,8 +68,9 @@ TEST_F(PromtoolTest, CatalogueExpositionIsClean) {
   Histogram& forward = HistogramFamily(registry, kActorForwardDurationSeconds).value()->Get();
   for (double v : {0.0001, 0.003, 0.2, 10.0}) forward.Observe(v);
   HistogramFamily(registry, kLearnerPolicyLagVersions).value()->Get().Observe(3);
-  ASSERT_TRUE(registry.AddGauge("windquant_test_escaping_ratio",
-                                "Help with \\ backslash, \"quotes\" and\na newline.")
+  ASSERT_TRUE(registry
+                  .AddGauge("windquant_test_escaping_ratio",
+                            "Help with \\ backslash, \"quotes\" and\na newline.")
                   .ok());
 
   const std::string exposition = registry.TextExposition();

@@ -18,10 +18,9 @@ constexpr absl::string_view kPrefix = "windquant_";
 
 // Units that have a base unit instead (seconds, bytes, ratio); STYLE.md wants base units.
 constexpr absl::string_view kNonBaseUnits[] = {
-    "ms",   "milliseconds", "us",        "microseconds", "ns",       "nanoseconds",
-    "mins", "minutes",      "hours",     "days",         "kb",       "kib",
-    "mb",   "mib",          "gb",        "gib",          "kilobytes", "megabytes",
-    "gigabytes", "percent"};
+    "ms",      "milliseconds", "us",        "microseconds", "ns",        "nanoseconds", "mins",
+    "minutes", "hours",        "days",      "kb",           "kib",       "mb",          "mib",
+    "gb",      "gib",          "kilobytes", "megabytes",    "gigabytes", "percent"};
 
 // Suffixes Prometheus derives from histograms/summaries; a family must not collide.
 constexpr absl::string_view kReservedSuffixes[] = {"_bucket", "_sum", "_count"};
@@ -164,9 +163,9 @@ absl::StatusOr<Family<T>*> Registry::Add(absl::string_view name, absl::string_vi
     }
     for (size_t i = 0; i < bounds.size(); ++i) {
       if (!std::isfinite(bounds[i]) || (i > 0 && !(bounds[i] > bounds[i - 1]))) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "metric ", name, ": bucket bounds must be finite and strictly increasing (bound ",
-            i, ")"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("metric ", name,
+                         ": bucket bounds must be finite and strictly increasing (bound ", i, ")"));
       }
     }
   }
@@ -175,8 +174,8 @@ absl::StatusOr<Family<T>*> Registry::Add(absl::string_view name, absl::string_vi
   auto it = families_.find(name);
   if (it != families_.end()) {
     auto* existing = dynamic_cast<Family<T>*>(it->second.get());
-    if (existing == nullptr || existing->help() != help ||
-        existing->label_names() != label_names || existing->bounds() != bounds) {
+    if (existing == nullptr || existing->help() != help || existing->label_names() != label_names ||
+        existing->bounds() != bounds) {
       return absl::AlreadyExistsError(absl::StrCat(
           "metric ", name, ": already registered with a different type, help, labels or buckets"));
     }

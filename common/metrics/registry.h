@@ -91,14 +91,13 @@ class Registry {
   // empty help, bad or duplicate label names, bad buckets; ALREADY_EXISTS when the name is
   // registered with a different type, help, labels or buckets.
   absl::StatusOr<Family<Counter>*> AddCounter(absl::string_view name, absl::string_view help,
-                                             std::vector<std::string> label_names = {});
+                                              std::vector<std::string> label_names = {});
   absl::StatusOr<Family<Gauge>*> AddGauge(absl::string_view name, absl::string_view help,
-                                         std::vector<std::string> label_names = {});
+                                          std::vector<std::string> label_names = {});
   // `bounds`: strictly increasing finite upper bounds in base units (+Inf is implicit).
-  absl::StatusOr<Family<Histogram>*> AddHistogram(absl::string_view name,
-                                                 absl::string_view help,
-                                                 std::vector<double> bounds,
-                                                 std::vector<std::string> label_names = {});
+  absl::StatusOr<Family<Histogram>*> AddHistogram(absl::string_view name, absl::string_view help,
+                                                  std::vector<double> bounds,
+                                                  std::vector<std::string> label_names = {});
 
   // All families sorted by name, children sorted by label values.
   std::vector<FamilySnapshot> Collect() const;
@@ -108,8 +107,7 @@ class Registry {
  private:
   template <typename T>
   absl::StatusOr<Family<T>*> Add(absl::string_view name, absl::string_view help,
-                                 std::vector<std::string> label_names,
-                                 std::vector<double> bounds);
+                                 std::vector<std::string> label_names, std::vector<double> bounds);
 
   mutable absl::Mutex mu_;
   std::map<std::string, std::unique_ptr<FamilyBase>, std::less<>> families_ ABSL_GUARDED_BY(mu_);

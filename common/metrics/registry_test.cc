@@ -17,9 +17,8 @@ TEST(ValidateMetricNameTest, AcceptsStyleNames) {
   EXPECT_TRUE(ValidateMetricName("windquant_learner_episodes_total", MetricType::kCounter).ok());
   EXPECT_TRUE(ValidateMetricName("windquant_net_sent_bytes_total", MetricType::kCounter).ok());
   EXPECT_TRUE(ValidateMetricName("windquant_evaluator_lambda", MetricType::kGauge).ok());
-  EXPECT_TRUE(ValidateMetricName("windquant_actor_forward_duration_seconds",
-                                 MetricType::kHistogram)
-                  .ok());
+  EXPECT_TRUE(
+      ValidateMetricName("windquant_actor_forward_duration_seconds", MetricType::kHistogram).ok());
 }
 
 TEST(ValidateMetricNameTest, RejectsBadNames) {
@@ -71,21 +70,19 @@ TEST(RegistryTest, RequiresHelp) {
 
 TEST(RegistryTest, RejectsDuplicateAndReservedLabels) {
   Registry registry;
-  EXPECT_EQ(registry.AddCounter("windquant_test_errors_total", "h", {"code", "code"})
-                .status()
-                .code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(registry.AddHistogram("windquant_test_latency_seconds", "h", {1.0}, {"le"})
-                .status()
-                .code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      registry.AddCounter("windquant_test_errors_total", "h", {"code", "code"}).status().code(),
+      absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      registry.AddHistogram("windquant_test_latency_seconds", "h", {1.0}, {"le"}).status().code(),
+      absl::StatusCode::kInvalidArgument);
 }
 
 TEST(RegistryTest, RejectsBadBuckets) {
   Registry registry;
   const double inf = std::numeric_limits<double>::infinity();
-  for (const std::vector<double>& bounds : std::vector<std::vector<double>>{
-           {}, {1.0, 1.0}, {2.0, 1.0}, {1.0, inf}, {std::nan("")}}) {
+  for (const std::vector<double>& bounds :
+       std::vector<std::vector<double>>{{}, {1.0, 1.0}, {2.0, 1.0}, {1.0, inf}, {std::nan("")}}) {
     EXPECT_EQ(registry.AddHistogram("windquant_test_latency_seconds", "h", bounds).status().code(),
               absl::StatusCode::kInvalidArgument);
   }
@@ -230,8 +227,8 @@ TEST(RegistryConcurrencyTest, ConcurrentUpdatesAreExact) {
   EXPECT_EQ(errors->Labels({"B"}).Value(), kThreads * kIters / 2 * 0.5);
   EXPECT_EQ(gauge->Get().Value(), kThreads / 2 * kIters);
   Histogram::Snapshot h = hist->Get().Collect();
-  EXPECT_EQ(h.cumulative, (std::vector<uint64_t>{kThreads * kIters / 2, kThreads * kIters,
-                                                 kThreads * kIters}));
+  EXPECT_EQ(h.cumulative,
+            (std::vector<uint64_t>{kThreads * kIters / 2, kThreads * kIters, kThreads * kIters}));
   EXPECT_EQ(h.sum, kThreads * kIters / 2);
 }
 

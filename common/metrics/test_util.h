@@ -16,8 +16,7 @@ struct HttpResponse {
 
 // One request with a 5 s timeout. `method` is "GET", "HEAD", "POST", ...
 // UNAVAILABLE when the connection fails; any HTTP status is a success.
-absl::StatusOr<HttpResponse> HttpRequest(const std::string& url,
-                                         const std::string& method = "GET");
+absl::StatusOr<HttpResponse> HttpRequest(const std::string& url, const std::string& method = "GET");
 
 // URL-encodes `s` (query parameters).
 std::string UrlEscape(const std::string& s);

@@ -27,9 +27,8 @@ std::string Escape(absl::string_view in, bool quote) {
 }
 
 // `{a="x",b="y"}` with an optional extra pair (histogram "le"); "" when there are no labels.
-std::string LabelSet(const std::vector<std::string>& names,
-                     const std::vector<std::string>& values, absl::string_view extra_name = {},
-                     absl::string_view extra_value = {}) {
+std::string LabelSet(const std::vector<std::string>& names, const std::vector<std::string>& values,
+                     absl::string_view extra_name = {}, absl::string_view extra_value = {}) {
   if (names.empty() && extra_name.empty()) return "";
   std::string out = "{";
   for (size_t i = 0; i < names.size(); ++i) {

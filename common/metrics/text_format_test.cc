@@ -84,11 +84,11 @@ TEST(TextFormatTest, UnlabelledHistogramGolden) {
 
 TEST(TextFormatTest, EscapingGolden) {
   Registry registry;
-  Family<Counter>* f = registry
-                           .AddCounter("windquant_net_rpc_errors_total",
-                                       "Errors with \\ backslash, \"quotes\"\nand a newline.",
-                                       {"code"})
-                           .value();
+  Family<Counter>* f =
+      registry
+          .AddCounter("windquant_net_rpc_errors_total",
+                      "Errors with \\ backslash, \"quotes\"\nand a newline.", {"code"})
+          .value();
   f->Labels({"a\\b \"q\"\nz"}).Inc();
   f->Labels({"ünï"}).Inc();
   EXPECT_EQ(registry.TextExposition(),

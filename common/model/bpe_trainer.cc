@@ -76,13 +76,13 @@ Json TokenizerJson(const std::vector<std::string>& tokens,
   };
   Json bos_token_b = {{"SpecialToken", Json{{"id", bos}, {"type_id", 1}}}};
   Json special = Json::object();
-  special[bos] = Json{{"id", bos}, {"ids", Json::array({first_special_id})},
-                      {"tokens", Json::array({bos})}};
-  j["post_processor"] = Json{
-      {"type", "TemplateProcessing"},
-      {"single", Json::array({bos_token, sequence("A", 0)})},
-      {"pair", Json::array({bos_token, sequence("A", 0), bos_token_b, sequence("B", 1)})},
-      {"special_tokens", special}};
+  special[bos] =
+      Json{{"id", bos}, {"ids", Json::array({first_special_id})}, {"tokens", Json::array({bos})}};
+  j["post_processor"] =
+      Json{{"type", "TemplateProcessing"},
+           {"single", Json::array({bos_token, sequence("A", 0)})},
+           {"pair", Json::array({bos_token, sequence("A", 0), bos_token_b, sequence("B", 1)})},
+           {"special_tokens", special}};
   j["decoder"] = {{"type", "ByteLevel"},
                   {"add_prefix_space", true},
                   {"trim_offsets", true},
@@ -116,9 +116,9 @@ absl::StatusOr<std::string> BpeTrainer::Train() {
     return absl::InvalidArgumentError("bpe_trainer: special_tokens must name at least BOS");
   }
   if (options_.vocab_size < 256 + num_specials) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "bpe_trainer: vocab_size ", options_.vocab_size, " < 256 bytes + ", num_specials,
-        " special tokens"));
+    return absl::InvalidArgumentError(absl::StrCat("bpe_trainer: vocab_size ", options_.vocab_size,
+                                                   " < 256 bytes + ", num_specials,
+                                                   " special tokens"));
   }
   const int32_t target_merges = options_.vocab_size - 256 - num_specials;
 
@@ -209,8 +209,8 @@ absl::StatusOr<std::string> BpeTrainer::Train() {
     std::sort(touched.begin(), touched.end());
     touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
     for (uint64_t k : touched) {
-      heap.push({pair_count[k], static_cast<int32_t>(k >> 32),
-                 static_cast<int32_t>(k & 0xFFFFFFFF)});
+      heap.push(
+          {pair_count[k], static_cast<int32_t>(k >> 32), static_cast<int32_t>(k & 0xFFFFFFFF)});
     }
   }
   num_merges_ = static_cast<int32_t>(merges.size());

@@ -67,15 +67,13 @@ class SafetensorsCheckpoint final : public Checkpoint {
     for (auto it = map->begin(); it != map->end(); ++it) {
       const std::string& name = it.key();
       if (!it.value().is_string()) {
-        return absl::InvalidArgumentError(absl::StrCat(index_path, ": weight_map.", name,
-                                                       ": expected a shard file name"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(index_path, ": weight_map.", name, ": expected a shard file name"));
       }
       const std::string shard = it.value().get<std::string>();
-      if (shard.empty() || shard.find('/') != std::string::npos || shard == "." ||
-          shard == "..") {
-        return absl::InvalidArgumentError(absl::StrCat(index_path, ": weight_map.", name,
-                                                       ": invalid shard file name \"", shard,
-                                                       "\""));
+      if (shard.empty() || shard.find('/') != std::string::npos || shard == "." || shard == "..") {
+        return absl::InvalidArgumentError(absl::StrCat(
+            index_path, ": weight_map.", name, ": invalid shard file name \"", shard, "\""));
       }
       auto [pos, inserted] = shard_index.emplace(shard, files_.size());
       if (inserted) {
@@ -93,8 +91,8 @@ class SafetensorsCheckpoint final : public Checkpoint {
       const SafetensorsFile& f = *files_[pos->second];
       const TensorInfo* info = f.Find(name);
       if (info == nullptr) {
-        return absl::DataLossError(absl::StrCat(index_path, ": tensor ", name, ": not in its shard ",
-                                                f.path()));
+        return absl::DataLossError(
+            absl::StrCat(index_path, ": tensor ", name, ": not in its shard ", f.path()));
       }
       where_[name] = {pos->second, info};
     }
@@ -120,9 +118,9 @@ class SafetensorsCheckpoint final : public Checkpoint {
     const LlamaConfig& c = config_;
     const int64_t end = request.end_layer < 0 ? c.num_hidden_layers : request.end_layer;
     if (request.first_layer < 0 || request.first_layer > end || end > c.num_hidden_layers) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          dir_, ": LoadRequest: layers [", request.first_layer, ", ", request.end_layer,
-          ") outside [0, ", c.num_hidden_layers, ")"));
+      return absl::InvalidArgumentError(absl::StrCat(dir_, ": LoadRequest: layers [",
+                                                     request.first_layer, ", ", request.end_layer,
+                                                     ") outside [0, ", c.num_hidden_layers, ")"));
     }
     const std::optional<Dtype> want = ConfigDtype(c.torch_dtype);
     const int64_t h = c.hidden_size, q = c.num_attention_heads * c.head_dim,
@@ -140,8 +138,7 @@ class SafetensorsCheckpoint final : public Checkpoint {
                             Load(LinearTensorName(layer, static_cast<Matrix>(m)), shapes[m], want));
       }
       const std::string prefix = absl::StrCat("model.layers.", layer, ".");
-      WQ_ASSIGN_OR_RETURN(lw.input_layernorm,
-                          Load(prefix + "input_layernorm.weight", {h}, want));
+      WQ_ASSIGN_OR_RETURN(lw.input_layernorm, Load(prefix + "input_layernorm.weight", {h}, want));
       WQ_ASSIGN_OR_RETURN(lw.post_attention_layernorm,
                           Load(prefix + "post_attention_layernorm.weight", {h}, want));
       w.layers.push_back(std::move(lw));
@@ -189,12 +186,19 @@ class SafetensorsCheckpoint final : public Checkpoint {
     const std::string where = absl::StrCat(file.path(), ": tensor ", name, ": ");
     at::ScalarType type;
     switch (info.dtype) {
-      case Dtype::kF32: type = at::kFloat; break;
-      case Dtype::kF16: type = at::kHalf; break;
-      case Dtype::kBF16: type = at::kBFloat16; break;
+      case Dtype::kF32:
+        type = at::kFloat;
+        break;
+      case Dtype::kF16:
+        type = at::kHalf;
+        break;
+      case Dtype::kBF16:
+        type = at::kBFloat16;
+        break;
       default:
-        return absl::InvalidArgumentError(absl::StrCat(
-            where, "dtype ", DtypeName(info.dtype), " cannot be loaded as float32 (F32, F16, BF16)"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, "dtype ", DtypeName(info.dtype),
+                         " cannot be loaded as float32 (F32, F16, BF16)"));
     }
     if (want.has_value() && *want != info.dtype) {
       return absl::InvalidArgumentError(absl::StrCat(where, "dtype ", DtypeName(info.dtype),

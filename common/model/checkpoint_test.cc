@@ -60,8 +60,8 @@ const char* TorchDtype(Dtype d) {
 }
 
 // Writes config.json and the weights, in one file or `shards` shards + index.
-void WriteCheckpoint(const std::string& dir, LlamaConfig c, const TensorMap& weights,
-                     Dtype dtype, int shards = 1) {
+void WriteCheckpoint(const std::string& dir, LlamaConfig c, const TensorMap& weights, Dtype dtype,
+                     int shards = 1) {
   c.torch_dtype = TorchDtype(dtype);
   ASSERT_TRUE(base::WriteFileAtomic(dir + "/config.json", c.ToJson()).ok());
   if (shards == 1) {
@@ -71,7 +71,8 @@ void WriteCheckpoint(const std::string& dir, LlamaConfig c, const TensorMap& wei
     return;
   }
   std::vector<SafetensorsWriter> writers(shards);
-  nlohmann::json index = {{"metadata", {{"total_size", 0}}}, {"weight_map", nlohmann::json::object()}};
+  nlohmann::json index = {{"metadata", {{"total_size", 0}}},
+                          {"weight_map", nlohmann::json::object()}};
   int i = 0;
   for (const auto& [name, t] : weights) {
     const int s = i++ % shards;
@@ -80,13 +81,12 @@ void WriteCheckpoint(const std::string& dir, LlamaConfig c, const TensorMap& wei
         absl::StrCat("model-0000", s + 1, "-of-0000", shards, ".safetensors");
   }
   for (int s = 0; s < shards; ++s) {
-    ASSERT_TRUE(writers[s]
-                    .Write(absl::StrCat(dir, "/model-0000", s + 1, "-of-0000", shards,
-                                        ".safetensors"))
-                    .ok());
+    ASSERT_TRUE(
+        writers[s]
+            .Write(absl::StrCat(dir, "/model-0000", s + 1, "-of-0000", shards, ".safetensors"))
+            .ok());
   }
-  ASSERT_TRUE(
-      base::WriteFileAtomic(dir + "/model.safetensors.index.json", index.dump(2)).ok());
+  ASSERT_TRUE(base::WriteFileAtomic(dir + "/model.safetensors.index.json", index.dump(2)).ok());
 }
 
 std::string FreshDir(const std::string& name) {
@@ -158,14 +158,13 @@ TEST_P(CheckpointRoundTripTest, LoadsWhatWasWritten) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Formats, CheckpointRoundTripTest,
-    ::testing::Values(RoundTripCase{"f32", Dtype::kF32, 1, true},
-                      RoundTripCase{"f16", Dtype::kF16, 1, false},
-                      RoundTripCase{"bf16", Dtype::kBF16, 1, true},
-                      RoundTripCase{"sharded2_f32", Dtype::kF32, 2, false},
-                      RoundTripCase{"sharded3_bf16", Dtype::kBF16, 3, true}),
-    [](const auto& info) { return std::string(info.param.name); });
+INSTANTIATE_TEST_SUITE_P(Formats, CheckpointRoundTripTest,
+                         ::testing::Values(RoundTripCase{"f32", Dtype::kF32, 1, true},
+                                           RoundTripCase{"f16", Dtype::kF16, 1, false},
+                                           RoundTripCase{"bf16", Dtype::kBF16, 1, true},
+                                           RoundTripCase{"sharded2_f32", Dtype::kF32, 2, false},
+                                           RoundTripCase{"sharded3_bf16", Dtype::kBF16, 3, true}),
+                         [](const auto& info) { return std::string(info.param.name); });
 
 TEST(CheckpointTest, LayerRangeReadsOnlyItsTensors) {
   const std::string dir = FreshDir("range");
@@ -243,8 +242,9 @@ TEST(CheckpointErrorsTest, MissingTensor) {
   TensorMap weights = RandomWeights(c, 1);
   weights.erase(LinearTensorName(2, Matrix::kDown));
   WriteCheckpoint(dir, c, weights, Dtype::kF32);
-  EXPECT_EQ(LoadError(dir), dir + "/model.safetensors: tensor model.layers.2.mlp.down_proj.weight: "
-                                  "missing from the checkpoint");
+  EXPECT_EQ(LoadError(dir), dir +
+                                "/model.safetensors: tensor model.layers.2.mlp.down_proj.weight: "
+                                "missing from the checkpoint");
   auto ckpt = Checkpoint::Open(dir);
   ASSERT_TRUE(ckpt.ok());
   EXPECT_EQ((*ckpt)->LoadTensor("nope", {}).status().code(), absl::StatusCode::kNotFound);
@@ -262,8 +262,10 @@ TEST(CheckpointErrorsTest, ShapeDisagreesWithConfig) {
   TensorMap weights = RandomWeights(c, 1);
   weights[LinearTensorName(1, Matrix::kK)] = at::randn({16, 16});  // GQA wants [8, 16]
   WriteCheckpoint(dir, c, weights, Dtype::kF32);
-  EXPECT_EQ(LoadError(dir), dir + "/model.safetensors: tensor model.layers.1.self_attn.k_proj.weight: "
-                                  "shape [16, 16] disagrees with the expected [8, 16] (config.json)");
+  EXPECT_EQ(LoadError(dir),
+            dir +
+                "/model.safetensors: tensor model.layers.1.self_attn.k_proj.weight: "
+                "shape [16, 16] disagrees with the expected [8, 16] (config.json)");
   auto ckpt = Checkpoint::Open(dir);
   ASSERT_TRUE(ckpt.ok());
   EXPECT_TRUE((*ckpt)->LoadTensor(LinearTensorName(1, Matrix::kK), {}).ok());
@@ -278,7 +280,8 @@ TEST(CheckpointErrorsTest, DtypeDisagreesWithConfig) {
   c.torch_dtype = "float32";
   ASSERT_TRUE(base::WriteFileAtomic(dir + "/config.json", c.ToJson()).ok());
   EXPECT_THAT(LoadError(dir), HasSubstr(dir + "/model.safetensors: tensor "));
-  EXPECT_THAT(LoadError(dir), HasSubstr("dtype F16 disagrees with config.json torch_dtype float32"));
+  EXPECT_THAT(LoadError(dir),
+              HasSubstr("dtype F16 disagrees with config.json torch_dtype float32"));
   // A non-float tensor where a weight belongs.
   const std::string dir2 = FreshDir("int_weight");
   ASSERT_TRUE(base::WriteFileAtomic(dir2 + "/config.json", c.ToJson()).ok());
@@ -294,11 +297,14 @@ TEST(CheckpointErrorsTest, DtypeDisagreesWithConfig) {
 TEST(CheckpointErrorsTest, UnknownDtype) {
   const std::string dir = FreshDir("unknown_dtype");
   ASSERT_TRUE(base::WriteFileAtomic(dir + "/config.json", TinyConfig(true).ToJson()).ok());
-  std::string header = R"({"model.norm.weight":{"dtype":"Q4_0","shape":[16],"data_offsets":[0,16]}})";
+  std::string header =
+      R"({"model.norm.weight":{"dtype":"Q4_0","shape":[16],"data_offsets":[0,16]}})";
   std::string file(8, '\0');
   file[0] = static_cast<char>(header.size());
-  ASSERT_TRUE(base::WriteFileAtomic(dir + "/model.safetensors", file + header + std::string(16, 'x')).ok());
-  EXPECT_EQ(OpenError(dir), dir + "/model.safetensors: tensor model.norm.weight: unknown dtype \"Q4_0\"");
+  ASSERT_TRUE(
+      base::WriteFileAtomic(dir + "/model.safetensors", file + header + std::string(16, 'x')).ok());
+  EXPECT_EQ(OpenError(dir),
+            dir + "/model.safetensors: tensor model.norm.weight: unknown dtype \"Q4_0\"");
 }
 
 TEST(CheckpointErrorsTest, TruncatedFile) {
@@ -307,7 +313,8 @@ TEST(CheckpointErrorsTest, TruncatedFile) {
   WriteCheckpoint(dir, c, RandomWeights(c, 1), Dtype::kF32);
   auto bytes = base::ReadFile(dir + "/model.safetensors");
   ASSERT_TRUE(bytes.ok());
-  ASSERT_TRUE(base::WriteFileAtomic(dir + "/model.safetensors", bytes->substr(0, bytes->size() / 2)).ok());
+  ASSERT_TRUE(
+      base::WriteFileAtomic(dir + "/model.safetensors", bytes->substr(0, bytes->size() / 2)).ok());
   EXPECT_THAT(OpenError(dir), HasSubstr(dir + "/model.safetensors: tensor "));
   EXPECT_THAT(OpenError(dir), HasSubstr("outside the data"));
   // Cut inside the header: the header length is beyond the file.
@@ -323,12 +330,18 @@ TEST(CheckpointErrorsTest, OverlappingAndUncoveredOffsets) {
   auto write = [&](const std::string& header, size_t data) {
     std::string file(8, '\0');
     file[0] = static_cast<char>(header.size());
-    ASSERT_TRUE(base::WriteFileAtomic(dir + "/model.safetensors", file + header + std::string(data, 'x')).ok());
+    ASSERT_TRUE(
+        base::WriteFileAtomic(dir + "/model.safetensors", file + header + std::string(data, 'x'))
+            .ok());
   };
-  write(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},"b":{"dtype":"F32","shape":[4],"data_offsets":[8,24]}})", 24);
-  EXPECT_EQ(OpenError(dir), dir + "/model.safetensors: tensor b: data_offsets [8, 24] overlap tensor a");
+  write(
+      R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},"b":{"dtype":"F32","shape":[4],"data_offsets":[8,24]}})",
+      24);
+  EXPECT_EQ(OpenError(dir),
+            dir + "/model.safetensors: tensor b: data_offsets [8, 24] overlap tensor a");
   write(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", 20);
-  EXPECT_THAT(OpenError(dir), HasSubstr("/model.safetensors: 4 bytes of data after the last tensor (a)"));
+  EXPECT_THAT(OpenError(dir),
+              HasSubstr("/model.safetensors: 4 bytes of data after the last tensor (a)"));
 }
 
 TEST(CheckpointErrorsTest, InvalidJsonHeader) {
@@ -346,8 +359,9 @@ TEST(CheckpointErrorsTest, MissingShardFile) {
   LlamaConfig c = TinyConfig(true);
   WriteCheckpoint(dir, c, RandomWeights(c, 1), Dtype::kF32, 3);
   ASSERT_EQ(std::remove((dir + "/model-00002-of-00003.safetensors").c_str()), 0);
-  EXPECT_THAT(OpenError(dir), HasSubstr(dir + "/model-00002-of-00003.safetensors: missing shard file "
-                                              "(named by model.safetensors.index.json for tensor "));
+  EXPECT_THAT(OpenError(dir),
+              HasSubstr(dir + "/model-00002-of-00003.safetensors: missing shard file "
+                              "(named by model.safetensors.index.json for tensor "));
 }
 
 TEST(CheckpointErrorsTest, IndexNamesTensorMissingFromShard) {
@@ -362,12 +376,16 @@ TEST(CheckpointErrorsTest, IndexNamesTensorMissingFromShard) {
   shard = shard == "model-00001-of-00002.safetensors" ? "model-00002-of-00002.safetensors"
                                                       : "model-00001-of-00002.safetensors";
   ASSERT_TRUE(base::WriteFileAtomic(dir + "/model.safetensors.index.json", index.dump()).ok());
-  EXPECT_EQ(OpenError(dir), dir + "/model.safetensors.index.json: tensor model.norm.weight: not in "
-                                  "its shard " + dir + "/" + shard);
-  ASSERT_TRUE(base::WriteFileAtomic(dir + "/model.safetensors.index.json", "{\"weight_map\": [").ok());
+  EXPECT_EQ(OpenError(dir), dir +
+                                "/model.safetensors.index.json: tensor model.norm.weight: not in "
+                                "its shard " +
+                                dir + "/" + shard);
+  ASSERT_TRUE(
+      base::WriteFileAtomic(dir + "/model.safetensors.index.json", "{\"weight_map\": [").ok());
   EXPECT_THAT(OpenError(dir), HasSubstr(dir + "/model.safetensors.index.json: invalid JSON"));
   ASSERT_TRUE(base::WriteFileAtomic(dir + "/model.safetensors.index.json",
-                                    R"({"weight_map": {"x": "../etc/passwd"}})").ok());
+                                    R"({"weight_map": {"x": "../etc/passwd"}})")
+                  .ok());
   EXPECT_THAT(OpenError(dir), HasSubstr("weight_map.x: invalid shard file name"));
 }
 
@@ -375,8 +393,7 @@ TEST(CheckpointErrorsTest, NoWeightsOrConfig) {
   const std::string dir = FreshDir("empty");
   EXPECT_THAT(OpenError(dir), HasSubstr(dir + "/config.json"));
   ASSERT_TRUE(base::WriteFileAtomic(dir + "/config.json", TinyConfig(true).ToJson()).ok());
-  EXPECT_EQ(OpenError(dir),
-            dir + ": neither model.safetensors nor model.safetensors.index.json");
+  EXPECT_EQ(OpenError(dir), dir + ": neither model.safetensors nor model.safetensors.index.json");
 }
 
 // ---- The real model. ----

@@ -45,7 +45,8 @@ class Reader {
     return j;
   }
   absl::StatusOr<int64_t> Int(const std::string& key, const Json& j, int64_t min) const {
-    if (!j.is_number_integer()) return Error(key, absl::StrCat("expected an integer, got ", Show(j)));
+    if (!j.is_number_integer())
+      return Error(key, absl::StrCat("expected an integer, got ", Show(j)));
     if (j.is_number_unsigned() &&
         j.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
       return Error(key, "integer out of range");
@@ -119,8 +120,8 @@ absl::Status ParseRopeScaling(const Reader& top, const Json& j, const std::strin
   WQ_RETURN_IF_ERROR(r.PositiveNumber("factor", true, &s.factor));
   WQ_RETURN_IF_ERROR(r.PositiveNumber("low_freq_factor", true, &s.low_freq_factor));
   WQ_RETURN_IF_ERROR(r.PositiveNumber("high_freq_factor", true, &s.high_freq_factor));
-  WQ_RETURN_IF_ERROR(r.RequiredInt("original_max_position_embeddings", 1,
-                                   &s.original_max_position_embeddings));
+  WQ_RETURN_IF_ERROR(
+      r.RequiredInt("original_max_position_embeddings", 1, &s.original_max_position_embeddings));
   if (!(s.high_freq_factor > s.low_freq_factor)) {
     return r.Error("high_freq_factor", "must be greater than low_freq_factor");
   }
@@ -214,12 +215,12 @@ std::string LlamaConfig::ToJson() const {
   j["rms_norm_eps"] = rms_norm_eps;
   j["rope_theta"] = rope_theta;
   if (rope_scaling.has_value()) {
-    j["rope_scaling"] = {{"rope_type", rope_scaling->rope_type},
-                         {"factor", rope_scaling->factor},
-                         {"low_freq_factor", rope_scaling->low_freq_factor},
-                         {"high_freq_factor", rope_scaling->high_freq_factor},
-                         {"original_max_position_embeddings",
-                          rope_scaling->original_max_position_embeddings}};
+    j["rope_scaling"] = {
+        {"rope_type", rope_scaling->rope_type},
+        {"factor", rope_scaling->factor},
+        {"low_freq_factor", rope_scaling->low_freq_factor},
+        {"high_freq_factor", rope_scaling->high_freq_factor},
+        {"original_max_position_embeddings", rope_scaling->original_max_position_embeddings}};
   } else {
     j["rope_scaling"] = nullptr;
   }

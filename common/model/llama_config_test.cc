@@ -99,7 +99,8 @@ TEST(LlamaConfigTest, InvalidJsonIsOneLineNamingFile) {
   std::string m(c.status().message());
   EXPECT_THAT(m, HasSubstr("/m/config.json: invalid JSON"));
   EXPECT_EQ(m.find('\n'), std::string::npos);
-  EXPECT_THAT(ErrorOf(nlohmann::json::array()), HasSubstr("/m/config.json: expected a JSON object"));
+  EXPECT_THAT(ErrorOf(nlohmann::json::array()),
+              HasSubstr("/m/config.json: expected a JSON object"));
 }
 
 TEST(LlamaConfigTest, MissingRequiredKeyNamesIt) {
@@ -114,7 +115,8 @@ TEST(LlamaConfigTest, MissingRequiredKeyNamesIt) {
 TEST(LlamaConfigTest, WrongTypesNameTheKey) {
   nlohmann::json j = Llama3Json();
   j["hidden_size"] = "2048";
-  EXPECT_THAT(ErrorOf(j), HasSubstr("/m/config.json: hidden_size: expected an integer, got \"2048\""));
+  EXPECT_THAT(ErrorOf(j),
+              HasSubstr("/m/config.json: hidden_size: expected an integer, got \"2048\""));
   j = Llama3Json();
   j["hidden_size"] = 64.5;
   EXPECT_THAT(ErrorOf(j), HasSubstr("hidden_size: expected an integer"));
@@ -172,8 +174,7 @@ TEST(LlamaConfigTest, FromDirectoryErrorsNameThePath) {
 
 TEST(LlamaConfigTest, Stories260k) {
   const char* src = std::getenv("WQ_SOURCE_DIR");
-  const std::string dir =
-      std::string(src ? src : "/work/main") + "/../shared/models/stories260k";
+  const std::string dir = std::string(src ? src : "/work/main") + "/../shared/models/stories260k";
   if (!base::PathExists(dir + "/config.json")) GTEST_SKIP() << "no model at " << dir;
   auto c = LlamaConfig::FromDirectory(dir);
   ASSERT_TRUE(c.ok()) << c.status();

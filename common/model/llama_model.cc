@@ -45,7 +45,7 @@ at::Tensor RotateHalf(const at::Tensor& x) {
 void RopeCosSin(const LlamaConfig& c, int64_t positions, at::Tensor* cos, at::Tensor* sin) {
   const at::Tensor inv_freq = RopeInvFreq(c);  // [hd/2] double
   const at::Tensor pos = at::arange(positions, at::TensorOptions().dtype(at::kDouble));
-  const at::Tensor freqs = at::outer(pos, inv_freq);  // [P, hd/2]
+  const at::Tensor freqs = at::outer(pos, inv_freq);   // [P, hd/2]
   const at::Tensor emb = at::cat({freqs, freqs}, -1);  // [P, hd]
   *cos = emb.cos().to(at::kFloat);
   *sin = emb.sin().to(at::kFloat);
@@ -137,12 +137,11 @@ at::Tensor LlamaModel::ForwardLayers(const at::Tensor& hidden, int64_t begin, in
   }
   // Additive causal mask: 0 on and below the diagonal, -inf above; repeated
   // for the n_rep query heads that share a K/V head (rows are (rep, t)).
-  const at::Tensor mask =
-      at::full({T, T}, -std::numeric_limits<float>::infinity(),
-               at::TensorOptions().dtype(at::kFloat).device(device_))
-          .triu(1)
-          .repeat({n_rep, 1})
-          .expand({B * nkv, n_rep * T, T});
+  const at::Tensor mask = at::full({T, T}, -std::numeric_limits<float>::infinity(),
+                                   at::TensorOptions().dtype(at::kFloat).device(device_))
+                              .triu(1)
+                              .repeat({n_rep, 1})
+                              .expand({B * nkv, n_rep * T, T});
 
   auto call_hook = [&](int64_t layer, Matrix m, const at::Tensor& in) {
     if (hook != nullptr && *hook) (*hook)(layer, m, in);
@@ -188,8 +187,7 @@ at::Tensor LlamaModel::ForwardLayers(const at::Tensor& hidden, int64_t begin, in
 
 at::Tensor LlamaModel::Head(const at::Tensor& hidden) const {
   Require(weights_.final_norm.defined(), "Head() needs the final norm in this stage");
-  const at::Tensor& head =
-      weights_.lm_head.defined() ? weights_.lm_head : weights_.embed_tokens;
+  const at::Tensor& head = weights_.lm_head.defined() ? weights_.lm_head : weights_.embed_tokens;
   Require(head.defined(), "Head() needs lm_head (or tied embed_tokens) in this stage");
   return at::linear(RmsNorm(hidden.to(device_), weights_.final_norm, config().rms_norm_eps), head);
 }

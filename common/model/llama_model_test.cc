@@ -37,8 +37,8 @@ LlamaConfig SmallConfig() {
 }
 
 // Random weights of layers [first, first + n) (+ embeddings/head on request).
-LlamaWeights RandomWeights(const LlamaConfig& c, uint64_t seed, int64_t first = 0,
-                           int64_t n = -1, bool ends = true) {
+LlamaWeights RandomWeights(const LlamaConfig& c, uint64_t seed, int64_t first = 0, int64_t n = -1,
+                           bool ends = true) {
   at::manual_seed(seed);
   if (n < 0) n = c.num_hidden_layers;
   const int64_t H = c.hidden_size, I = c.intermediate_size, hd = c.head_dim;
@@ -86,8 +86,8 @@ std::vector<double> HandInvFreq(const LlamaConfig& c) {
       if (wavelen > old / s.low_freq_factor) {
         f = f / s.factor;
       } else if (wavelen >= old / s.high_freq_factor) {
-        const double smooth = (old / wavelen - s.low_freq_factor) /
-                              (s.high_freq_factor - s.low_freq_factor);
+        const double smooth =
+            (old / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
         f = (1 - smooth) * f / s.factor + smooth * f;
       }
     }
@@ -214,15 +214,14 @@ TEST(LlamaModelTest, Llama3InvFreqMatchesHandComputedValues) {
   ASSERT_EQ(inv.numel(), 32);
   // Values from a scalar Python transcription of HF's code:
   // i <= 14 high frequency (kept), 15..17 blended, >= 18 divided by 32.
-  const std::vector<std::pair<int, double>> expected = {
-      {0, 1.0},
-      {10, 0.016560440080994446},
-      {14, 0.0032114459947525913},
-      {15, 0.001290547928209264},
-      {16, 0.00042955679655936815},
-      {17, 9.70828780262767e-05},
-      {18, 1.9461638184831125e-05},
-      {31, 9.418306725434909e-08}};
+  const std::vector<std::pair<int, double>> expected = {{0, 1.0},
+                                                        {10, 0.016560440080994446},
+                                                        {14, 0.0032114459947525913},
+                                                        {15, 0.001290547928209264},
+                                                        {16, 0.00042955679655936815},
+                                                        {17, 9.70828780262767e-05},
+                                                        {18, 1.9461638184831125e-05},
+                                                        {31, 9.418306725434909e-08}};
   for (const auto& [i, v] : expected) {
     EXPECT_NEAR(inv[i].item<double>() / v, 1.0, 1e-12) << "dim pair " << i;
   }
@@ -262,9 +261,9 @@ TEST(LlamaModelTest, HookSeesEveryLinearInputWithItsLayer) {
   std::vector<std::pair<int64_t, Matrix>> calls;
   LinearInputHook hook = [&](int64_t layer, Matrix m, const at::Tensor& in) {
     calls.emplace_back(layer, m);
-    const int64_t width = m == Matrix::kDown  ? c.intermediate_size
-                          : m == Matrix::kO   ? c.num_attention_heads * c.head_dim
-                                              : c.hidden_size;
+    const int64_t width = m == Matrix::kDown ? c.intermediate_size
+                          : m == Matrix::kO  ? c.num_attention_heads * c.head_dim
+                                             : c.hidden_size;
     EXPECT_EQ(in.sizes(), (at::IntArrayRef{2, 5, width}));
   };
   model.ForwardLayers(model.Embed(ids), 1, 3, &hook);

@@ -21,8 +21,7 @@ absl::StatusOr<PerplexityResult> ComputePerplexity(const LlamaModel& model,
         "perplexity needs the whole model (embeddings, all layers, final norm, lm_head)");
   }
   if (options.context < 2) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("context: must be >= 2, got ", options.context));
+    return absl::InvalidArgumentError(absl::StrCat("context: must be >= 2, got ", options.context));
   }
   if (options.batch_size < 1) {
     return absl::InvalidArgumentError(
@@ -76,7 +75,8 @@ absl::StatusOr<PerplexityResult> ComputePerplexity(const LlamaModel& model,
     }
     r.total_nll = total;
   } catch (const c10::Error& e) {
-    return absl::InternalError(absl::StrCat("perplexity forward failed: ", e.what_without_backtrace()));
+    return absl::InternalError(
+        absl::StrCat("perplexity forward failed: ", e.what_without_backtrace()));
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat("perplexity forward failed: ", e.what()));
   }

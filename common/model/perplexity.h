@@ -33,12 +33,12 @@ struct PerplexityOptions {
 struct PerplexityResult {
   int64_t context = 0;  // N actually used (after clamping)
   int64_t windows = 0;
-  int64_t tokens = 0;      // predicted tokens = windows * (N - 1)
-  double total_nll = 0;    // sum of NLL over predicted tokens (nats)
-  double nll = 0;          // mean NLL per predicted token
-  double perplexity = 0;   // exp(nll)
-  double seconds = 0;      // wall time of the forward passes
-  double tokens_per_s = 0; // predicted tokens / seconds
+  int64_t tokens = 0;       // predicted tokens = windows * (N - 1)
+  double total_nll = 0;     // sum of NLL over predicted tokens (nats)
+  double nll = 0;           // mean NLL per predicted token
+  double perplexity = 0;    // exp(nll)
+  double seconds = 0;       // wall time of the forward passes
+  double tokens_per_s = 0;  // predicted tokens / seconds
 };
 
 // Runs the protocol above with `model` (which must hold embeddings, every

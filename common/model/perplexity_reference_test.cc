@@ -1,7 +1,7 @@
 // stories260k perplexity on tinystories-valid-sample.txt at W=256 against the
 // float64 reference of shared/models/stories260k/README.md (PPL 5.695458,
-// 1541 windows, 392,955 predicted tokens). About a minute of CPU; it runs in the default suite because it is the
-// end-to-end check of loader + tokenizer + forward pass + protocol.
+// 1541 windows, 392,955 predicted tokens). About a minute of CPU; it runs in the default suite
+// because it is the end-to-end check of loader + tokenizer + forward pass + protocol.
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 

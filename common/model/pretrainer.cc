@@ -80,15 +80,15 @@ absl::Status PretrainConfig::Validate() const {
   WQ_RETURN_IF_ERROR(Field(steps > 0, "steps", "must be > 0"));
   WQ_RETURN_IF_ERROR(Field(lr > 0, "lr", "must be > 0"));
   WQ_RETURN_IF_ERROR(Field(warmup_steps >= 0, "warmup_steps", "must be >= 0"));
-  WQ_RETURN_IF_ERROR(Field(min_lr_ratio >= 0 && min_lr_ratio <= 1, "min_lr_ratio",
-                           "must be in [0, 1]"));
+  WQ_RETURN_IF_ERROR(
+      Field(min_lr_ratio >= 0 && min_lr_ratio <= 1, "min_lr_ratio", "must be in [0, 1]"));
   WQ_RETURN_IF_ERROR(Field(weight_decay >= 0, "weight_decay", "must be >= 0"));
   WQ_RETURN_IF_ERROR(Field(held_out_fraction > 0 && held_out_fraction < 1, "held_out_fraction",
                            "must be in (0, 1)"));
   WQ_RETURN_IF_ERROR(Field(eval_max_windows >= 0, "eval_max_windows", "must be >= 0"));
   WQ_RETURN_IF_ERROR(Field(threads >= 0, "threads", "must be >= 0 (0 = default)"));
-  WQ_RETURN_IF_ERROR(Field(bos_id < vocab && eos_id < vocab, "bos_id",
-                           "bos_id / eos_id must be < vocab"));
+  WQ_RETURN_IF_ERROR(
+      Field(bos_id < vocab && eos_id < vocab, "bos_id", "bos_id / eos_id must be < vocab"));
   return absl::OkStatus();
 }
 
@@ -120,8 +120,7 @@ int64_t DefaultIntermediateSize(int64_t hidden) {
 double LearningRateAt(const PretrainConfig& c, int64_t step) {
   if (step < c.warmup_steps) return c.lr * static_cast<double>(step + 1) / c.warmup_steps;
   const int64_t decay_steps = std::max<int64_t>(c.steps - c.warmup_steps - 1, 1);
-  const double progress =
-      std::min(1.0, static_cast<double>(step - c.warmup_steps) / decay_steps);
+  const double progress = std::min(1.0, static_cast<double>(step - c.warmup_steps) / decay_steps);
   // lr(p) = lr * (m + (1 - m) * (1 + cos(pi p)) / 2), p in [0, 1].
   const double cosine = 0.5 * (1.0 + std::cos(M_PI * progress));
   return c.lr * (c.min_lr_ratio + (1.0 - c.min_lr_ratio) * cosine);
@@ -133,7 +132,9 @@ LlamaWeights InitLlamaWeights(const LlamaConfig& c, uint64_t seed, bool requires
   const int64_t hd = c.head_dim > 0 ? c.head_dim : H / c.num_attention_heads;
   const int64_t q_out = c.num_attention_heads * hd, kv_out = c.num_key_value_heads * hd;
   auto normal = [&](std::vector<int64_t> shape) {
-    return at::empty(shape, at::kFloat).normal_(0.0, kInitStd, gen).set_requires_grad(requires_grad);
+    return at::empty(shape, at::kFloat)
+        .normal_(0.0, kInitStd, gen)
+        .set_requires_grad(requires_grad);
   };
   auto ones = [&](int64_t n) { return at::ones({n}, at::kFloat).set_requires_grad(requires_grad); };
   LlamaWeights w;
@@ -164,9 +165,8 @@ absl::StatusOr<double> HeldOutPerplexity(const LlamaModel& model, const std::vec
   const int64_t n = static_cast<int64_t>(ids.size());
   int64_t windows = n > seq_len ? (n - 1) / seq_len : 0;
   if (windows == 0) {
-    return absl::InvalidArgumentError(absl::StrCat("held-out perplexity: ", n,
-                                                   " ids are fewer than seq_len + 1 = ",
-                                                   seq_len + 1));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "held-out perplexity: ", n, " ids are fewer than seq_len + 1 = ", seq_len + 1));
   }
   if (max_windows > 0) windows = std::min(windows, max_windows);
   try {
@@ -194,18 +194,17 @@ absl::StatusOr<PretrainResult> Pretrainer::Train(const std::vector<int32_t>& ids
   WQ_RETURN_IF_ERROR(c.Validate());
   for (size_t i = 0; i < ids.size(); ++i) {
     if (ids[i] < 0 || ids[i] >= c.vocab) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("pretrain: id ", ids[i], " at position ", i, " is outside [0, vocab=",
-                       c.vocab, ")"));
+      return absl::InvalidArgumentError(absl::StrCat("pretrain: id ", ids[i], " at position ", i,
+                                                     " is outside [0, vocab=", c.vocab, ")"));
     }
   }
   const int64_t n = static_cast<int64_t>(ids.size());
   const int64_t n_held = static_cast<int64_t>(std::ceil(n * c.held_out_fraction));
   const int64_t n_train = n - n_held;
   if (n_train < c.seq_len + 2 || n_held < c.seq_len + 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "pretrain: ", n, " ids are too few for seq_len ", c.seq_len, " (train split ", n_train,
-        ", held-out split ", n_held, " ids; each needs more than seq_len)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("pretrain: ", n, " ids are too few for seq_len ", c.seq_len, " (train split ",
+                     n_train, ", held-out split ", n_held, " ids; each needs more than seq_len)"));
   }
   const std::vector<int32_t> train(ids.begin(), ids.begin() + n_train);
   const std::vector<int32_t> held(ids.begin() + n_train, ids.end());
@@ -228,14 +227,13 @@ absl::StatusOr<PretrainResult> Pretrainer::Train(const std::vector<int32_t>& ids
                         HeldOutPerplexity(model, held, c.seq_len, kEvalBatch, c.eval_max_windows));
 
     std::vector<torch::optim::OptimizerParamGroup> groups;
-    groups.emplace_back(decay, std::make_unique<torch::optim::AdamWOptions>(
-                                   torch::optim::AdamWOptions(c.lr)
-                                       .betas({0.9, 0.95})
-                                       .weight_decay(c.weight_decay)));
-    groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamWOptions>(
-                                      torch::optim::AdamWOptions(c.lr)
-                                          .betas({0.9, 0.95})
-                                          .weight_decay(0.0)));
+    groups.emplace_back(
+        decay,
+        std::make_unique<torch::optim::AdamWOptions>(
+            torch::optim::AdamWOptions(c.lr).betas({0.9, 0.95}).weight_decay(c.weight_decay)));
+    groups.emplace_back(no_decay,
+                        std::make_unique<torch::optim::AdamWOptions>(
+                            torch::optim::AdamWOptions(c.lr).betas({0.9, 0.95}).weight_decay(0.0)));
     torch::optim::AdamW optimizer(std::move(groups), torch::optim::AdamWOptions(c.lr));
 
     std::mt19937_64 rng(c.seed ^ 0x9e3779b97f4a7c15ULL);
@@ -260,8 +258,8 @@ absl::StatusOr<PretrainResult> Pretrainer::Train(const std::vector<int32_t>& ids
       optimizer.step();
       const float l = loss.item<float>();
       if (!std::isfinite(l)) {
-        return absl::InternalError(absl::StrFormat(
-            "pretrain: loss became %f at step %d (lower --lr?)", l, step));
+        return absl::InternalError(
+            absl::StrFormat("pretrain: loss became %f at step %d (lower --lr?)", l, step));
       }
       result.losses.push_back(l);
       progress.Update(static_cast<double>((step + 1) * tokens_per_step),
@@ -286,8 +284,9 @@ absl::StatusOr<PretrainResult> Pretrainer::Train(const std::vector<int32_t>& ids
     // Hand out detached copies that no longer require grad (tie preserved).
     result.weights = model.weights();
     for (at::Tensor* t : AllTensors(result.weights)) *t = t->detach().clone();
-    result.weights.lm_head = result.config.tie_word_embeddings ? result.weights.embed_tokens
-                                                               : model.weights().lm_head.detach().clone();
+    result.weights.lm_head = result.config.tie_word_embeddings
+                                 ? result.weights.embed_tokens
+                                 : model.weights().lm_head.detach().clone();
     result.weights.config = result.config;
     result.weights.config.head_dim = model.config().head_dim;
   } catch (const std::exception& e) {  // c10::Error and LlamaModel's invalid_argument
@@ -318,8 +317,7 @@ absl::Status AddWeights(const LlamaWeights& w, SafetensorsWriter* writer) {
     const int64_t layer = w.first_layer + static_cast<int64_t>(i);
     const LayerWeights& l = w.layers[i];
     for (int m = 0; m < kNumMatrices; ++m) {
-      WQ_RETURN_IF_ERROR(
-          writer->Add(LinearTensorName(layer, static_cast<Matrix>(m)), l.linear[m]));
+      WQ_RETURN_IF_ERROR(writer->Add(LinearTensorName(layer, static_cast<Matrix>(m)), l.linear[m]));
     }
     const std::string prefix = absl::StrCat("model.layers.", layer, ".");
     WQ_RETURN_IF_ERROR(
@@ -363,8 +361,7 @@ nlohmann::json Metadata(const PretrainConfig& c, const PretrainResult& r,
                {"held_out_ids", r.held_out_ids},
                {"held_out_fraction", c.held_out_fraction},
                {"held_out_split", "the last ids of the token stream"}};
-  j["held_out_perplexity"] = {{"untrained", r.untrained_held_out_ppl},
-                              {"trained", r.held_out_ppl}};
+  j["held_out_perplexity"] = {{"untrained", r.untrained_held_out_ppl}, {"trained", r.held_out_ppl}};
   return j;
 }
 
@@ -386,8 +383,8 @@ std::string Readme(const PretrainConfig& c, const PretrainResult& r,
       "Details: pretrain.json.\n",
       info.data_source.empty() ? "(not recorded)" : info.data_source, c.layers, c.hidden,
       r.config.intermediate_size, c.heads, c.kv_heads, c.vocab, c.seq_len, c.steps, c.batch,
-      c.seq_len, r.tokens_trained, c.lr, c.warmup_steps, c.min_lr_ratio, c.weight_decay,
-      c.seed, r.train_seconds, r.first_loss, r.final_loss, 100.0 * c.held_out_fraction,
+      c.seq_len, r.tokens_trained, c.lr, c.warmup_steps, c.min_lr_ratio, c.weight_decay, c.seed,
+      r.train_seconds, r.first_loss, r.final_loss, 100.0 * c.held_out_fraction,
       r.untrained_held_out_ppl, r.held_out_ppl);
 }
 
@@ -428,7 +425,8 @@ absl::Status WritePretrainedModel(const std::string& dir, const PretrainConfig& 
     if (ec) return absl::InternalError(absl::StrCat(out, ": cannot move aside: ", ec.message()));
   }
   fs::rename(tmp, out, ec);
-  if (ec) return absl::InternalError(absl::StrCat(out, ": cannot rename ", tmp, ": ", ec.message()));
+  if (ec)
+    return absl::InternalError(absl::StrCat(out, ": cannot rename ", tmp, ": ", ec.message()));
   fs::remove_all(old, ec);
   return absl::OkStatus();
 }

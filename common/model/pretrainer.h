@@ -81,8 +81,8 @@ struct PretrainResult {
   LlamaConfig config;
   double untrained_held_out_ppl = 0;
   double held_out_ppl = 0;
-  double first_loss = 0;  // train loss of step 0
-  double final_loss = 0;  // mean train loss of the last min(10, steps) steps
+  double first_loss = 0;      // train loss of step 0
+  double final_loss = 0;      // mean train loss of the last min(10, steps) steps
   std::vector<float> losses;  // train loss per step
   int64_t train_ids = 0;
   int64_t held_out_ids = 0;

@@ -153,8 +153,8 @@ TEST(PretrainerTest, TinyRunLowersLossAndWritesReloadableHfFolder) {
   ASSERT_TRUE(written.ok()) << written;
   EXPECT_FALSE(fs::exists(dir + "/stale.txt"));
   EXPECT_FALSE(fs::exists(dir + ".tmp"));
-  for (const char* f : {"config.json", "model.safetensors", "tokenizer.json", "README.md",
-                        "pretrain.json"}) {
+  for (const char* f :
+       {"config.json", "model.safetensors", "tokenizer.json", "README.md", "pretrain.json"}) {
     EXPECT_TRUE(fs::exists(dir + "/" + f)) << f;
   }
   absl::StatusOr<LlamaConfig> lc = LlamaConfig::FromDirectory(dir);

@@ -26,12 +26,11 @@ struct DtypeEntry {
 };
 
 constexpr DtypeEntry kDtypes[] = {
-    {Dtype::kBool, "BOOL", 1},     {Dtype::kU8, "U8", 1},   {Dtype::kI8, "I8", 1},
-    {Dtype::kF8E5M2, "F8_E5M2", 1}, {Dtype::kF8E4M3, "F8_E4M3", 1},
-    {Dtype::kI16, "I16", 2},       {Dtype::kU16, "U16", 2}, {Dtype::kF16, "F16", 2},
-    {Dtype::kBF16, "BF16", 2},     {Dtype::kI32, "I32", 4}, {Dtype::kU32, "U32", 4},
-    {Dtype::kF32, "F32", 4},       {Dtype::kF64, "F64", 8}, {Dtype::kI64, "I64", 8},
-    {Dtype::kU64, "U64", 8},
+    {Dtype::kBool, "BOOL", 1},      {Dtype::kU8, "U8", 1},          {Dtype::kI8, "I8", 1},
+    {Dtype::kF8E5M2, "F8_E5M2", 1}, {Dtype::kF8E4M3, "F8_E4M3", 1}, {Dtype::kI16, "I16", 2},
+    {Dtype::kU16, "U16", 2},        {Dtype::kF16, "F16", 2},        {Dtype::kBF16, "BF16", 2},
+    {Dtype::kI32, "I32", 4},        {Dtype::kU32, "U32", 4},        {Dtype::kF32, "F32", 4},
+    {Dtype::kF64, "F64", 8},        {Dtype::kI64, "I64", 8},        {Dtype::kU64, "U64", 8},
 };
 
 // Short, single-line rendering of a JSON value for error messages.
@@ -127,8 +126,8 @@ absl::Status SafetensorsFile::Parse() {
   uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(bytes_[i]);
   if (n > size_ - 8) {
-    return absl::DataLossError(absl::StrCat(p, ": header length ", n, " beyond the file (",
-                                            size_, " bytes): truncated or not safetensors"));
+    return absl::DataLossError(absl::StrCat(p, ": header length ", n, " beyond the file (", size_,
+                                            " bytes): truncated or not safetensors"));
   }
   if (n > kMaxHeaderBytes) {
     return absl::InvalidArgumentError(
@@ -159,9 +158,8 @@ absl::Status SafetensorsFile::Parse() {
       }
       for (auto m = v.begin(); m != v.end(); ++m) {
         if (!m.value().is_string()) {
-          return absl::InvalidArgumentError(absl::StrCat(p, ": __metadata__.", m.key(),
-                                                         ": expected a string, got ",
-                                                         Show(m.value())));
+          return absl::InvalidArgumentError(absl::StrCat(
+              p, ": __metadata__.", m.key(), ": expected a string, got ", Show(m.value())));
         }
         metadata_[m.key()] = m.value().get<std::string>();
       }
@@ -169,8 +167,7 @@ absl::Status SafetensorsFile::Parse() {
     }
     const std::string where = absl::StrCat(p, ": tensor ", name, ": ");
     if (!v.is_object()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(where, "expected an object, got ", Show(v)));
+      return absl::InvalidArgumentError(absl::StrCat(where, "expected an object, got ", Show(v)));
     }
     TensorInfo info;
     info.name = name;
@@ -179,7 +176,8 @@ absl::Status SafetensorsFile::Parse() {
       return absl::InvalidArgumentError(absl::StrCat(where, "dtype: missing or not a string"));
     }
     absl::StatusOr<Dtype> dtype = DtypeFromName(dt->get<std::string>());
-    if (!dtype.ok()) return absl::InvalidArgumentError(absl::StrCat(where, dtype.status().message()));
+    if (!dtype.ok())
+      return absl::InvalidArgumentError(absl::StrCat(where, dtype.status().message()));
     info.dtype = *dtype;
 
     auto sh = v.find("shape");
@@ -205,27 +203,27 @@ absl::Status SafetensorsFile::Parse() {
     }
 
     auto off = v.find("data_offsets");
-    if (off == v.end() || !off->is_array() || off->size() != 2 ||
-        !(*off)[0].is_number_unsigned() || !(*off)[1].is_number_unsigned()) {
+    if (off == v.end() || !off->is_array() || off->size() != 2 || !(*off)[0].is_number_unsigned() ||
+        !(*off)[1].is_number_unsigned()) {
       return absl::InvalidArgumentError(
           absl::StrCat(where, "data_offsets: expected [begin, end] of unsigned integers"));
     }
     info.begin = (*off)[0].get<uint64_t>();
     info.end = (*off)[1].get<uint64_t>();
     if (info.end < info.begin) {
-      return absl::DataLossError(absl::StrCat(where, "data_offsets [", info.begin, ", ",
-                                              info.end, "]: end before begin"));
+      return absl::DataLossError(
+          absl::StrCat(where, "data_offsets [", info.begin, ", ", info.end, "]: end before begin"));
     }
     if (info.end > data_size) {
-      return absl::DataLossError(absl::StrCat(where, "data_offsets [", info.begin, ", ",
-                                              info.end, "] outside the data (", data_size,
+      return absl::DataLossError(absl::StrCat(where, "data_offsets [", info.begin, ", ", info.end,
+                                              "] outside the data (", data_size,
                                               " bytes): truncated file?"));
     }
     if (info.end - info.begin != expected_bytes) {
-      return absl::DataLossError(absl::StrCat(
-          where, "data_offsets [", info.begin, ", ", info.end, "] hold ", info.end - info.begin,
-          " bytes but ", DtypeName(info.dtype), " [", absl::StrJoin(info.shape, ","),
-          "] needs ", expected_bytes));
+      return absl::DataLossError(
+          absl::StrCat(where, "data_offsets [", info.begin, ", ", info.end, "] hold ",
+                       info.end - info.begin, " bytes but ", DtypeName(info.dtype), " [",
+                       absl::StrJoin(info.shape, ","), "] needs ", expected_bytes));
     }
     tensors_.push_back(std::move(info));
   }
@@ -249,10 +247,9 @@ absl::Status SafetensorsFile::Parse() {
     previous = &t;
   }
   if (covered != data_size) {
-    return absl::DataLossError(absl::StrCat(p, ": ", data_size - covered,
-                                            " bytes of data after the last tensor",
-                                            previous ? absl::StrCat(" (", previous->name, ")") : "",
-                                            " are not covered by any tensor"));
+    return absl::DataLossError(absl::StrCat(
+        p, ": ", data_size - covered, " bytes of data after the last tensor",
+        previous ? absl::StrCat(" (", previous->name, ")") : "", " are not covered by any tensor"));
   }
   for (size_t i = 0; i < tensors_.size(); ++i) index_[tensors_[i].name] = i;
   return absl::OkStatus();

@@ -33,8 +33,21 @@ namespace windquant::model {
 // float32 (Checkpoint); the others are parsed so that quantized files (packed
 // codes in U8, INT8 salient weights) are valid files too.
 enum class Dtype {
-  kBool, kU8, kI8, kF8E5M2, kF8E4M3, kI16, kU16, kF16, kBF16, kI32, kU32, kF32,
-  kF64, kI64, kU64
+  kBool,
+  kU8,
+  kI8,
+  kF8E5M2,
+  kF8E4M3,
+  kI16,
+  kU16,
+  kF16,
+  kBF16,
+  kI32,
+  kU32,
+  kF32,
+  kF64,
+  kI64,
+  kU64
 };
 
 // "F32" -> kF32; NotFound-style InvalidArgument for an unknown name.
@@ -91,9 +104,9 @@ class SafetensorsFile {
   absl::Status Parse();
 
   std::string path_;
-  std::string buffer_;            // FromBuffer
-  void* mapping_ = nullptr;       // Open
-  const char* bytes_ = nullptr;   // start of the file
+  std::string buffer_;           // FromBuffer
+  void* mapping_ = nullptr;      // Open
+  const char* bytes_ = nullptr;  // start of the file
   uint64_t size_ = 0;
   uint64_t data_offset_ = 0;
   std::vector<TensorInfo> tensors_;

@@ -29,7 +29,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     covered = t.end;
     if (f.Find(t.name) != &t) std::abort();
     std::string_view bytes = f.Data(t);
-    if (bytes.size() != static_cast<size_t>(t.num_elements()) * windquant::model::DtypeSize(t.dtype)) {
+    if (bytes.size() !=
+        static_cast<size_t>(t.num_elements()) * windquant::model::DtypeSize(t.dtype)) {
       std::abort();
     }
     if (!bytes.empty()) sum ^= static_cast<unsigned char>(bytes.front() ^ bytes.back());

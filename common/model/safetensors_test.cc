@@ -128,12 +128,12 @@ TEST(SafetensorsFileTest, RejectsInvalidJsonHeader) {
   EXPECT_THAT(OneLine(ParseStatus(RawFile("[1,2]", ""))), HasSubstr("expected a JSON object"));
   EXPECT_THAT(OneLine(ParseStatus(RawFile(R"({"t": 3})", ""))),
               HasSubstr("tensor t: expected an object"));
-  EXPECT_THAT(
-      OneLine(ParseStatus(RawFile(R"({"t": {"dtype": "F32", "shape": [-1], "data_offsets": [0, 0]}})", ""))),
-      HasSubstr("tensor t: shape: invalid dimension -1"));
-  EXPECT_THAT(
-      OneLine(ParseStatus(RawFile(R"({"t": {"dtype": "F32", "shape": [1], "data_offsets": [0]}})", ""))),
-      HasSubstr("tensor t: data_offsets: expected [begin, end]"));
+  EXPECT_THAT(OneLine(ParseStatus(RawFile(
+                  R"({"t": {"dtype": "F32", "shape": [-1], "data_offsets": [0, 0]}})", ""))),
+              HasSubstr("tensor t: shape: invalid dimension -1"));
+  EXPECT_THAT(OneLine(ParseStatus(
+                  RawFile(R"({"t": {"dtype": "F32", "shape": [1], "data_offsets": [0]}})", ""))),
+              HasSubstr("tensor t: data_offsets: expected [begin, end]"));
 }
 
 TEST(SafetensorsFileTest, RejectsUnknownDtype) {
@@ -157,12 +157,14 @@ TEST(SafetensorsFileTest, RejectsSizeDisagreeingWithShape) {
   absl::Status s = ParseStatus(
       RawFile(R"({"t": {"dtype": "F32", "shape": [2], "data_offsets": [0, 4]}})", "abcd"));
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
-  EXPECT_THAT(OneLine(s), HasSubstr("tensor t: data_offsets [0, 4] hold 4 bytes but F32 [2] needs 8"));
+  EXPECT_THAT(OneLine(s),
+              HasSubstr("tensor t: data_offsets [0, 4] hold 4 bytes but F32 [2] needs 8"));
   // Element count overflow is caught, not wrapped.
-  EXPECT_THAT(OneLine(ParseStatus(RawFile(
-                  R"({"t": {"dtype": "F32", "shape": [4611686018427387904, 4611686018427387904], "data_offsets": [0, 0]}})",
-                  ""))),
-              HasSubstr("too many"));
+  EXPECT_THAT(
+      OneLine(ParseStatus(RawFile(
+          R"({"t": {"dtype": "F32", "shape": [4611686018427387904, 4611686018427387904], "data_offsets": [0, 0]}})",
+          ""))),
+      HasSubstr("too many"));
 }
 
 TEST(SafetensorsFileTest, RejectsOverlappingOffsets) {

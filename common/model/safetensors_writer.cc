@@ -17,13 +17,19 @@ absl::Status SafetensorsWriter::Add(const std::string& name, const at::Tensor& t
                                     Dtype dtype) {
   at::ScalarType target;
   switch (dtype) {
-    case Dtype::kF32: target = at::kFloat; break;
-    case Dtype::kF16: target = at::kHalf; break;
-    case Dtype::kBF16: target = at::kBFloat16; break;
+    case Dtype::kF32:
+      target = at::kFloat;
+      break;
+    case Dtype::kF16:
+      target = at::kHalf;
+      break;
+    case Dtype::kBF16:
+      target = at::kBFloat16;
+      break;
     default:
-      return absl::InvalidArgumentError(absl::StrCat(
-          "safetensors writer: tensor ", name, ": dtype ", DtypeName(dtype),
-          " not supported from a tensor (use AddRaw)"));
+      return absl::InvalidArgumentError(absl::StrCat("safetensors writer: tensor ", name,
+                                                     ": dtype ", DtypeName(dtype),
+                                                     " not supported from a tensor (use AddRaw)"));
   }
   if (!tensor.defined()) {
     return absl::InvalidArgumentError(
@@ -35,8 +41,8 @@ absl::Status SafetensorsWriter::Add(const std::string& name, const at::Tensor& t
     if (!bytes.empty()) std::memcpy(bytes.data(), t.data_ptr(), bytes.size());
     return AddRaw(name, dtype, t.sizes().vec(), std::move(bytes));
   } catch (const c10::Error& e) {
-    return absl::InvalidArgumentError(absl::StrCat("safetensors writer: tensor ", name, ": ",
-                                                   e.what_without_backtrace()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("safetensors writer: tensor ", name, ": ", e.what_without_backtrace()));
   }
 }
 
@@ -61,9 +67,9 @@ absl::Status SafetensorsWriter::AddRaw(const std::string& name, Dtype dtype,
     n *= d;
   }
   if (static_cast<uint64_t>(n * DtypeSize(dtype)) != bytes.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "safetensors writer: tensor ", name, ": ", bytes.size(), " bytes for ", n, " elements of ",
-        DtypeName(dtype)));
+    return absl::InvalidArgumentError(absl::StrCat("safetensors writer: tensor ", name, ": ",
+                                                   bytes.size(), " bytes for ", n, " elements of ",
+                                                   DtypeName(dtype)));
   }
   entries_.push_back(Entry{name, dtype, std::move(shape), std::move(bytes)});
   return absl::OkStatus();

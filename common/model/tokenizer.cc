@@ -225,8 +225,8 @@ absl::Status TokenizerImpl::LoadModel(const Json& m, const std::string& src) {
   int32_t max_id = -1;
   for (auto it = m["vocab"].begin(); it != m["vocab"].end(); ++it) {
     if (!it.value().is_number_integer() || it.value().get<int64_t>() < 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(src, ": model.vocab[\"", it.key(), "\"]: id must be a non-negative integer"));
+      return absl::InvalidArgumentError(absl::StrCat(src, ": model.vocab[\"", it.key(),
+                                                     "\"]: id must be a non-negative integer"));
     }
     max_id = std::max(max_id, it.value().get<int32_t>());
   }
@@ -272,9 +272,9 @@ absl::Status TokenizerImpl::LoadModel(const Json& m, const std::string& src) {
       }
       int32_t ia = Lookup(a), ib = Lookup(b), iab = Lookup(a + b);
       if (ia < 0 || ib < 0 || iab < 0) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            src, ": model.merges[", r, "]: token \"", ia < 0 ? a : (ib < 0 ? b : a + b),
-            "\" is not in the vocab"));
+        return absl::InvalidArgumentError(absl::StrCat(src, ": model.merges[", r, "]: token \"",
+                                                       ia < 0 ? a : (ib < 0 ? b : a + b),
+                                                       "\" is not in the vocab"));
       }
       merges_.try_emplace(PairKey(ia, ib), static_cast<int32_t>(r), iab);
     }
@@ -296,8 +296,7 @@ absl::Status TokenizerImpl::LoadNormalizer(const Json& j, const std::string& whe
   } else if (type == "Prepend") {
     normalizer_.push_back({NormKind::kPrepend, GetString(j, "prepend"), ""});
   } else if (type == "Replace") {
-    WQ_ASSIGN_OR_RETURN(std::string pattern,
-                        StringPattern(j.value("pattern", Json()), where));
+    WQ_ASSIGN_OR_RETURN(std::string pattern, StringPattern(j.value("pattern", Json()), where));
     normalizer_.push_back({NormKind::kReplace, pattern, GetString(j, "content")});
   } else {
     return absl::InvalidArgumentError(
@@ -315,8 +314,8 @@ absl::Status TokenizerImpl::LoadPreTokenizer(const Json& j, const std::string& w
       return absl::InvalidArgumentError(where + ".pretokenizers missing");
     }
     for (size_t i = 0; i < j["pretokenizers"].size(); ++i) {
-      WQ_RETURN_IF_ERROR(LoadPreTokenizer(j["pretokenizers"][i],
-                                          absl::StrCat(where, ".pretokenizers[", i, "]")));
+      WQ_RETURN_IF_ERROR(
+          LoadPreTokenizer(j["pretokenizers"][i], absl::StrCat(where, ".pretokenizers[", i, "]")));
     }
     return absl::OkStatus();
   } else if (type == "Metaspace") {
@@ -359,8 +358,7 @@ absl::Status TokenizerImpl::LoadDecoder(const Json& j, const std::string& where)
       return absl::InvalidArgumentError(where + ".decoders missing");
     }
     for (size_t i = 0; i < j["decoders"].size(); ++i) {
-      WQ_RETURN_IF_ERROR(
-          LoadDecoder(j["decoders"][i], absl::StrCat(where, ".decoders[", i, "]")));
+      WQ_RETURN_IF_ERROR(LoadDecoder(j["decoders"][i], absl::StrCat(where, ".decoders[", i, "]")));
     }
     return absl::OkStatus();
   } else if (type == "Replace") {
@@ -694,8 +692,8 @@ std::string TokenizerImpl::Decode(const std::vector<int32_t>& ids, bool skip_spe
           for (int k = 0; k < d.start && b < e && t.compare(b, d.a.size(), d.a) == 0; ++k) {
             b += d.a.size();
           }
-          for (int k = 0; k < d.stop && e >= b + d.a.size() &&
-                          t.compare(e - d.a.size(), d.a.size(), d.a) == 0;
+          for (int k = 0;
+               k < d.stop && e >= b + d.a.size() && t.compare(e - d.a.size(), d.a.size(), d.a) == 0;
                ++k) {
             e -= d.a.size();
           }

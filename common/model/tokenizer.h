@@ -48,8 +48,7 @@ class Tokenizer {
 
   // Text of `ids`. skip_special drops special added tokens (BOS/EOS/...).
   // Ids out of range are skipped.
-  std::string Decode(const std::vector<int32_t>& ids,
-                     bool skip_special = true) const;
+  std::string Decode(const std::vector<int32_t>& ids, bool skip_special = true) const;
 
   // -1 when the tokenizer has no such token.
   int32_t bos_id() const;

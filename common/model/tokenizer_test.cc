@@ -68,15 +68,18 @@ class DlopenSentencePiece {
   std::string Load(const std::string& model_path) {
     handle_ = dlopen("libsentencepiece.so.0", RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
     if (handle_ == nullptr) return std::string("dlopen libsentencepiece.so.0: ") + dlerror();
-    ctor_ = reinterpret_cast<VoidFn>(dlsym(handle_, "_ZN13sentencepiece22SentencePieceProcessorC1Ev"));
-    dtor_ = reinterpret_cast<VoidFn>(dlsym(handle_, "_ZN13sentencepiece22SentencePieceProcessorD1Ev"));
+    ctor_ =
+        reinterpret_cast<VoidFn>(dlsym(handle_, "_ZN13sentencepiece22SentencePieceProcessorC1Ev"));
+    dtor_ =
+        reinterpret_cast<VoidFn>(dlsym(handle_, "_ZN13sentencepiece22SentencePieceProcessorD1Ev"));
     status_dtor_ = reinterpret_cast<VoidFn>(dlsym(handle_, "_ZN13sentencepiece4util6StatusD1Ev"));
-    load_ = reinterpret_cast<LoadFn>(dlsym(
-        handle_, "_ZN13sentencepiece22SentencePieceProcessor4LoadESt17basic_string_viewIcSt11char_traitsIcEE"));
-    encode_ = reinterpret_cast<EncodeFn>(dlsym(
-        handle_,
-        "_ZNK13sentencepiece22SentencePieceProcessor6EncodeESt17basic_string_viewIcSt11char_"
-        "traitsIcEEPSt6vectorIiSaIiEE"));
+    load_ = reinterpret_cast<LoadFn>(dlsym(handle_,
+                                           "_ZN13sentencepiece22SentencePieceProcessor4LoadESt17bas"
+                                           "ic_string_viewIcSt11char_traitsIcEE"));
+    encode_ = reinterpret_cast<EncodeFn>(
+        dlsym(handle_,
+              "_ZNK13sentencepiece22SentencePieceProcessor6EncodeESt17basic_string_viewIcSt11char_"
+              "traitsIcEEPSt6vectorIiSaIiEE"));
     if (!ctor_ || !dtor_ || !status_dtor_ || !load_ || !encode_) {
       return "libsentencepiece.so.0 lacks an expected symbol";
     }

@@ -30,7 +30,8 @@ class BearerTokenInterceptor : public grpc::experimental::Interceptor {
 absl::StatusOr<std::string> ReadBearerTokenFile(const std::string& path) {
   constexpr absl::string_view kKey = "service.tls.bearer_token_file: ";
   auto text = base::ReadFile(path);
-  if (!text.ok()) return absl::Status(text.status().code(), absl::StrCat(kKey, text.status().message()));
+  if (!text.ok())
+    return absl::Status(text.status().code(), absl::StrCat(kKey, text.status().message()));
   std::string token(absl::StripAsciiWhitespace(*text));
   if (token.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(kKey, path, ": bearer token file is empty"));

@@ -55,8 +55,7 @@ class BearerTokenChecker {
 };
 
 // Adds the bearer token to every call of the channels it is installed on.
-class BearerTokenInterceptorFactory
-    : public grpc::experimental::ClientInterceptorFactoryInterface {
+class BearerTokenInterceptorFactory : public grpc::experimental::ClientInterceptorFactoryInterface {
  public:
   explicit BearerTokenInterceptorFactory(const std::string& token)
       : header_value_("Bearer " + token) {}

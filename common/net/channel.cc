@@ -134,8 +134,8 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannelFromConfig(
   return MakeChannel(*options);
 }
 
-absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeInProcessChannel(
-    GrpcServer& server, const ChannelOptions& options) {
+absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeInProcessChannel(GrpcServer& server,
+                                                                    const ChannelOptions& options) {
   absl::Status common = CheckCommon(options);
   if (!common.ok()) return common;
   auto interceptors = MakeInterceptors(options);
@@ -147,8 +147,7 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeInProcessChannel(
   return channel;
 }
 
-void ConfigureContext(grpc::ClientContext& context, absl::Duration timeout,
-                      bool wait_for_ready) {
+void ConfigureContext(grpc::ClientContext& context, absl::Duration timeout, bool wait_for_ready) {
   context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
   if (wait_for_ready) context.set_wait_for_ready(true);
 }

@@ -65,8 +65,8 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannelFromConfig(
 
 // A channel into `server` in this process (started); target and TLS fields are ignored,
 // the token, message size and metrics apply. FAILED_PRECONDITION if not started.
-absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeInProcessChannel(
-    GrpcServer& server, const ChannelOptions& options);
+absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeInProcessChannel(GrpcServer& server,
+                                                                    const ChannelOptions& options);
 
 // Prepares a context for one call: deadline now + `timeout` (every windquant call has a
 // deadline). `wait_for_ready` queues the call while the channel connects instead of

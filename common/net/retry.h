@@ -25,13 +25,13 @@
 namespace windquant::net {
 
 struct RetryPolicy {
-  int max_attempts = 6;                               // >= 1, including the first call
+  int max_attempts = 6;  // >= 1, including the first call
   absl::Duration initial_backoff = absl::Milliseconds(100);
-  absl::Duration max_backoff = absl::Seconds(5);      // cap of one sleep
-  double multiplier = 2.0;                            // >= 1
-  absl::Duration max_total_sleep = absl::Seconds(60); // no sleep past this budget
-  bool retry_deadline_exceeded = false;               // also retry DEADLINE_EXCEEDED
-  uint64_t seed = 0;                                  // 0 = nondeterministic
+  absl::Duration max_backoff = absl::Seconds(5);       // cap of one sleep
+  double multiplier = 2.0;                             // >= 1
+  absl::Duration max_total_sleep = absl::Seconds(60);  // no sleep past this budget
+  bool retry_deadline_exceeded = false;                // also retry DEADLINE_EXCEEDED
+  uint64_t seed = 0;                                   // 0 = nondeterministic
 };
 
 // OK or INVALID_ARGUMENT naming the bad field ("retry.max_attempts: ...").
@@ -63,7 +63,9 @@ SleepFn RealSleep();
 namespace internal {
 inline absl::StatusCode CodeOf(const absl::Status& s) { return s.code(); }
 template <typename T>
-absl::StatusCode CodeOf(const absl::StatusOr<T>& s) { return s.status().code(); }
+absl::StatusCode CodeOf(const absl::StatusOr<T>& s) {
+  return s.status().code();
+}
 inline absl::StatusCode CodeOf(const grpc::Status& s) {
   return static_cast<absl::StatusCode>(static_cast<int>(s.error_code()));
 }

@@ -40,8 +40,7 @@ struct AuthProcessorState {
 // API (not grpc::AuthMetadataProcessor) lets plaintext ports check tokens too: grpc++'s
 // InsecureServerCredentials refuses a processor.
 void ProcessAuthMetadata(void* state, grpc_auth_context* /*context*/, const grpc_metadata* md,
-                         size_t num_md, grpc_process_auth_metadata_done_cb cb,
-                         void* user_data) {
+                         size_t num_md, grpc_process_auth_metadata_done_cb cb, void* user_data) {
   auto* auth = static_cast<AuthProcessorState*>(state);
   const BearerTokenChecker* checker = &auth->checker;
   absl::string_view path, authorization;
@@ -169,12 +168,11 @@ absl::Status GrpcServer::Start() {
   if (impl_->server_ != nullptr) return absl::FailedPreconditionError("server already started");
   const ServerOptions& o = impl_->options_;
   if (o.max_message_bytes <= 0 || o.max_message_bytes > INT32_MAX) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "service.max_message_bytes: must be in [1, 2^31), got ", o.max_message_bytes));
+    return absl::InvalidArgumentError(
+        absl::StrCat("service.max_message_bytes: must be in [1, 2^31), got ", o.max_message_bytes));
   }
   if (o.cert_file.empty() != o.key_file.empty()) {
-    return absl::InvalidArgumentError(
-        "service.tls: cert_file and key_file must be set together");
+    return absl::InvalidArgumentError("service.tls: cert_file and key_file must be set together");
   }
   if (o.require_client_cert && (o.cert_file.empty() || o.ca_file.empty())) {
     return absl::InvalidArgumentError(
@@ -284,8 +282,8 @@ std::shared_ptr<grpc::Channel> GrpcServer::InProcessChannel(
         interceptors) {
   if (impl_->server_ == nullptr) return nullptr;
   if (interceptors.empty()) return impl_->server_->InProcessChannel(args);
-  return impl_->server_->experimental().InProcessChannelWithInterceptors(
-      args, std::move(interceptors));
+  return impl_->server_->experimental().InProcessChannelWithInterceptors(args,
+                                                                         std::move(interceptors));
 }
 
 absl::StatusOr<std::unique_ptr<GrpcServer>> StartServer(const config::ServiceConfig& service,

@@ -44,7 +44,7 @@ struct ServerOptions {
   // client certificates; require_client_cert makes them mandatory (mutual TLS).
   std::string cert_file, key_file, ca_file;
   bool require_client_cert = false;
-  std::string bearer_token;  // the token itself (not a path); empty = no check
+  std::string bearer_token;               // the token itself (not a path); empty = no check
   metrics::Registry* registry = nullptr;  // RPC metrics; nullptr = none
 };
 

@@ -80,7 +80,8 @@ TEST(GrpcServerTest, PicksPortAndServesHealth) {
   EXPECT_GT(f.server.port(), 0);
   EXPECT_EQ(f.server.address(), "127.0.0.1:" + std::to_string(f.server.port()));
   auto channel = f.Channel();
-  EXPECT_EQ(CheckHealth(channel, "", kTimeout).value(), grpc::health::v1::HealthCheckResponse::SERVING);
+  EXPECT_EQ(CheckHealth(channel, "", kTimeout).value(),
+            grpc::health::v1::HealthCheckResponse::SERVING);
   EXPECT_EQ(CheckHealth(channel, kLearner, kTimeout).value(),
             grpc::health::v1::HealthCheckResponse::SERVING);
   EXPECT_EQ(CheckHealth(channel, "no.such.Service", kTimeout).status().code(),
@@ -96,7 +97,8 @@ TEST(GrpcServerTest, NotServingAfterEnterNotServingButCallsStillServed) {
   f.server.SetServing(kLearner, false);
   EXPECT_EQ(CheckHealth(channel, kLearner, kTimeout).value(),
             grpc::health::v1::HealthCheckResponse::NOT_SERVING);
-  EXPECT_EQ(CheckHealth(channel, "", kTimeout).value(), grpc::health::v1::HealthCheckResponse::SERVING);
+  EXPECT_EQ(CheckHealth(channel, "", kTimeout).value(),
+            grpc::health::v1::HealthCheckResponse::SERVING);
   f.server.EnterNotServing();
   EXPECT_EQ(CheckHealth(channel, "", kTimeout).value(),
             grpc::health::v1::HealthCheckResponse::NOT_SERVING);
@@ -223,12 +225,10 @@ TEST(GrpcServerTest, RefusedTokenCallsCountAsUnauthenticatedErrors) {
   constexpr int kWrongCalls = 3, kMissingCalls = 2;
   v1::RunStatus reply;
   for (int i = 0; i < kWrongCalls; ++i) {
-    EXPECT_EQ(GetRunStatus(wrong_channel, &reply).error_code(),
-              grpc::StatusCode::UNAUTHENTICATED);
+    EXPECT_EQ(GetRunStatus(wrong_channel, &reply).error_code(), grpc::StatusCode::UNAUTHENTICATED);
   }
   for (int i = 0; i < kMissingCalls; ++i) {
-    EXPECT_EQ(GetRunStatus(none_channel, &reply).error_code(),
-              grpc::StatusCode::UNAUTHENTICATED);
+    EXPECT_EQ(GetRunStatus(none_channel, &reply).error_code(), grpc::StatusCode::UNAUTHENTICATED);
   }
   EXPECT_EQ(errors("UNAUTHENTICATED") - before, kWrongCalls + kMissingCalls);
 
@@ -246,8 +246,7 @@ TEST(GrpcServerTest, RefusedTokenCallsCountAsUnauthenticatedErrors) {
       << exposition;
   // No other code gained a count (the only error series is UNAUTHENTICATED).
   size_t series = 0;
-  for (size_t at = exposition.find("windquant_net_rpc_errors_total{");
-       at != std::string::npos;
+  for (size_t at = exposition.find("windquant_net_rpc_errors_total{"); at != std::string::npos;
        at = exposition.find("windquant_net_rpc_errors_total{", at + 1)) {
     ++series;
   }
@@ -277,7 +276,8 @@ TEST(GrpcServerTest, MetricsCountBytesAndErrorCodes) {
   grpc::Status invalid = stub->ReportEvaluation(&context2, report, &reply);
   EXPECT_EQ(invalid.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_EQ(invalid.error_message(), "perplexity: must be finite, got nan");
-  EXPECT_EQ(CheckHealth(channel, "", kTimeout).value(), grpc::health::v1::HealthCheckResponse::SERVING);
+  EXPECT_EQ(CheckHealth(channel, "", kTimeout).value(),
+            grpc::health::v1::HealthCheckResponse::SERVING);
 
   const double request_bytes = static_cast<double>(request.ByteSizeLong());
   const double table_bytes = static_cast<double>(table.ByteSizeLong());
@@ -390,7 +390,8 @@ TEST(GrpcServerTest, RetryReachesServerStartedAfterClientBeganRetrying) {
         codes.push_back(status.error_code());
         return status;
       },
-      policy, [&](absl::Duration) {
+      policy,
+      [&](absl::Duration) {
         // Instead of sleeping: start the server at the second retry, then wait until
         // the channel has reconnected (a notification, not a timed sleep).
         if (++sleeps == 2) {

@@ -13,7 +13,7 @@ namespace windquant::net {
 
 struct TestCerts {
   std::string dir;
-  std::string ca_cert;                   // PEM file paths
+  std::string ca_cert;                  // PEM file paths
   std::string server_cert, server_key;  // SAN IP:127.0.0.1, DNS:localhost
   std::string client_cert, client_key;  // signed by the CA, clientAuth
   std::string rogue_cert, rogue_key;    // self-signed, also usable as an untrusted CA

@@ -16,26 +16,40 @@ absl::StatusOr<Action> ActionFromIndex(int index) {
 
 double BitsOf(Action a) {
   switch (a) {
-    case Action::k16: return 16.0;
-    case Action::k8: return 8.0;
-    case Action::k4: return 4.0;
-    case Action::k3: return 3.0;
-    case Action::k2: return 2.0;
-    case Action::k1_58: return std::log2(3.0);
-    case Action::k1: return 1.0;
+    case Action::k16:
+      return 16.0;
+    case Action::k8:
+      return 8.0;
+    case Action::k4:
+      return 4.0;
+    case Action::k3:
+      return 3.0;
+    case Action::k2:
+      return 2.0;
+    case Action::k1_58:
+      return std::log2(3.0);
+    case Action::k1:
+      return 1.0;
   }
   return 0.0;  // unreachable
 }
 
 std::string_view ActionName(Action a) {
   switch (a) {
-    case Action::k16: return "16";
-    case Action::k8: return "8";
-    case Action::k4: return "4";
-    case Action::k3: return "3";
-    case Action::k2: return "2";
-    case Action::k1_58: return "1.58";
-    case Action::k1: return "1";
+    case Action::k16:
+      return "16";
+    case Action::k8:
+      return "8";
+    case Action::k4:
+      return "4";
+    case Action::k3:
+      return "3";
+    case Action::k2:
+      return "2";
+    case Action::k1_58:
+      return "1.58";
+    case Action::k1:
+      return "1";
   }
   return "?";
 }
@@ -44,8 +58,8 @@ absl::StatusOr<Action> ParseAction(std::string_view text) {
   for (Action a : kAllActions) {
     if (text == ActionName(a)) return a;
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "unknown action '", std::string(text), "': expected one of 16, 8, 4, 3, 2, 1.58, 1"));
+  return absl::InvalidArgumentError(absl::StrCat("unknown action '", std::string(text),
+                                                 "': expected one of 16, 8, 4, 3, 2, 1.58, 1"));
 }
 
 absl::StatusOr<Action> ActionFromBits(double bits) {
@@ -58,8 +72,8 @@ absl::StatusOr<Action> ActionFromBits(double bits) {
       }
     }
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "no action with ", bits, " bits: expected one of 16, 8, 4, 3, 2, 1.58, 1"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("no action with ", bits, " bits: expected one of 16, 8, 4, 3, 2, 1.58, 1"));
 }
 
 }  // namespace windquant::quant

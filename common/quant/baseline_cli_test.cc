@@ -31,7 +31,8 @@ std::string RunCommand(const std::string& cmd, int* rc) {
 TEST(BaselineCliTest, Stories260kAtTwoBitsRecountsExactly) {
   const char* src = std::getenv("WQ_SOURCE_DIR");
   const char* bin = std::getenv("WQ_BINARY_DIR");
-  if (src == nullptr || bin == nullptr) GTEST_SKIP() << "run through ctest (WQ_SOURCE_DIR/WQ_BINARY_DIR unset)";
+  if (src == nullptr || bin == nullptr)
+    GTEST_SKIP() << "run through ctest (WQ_SOURCE_DIR/WQ_BINARY_DIR unset)";
   const std::string model = std::string(src) + "/../shared/models/stories260k/model.safetensors";
   if (!std::filesystem::exists(model)) GTEST_SKIP() << "stories260k not found: " << model;
   const std::string windquant = std::string(bin) + "/cli/windquant";
@@ -41,9 +42,10 @@ TEST(BaselineCliTest, Stories260kAtTwoBitsRecountsExactly) {
 
   for (const char* method : {"lagrange", "greedy"}) {
     const std::string out = tmp + "/" + method;
-    const std::string cmd = windquant + " baseline --config " + src + "/configs/stories260k.yaml --method " +
-                            method + " --bits 2.0 --out " + out + " --json --max-tokens 4096 --set quant.cache_dir=" +
-                            tmp + "/cache 2>/dev/null";
+    const std::string cmd = windquant + " baseline --config " + src +
+                            "/configs/stories260k.yaml --method " + method + " --bits 2.0 --out " +
+                            out + " --json --max-tokens 4096 --set quant.cache_dir=" + tmp +
+                            "/cache 2>/dev/null";
     int rc = 0;
     const std::string stdout_text = RunCommand(cmd, &rc);
     ASSERT_EQ(rc, 0) << cmd << "\n" << stdout_text;

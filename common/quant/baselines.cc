@@ -20,7 +20,8 @@ double TotalBits(const UnitTable& t, const std::vector<int>& actions) {
 int CheapestAction(const Unit& u) {
   int best = 0;
   for (int a = 1; a < kNumActions; ++a) {
-    if (u.bits[a] < u.bits[best] || (u.bits[a] == u.bits[best] && u.error[a] < u.error[best])) best = a;
+    if (u.bits[a] < u.bits[best] || (u.bits[a] == u.bits[best] && u.error[a] < u.error[best]))
+      best = a;
   }
   return best;
 }
@@ -30,8 +31,8 @@ absl::Status CheckFeasible(const UnitTable& t, double target_bits) {
   const double min_bits = MinEffectiveBits(t);
   if (!(target_bits >= min_bits)) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "--bits %.4f is below the lowest reachable effective bits %.4f of this unit table", target_bits,
-        min_bits));
+        "--bits %.4f is below the lowest reachable effective bits %.4f of this unit table",
+        target_bits, min_bits));
   }
   return absl::OkStatus();
 }
@@ -42,7 +43,8 @@ void GreedyFill(const UnitTable& t, double budget_total, std::vector<int>* actio
   const double N = static_cast<double>(t.TotalWeights());
   double remaining = budget_total - TotalBits(t, *actions);
   std::vector<int> version(t.units.size(), 0);
-  using Candidate = std::tuple<double, int, int, int>;  // ratio, -unit (ties: low id first), action, version
+  using Candidate =
+      std::tuple<double, int, int, int>;  // ratio, -unit (ties: low id first), action, version
   std::priority_queue<Candidate> heap;
   auto push_best = [&](size_t i) {
     const Unit& u = t.units[i];

@@ -34,7 +34,8 @@ const UnitTable& RealTable() {
       model::LayerWeights lw;
       for (int m = 0; m < 7; ++m) {
         // Heavy-tailed rows of different scale, so that units differ.
-        lw.linear[m] = at::randn({out[m], in[m]}) * (0.05 + 0.1 * m) * at::rand({out[m], 1}).add(0.2);
+        lw.linear[m] =
+            at::randn({out[m], in[m]}) * (0.05 + 0.1 * m) * at::rand({out[m], 1}).add(0.2);
         stats.layers[l][m].mean_abs = at::rand({in[m]}).pow(3).add(0.01);
       }
       w.layers.push_back(lw);
@@ -141,7 +142,8 @@ TEST(BaselinesTest, ProxyErrorIsWeightShareWeighted) {
   const UnitTable& t = RealTable();
   std::vector<int> a(t.units.size(), ActionIndex(Action::k2));
   double expect = 0, n = static_cast<double>(t.TotalWeights());
-  for (const Unit& u : t.units) expect += u.error[ActionIndex(Action::k2)] * static_cast<double>(u.n()) / n;
+  for (const Unit& u : t.units)
+    expect += u.error[ActionIndex(Action::k2)] * static_cast<double>(u.n()) / n;
   EXPECT_NEAR(ProxyError(t, a), expect, 1e-15);
 }
 

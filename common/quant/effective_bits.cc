@@ -19,13 +19,16 @@ int IndexBits(int64_t n) {
 
 int ScaleParamsPerRow(Action a) {
   switch (a) {
-    case Action::k16: return 0;
+    case Action::k16:
+      return 0;
     case Action::k8:
     case Action::k4:
     case Action::k3:
     case Action::k2:
-    case Action::k1_58: return 1;
-    case Action::k1: return 2;
+    case Action::k1_58:
+      return 1;
+    case Action::k1:
+      return 2;
   }
   return 0;
 }
@@ -35,8 +38,8 @@ double UnitEffectiveBits(int64_t rows, int64_t cols, int64_t salient_count, Acti
   if (a == Action::k16) return 16.0 * static_cast<double>(n);
   const int64_t k = std::clamp<int64_t>(salient_count, 0, n);
   const double code_bits = static_cast<double>(n - k) * BitsOf(a);
-  const double salient_bits = static_cast<double>(k) * (kSalientValueBits + IndexBits(n)) +
-                              (k > 0 ? kScaleBits : 0);
+  const double salient_bits =
+      static_cast<double>(k) * (kSalientValueBits + IndexBits(n)) + (k > 0 ? kScaleBits : 0);
   const double scale_bits = static_cast<double>(rows) * kScaleBits * ScaleParamsPerRow(a);
   return code_bits + salient_bits + scale_bits;
 }

@@ -61,8 +61,7 @@ TEST(EffectiveBitsTest, HandComputedUnits) {
       {4096, 256, {16777216, 8559020, 4385688, 3342355, 2299022, 0, 1321225}},
       {4, 8, {512, 320, 192, 160, 128, 0, 160}},
   };
-  const double salient_plus_rows[] = {206 + 1024, 1226 + 2752, 39841 + 65536,
-                                      146820 + 65536, 64};
+  const double salient_plus_rows[] = {206 + 1024, 1226 + 2752, 39841 + 65536, 146820 + 65536, 64};
   const int64_t k_of[] = {10, 55, 1475, 5243, 0};
   for (int c = 0; c < 5; ++c) {
     const Case& u = cases[c];

@@ -21,9 +21,10 @@ absl::Status CheckInputs(const ExportInputs& in) {
   if (in.weights == nullptr || in.table == nullptr || in.plan == nullptr || in.fits == nullptr) {
     return absl::InvalidArgumentError("export: missing weights, table, fits or plan");
   }
-  if (!in.weights->embed_tokens.defined() || static_cast<int64_t>(in.weights->layers.size()) !=
-                                                 in.weights->config.num_hidden_layers) {
-    return absl::InvalidArgumentError("export: needs the whole model (every layer and the embeddings)");
+  if (!in.weights->embed_tokens.defined() ||
+      static_cast<int64_t>(in.weights->layers.size()) != in.weights->config.num_hidden_layers) {
+    return absl::InvalidArgumentError(
+        "export: needs the whole model (every layer and the embeddings)");
   }
   if (in.table->first_layer != 0 || in.table->end_layer != in.table->num_layers) {
     return absl::InvalidArgumentError("export: needs the global unit table");
@@ -37,8 +38,9 @@ absl::Status AddFixedTensors(const model::LlamaWeights& w, model::SafetensorsWri
   for (size_t l = 0; l < w.layers.size(); ++l) {
     WQ_RETURN_IF_ERROR(out->Add(absl::StrCat("model.layers.", l, ".input_layernorm.weight"),
                                 w.layers[l].input_layernorm, model::Dtype::kF16));
-    WQ_RETURN_IF_ERROR(out->Add(absl::StrCat("model.layers.", l, ".post_attention_layernorm.weight"),
-                                w.layers[l].post_attention_layernorm, model::Dtype::kF16));
+    WQ_RETURN_IF_ERROR(
+        out->Add(absl::StrCat("model.layers.", l, ".post_attention_layernorm.weight"),
+                 w.layers[l].post_attention_layernorm, model::Dtype::kF16));
   }
   WQ_RETURN_IF_ERROR(out->Add("model.norm.weight", w.final_norm, model::Dtype::kF16));
   if (!w.config.tie_word_embeddings) {
@@ -55,7 +57,8 @@ std::string RawBytes(const at::Tensor& t) {
 
 absl::Status CopyTokenizerFiles(const std::string& model_dir, const std::string& dir) {
   bool any = false;
-  for (const char* f : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.model"}) {
+  for (const char* f :
+       {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.model"}) {
     const std::string src = (std::filesystem::path(model_dir) / f).string();
     if (!base::PathExists(src)) continue;
     WQ_ASSIGN_OR_RETURN(const std::string bytes, base::ReadFile(src));
@@ -70,7 +73,8 @@ absl::Status CopyTokenizerFiles(const std::string& model_dir, const std::string&
 
 absl::Status WriteQuantizedCheckpoint(const ExportInputs& in, const std::string& dir) {
   WQ_RETURN_IF_ERROR(CheckInputs(in));
-  if (in.stats == nullptr) return absl::InvalidArgumentError("export: missing activation statistics");
+  if (in.stats == nullptr)
+    return absl::InvalidArgumentError("export: missing activation statistics");
   const model::LlamaWeights& w = *in.weights;
   const UnitTable& t = *in.table;
   model::SafetensorsWriter out;
@@ -80,37 +84,46 @@ absl::Status WriteQuantizedCheckpoint(const ExportInputs& in, const std::string&
       const int a = in.plan->actions[u.id];
       const Action action = kAllActions[a];
       const std::string prefix = UnitTensorPrefix(u.layer, u.matrix, u.chunk);
-      const at::Tensor W = w.layers[u.layer].linear[u.matrix].to(at::kCPU, at::kFloat)
-                               .slice(1, u.col_begin, u.col_begin + u.cols).contiguous();
+      const at::Tensor W = w.layers[u.layer]
+                               .linear[u.matrix]
+                               .to(at::kCPU, at::kFloat)
+                               .slice(1, u.col_begin, u.col_begin + u.cols)
+                               .contiguous();
       const at::Tensor s = in.stats->at(u.layer, static_cast<model::Matrix>(u.matrix))
-                               .mean_abs.slice(0, u.col_begin, u.col_begin + u.cols).contiguous();
+                               .mean_abs.slice(0, u.col_begin, u.col_begin + u.cols)
+                               .contiguous();
       const Action one[] = {action};
       WQ_ASSIGN_OR_RETURN(UnitFit fit, FitUnit(W, s, one, in.quantizer));
       const ActionFit& f = fit.fits[0];
-      const at::Tensor cached = in.fits->at(u.layer, u.matrix, a).slice(1, u.col_begin, u.col_begin + u.cols);
+      const at::Tensor cached =
+          in.fits->at(u.layer, u.matrix, a).slice(1, u.col_begin, u.col_begin + u.cols);
       if (!at::equal(f.dequant, cached)) {
-        return absl::InternalError(absl::StrCat("export: re-fit of ", UnitName(u), " action ", std::string(ActionName(action)),
-                                                " differs from the cached fit (different quantizer options?)"));
+        return absl::InternalError(absl::StrCat(
+            "export: re-fit of ", UnitName(u), " action ", std::string(ActionName(action)),
+            " differs from the cached fit (different quantizer options?)"));
       }
       if (action == Action::k16) {
         WQ_RETURN_IF_ERROR(out.Add(prefix + ".weight", W, model::Dtype::kF16));
         continue;
       }
       const at::Tensor codes = f.codes.contiguous();
-      WQ_ASSIGN_OR_RETURN(std::vector<uint8_t> packed,
-                          PackCodes(action, absl::MakeConstSpan(codes.data_ptr<int8_t>(), codes.numel())));
+      WQ_ASSIGN_OR_RETURN(
+          std::vector<uint8_t> packed,
+          PackCodes(action, absl::MakeConstSpan(codes.data_ptr<int8_t>(), codes.numel())));
       const int64_t nbytes = static_cast<int64_t>(packed.size());
       WQ_RETURN_IF_ERROR(out.AddRaw(prefix + ".codes", model::Dtype::kU8, {nbytes},
                                     std::string(packed.begin(), packed.end())));
       WQ_RETURN_IF_ERROR(out.Add(prefix + ".scales", f.scales, model::Dtype::kF16));
-      if (f.offsets.defined()) WQ_RETURN_IF_ERROR(out.Add(prefix + ".offsets", f.offsets, model::Dtype::kF16));
+      if (f.offsets.defined())
+        WQ_RETURN_IF_ERROR(out.Add(prefix + ".offsets", f.offsets, model::Dtype::kF16));
       const SalientSet& sal = fit.salient;
       if (sal.count > 0) {
         WQ_RETURN_IF_ERROR(out.AddRaw(prefix + ".salient_index", model::Dtype::kI32, {sal.count},
                                       RawBytes<int32_t>(sal.index.to(at::kInt))));
         WQ_RETURN_IF_ERROR(out.AddRaw(prefix + ".salient_values", model::Dtype::kI8, {sal.count},
                                       RawBytes<int8_t>(sal.codes)));
-        WQ_RETURN_IF_ERROR(out.Add(prefix + ".salient_scale", at::full({1}, sal.scale), model::Dtype::kF16));
+        WQ_RETURN_IF_ERROR(
+            out.Add(prefix + ".salient_scale", at::full({1}, sal.scale), model::Dtype::kF16));
       }
     }
     WQ_RETURN_IF_ERROR(AddFixedTensors(w, &out));
@@ -148,8 +161,8 @@ absl::Status WriteFakeQuantCheckpoint(const ExportInputs& in, const std::string&
     WQ_RETURN_IF_ERROR(AddFixedTensors(w, &out));
     for (size_t l = 0; l < w.layers.size(); ++l) {
       for (int m = 0; m < model::kNumMatrices; ++m) {
-        WQ_RETURN_IF_ERROR(out.Add(model::LinearTensorName(l, static_cast<model::Matrix>(m)), w.layers[l].linear[m],
-                                   model::Dtype::kF16));
+        WQ_RETURN_IF_ERROR(out.Add(model::LinearTensorName(l, static_cast<model::Matrix>(m)),
+                                   w.layers[l].linear[m], model::Dtype::kF16));
       }
     }
   } catch (const c10::Error& e) {

@@ -30,10 +30,10 @@ struct ExportInputs {
   const model::LlamaWeights* weights = nullptr;  // full precision, every layer + embeddings
   const ActivationStats* stats = nullptr;        // mean_abs per linear (the fits' s_j)
   const UnitTable* table = nullptr;
-  const QuantizedWeights* fits = nullptr;        // cached fits, for the equality check
+  const QuantizedWeights* fits = nullptr;  // cached fits, for the equality check
   const Plan* plan = nullptr;
-  QuantizerOptions quantizer;                    // as used to build the table
-  std::string model_dir;                         // tokenizer files are copied from here
+  QuantizerOptions quantizer;  // as used to build the table
+  std::string model_dir;       // tokenizer files are copied from here
 };
 
 // (a) into `dir` (created; files written atomically).

@@ -20,19 +20,26 @@ absl::Status CheckBits(int bits) {
 struct CodeLayout {
   int bits;
   int offset;
-  int lo, hi;  // signed range
-  bool binary; // 1 bit: {-1, 1} -> {0, 1}
+  int lo, hi;   // signed range
+  bool binary;  // 1 bit: {-1, 1} -> {0, 1}
 };
 
 absl::StatusOr<CodeLayout> LayoutOf(Action a) {
   switch (a) {
-    case Action::k8: return CodeLayout{8, 128, -128, 127, false};
-    case Action::k4: return CodeLayout{4, 8, -8, 7, false};
-    case Action::k3: return CodeLayout{3, 4, -4, 3, false};
-    case Action::k2: return CodeLayout{2, 2, -2, 1, false};
-    case Action::k1_58: return CodeLayout{0, 1, -1, 1, false};
-    case Action::k1: return CodeLayout{1, 0, -1, 1, true};
-    case Action::k16: break;
+    case Action::k8:
+      return CodeLayout{8, 128, -128, 127, false};
+    case Action::k4:
+      return CodeLayout{4, 8, -8, 7, false};
+    case Action::k3:
+      return CodeLayout{3, 4, -4, 3, false};
+    case Action::k2:
+      return CodeLayout{2, 2, -2, 1, false};
+    case Action::k1_58:
+      return CodeLayout{0, 1, -1, 1, false};
+    case Action::k1:
+      return CodeLayout{1, 0, -1, 1, true};
+    case Action::k16:
+      break;
   }
   return absl::InvalidArgumentError("action: 16 stores FP16 values, it has no codes to pack");
 }
@@ -70,9 +77,9 @@ absl::StatusOr<std::vector<uint8_t>> UnpackBits(absl::Span<const uint8_t> bytes,
                                                 int64_t count) {
   if (auto st = CheckBits(bits); !st.ok()) return st;
   if (count < 0 || static_cast<int64_t>(bytes.size()) != PackedBitsBytes(count, bits)) {
-    return absl::InvalidArgumentError(absl::StrCat("bytes: size ", bytes.size(), " != ",
-                                                   PackedBitsBytes(count, bits), " for ", count,
-                                                   " codes of ", bits, " bits"));
+    return absl::InvalidArgumentError(absl::StrCat("bytes: size ", bytes.size(),
+                                                   " != ", PackedBitsBytes(count, bits), " for ",
+                                                   count, " codes of ", bits, " bits"));
   }
   std::vector<uint8_t> out(count);
   const uint32_t mask = (1u << bits) - 1;
@@ -93,7 +100,8 @@ absl::StatusOr<std::vector<uint8_t>> PackTrits(absl::Span<const uint8_t> trits) 
       const size_t i = b * kTritsPerByte + t;
       const unsigned trit = i < trits.size() ? trits[i] : 0;
       if (trit > 2) {
-        return absl::InvalidArgumentError(absl::StrCat("trits[", i, "]: ", trit, " is not 0, 1 or 2"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("trits[", i, "]: ", trit, " is not 0, 1 or 2"));
       }
       v = v * 3 + trit;
     }
@@ -104,8 +112,8 @@ absl::StatusOr<std::vector<uint8_t>> PackTrits(absl::Span<const uint8_t> trits) 
 
 absl::StatusOr<std::vector<uint8_t>> UnpackTrits(absl::Span<const uint8_t> bytes, int64_t count) {
   if (count < 0 || static_cast<int64_t>(bytes.size()) != PackedTritsBytes(count)) {
-    return absl::InvalidArgumentError(absl::StrCat("bytes: size ", bytes.size(), " != ",
-                                                   PackedTritsBytes(count), " for ", count, " trits"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "bytes: size ", bytes.size(), " != ", PackedTritsBytes(count), " for ", count, " trits"));
   }
   std::vector<uint8_t> out(count);
   for (size_t b = 0; b < bytes.size(); ++b) {
@@ -129,8 +137,8 @@ absl::StatusOr<std::vector<uint8_t>> PackCodes(Action a, absl::Span<const int8_t
   for (size_t i = 0; i < codes.size(); ++i) {
     const int q = codes[i];
     if (q < layout->lo || q > layout->hi || (layout->binary && q == 0)) {
-      return absl::InvalidArgumentError(absl::StrCat("codes[", i, "]: ", q,
-                                                     " out of range for action ", std::string(ActionName(a))));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "codes[", i, "]: ", q, " out of range for action ", std::string(ActionName(a))));
     }
     u[i] = static_cast<uint8_t>(layout->binary ? (q + 1) / 2 : q + layout->offset);
   }

@@ -65,7 +65,10 @@ TEST(PackingTest, RoundTripsRandomCodesEveryWidthAndLength) {
 
 TEST(PackingTest, ActionCodesRoundTrip) {
   std::mt19937 rng(6);
-  struct R { Action a; int lo, hi; };
+  struct R {
+    Action a;
+    int lo, hi;
+  };
   for (R r : {R{Action::k8, -128, 127}, R{Action::k4, -8, 7}, R{Action::k3, -4, 3},
               R{Action::k2, -2, 1}, R{Action::k1_58, -1, 1}, R{Action::k1, -1, 1}}) {
     std::vector<int8_t> codes(301);

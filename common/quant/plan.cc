@@ -10,7 +10,8 @@
 namespace windquant::quant {
 
 std::string UnitName(const Unit& u) {
-  const char* matrix = u.matrix >= 0 && u.matrix < model::kNumMatrices ? model::kMatrixNames[u.matrix] : "?";
+  const char* matrix =
+      u.matrix >= 0 && u.matrix < model::kNumMatrices ? model::kMatrixNames[u.matrix] : "?";
   return absl::StrCat("unit ", u.id, " (layer ", u.layer, " ", matrix, " chunk ", u.chunk, ")");
 }
 
@@ -23,20 +24,22 @@ Plan Plan::Make(const UnitTable& table, std::vector<int> actions, std::string so
   p.model_fingerprint = table.fingerprint;
   const std::string digest =
       base::Sha256Hex(absl::StrCat(p.model_fingerprint, ":", absl::StrJoin(p.actions, ",")));
-  p.plan_id = absl::StrCat(p.source, "-", target_bits > 0 ? absl::StrFormat("%.4g", target_bits) : "x",
-                           "-", digest.substr(0, 12));
+  p.plan_id =
+      absl::StrCat(p.source, "-", target_bits > 0 ? absl::StrFormat("%.4g", target_bits) : "x", "-",
+                   digest.substr(0, 12));
   return p;
 }
 
 absl::Status Plan::Validate(const UnitTable& table, const std::string& where) const {
   if (model_fingerprint != table.fingerprint) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        where, ": plan is for another model or quantization (fingerprint ",
-        model_fingerprint.substr(0, 12), ", unit table has ", table.fingerprint.substr(0, 12), ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": plan is for another model or quantization (fingerprint ",
+                     model_fingerprint.substr(0, 12), ", unit table has ",
+                     table.fingerprint.substr(0, 12), ")"));
   }
   if (actions.size() != table.units.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(where, ": plan has ", actions.size(),
-                                                   " units, the unit table has ", table.units.size()));
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, ": plan has ", actions.size(), " units, the unit table has ", table.units.size()));
   }
   for (size_t i = 0; i < actions.size(); ++i) {
     if (actions[i] < 0 || actions[i] >= kNumActions) {
@@ -57,9 +60,11 @@ PlanTotals Plan::Totals(const UnitTable& table) const {
     t.action_counts[a] += 1;
   }
   t.quantized_weights = table.TotalWeights();
-  t.effective_bits = t.quantized_weights > 0 ? t.total_bits / static_cast<double>(t.quantized_weights) : 0;
+  t.effective_bits =
+      t.quantized_weights > 0 ? t.total_bits / static_cast<double>(t.quantized_weights) : 0;
   const double n_all = static_cast<double>(t.quantized_weights + table.fixed_fp16_params);
-  t.whole_model_bits = n_all > 0 ? (t.total_bits + 16.0 * static_cast<double>(table.fixed_fp16_params)) / n_all : 0;
+  t.whole_model_bits =
+      n_all > 0 ? (t.total_bits + 16.0 * static_cast<double>(table.fixed_fp16_params)) / n_all : 0;
   return t;
 }
 

@@ -38,7 +38,7 @@ class Plan {
   double target_bits = 0;         // budget asked for (0 when none, e.g. uniform)
   int64_t policy_version = 0;
   uint64_t episode_id = 0;
-  std::vector<int> actions;       // index into kAllActions, per unit id
+  std::vector<int> actions;  // index into kAllActions, per unit id
 
   // A plan for `table`: fingerprint from the table, plan_id =
   // "<source>-<target>-<first 12 hex of sha256(fingerprint, actions)>".

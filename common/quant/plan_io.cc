@@ -25,7 +25,8 @@ void PutLe(std::string* out, uint64_t v, int bytes) {
 }
 uint64_t GetLe(std::string_view in, size_t at, int bytes) {
   uint64_t v = 0;
-  for (int i = 0; i < bytes; ++i) v |= static_cast<uint64_t>(static_cast<uint8_t>(in[at + i])) << (8 * i);
+  for (int i = 0; i < bytes; ++i)
+    v |= static_cast<uint64_t>(static_cast<uint8_t>(in[at + i])) << (8 * i);
   return v;
 }
 std::string Sha256Raw(std::string_view data) {
@@ -37,7 +38,8 @@ std::string Sha256Raw(std::string_view data) {
 std::string PlanToJson(const Plan& plan, const UnitTable& table) {
   const PlanTotals t = plan.Totals(table);
   json counts = json::object();
-  for (int a = 0; a < kNumActions; ++a) counts[std::string(ActionName(kAllActions[a]))] = t.action_counts[a];
+  for (int a = 0; a < kNumActions; ++a)
+    counts[std::string(ActionName(kAllActions[a]))] = t.action_counts[a];
   json units = json::array();
   for (size_t i = 0; i < table.units.size() && i < plan.actions.size(); ++i) {
     const Unit& u = table.units[i];
@@ -79,7 +81,8 @@ absl::StatusOr<Plan> PlanFromJson(std::string_view text, const UnitTable& table,
   Plan p;
   try {
     if (j.value("format", std::string()) != kJsonFormat) {
-      return absl::InvalidArgumentError(absl::StrCat(source, ": format: expected \"", kJsonFormat, "\""));
+      return absl::InvalidArgumentError(
+          absl::StrCat(source, ": format: expected \"", kJsonFormat, "\""));
     }
     p.plan_id = j.value("plan_id", std::string());
     p.model_fingerprint = j.value("model_fingerprint", std::string());
@@ -93,8 +96,8 @@ absl::StatusOr<Plan> PlanFromJson(std::string_view text, const UnitTable& table,
     const json& units = j["units"];
     if (p.model_fingerprint != table.fingerprint) return p.Validate(table, source);  // names both
     if (units.size() != table.units.size()) {
-      return absl::InvalidArgumentError(absl::StrCat(source, ": plan has ", units.size(),
-                                                     " units, the unit table has ", table.units.size()));
+      return absl::InvalidArgumentError(absl::StrCat(
+          source, ": plan has ", units.size(), " units, the unit table has ", table.units.size()));
     }
     for (size_t i = 0; i < units.size(); ++i) {
       const json& ju = units[i];
@@ -142,16 +145,18 @@ std::string PlanToBinary(const Plan& plan, const UnitTable& table) {
 absl::StatusOr<Plan> PlanFromBinary(std::string_view bytes, const UnitTable& table,
                                     const std::string& source) {
   if (bytes.size() < kHeaderBytes + kDigestBytes || std::memcmp(bytes.data(), kPlanMagic, 8) != 0) {
-    return absl::DataLossError(absl::StrCat(source, ": not a plan file (bad magic or truncated header)"));
+    return absl::DataLossError(
+        absl::StrCat(source, ": not a plan file (bad magic or truncated header)"));
   }
   const uint64_t version = GetLe(bytes, 8, 4);
   if (version != kPlanBinaryVersion) {
-    return absl::InvalidArgumentError(absl::StrCat(source, ": unsupported plan format version ", version));
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": unsupported plan format version ", version));
   }
   const uint64_t payload = GetLe(bytes, 12, 8);
   if (payload != bytes.size() - kHeaderBytes - kDigestBytes) {
-    return absl::DataLossError(absl::StrCat(source, ": truncated or padded (payload length ", payload,
-                                            ", file has ", bytes.size(), " bytes)"));
+    return absl::DataLossError(absl::StrCat(source, ": truncated or padded (payload length ",
+                                            payload, ", file has ", bytes.size(), " bytes)"));
   }
   const std::string_view body = bytes.substr(0, bytes.size() - kDigestBytes);
   if (Sha256Raw(body) != bytes.substr(body.size())) {

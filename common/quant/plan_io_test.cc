@@ -69,7 +69,8 @@ TEST(PlanTest, TotalsMatchAnIndependentRecount) {
   std::array<int64_t, kNumActions> counts{};
   for (size_t i = 0; i < t.units.size(); ++i) {
     const Unit& u = t.units[i];
-    bits += UnitEffectiveBits(u.rows, u.cols, SalientCount(u.rows * u.cols, 0.01), kAllActions[p.actions[i]]);
+    bits += UnitEffectiveBits(u.rows, u.cols, SalientCount(u.rows * u.cols, 0.01),
+                              kAllActions[p.actions[i]]);
     n += u.rows * u.cols;
     counts[p.actions[i]]++;
   }
@@ -141,9 +142,11 @@ TEST(PlanIoTest, RejectsPlanForAnotherModel) {
   const UnitTable a = TestTable("fp-A"), b = TestTable("fp-B");
   const Plan p = MixedPlan(a);
   for (int form = 0; form < 2; ++form) {
-    auto r = form == 0 ? PlanFromBinary(PlanToBinary(p, a), b, "p.bin") : PlanFromJson(PlanToJson(p, a), b, "p.json");
+    auto r = form == 0 ? PlanFromBinary(PlanToBinary(p, a), b, "p.bin")
+                       : PlanFromJson(PlanToJson(p, a), b, "p.json");
     ASSERT_FALSE(r.ok());
-    EXPECT_NE(std::string(r.status().message()).find("another model"), std::string::npos) << r.status();
+    EXPECT_NE(std::string(r.status().message()).find("another model"), std::string::npos)
+        << r.status();
   }
 }
 
@@ -164,7 +167,8 @@ TEST(PlanIoTest, RejectsUnknownActionNamingTheUnit) {
   p.actions[9] = 7;  // out of range
   auto r = PlanFromBinary(PlanToBinary(p, t), t, "p.bin");
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(std::string(r.status().message()).find("unit 9 (layer 0 gate_proj chunk 1)"), std::string::npos)
+  EXPECT_NE(std::string(r.status().message()).find("unit 9 (layer 0 gate_proj chunk 1)"),
+            std::string::npos)
       << r.status();
 
   auto j = nlohmann::json::parse(PlanToJson(MixedPlan(t), t));

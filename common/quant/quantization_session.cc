@@ -17,11 +17,13 @@ namespace {
 
 constexpr int64_t kCalibrationBatch = 8;
 
-absl::StatusOr<std::vector<int32_t>> TokenizeFile(const model::Tokenizer& tok, const std::string& path,
-                                                  const std::string& key, std::string* sha256) {
+absl::StatusOr<std::vector<int32_t>> TokenizeFile(const model::Tokenizer& tok,
+                                                  const std::string& path, const std::string& key,
+                                                  std::string* sha256) {
   if (path.empty()) return absl::InvalidArgumentError(absl::StrCat(key, ": no text file given"));
   absl::StatusOr<std::string> text = base::ReadFile(path);
-  if (!text.ok()) return absl::InvalidArgumentError(absl::StrCat(key, ": ", text.status().message()));
+  if (!text.ok())
+    return absl::InvalidArgumentError(absl::StrCat(key, ": ", text.status().message()));
   if (sha256 != nullptr) *sha256 = base::Sha256Hex(*text);
   return tok.Encode(*text, /*add_bos=*/false);
 }
@@ -40,12 +42,13 @@ absl::StatusOr<std::unique_ptr<QuantizationSession>> QuantizationSession::Create
   WQ_ASSIGN_OR_RETURN(model::LlamaWeights weights, ckpt->LoadWeights(model::LoadRequest{}));
   WQ_ASSIGN_OR_RETURN(const std::string config_json,
                       base::ReadFile((std::filesystem::path(dir) / "config.json").string()));
-  WQ_ASSIGN_OR_RETURN(s->tokenizer_,
-                      model::Tokenizer::FromFile((std::filesystem::path(dir) / "tokenizer.json").string()));
+  WQ_ASSIGN_OR_RETURN(s->tokenizer_, model::Tokenizer::FromFile(
+                                         (std::filesystem::path(dir) / "tokenizer.json").string()));
 
   std::string calib_sha;
-  WQ_ASSIGN_OR_RETURN(const std::vector<int32_t> calib_ids,
-                      TokenizeFile(*s->tokenizer_, config.calibration.text, "calibration.text", &calib_sha));
+  WQ_ASSIGN_OR_RETURN(
+      const std::vector<int32_t> calib_ids,
+      TokenizeFile(*s->tokenizer_, config.calibration.text, "calibration.text", &calib_sha));
   absl::StatusOr<at::Tensor> windows =
       SampleCalibrationWindows(calib_ids, config.calibration.samples, config.calibration.seq_len,
                                config.calibration.seed, weights.config.bos_token_id);
@@ -71,7 +74,8 @@ absl::StatusOr<std::unique_ptr<QuantizationSession>> QuantizationSession::Create
   fin.quantizer = topts.quantizer;
   WQ_ASSIGN_OR_RETURN(const std::string fingerprint, UnitTableFingerprint(fin));
 
-  const at::Device device = config.model.device == "cuda" ? at::Device(at::kCUDA) : at::Device(at::kCPU);
+  const at::Device device =
+      config.model.device == "cuda" ? at::Device(at::kCUDA) : at::Device(at::kCPU);
   const int64_t num_layers = weights.config.num_hidden_layers;
   s->model_ = std::make_unique<model::LlamaModel>(std::move(weights), device);
 
@@ -87,13 +91,18 @@ absl::StatusOr<std::unique_ptr<QuantizationSession>> QuantizationSession::Create
       return s;
     }
     if (!absl::IsNotFound(hit.status())) {
-      log(absl::StrCat("warning: unit table cache entry unusable, recomputing: ", hit.status().message()));
+      log(absl::StrCat("warning: unit table cache entry unusable, recomputing: ",
+                       hit.status().message()));
     }
   }
 
-  log(absl::StrFormat("calibrating on %d x %d tokens", config.calibration.samples, config.calibration.seq_len));
+  log(absl::StrFormat("calibrating on %d x %d tokens", config.calibration.samples,
+                      config.calibration.seq_len));
   WQ_ASSIGN_OR_RETURN(s->stats_, CalibrateModel(*s->model_, s->calib_windows_, kCalibrationBatch));
-  base::Progress progress("unit table", static_cast<double>(UnitsPerLayer(s->model_->config(), topts.chunk_size) * num_layers), "units");
+  base::Progress progress(
+      "unit table",
+      static_cast<double>(UnitsPerLayer(s->model_->config(), topts.chunk_size) * num_layers),
+      "units");
   topts.progress = [&](int64_t done, int64_t total) {
     if (options.log) progress.Update(static_cast<double>(done));
     (void)total;
@@ -106,14 +115,17 @@ absl::StatusOr<std::unique_ptr<QuantizationSession>> QuantizationSession::Create
   if (options.use_cache && !config.quant.cache_dir.empty()) {
     CachedQuantization entry{s->table_, s->fits_, s->stats_};
     absl::Status st = cache.Store(entry);
-    if (!st.ok()) log(absl::StrCat("warning: could not write the unit table cache: ", st.message()));
+    if (!st.ok())
+      log(absl::StrCat("warning: could not write the unit table cache: ", st.message()));
   }
   return s;
 }
 
-absl::StatusOr<model::LlamaWeights> QuantizationSession::ApplyPlan(const std::vector<int>& actions) const {
+absl::StatusOr<model::LlamaWeights> QuantizationSession::ApplyPlan(
+    const std::vector<int>& actions) const {
   if (actions.size() != table_.units.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("plan has ", actions.size(), " actions, the unit table has ",
+    return absl::InvalidArgumentError(absl::StrCat("plan has ", actions.size(),
+                                                   " actions, the unit table has ",
                                                    table_.units.size(), " units"));
   }
   model::LlamaWeights w = model_->weights();
@@ -128,14 +140,13 @@ absl::StatusOr<model::LlamaWeights> QuantizationSession::ApplyPlan(const std::ve
   return w;
 }
 
-absl::StatusOr<model::PerplexityResult> QuantizationSession::Perplexity(const std::vector<int>& actions,
-                                                                        int64_t max_tokens) const {
+absl::StatusOr<model::PerplexityResult> QuantizationSession::Perplexity(
+    const std::vector<int>& actions, int64_t max_tokens) const {
   return Perplexity(actions, eval_ids_, max_tokens);
 }
 
-absl::StatusOr<model::PerplexityResult> QuantizationSession::Perplexity(const std::vector<int>& actions,
-                                                                        const std::vector<int32_t>& ids,
-                                                                        int64_t max_tokens) const {
+absl::StatusOr<model::PerplexityResult> QuantizationSession::Perplexity(
+    const std::vector<int>& actions, const std::vector<int32_t>& ids, int64_t max_tokens) const {
   model::PerplexityOptions popts;
   popts.context = config_.evaluation.context;
   popts.batch_size = config_.evaluation.batch;
@@ -146,7 +157,8 @@ absl::StatusOr<model::PerplexityResult> QuantizationSession::Perplexity(const st
   return model::ComputePerplexity(quantized, ids, popts);
 }
 
-Plan QuantizationSession::MakePlan(std::vector<int> actions, std::string source, double target_bits) const {
+Plan QuantizationSession::MakePlan(std::vector<int> actions, std::string source,
+                                   double target_bits) const {
   return Plan::Make(table_, std::move(actions), std::move(source), target_bits);
 }
 

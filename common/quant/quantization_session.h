@@ -32,8 +32,8 @@
 namespace windquant::quant {
 
 struct SessionOptions {
-  bool use_cache = true;          // read/write config.quant.cache_dir
-  bool load_eval_text = true;     // tokenize config.evaluation.text
+  bool use_cache = true;       // read/write config.quant.cache_dir
+  bool load_eval_text = true;  // tokenize config.evaluation.text
   // Progress / warning lines (nullptr = silent).
   std::function<void(const std::string&)> log;
 };

@@ -18,19 +18,26 @@ namespace {
 
 int64_t InFeatures(const model::LlamaConfig& c, int m) {
   switch (static_cast<model::Matrix>(m)) {
-    case model::Matrix::kO: return c.num_attention_heads * c.head_dim;
-    case model::Matrix::kDown: return c.intermediate_size;
-    default: return c.hidden_size;
+    case model::Matrix::kO:
+      return c.num_attention_heads * c.head_dim;
+    case model::Matrix::kDown:
+      return c.intermediate_size;
+    default:
+      return c.hidden_size;
   }
 }
 int64_t OutFeatures(const model::LlamaConfig& c, int m) {
   switch (static_cast<model::Matrix>(m)) {
-    case model::Matrix::kQ: return c.num_attention_heads * c.head_dim;
+    case model::Matrix::kQ:
+      return c.num_attention_heads * c.head_dim;
     case model::Matrix::kK:
-    case model::Matrix::kV: return c.num_key_value_heads * c.head_dim;
+    case model::Matrix::kV:
+      return c.num_key_value_heads * c.head_dim;
     case model::Matrix::kGate:
-    case model::Matrix::kUp: return c.intermediate_size;
-    default: return c.hidden_size;
+    case model::Matrix::kUp:
+      return c.intermediate_size;
+    default:
+      return c.hidden_size;
   }
 }
 
@@ -41,22 +48,26 @@ class Reader {
   absl::StatusOr<const model::TensorInfo*> Get(const std::string& name, model::Dtype dtype,
                                                const std::vector<int64_t>& shape) const {
     const model::TensorInfo* info = f_.Find(name);
-    if (info == nullptr) return absl::DataLossError(absl::StrCat(f_.path(), ": tensor ", name, " missing"));
+    if (info == nullptr)
+      return absl::DataLossError(absl::StrCat(f_.path(), ": tensor ", name, " missing"));
     if (info->dtype != dtype || info->shape != shape) {
-      return absl::DataLossError(absl::StrCat(f_.path(), ": tensor ", name, " has dtype ", model::DtypeName(info->dtype),
-                                              " or shape other than expected (", model::DtypeName(dtype), ")"));
+      return absl::DataLossError(
+          absl::StrCat(f_.path(), ": tensor ", name, " has dtype ", model::DtypeName(info->dtype),
+                       " or shape other than expected (", model::DtypeName(dtype), ")"));
     }
     return info;
   }
   // F16 tensor as float32.
-  absl::StatusOr<at::Tensor> Half(const std::string& name, const std::vector<int64_t>& shape) const {
+  absl::StatusOr<at::Tensor> Half(const std::string& name,
+                                  const std::vector<int64_t>& shape) const {
     WQ_ASSIGN_OR_RETURN(const model::TensorInfo* info, Get(name, model::Dtype::kF16, shape));
     at::Tensor h = at::empty(shape, at::kHalf);
     std::memcpy(h.data_ptr(), f_.Data(*info).data(), info->num_bytes());
     return h.to(at::kFloat);
   }
   template <typename T>
-  absl::StatusOr<std::vector<T>> Raw(const std::string& name, model::Dtype dtype, int64_t count) const {
+  absl::StatusOr<std::vector<T>> Raw(const std::string& name, model::Dtype dtype,
+                                     int64_t count) const {
     WQ_ASSIGN_OR_RETURN(const model::TensorInfo* info, Get(name, dtype, {count}));
     std::vector<T> out(count);
     std::memcpy(out.data(), f_.Data(*info).data(), info->num_bytes());
@@ -69,15 +80,20 @@ class Reader {
 
 // Dequantizes one unit exactly as FitUnit does (quantizer.cc): levels * scale (+ offset),
 // before the salient entries (INT8 code * FP16 scale) are put back by Read.
-absl::StatusOr<at::Tensor> ReadUnit(const Reader& r, const std::string& path, const std::string& prefix,
-                                    Action a, int64_t rows, int64_t cols) {
+absl::StatusOr<at::Tensor> ReadUnit(const Reader& r, const std::string& path,
+                                    const std::string& prefix, Action a, int64_t rows,
+                                    int64_t cols) {
   if (a == Action::k16) return r.Half(prefix + ".weight", {rows, cols});
   const int64_t n = rows * cols;
   WQ_ASSIGN_OR_RETURN(const int64_t nbytes, PackedCodesBytes(a, n));
-  WQ_ASSIGN_OR_RETURN(const std::vector<uint8_t> packed, r.Raw<uint8_t>(prefix + ".codes", model::Dtype::kU8, nbytes));
+  WQ_ASSIGN_OR_RETURN(const std::vector<uint8_t> packed,
+                      r.Raw<uint8_t>(prefix + ".codes", model::Dtype::kU8, nbytes));
   absl::StatusOr<std::vector<int8_t>> codes = UnpackCodes(a, packed, n);
-  if (!codes.ok()) return absl::DataLossError(absl::StrCat(path, ": ", prefix, ".codes: ", codes.status().message()));
-  const at::Tensor q = at::from_blob(const_cast<int8_t*>(codes->data()), {rows, cols}, at::kChar).to(at::kFloat);
+  if (!codes.ok())
+    return absl::DataLossError(
+        absl::StrCat(path, ": ", prefix, ".codes: ", codes.status().message()));
+  const at::Tensor q =
+      at::from_blob(const_cast<int8_t*>(codes->data()), {rows, cols}, at::kChar).to(at::kFloat);
   WQ_ASSIGN_OR_RETURN(const at::Tensor scales, r.Half(prefix + ".scales", {rows}));
   at::Tensor w;
   if (a == Action::k1) {
@@ -103,7 +119,8 @@ std::string UnitTensorPrefix(int64_t layer, int matrix, int64_t chunk) {
 absl::StatusOr<QuantizedCheckpoint> QuantizedCheckpoint::Read(const std::string& dir) {
   const std::string path = (std::filesystem::path(dir) / kQuantizedFileName).string();
   WQ_ASSIGN_OR_RETURN(model::LlamaConfig cfg, model::LlamaConfig::FromDirectory(dir));
-  WQ_ASSIGN_OR_RETURN(std::unique_ptr<model::SafetensorsFile> file, model::SafetensorsFile::Open(path));
+  WQ_ASSIGN_OR_RETURN(std::unique_ptr<model::SafetensorsFile> file,
+                      model::SafetensorsFile::Open(path));
   QuantizedCheckpoint out;
   out.metadata = file->metadata();
   auto meta = [&](const std::string& key) -> std::string {
@@ -111,16 +128,19 @@ absl::StatusOr<QuantizedCheckpoint> QuantizedCheckpoint::Read(const std::string&
     return it == out.metadata.end() ? "" : it->second;
   };
   if (meta("windquant_format") != kQuantizedFormat || meta("windquant_format_version") != "1") {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": not a ", kQuantizedFormat, " file (version 1)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": not a ", kQuantizedFormat, " file (version 1)"));
   }
   if (!absl::SimpleAtoi(meta("chunk_size"), &out.chunk_size) || out.chunk_size < 1) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": metadata chunk_size: bad value"));
   }
-  for (const std::string& name : std::vector<std::string>(absl::StrSplit(meta("actions"), ',', absl::SkipEmpty()))) {
+  for (const std::string& name :
+       std::vector<std::string>(absl::StrSplit(meta("actions"), ',', absl::SkipEmpty()))) {
     absl::StatusOr<Action> a = ParseAction(name);
     if (!a.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(path, ": metadata actions: unit ", out.actions.size(),
-                                                     ": unknown action \"", name, "\""));
+      return absl::InvalidArgumentError(absl::StrCat(path, ": metadata actions: unit ",
+                                                     out.actions.size(), ": unknown action \"",
+                                                     name, "\""));
     }
     out.actions.push_back(ActionIndex(*a));
   }
@@ -139,20 +159,24 @@ absl::StatusOr<QuantizedCheckpoint> QuantizedCheckpoint::Read(const std::string&
         for (int64_t c = 0, c0 = 0; c0 < in; ++c, c0 += out.chunk_size) {
           const int64_t cols = std::min(out.chunk_size, in - c0);
           if (unit >= out.actions.size()) {
-            return absl::InvalidArgumentError(absl::StrCat(path, ": metadata actions: ", out.actions.size(),
-                                                           " entries, the model has more units"));
+            return absl::InvalidArgumentError(
+                absl::StrCat(path, ": metadata actions: ", out.actions.size(),
+                             " entries, the model has more units"));
           }
           const Action a = kAllActions[out.actions[unit++]];
           const std::string prefix = UnitTensorPrefix(l, m, c);
           WQ_ASSIGN_OR_RETURN(at::Tensor u, ReadUnit(r, path, prefix, a, rows, cols));
           if (a != Action::k16 && file->Find(prefix + ".salient_index") != nullptr) {
             const int64_t k = file->Find(prefix + ".salient_index")->num_elements();
-            WQ_ASSIGN_OR_RETURN(std::vector<int32_t> idx, r.Raw<int32_t>(prefix + ".salient_index", model::Dtype::kI32, k));
-            WQ_ASSIGN_OR_RETURN(std::vector<int8_t> vals, r.Raw<int8_t>(prefix + ".salient_values", model::Dtype::kI8, k));
+            WQ_ASSIGN_OR_RETURN(std::vector<int32_t> idx,
+                                r.Raw<int32_t>(prefix + ".salient_index", model::Dtype::kI32, k));
+            WQ_ASSIGN_OR_RETURN(std::vector<int8_t> vals,
+                                r.Raw<int8_t>(prefix + ".salient_values", model::Dtype::kI8, k));
             WQ_ASSIGN_OR_RETURN(const at::Tensor sscale, r.Half(prefix + ".salient_scale", {1}));
             for (int32_t i : idx) {
               if (i < 0 || i >= rows * cols) {
-                return absl::DataLossError(absl::StrCat(path, ": ", prefix, ".salient_index: ", i, " out of range"));
+                return absl::DataLossError(
+                    absl::StrCat(path, ": ", prefix, ".salient_index: ", i, " out of range"));
               }
             }
             const at::Tensor index = at::from_blob(idx.data(), {k}, at::kInt).to(at::kLong);
@@ -164,18 +188,22 @@ absl::StatusOr<QuantizedCheckpoint> QuantizedCheckpoint::Read(const std::string&
         }
         lw.linear[m] = full;
       }
-      WQ_ASSIGN_OR_RETURN(lw.input_layernorm, r.Half(absl::StrCat("model.layers.", l, ".input_layernorm.weight"),
-                                                     {cfg.hidden_size}));
-      WQ_ASSIGN_OR_RETURN(lw.post_attention_layernorm,
-                          r.Half(absl::StrCat("model.layers.", l, ".post_attention_layernorm.weight"),
-                                 {cfg.hidden_size}));
+      WQ_ASSIGN_OR_RETURN(
+          lw.input_layernorm,
+          r.Half(absl::StrCat("model.layers.", l, ".input_layernorm.weight"), {cfg.hidden_size}));
+      WQ_ASSIGN_OR_RETURN(
+          lw.post_attention_layernorm,
+          r.Half(absl::StrCat("model.layers.", l, ".post_attention_layernorm.weight"),
+                 {cfg.hidden_size}));
       w.layers.push_back(std::move(lw));
     }
     if (unit != out.actions.size()) {
-      return absl::InvalidArgumentError(absl::StrCat(path, ": metadata actions: ", out.actions.size(),
+      return absl::InvalidArgumentError(absl::StrCat(path,
+                                                     ": metadata actions: ", out.actions.size(),
                                                      " entries, the model has ", unit, " units"));
     }
-    WQ_ASSIGN_OR_RETURN(w.embed_tokens, r.Half("model.embed_tokens.weight", {cfg.vocab_size, cfg.hidden_size}));
+    WQ_ASSIGN_OR_RETURN(w.embed_tokens,
+                        r.Half("model.embed_tokens.weight", {cfg.vocab_size, cfg.hidden_size}));
     WQ_ASSIGN_OR_RETURN(w.final_norm, r.Half("model.norm.weight", {cfg.hidden_size}));
     if (cfg.tie_word_embeddings) {
       w.lm_head = w.embed_tokens;

@@ -23,8 +23,8 @@ inline constexpr char kQuantizedFileName[] = "quantized.safetensors";
 std::string UnitTensorPrefix(int64_t layer, int matrix, int64_t chunk);
 
 struct QuantizedCheckpoint {
-  model::LlamaWeights weights;        // float32, every layer + embeddings + head
-  std::vector<int> actions;           // action index per unit (global order)
+  model::LlamaWeights weights;  // float32, every layer + embeddings + head
+  std::vector<int> actions;     // action index per unit (global order)
   int64_t chunk_size = 0;
   std::map<std::string, std::string> metadata;
 

@@ -64,7 +64,8 @@ const Fixture& Tiny() {
     x->sq = *std::move(sq);
     x->model_dir = testing::TempDir() + "/qckpt_test_model";
     std::filesystem::create_directories(x->model_dir);
-    if (!base::WriteFileAtomic(x->model_dir + "/tokenizer.json", "{\"stub\": true}").ok()) std::abort();
+    if (!base::WriteFileAtomic(x->model_dir + "/tokenizer.json", "{\"stub\": true}").ok())
+      std::abort();
     return x;
   }();
   return *f;
@@ -115,7 +116,8 @@ TEST(QuantizedCheckpointTest, ReaderRebuildsTheEvaluatedWeightsBitExactly) {
   const model::LlamaWeights expect = Applied(f, plan);
   for (int l = 0; l < 2; ++l) {
     for (int m = 0; m < 7; ++m) {
-      EXPECT_TRUE(at::equal(q->weights.layers[l].linear[m], expect.layers[l].linear[m])) << l << " " << m;
+      EXPECT_TRUE(at::equal(q->weights.layers[l].linear[m], expect.layers[l].linear[m]))
+          << l << " " << m;
     }
     EXPECT_TRUE(at::equal(q->weights.layers[l].input_layernorm,
                           f.weights.layers[l].input_layernorm.to(at::kHalf).to(at::kFloat)));
@@ -156,7 +158,8 @@ TEST(QuantizedCheckpointTest, FakeQuantCheckpointLoadsAsAnyCheckpoint) {
   const model::LlamaWeights expect = Applied(f, plan);
   for (int l = 0; l < 2; ++l) {
     for (int m = 0; m < 7; ++m) {
-      EXPECT_TRUE(at::equal(w->layers[l].linear[m], expect.layers[l].linear[m].to(at::kHalf).to(at::kFloat)));
+      EXPECT_TRUE(at::equal(w->layers[l].linear[m],
+                            expect.layers[l].linear[m].to(at::kHalf).to(at::kFloat)));
     }
   }
 }

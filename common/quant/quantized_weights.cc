@@ -27,13 +27,13 @@ absl::Status QuantizedWeights::Apply(const UnitTable& table, const std::vector<i
   for (const Unit& u : table.units) {
     if (u.layer < first_layer || u.layer >= end_layer) continue;
     if (u.id >= actions.size()) {
-      return absl::InvalidArgumentError(absl::StrCat("plan has ", actions.size(),
-                                                     " actions, but unit id ", u.id, " is in the table"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "plan has ", actions.size(), " actions, but unit id ", u.id, " is in the table"));
     }
     const int a = actions[u.id];
     if (a < 0 || a >= kNumActions) {
-      return absl::InvalidArgumentError(absl::StrCat("unit ", u.id, ": action index ", a,
-                                                     " out of range"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("unit ", u.id, ": action index ", a, " out of range"));
     }
     at::Tensor& w = target->layers[u.layer - first_layer].linear[u.matrix];
     w.slice(1, u.col_begin, u.col_begin + u.cols)
@@ -55,7 +55,7 @@ absl::Status QuantizedWeights::Save(const std::string& path) const {
 }
 
 absl::StatusOr<QuantizedWeights> QuantizedWeights::Load(const std::string& path,
-                                                         int64_t first_layer, int64_t end_layer) {
+                                                        int64_t first_layer, int64_t end_layer) {
   WQ_ASSIGN_OR_RETURN(auto file, model::SafetensorsFile::Open(path));
   QuantizedWeights out;
   out.first_layer = first_layer;
@@ -66,7 +66,8 @@ absl::StatusOr<QuantizedWeights> QuantizedWeights::Load(const std::string& path,
         const std::string name = EntryName(l, m, a);
         const model::TensorInfo* info = file->Find(name);
         if (info == nullptr || info->dtype != model::Dtype::kF32 || info->shape.size() != 2) {
-          return absl::DataLossError(absl::StrCat(path, ": tensor ", name, " missing or not 2-D F32"));
+          return absl::DataLossError(
+              absl::StrCat(path, ": tensor ", name, " missing or not 2-D F32"));
         }
         std::string_view bytes = file->Data(*info);
         at::Tensor t = at::empty({info->shape[0], info->shape[1]}, at::kFloat);

@@ -71,8 +71,8 @@ at::Tensor LsScale(const UnitContext& u, const at::Tensor& levels, const at::Ten
 }
 
 struct GridFit {
-  at::Tensor scale;  // [m] FP16 values
-  at::Tensor codes;  // [m, c] float codes
+  at::Tensor scale;      // [m] FP16 values
+  at::Tensor codes;      // [m, c] float codes
   at::Tensor row_error;  // [m] weighted error over non-salient entries
 };
 
@@ -105,8 +105,7 @@ GridFit RefineAndSelect(const UnitContext& u, const Grid& g, at::Tensor s, int s
 }
 
 // Keeps, per row, the scale with the smaller error.
-void KeepBetter(at::Tensor& best_s, at::Tensor& best_e, const at::Tensor& s,
-                const at::Tensor& e) {
+void KeepBetter(at::Tensor& best_s, at::Tensor& best_e, const at::Tensor& s, const at::Tensor& e) {
   at::Tensor better = e < best_e;
   best_s = at::where(better, s, best_s);
   best_e = at::where(better, e, best_e);
@@ -144,9 +143,10 @@ GridFit FitTernary(const UnitContext& u, const QuantizerOptions& o) {
   at::Tensor fallback = at::where(u.maxabs > 0, u.maxabs, at::ones_like(u.maxabs));
   at::Tensor best_s, best_e;
   for (int p = 0; p < points; ++p) {
-    const double r = points == 1 ? o.ternary_min_ratio
-                                 : o.ternary_min_ratio + (o.ternary_max_ratio -
-                                                          o.ternary_min_ratio) * p / (points - 1);
+    const double r =
+        points == 1
+            ? o.ternary_min_ratio
+            : o.ternary_min_ratio + (o.ternary_max_ratio - o.ternary_min_ratio) * p / (points - 1);
     at::Tensor sel = (absw > (u.maxabs * r).unsqueeze(1)).to(at::kFloat);
     at::Tensor num = (wabs * sel).sum(1);
     at::Tensor den = (u.wt * sel).sum(1);
@@ -206,8 +206,8 @@ absl::Status CheckInputs(const at::Tensor& w, const at::Tensor& s) {
     return absl::InvalidArgumentError("weight: must be a 2-D float32 tensor [rows, cols]");
   }
   if (!s.defined() || s.dim() != 1 || s.scalar_type() != at::kFloat || s.size(0) != w.size(1)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "act_scale: must be a 1-D float32 tensor of size cols = ", w.size(1)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("act_scale: must be a 1-D float32 tensor of size cols = ", w.size(1)));
   }
   if (!at::isfinite(w).all().item<bool>()) {
     return absl::InvalidArgumentError("weight: contains NaN or Inf");
@@ -252,7 +252,9 @@ SalientSet MakeSalient(const at::Tensor& w, const at::Tensor& s, int64_t k, at::
 }
 
 double ErrorDenominator(const at::Tensor& w, const at::Tensor& s) {
-  return (w.to(at::kDouble).square() * s.to(at::kDouble).square().unsqueeze(0)).sum().item<double>();
+  return (w.to(at::kDouble).square() * s.to(at::kDouble).square().unsqueeze(0))
+      .sum()
+      .item<double>();
 }
 
 }  // namespace
@@ -286,8 +288,7 @@ absl::StatusOr<at::Tensor> SalientMask(const at::Tensor& weight, const at::Tenso
 }
 
 absl::StatusOr<UnitFit> FitUnit(const at::Tensor& weight, const at::Tensor& act_scale,
-                                absl::Span<const Action> actions,
-                                const QuantizerOptions& options) {
+                                absl::Span<const Action> actions, const QuantizerOptions& options) {
   try {
     absl::Status st = CheckInputs(weight, act_scale);
     if (!st.ok()) return st;
@@ -324,9 +325,11 @@ absl::StatusOr<UnitFit> FitUnit(const at::Tensor& weight, const at::Tensor& act_
     const double den = ErrorDenominator(w, s);
     const double salient_err =
         k > 0 ? ((w.reshape({-1}).index_select(0, out.salient.index) - salient_values)
-                     .to(at::kDouble).square() *
+                     .to(at::kDouble)
+                     .square() *
                  s.to(at::kDouble).square().repeat({m}).index_select(0, out.salient.index))
-                    .sum().item<double>()
+                    .sum()
+                    .item<double>()
               : 0.0;
     auto unit_error = [&](const at::Tensor& row_error) {
       if (!(den > 0)) return 0.0;
@@ -358,7 +361,8 @@ absl::StatusOr<UnitFit> FitUnit(const at::Tensor& weight, const at::Tensor& act_
       finish(Action::k1, b.codes * b.alpha.unsqueeze(1) + b.beta.unsqueeze(1), b.codes, b.alpha,
              b.beta, b.row_error);
     }
-    if (need[ActionIndex(Action::k2)]) finish_grid(Action::k2, kSeq2, FitClipGrid(u, kSeq2, options, {}));
+    if (need[ActionIndex(Action::k2)])
+      finish_grid(Action::k2, kSeq2, FitClipGrid(u, kSeq2, options, {}));
     if (need[ActionIndex(Action::k1_58)]) finish_grid(Action::k1_58, kTern, FitTernary(u, options));
     std::vector<at::Tensor> seeds;
     if (need[ActionIndex(Action::k3)]) {
@@ -371,7 +375,8 @@ absl::StatusOr<UnitFit> FitUnit(const at::Tensor& weight, const at::Tensor& act_
       const Action a = uniform_actions[i];
       if (!need[ActionIndex(a)]) break;  // the chain 3 <- 4 <- 8 is closed downwards
       const int b = uniform_bits[i];
-      if (prev_bits > 0) seeds = {done[uniform_actions[i - 1]].scales / double(1 << (b - prev_bits))};
+      if (prev_bits > 0)
+        seeds = {done[uniform_actions[i - 1]].scales / double(1 << (b - prev_bits))};
       const Grid g{-std::ldexp(1.0, b - 1), std::ldexp(1.0, b - 1) - 1, false};
       finish_grid(a, g, FitClipGrid(u, g, options, seeds));
       prev_bits = b;

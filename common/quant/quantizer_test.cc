@@ -14,10 +14,10 @@ namespace windquant::quant {
 namespace {
 
 // Named tolerances for fast path vs scalar reference.
-constexpr double kErrorRelTol = 2e-4;      // error proxy, relative
-constexpr double kScaleRelTol = 2e-3;      // fitted per-row scales/offsets, relative (> FP16 ulp)
-constexpr double kCodeMismatchMax = 0.005; // fraction of codes allowed to differ (near-ties)
-constexpr double kMonotoneRelSlack = 1e-6; // guaranteed orderings, float rounding only
+constexpr double kErrorRelTol = 2e-4;       // error proxy, relative
+constexpr double kScaleRelTol = 2e-3;       // fitted per-row scales/offsets, relative (> FP16 ulp)
+constexpr double kCodeMismatchMax = 0.005;  // fraction of codes allowed to differ (near-ties)
+constexpr double kMonotoneRelSlack = 1e-6;  // guaranteed orderings, float rounding only
 
 // ---------------------------------------------------------------------------------------
 // Slow, obvious scalar reference: one row at a time, nearest level by brute force over the
@@ -46,8 +46,15 @@ struct RefUnit {
 
 RefUnit MakeRefUnit(const std::vector<float>& w, const std::vector<float>& s, int m, int c,
                     double fraction) {
-  RefUnit u{m, c, w, s, std::vector<bool>(m * c, false), std::vector<double>(m * c, 0),
-            std::vector<bool>(m, false), std::vector<float>(m, 0), std::vector<float>(m * c, 0)};
+  RefUnit u{m,
+            c,
+            w,
+            s,
+            std::vector<bool>(m * c, false),
+            std::vector<double>(m * c, 0),
+            std::vector<bool>(m, false),
+            std::vector<float>(m, 0),
+            std::vector<float>(m * c, 0)};
   const int64_t k = SalientCount(int64_t{m} * c, fraction);
   std::vector<int> order(m * c);
   std::iota(order.begin(), order.end(), 0);
@@ -62,7 +69,8 @@ RefUnit MakeRefUnit(const std::vector<float>& w, const std::vector<float>& s, in
   const float sal_scale = Half(maxsal / 127.0f);
   for (int i = 0; i < m * c; ++i) {
     if (!u.salient[i]) continue;
-    const double q = sal_scale > 0 ? std::clamp<double>(std::nearbyint(w[i] / sal_scale), -127, 127) : 0;
+    const double q =
+        sal_scale > 0 ? std::clamp<double>(std::nearbyint(w[i] / sal_scale), -127, 127) : 0;
     u.salient_value[i] = static_cast<float>(q * sal_scale);
   }
   for (int i = 0; i < m; ++i) {
@@ -194,8 +202,8 @@ std::vector<double> TernarySearch(const RefUnit& u, const QuantizerOptions& o) {
   for (int i = 0; i < u.m; ++i) {
     double best_e = 0;
     for (int p = 0; p < o.ternary_grid_points; ++p) {
-      const double r = o.ternary_min_ratio +
-                       (o.ternary_max_ratio - o.ternary_min_ratio) * p / (o.ternary_grid_points - 1);
+      const double r = o.ternary_min_ratio + (o.ternary_max_ratio - o.ternary_min_ratio) * p /
+                                                 (o.ternary_grid_points - 1);
       const double delta = u.maxabs[i] * r;
       double num = 0, den = 0;
       for (int j = 0; j < u.c; ++j) {
@@ -280,7 +288,8 @@ std::map<Action, RefFit> ReferenceFitAll(const RefUnit& u, const QuantizerOption
   for (int i = 0; i < u.m; ++i) half_alpha2[i] = r[Action::k2].scale[i] * 0.5f;
   std::vector<std::vector<float>> seeds = {half_alpha2, r[Action::k1_58].scale};
   int prev = 0;
-  for (auto [a, b] : {std::pair{Action::k3, 3}, std::pair{Action::k4, 4}, std::pair{Action::k8, 8}}) {
+  for (auto [a, b] :
+       {std::pair{Action::k3, 3}, std::pair{Action::k4, 4}, std::pair{Action::k8, 8}}) {
     if (prev > 0) {
       const Action pa = prev == 3 ? Action::k3 : Action::k4;
       std::vector<float> seed(u.m);
@@ -322,8 +331,8 @@ void RandomUnit(int m, int c, uint32_t seed, std::vector<float>* w, std::vector<
   for (int j = 0; j < c; ++j) (*s)[j] = std::exp(0.7f * n01(rng));
 }
 
-const Action kLowActions[] = {Action::k8, Action::k4, Action::k3, Action::k2, Action::k1_58,
-                              Action::k1};
+const Action kLowActions[] = {Action::k8, Action::k4,    Action::k3,
+                              Action::k2, Action::k1_58, Action::k1};
 
 void ExpectMatchesReference(int m, int c, uint32_t seed, double fraction) {
   std::vector<float> wv, sv;
@@ -338,18 +347,20 @@ void ExpectMatchesReference(int m, int c, uint32_t seed, double fraction) {
   std::vector<float> mask = ToVec(fit->salient.mask);
   for (int e = 0; e < m * c; ++e) ASSERT_EQ(mask[e] != 0, ru.salient[e]) << "entry " << e;
   for (Action a : kLowActions) {
-    SCOPED_TRACE(::testing::Message() << m << "x" << c << " seed " << seed << " action "
-                                      << ActionName(a));
+    SCOPED_TRACE(::testing::Message()
+                 << m << "x" << c << " seed " << seed << " action " << ActionName(a));
     const ActionFit* f = fit->Find(a);
     ASSERT_NE(f, nullptr);
     const RefFit& r = ref.at(a);
     EXPECT_NEAR(f->error, r.error, kErrorRelTol * r.error + 1e-12);
     std::vector<float> sc = ToVec(f->scales);
-    for (int i = 0; i < m; ++i) EXPECT_NEAR(sc[i], r.scale[i], kScaleRelTol * std::fabs(r.scale[i]));
+    for (int i = 0; i < m; ++i)
+      EXPECT_NEAR(sc[i], r.scale[i], kScaleRelTol * std::fabs(r.scale[i]));
     if (a == Action::k1) {
       std::vector<float> off = ToVec(f->offsets);
       for (int i = 0; i < m; ++i) {
-        EXPECT_NEAR(off[i], r.offset[i], kScaleRelTol * (std::fabs(r.offset[i]) + std::fabs(r.scale[i])));
+        EXPECT_NEAR(off[i], r.offset[i],
+                    kScaleRelTol * (std::fabs(r.offset[i]) + std::fabs(r.scale[i])));
       }
     }
     std::vector<float> codes = ToVec(f->codes);
@@ -381,7 +392,8 @@ TEST(QuantizerTest, OnGridWeightsComeBackExactly) {
       const float beta = offset ? 0.0078125f * (i - 2) : 0.0f;
       for (int j = 0; j < c; ++j) {
         // First entries cover every code (so max|W| is the top level), then random codes.
-        const int q = j < int(codes_pool.size()) ? codes_pool[j] : codes_pool[rng() % codes_pool.size()];
+        const int q =
+            j < int(codes_pool.size()) ? codes_pool[j] : codes_pool[rng() % codes_pool.size()];
         wv[i * c + j] = alpha * level_of_code(q) + beta;
       }
     }
@@ -397,7 +409,8 @@ TEST(QuantizerTest, OnGridWeightsComeBackExactly) {
     for (int q = -((1 << (b - 1)) - 1); q <= (1 << (b - 1)) - 1; ++q) pool.push_back(q);
     check(b == 3 ? Action::k3 : b == 4 ? Action::k4 : Action::k8, ident, pool, false);
   }
-  check(Action::k2, [](int q) { return q + 0.5; }, {-2, -1, 0, 1}, false);
+  check(
+      Action::k2, [](int q) { return q + 0.5; }, {-2, -1, 0, 1}, false);
   check(Action::k1_58, ident, {-1, 0, 1}, false);
   check(Action::k1, ident, {-1, 1}, true);
 }
@@ -474,10 +487,14 @@ TEST(QuantizerTest, DequantIsReproducibleFromStoredParameters) {
     r.view({-1}).index_put_({fit->salient.index}, sal_values);
     EXPECT_TRUE(at::equal(r, f.dequant)) << ActionName(f.action);
     EXPECT_TRUE(at::equal(f.scales, f.scales.to(at::kHalf).to(at::kFloat)));
-    const double lo = f.action == Action::k8 ? -128 : f.action == Action::k4 ? -8
-                    : f.action == Action::k3 ? -4 : f.action == Action::k2 ? -2 : -1;
+    const double lo = f.action == Action::k8   ? -128
+                      : f.action == Action::k4 ? -8
+                      : f.action == Action::k3 ? -4
+                      : f.action == Action::k2 ? -2
+                                               : -1;
     EXPECT_GE(q.min().item<float>(), lo) << ActionName(f.action);
-    EXPECT_LE(q.max().item<float>(), -lo - 1 + (f.action == Action::k1_58 || f.action == Action::k1))
+    EXPECT_LE(q.max().item<float>(),
+              -lo - 1 + (f.action == Action::k1_58 || f.action == Action::k1))
         << ActionName(f.action);
     if (f.action == Action::k1) {
       EXPECT_FALSE((q == 0).any().item<bool>());

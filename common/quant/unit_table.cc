@@ -46,12 +46,15 @@ absl::Status UnitTable::Validate() const {
       return absl::InvalidArgumentError(absl::StrCat(where, ": bad matrix/shape/salient count"));
     }
     for (int a = 0; a < kNumActions; ++a) {
-      if (!std::isfinite(u.bits[a]) || !std::isfinite(u.error[a]) || u.bits[a] <= 0 || u.error[a] < 0) {
-        return absl::InvalidArgumentError(absl::StrCat(where, ": non-finite or negative bits/error"));
+      if (!std::isfinite(u.bits[a]) || !std::isfinite(u.error[a]) || u.bits[a] <= 0 ||
+          u.error[a] < 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, ": non-finite or negative bits/error"));
       }
     }
     for (float f : u.features) {
-      if (!std::isfinite(f)) return absl::InvalidArgumentError(absl::StrCat(where, ": non-finite feature"));
+      if (!std::isfinite(f))
+        return absl::InvalidArgumentError(absl::StrCat(where, ": non-finite feature"));
     }
   }
   return absl::OkStatus();
@@ -66,7 +69,8 @@ absl::StatusOr<UnitTable> UnitTable::Merge(std::vector<UnitTable> stages) {
   int32_t next_layer = 0;
   for (const UnitTable& s : stages) {
     if (s.fingerprint != out.fingerprint) {
-      return absl::InvalidArgumentError(absl::StrCat("unit table: stage [", s.first_layer, ", ", s.end_layer,
+      return absl::InvalidArgumentError(absl::StrCat("unit table: stage [", s.first_layer, ", ",
+                                                     s.end_layer,
                                                      ") has another model fingerprint"));
     }
     if (s.first_layer != next_layer) {
@@ -77,8 +81,8 @@ absl::StatusOr<UnitTable> UnitTable::Merge(std::vector<UnitTable> stages) {
     next_layer = s.end_layer;
   }
   if (next_layer != out.num_layers) {
-    return absl::InvalidArgumentError(absl::StrCat("unit table: stages end at layer ", next_layer, " of ",
-                                                   out.num_layers));
+    return absl::InvalidArgumentError(
+        absl::StrCat("unit table: stages end at layer ", next_layer, " of ", out.num_layers));
   }
   out.first_layer = 0;
   out.end_layer = out.num_layers;
@@ -127,12 +131,13 @@ absl::StatusOr<UnitTable> UnitTable::FromProto(const v1::UnitTable& proto) {
   for (int i = 0; i < proto.units_size(); ++i) {
     const v1::UnitInfo& p = proto.units(i);
     if (p.features_size() != kNumStaticFeatures) {
-      return absl::InvalidArgumentError(absl::StrCat("unit_table.units[", i, "].features: expected ",
-                                                     kNumStaticFeatures, " values, got ", p.features_size()));
+      return absl::InvalidArgumentError(absl::StrCat("unit_table.units[", i,
+                                                     "].features: expected ", kNumStaticFeatures,
+                                                     " values, got ", p.features_size()));
     }
     if (p.bits_size() != kNumActions || p.error_size() != kNumActions) {
-      return absl::InvalidArgumentError(absl::StrCat("unit_table.units[", i, "].bits/error: expected ",
-                                                     kNumActions, " values"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("unit_table.units[", i, "].bits/error: expected ", kNumActions, " values"));
     }
     Unit u;
     u.id = p.id();

@@ -25,27 +25,27 @@ namespace windquant::quant {
 // (the normalisation of each is documented where it is computed,
 // unit_table_builder.cc). The RL state (common/rl) appends 4 dynamic ones.
 enum StaticFeature : int {
-  kFeatWeightMean = 0,   // mean(W_u) / std(W of the matrix), clipped to [-1, 1]
-  kFeatWeightVar,        // var(W_u) / var(W of the matrix), log2-scaled, clipped
-  kFeatSparsity,         // fraction of |W_ij| < 0.01 * max|W of the matrix|
-  kFeatOutlierFrac,      // fraction of |W_ij - mean| > 3 std(W_u), x10, clipped to 1
-  kFeatActMeanRel,       // mean s_j over the unit / mean s_j over the matrix input, log2, clipped
-  kFeatActMaxRel,        // max s_j over the unit / mean s_j over the layer input, log2 / 4, clipped
-  kFeatMassShare,        // share of the layer's sum |W_ij| s_j in this unit, x num units in layer
-  kFeatIsAttention,      // 1 for q, k, v, o
-  kFeatIsMlp,            // 1 for gate, up, down
-  kFeatDepth,            // layer / (num_layers - 1)
-  kFeatErrRatio,         // log10(error(2 bit) / error(4 bit)) / 2, clipped to [0, 1]
+  kFeatWeightMean = 0,  // mean(W_u) / std(W of the matrix), clipped to [-1, 1]
+  kFeatWeightVar,       // var(W_u) / var(W of the matrix), log2-scaled, clipped
+  kFeatSparsity,        // fraction of |W_ij| < 0.01 * max|W of the matrix|
+  kFeatOutlierFrac,     // fraction of |W_ij - mean| > 3 std(W_u), x10, clipped to 1
+  kFeatActMeanRel,      // mean s_j over the unit / mean s_j over the matrix input, log2, clipped
+  kFeatActMaxRel,       // max s_j over the unit / mean s_j over the layer input, log2 / 4, clipped
+  kFeatMassShare,       // share of the layer's sum |W_ij| s_j in this unit, x num units in layer
+  kFeatIsAttention,     // 1 for q, k, v, o
+  kFeatIsMlp,           // 1 for gate, up, down
+  kFeatDepth,           // layer / (num_layers - 1)
+  kFeatErrRatio,        // log10(error(2 bit) / error(4 bit)) / 2, clipped to [0, 1]
   kNumStaticFeatures
 };
 
 struct Unit {
-  uint32_t id = 0;      // position in the global order (layer, matrix, chunk)
+  uint32_t id = 0;  // position in the global order (layer, matrix, chunk)
   int32_t layer = 0;
-  int32_t matrix = 0;   // model::Matrix as int: q k v o gate up down
-  int32_t chunk = 0;    // chunk index within the matrix
-  int64_t rows = 0;     // output features
-  int64_t cols = 0;     // chunk width (last chunk may be narrower)
+  int32_t matrix = 0;  // model::Matrix as int: q k v o gate up down
+  int32_t chunk = 0;   // chunk index within the matrix
+  int64_t rows = 0;    // output features
+  int64_t cols = 0;    // chunk width (last chunk may be narrower)
   int64_t col_begin = 0;
   int64_t salient_count = 0;
   std::array<float, kNumStaticFeatures> features{};
@@ -56,9 +56,9 @@ struct Unit {
 
 class UnitTable {
  public:
-  std::string fingerprint;     // model + calibration + quant config
+  std::string fingerprint;  // model + calibration + quant config
   int32_t first_layer = 0;
-  int32_t end_layer = 0;       // exclusive
+  int32_t end_layer = 0;  // exclusive
   int32_t num_layers = 0;
   int32_t chunk_size = 0;
   double salient_fraction = 0;

@@ -17,9 +17,12 @@ int64_t ChunksOf(int64_t cols, int64_t chunk_size) { return (cols + chunk_size -
 // o reads the attention output (heads * head_dim), down reads the MLP product.
 int64_t InFeatures(const model::LlamaConfig& c, int m) {
   switch (static_cast<model::Matrix>(m)) {
-    case model::Matrix::kO: return c.num_attention_heads * c.head_dim;
-    case model::Matrix::kDown: return c.intermediate_size;
-    default: return c.hidden_size;
+    case model::Matrix::kO:
+      return c.num_attention_heads * c.head_dim;
+    case model::Matrix::kDown:
+      return c.intermediate_size;
+    default:
+      return c.hidden_size;
   }
 }
 
@@ -32,9 +35,9 @@ int64_t UnitsPerLayer(const model::LlamaConfig& config, int64_t chunk_size) {
 }
 
 int64_t FixedFp16Params(const model::LlamaConfig& c) {
-  int64_t n = c.vocab_size * c.hidden_size;                 // embed_tokens
+  int64_t n = c.vocab_size * c.hidden_size;                       // embed_tokens
   if (!c.tie_word_embeddings) n += c.vocab_size * c.hidden_size;  // lm_head
-  n += c.hidden_size * (2 * c.num_hidden_layers + 1);       // RMSNorm weights
+  n += c.hidden_size * (2 * c.num_hidden_layers + 1);             // RMSNorm weights
   return n;
 }
 
@@ -75,8 +78,9 @@ absl::StatusOr<StageQuantization> BuildStageQuantization(const model::LlamaWeigh
       const at::Tensor W = weights.layers[l - first].linear[m].to(at::kFloat).contiguous();
       const LinearInputStats& st = stats.at(l, static_cast<model::Matrix>(m));
       if (!st.mean_abs.defined() || st.mean_abs.numel() != W.size(1)) {
-        return absl::InvalidArgumentError(absl::StrCat("calibration statistics missing for ",
-                                                       model::LinearTensorName(l, static_cast<model::Matrix>(m))));
+        return absl::InvalidArgumentError(
+            absl::StrCat("calibration statistics missing for ",
+                         model::LinearTensorName(l, static_cast<model::Matrix>(m))));
       }
       const at::Tensor s = st.mean_abs;
       // Matrix-level normalisers.
@@ -114,21 +118,26 @@ absl::StatusOr<StageQuantization> BuildStageQuantization(const model::LlamaWeigh
         const double ustd = std::sqrt(std::max(var, 1e-24));
         u.features[kFeatWeightMean] = Clip(mean / w_std, -1, 1);
         u.features[kFeatWeightVar] = Clip(std::log2(std::max(var, 1e-24) / w_var) / 4.0, -1, 1);
-        u.features[kFeatSparsity] = Clip((Wu.abs() < 0.01 * w_absmax).to(at::kFloat).mean().item<double>(), 0, 1);
-        u.features[kFeatOutlierFrac] =
-            Clip(10.0 * ((Wu - mean).abs() > 3.0 * ustd).to(at::kFloat).mean().item<double>(), 0, 1);
-        u.features[kFeatActMeanRel] = Clip(std::log2(std::max(su.mean().item<double>(), 1e-12) / s_mean) / 4.0, -1, 1);
-        u.features[kFeatActMaxRel] = Clip(std::log2(std::max(su.max().item<double>(), 1e-12) / s_mean) / 4.0, -1, 1);
+        u.features[kFeatSparsity] =
+            Clip((Wu.abs() < 0.01 * w_absmax).to(at::kFloat).mean().item<double>(), 0, 1);
+        u.features[kFeatOutlierFrac] = Clip(
+            10.0 * ((Wu - mean).abs() > 3.0 * ustd).to(at::kFloat).mean().item<double>(), 0, 1);
+        u.features[kFeatActMeanRel] =
+            Clip(std::log2(std::max(su.mean().item<double>(), 1e-12) / s_mean) / 4.0, -1, 1);
+        u.features[kFeatActMaxRel] =
+            Clip(std::log2(std::max(su.max().item<double>(), 1e-12) / s_mean) / 4.0, -1, 1);
         const double mass = (Wu.abs() * su.unsqueeze(0)).sum().item<double>();
         u.features[kFeatMassShare] = static_cast<float>(mass);  // normalised per layer below
         layer_mass += mass;
         u.features[kFeatIsAttention] = m <= static_cast<int>(model::Matrix::kO) ? 1.f : 0.f;
         u.features[kFeatIsMlp] = m > static_cast<int>(model::Matrix::kO) ? 1.f : 0.f;
-        u.features[kFeatDepth] = cfg.num_hidden_layers > 1
-                                     ? static_cast<float>(l) / static_cast<float>(cfg.num_hidden_layers - 1)
-                                     : 0.f;
+        u.features[kFeatDepth] =
+            cfg.num_hidden_layers > 1
+                ? static_cast<float>(l) / static_cast<float>(cfg.num_hidden_layers - 1)
+                : 0.f;
         const double e2 = u.error[ActionIndex(Action::k2)], e4 = u.error[ActionIndex(Action::k4)];
-        u.features[kFeatErrRatio] = Clip(std::log10(std::max(e2, 1e-12) / std::max(e4, 1e-12)) / 2.0, 0, 1);
+        u.features[kFeatErrRatio] =
+            Clip(std::log10(std::max(e2, 1e-12) / std::max(e4, 1e-12)) / 2.0, 0, 1);
         table.units.push_back(u);
         if (options.progress) options.progress(++done, total);
       }

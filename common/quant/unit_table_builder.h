@@ -30,8 +30,8 @@ struct UnitTableOptions {
 int64_t UnitsPerLayer(const model::LlamaConfig& config, int64_t chunk_size);
 
 struct StageQuantization {
-  UnitTable table;            // this stage's units only
-  QuantizedWeights weights;   // their fits
+  UnitTable table;           // this stage's units only
+  QuantizedWeights weights;  // their fits
 };
 
 // Fits the stage held by `weights` (layers [first_layer, first_layer+size)).

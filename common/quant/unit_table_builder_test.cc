@@ -110,7 +110,8 @@ TEST_F(UnitTableBuilderTest, EnumeratesUnitsInGlobalOrderWithHonestBits) {
   EXPECT_EQ(last.col_begin, 32);
   for (const Unit& u : t.units) {
     for (int a = 0; a < kNumActions; ++a) {
-      EXPECT_DOUBLE_EQ(u.bits[a], UnitEffectiveBits(u.rows, u.cols, u.salient_count, kAllActions[a]));
+      EXPECT_DOUBLE_EQ(u.bits[a],
+                       UnitEffectiveBits(u.rows, u.cols, u.salient_count, kAllActions[a]));
     }
     EXPECT_LE(u.error[ActionIndex(Action::k8)], u.error[ActionIndex(Action::k4)] + 1e-9);
     EXPECT_LE(u.error[ActionIndex(Action::k4)], u.error[ActionIndex(Action::k2)] + 1e-9);
@@ -137,7 +138,8 @@ TEST_F(UnitTableBuilderTest, ApplyCopiesOnlyTheChosenColumns) {
   const at::Tensor q = target.layers[0].linear[0];
   const at::Tensor orig = weights_.layers[0].linear[0];
   EXPECT_TRUE(at::equal(q.slice(1, 0, 16), orig.slice(1, 0, 16).to(at::kHalf).to(at::kFloat)));
-  EXPECT_TRUE(at::equal(q.slice(1, 16, 32), sq->weights.at(0, 0, ActionIndex(Action::k2)).slice(1, 16, 32)));
+  EXPECT_TRUE(at::equal(q.slice(1, 16, 32),
+                        sq->weights.at(0, 0, ActionIndex(Action::k2)).slice(1, 16, 32)));
   EXPECT_FALSE(at::equal(q.slice(1, 16, 32), orig.slice(1, 16, 32)));
   plan[3] = 9;
   EXPECT_FALSE(sq->weights.Apply(sq->table, plan, &target).ok());

@@ -27,7 +27,9 @@ constexpr char kManifestFile[] = "manifest.json";
 // Incremental SHA-256 (base::Sha256Hex only hashes one buffer).
 class Hasher {
  public:
-  Hasher() : ctx_(EVP_MD_CTX_new(), EVP_MD_CTX_free) { EVP_DigestInit_ex(ctx_.get(), EVP_sha256(), nullptr); }
+  Hasher() : ctx_(EVP_MD_CTX_new(), EVP_MD_CTX_free) {
+    EVP_DigestInit_ex(ctx_.get(), EVP_sha256(), nullptr);
+  }
   void Add(const void* data, size_t n) { EVP_DigestUpdate(ctx_.get(), data, n); }
   // Length-prefixed, so that field boundaries are unambiguous.
   void AddField(std::string_view s) {
@@ -84,9 +86,11 @@ absl::StatusOr<std::string> UnitTableFingerprint(const FingerprintInputs& in) {
     for (size_t i = 0; i < w.layers.size(); ++i) {
       const int64_t l = w.first_layer + static_cast<int64_t>(i);
       for (int m = 0; m < model::kNumMatrices; ++m) {
-        h.AddTensor(model::LinearTensorName(l, static_cast<model::Matrix>(m)), w.layers[i].linear[m]);
+        h.AddTensor(model::LinearTensorName(l, static_cast<model::Matrix>(m)),
+                    w.layers[i].linear[m]);
       }
-      h.AddTensor(absl::StrCat("model.layers.", l, ".input_layernorm.weight"), w.layers[i].input_layernorm);
+      h.AddTensor(absl::StrCat("model.layers.", l, ".input_layernorm.weight"),
+                  w.layers[i].input_layernorm);
       h.AddTensor(absl::StrCat("model.layers.", l, ".post_attention_layernorm.weight"),
                   w.layers[i].post_attention_layernorm);
     }
@@ -99,9 +103,10 @@ absl::StatusOr<std::string> UnitTableFingerprint(const FingerprintInputs& in) {
     h.AddField(absl::StrCat(in.calibration.seed));
     h.AddNumber(static_cast<double>(in.chunk_size));
     const QuantizerOptions& q = in.quantizer;
-    for (double v : {q.salient_fraction, static_cast<double>(q.clip_grid_points), q.clip_min_ratio,
-                     static_cast<double>(q.ternary_grid_points), q.ternary_min_ratio, q.ternary_max_ratio,
-                     static_cast<double>(q.refine_steps), static_cast<double>(q.binarize_steps)}) {
+    for (double v :
+         {q.salient_fraction, static_cast<double>(q.clip_grid_points), q.clip_min_ratio,
+          static_cast<double>(q.ternary_grid_points), q.ternary_min_ratio, q.ternary_max_ratio,
+          static_cast<double>(q.refine_steps), static_cast<double>(q.binarize_steps)}) {
       // %.17g: two configs that differ in any bit hash differently.
       char buf[64];
       std::snprintf(buf, sizeof(buf), "%.17g", v);
@@ -118,7 +123,8 @@ std::string UnitTableCache::EntryDir(const std::string& fingerprint) const {
 }
 
 absl::StatusOr<CachedQuantization> UnitTableCache::Load(const std::string& fingerprint,
-                                                        int64_t first_layer, int64_t end_layer) const {
+                                                        int64_t first_layer,
+                                                        int64_t end_layer) const {
   const std::filesystem::path d(EntryDir(fingerprint));
   const std::string manifest_path = (d / kManifestFile).string();
   if (!base::PathExists(manifest_path)) {
@@ -133,7 +139,8 @@ absl::StatusOr<CachedQuantization> UnitTableCache::Load(const std::string& finge
   for (const char* f : {kTableFile, kFitsFile, kStatsFile}) {
     const std::string path = (d / f).string();
     absl::StatusOr<std::string> bytes = base::ReadFile(path);
-    if (!bytes.ok()) return absl::DataLossError(absl::StrCat(path, ": unreadable: ", bytes.status().message()));
+    if (!bytes.ok())
+      return absl::DataLossError(absl::StrCat(path, ": unreadable: ", bytes.status().message()));
     if (!manifest.contains(f) || !manifest[f].is_string() ||
         manifest[f].get<std::string>() != base::Sha256Hex(*bytes)) {
       return absl::DataLossError(absl::StrCat(path, ": checksum does not match ", kManifestFile));
@@ -144,19 +151,26 @@ absl::StatusOr<CachedQuantization> UnitTableCache::Load(const std::string& finge
     WQ_ASSIGN_OR_RETURN(const std::string bytes, base::ReadFile((d / kTableFile).string()));
     v1::UnitTable proto;
     if (!proto.ParseFromString(bytes)) {
-      return absl::DataLossError(absl::StrCat((d / kTableFile).string(), ": not a windquant.v1.UnitTable"));
+      return absl::DataLossError(
+          absl::StrCat((d / kTableFile).string(), ": not a windquant.v1.UnitTable"));
     }
     absl::StatusOr<UnitTable> t = UnitTable::FromProto(proto);
-    if (!t.ok()) return absl::DataLossError(absl::StrCat((d / kTableFile).string(), ": ", t.status().message()));
-    if (t->fingerprint != fingerprint || t->first_layer != first_layer || t->end_layer != end_layer) {
-      return absl::DataLossError(absl::StrCat((d / kTableFile).string(), ": holds another fingerprint or layers"));
+    if (!t.ok())
+      return absl::DataLossError(
+          absl::StrCat((d / kTableFile).string(), ": ", t.status().message()));
+    if (t->fingerprint != fingerprint || t->first_layer != first_layer ||
+        t->end_layer != end_layer) {
+      return absl::DataLossError(
+          absl::StrCat((d / kTableFile).string(), ": holds another fingerprint or layers"));
     }
     out.table = *std::move(t);
   }
-  absl::StatusOr<QuantizedWeights> fits = QuantizedWeights::Load((d / kFitsFile).string(), first_layer, end_layer);
+  absl::StatusOr<QuantizedWeights> fits =
+      QuantizedWeights::Load((d / kFitsFile).string(), first_layer, end_layer);
   if (!fits.ok()) return absl::DataLossError(fits.status().message());
   out.fits = *std::move(fits);
-  absl::StatusOr<std::unique_ptr<model::SafetensorsFile>> sf = model::SafetensorsFile::Open((d / kStatsFile).string());
+  absl::StatusOr<std::unique_ptr<model::SafetensorsFile>> sf =
+      model::SafetensorsFile::Open((d / kStatsFile).string());
   if (!sf.ok()) return absl::DataLossError(sf.status().message());
   out.stats.first_layer = first_layer;
   out.stats.layers.resize(end_layer - first_layer);
@@ -164,8 +178,8 @@ absl::StatusOr<CachedQuantization> UnitTableCache::Load(const std::string& finge
     for (int m = 0; m < model::kNumMatrices; ++m) {
       const model::TensorInfo* info = (*sf)->Find(StatsName(l, m));
       if (info == nullptr || info->dtype != model::Dtype::kF32 || info->shape.size() != 1) {
-        return absl::DataLossError(absl::StrCat((d / kStatsFile).string(), ": tensor ", StatsName(l, m),
-                                                " missing or not 1-D F32"));
+        return absl::DataLossError(absl::StrCat((d / kStatsFile).string(), ": tensor ",
+                                                StatsName(l, m), " missing or not 1-D F32"));
       }
       const std::string_view bytes = (*sf)->Data(*info);
       at::Tensor t = at::empty({info->shape[0]}, at::kFloat);
@@ -186,7 +200,8 @@ absl::Status UnitTableCache::Store(const CachedQuantization& q) const {
   model::SafetensorsWriter stats;
   for (size_t i = 0; i < q.stats.layers.size(); ++i) {
     for (int m = 0; m < model::kNumMatrices; ++m) {
-      WQ_RETURN_IF_ERROR(stats.Add(StatsName(q.stats.first_layer + i, m), q.stats.layers[i][m].mean_abs));
+      WQ_RETURN_IF_ERROR(
+          stats.Add(StatsName(q.stats.first_layer + i, m), q.stats.layers[i][m].mean_abs));
     }
   }
   WQ_RETURN_IF_ERROR(stats.Write((d / kStatsFile).string()));

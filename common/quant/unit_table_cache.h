@@ -33,7 +33,7 @@
 namespace windquant::quant {
 
 struct FingerprintInputs {
-  std::string config_json;          // the model's config.json text
+  std::string config_json;  // the model's config.json text
   const model::LlamaWeights* weights = nullptr;
   std::string calibration_text_sha256;
   config::CalibrationConfig calibration;

@@ -45,7 +45,8 @@ ActivationStats RandomStats(const model::LlamaWeights& w) {
   ActivationStats s;
   s.layers.resize(w.layers.size());
   for (size_t l = 0; l < w.layers.size(); ++l) {
-    for (int m = 0; m < 7; ++m) s.layers[l][m].mean_abs = at::rand({w.layers[l].linear[m].size(1)}) + 0.1;
+    for (int m = 0; m < 7; ++m)
+      s.layers[l][m].mean_abs = at::rand({w.layers[l].linear[m].size(1)}) + 0.1;
   }
   return s;
 }
@@ -112,7 +113,8 @@ TEST(UnitTableCacheTest, StoreLoadRoundTripAndNotFound) {
     EXPECT_EQ(hit->table.units[i].bits, sq->table.units[i].bits);
   }
   for (int m = 0; m < 7; ++m) {
-    for (int a = 0; a < kNumActions; ++a) EXPECT_TRUE(at::equal(hit->fits.at(1, m, a), sq->weights.at(1, m, a)));
+    for (int a = 0; a < kNumActions; ++a)
+      EXPECT_TRUE(at::equal(hit->fits.at(1, m, a), sq->weights.at(1, m, a)));
     EXPECT_TRUE(at::equal(hit->stats.at(1, static_cast<model::Matrix>(m)).mean_abs,
                           stats.at(1, static_cast<model::Matrix>(m)).mean_abs));
   }
@@ -128,7 +130,8 @@ TEST(UnitTableCacheTest, CorruptedFileIsDataLoss) {
   ASSERT_TRUE(sq.ok());
   const std::string dir = FreshDir("corrupt");
   UnitTableCache cache(dir);
-  for (const char* f : {"unit_table.pb", "fits.safetensors", "act_stats.safetensors", "manifest.json"}) {
+  for (const char* f :
+       {"unit_table.pb", "fits.safetensors", "act_stats.safetensors", "manifest.json"}) {
     ASSERT_TRUE(cache.Store({sq->table, sq->weights, stats}).ok());
     ASSERT_TRUE(cache.Load("fp1", 0, 2).ok());
     const std::string path = cache.EntryDir("fp1") + "/" + f;

@@ -194,7 +194,8 @@ TEST(HtmlReportTest, PerplexityCurveShowsTheMeanWhenRecorded) {
   EXPECT_TRUE(absl::StrContains(without, "aria-label=\"best perplexity")) << without;
   EXPECT_FALSE(absl::StrContains(without, "#f4a582"));
   ReportData d = Sample();
-  for (size_t i = 0; i < d.curve.size(); ++i) d.curve[i].mean_perplexity = 40.0 - static_cast<double>(i);
+  for (size_t i = 0; i < d.curve.size(); ++i)
+    d.curve[i].mean_perplexity = 40.0 - static_cast<double>(i);
   const std::string with = RenderHtmlReport(d);
   EXPECT_TRUE(absl::StrContains(with, "aria-label=\"perplexity")) << with;
   EXPECT_TRUE(absl::StrContains(with, "stroke=\"#f4a582\"")) << "the mean's line";

@@ -37,12 +37,13 @@ absl::StatusOr<std::shared_ptr<const UnitCosts>> UnitCosts::Create(const quant::
   c->suffix_min_bits_.assign(n + 1, 0.0);
   for (int64_t u = 0; u < n; ++u) {
     const quant::Unit& unit = table.units[u];
-    if (unit.n() <= 0) return absl::InvalidArgumentError(absl::StrCat("unit table: unit ", u, " is empty"));
+    if (unit.n() <= 0)
+      return absl::InvalidArgumentError(absl::StrCat("unit table: unit ", u, " is empty"));
     int best = 0;
     for (int a = 0; a < quant::kNumActions; ++a) {
       if (!std::isfinite(unit.bits[a]) || unit.bits[a] < 0) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("unit table: unit ", u, " bits[", a, "] is not a finite non-negative number"));
+        return absl::InvalidArgumentError(absl::StrCat("unit table: unit ", u, " bits[", a,
+                                                       "] is not a finite non-negative number"));
       }
       if (unit.bits[a] < unit.bits[best]) best = a;
     }
@@ -104,7 +105,8 @@ void Environment::Mask(uint8_t* out) const {
 absl::StatusOr<float> Environment::Step(int action) {
   if (done()) return absl::InvalidArgumentError("environment: episode already finished");
   if (action < 0 || action >= quant::kNumActions) {
-    return absl::InvalidArgumentError(absl::StrCat("environment: action ", action, " out of range"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("environment: action ", action, " out of range"));
   }
   uint8_t mask[quant::kNumActions];
   Mask(mask);
@@ -117,8 +119,8 @@ absl::StatusOr<float> Environment::Step(int action) {
   const double weights_left = costs_->suffix_weights(step_);
   const double running_target = (budget_bits_ - spent_bits_) / weights_left;
   const double bits = costs_->bits(step_, action);
-  double reward = options_.step_saving_weight * (n / costs_->total_weights()) *
-                  (running_target - bits / n);
+  double reward =
+      options_.step_saving_weight * (n / costs_->total_weights()) * (running_target - bits / n);
   if (action == kSkipAction) reward -= options_.skip_penalty;
   spent_bits_ += bits;
   actions_.push_back(action);
@@ -152,11 +154,13 @@ absl::StatusOr<Rollout> BatchedEnvironment::Run(const Policy& policy, at::Genera
     }
     ActResult act;
     try {
-      absl::StatusOr<ActResult> r = policy.Act(states, masks_u8.to(at::kBool), generator, deterministic);
+      absl::StatusOr<ActResult> r =
+          policy.Act(states, masks_u8.to(at::kBool), generator, deterministic);
       if (!r.ok()) return r.status();
       act = *std::move(r);
     } catch (const c10::Error& e) {
-      return absl::InternalError(absl::StrCat("rollout: torch error: ", e.what_without_backtrace()));
+      return absl::InternalError(
+          absl::StrCat("rollout: torch error: ", e.what_without_backtrace()));
     }
     const int64_t* a = act.actions.data_ptr<int64_t>();
     const float* lp = act.log_probs.data_ptr<float>();
@@ -191,8 +195,8 @@ absl::StatusOr<std::vector<Transition>> ReplayPlan(std::shared_ptr<const UnitCos
                                                    const EnvOptions& options,
                                                    const std::vector<int>& plan) {
   if (static_cast<int64_t>(plan.size()) != costs->num_units()) {
-    return absl::InvalidArgumentError(absl::StrCat("plan: ", plan.size(), " actions for ",
-                                                   costs->num_units(), " units"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("plan: ", plan.size(), " actions for ", costs->num_units(), " units"));
   }
   Environment env(std::move(costs), options);
   std::vector<Transition> out;

@@ -67,7 +67,8 @@ absl::StatusOr<std::unique_ptr<LocalPlanEvaluator>> LocalPlanEvaluator::Create(
   } catch (const c10::Error& err) {
     return absl::InternalError(absl::StrCat("evaluator: ", err.what_without_backtrace()));
   }
-  WQ_ASSIGN_OR_RETURN(e->fp_calib_, model::ComputePerplexity(*model, e->calib_ids_, e->ppl_options_));
+  WQ_ASSIGN_OR_RETURN(e->fp_calib_,
+                      model::ComputePerplexity(*model, e->calib_ids_, e->ppl_options_));
   WQ_ASSIGN_OR_RETURN(e->fp_eval_, model::ComputePerplexity(*model, e->eval_ids_, e->ppl_options_));
   return e;
 }
@@ -83,8 +84,8 @@ absl::Status LocalPlanEvaluator::Load(const std::vector<int>& actions) {
       return absl::OkStatus();
     }
     if (actions.size() != table_->units.size()) {
-      return absl::InvalidArgumentError(absl::StrCat("plan: ", actions.size(), " actions for ",
-                                                     table_->units.size(), " units"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("plan: ", actions.size(), " actions for ", table_->units.size(), " units"));
     }
     return fits_->Apply(*table_, actions, &model_->mutable_weights());
   } catch (const c10::Error& err) {
@@ -109,16 +110,17 @@ absl::StatusOr<PlanEvaluation> LocalPlanEvaluator::Evaluate(const std::vector<in
   return out;
 }
 
-absl::StatusOr<model::PerplexityResult> LocalPlanEvaluator::Measure(
-    const std::vector<int>& actions, const std::vector<int32_t>& ids, int64_t max_tokens) {
+absl::StatusOr<model::PerplexityResult> LocalPlanEvaluator::Measure(const std::vector<int>& actions,
+                                                                    const std::vector<int32_t>& ids,
+                                                                    int64_t max_tokens) {
   WQ_RETURN_IF_ERROR(Load(actions));
   model::PerplexityOptions o = ppl_options_;
   o.max_tokens = max_tokens;
   return model::ComputePerplexity(*model_, ids, o);
 }
 
-EpisodeReward EpisodeEndReward(const config::EnvConfig& env, const PlanEvaluation& e,
-                               double lambda, double target_bits) {
+EpisodeReward EpisodeEndReward(const config::EnvConfig& env, const PlanEvaluation& e, double lambda,
+                               double target_bits) {
   EpisodeReward r;
   r.bit_reduction = (16.0 - e.effective_bits) / 16.0;
   r.violation = std::max(0.0, e.effective_bits - target_bits);

@@ -81,9 +81,9 @@ class LocalPlanEvaluator : public PlanEvaluator {
   // calib_ids / eval_ids: the slices (texts encoded without BOS, already cut
   // to evaluation.calib_slice_tokens / eval_slice_tokens).
   static absl::StatusOr<std::unique_ptr<LocalPlanEvaluator>> Create(
-      model::LlamaModel* model, const quant::QuantizedWeights* fits,
-      const quant::UnitTable* table, std::vector<int32_t> calib_ids,
-      std::vector<int32_t> eval_ids, const LocalEvaluatorOptions& options);
+      model::LlamaModel* model, const quant::QuantizedWeights* fits, const quant::UnitTable* table,
+      std::vector<int32_t> calib_ids, std::vector<int32_t> eval_ids,
+      const LocalEvaluatorOptions& options);
 
   absl::StatusOr<PlanEvaluation> Evaluate(const std::vector<int>& actions) override;
   double fp_eval_ppl() const override { return fp_eval_.perplexity; }

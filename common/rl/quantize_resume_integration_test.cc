@@ -130,15 +130,15 @@ TEST(QuantizeResumeTest, KilledRunResumesFromItsCheckpointAndWritesTheReport) {
                  << "): ../shared/models is absent, nothing to quantize";
   }
   const std::string windquant = (fs::path(bin) / "cli/windquant").string();
-  ASSERT_TRUE(fs::exists(windquant)) << windquant << " not built (cmake --build ... --target windquant)";
+  ASSERT_TRUE(fs::exists(windquant))
+      << windquant << " not built (cmake --build ... --target windquant)";
 
-  const fs::path tmp = fs::path(::testing::TempDir()) / ("wq_quantize_resume_" + std::to_string(getpid()));
+  const fs::path tmp =
+      fs::path(::testing::TempDir()) / ("wq_quantize_resume_" + std::to_string(getpid()));
   fs::remove_all(tmp);
   fs::create_directories(tmp);
   const std::string out = (tmp / "out").string();
-  std::vector<std::string> argv = {windquant,
-                                   "quantize",
-                                   "--config",
+  std::vector<std::string> argv = {windquant, "quantize", "--config",
                                    (fs::path(src) / "configs/stories260k.yaml").string(),
                                    "--no-export"};
   for (const std::string& s : std::vector<std::string>{
@@ -180,18 +180,23 @@ TEST(QuantizeResumeTest, KilledRunResumesFromItsCheckpointAndWritesTheReport) {
   fclose(first.err);
   ASSERT_TRUE(checkpointed) << "no checkpoint line; log:\n" << first_log;
   ASSERT_TRUE(WIFSIGNALED(first_status) && WTERMSIG(first_status) == SIGKILL)
-      << "the first run ended by itself before the kill; log:\n" << first_log;
+      << "the first run ended by itself before the kill; log:\n"
+      << first_log;
   ASSERT_TRUE(fs::exists(fs::path(out) / "checkpoint/run.ckpt"));
-  EXPECT_FALSE(fs::exists(fs::path(out) / "report.json")) << "the killed run must not have finished";
+  EXPECT_FALSE(fs::exists(fs::path(out) / "report.json"))
+      << "the killed run must not have finished";
 
   // 2. Resume: same command + --resume, to the end.
   argv.push_back("--resume");
-  const std::string log_path = (tmp / "second.err").string(), stdout_path = (tmp / "second.out").string();
+  const std::string log_path = (tmp / "second.err").string(),
+                    stdout_path = (tmp / "second.out").string();
   Child second = Start(argv, stdout_path, /*pipe_stderr=*/false, log_path);
   const int second_status = Wait(second.pid);
   const std::string log = ReadOrEmpty(log_path), stdout_text = ReadOrEmpty(stdout_path);
   ASSERT_TRUE(WIFEXITED(second_status) && WEXITSTATUS(second_status) == 0)
-      << "resumed run failed (status " << second_status << "); log:\n" << log << "\nstdout:\n" << stdout_text;
+      << "resumed run failed (status " << second_status << "); log:\n"
+      << log << "\nstdout:\n"
+      << stdout_text;
 
   absl::StatusOr<std::string> report_text = base::ReadFile(out + "/report.json");
   ASSERT_TRUE(report_text.ok()) << report_text.status();
@@ -199,11 +204,13 @@ TEST(QuantizeResumeTest, KilledRunResumesFromItsCheckpointAndWritesTheReport) {
   const int64_t resumed = report.at("resumed_from_update").get<int64_t>();
   EXPECT_GE(resumed, 1) << "the second run did not resume; log:\n" << log;
   EXPECT_LT(resumed, kUpdates) << "nothing was left to do after the kill";
-  EXPECT_NE(FirstLineStartingWith(log, absl::StrCat("learner: resumed from checkpoint at update ", resumed, ",")),
+  EXPECT_NE(FirstLineStartingWith(
+                log, absl::StrCat("learner: resumed from checkpoint at update ", resumed, ",")),
             "")
       << log;
   const std::string first_update = FirstLineStartingWith(log, "learner: update ");
-  EXPECT_TRUE(absl::StartsWith(first_update, absl::StrCat("learner: update ", resumed + 1, " "))) << first_update;
+  EXPECT_TRUE(absl::StartsWith(first_update, absl::StrCat("learner: update ", resumed + 1, " ")))
+      << first_update;
   EXPECT_EQ(report.at("updates").get<int64_t>(), kUpdates);
   const json& curve = report.at("training_curve");
   ASSERT_EQ(curve.size(), static_cast<size_t>(kUpdates)) << "the curve before the kill is kept";
@@ -240,10 +247,12 @@ TEST(QuantizeResumeTest, KilledRunResumesFromItsCheckpointAndWritesTheReport) {
   EXPECT_TRUE(absl::StrContains(*html, "Mean effective bits per (layer, matrix)"));
   for (const json& p : report.at("plans")) {
     const std::string label = p.at("name");
-    EXPECT_TRUE(absl::StrContains(*html, absl::StrCat(">", label, "</text>"))) << label << " not in the chart";
+    EXPECT_TRUE(absl::StrContains(*html, absl::StrCat(">", label, "</text>")))
+        << label << " not in the chart";
   }
   for (const char* curve_title : {"mean reward", "perplexity", "lambda", "bits"}) {
-    EXPECT_TRUE(absl::StrContains(*html, absl::StrCat("aria-label=\"", curve_title))) << curve_title;
+    EXPECT_TRUE(absl::StrContains(*html, absl::StrCat("aria-label=\"", curve_title)))
+        << curve_title;
   }
   EXPECT_EQ(report.at("units").size(), plan.at("units").size());
   EXPECT_TRUE(absl::StrContains(stdout_text, "report.html")) << stdout_text;
@@ -252,7 +261,8 @@ TEST(QuantizeResumeTest, KilledRunResumesFromItsCheckpointAndWritesTheReport) {
   Child render = Start({windquant, "report", "--in", out + "/report.json", "--out", again},
                        (tmp / "report.out").string(), false, (tmp / "report.err").string());
   const int render_status = Wait(render.pid);
-  ASSERT_TRUE(WIFEXITED(render_status) && WEXITSTATUS(render_status) == 0) << ReadOrEmpty((tmp / "report.err").string());
+  ASSERT_TRUE(WIFEXITED(render_status) && WEXITSTATUS(render_status) == 0)
+      << ReadOrEmpty((tmp / "report.err").string());
   EXPECT_EQ(ReadOrEmpty(again), *html);
   fs::remove_all(tmp);
 }

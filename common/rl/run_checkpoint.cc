@@ -29,9 +29,12 @@ double Num(const json& j) {
 }
 
 json ToJson(const PlanEvaluation& e) {
-  return {{"effective_bits", Num(e.effective_bits)}, {"calib_nll", Num(e.calib_nll)},
-          {"loss_increase", Num(e.loss_increase)},   {"eval_nll", Num(e.eval_nll)},
-          {"eval_ppl", Num(e.eval_ppl)},             {"relative_ppl_increase", Num(e.relative_ppl_increase)}};
+  return {{"effective_bits", Num(e.effective_bits)},
+          {"calib_nll", Num(e.calib_nll)},
+          {"loss_increase", Num(e.loss_increase)},
+          {"eval_nll", Num(e.eval_nll)},
+          {"eval_ppl", Num(e.eval_ppl)},
+          {"relative_ppl_increase", Num(e.relative_ppl_increase)}};
 }
 PlanEvaluation EvalFromJson(const json& j) {
   PlanEvaluation e;
@@ -45,9 +48,9 @@ PlanEvaluation EvalFromJson(const json& j) {
 }
 
 json ToJson(const CandidatePlan& c) {
-  return {{"actions", c.actions},       {"evaluation", ToJson(c.evaluation)},
+  return {{"actions", c.actions},         {"evaluation", ToJson(c.evaluation)},
           {"target_bits", c.target_bits}, {"source", c.source},
-          {"update", c.update},         {"policy_version", c.policy_version}};
+          {"update", c.update},           {"policy_version", c.policy_version}};
 }
 CandidatePlan CandidateFromJson(const json& j) {
   CandidatePlan c;
@@ -61,13 +64,20 @@ CandidatePlan CandidateFromJson(const json& j) {
 }
 
 json ToJson(const UpdateRecord& r) {
-  return {{"update", r.update},         {"stage", r.stage},
-          {"target_bits", r.target_bits}, {"mean_reward", Num(r.mean_reward)},
-          {"mean_ppl", Num(r.mean_ppl)}, {"mean_bits", Num(r.mean_bits)},
-          {"best_ppl", Num(r.best_ppl)}, {"best_bits", Num(r.best_bits)},
-          {"lambda", r.lambda},         {"policy_loss", Num(r.policy_loss)},
-          {"value_loss", Num(r.value_loss)}, {"entropy", Num(r.entropy)},
-          {"evaluations", r.evaluations}, {"seconds", r.seconds}};
+  return {{"update", r.update},
+          {"stage", r.stage},
+          {"target_bits", r.target_bits},
+          {"mean_reward", Num(r.mean_reward)},
+          {"mean_ppl", Num(r.mean_ppl)},
+          {"mean_bits", Num(r.mean_bits)},
+          {"best_ppl", Num(r.best_ppl)},
+          {"best_bits", Num(r.best_bits)},
+          {"lambda", r.lambda},
+          {"policy_loss", Num(r.policy_loss)},
+          {"value_loss", Num(r.value_loss)},
+          {"entropy", Num(r.entropy)},
+          {"evaluations", r.evaluations},
+          {"seconds", r.seconds}};
 }
 UpdateRecord RecordFromJson(const json& j) {
   UpdateRecord r;
@@ -110,7 +120,9 @@ std::string RunCheckpointPath(const std::string& dir) {
 absl::Status WriteRunCheckpoint(const std::string& dir, const RunCheckpoint& c) {
   json stages = json::array();
   for (const auto& s : c.stages) {
-    stages.push_back({{"stage", s.stage}, {"target_bits", s.target_bits}, {"update", s.update},
+    stages.push_back({{"stage", s.stage},
+                      {"target_bits", s.target_bits},
+                      {"update", s.update},
                       {"reason", s.reason}});
   }
   json curve = json::array();
@@ -150,7 +162,8 @@ absl::StatusOr<RunCheckpoint> ReadRunCheckpoint(const std::string& dir,
   size_t length = 0;
   for (size_t i = 0; i < kLengthDigits; ++i) {
     const char ch = bytes[magic + i];
-    if (ch < '0' || ch > '9') return absl::DataLossError(absl::StrCat(path, ": corrupt header length"));
+    if (ch < '0' || ch > '9')
+      return absl::DataLossError(absl::StrCat(path, ": corrupt header length"));
     length = length * 10 + static_cast<size_t>(ch - '0');
   }
   const size_t start = magic + kLengthDigits + 1;
@@ -161,7 +174,8 @@ absl::StatusOr<RunCheckpoint> ReadRunCheckpoint(const std::string& dir,
     c.fingerprint = h.at("fingerprint").get<std::string>();
     if (c.fingerprint != expected_fingerprint) {
       return absl::FailedPreconditionError(absl::StrCat(
-          path, ": checkpoint belongs to a different run (model, data or config changed: fingerprint ",
+          path,
+          ": checkpoint belongs to a different run (model, data or config changed: fingerprint ",
           c.fingerprint.substr(0, 12), " != ", expected_fingerprint.substr(0, 12),
           "); delete it or use another output.dir"));
     }

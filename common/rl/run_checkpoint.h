@@ -36,15 +36,15 @@ struct UpdateRecord {
   int64_t update = 0;  // 1-based
   int stage = 0;
   double target_bits = 0;
-  double mean_reward = 0;    // episode return (step rewards + end reward), mean over episodes
-  double mean_ppl = 0;       // eval-slice PPL, mean over the update's episodes
+  double mean_reward = 0;  // episode return (step rewards + end reward), mean over episodes
+  double mean_ppl = 0;     // eval-slice PPL, mean over the update's episodes
   double mean_bits = 0;
-  double best_ppl = 0;       // best feasible at the final target so far (0 = none)
+  double best_ppl = 0;  // best feasible at the final target so far (0 = none)
   double best_bits = 0;
   double lambda = 0;
   double policy_loss = 0, value_loss = 0, entropy = 0;
-  int64_t evaluations = 0;   // plans evaluated so far (cache misses)
-  double seconds = 0;        // wall time since the run started (this process)
+  int64_t evaluations = 0;  // plans evaluated so far (cache misses)
+  double seconds = 0;       // wall time since the run started (this process)
 };
 
 struct StageEvent {
@@ -62,11 +62,11 @@ struct RunCheckpoint {
   bool curriculum_finished = false;
   int warm_started_stage = -1;  // last stage whose warm start ran
   double lambda = 0;
-  uint64_t rng_seed = 0;        // rollouts of update u use streams derived from (seed, u)
+  uint64_t rng_seed = 0;  // rollouts of update u use streams derived from (seed, u)
   int64_t next_episode_id = 0;
-  std::string learner_state;    // PpoLearner::SaveState
-  CandidatePlan best;           // best feasible at the final target
-  CandidatePlan best_stage;     // best feasible at the current stage's target
+  std::string learner_state;  // PpoLearner::SaveState
+  CandidatePlan best;         // best feasible at the final target
+  CandidatePlan best_stage;   // best feasible at the current stage's target
   double stage_reference_ppl = 0;
   std::vector<UpdateRecord> curve;
   std::vector<StageEvent> stages;

@@ -38,12 +38,12 @@ static_assert(kFeatPrevAction + 1 == kStateDim, "the state has 15 numbers");
 
 // Where an episode stands before choosing the action of unit `step`.
 struct EpisodeContext {
-  int64_t step = 0;               // t, 0-based
-  int64_t num_units = 0;          // T
-  double bits_left = 0;           // B - bits spent on units 0..t-1
-  double weights_left = 0;        // sum n over units t..T-1
-  double min_bits_left = 0;       // sum over units t..T-1 of min_a bits(u, a)
-  int previous_action = 0;        // action index of unit t-1 (ignored at t = 0)
+  int64_t step = 0;          // t, 0-based
+  int64_t num_units = 0;     // T
+  double bits_left = 0;      // B - bits spent on units 0..t-1
+  double weights_left = 0;   // sum n over units t..T-1
+  double min_bits_left = 0;  // sum over units t..T-1 of min_a bits(u, a)
+  int previous_action = 0;   // action index of unit t-1 (ignored at t = 0)
 };
 
 // Writes the 15 features of `unit` in `context` into out[0..14]. Every value

@@ -46,11 +46,14 @@ inline quant::UnitTable SyntheticTable(int units, uint64_t seed) {
       u.bits[a] = quant::UnitEffectiveBits(u.rows, u.cols, u.salient_count, quant::kAllActions[a]);
       u.error[a] = sens * kBaseError[a] / 100.0;
     }
-    for (int f = 0; f < quant::kNumStaticFeatures; ++f) u.features[f] = static_cast<float>(u01(rng));
-    u.features[quant::kFeatErrRatio] = static_cast<float>(std::min(1.0, std::log10(sens * 10.0) / 4.0));
+    for (int f = 0; f < quant::kNumStaticFeatures; ++f)
+      u.features[f] = static_cast<float>(u01(rng));
+    u.features[quant::kFeatErrRatio] =
+        static_cast<float>(std::min(1.0, std::log10(sens * 10.0) / 4.0));
     u.features[quant::kFeatIsAttention] = u.matrix < 4 ? 1.0f : 0.0f;
     u.features[quant::kFeatIsMlp] = u.matrix < 4 ? 0.0f : 1.0f;
-    u.features[quant::kFeatDepth] = t.num_layers > 1 ? static_cast<float>(u.layer) / (t.num_layers - 1) : 0.0f;
+    u.features[quant::kFeatDepth] =
+        t.num_layers > 1 ? static_cast<float>(u.layer) / (t.num_layers - 1) : 0.0f;
     t.units.push_back(u);
   }
   return t;
@@ -63,7 +66,8 @@ class SyntheticEvaluator : public PlanEvaluator {
   explicit SyntheticEvaluator(const quant::UnitTable* table) : table_(table) {}
   absl::StatusOr<PlanEvaluation> Evaluate(const std::vector<int>& actions) override {
     ++calls_;
-    if (actions.size() != table_->units.size()) return absl::InvalidArgumentError("plan: wrong length");
+    if (actions.size() != table_->units.size())
+      return absl::InvalidArgumentError("plan: wrong length");
     PlanEvaluation e;
     e.effective_bits = table_->EffectiveBits(actions);
     e.loss_increase = Loss(actions);

@@ -41,7 +41,8 @@ absl::StatusOr<double> BehaviourClone(Policy& policy, const std::vector<Transiti
     for (int64_t i = 0; i < n; ++i) {
       const Transition& t = transitions[i];
       if (static_cast<int64_t>(t.state.size()) != s || static_cast<int64_t>(t.mask.size()) != a) {
-        return absl::InvalidArgumentError(absl::StrCat("behaviour cloning: transition ", i, " has a wrong shape"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("behaviour cloning: transition ", i, " has a wrong shape"));
       }
       std::copy(t.state.begin(), t.state.end(), states.data_ptr<float>() + i * s);
       std::copy(t.mask.begin(), t.mask.end(), masks.data_ptr<uint8_t>() + i * a);

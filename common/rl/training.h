@@ -42,17 +42,17 @@ inline constexpr double kWarmStartTargetProb = 0.9;
 
 // What a training run returns (learner::LearnerCore::Result).
 struct RunResult {
-  CandidatePlan best;        // best feasible at the final target (actions empty if none)
-  CandidatePlan reference;   // the final stage's reference plan as evaluated (may be empty)
+  CandidatePlan best;       // best feasible at the final target (actions empty if none)
+  CandidatePlan reference;  // the final stage's reference plan as evaluated (may be empty)
   std::vector<UpdateRecord> curve;
   std::vector<StageEvent> stages;
   double lambda = 0;
-  int64_t updates = 0;             // total, including those before a resume
+  int64_t updates = 0;               // total, including those before a resume
   int64_t resumed_from_update = -1;  // -1: fresh run
-  int64_t evaluations = 0;         // evaluations received in this process, cached included
-  int64_t cache_hits = 0;          // of those, answered from the evaluator's cache
-  double seconds = 0;              // wall time of this process
-  bool stopped_early = false;      // stop_after_updates hit
+  int64_t evaluations = 0;           // evaluations received in this process, cached included
+  int64_t cache_hits = 0;            // of those, answered from the evaluator's cache
+  double seconds = 0;                // wall time of this process
+  bool stopped_early = false;        // stop_after_updates hit
 };
 
 // SplitMix64 finaliser: a well-mixed 64-bit value of `x`. Seeds for

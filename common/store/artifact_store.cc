@@ -13,15 +13,15 @@ namespace windquant::store {
 namespace {
 
 absl::Status KeyError(absl::string_view what, absl::string_view key, absl::string_view rule) {
-  return absl::InvalidArgumentError(
-      absl::StrCat(what, " '", absl::CHexEscape(key), "': ", rule));
+  return absl::InvalidArgumentError(absl::StrCat(what, " '", absl::CHexEscape(key), "': ", rule));
 }
 
 // Shared rules of keys and prefixes; `allow_trailing_slash` for prefixes.
 absl::Status ValidatePath(absl::string_view what, absl::string_view key,
                           bool allow_trailing_slash) {
   if (key.size() > kMaxArtifactKeyBytes) {
-    return KeyError(what, key.substr(0, 64), absl::StrCat("longer than ", kMaxArtifactKeyBytes, " bytes"));
+    return KeyError(what, key.substr(0, 64),
+                    absl::StrCat("longer than ", kMaxArtifactKeyBytes, " bytes"));
   }
   for (unsigned char c : key) {
     if (c < 0x20 || c == 0x7f) return KeyError(what, key, "control character not allowed");
@@ -52,7 +52,7 @@ absl::Status ValidateArtifactPrefix(absl::string_view prefix) {
 }
 
 absl::StatusOr<std::unique_ptr<ArtifactStore>> OpenArtifactStore(absl::string_view uri,
-                                                                  const S3Options& s3) {
+                                                                 const S3Options& s3) {
   if (uri.empty()) uri = kDefaultStoreUri;
   if (absl::StartsWith(uri, "s3://")) {
     absl::string_view rest = uri.substr(5);
@@ -64,8 +64,8 @@ absl::StatusOr<std::unique_ptr<ArtifactStore>> OpenArtifactStore(absl::string_vi
       while (absl::EndsWith(prefix, "/")) prefix.pop_back();
     }
     if (!IsValidBucketName(bucket)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "store URI '", uri, "': bucket must be 3-63 characters of [a-z0-9.-]"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("store URI '", uri, "': bucket must be 3-63 characters of [a-z0-9.-]"));
     }
     if (!prefix.empty()) {
       absl::Status st = ValidateArtifactKey(prefix);
@@ -79,8 +79,8 @@ absl::StatusOr<std::unique_ptr<ArtifactStore>> OpenArtifactStore(absl::string_vi
   if (absl::StartsWith(uri, "file://")) {
     path = std::string(uri.substr(7));
     if (!absl::StartsWith(path, "/")) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "store URI '", uri, "': file:// needs an absolute path (file:///abs/path)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("store URI '", uri, "': file:// needs an absolute path (file:///abs/path)"));
     }
   } else if (absl::StrContains(uri, "://")) {
     return absl::InvalidArgumentError(

@@ -79,7 +79,7 @@ inline constexpr char kDefaultStoreUri[] = "./artifacts";
 // "s3://bucket[/prefix]" using `s3`. INVALID_ARGUMENT naming the URI on a
 // malformed URI or bad options.
 absl::StatusOr<std::unique_ptr<ArtifactStore>> OpenArtifactStore(absl::string_view uri,
-                                                                  const S3Options& s3 = {});
+                                                                 const S3Options& s3 = {});
 
 }  // namespace windquant::store
 

@@ -66,17 +66,21 @@ TEST(OpenArtifactStoreTest, ParsesUris) {
   EXPECT_THAT((*rel)->Describe(), HasSubstr("/artifacts"));
   EXPECT_THAT((*rel)->Describe(), ::testing::StartsWith("file:///"));
 
-  EXPECT_EQ(OpenArtifactStore("file://relative/x").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(OpenArtifactStore("file://relative/x").status().code(),
+            absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(OpenArtifactStore("gs://b/x").status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(OpenArtifactStore("s3://Bad_Bucket/x").status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(OpenArtifactStore("s3://bucket/../x").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(OpenArtifactStore("s3://Bad_Bucket/x").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(OpenArtifactStore("s3://bucket/../x").status().code(),
+            absl::StatusCode::kInvalidArgument);
 
   S3Options s3;
   EXPECT_THAT(OpenArtifactStore("s3://bucket/p", s3).status().message(), HasSubstr("credentials"));
   s3.access_key_id = "AKID";
   s3.secret_access_key = "SECRET";
   s3.endpoint_url = "ftp://x";
-  EXPECT_EQ(OpenArtifactStore("s3://bucket/p", s3).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(OpenArtifactStore("s3://bucket/p", s3).status().code(),
+            absl::StatusCode::kInvalidArgument);
   s3.endpoint_url = "http://127.0.0.1:9/";
   auto st = OpenArtifactStore("s3://bucket/runs/", s3);
   ASSERT_TRUE(st.ok()) << st.status();

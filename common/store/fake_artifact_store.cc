@@ -21,7 +21,8 @@ absl::StatusOr<std::string> FakeArtifactStore::Get(absl::string_view key) {
   WQ_RETURN_IF_ERROR(ValidateArtifactKey(key));
   absl::MutexLock lock(&mu_);
   auto it = objects_.find(std::string(key));
-  if (it == objects_.end()) return absl::NotFoundError(absl::StrCat("fake store: no artifact '", key, "'"));
+  if (it == objects_.end())
+    return absl::NotFoundError(absl::StrCat("fake store: no artifact '", key, "'"));
   return it->second;
 }
 

@@ -55,8 +55,8 @@ TEST_F(FileArtifactStoreTest, PutGetListExistsDelete) {
   EXPECT_THAT(*store_->List(""), ElementsAre("other", "plans/p1/deep/x.bin", "plans/p1/plan.json",
                                              "plans/p2/plan.json"));
   EXPECT_THAT(*store_->List("plans/p1/"), ElementsAre("plans/p1/deep/x.bin", "plans/p1/plan.json"));
-  EXPECT_THAT(*store_->List("plans/p"), ElementsAre("plans/p1/deep/x.bin", "plans/p1/plan.json",
-                                                    "plans/p2/plan.json"));
+  EXPECT_THAT(*store_->List("plans/p"),
+              ElementsAre("plans/p1/deep/x.bin", "plans/p1/plan.json", "plans/p2/plan.json"));
   EXPECT_THAT(*store_->List("nothing/"), ElementsAre());
   EXPECT_TRUE(*store_->Exists("other"));
   EXPECT_FALSE(*store_->Exists("plans"));  // a directory is not an object

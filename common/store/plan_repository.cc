@@ -26,7 +26,8 @@ bool IsSha256Hex(absl::string_view s) {
 absl::Status ValidateObjectName(absl::string_view plan_id, absl::string_view name) {
   absl::Status st = ValidateArtifactKey(name);
   if (!st.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("plan '", plan_id, "': object name: ", st.message()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("plan '", plan_id, "': object name: ", st.message()));
   }
   if (name == kPlanManifestName) {
     return absl::InvalidArgumentError(
@@ -39,7 +40,8 @@ absl::Status ValidateObjectName(absl::string_view plan_id, absl::string_view nam
 
 absl::Status ValidatePlanId(absl::string_view plan_id) {
   auto bad = [&](absl::string_view why) {
-    return absl::InvalidArgumentError(absl::StrCat("plan id '", absl::CHexEscape(plan_id), "': ", why));
+    return absl::InvalidArgumentError(
+        absl::StrCat("plan id '", absl::CHexEscape(plan_id), "': ", why));
   };
   if (plan_id.empty()) return bad("empty");
   if (plan_id.size() > kMaxPlanIdBytes) return bad(absl::StrCat("longer than ", kMaxPlanIdBytes));
@@ -61,19 +63,20 @@ std::string PlanRepository::ManifestToJson(const PlanManifest& manifest) {
   for (const PlanManifestEntry& e : manifest.objects) {
     objects.push_back({{"name", e.name}, {"size_bytes", e.size_bytes}, {"sha256", e.sha256}});
   }
-  nlohmann::json j = {{"format", kPlanManifestFormat},
-                      {"plan_id", manifest.plan_id},
-                      {"objects", objects}};
+  nlohmann::json j = {
+      {"format", kPlanManifestFormat}, {"plan_id", manifest.plan_id}, {"objects", objects}};
   return j.dump(2) + "\n";
 }
 
 absl::StatusOr<PlanManifest> PlanRepository::ParseManifest(absl::string_view json,
                                                            absl::string_view expected_plan_id) {
   const std::string where = absl::StrCat("plan '", expected_plan_id, "': ", kPlanManifestName);
-  nlohmann::json j = nlohmann::json::parse(json.begin(), json.end(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) return absl::DataLossError(absl::StrCat(where, ": not a JSON object"));
-  auto str_field = [&](const nlohmann::json& o, const char* name, const std::string& at)
-      -> absl::StatusOr<std::string> {
+  nlohmann::json j =
+      nlohmann::json::parse(json.begin(), json.end(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object())
+    return absl::DataLossError(absl::StrCat(where, ": not a JSON object"));
+  auto str_field = [&](const nlohmann::json& o, const char* name,
+                       const std::string& at) -> absl::StatusOr<std::string> {
     auto it = o.find(name);
     if (it == o.end() || !it->is_string()) {
       return absl::DataLossError(absl::StrCat(where, ": ", at, name, ": missing or not a string"));
@@ -97,19 +100,23 @@ absl::StatusOr<PlanManifest> PlanRepository::ParseManifest(absl::string_view jso
   for (size_t i = 0; i < objects->size(); ++i) {
     const nlohmann::json& o = (*objects)[i];
     const std::string at = absl::StrCat("objects[", i, "].");
-    if (!o.is_object()) return absl::DataLossError(absl::StrCat(where, ": objects[", i, "]: not an object"));
+    if (!o.is_object())
+      return absl::DataLossError(absl::StrCat(where, ": objects[", i, "]: not an object"));
     PlanManifestEntry e;
     WQ_ASSIGN_OR_RETURN(e.name, str_field(o, "name", at));
     WQ_ASSIGN_OR_RETURN(e.sha256, str_field(o, "sha256", at));
     auto size = o.find("size_bytes");
     if (size == o.end() || !size->is_number_integer() || size->get<int64_t>() < 0) {
-      return absl::DataLossError(absl::StrCat(where, ": ", at, "size_bytes: missing or not a size"));
+      return absl::DataLossError(
+          absl::StrCat(where, ": ", at, "size_bytes: missing or not a size"));
     }
     e.size_bytes = size->get<int64_t>();
     absl::Status name_ok = ValidateObjectName(expected_plan_id, e.name);
-    if (!name_ok.ok()) return absl::DataLossError(absl::StrCat(where, ": ", at, "name: ", name_ok.message()));
+    if (!name_ok.ok())
+      return absl::DataLossError(absl::StrCat(where, ": ", at, "name: ", name_ok.message()));
     if (!IsSha256Hex(e.sha256)) {
-      return absl::DataLossError(absl::StrCat(where, ": ", at, "sha256: not 64 lowercase hex digits"));
+      return absl::DataLossError(
+          absl::StrCat(where, ": ", at, "sha256: not 64 lowercase hex digits"));
     }
     if (!seen.insert(e.name).second) {
       return absl::DataLossError(absl::StrCat(where, ": ", at, "name: duplicate '", e.name, "'"));
@@ -119,7 +126,8 @@ absl::StatusOr<PlanManifest> PlanRepository::ParseManifest(absl::string_view jso
   return m;
 }
 
-absl::Status PlanRepository::Push(absl::string_view plan_id, const std::vector<PlanObject>& objects) {
+absl::Status PlanRepository::Push(absl::string_view plan_id,
+                                  const std::vector<PlanObject>& objects) {
   WQ_RETURN_IF_ERROR(ValidatePlanId(plan_id));
   PlanManifest manifest;
   manifest.plan_id = std::string(plan_id);
@@ -127,9 +135,11 @@ absl::Status PlanRepository::Push(absl::string_view plan_id, const std::vector<P
   for (const PlanObject& o : objects) {
     WQ_RETURN_IF_ERROR(ValidateObjectName(plan_id, o.name));
     if (!names.insert(o.name).second) {
-      return absl::InvalidArgumentError(absl::StrCat("plan '", plan_id, "': duplicate object '", o.name, "'"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("plan '", plan_id, "': duplicate object '", o.name, "'"));
     }
-    manifest.objects.push_back({o.name, static_cast<int64_t>(o.bytes.size()), base::Sha256Hex(o.bytes)});
+    manifest.objects.push_back(
+        {o.name, static_cast<int64_t>(o.bytes.size()), base::Sha256Hex(o.bytes)});
   }
   std::sort(manifest.objects.begin(), manifest.objects.end(),
             [](const auto& a, const auto& b) { return a.name < b.name; });
@@ -142,7 +152,8 @@ absl::Status PlanRepository::Push(absl::string_view plan_id, const std::vector<P
   std::vector<std::string> written;
   auto fail = [&](const absl::Status& st) {
     for (const std::string& key : written) store_->Delete(key).IgnoreError();  // best effort
-    return absl::Status(st.code(), absl::StrCat("push of plan '", plan_id, "' failed: ", st.message()));
+    return absl::Status(st.code(),
+                        absl::StrCat("push of plan '", plan_id, "' failed: ", st.message()));
   };
   for (const PlanObject& o : objects) {
     const std::string key = ObjectKey(plan_id, o.name);
@@ -158,7 +169,8 @@ absl::Status PlanRepository::Push(absl::string_view plan_id, const std::vector<P
 absl::Status PlanRepository::PushDirectory(absl::string_view plan_id, const std::string& dir) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  if (!fs::is_directory(dir, ec)) return absl::NotFoundError(absl::StrCat(dir, ": not a directory"));
+  if (!fs::is_directory(dir, ec))
+    return absl::NotFoundError(absl::StrCat(dir, ": not a directory"));
   std::vector<PlanObject> objects;
   for (fs::recursive_directory_iterator it(dir, ec), end; it != end; it.increment(ec)) {
     if (ec) return absl::InternalError(absl::StrCat(dir, ": cannot list: ", ec.message()));
@@ -189,7 +201,8 @@ absl::StatusOr<PlanManifest> PlanRepository::GetManifest(absl::string_view plan_
   WQ_RETURN_IF_ERROR(ValidatePlanId(plan_id));
   absl::StatusOr<std::string> json = store_->Get(ObjectKey(plan_id, kPlanManifestName));
   if (absl::IsNotFound(json.status())) {
-    return absl::NotFoundError(absl::StrCat("plan '", plan_id, "' not found in ", store_->Describe(),
+    return absl::NotFoundError(absl::StrCat("plan '", plan_id, "' not found in ",
+                                            store_->Describe(),
                                             " (no complete plan with a manifest)"));
   }
   if (!json.ok()) return json.status();
@@ -202,32 +215,35 @@ absl::StatusOr<std::vector<PlanObject>> PlanRepository::Pull(absl::string_view p
   for (const PlanManifestEntry& e : manifest.objects) {
     absl::StatusOr<std::string> bytes = store_->Get(ObjectKey(plan_id, e.name));
     if (!bytes.ok()) {
-      return absl::Status(absl::IsNotFound(bytes.status()) ? absl::StatusCode::kDataLoss
-                                                           : bytes.status().code(),
-                          absl::StrCat("plan '", plan_id, "': object '", e.name,
-                                       "': ", bytes.status().message()));
+      return absl::Status(
+          absl::IsNotFound(bytes.status()) ? absl::StatusCode::kDataLoss : bytes.status().code(),
+          absl::StrCat("plan '", plan_id, "': object '", e.name, "': ", bytes.status().message()));
     }
     if (static_cast<int64_t>(bytes->size()) != e.size_bytes) {
       return absl::DataLossError(absl::StrCat("plan '", plan_id, "': object '", e.name, "': size ",
-                                              bytes->size(), " bytes, manifest says ", e.size_bytes));
+                                              bytes->size(), " bytes, manifest says ",
+                                              e.size_bytes));
     }
     const std::string sha = base::Sha256Hex(*bytes);
     if (sha != e.sha256) {
       return absl::DataLossError(absl::StrCat("plan '", plan_id, "': object '", e.name,
-                                              "': sha256 ", sha, " does not match manifest ", e.sha256));
+                                              "': sha256 ", sha, " does not match manifest ",
+                                              e.sha256));
     }
     out.push_back({e.name, std::move(*bytes)});
   }
   return out;
 }
 
-absl::Status PlanRepository::PullToDirectory(absl::string_view plan_id, const std::string& out_dir) {
+absl::Status PlanRepository::PullToDirectory(absl::string_view plan_id,
+                                             const std::string& out_dir) {
   WQ_ASSIGN_OR_RETURN(PlanManifest manifest, GetManifest(plan_id));
   WQ_ASSIGN_OR_RETURN(std::vector<PlanObject> objects, Pull(plan_id));
   for (const PlanObject& o : objects) {
     WQ_RETURN_IF_ERROR(base::WriteFileAtomic(absl::StrCat(out_dir, "/", o.name), o.bytes));
   }
-  return base::WriteFileAtomic(absl::StrCat(out_dir, "/", kPlanManifestName), ManifestToJson(manifest));
+  return base::WriteFileAtomic(absl::StrCat(out_dir, "/", kPlanManifestName),
+                               ManifestToJson(manifest));
 }
 
 }  // namespace windquant::store

@@ -20,11 +20,14 @@ std::vector<PlanObject> SampleObjects() {
   std::mt19937 rng(7);
   std::string binary(4096, '\0');
   for (char& c : binary) c = static_cast<char>(rng());
-  return {{"plan.json", R"({"actions":[4,2,16]})"}, {"plan.bin", binary}, {"report/report.md", "# ppl\n"}};
+  return {{"plan.json", R"({"actions":[4,2,16]})"},
+          {"plan.bin", binary},
+          {"report/report.md", "# ppl\n"}};
 }
 
 TEST(ValidatePlanIdTest, Cases) {
-  for (const char* ok : {"p1", "run-2026.01.01_a", "A.b-c_d"}) EXPECT_TRUE(ValidatePlanId(ok).ok()) << ok;
+  for (const char* ok : {"p1", "run-2026.01.01_a", "A.b-c_d"})
+    EXPECT_TRUE(ValidatePlanId(ok).ok()) << ok;
   for (const char* bad : {"", ".", "..", "a..b", "a/b", "a b", "../x", "a\\b", "é"}) {
     absl::Status st = ValidatePlanId(bad);
     EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << bad;

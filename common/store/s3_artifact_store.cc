@@ -50,26 +50,33 @@ absl::StatusCode CodeForHttp(long status, absl::string_view s3_code) {
     return absl::StatusCode::kAlreadyExists;
   }
   switch (status) {
-    case 400: return absl::StatusCode::kInvalidArgument;
+    case 400:
+      return absl::StatusCode::kInvalidArgument;
     case 401:
-    case 403: return absl::StatusCode::kPermissionDenied;
-    case 404: return absl::StatusCode::kNotFound;
+    case 403:
+      return absl::StatusCode::kPermissionDenied;
+    case 404:
+      return absl::StatusCode::kNotFound;
     case 409:
-    case 412: return absl::StatusCode::kFailedPrecondition;
-    case 416: return absl::StatusCode::kOutOfRange;
+    case 412:
+      return absl::StatusCode::kFailedPrecondition;
+    case 416:
+      return absl::StatusCode::kOutOfRange;
     case 408:
     case 429:
     case 500:
     case 502:
     case 503:
-    case 504: return absl::StatusCode::kUnavailable;
-    default: return absl::StatusCode::kUnknown;
+    case 504:
+      return absl::StatusCode::kUnavailable;
+    default:
+      return absl::StatusCode::kUnknown;
   }
 }
 
 bool Retryable(long http_status) {
-  return http_status == 429 || http_status == 500 || http_status == 502 ||
-         http_status == 503 || http_status == 504;
+  return http_status == 429 || http_status == 500 || http_status == 502 || http_status == 503 ||
+         http_status == 504;
 }
 
 }  // namespace
@@ -91,9 +98,10 @@ absl::StatusOr<std::unique_ptr<ArtifactStore>> S3ArtifactStore::Create(std::stri
   }
   if (!prefix.empty()) WQ_RETURN_IF_ERROR(ValidateArtifactKey(prefix));
   if (options.access_key_id.empty() || options.secret_access_key.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "s3://", bucket, ": missing credentials (access key id and secret access key; the CLI "
-        "reads AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("s3://", bucket,
+                     ": missing credentials (access key id and secret access key; the CLI "
+                     "reads AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY)"));
   }
   if (options.region.empty()) options.region = "us-east-1";
   if (options.max_attempts < 1) options.max_attempts = 1;
@@ -110,20 +118,21 @@ absl::StatusOr<std::unique_ptr<ArtifactStore>> S3ArtifactStore::Create(std::stri
     if (absl::ConsumePrefix(&url, "http://")) {
       scheme = "http";
     } else if (!absl::ConsumePrefix(&url, "https://")) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "s3 endpoint '", options.endpoint_url, "': must start with http:// or https://"));
+      return absl::InvalidArgumentError(absl::StrCat("s3 endpoint '", options.endpoint_url,
+                                                     "': must start with http:// or https://"));
     }
     absl::ConsumeSuffix(&url, "/");
     if (url.empty() || absl::StrContains(url, "/") || absl::StrContains(url, "@") ||
         absl::StrContains(url, "?")) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "s3 endpoint '", options.endpoint_url, "': expected scheme://host[:port]"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("s3 endpoint '", options.endpoint_url, "': expected scheme://host[:port]"));
     }
     host = absl::AsciiStrToLower(url);
     options.path_style = true;  // custom endpoints rarely have per-bucket DNS
   }
-  return std::unique_ptr<ArtifactStore>(new S3ArtifactStore(
-      std::move(bucket), std::move(prefix), std::move(options), std::move(scheme), std::move(host)));
+  return std::unique_ptr<ArtifactStore>(new S3ArtifactStore(std::move(bucket), std::move(prefix),
+                                                            std::move(options), std::move(scheme),
+                                                            std::move(host)));
 }
 
 S3ArtifactStore::S3ArtifactStore(std::string bucket, std::string prefix, S3Options options,
@@ -138,7 +147,8 @@ S3ArtifactStore::S3ArtifactStore(std::string bucket, std::string prefix, S3Optio
 }
 
 std::string S3ArtifactStore::Describe() const {
-  return prefix_.empty() ? absl::StrCat("s3://", bucket_) : absl::StrCat("s3://", bucket_, "/", prefix_);
+  return prefix_.empty() ? absl::StrCat("s3://", bucket_)
+                         : absl::StrCat("s3://", bucket_, "/", prefix_);
 }
 
 std::string S3ArtifactStore::FullKey(absl::string_view key) const {
@@ -176,9 +186,11 @@ absl::StatusOr<S3ArtifactStore::Response> S3ArtifactStore::SendOnce(
   for (const auto& [name, value] : request.headers) {
     headers = curl_slist_append(headers, absl::StrCat(name, ": ", value).c_str());
   }
-  headers = curl_slist_append(headers, absl::StrCat("Authorization: ", signature.authorization).c_str());
+  headers =
+      curl_slist_append(headers, absl::StrCat("Authorization: ", signature.authorization).c_str());
   headers = curl_slist_append(headers, "Expect:");  // no 100-continue round trip
-  if (method == "PUT") headers = curl_slist_append(headers, "Content-Type: application/octet-stream");
+  if (method == "PUT")
+    headers = curl_slist_append(headers, "Content-Type: application/octet-stream");
 
   Response response;
   ReadState read_state{body, 0};
@@ -204,9 +216,9 @@ absl::StatusOr<S3ArtifactStore::Response> S3ArtifactStore::SendOnce(
   curl_slist_free_all(headers);
   curl_easy_cleanup(curl);
   if (rc != CURLE_OK) {
-    const std::string what = absl::StrCat("s3 ", method, " s3://", bucket_,
-                                          object_key.empty() ? "" : "/", object_key, " via ",
-                                          scheme_, "://", host_, ": ", curl_easy_strerror(rc));
+    const std::string what =
+        absl::StrCat("s3 ", method, " s3://", bucket_, object_key.empty() ? "" : "/", object_key,
+                     " via ", scheme_, "://", host_, ": ", curl_easy_strerror(rc));
     if (rc == CURLE_OPERATION_TIMEDOUT) return absl::DeadlineExceededError(what);
     return absl::UnavailableError(what);
   }
@@ -222,8 +234,8 @@ absl::StatusOr<S3ArtifactStore::Response> S3ArtifactStore::Send(
       std::this_thread::sleep_for(std::chrono::milliseconds(100 << (attempt - 1)));
     }
     response = SendOnce(method, object_key, query, body);
-    const bool transient = response.ok() ? Retryable(response->http_status)
-                                         : absl::IsUnavailable(response.status());
+    const bool transient =
+        response.ok() ? Retryable(response->http_status) : absl::IsUnavailable(response.status());
     if (!transient) break;
   }
   return response;
@@ -281,9 +293,10 @@ absl::StatusOr<std::vector<std::string>> S3ArtifactStore::List(absl::string_view
   std::vector<std::string> keys;
   std::string token;
   for (int page_index = 0;; ++page_index) {
-    std::vector<std::pair<std::string, std::string>> query = {{"list-type", "2"},
-                                                              {"prefix", full_prefix},
-                                                              {"max-keys", absl::StrCat(options_.list_max_keys)}};
+    std::vector<std::pair<std::string, std::string>> query = {
+        {"list-type", "2"},
+        {"prefix", full_prefix},
+        {"max-keys", absl::StrCat(options_.list_max_keys)}};
     if (!token.empty()) query.emplace_back("continuation-token", token);
     WQ_ASSIGN_OR_RETURN(Response r, Send("GET", "", query, ""));
     if (r.http_status != 200) return ErrorFor("GET (ListObjectsV2)", "", r);
@@ -311,7 +324,8 @@ absl::Status S3ArtifactStore::CreateBucket() {
   if (options_.region != "us-east-1") {
     body = absl::StrCat(
         "<CreateBucketConfiguration xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">"
-        "<LocationConstraint>", options_.region, "</LocationConstraint></CreateBucketConfiguration>");
+        "<LocationConstraint>",
+        options_.region, "</LocationConstraint></CreateBucketConfiguration>");
   }
   WQ_ASSIGN_OR_RETURN(Response r, Send("PUT", "", {}, body));
   if (r.http_status == 200) return absl::OkStatus();

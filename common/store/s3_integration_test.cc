@@ -131,7 +131,8 @@ class MotoServer {
     }
     setpgid(pid_, pid_);
     // Bounded readiness poll: the server has no other way to tell us.
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kServerStartTimeoutMs);
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(kServerStartTimeoutMs);
     while (std::chrono::steady_clock::now() < deadline) {
       if (CanConnect(port_)) return true;
       int status;
@@ -148,7 +149,8 @@ class MotoServer {
   void Stop() {
     if (pid_ <= 0) return;
     kill(-pid_, SIGTERM);
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kServerStopTimeoutMs);
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(kServerStopTimeoutMs);
     int status;
     while (waitpid(pid_, &status, WNOHANG) == 0) {
       if (std::chrono::steady_clock::now() > deadline) {
@@ -181,7 +183,9 @@ class InterruptingStore : public ArtifactStore {
     return base_->Put(key, bytes);
   }
   absl::StatusOr<std::string> Get(absl::string_view key) override { return base_->Get(key); }
-  absl::StatusOr<std::vector<std::string>> List(absl::string_view p) override { return base_->List(p); }
+  absl::StatusOr<std::vector<std::string>> List(absl::string_view p) override {
+    return base_->List(p);
+  }
   absl::StatusOr<bool> Exists(absl::string_view key) override { return base_->Exists(key); }
   absl::Status Delete(absl::string_view key) override { return base_->Delete(key); }
   std::string Describe() const override { return base_->Describe(); }
@@ -218,10 +222,11 @@ class S3IntegrationTest : public ::testing::Test {
     setenv("AWS_EC2_METADATA_DISABLED", "true", 1);
     tmp_ = (fs::temp_directory_path() / absl::StrCat("wq_s3_it_", getpid())).string();
     fs::create_directories(tmp_);
-    const std::string moto_version = RunShell("python3 -c 'import moto; print(moto.__version__)'").output;
+    const std::string moto_version =
+        RunShell("python3 -c 'import moto; print(moto.__version__)'").output;
     const std::string aws_version = RunShell(Quote(aws_bin_) + " --version").output;
-    versions_ = absl::StrCat("moto ", absl::StripAsciiWhitespace(moto_version), " (", moto_bin_, "); ",
-                             absl::StripAsciiWhitespace(aws_version));
+    versions_ = absl::StrCat("moto ", absl::StripAsciiWhitespace(moto_version), " (", moto_bin_,
+                             "); ", absl::StripAsciiWhitespace(aws_version));
     std::printf("[ versions ] %s\n", versions_.c_str());
     server_ = new MotoServer();
     if (!server_->Start(moto_bin_, tmp_ + "/moto.log")) {
@@ -253,7 +258,7 @@ class S3IntegrationTest : public ::testing::Test {
   // Runs `aws --endpoint-url <server> ARGS`.
   static CommandResult Aws(const std::string& args, const std::string& endpoint = "") {
     return RunShell(absl::StrCat(Quote(aws_bin_), " --endpoint-url ",
-                            endpoint.empty() ? server_->endpoint() : endpoint, " ", args));
+                                 endpoint.empty() ? server_->endpoint() : endpoint, " ", args));
   }
 
   static std::string moto_bin_, aws_bin_, tmp_, skip_, versions_;
@@ -284,7 +289,8 @@ TEST_F(S3IntegrationTest, CrudListingPaginationAndErrors) {
   EXPECT_EQ(*got, all_bytes);
   EXPECT_EQ(*store->Get("dir/empty"), "");
   EXPECT_THAT(*store->List("dir/"), ElementsAre(odd_key, "dir/empty"));
-  EXPECT_THAT(*store->List("many/"), ElementsAre("many/k0", "many/k1", "many/k2", "many/k3", "many/k4"));
+  EXPECT_THAT(*store->List("many/"),
+              ElementsAre("many/k0", "many/k1", "many/k2", "many/k3", "many/k4"));
   EXPECT_EQ(store->List("").value().size(), 7u);
   EXPECT_TRUE(*store->Exists(odd_key));
   EXPECT_FALSE(*store->Exists("dir/missing"));
@@ -312,7 +318,8 @@ TEST_F(S3IntegrationTest, ByteIdenticalWithTheAwsCli) {
   const std::string ours = RandomBytes(200 * 1024 + 17, 1);
   ASSERT_TRUE(store->Put("ours/data.bin", ours).ok());
   const std::string pulled_path = tmp_ + "/pulled.bin";
-  CommandResult r = Aws(absl::StrCat("s3 cp s3://wq-cross/prefix/ours/data.bin ", Quote(pulled_path)));
+  CommandResult r =
+      Aws(absl::StrCat("s3 cp s3://wq-cross/prefix/ours/data.bin ", Quote(pulled_path)));
   ASSERT_EQ(r.rc, 0) << r.output;
   EXPECT_EQ(*base::ReadFile(pulled_path), ours);
 
@@ -355,7 +362,8 @@ TEST_F(S3IntegrationTest, PlanPushPullAndTamperDetection) {
 
   // The aws client sees the manifest we wrote, and its checksums are right.
   const std::string manifest_path = tmp_ + "/manifest.json";
-  CommandResult r = Aws(absl::StrCat("s3 cp s3://wq-plans/plans/run-1/manifest.json ", Quote(manifest_path)));
+  CommandResult r =
+      Aws(absl::StrCat("s3 cp s3://wq-plans/plans/run-1/manifest.json ", Quote(manifest_path)));
   ASSERT_EQ(r.rc, 0) << r.output;
   EXPECT_THAT(*base::ReadFile(manifest_path), HasSubstr(base::Sha256Hex(objects[1].bytes)));
 
@@ -416,14 +424,18 @@ TEST_F(S3IntegrationTest, ServerKilledMidPushFailsCleanlyWithoutLeakingTheSecret
 // signed query-string requests in this mode, so ListObjectsV2 is not covered.)
 TEST_F(S3IntegrationTest, MotoVerifiesOurSignatures) {
   MotoServer authed;
-  ASSERT_TRUE(authed.Start(moto_bin_, tmp_ + "/moto-auth.log", {{"INITIAL_NO_AUTH_ACTION_COUNT", "3"}}));
+  ASSERT_TRUE(
+      authed.Start(moto_bin_, tmp_ + "/moto-auth.log", {{"INITIAL_NO_AUTH_ACTION_COUNT", "3"}}));
   ASSERT_EQ(Aws("iam create-user --user-name wq", authed.endpoint()).rc, 0);
   CommandResult key = Aws("iam create-access-key --user-name wq", authed.endpoint());
   ASSERT_EQ(key.rc, 0) << key.output;
-  ASSERT_EQ(Aws("iam put-user-policy --user-name wq --policy-name all --policy-document "
-                "'{\"Version\":\"2012-10-17\",\"Statement\":[{\"Effect\":\"Allow\",\"Action\":\"*\","
-                "\"Resource\":\"*\"}]}'",
-                authed.endpoint()).rc, 0);
+  ASSERT_EQ(
+      Aws("iam put-user-policy --user-name wq --policy-name all --policy-document "
+          "'{\"Version\":\"2012-10-17\",\"Statement\":[{\"Effect\":\"Allow\",\"Action\":\"*\","
+          "\"Resource\":\"*\"}]}'",
+          authed.endpoint())
+          .rc,
+      0);
   nlohmann::json j = nlohmann::json::parse(key.output, nullptr, false);
   ASSERT_FALSE(j.is_discarded()) << key.output;
   S3Options o = Options(authed.endpoint());

@@ -84,11 +84,16 @@ absl::StatusOr<std::string> XmlUnescape(absl::string_view text) {
       return absl::DataLossError("S3 XML: bad entity reference");
     }
     absl::string_view ent = text.substr(i + 1, semi - i - 1);
-    if (ent == "amp") out.push_back('&');
-    else if (ent == "lt") out.push_back('<');
-    else if (ent == "gt") out.push_back('>');
-    else if (ent == "quot") out.push_back('"');
-    else if (ent == "apos") out.push_back('\'');
+    if (ent == "amp")
+      out.push_back('&');
+    else if (ent == "lt")
+      out.push_back('<');
+    else if (ent == "gt")
+      out.push_back('>');
+    else if (ent == "quot")
+      out.push_back('"');
+    else if (ent == "apos")
+      out.push_back('\'');
     else if (!ent.empty() && ent[0] == '#') {
       uint32_t cp = 0;
       const bool ok = (ent.size() > 1 && (ent[1] == 'x' || ent[1] == 'X'))

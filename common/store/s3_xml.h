@@ -36,8 +36,7 @@ absl::StatusOr<std::string> XmlUnescape(absl::string_view text);
 
 // Inner text of every <name>...</name> (or <name/>) inside `xml`, in order.
 // Elements named `name` must not nest.
-absl::StatusOr<std::vector<std::string>> XmlElements(absl::string_view xml,
-                                                     absl::string_view name);
+absl::StatusOr<std::vector<std::string>> XmlElements(absl::string_view xml, absl::string_view name);
 
 absl::StatusOr<S3ListPage> ParseListObjectsV2(absl::string_view xml);
 

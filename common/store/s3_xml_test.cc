@@ -40,9 +40,13 @@ TEST(S3XmlTest, EmptyAndLastPages) {
 TEST(S3XmlTest, RejectsMalformedDocuments) {
   EXPECT_FALSE(ParseListObjectsV2("<Error><Code>NoSuchBucket</Code></Error>").ok());
   EXPECT_FALSE(ParseListObjectsV2("<ListBucketResult><Contents><Key>a</Key>").ok());
-  EXPECT_FALSE(ParseListObjectsV2("<ListBucketResult><Contents><Key>a</Key><Size>x</Size></Contents>"
-                                  "</ListBucketResult>").ok());
-  EXPECT_FALSE(ParseListObjectsV2("<ListBucketResult><IsTruncated>true</IsTruncated></ListBucketResult>").ok());
+  EXPECT_FALSE(
+      ParseListObjectsV2("<ListBucketResult><Contents><Key>a</Key><Size>x</Size></Contents>"
+                         "</ListBucketResult>")
+          .ok());
+  EXPECT_FALSE(
+      ParseListObjectsV2("<ListBucketResult><IsTruncated>true</IsTruncated></ListBucketResult>")
+          .ok());
   EXPECT_FALSE(XmlUnescape("a &bogus; b").ok());
   EXPECT_FALSE(XmlUnescape("a & b").ok());
 }

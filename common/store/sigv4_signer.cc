@@ -103,8 +103,8 @@ SigV4Signature SigV4Signer::Sign(const SigV4Request& request, absl::string_view 
 
   sig.canonical_request = absl::StrCat(
       request.method, "\n", request.canonical_uri.empty() ? "/" : request.canonical_uri, "\n",
-      CanonicalQueryString(request.query), "\n", canonical_headers, "\n", sig.signed_headers,
-      "\n", request.payload_sha256_hex);
+      CanonicalQueryString(request.query), "\n", canonical_headers, "\n", sig.signed_headers, "\n",
+      request.payload_sha256_hex);
 
   const absl::string_view date = amz_date.substr(0, 8);
   const std::string scope = absl::StrCat(date, "/", region_, "/", service_, "/aws4_request");
@@ -117,9 +117,9 @@ SigV4Signature SigV4Signer::Sign(const SigV4Request& request, absl::string_view 
   key = HmacSha256(key, service_);
   key = HmacSha256(key, "aws4_request");
   sig.signature = HexEncode(HmacSha256(key, sig.string_to_sign));
-  sig.authorization = absl::StrCat("AWS4-HMAC-SHA256 Credential=", access_key_id_, "/", scope,
-                                   ", SignedHeaders=", sig.signed_headers,
-                                   ", Signature=", sig.signature);
+  sig.authorization =
+      absl::StrCat("AWS4-HMAC-SHA256 Credential=", access_key_id_, "/", scope,
+                   ", SignedHeaders=", sig.signed_headers, ", Signature=", sig.signature);
   return sig;
 }
 

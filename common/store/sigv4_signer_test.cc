@@ -56,10 +56,11 @@ TEST_F(S3DocExampleTest, GetObjectWithRange) {
 
 TEST_F(S3DocExampleTest, PutObjectWithPayloadHash) {
   const std::string body = "Welcome to Amazon S3.";
-  SigV4Request req{"PUT", "/" + SigV4Signer::UriEncode("test$file.text", false), {}, {},
-                   base::Sha256Hex(body)};
+  SigV4Request req{
+      "PUT", "/" + SigV4Signer::UriEncode("test$file.text", false), {}, {}, base::Sha256Hex(body)};
   EXPECT_EQ(req.canonical_uri, "/test%24file.text");
-  EXPECT_EQ(req.payload_sha256_hex, "44ce7dd67c959e0d3524ffac1771dfbba87d2b6b4b4e99e42034a8b803f8b072");
+  EXPECT_EQ(req.payload_sha256_hex,
+            "44ce7dd67c959e0d3524ffac1771dfbba87d2b6b4b4e99e42034a8b803f8b072");
   req.headers = {{"Host", "examplebucket.s3.amazonaws.com"},
                  {"Date", "Fri, 24 May 2013 00:00:00 GMT"},
                  {"x-amz-date", kDate},
@@ -79,7 +80,8 @@ TEST_F(S3DocExampleTest, ListObjectsQuery) {
 }
 
 TEST(SigV4SignerTest, UriEncodingAndDate) {
-  EXPECT_EQ(SigV4Signer::UriEncode("a b/c~d_e.f-g+h=i&é", false), "a%20b/c~d_e.f-g%2Bh%3Di%26%C3%A9");
+  EXPECT_EQ(SigV4Signer::UriEncode("a b/c~d_e.f-g+h=i&é", false),
+            "a%20b/c~d_e.f-g%2Bh%3Di%26%C3%A9");
   EXPECT_EQ(SigV4Signer::UriEncode("a/b", true), "a%2Fb");
   EXPECT_EQ(SigV4Signer::CanonicalQueryString({{"prefix", "plans/"}, {"list-type", "2"}}),
             "list-type=2&prefix=plans%2F");
