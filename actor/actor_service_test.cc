@@ -10,13 +10,13 @@
 
 #include <gtest/gtest.h>
 
-#include "actor/grpc_activation_transport.h"
-#include "actor/hidden_states_codec.h"
-#include "actor/stage_test_util.h"
 #include "common/model/checkpoint.h"
 #include "common/model/perplexity.h"
 #include "common/net/channel.h"
 #include "common/net/server.h"
+#include "common/testing/stage_test_util.h"
+#include "common/transport/grpc_activation_transport.h"
+#include "common/transport/hidden_states_codec.h"
 #include "evaluator/pipeline_evaluator.h"
 
 namespace windquant::actor {
@@ -34,12 +34,12 @@ class ActorServiceTest : public ::testing::Test {
       GTEST_SKIP() << "stories260k not found at " << ModelDir();
     }
     for (auto [a, b] : std::vector<std::pair<int64_t, int64_t>>{{0, 3}, {3, 5}}) {
-      StageWorkerOptions o;
+      stage::StageWorkerOptions o;
       o.model_dir = ModelDir();
       o.first_layer = a;
       o.end_layer = b;
       o.chunk_size = 32;
-      auto w = StageWorker::Create(o);
+      auto w = stage::StageWorker::Create(o);
       ASSERT_TRUE(w.ok()) << w.status();
       workers_.push_back(*std::move(w));
       ActorIdentity id;
@@ -63,7 +63,7 @@ class ActorServiceTest : public ::testing::Test {
       auto channel = net::MakeChannel(co);
       ASSERT_TRUE(channel.ok());
       channels_.push_back(*channel);
-      transports_.push_back(std::make_unique<GrpcActivationTransport>(
+      transports_.push_back(std::make_unique<transport::GrpcActivationTransport>(
           *channel, "stage " + std::to_string(services_.size() - 1), absl::Seconds(30)));
       stages_.push_back(transports_.back().get());
     }
@@ -84,19 +84,19 @@ class ActorServiceTest : public ::testing::Test {
     for (auto& s : servers_) s->Shutdown(absl::Now());
   }
 
-  std::vector<std::unique_ptr<StageWorker>> workers_;
+  std::vector<std::unique_ptr<stage::StageWorker>> workers_;
   std::vector<std::unique_ptr<ActorService>> services_;
   std::vector<std::unique_ptr<net::GrpcServer>> servers_;
   std::vector<std::shared_ptr<grpc::Channel>> channels_;
-  std::vector<std::unique_ptr<GrpcActivationTransport>> transports_;
-  std::vector<ActivationTransport*> stages_;
+  std::vector<std::unique_ptr<transport::GrpcActivationTransport>> transports_;
+  std::vector<transport::ActivationTransport*> stages_;
   std::vector<quant::UnitTable> registered_;
   std::unique_ptr<evaluator::PipelineEvaluator> evaluator_;
 };
 
 TEST_F(ActorServiceTest, PipelineOverGrpcEqualsSingleProcessPerplexity) {
   const std::vector<int32_t> ids = RandomIds(1500, 9);
-  auto piped = evaluator_->Perplexity(stages_, PassSpec{}, ids, 0);
+  auto piped = evaluator_->Perplexity(stages_, transport::PassSpec{}, ids, 0);
   ASSERT_TRUE(piped.ok()) << piped.status();
   auto checkpoint = model::Checkpoint::Open(ModelDir());
   ASSERT_TRUE(checkpoint.ok());
@@ -162,19 +162,19 @@ TEST_F(ActorServiceTest, BadRequestsAreInvalidArgumentNamingTheField) {
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_NE(s.error_message().find("hidden.data"), std::string::npos) << s.error_message();
 
-  EncodeHiddenStates(at::randn({2, 4, 63}), 0, req.mutable_hidden());
+  transport::EncodeHiddenStates(at::randn({2, 4, 63}), 0, req.mutable_hidden());
   s = forward(req);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_NE(s.error_message().find("hidden"), std::string::npos);
 
   at::Tensor nan = at::randn({1, 4, 64});
   nan[0][1][2] = std::nanf("");
-  EncodeHiddenStates(nan, 0, req.mutable_hidden());
+  transport::EncodeHiddenStates(nan, 0, req.mutable_hidden());
   s = forward(req);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_NE(s.error_message().find("NaN"), std::string::npos);
 
-  EncodeHiddenStates(at::randn({1, 4, 64}), 0, req.mutable_hidden());
+  transport::EncodeHiddenStates(at::randn({1, 4, 64}), 0, req.mutable_hidden());
   req.set_plan_id("../escape");
   s = forward(req);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);

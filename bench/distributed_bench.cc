@@ -56,9 +56,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "actor/actor_service.h"
-#include "actor/grpc_activation_transport.h"
 #include "actor/rollout_worker.h"
-#include "actor/stage_worker.h"
 #include "actor/transition_codec.h"
 #include "common/base/files.h"
 #include "common/config/run_config.h"
@@ -69,6 +67,8 @@
 #include "common/quant/quantization_session.h"
 #include "common/rl/policy.h"
 #include "common/rl/state_features.h"
+#include "common/stage/stage_worker.h"
+#include "common/transport/grpc_activation_transport.h"
 #include "evaluator/pipeline_evaluator.h"
 #include "learner/learner_core.h"
 #include "learner/learner_service.h"
@@ -443,13 +443,13 @@ int RunStageChild(const Flags& f) {
   at::set_num_threads(static_cast<int>(f.Num("threads", 1)));
   const wq::config::RunConfig cfg =
       OrDie(wq::config::LoadRunConfig(f.Get("config"), f.sets), "config");
-  wq::actor::StageWorkerOptions wo;
+  wq::stage::StageWorkerOptions wo;
   wo.model_dir = cfg.model.dir;
   wo.first_layer = static_cast<int64_t>(f.Num("first", 0));
   wo.end_layer = static_cast<int64_t>(f.Num("end", -1));
   wo.chunk_size = cfg.quant.chunk_size;
   wo.salient_fraction = cfg.quant.salient_fraction;
-  auto worker = OrDie(wq::actor::StageWorker::Create(wo), "stage worker");
+  auto worker = OrDie(wq::stage::StageWorker::Create(wo), "stage worker");
   wq::actor::ActorIdentity id;
   id.stage = static_cast<int>(f.Num("index", 0));
   id.stages = 1;
@@ -774,15 +774,15 @@ int main(int argc, char** argv) {
       }
       children.push_back(Spawn(a));
     }
-    std::vector<std::unique_ptr<wq::actor::GrpcActivationTransport>> transports;
-    std::vector<wq::actor::ActivationTransport*> stages;
+    std::vector<std::unique_ptr<wq::transport::GrpcActivationTransport>> transports;
+    std::vector<wq::transport::ActivationTransport*> stages;
     for (int s = 0; s < k; ++s) {
       const std::string line = ReadLine(children[s], "stage process");
       if (line.rfind("port=", 0) != 0) Die(absl::StrCat("stage process said: ", line));
       wq::net::ChannelOptions co;
       co.target = absl::StrCat("127.0.0.1:", line.substr(5));
       co.max_message_bytes = cfg.service.max_message_bytes;
-      transports.push_back(std::make_unique<wq::actor::GrpcActivationTransport>(
+      transports.push_back(std::make_unique<wq::transport::GrpcActivationTransport>(
           OrDie(wq::net::MakeChannel(co), "channel"), absl::StrCat("stage ", s),
           absl::Minutes(10)));
       stages.push_back(transports.back().get());
@@ -805,8 +805,8 @@ int main(int argc, char** argv) {
     c.calibration_s = Now() - t0;
     const wq::quant::UnitTable merged = OrDie(wq::quant::UnitTable::Merge(tables), "merge");
     const wq::quant::Plan plan = wq::quant::Plan::Make(merged, plan_actions, "lagrange", 2.0);
-    wq::actor::PassSpec fp_spec;
-    wq::actor::PassSpec plan_spec;
+    wq::transport::PassSpec fp_spec;
+    wq::transport::PassSpec plan_spec;
     plan_spec.plan_id = wq::evaluator::PipelineEvaluator::PlanKey(plan);
     plan_spec.model_fingerprint = plan.model_fingerprint;
     plan_spec.actions = std::make_shared<const std::vector<int>>(plan.actions);

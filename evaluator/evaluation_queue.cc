@@ -31,7 +31,7 @@ std::string Serialize(const QueuedPlan& q) {
 }  // namespace
 
 EvaluationQueue::EvaluationQueue(PipelineEvaluator* evaluator,
-                                 std::vector<std::vector<actor::ActivationTransport*>> replicas,
+                                 std::vector<std::vector<transport::ActivationTransport*>> replicas,
                                  const config::LagrangeConfig& lagrange, std::string queue_dir,
                                  size_t max_queue, ReportFn report, metrics::Registry* registry)
     : evaluator_(evaluator),

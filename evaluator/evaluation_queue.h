@@ -54,7 +54,7 @@ class EvaluationQueue {
   using ReportFn = std::function<absl::Status(const Report&)>;
   using TableFn = std::function<void(const std::vector<quant::UnitTable>&)>;
   EvaluationQueue(PipelineEvaluator* evaluator,
-                  std::vector<std::vector<actor::ActivationTransport*>> replicas,
+                  std::vector<std::vector<transport::ActivationTransport*>> replicas,
                   const config::LagrangeConfig& lagrange, std::string queue_dir, size_t max_queue,
                   ReportFn report, metrics::Registry* registry = nullptr);
   ~EvaluationQueue();
@@ -81,7 +81,7 @@ class EvaluationQueue {
   std::string PathOf(uint64_t episode_id) const;
 
   PipelineEvaluator* const evaluator_;
-  const std::vector<std::vector<actor::ActivationTransport*>> replicas_;
+  const std::vector<std::vector<transport::ActivationTransport*>> replicas_;
   const std::string queue_dir_;
   const size_t max_queue_;
   const ReportFn report_;

@@ -8,17 +8,17 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
-#include "actor/local_activation_transport.h"
-#include "actor/stage_test_util.h"
-#include "actor/stage_worker.h"
 #include "common/metrics/registry.h"
 #include "common/quant/action.h"
+#include "common/stage/stage_worker.h"
+#include "common/testing/stage_test_util.h"
+#include "common/transport/local_activation_transport.h"
 
 namespace windquant::evaluator {
 namespace {
 
-std::string ModelDir() { return actor::testing::Stories260kDir(); }
-using actor::testing::RandomIds;
+std::string ModelDir() { return testing::Stories260kDir(); }
+using testing::RandomIds;
 
 // What the fake learner saw: every report attempt, in order.
 class FakeLearner {
@@ -92,8 +92,8 @@ class EvaluationQueueTest : public ::testing::Test {
   std::unique_ptr<EvaluationQueue> MakeQueue(FakeLearner* learner,
                                              metrics::Registry* registry = nullptr) {
     return std::make_unique<EvaluationQueue>(
-        evaluator_.get(), std::vector<std::vector<actor::ActivationTransport*>>{stages_}, lagrange_,
-        dir_, 16, [learner](const Report& r) { return learner->Receive(r); }, registry);
+        evaluator_.get(), std::vector<std::vector<transport::ActivationTransport*>>{stages_},
+        lagrange_, dir_, 16, [learner](const Report& r) { return learner->Receive(r); }, registry);
   }
   bool QueueFileExists(uint64_t episode) const {
     return std::filesystem::exists(dir_ + "/" + std::to_string(episode) + ".plan.pb");
@@ -103,8 +103,8 @@ class EvaluationQueueTest : public ::testing::Test {
   config::LagrangeConfig lagrange_;
   size_t units_ = 0;
   std::unique_ptr<PipelineEvaluator> evaluator_;
-  actor::testing::LocalStages local_;
-  std::vector<actor::ActivationTransport*>& stages_ = local_.stages;
+  testing::LocalStages local_;
+  std::vector<transport::ActivationTransport*>& stages_ = local_.stages;
 };
 
 TEST_F(EvaluationQueueTest, RetriesTheReportNotTheEvaluationAndUpdatesLambdaOnce) {

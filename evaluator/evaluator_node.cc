@@ -51,11 +51,11 @@ absl::StatusOr<std::unique_ptr<EvaluatorNode>> EvaluatorNode::Create(
   po.calibration_batch = std::max(1, c.evaluation.batch);
   WQ_ASSIGN_OR_RETURN(node->pipeline_, PipelineEvaluator::Create(c.model.dir, po, std::move(calib),
                                                                  std::move(eval)));
-  std::vector<std::vector<actor::ActivationTransport*>> replicas(svc.replicas);
+  std::vector<std::vector<transport::ActivationTransport*>> replicas(svc.replicas);
   for (int r = 0; r < svc.replicas; ++r) {
     for (int s = 0; s < svc.stages; ++s) {
       const size_t i = static_cast<size_t>(s * svc.replicas + r);
-      node->transports_.push_back(std::make_unique<actor::GrpcActivationTransport>(
+      node->transports_.push_back(std::make_unique<transport::GrpcActivationTransport>(
           actors[i], absl::StrCat("stage ", s, " replica ", r, " at ", actor_names[i]),
           node->deadline_));
       replicas[r].push_back(node->transports_.back().get());

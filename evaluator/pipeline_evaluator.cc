@@ -15,10 +15,10 @@
 namespace windquant::evaluator {
 namespace {
 
-using actor::ActivationTransport;
-using actor::MicroBatch;
-using actor::PassSpec;
-using actor::StageStream;
+using transport::ActivationTransport;
+using transport::MicroBatch;
+using transport::PassSpec;
+using transport::StageStream;
 
 absl::Status Prefix(const absl::Status& s, const std::string& where) {
   return absl::Status(s.code(), absl::StrCat(where, ": ", s.message()));
@@ -269,7 +269,7 @@ absl::StatusOr<std::vector<quant::UnitTable>> PipelineEvaluator::Calibrate(
   const int64_t batch = options_.calibration_batch;
   const int64_t count = (windows.size(0) + batch - 1) / batch;
   PassSpec spec;
-  spec.mode = actor::PassMode::kCalibrate;
+  spec.mode = transport::PassMode::kCalibrate;
   spec.model_fingerprint = fingerprint;
   WQ_RETURN_IF_ERROR(RunPipeline(
       stages, spec, count,

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "actor/stage_test_util.h"
 #include "common/rl/synthetic_table.h"
+#include "common/testing/stage_test_util.h"
 #include "gtest/gtest.h"
 
 namespace windquant::learner {
@@ -50,8 +50,8 @@ absl::StatusOr<config::RunConfig> JobConfig(const std::string& dir) {
 }
 
 TEST(InProcessJobTest, TwoStagesTwoReplicasRunTheJobThenResumeDoneAndClear) {
-  if (!fs::exists(actor::testing::Stories260kDir() + "/config.json")) {
-    GTEST_SKIP() << "stories260k not found at " << actor::testing::Stories260kDir();
+  if (!fs::exists(testing::Stories260kDir() + "/config.json")) {
+    GTEST_SKIP() << "stories260k not found at " << testing::Stories260kDir();
   }
   const std::string dir = ::testing::TempDir() + "/in_process_job_test";
   fs::remove_all(dir);

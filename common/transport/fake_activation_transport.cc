@@ -1,9 +1,9 @@
-#include "actor/fake_activation_transport.h"
+#include "common/transport/fake_activation_transport.h"
 
 #include "absl/strings/str_cat.h"
-#include "actor/local_activation_transport.h"
+#include "common/transport/local_activation_transport.h"
 
-namespace windquant::actor {
+namespace windquant::transport {
 
 class FakeStageStream : public StageStream {
  public:
@@ -47,4 +47,4 @@ std::string FakeActivationTransport::Name() const {
   return absl::StrCat("fake stage [", first_, ", ", end_, ")");
 }
 
-}  // namespace windquant::actor
+}  // namespace windquant::transport

@@ -3,18 +3,18 @@
 // the first Forward request carrying the plan in full. Layers come from
 // GetStageInfo; FinishCalibration is the RPC of that name.
 // Thread-safety: as ActivationTransport. Owns nothing but the stub.
-#ifndef WINDQUANT_ACTOR_GRPC_ACTIVATION_TRANSPORT_H_
-#define WINDQUANT_ACTOR_GRPC_ACTIVATION_TRANSPORT_H_
+#ifndef WINDQUANT_COMMON_TRANSPORT_GRPC_ACTIVATION_TRANSPORT_H_
+#define WINDQUANT_COMMON_TRANSPORT_GRPC_ACTIVATION_TRANSPORT_H_
 
 #include <memory>
 #include <string>
 
 #include "absl/time/time.h"
-#include "actor/activation_transport.h"
+#include "common/transport/activation_transport.h"
 #include "grpcpp/channel.h"
 #include "windquant/v1/actor.grpc.pb.h"
 
-namespace windquant::actor {
+namespace windquant::transport {
 
 class GrpcActivationTransport : public ActivationTransport {
  public:
@@ -34,6 +34,6 @@ class GrpcActivationTransport : public ActivationTransport {
   const absl::Duration deadline_;
 };
 
-}  // namespace windquant::actor
+}  // namespace windquant::transport
 
-#endif  // WINDQUANT_ACTOR_GRPC_ACTIVATION_TRANSPORT_H_
+#endif  // WINDQUANT_COMMON_TRANSPORT_GRPC_ACTIVATION_TRANSPORT_H_

@@ -1,4 +1,4 @@
-#include "actor/stage_worker.h"
+#include "common/stage/stage_worker.h"
 
 #include <filesystem>
 
@@ -8,7 +8,7 @@
 #include "common/model/checkpoint.h"
 #include "windquant/v1/types.pb.h"
 
-namespace windquant::actor {
+namespace windquant::stage {
 namespace {
 
 // Deep copy of the decoder linears (the only tensors a plan changes).
@@ -227,4 +227,4 @@ absl::StatusOr<at::Tensor> StageWorker::Forward(
   }
 }
 
-}  // namespace windquant::actor
+}  // namespace windquant::stage

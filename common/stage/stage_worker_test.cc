@@ -1,14 +1,13 @@
-#include "actor/stage_worker.h"
+#include "common/stage/stage_worker.h"
 
 #include <cstdlib>
 #include <filesystem>
 
 #include <gtest/gtest.h>
 
-#include "actor/local_activation_transport.h"
 #include "common/model/checkpoint.h"
 
-namespace windquant::actor {
+namespace windquant::stage {
 namespace {
 
 std::string ModelDir() {
@@ -131,4 +130,4 @@ TEST_F(StageWorkerTest, RestartedWorkerReloadsCachedFits) {
 }
 
 }  // namespace
-}  // namespace windquant::actor
+}  // namespace windquant::stage

@@ -3,15 +3,15 @@
 // told to fail on a given micro-batch, and records how many micro-batches were
 // in flight at once (to show that a driver pipelines).
 // Thread-safety: as ActivationTransport.
-#ifndef WINDQUANT_ACTOR_FAKE_ACTIVATION_TRANSPORT_H_
-#define WINDQUANT_ACTOR_FAKE_ACTIVATION_TRANSPORT_H_
+#ifndef WINDQUANT_COMMON_TRANSPORT_FAKE_ACTIVATION_TRANSPORT_H_
+#define WINDQUANT_COMMON_TRANSPORT_FAKE_ACTIVATION_TRANSPORT_H_
 
 #include <atomic>
 #include <string>
 
-#include "actor/activation_transport.h"
+#include "common/transport/activation_transport.h"
 
-namespace windquant::actor {
+namespace windquant::transport {
 
 class FakeActivationTransport : public ActivationTransport {
  public:
@@ -44,6 +44,6 @@ class FakeActivationTransport : public ActivationTransport {
   std::atomic<int64_t> micro_batches_{0};
 };
 
-}  // namespace windquant::actor
+}  // namespace windquant::transport
 
-#endif  // WINDQUANT_ACTOR_FAKE_ACTIVATION_TRANSPORT_H_
+#endif  // WINDQUANT_COMMON_TRANSPORT_FAKE_ACTIVATION_TRANSPORT_H_

@@ -1,14 +1,14 @@
-#include "actor/grpc_activation_transport.h"
+#include "common/transport/grpc_activation_transport.h"
 
 #include <functional>
 
 #include "absl/strings/str_cat.h"
-#include "actor/hidden_states_codec.h"
 #include "common/base/status_macros.h"
 #include "common/net/channel.h"
 #include "common/net/status_convert.h"
+#include "common/transport/hidden_states_codec.h"
 
-namespace windquant::actor {
+namespace windquant::transport {
 namespace {
 
 // One pass over a bidi stream; Req is ForwardRequest or CalibrateRequest.
@@ -119,4 +119,4 @@ absl::StatusOr<quant::UnitTable> GrpcActivationTransport::FinishCalibration(
   return quant::UnitTable::FromProto(reply.table());
 }
 
-}  // namespace windquant::actor
+}  // namespace windquant::transport

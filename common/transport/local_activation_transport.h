@@ -3,8 +3,8 @@
 // caller's thread and queues the output for Receive, so a pipeline driver with
 // one thread per stage keeps every stage busy at once.
 // Thread-safety: as ActivationTransport. Borrows the worker.
-#ifndef WINDQUANT_ACTOR_LOCAL_ACTIVATION_TRANSPORT_H_
-#define WINDQUANT_ACTOR_LOCAL_ACTIVATION_TRANSPORT_H_
+#ifndef WINDQUANT_COMMON_TRANSPORT_LOCAL_ACTIVATION_TRANSPORT_H_
+#define WINDQUANT_COMMON_TRANSPORT_LOCAL_ACTIVATION_TRANSPORT_H_
 
 #include <deque>
 #include <functional>
@@ -12,10 +12,10 @@
 #include <string>
 
 #include "absl/synchronization/mutex.h"
-#include "actor/activation_transport.h"
-#include "actor/stage_worker.h"
+#include "common/stage/stage_worker.h"
+#include "common/transport/activation_transport.h"
 
-namespace windquant::actor {
+namespace windquant::transport {
 
 // The output queue shared by the in-process streams (also used by the actor's
 // Forward handler): Push from the producer, Pop blocks until an item or Close.
@@ -35,22 +35,22 @@ class MicroBatchQueue {
 
 // Runs one micro-batch of a pass on a worker (shared by the local transport and
 // the actor's RPC handler): calibration or plan forward, fingerprint checked.
-absl::StatusOr<at::Tensor> RunPassOnWorker(StageWorker& worker, const PassSpec& spec,
+absl::StatusOr<at::Tensor> RunPassOnWorker(stage::StageWorker& worker, const PassSpec& spec,
                                            const at::Tensor& hidden);
 
 class LocalActivationTransport : public ActivationTransport {
  public:
-  LocalActivationTransport(StageWorker* worker, std::string name);
+  LocalActivationTransport(stage::StageWorker* worker, std::string name);
   absl::StatusOr<std::pair<int64_t, int64_t>> Layers() override;
   absl::StatusOr<std::unique_ptr<StageStream>> Open(const PassSpec& spec) override;
   absl::StatusOr<quant::UnitTable> FinishCalibration(const std::string& fingerprint) override;
   std::string Name() const override { return name_; }
 
  private:
-  StageWorker* const worker_;
+  stage::StageWorker* const worker_;
   const std::string name_;
 };
 
-}  // namespace windquant::actor
+}  // namespace windquant::transport
 
-#endif  // WINDQUANT_ACTOR_LOCAL_ACTIVATION_TRANSPORT_H_
+#endif  // WINDQUANT_COMMON_TRANSPORT_LOCAL_ACTIVATION_TRANSPORT_H_

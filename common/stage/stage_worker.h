@@ -1,8 +1,10 @@
-// StageWorker: the domain object of an actor process (DESIGN.md section 5):
-// owns decoder layers [first_layer, end_layer) of one replica (only those
-// tensors are loaded), takes part in the calibration pass, fits every
-// (unit, action) of its shard into its part of the unit table, and runs
-// hidden-state micro-batches through its layers with a plan applied.
+// StageWorker: one stage of the model (DESIGN.md sections 2 and 5): owns
+// decoder layers [first_layer, end_layer) of one replica (only those tensors
+// are loaded), takes part in the calibration pass, fits every (unit, action)
+// of its shard into its part of the unit table, and runs hidden-state
+// micro-batches through its layers with a plan applied. An actor serves one
+// over gRPC (actor/actor_service.h); in one process it is reached through
+// transport::LocalActivationTransport.
 //
 // Plans: applying a plan copies the chosen fits into a private copy of the
 // stage's weights; the copy is cached per plan id (LRU, `plan_cache_size`), so
@@ -13,8 +15,8 @@
 //
 // Thread-safety: all methods are thread-safe. Forward calls run concurrently;
 // calibration calls are serialised.
-#ifndef WINDQUANT_ACTOR_STAGE_WORKER_H_
-#define WINDQUANT_ACTOR_STAGE_WORKER_H_
+#ifndef WINDQUANT_COMMON_STAGE_STAGE_WORKER_H_
+#define WINDQUANT_COMMON_STAGE_STAGE_WORKER_H_
 
 #include <cstdint>
 #include <list>
@@ -33,7 +35,7 @@
 #include "common/quant/unit_table.h"
 #include "common/quant/unit_table_builder.h"
 
-namespace windquant::actor {
+namespace windquant::stage {
 
 struct StageWorkerOptions {
   std::string model_dir;
@@ -107,6 +109,6 @@ class StageWorker {
       ABSL_GUARDED_BY(mu_);
 };
 
-}  // namespace windquant::actor
+}  // namespace windquant::stage
 
-#endif  // WINDQUANT_ACTOR_STAGE_WORKER_H_
+#endif  // WINDQUANT_COMMON_STAGE_STAGE_WORKER_H_

@@ -1,11 +1,11 @@
-#include "actor/hidden_states_codec.h"
+#include "common/transport/hidden_states_codec.h"
 
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "windquant/v1/types.pb.h"
 
-namespace windquant::actor {
+namespace windquant::transport {
 
 void EncodeHiddenStates(const at::Tensor& hidden, int32_t micro_batch, v1::HiddenStates* out) {
   const at::Tensor t = hidden.to(at::kCPU, at::kFloat).contiguous();
@@ -41,4 +41,4 @@ absl::StatusOr<at::Tensor> DecodeHiddenStates(const v1::HiddenStates& proto,
   return t;
 }
 
-}  // namespace windquant::actor
+}  // namespace windquant::transport

@@ -5,11 +5,11 @@
 #include <cstring>
 #include <iostream>
 
-#include "actor/nccl_activation_transport.h"
+#include "common/transport/nccl_activation_transport.h"
 
 int main(int argc, char** argv) {
   if (argc > 1 && std::strcmp(argv[1], "--probe") == 0) {
-    auto id = windquant::actor::NcclUniqueId();
+    auto id = windquant::transport::NcclUniqueId();
     if (!id.ok()) {
       std::cerr << "nccl: " << id.status().message() << "\n";
       return 1;

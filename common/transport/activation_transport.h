@@ -13,8 +13,8 @@
 //
 // Thread-safety: a transport may open several passes concurrently; one
 // StageStream is used by at most one sender thread and one receiver thread.
-#ifndef WINDQUANT_ACTOR_ACTIVATION_TRANSPORT_H_
-#define WINDQUANT_ACTOR_ACTIVATION_TRANSPORT_H_
+#ifndef WINDQUANT_COMMON_TRANSPORT_ACTIVATION_TRANSPORT_H_
+#define WINDQUANT_COMMON_TRANSPORT_ACTIVATION_TRANSPORT_H_
 
 #include <cstdint>
 #include <memory>
@@ -27,7 +27,7 @@
 #include "absl/status/statusor.h"
 #include "common/quant/unit_table.h"
 
-namespace windquant::actor {
+namespace windquant::transport {
 
 enum class PassMode { kEvaluate = 0, kCalibrate = 1 };
 
@@ -72,6 +72,6 @@ class ActivationTransport {
   virtual std::string Name() const = 0;
 };
 
-}  // namespace windquant::actor
+}  // namespace windquant::transport
 
-#endif  // WINDQUANT_ACTOR_ACTIVATION_TRANSPORT_H_
+#endif  // WINDQUANT_COMMON_TRANSPORT_ACTIVATION_TRANSPORT_H_

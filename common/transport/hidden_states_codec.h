@@ -1,8 +1,8 @@
 // Hidden states on the wire (windquant.v1.HiddenStates): shape + float32
 // little-endian bytes. Decoding validates everything a peer could get wrong
 // and names the field in INVALID_ARGUMENT. Thread-safe (pure functions).
-#ifndef WINDQUANT_ACTOR_HIDDEN_STATES_CODEC_H_
-#define WINDQUANT_ACTOR_HIDDEN_STATES_CODEC_H_
+#ifndef WINDQUANT_COMMON_TRANSPORT_HIDDEN_STATES_CODEC_H_
+#define WINDQUANT_COMMON_TRANSPORT_HIDDEN_STATES_CODEC_H_
 
 #include <string>
 
@@ -14,7 +14,7 @@ namespace windquant::v1 {
 class HiddenStates;
 }
 
-namespace windquant::actor {
+namespace windquant::transport {
 
 // [B, T, H] float32 (any layout, CPU or not) -> proto.
 void EncodeHiddenStates(const at::Tensor& hidden, int32_t micro_batch, v1::HiddenStates* out);
@@ -26,6 +26,6 @@ absl::StatusOr<at::Tensor> DecodeHiddenStates(const v1::HiddenStates& proto,
                                               const std::string& field,
                                               int64_t max_elements = int64_t{1} << 28);
 
-}  // namespace windquant::actor
+}  // namespace windquant::transport
 
-#endif  // WINDQUANT_ACTOR_HIDDEN_STATES_CODEC_H_
+#endif  // WINDQUANT_COMMON_TRANSPORT_HIDDEN_STATES_CODEC_H_

@@ -1,8 +1,8 @@
-// Test-only helpers shared by the actor and evaluator tests: where the
+// Test-only helpers shared by the tests of several parts (evaluator, actor service, job): where the
 // stories260k model of ../shared is, seeded random token ids, and in-process
 // stages (StageWorker + LocalActivationTransport) over layer ranges.
-#ifndef WINDQUANT_ACTOR_STAGE_TEST_UTIL_H_
-#define WINDQUANT_ACTOR_STAGE_TEST_UTIL_H_
+#ifndef WINDQUANT_COMMON_TESTING_STAGE_TEST_UTIL_H_
+#define WINDQUANT_COMMON_TESTING_STAGE_TEST_UTIL_H_
 
 #include <cstdint>
 #include <cstdlib>
@@ -12,10 +12,10 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "actor/local_activation_transport.h"
-#include "actor/stage_worker.h"
+#include "common/stage/stage_worker.h"
+#include "common/transport/local_activation_transport.h"
 
-namespace windquant::actor::testing {
+namespace windquant::testing {
 
 // $WQ_SOURCE_DIR/../shared/models/stories260k (ctest sets WQ_SOURCE_DIR).
 inline std::string Stories260kDir() {
@@ -36,25 +36,25 @@ inline std::vector<int32_t> RandomIds(size_t n, uint64_t seed) {
 struct LocalStages {
   // Appends the stage of layers [first, end) of `model_dir`, named "stage <i>".
   absl::Status Add(const std::string& model_dir, int64_t first, int64_t end, int64_t chunk_size) {
-    StageWorkerOptions o;
+    stage::StageWorkerOptions o;
     o.model_dir = model_dir;
     o.first_layer = first;
     o.end_layer = end;
     o.chunk_size = chunk_size;
-    auto w = StageWorker::Create(o);
+    auto w = stage::StageWorker::Create(o);
     if (!w.ok()) return w.status();
     workers.push_back(*std::move(w));
-    transports.push_back(std::make_unique<LocalActivationTransport>(
+    transports.push_back(std::make_unique<transport::LocalActivationTransport>(
         workers.back().get(), "stage " + std::to_string(workers.size() - 1)));
     stages.push_back(transports.back().get());
     return absl::OkStatus();
   }
 
-  std::vector<std::unique_ptr<StageWorker>> workers;
-  std::vector<std::unique_ptr<LocalActivationTransport>> transports;
-  std::vector<ActivationTransport*> stages;
+  std::vector<std::unique_ptr<stage::StageWorker>> workers;
+  std::vector<std::unique_ptr<transport::LocalActivationTransport>> transports;
+  std::vector<transport::ActivationTransport*> stages;
 };
 
-}  // namespace windquant::actor::testing
+}  // namespace windquant::testing
 
-#endif  // WINDQUANT_ACTOR_STAGE_TEST_UTIL_H_
+#endif  // WINDQUANT_COMMON_TESTING_STAGE_TEST_UTIL_H_

@@ -1,4 +1,4 @@
-#include "actor/nccl_activation_transport.h"
+#include "common/transport/nccl_activation_transport.h"
 
 #include <algorithm>
 #include <atomic>
@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/base/status_macros.h"
 
-namespace windquant::actor {
+namespace windquant::transport {
 namespace {
 
 absl::Status Nccl(ncclResult_t r, const char* what) {
@@ -155,4 +155,4 @@ absl::StatusOr<std::unique_ptr<StageStream>> NcclActivationTransport::Open(const
   return std::unique_ptr<StageStream>(new NcclStageStream(std::move(control), &peer_));
 }
 
-}  // namespace windquant::actor
+}  // namespace windquant::transport

@@ -1,9 +1,9 @@
-#include "actor/local_activation_transport.h"
+#include "common/transport/local_activation_transport.h"
 
 #include "absl/strings/str_cat.h"
 #include "common/base/status_macros.h"
 
-namespace windquant::actor {
+namespace windquant::transport {
 
 void MicroBatchQueue::Push(absl::StatusOr<MicroBatch> item) {
   absl::MutexLock lock(&mu_);
@@ -24,7 +24,7 @@ absl::StatusOr<MicroBatch> MicroBatchQueue::Pop() {
   return item;
 }
 
-absl::StatusOr<at::Tensor> RunPassOnWorker(StageWorker& worker, const PassSpec& spec,
+absl::StatusOr<at::Tensor> RunPassOnWorker(stage::StageWorker& worker, const PassSpec& spec,
                                            const at::Tensor& hidden) {
   if (spec.mode == PassMode::kCalibrate) return worker.Calibrate(hidden);
   if (!spec.plan_id.empty()) {
@@ -43,7 +43,8 @@ namespace {
 
 class LocalStageStream : public StageStream {
  public:
-  LocalStageStream(StageWorker* worker, PassSpec spec) : worker_(worker), spec_(std::move(spec)) {}
+  LocalStageStream(stage::StageWorker* worker, PassSpec spec)
+      : worker_(worker), spec_(std::move(spec)) {}
 
   absl::Status Send(MicroBatch batch) override {
     absl::StatusOr<at::Tensor> out = RunPassOnWorker(*worker_, spec_, batch.hidden);
@@ -61,14 +62,14 @@ class LocalStageStream : public StageStream {
   }
 
  private:
-  StageWorker* const worker_;
+  stage::StageWorker* const worker_;
   const PassSpec spec_;
   MicroBatchQueue queue_;
 };
 
 }  // namespace
 
-LocalActivationTransport::LocalActivationTransport(StageWorker* worker, std::string name)
+LocalActivationTransport::LocalActivationTransport(stage::StageWorker* worker, std::string name)
     : worker_(worker), name_(std::move(name)) {}
 
 absl::StatusOr<std::pair<int64_t, int64_t>> LocalActivationTransport::Layers() {
@@ -85,4 +86,4 @@ absl::StatusOr<quant::UnitTable> LocalActivationTransport::FinishCalibration(
   return worker_->FinishCalibration(fingerprint);
 }
 
-}  // namespace windquant::actor
+}  // namespace windquant::transport

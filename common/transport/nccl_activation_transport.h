@@ -9,15 +9,15 @@
 // Built only where the top-level CMake found nccl.h and libnccl (WQ_HAVE_NCCL).
 // Thread-safety: one sender and one receiver thread per stream; a
 // communicator is used by one pass at a time (NCCL's rule for one stream).
-#ifndef WINDQUANT_ACTOR_NCCL_ACTIVATION_TRANSPORT_H_
-#define WINDQUANT_ACTOR_NCCL_ACTIVATION_TRANSPORT_H_
+#ifndef WINDQUANT_COMMON_TRANSPORT_NCCL_ACTIVATION_TRANSPORT_H_
+#define WINDQUANT_COMMON_TRANSPORT_NCCL_ACTIVATION_TRANSPORT_H_
 
 #include <memory>
 #include <string>
 
-#include "actor/activation_transport.h"
+#include "common/transport/activation_transport.h"
 
-namespace windquant::actor {
+namespace windquant::transport {
 
 // A point-to-point NCCL link to one peer rank of an initialised communicator.
 class NcclPeer {
@@ -58,6 +58,6 @@ class NcclActivationTransport : public ActivationTransport {
   NcclPeer peer_;
 };
 
-}  // namespace windquant::actor
+}  // namespace windquant::transport
 
-#endif  // WINDQUANT_ACTOR_NCCL_ACTIVATION_TRANSPORT_H_
+#endif  // WINDQUANT_COMMON_TRANSPORT_NCCL_ACTIVATION_TRANSPORT_H_
