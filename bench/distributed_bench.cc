@@ -56,8 +56,6 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "actor/actor_service.h"
-#include "actor/rollout_worker.h"
-#include "actor/transition_codec.h"
 #include "common/base/files.h"
 #include "common/config/run_config.h"
 #include "common/model/perplexity.h"
@@ -66,7 +64,9 @@
 #include "common/quant/baselines.h"
 #include "common/quant/quantization_session.h"
 #include "common/rl/policy.h"
+#include "common/rl/rollout_worker.h"
 #include "common/rl/state_features.h"
+#include "common/rl/transition_codec.h"
 #include "common/stage/stage_worker.h"
 #include "common/transport/grpc_activation_transport.h"
 #include "evaluator/pipeline_evaluator.h"
@@ -394,14 +394,14 @@ int RunIngestChild(const Flags& f) {
   po.init_seed = cfg.training.seed;
   auto policy = OrDie(wq::rl::Policy::Create(po), "policy");
   const std::string actor_id = absl::StrCat("bench-actor-", index);
-  auto worker = OrDie(wq::actor::RolloutWorker::Create(table, cfg.env, actor_id, index, 0,
-                                                       episodes_n, cfg.training.seed),
+  auto worker = OrDie(wq::rl::RolloutWorker::Create(table, cfg.env, actor_id, index, 0, episodes_n,
+                                                    cfg.training.seed),
                       "rollout worker");
-  std::vector<wq::actor::Episode> episodes =
+  std::vector<wq::rl::Episode> episodes =
       OrDie(worker->Run(*policy, cfg.curriculum.target_bits.back()), "rollout");
   std::vector<wq::v1::TransitionBatch> batches(episodes.size());
   for (size_t i = 0; i < episodes.size(); ++i)
-    wq::actor::EncodeEpisode(episodes[i], table, &batches[i]);
+    wq::rl::EncodeEpisode(episodes[i], table, &batches[i]);
   const double seconds = f.Num("seconds", 4);
   std::printf("ready\n");
   std::fflush(stdout);
@@ -629,12 +629,12 @@ int main(int argc, char** argv) {
     auto policy = OrDie(wq::rl::Policy::Create(po), "policy");
     const int n = static_cast<int>(f.Num("episodes", 8));
     auto worker =
-        OrDie(wq::actor::RolloutWorker::Create(table, cfg.env, "bench", 0, 0, n, cfg.training.seed),
+        OrDie(wq::rl::RolloutWorker::Create(table, cfg.env, "bench", 0, 0, n, cfg.training.seed),
               "rollout worker");
     // One-process rollout production (what `windquant quantize` generates per second).
     double t0 = Now();
     int64_t produced = 0;
-    std::vector<wq::actor::Episode> episodes;
+    std::vector<wq::rl::Episode> episodes;
     while (Now() - t0 < 1.0 || episodes.empty()) {
       episodes = OrDie(worker->Run(*policy, cfg.curriculum.target_bits.back()), "rollout");
       for (const auto& e : episodes) produced += static_cast<int64_t>(e.steps.size());
@@ -649,12 +649,12 @@ int main(int argc, char** argv) {
       int64_t k = 0;
       const double t = Now();
       while (Now() - t < seconds) {
-        wq::actor::Episode e = episodes[k % episodes.size()];
+        wq::rl::Episode e = episodes[k % episodes.size()];
         e.episode_id = (uint64_t{1} << 60) | static_cast<uint64_t>(++k);
         if (codec) {
           wq::v1::TransitionBatch b;
-          wq::actor::EncodeEpisode(e, table, &b);
-          e = OrDie(wq::actor::DecodeEpisode(b, table), "decode");
+          wq::rl::EncodeEpisode(e, table, &b);
+          e = OrDie(wq::rl::DecodeEpisode(b, table), "decode");
         }
         OrDie(local.core->SubmitEpisode(std::move(e)).status(), "SubmitEpisode");
       }

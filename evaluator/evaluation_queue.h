@@ -4,7 +4,7 @@
 // per replica calibrates its replica once (retrying while its actors come
 // up), then evaluates plans through it with the PipelineEvaluator, updates λ
 // (rl::LagrangeMultiplier, the formula lives there, once per plan; not for a
-// learner's candidate plan, actor::IsCandidateEpisode) and hands
+// learner's candidate plan, rl::IsCandidateEpisode) and hands
 // the report to `report`, one attempt per call: UNAVAILABLE and
 // DEADLINE_EXCEEDED are retried with backoff (the report, not the
 // evaluation) until delivered or Stop(); any other error drops the report.

@@ -76,7 +76,7 @@ LearnerCore::LearnerCore(const config::RunConfig& config)
   // process), a counter.
   std::random_device rd;
   const uint64_t incarnation = (static_cast<uint64_t>(rd()) & 0x7fffffffu) | 1u;
-  next_candidate_id_ = actor::kCandidateEpisodeBit | (incarnation << 32);
+  next_candidate_id_ = rl::kCandidateEpisodeBit | (incarnation << 32);
 }
 
 void LearnerCore::Log(const std::string& line) const {
@@ -233,7 +233,7 @@ void LearnerCore::QueueCandidate(std::vector<int> actions, const std::string& so
                                  int64_t policy_version) {
   quant::Plan p;
   p.episode_id = next_candidate_id_++;
-  p.plan_id = absl::StrCat("learner-", source, "-", p.episode_id & ~actor::kCandidateEpisodeBit);
+  p.plan_id = absl::StrCat("learner-", source, "-", p.episode_id & ~rl::kCandidateEpisodeBit);
   p.model_fingerprint = table_->fingerprint;
   p.actions = std::move(actions);
   p.target_bits = target;
@@ -264,7 +264,7 @@ void LearnerCore::DropCandidate(uint64_t episode_id) {
   absl::MutexLock lock(&mu_);
   PublishOnReturn publish(this);
   if (candidates_.erase(episode_id) == 0) return;
-  Log(absl::StrCat("learner: candidate ", episode_id & ~actor::kCandidateEpisodeBit, " dropped"));
+  Log(absl::StrCat("learner: candidate ", episode_id & ~rl::kCandidateEpisodeBit, " dropped"));
   if (absl::Status s = MaybeFinish(); !s.ok()) Log(absl::StrCat("learner: ", s.message()));
 }
 
@@ -406,7 +406,7 @@ void LearnerCore::ExpirePending() {
   ExpireLocked();
 }
 
-absl::StatusOr<bool> LearnerCore::SubmitEpisode(actor::Episode episode) {
+absl::StatusOr<bool> LearnerCore::SubmitEpisode(rl::Episode episode) {
   absl::MutexLock lock(&mu_);
   PublishOnReturn publish(this);
   if (table_ == nullptr) return absl::UnavailableError("unit table incomplete");
@@ -447,7 +447,7 @@ absl::StatusOr<bool> LearnerCore::ReportEvaluation(const EvaluationInput& in) {
   pe.eval_ppl = in.perplexity;
   pe.eval_nll = std::log(std::max(in.perplexity, 1e-30));
   pe.relative_ppl_increase = in.relative_ppl_increase;
-  if (actor::IsCandidateEpisode(in.episode_id)) {
+  if (rl::IsCandidateEpisode(in.episode_id)) {
     // A candidate plan: it competes for the best plan, nothing else.
     auto c = candidates_.find(in.episode_id);
     if (c == candidates_.end() || c->second.plan.plan_id != in.plan_id) return false;
@@ -477,7 +477,7 @@ absl::StatusOr<bool> LearnerCore::ReportEvaluation(const EvaluationInput& in) {
   }
   auto it = pending_.find(in.episode_id);
   if (it == pending_.end()) return false;
-  actor::Episode e = std::move(it->second.episode);
+  rl::Episode e = std::move(it->second.episode);
   pending_.erase(it);
   ++evaluations_;
   ++process_evaluations_;

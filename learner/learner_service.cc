@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/metrics/metric_names.h"
 #include "common/net/status_convert.h"
+#include "common/rl/transition_codec.h"
 
 namespace windquant::learner {
 
@@ -50,7 +51,7 @@ grpc::Status LearnerService::StreamTransitions(
       absl::Status s = net::RequireIdentifier("actor_id", batch.actor_id());
       if (!s.ok()) return ToGrpcStatus(s);
     }
-    absl::StatusOr<actor::Episode> episode = actor::DecodeEpisode(batch, *table);
+    absl::StatusOr<rl::Episode> episode = rl::DecodeEpisode(batch, *table);
     if (!episode.ok()) return ToGrpcStatus(episode.status());
     absl::StatusOr<bool> accepted = core_->SubmitEpisode(*std::move(episode));
     if (!accepted.ok()) return ToGrpcStatus(accepted.status());

@@ -5,8 +5,8 @@
 //                      0 = a free one, printed as metrics_port=<port>)
 //   --help
 // Thread-compatible.
-#ifndef WINDQUANT_ACTOR_SERVICE_FLAGS_H_
-#define WINDQUANT_ACTOR_SERVICE_FLAGS_H_
+#ifndef WINDQUANT_COMMON_SERVICE_SERVICE_FLAGS_H_
+#define WINDQUANT_COMMON_SERVICE_SERVICE_FLAGS_H_
 
 #include <string>
 
@@ -14,7 +14,7 @@
 #include "common/config/run_config.h"
 #include "common/metrics/http_server.h"
 
-namespace windquant::actor {
+namespace windquant::service {
 
 struct ServiceFlags {
   bool help = false;
@@ -33,6 +33,6 @@ absl::StatusOr<ServiceFlags> ParseServiceFlags(int argc, char** argv);
 absl::StatusOr<std::pair<int, int>> ResolveStageReplica(const config::ServiceConfig& service,
                                                         const std::string& pod_ordinal);
 
-}  // namespace windquant::actor
+}  // namespace windquant::service
 
-#endif  // WINDQUANT_ACTOR_SERVICE_FLAGS_H_
+#endif  // WINDQUANT_COMMON_SERVICE_SERVICE_FLAGS_H_

@@ -1,7 +1,8 @@
-// The Actor service with the real stub, in process (127.0.0.1:0): the
-// pipeline over gRPC transports equals the single-process perplexity, the
-// calibration pass fits the stages, and bad requests are INVALID_ARGUMENT
-// naming the field.
+// The Actor service with the real stub, in process (127.0.0.1:0), driven by
+// the evaluator's PipelineEvaluator over gRPC transports (so it lives in
+// tests/: it spans two roles): the pipeline equals the single-process
+// perplexity, the calibration pass fits the stages, and bad requests are
+// INVALID_ARGUMENT naming the field.
 #include "actor/actor_service.h"
 
 #include <cstdlib>

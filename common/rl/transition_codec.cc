@@ -1,20 +1,20 @@
-#include "actor/transition_codec.h"
+#include "common/rl/transition_codec.h"
 
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "common/rl/state_features.h"
 
-namespace windquant::actor {
+namespace windquant::rl {
 
 void EncodeEpisode(const Episode& e, const quant::UnitTable& table, v1::TransitionBatch* out) {
   out->set_actor_id(e.actor_id);
   out->set_episode_id(e.episode_id);
   out->set_policy_version(e.policy_version);
-  out->set_state_dim(rl::kStateDim);
+  out->set_state_dim(kStateDim);
   out->set_num_actions(quant::kNumActions);
   std::string masks;
-  for (const rl::Transition& t : e.steps) {
+  for (const Transition& t : e.steps) {
     for (float x : t.state) out->add_states(x);
     for (uint8_t m : t.mask) masks.push_back(m ? 1 : 0);
     out->add_actions(static_cast<uint32_t>(t.action));
@@ -28,9 +28,9 @@ void EncodeEpisode(const Episode& e, const quant::UnitTable& table, v1::Transiti
 
 absl::StatusOr<Episode> DecodeEpisode(const v1::TransitionBatch& b, const quant::UnitTable& table) {
   auto bad = [](const std::string& m) { return absl::InvalidArgumentError(m); };
-  if (b.state_dim() != rl::kStateDim) {
+  if (b.state_dim() != kStateDim) {
     return bad(
-        absl::StrCat("state_dim: ", b.state_dim(), ", the state has ", rl::kStateDim, " features"));
+        absl::StrCat("state_dim: ", b.state_dim(), ", the state has ", kStateDim, " features"));
   }
   if (b.num_actions() != quant::kNumActions) {
     return bad(absl::StrCat("num_actions: ", b.num_actions(), ", expected ", quant::kNumActions));
@@ -40,9 +40,9 @@ absl::StatusOr<Episode> DecodeEpisode(const v1::TransitionBatch& b, const quant:
     return bad(absl::StrCat("actions: ", b.actions_size(), " steps, the unit table has ", steps,
                             " units"));
   }
-  if (static_cast<size_t>(b.states_size()) != steps * rl::kStateDim) {
+  if (static_cast<size_t>(b.states_size()) != steps * kStateDim) {
     return bad(absl::StrCat("states: ", b.states_size(),
-                            " numbers, expected steps * state_dim = ", steps * rl::kStateDim));
+                            " numbers, expected steps * state_dim = ", steps * kStateDim));
   }
   if (b.masks().size() != steps * quant::kNumActions) {
     return bad(
@@ -70,12 +70,11 @@ absl::StatusOr<Episode> DecodeEpisode(const v1::TransitionBatch& b, const quant:
   e.policy_version = b.policy_version();
   e.steps.resize(steps);
   for (size_t t = 0; t < steps; ++t) {
-    rl::Transition& tr = e.steps[t];
-    tr.state.assign(b.states().begin() + t * rl::kStateDim,
-                    b.states().begin() + (t + 1) * rl::kStateDim);
+    Transition& tr = e.steps[t];
+    tr.state.assign(b.states().begin() + t * kStateDim, b.states().begin() + (t + 1) * kStateDim);
     for (size_t i = 0; i < tr.state.size(); ++i) {
       if (!std::isfinite(tr.state[i])) {
-        return bad(absl::StrCat("states[", t * rl::kStateDim + i, "]: not finite"));
+        return bad(absl::StrCat("states[", t * kStateDim + i, "]: not finite"));
       }
     }
     tr.mask.assign(b.masks().begin() + t * quant::kNumActions,
@@ -105,4 +104,4 @@ absl::StatusOr<Episode> DecodeEpisode(const v1::TransitionBatch& b, const quant:
   return e;
 }
 
-}  // namespace windquant::actor
+}  // namespace windquant::rl

@@ -1,17 +1,17 @@
-#include "actor/rollout_worker.h"
+#include "common/rl/rollout_worker.h"
 
 #include "absl/strings/str_cat.h"
 #include "common/base/status_macros.h"
 #include "common/rl/training.h"
 
-namespace windquant::actor {
+namespace windquant::rl {
 
 absl::StatusOr<std::unique_ptr<RolloutWorker>> RolloutWorker::Create(
     const quant::UnitTable& table, const config::EnvConfig& env, std::string actor_id,
     int actor_index, uint32_t incarnation, int envs, uint64_t seed) {
   if (envs < 1) return absl::InvalidArgumentError("rollout envs: must be >= 1");
   std::unique_ptr<RolloutWorker> w(new RolloutWorker());
-  WQ_ASSIGN_OR_RETURN(w->costs_, rl::UnitCosts::Create(table));
+  WQ_ASSIGN_OR_RETURN(w->costs_, UnitCosts::Create(table));
   w->env_ = env;
   w->actor_id_ = std::move(actor_id);
   w->id_base_ = (static_cast<uint64_t>(actor_index + 1) << 48) |
@@ -21,16 +21,15 @@ absl::StatusOr<std::unique_ptr<RolloutWorker>> RolloutWorker::Create(
   // the high 32, so an unmixed seed ^ id_base_ gave every actor (and every
   // incarnation) the same sample stream: the actors of one policy version
   // sampled the same episodes.
-  w->generator_ = rl::MakeGenerator(rl::SplitMix64(seed ^ rl::SplitMix64(w->id_base_)));
+  w->generator_ = MakeGenerator(SplitMix64(seed ^ SplitMix64(w->id_base_)));
   return w;
 }
 
-absl::StatusOr<std::vector<Episode>> RolloutWorker::Run(const rl::Policy& policy,
-                                                        double target_bits) {
-  rl::BatchedEnvironment envs(costs_, rl::MakeEnvOptions(env_, target_bits), envs_);
+absl::StatusOr<std::vector<Episode>> RolloutWorker::Run(const Policy& policy, double target_bits) {
+  BatchedEnvironment envs(costs_, MakeEnvOptions(env_, target_bits), envs_);
   const uint64_t first = id_base_ | next_;
-  WQ_ASSIGN_OR_RETURN(rl::Rollout rollout, envs.Run(policy, generator_, /*deterministic=*/false,
-                                                    static_cast<int64_t>(first)));
+  WQ_ASSIGN_OR_RETURN(Rollout rollout, envs.Run(policy, generator_, /*deterministic=*/false,
+                                                static_cast<int64_t>(first)));
   next_ += envs_;
   std::vector<Episode> out;
   for (size_t i = 0; i < rollout.episodes.size(); ++i) {
@@ -51,4 +50,4 @@ absl::StatusOr<std::vector<Episode>> RolloutWorker::Run(const rl::Policy& policy
   return out;
 }
 
-}  // namespace windquant::actor
+}  // namespace windquant::rl

@@ -8,20 +8,20 @@
 // rl::SplitMix64, so that workers of one policy version sample different
 // episodes.
 // Thread-compatible.
-#ifndef WINDQUANT_ACTOR_ROLLOUT_WORKER_H_
-#define WINDQUANT_ACTOR_ROLLOUT_WORKER_H_
+#ifndef WINDQUANT_COMMON_RL_ROLLOUT_WORKER_H_
+#define WINDQUANT_COMMON_RL_ROLLOUT_WORKER_H_
 
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "actor/transition_codec.h"
 #include "common/config/run_config.h"
 #include "common/rl/environment.h"
+#include "common/rl/episode.h"
 #include "common/rl/policy.h"
 
-namespace windquant::actor {
+namespace windquant::rl {
 
 class RolloutWorker {
  public:
@@ -30,12 +30,12 @@ class RolloutWorker {
       const quant::UnitTable& table, const config::EnvConfig& env, std::string actor_id,
       int actor_index, uint32_t incarnation, int envs, uint64_t seed);
   // Runs `envs` episodes with `policy` at `target_bits` (sampled actions).
-  absl::StatusOr<std::vector<Episode>> Run(const rl::Policy& policy, double target_bits);
+  absl::StatusOr<std::vector<Episode>> Run(const Policy& policy, double target_bits);
   const quant::UnitTable& table() const { return costs_->table(); }
 
  private:
   RolloutWorker() = default;
-  std::shared_ptr<const rl::UnitCosts> costs_;
+  std::shared_ptr<const UnitCosts> costs_;
   config::EnvConfig env_;
   std::string actor_id_;
   uint64_t id_base_ = 0;
@@ -44,6 +44,6 @@ class RolloutWorker {
   at::Generator generator_;
 };
 
-}  // namespace windquant::actor
+}  // namespace windquant::rl
 
-#endif  // WINDQUANT_ACTOR_ROLLOUT_WORKER_H_
+#endif  // WINDQUANT_COMMON_RL_ROLLOUT_WORKER_H_

@@ -10,19 +10,19 @@
 #include "common/report/report_data.h"
 #include "gtest/gtest.h"
 
-namespace windquant::report {
+namespace windquant::cli {
 namespace {
 
 absl::Status RunCommand(std::vector<std::string> argv) {
-  auto& registry = cli::CommandRegistry();
+  auto& registry = CommandRegistry();
   auto it = registry.find("report");
   if (it == registry.end()) return absl::NotFoundError("report not registered");
-  cli::Args args("report", std::move(argv));
+  Args args("report", std::move(argv));
   return it->second.run(args);
 }
 
-ReportData Sample() {
-  ReportData d;
+report::ReportData Sample() {
+  report::ReportData d;
   d.model_name = "m<1>";
   d.fingerprint = "fp";
   d.fp_perplexity = 10;
@@ -36,11 +36,11 @@ ReportData Sample() {
 
 TEST(ReportCommandTest, RendersReportJsonToHtml) {
   const std::string dir = ::testing::TempDir() + "/report_command_test";
-  ASSERT_TRUE(WriteReportJson(Sample(), dir + "/report.json").ok());
+  ASSERT_TRUE(report::WriteReportJson(Sample(), dir + "/report.json").ok());
   ASSERT_TRUE(RunCommand({"--in", dir + "/report.json", "--out", dir + "/out.html"}).ok());
   absl::StatusOr<std::string> html = base::ReadFile(dir + "/out.html");
   ASSERT_TRUE(html.ok()) << html.status();
-  EXPECT_EQ(*html, RenderHtmlReport(Sample()));
+  EXPECT_EQ(*html, report::RenderHtmlReport(Sample()));
   // --out defaults to report.html beside --in.
   ASSERT_TRUE(RunCommand({"--in=" + dir + "/report.json"}).ok());
   EXPECT_TRUE(base::PathExists(dir + "/report.html"));
@@ -61,10 +61,10 @@ TEST(ReportCommandTest, OneLineErrors) {
 }
 
 TEST(ReportCommandTest, HasUsage) {
-  const cli::Command& c = cli::CommandRegistry().at("report");
+  const Command& c = CommandRegistry().at("report");
   EXPECT_TRUE(absl::StrContains(c.usage, "--in report.json"));
   EXPECT_FALSE(c.summary.empty());
 }
 
 }  // namespace
-}  // namespace windquant::report
+}  // namespace windquant::cli

@@ -1,4 +1,4 @@
-#include "actor/service_flags.h"
+#include "common/service/service_flags.h"
 
 #include <vector>
 
@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/base/status_macros.h"
 
-namespace windquant::actor {
+namespace windquant::service {
 
 absl::StatusOr<ServiceFlags> ParseServiceFlags(int argc, char** argv) {
   ServiceFlags flags;
@@ -74,4 +74,4 @@ absl::StatusOr<std::pair<int, int>> ResolveStageReplica(const config::ServiceCon
   return std::make_pair(ordinal % stages, ordinal / stages);
 }
 
-}  // namespace windquant::actor
+}  // namespace windquant::service
