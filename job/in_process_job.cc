@@ -1,4 +1,4 @@
-#include "learner/in_process_job.h"
+#include "job/in_process_job.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -16,7 +16,7 @@
 #include "evaluator/evaluator_node.h"
 #include "learner/learner_node.h"
 
-namespace windquant::learner {
+namespace windquant::job {
 namespace {
 
 constexpr char kLoopback[] = "127.0.0.1:0";
@@ -25,7 +25,7 @@ constexpr char kLoopback[] = "127.0.0.1:0";
 // the evaluator call each other: a call over an in-process channel into a
 // server already shut down must never happen), then drains the servers.
 struct Nodes {
-  std::unique_ptr<LearnerNode> learner;
+  std::unique_ptr<learner::LearnerNode> learner;
   std::vector<std::unique_ptr<actor::ActorNode>> actors;
   std::unique_ptr<evaluator::EvaluatorNode> evaluator;
   ~Nodes() {
@@ -79,7 +79,8 @@ absl::StatusOr<rl::RunResult> RunInProcessJob(const config::RunConfig& config,
   WQ_ASSIGN_OR_RETURN(net::ChannelOptions co, net::ChannelOptionsFromConfig(svc, "in-process"));
   co.registry = &registry;
   Nodes nodes;
-  WQ_ASSIGN_OR_RETURN(nodes.learner, LearnerNode::Create(config, kLoopback, &registry, log));
+  WQ_ASSIGN_OR_RETURN(nodes.learner,
+                      learner::LearnerNode::Create(config, kLoopback, &registry, log));
   nodes.learner->core().set_stop_after_updates(options.stop_after_updates);
   WQ_ASSIGN_OR_RETURN(auto learner_channel, net::MakeInProcessChannel(nodes.learner->server(), co));
   std::vector<std::shared_ptr<grpc::Channel>> actor_channels;
@@ -111,8 +112,8 @@ absl::StatusOr<rl::RunResult> RunInProcessJob(const config::RunConfig& config,
 
   // Until done or stopped; progress in updates (of the curriculum's most) run
   // by this process.
-  LearnerCore& core = nodes.learner->core();
-  LearnerStatus last = core.Status();
+  learner::LearnerCore& core = nodes.learner->core();
+  learner::LearnerStatus last = core.Status();
   const int64_t first_update = last.updates;
   const int64_t most = static_cast<int64_t>(config.curriculum.max_updates) *
                        static_cast<int64_t>(config.curriculum.target_bits.size());
@@ -120,7 +121,7 @@ absl::StatusOr<rl::RunResult> RunInProcessJob(const config::RunConfig& config,
       "quantize", static_cast<double>(std::max<int64_t>(1, most - first_update)), "updates");
   absl::Time moved = absl::Now();
   while (true) {
-    const LearnerStatus st = core.Status();
+    const learner::LearnerStatus st = core.Status();
     if (st.done || st.stopped) break;
     if (st.updates != last.updates || st.episodes != last.episodes ||
         st.evaluations != last.evaluations || st.table_complete != last.table_complete) {
@@ -150,4 +151,4 @@ absl::StatusOr<rl::RunResult> RunInProcessJob(const config::RunConfig& config,
   return core.Result();
 }
 
-}  // namespace windquant::learner
+}  // namespace windquant::job

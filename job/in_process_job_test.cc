@@ -2,7 +2,7 @@
 // evaluator and the learner in this process over in-process channels (what
 // `windquant quantize` runs with service.stages/replicas set). Skips without
 // ../shared/models/stories260k.
-#include "learner/in_process_job.h"
+#include "job/in_process_job.h"
 
 #include <filesystem>
 #include <fstream>
@@ -15,7 +15,7 @@
 #include "common/testing/stage_test_util.h"
 #include "gtest/gtest.h"
 
-namespace windquant::learner {
+namespace windquant::job {
 namespace {
 
 namespace fs = std::filesystem;
@@ -110,4 +110,4 @@ TEST(InProcessJobTest, TwoStagesTwoReplicasRunTheJobThenResumeDoneAndClear) {
 }
 
 }  // namespace
-}  // namespace windquant::learner
+}  // namespace windquant::job

@@ -1,8 +1,8 @@
 // OpenSession: the run config's model, calibration and unit table
 // (quant::QuantizationSession) with its progress logged to stderr, as every
 // subcommand taking --config opens it.
-#ifndef WINDQUANT_CLI_OPEN_SESSION_H_
-#define WINDQUANT_CLI_OPEN_SESSION_H_
+#ifndef WINDQUANT_JOB_OPEN_SESSION_H_
+#define WINDQUANT_JOB_OPEN_SESSION_H_
 
 #include <memory>
 
@@ -10,11 +10,11 @@
 #include "common/config/run_config.h"
 #include "common/quant/quantization_session.h"
 
-namespace windquant::cli {
+namespace windquant::job {
 
 absl::StatusOr<std::unique_ptr<quant::QuantizationSession>> OpenSession(
     const config::RunConfig& config, bool use_cache, bool load_eval_text);
 
-}  // namespace windquant::cli
+}  // namespace windquant::job
 
-#endif  // WINDQUANT_CLI_OPEN_SESSION_H_
+#endif  // WINDQUANT_JOB_OPEN_SESSION_H_

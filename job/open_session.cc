@@ -1,9 +1,9 @@
-#include "cli/open_session.h"
+#include "job/open_session.h"
 
 #include <cstdio>
 #include <string>
 
-namespace windquant::cli {
+namespace windquant::job {
 
 absl::StatusOr<std::unique_ptr<quant::QuantizationSession>> OpenSession(
     const config::RunConfig& config, bool use_cache, bool load_eval_text) {
@@ -17,4 +17,4 @@ absl::StatusOr<std::unique_ptr<quant::QuantizationSession>> OpenSession(
   return quant::QuantizationSession::Create(config, so);
 }
 
-}  // namespace windquant::cli
+}  // namespace windquant::job

@@ -8,8 +8,8 @@
 // or stopped (stop_after_updates), then stops every node and returns the
 // learner's result. The learner resumes from output.dir as windquant-learner
 // does; clearing output.dir for a fresh run is the caller's.
-#ifndef WINDQUANT_LEARNER_IN_PROCESS_JOB_H_
-#define WINDQUANT_LEARNER_IN_PROCESS_JOB_H_
+#ifndef WINDQUANT_JOB_IN_PROCESS_JOB_H_
+#define WINDQUANT_JOB_IN_PROCESS_JOB_H_
 
 #include <cstdint>
 #include <functional>
@@ -21,7 +21,7 @@
 #include "common/quant/unit_table.h"
 #include "common/rl/training.h"
 
-namespace windquant::learner {
+namespace windquant::job {
 
 struct InProcessJobOptions {
   std::function<void(const std::string&)> log;  // every node's log lines
@@ -48,6 +48,6 @@ absl::Status ClearJobState(const config::RunConfig& config);
 absl::StatusOr<rl::RunResult> RunInProcessJob(const config::RunConfig& config,
                                               const InProcessJobOptions& options);
 
-}  // namespace windquant::learner
+}  // namespace windquant::job
 
-#endif  // WINDQUANT_LEARNER_IN_PROCESS_JOB_H_
+#endif  // WINDQUANT_JOB_IN_PROCESS_JOB_H_
