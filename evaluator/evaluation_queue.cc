@@ -220,7 +220,7 @@ void EvaluationQueue::Worker(size_t r) {
     report.episode_id = q.plan.episode_id;
     report.plan_id = q.plan.plan_id;
     report.evaluation = *e;
-    report.effective_bits = q.effective_bits;
+    report.evaluation.effective_bits = q.effective_bits;
     {
       absl::MutexLock lock(&mu_);
       // A learner's candidate plan (no episode behind it) leaves λ as it is.

@@ -44,8 +44,7 @@ struct QueuedPlan {
 struct Report {
   uint64_t episode_id = 0;
   std::string plan_id;
-  PlanEvaluation evaluation;
-  double effective_bits = 0;
+  PlanEvaluation evaluation;  // effective_bits: the queued plan's
   double lambda = 0;
 };
 

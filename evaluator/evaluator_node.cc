@@ -98,11 +98,11 @@ absl::Status EvaluatorNode::SendReport(const Report& r) {
   v1::EvaluationReport req;
   req.set_episode_id(r.episode_id);
   req.set_plan_id(r.plan_id);
-  req.set_perplexity(r.evaluation.perplexity);
-  req.set_loss(r.evaluation.loss);
+  req.set_perplexity(r.evaluation.eval_ppl);
+  req.set_loss(r.evaluation.calib_nll);
   req.set_loss_increase(r.evaluation.loss_increase);
   req.set_relative_ppl_increase(r.evaluation.relative_ppl_increase);
-  req.set_effective_bits(r.effective_bits);
+  req.set_effective_bits(r.evaluation.effective_bits);
   req.set_lambda(r.lambda);
   req.set_tokens(r.evaluation.tokens);
   req.set_cached(r.evaluation.cached);

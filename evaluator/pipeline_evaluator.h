@@ -31,6 +31,7 @@
 #include "common/model/perplexity.h"
 #include "common/quant/plan.h"
 #include "common/quant/unit_table.h"
+#include "common/rl/plan_evaluation.h"
 #include "common/transport/activation_transport.h"
 
 namespace windquant::evaluator {
@@ -47,16 +48,7 @@ struct PipelineEvaluatorOptions {
   size_t result_cache_size = 4096;  // plans remembered
 };
 
-// One plan's measured quality.
-struct PlanEvaluation {
-  double loss = 0;                   // mean NLL on the calibration slice (nats/token)
-  double loss_increase = 0;          // loss - the full-precision loss
-  double perplexity = 0;             // on the evaluation slice
-  double relative_ppl_increase = 0;  // perplexity / full-precision perplexity - 1
-  int64_t tokens = 0;                // tokens predicted over both slices
-  double seconds = 0;
-  bool cached = false;
-};
+using rl::PlanEvaluation;
 
 class PipelineEvaluator {
  public:

@@ -152,7 +152,7 @@ TEST_F(PipelineEvaluatorTest, TwoStagesBuildTheSameUnitTableAsOneProcessAndPlans
   po.max_tokens = options_.eval_slice_tokens;
   auto ref = model::ComputePerplexity(quantized, eval_ids_, po);
   ASSERT_TRUE(ref.ok());
-  EXPECT_NEAR(e->perplexity, ref->perplexity, 1e-6 * ref->perplexity);
+  EXPECT_NEAR(e->eval_ppl, ref->perplexity, 1e-6 * ref->perplexity);
   EXPECT_GT(e->relative_ppl_increase, 0.0);
   EXPECT_GT(e->loss_increase, 0.0);
 
@@ -161,7 +161,7 @@ TEST_F(PipelineEvaluatorTest, TwoStagesBuildTheSameUnitTableAsOneProcessAndPlans
   auto again = evaluator_->Evaluate(stages_, plan);
   ASSERT_TRUE(again.ok());
   EXPECT_TRUE(again->cached);
-  EXPECT_EQ(again->perplexity, e->perplexity);
+  EXPECT_EQ(again->eval_ppl, e->eval_ppl);
 
   // A plan for another model is refused by the stages.
   plan.model_fingerprint = "other";

@@ -441,12 +441,7 @@ absl::StatusOr<bool> LearnerCore::ReportEvaluation(const EvaluationInput& in) {
   absl::MutexLock lock(&mu_);
   PublishOnReturn publish(this);
   if (stopped_) return false;
-  rl::PlanEvaluation pe;
-  pe.effective_bits = in.effective_bits;
-  pe.loss_increase = in.loss_increase;
-  pe.eval_ppl = in.perplexity;
-  pe.eval_nll = std::log(std::max(in.perplexity, 1e-30));
-  pe.relative_ppl_increase = in.relative_ppl_increase;
+  const rl::PlanEvaluation& pe = in.evaluation;
   if (rl::IsCandidateEpisode(in.episode_id)) {
     // A candidate plan: it competes for the best plan, nothing else.
     auto c = candidates_.find(in.episode_id);
@@ -455,17 +450,17 @@ absl::StatusOr<bool> LearnerCore::ReportEvaluation(const EvaluationInput& in) {
     candidates_.erase(c);
     ++candidate_evaluations_;
     ++process_evaluations_;
-    if (in.cached) ++cache_hits_;
+    if (pe.cached) ++cache_hits_;
     {
       std::ofstream out(PlansPath(config_), std::ios::app);
       out << "{\"episode_id\":" << in.episode_id << ",\"plan_id\":\"" << in.plan_id
           << "\",\"actor_id\":\"learner\",\"source\":\"" << plan.source
           << "\",\"policy_version\":" << plan.policy_version
-          << ",\"effective_bits\":" << in.effective_bits << ",\"perplexity\":" << in.perplexity
+          << ",\"effective_bits\":" << pe.effective_bits << ",\"perplexity\":" << pe.eval_ppl
           << "}\n";
     }
-    Log(absl::StrCat("learner: candidate ", in.plan_id, " bits ", in.effective_bits, " ppl ",
-                     in.perplexity));
+    Log(absl::StrCat("learner: candidate ", in.plan_id, " bits ", pe.effective_bits, " ppl ",
+                     pe.eval_ppl));
     rl::CandidatePlan cand{plan.actions, pe,       plan.target_bits,
                            plan.source,  updates_, plan.policy_version};
     if (plan.source == "lagrange" && plan.target_bits == config_.curriculum.target_bits.back()) {
@@ -481,7 +476,7 @@ absl::StatusOr<bool> LearnerCore::ReportEvaluation(const EvaluationInput& in) {
   pending_.erase(it);
   ++evaluations_;
   ++process_evaluations_;
-  if (in.cached) ++cache_hits_;
+  if (pe.cached) ++cache_hits_;
   const double target = e.plan.target_bits > 0 ? e.plan.target_bits : curriculum_.target_bits();
   // The batch's λ (rl::BatchLambda), not the evaluator's in.lambda.
   const rl::EpisodeReward reward =
@@ -495,7 +490,7 @@ absl::StatusOr<bool> LearnerCore::ReportEvaluation(const EvaluationInput& in) {
     std::ofstream out(PlansPath(config_), std::ios::app);
     out << "{\"episode_id\":" << e.episode_id << ",\"plan_id\":\"" << in.plan_id
         << "\",\"actor_id\":\"" << e.actor_id << "\",\"policy_version\":" << e.policy_version
-        << ",\"effective_bits\":" << in.effective_bits << ",\"perplexity\":" << in.perplexity
+        << ",\"effective_bits\":" << pe.effective_bits << ",\"perplexity\":" << pe.eval_ppl
         << ",\"reward\":" << ret << "}\n";
   }
   {
@@ -506,8 +501,8 @@ absl::StatusOr<bool> LearnerCore::ReportEvaluation(const EvaluationInput& in) {
   }
   ready_.push_back(std::move(e.steps));
   ready_rewards_.push_back(ret);
-  ready_ppl_.push_back(in.perplexity);
-  ready_bits_.push_back(in.effective_bits);
+  ready_ppl_.push_back(pe.eval_ppl);
+  ready_bits_.push_back(pe.effective_bits);
   if (static_cast<int>(ready_.size()) >= config_.training.episodes_per_update &&
       !curriculum_.finished()) {
     WQ_RETURN_IF_ERROR(Update());

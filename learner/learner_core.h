@@ -86,6 +86,7 @@
 #include "common/rl/environment.h"
 #include "common/rl/episode.h"
 #include "common/rl/lagrange.h"
+#include "common/rl/plan_evaluation.h"
 #include "common/rl/ppo.h"
 #include "common/rl/run_checkpoint.h"
 #include "common/rl/training.h"
@@ -102,12 +103,9 @@ struct RegisterResult {
 struct EvaluationInput {
   uint64_t episode_id = 0;
   std::string plan_id;
-  double perplexity = 0;
-  double loss_increase = 0;
-  double relative_ppl_increase = 0;
-  double effective_bits = 0;
-  double lambda = 0;    // the evaluator's λ (informational; rewards use the learner's)
-  bool cached = false;  // the evaluator had measured an identical plan before
+  // As the evaluator measured it (cached: it had measured an identical plan before).
+  rl::PlanEvaluation evaluation;
+  double lambda = 0;  // the evaluator's λ (informational; rewards use the learner's)
 };
 
 struct LearnerStatus {

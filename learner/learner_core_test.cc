@@ -96,9 +96,9 @@ class LearnerCoreTest : public ::testing::Test {
     EvaluationInput in;
     in.episode_id = id;
     in.plan_id = "p" + std::to_string(id);
-    in.perplexity = ppl;
-    in.effective_bits = 1.2;
-    in.relative_ppl_increase = 0.5;
+    in.evaluation.eval_ppl = ppl;
+    in.evaluation.effective_bits = 1.2;
+    in.evaluation.relative_ppl_increase = 0.5;
     in.lambda = 0.7;
     return in;
   }
@@ -334,15 +334,11 @@ TEST_F(LearnerCoreTest, EpisodesOfOneBatchAreRewardedWithOneLambda) {
   std::map<uint64_t, double> expected, with_reported;
   auto report = [&](uint64_t id, double d, double reported_lambda, double batch_lambda) {
     EvaluationInput in = Eval(id, 3.0);
-    in.relative_ppl_increase = d;
-    in.loss_increase = 0.1;
+    in.evaluation.relative_ppl_increase = d;
+    in.evaluation.loss_increase = 0.1;
     in.lambda = reported_lambda;
     ASSERT_TRUE(core_->ReportEvaluation(in).value());
-    rl::PlanEvaluation pe;
-    pe.effective_bits = in.effective_bits;
-    pe.loss_increase = in.loss_increase;
-    pe.eval_ppl = in.perplexity;
-    pe.relative_ppl_increase = d;
+    const rl::PlanEvaluation& pe = in.evaluation;
     expected[id] = step_return + rl::EpisodeEndReward(c.env, pe, batch_lambda, 3.0).total;
     with_reported[id] = step_return + rl::EpisodeEndReward(c.env, pe, reported_lambda, 3.0).total;
   };
@@ -508,7 +504,7 @@ TEST_F(LearnerCoreTest, CurveAndStageHistorySurviveARestart) {
   {
     EvaluationInput in = Eval(out[0].episode_id, 9.0);
     in.plan_id = out[0].plan_id;
-    in.cached = true;
+    in.evaluation.cached = true;
     ASSERT_TRUE(core->ReportEvaluation(in).value());
   }
   EXPECT_TRUE(core->Result().reference.actions.empty());
@@ -595,7 +591,7 @@ TEST_F(LearnerCoreTest, CurveAndStageHistorySurviveARestart) {
   {
     EvaluationInput in = Eval(out[0].episode_id, 5.0);
     in.plan_id = out[0].plan_id;
-    in.cached = true;
+    in.evaluation.cached = true;
     ASSERT_TRUE(core->ReportEvaluation(in).value());
   }
   r = core->Result();

@@ -117,12 +117,9 @@ absl::Status Drive(LearnerCore& core, const quant::UnitTable& table, const confi
     EvaluationInput in;
     in.episode_id = episode_id;
     in.plan_id = plan_id;
-    in.perplexity = pe->eval_ppl;
-    in.loss_increase = pe->loss_increase;
-    in.relative_ppl_increase = pe->relative_ppl_increase;
-    in.effective_bits = pe->effective_bits;
+    in.evaluation = *pe;
+    in.evaluation.cached = !measured.insert(actions).second;
     in.lambda = c.lagrange.lambda_init;  // eta 0: the evaluator's λ stays put
-    in.cached = !measured.insert(actions).second;
     absl::StatusOr<bool> accepted = core.ReportEvaluation(in);
     if (!accepted.ok()) return accepted.status();
     if (!*accepted) return absl::InternalError(absl::StrCat("evaluation of ", plan_id, " refused"));

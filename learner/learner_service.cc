@@ -1,5 +1,6 @@
 #include "learner/learner_service.h"
 
+#include <cmath>
 #include <utility>
 #include <vector>
 
@@ -117,12 +118,15 @@ grpc::Status LearnerService::ReportEvaluation(grpc::ServerContext*, const v1::Ev
   EvaluationInput in;
   in.episode_id = r->episode_id();
   in.plan_id = r->plan_id();
-  in.perplexity = r->perplexity();
-  in.loss_increase = r->loss_increase();
-  in.relative_ppl_increase = r->relative_ppl_increase();
-  in.effective_bits = r->effective_bits();
+  in.evaluation.effective_bits = r->effective_bits();
+  in.evaluation.calib_nll = r->loss();
+  in.evaluation.loss_increase = r->loss_increase();
+  in.evaluation.eval_ppl = r->perplexity();
+  in.evaluation.eval_nll = std::log(r->perplexity());  // perplexity >= 1, checked above
+  in.evaluation.relative_ppl_increase = r->relative_ppl_increase();
+  in.evaluation.tokens = r->tokens();
+  in.evaluation.cached = r->cached();
   in.lambda = r->lambda();
-  in.cached = r->cached();
   absl::StatusOr<bool> accepted = core_->ReportEvaluation(in);
   if (!accepted.ok()) return ToGrpcStatus(accepted.status());
   reply->set_accepted(*accepted);

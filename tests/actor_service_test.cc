@@ -130,7 +130,7 @@ TEST_F(ActorServiceTest, CalibrationOverGrpcRegistersTablesAndPlansEvaluate) {
   plan.actions.assign(merged->units.size(), 2);  // 4 bit
   auto e = evaluator_->Evaluate(stages_, plan);
   ASSERT_TRUE(e.ok()) << e.status();
-  EXPECT_GT(e->perplexity, 1.0);
+  EXPECT_GT(e->eval_ppl, 1.0);
   EXPECT_FALSE(e->cached);
 
   // Another model's plan: refused by the actor with the field named.
