@@ -8,7 +8,7 @@
 #include "common/base/status_macros.h"
 #include "common/metrics/metric_names.h"
 #include "common/net/status_convert.h"
-#include "common/quant/action.h"
+#include "common/rl/plan_validation.h"
 #include "common/transport/hidden_states_codec.h"
 #include "common/transport/local_activation_transport.h"
 
@@ -51,26 +51,8 @@ absl::StatusOr<std::shared_ptr<const std::vector<int>>> CheckPlan(const v1::Plan
   }
   absl::StatusOr<quant::UnitTable> table = worker.table();
   if (!table.ok()) return table.status();
-  if (plan.model_fingerprint() != table->fingerprint) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("plan.model_fingerprint: ", plan.model_fingerprint().substr(0, 12),
-                     " is not this stage's model ", table->fingerprint.substr(0, 12)));
-  }
-  const uint32_t needed = table->units.empty() ? 0 : table->units.back().id + 1;
-  if (static_cast<uint32_t>(plan.actions_size()) < needed) {
-    return absl::InvalidArgumentError(absl::StrCat("plan.actions: ", plan.actions_size(),
-                                                   " entries, this stage's units need ", needed));
-  }
-  auto actions = std::make_shared<std::vector<int>>();
-  actions->reserve(plan.actions_size());
-  for (int i = 0; i < plan.actions_size(); ++i) {
-    if (plan.actions(i) >= static_cast<uint32_t>(quant::kNumActions)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("plan.actions[", i, "]: ", plan.actions(i), " is not an action index"));
-    }
-    actions->push_back(static_cast<int>(plan.actions(i)));
-  }
-  return std::shared_ptr<const std::vector<int>>(std::move(actions));
+  WQ_RETURN_IF_ERROR(rl::ValidatePlan(plan, *table, rl::PlanScope::kStage));
+  return std::make_shared<const std::vector<int>>(plan.actions().begin(), plan.actions().end());
 }
 
 }  // namespace

@@ -3,6 +3,8 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "common/base/status_macros.h"
+#include "common/rl/plan_validation.h"
 #include "common/rl/state_features.h"
 
 namespace windquant::rl {
@@ -56,14 +58,7 @@ absl::StatusOr<Episode> DecodeEpisode(const v1::TransitionBatch& b, const quant:
       return bad(absl::StrCat(name, ": ", f->size(), " entries, expected ", steps));
     }
   }
-  if (b.plan().model_fingerprint() != table.fingerprint) {
-    return bad(absl::StrCat("plan.model_fingerprint: ", b.plan().model_fingerprint().substr(0, 12),
-                            " is not the run's model ", table.fingerprint.substr(0, 12)));
-  }
-  if (static_cast<size_t>(b.plan().actions_size()) != steps) {
-    return bad(
-        absl::StrCat("plan.actions: ", b.plan().actions_size(), " entries, expected ", steps));
-  }
+  WQ_RETURN_IF_ERROR(ValidatePlan(b.plan(), table, PlanScope::kRun));
   Episode e;
   e.actor_id = b.actor_id();
   e.episode_id = b.episode_id();
