@@ -1,4 +1,5 @@
 #include "common/metrics/http_server.h"
+#include "common/testing/http_client.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -10,7 +11,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/metrics/test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -18,8 +18,8 @@ namespace windquant::metrics {
 namespace {
 
 using ::testing::HasSubstr;
-using testing::HttpRequest;
 using ::testing::StartsWith;
+using ::windquant::testing::HttpRequest;
 
 MetricsServerOptions Opts(std::string address = "127.0.0.1", int port = 0, int threads = 2) {
   MetricsServerOptions o;

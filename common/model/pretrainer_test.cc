@@ -8,18 +8,11 @@
 #include <ATen/ATen.h>
 
 #include "common/base/files.h"
+#include "common/model/checkpoint.h"
 #include "common/model/llama_model.h"
 #include "common/model/safetensors.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-
-// The checkpoint reader lands separately; the round trip runs once it exists.
-#if __has_include("common/model/checkpoint.cc")
-#define WQ_HAVE_CHECKPOINT 1
-#include "common/model/checkpoint.h"
-#else
-#define WQ_HAVE_CHECKPOINT 0
-#endif
 
 namespace windquant::model {
 namespace {
@@ -177,7 +170,6 @@ TEST(PretrainerTest, TinyRunLowersLossAndWritesReloadableHfFolder) {
   EXPECT_EQ((*st)->Find("model.layers.1.mlp.down_proj.weight")->dtype, Dtype::kF32);
   EXPECT_EQ((*st)->tensors().size(), 2u * 9 + 2);
 
-#if WQ_HAVE_CHECKPOINT
   absl::StatusOr<std::unique_ptr<Checkpoint>> ck = Checkpoint::Open(dir);
   ASSERT_TRUE(ck.ok()) << ck.status();
   absl::StatusOr<LlamaWeights> loaded = (*ck)->LoadWeights(LoadRequest{});
@@ -189,9 +181,6 @@ TEST(PretrainerTest, TinyRunLowersLossAndWritesReloadableHfFolder) {
   at::NoGradGuard no_grad;
   const at::Tensor a = in_memory.Logits(window), b = reloaded.Logits(window);
   EXPECT_LE((a - b).abs().max().item<double>(), kLogitsTolerance);
-#else
-  GTEST_SKIP() << "common/model/checkpoint.cc not present yet: checkpoint reload not checked";
-#endif
 }
 
 }  // namespace
