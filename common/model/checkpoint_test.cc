@@ -12,10 +12,13 @@
 #include "absl/strings/str_cat.h"
 #include "common/base/files.h"
 #include "common/model/safetensors_writer.h"
+#include "common/testing/status_matchers.h"
 #include "common/testing/test_paths.h"
 
 namespace windquant::model {
 namespace {
+
+using ::windquant::testing::StatusIs;
 
 using ::testing::HasSubstr;
 using TensorMap = std::map<std::string, at::Tensor>;
@@ -213,8 +216,10 @@ TEST(CheckpointTest, RejectsBadLoadRequest) {
   ASSERT_TRUE(ckpt.ok());
   EXPECT_THAT(std::string((*ckpt)->LoadWeights(LoadRequest{2, 5}).status().message()),
               HasSubstr("layers [2, 5) outside [0, 3)"));
-  EXPECT_FALSE((*ckpt)->LoadWeights(LoadRequest{-1, 2}).ok());
-  EXPECT_FALSE((*ckpt)->LoadWeights(LoadRequest{2, 1}).ok());
+  EXPECT_THAT((*ckpt)->LoadWeights(LoadRequest{-1, 2}),
+              StatusIs(absl::StatusCode::kInvalidArgument, "layers [-1, 2) outside [0, 3)"));
+  EXPECT_THAT((*ckpt)->LoadWeights(LoadRequest{2, 1}),
+              StatusIs(absl::StatusCode::kInvalidArgument, "layers [2, 1) outside [0, 3)"));
 }
 
 // ---- Malformed checkpoints: one line naming the file and the tensor. ----
@@ -270,7 +275,9 @@ TEST(CheckpointErrorsTest, ShapeDisagreesWithConfig) {
   auto ckpt = Checkpoint::Open(dir);
   ASSERT_TRUE(ckpt.ok());
   EXPECT_TRUE((*ckpt)->LoadTensor(LinearTensorName(1, Matrix::kK), {}).ok());
-  EXPECT_FALSE((*ckpt)->LoadTensor(LinearTensorName(1, Matrix::kK), {8, 16}).ok());
+  EXPECT_THAT(
+      (*ckpt)->LoadTensor(LinearTensorName(1, Matrix::kK), {8, 16}),
+      StatusIs(absl::StatusCode::kInvalidArgument, "model.layers.1.self_attn.k_proj.weight"));
 }
 
 TEST(CheckpointErrorsTest, DtypeDisagreesWithConfig) {

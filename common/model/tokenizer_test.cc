@@ -18,6 +18,7 @@
 #include "absl/strings/str_split.h"
 #include "common/base/files.h"
 #include "common/testing/js_reference.h"
+#include "common/testing/status_matchers.h"
 #include "common/testing/test_paths.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -25,6 +26,8 @@
 
 namespace windquant::model {
 namespace {
+
+using ::windquant::testing::StatusIs;
 
 using ::testing::ElementsAre;
 
@@ -323,23 +326,21 @@ TEST(TokenizerTest, MergesByRank) {
 }
 
 TEST(TokenizerTest, RejectsBadFiles) {
-  EXPECT_FALSE(Tokenizer::FromJson("{", "x").ok());
-  auto missing = Tokenizer::FromFile("/nonexistent/tokenizer.json");
-  EXPECT_FALSE(missing.ok());
+  EXPECT_THAT(Tokenizer::FromJson("{", "x"),
+              StatusIs(absl::StatusCode::kInvalidArgument, "x: invalid JSON"));
+  EXPECT_THAT(Tokenizer::FromFile("/nonexistent/tokenizer.json"),
+              StatusIs(absl::StatusCode::kNotFound, "/nonexistent/tokenizer.json"));
   auto wordpiece = Tokenizer::FromJson(R"({"model": {"type": "WordPiece", "vocab": {}}})", "wp");
-  ASSERT_FALSE(wordpiece.ok());
-  EXPECT_THAT(std::string(wordpiece.status().message()), ::testing::HasSubstr("model.type"));
+  EXPECT_THAT(wordpiece, StatusIs(absl::StatusCode::kInvalidArgument, "model.type"));
   auto bad_merge = Tokenizer::FromJson(
       R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": ["a b"]}})", "bm");
-  ASSERT_FALSE(bad_merge.ok());
-  EXPECT_THAT(std::string(bad_merge.status().message()), ::testing::HasSubstr("merges[0]"));
+  EXPECT_THAT(bad_merge, StatusIs(absl::StatusCode::kInvalidArgument, "merges[0]"));
   auto bad_regex = Tokenizer::FromJson(
       R"({"pre_tokenizer": {"type": "Split", "pattern": {"Regex": "\\w+"},
           "behavior": "Isolated", "invert": false},
           "model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}})",
       "re");
-  ASSERT_FALSE(bad_regex.ok());
-  EXPECT_THAT(std::string(bad_regex.status().message()), ::testing::HasSubstr("pre_tokenizer"));
+  EXPECT_THAT(bad_regex, StatusIs(absl::StatusCode::kInvalidArgument, "pre_tokenizer"));
 }
 
 // Metaspace pre-tokenizer (prepend_scheme first, split true) with byte
