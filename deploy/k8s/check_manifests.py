@@ -31,7 +31,24 @@ import sys
 
 HERE = pathlib.Path(__file__).resolve().parent
 SOURCE_DIR = pathlib.Path(os.environ.get("WQ_SOURCE_DIR", HERE.parent.parent))
-SCHEMA_ROOT = SOURCE_DIR.parent / "shared" / "k8s-schemas"
+
+
+def shared_dir():
+    """../shared as common/testing/test_paths.h defines it (through the build's
+    wq-test-paths), or beside the source tree when run by hand without a build."""
+    tool = pathlib.Path(os.environ.get("WQ_BINARY_DIR", "")) / "common/testing/wq-test-paths"
+    if os.environ.get("WQ_BINARY_DIR") and tool.exists():
+        out = subprocess.run([str(tool)], capture_output=True, text=True, check=True).stdout
+        for line in out.splitlines():
+            if line.startswith("WQ_SHARED_DIR="):
+                value = line.split("=", 1)[1].strip("'")
+                return pathlib.Path(value) if value else None
+    default = SOURCE_DIR.parent / "shared"
+    return default if default.is_dir() else None
+
+
+SHARED_DIR = shared_dir()
+SCHEMA_ROOT = (SHARED_DIR or SOURCE_DIR.parent / "shared") / "k8s-schemas"
 K8S_VERSION_DIR = "v1.29.0-standalone-strict"
 TARGETS = ["base", "overlays/cpu-small", "overlays/llama3-70b-gpu"]
 
