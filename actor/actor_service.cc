@@ -4,13 +4,13 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
-#include "actor/hidden_states_codec.h"
-#include "actor/local_activation_transport.h"
 #include "common/base/files.h"
 #include "common/base/status_macros.h"
 #include "common/metrics/metric_names.h"
 #include "common/net/status_convert.h"
 #include "common/quant/action.h"
+#include "common/transport/hidden_states_codec.h"
+#include "common/transport/local_activation_transport.h"
 
 namespace windquant::actor {
 
@@ -33,7 +33,7 @@ std::string TableFingerprint(const std::string& model_key, const std::string& ca
   return base::Sha256Hex(absl::StrCat(model_key, "\n", calibration_fp));
 }
 
-ActorService::ActorService(StageWorker* worker, ActorIdentity identity, TableSink on_table,
+ActorService::ActorService(stage::StageWorker* worker, ActorIdentity identity, TableSink on_table,
                            metrics::Registry* registry)
     : worker_(worker),
       identity_(std::move(identity)),
@@ -45,7 +45,7 @@ namespace {
 // Checks the plan of a Forward request against the stage's table.
 absl::StatusOr<std::shared_ptr<const std::vector<int>>> CheckPlan(const v1::Plan& plan,
                                                                   const std::string& plan_id,
-                                                                  StageWorker& worker) {
+                                                                  stage::StageWorker& worker) {
   if (!plan.plan_id().empty() && plan.plan_id() != plan_id) {
     return absl::InvalidArgumentError("plan.plan_id: differs from plan_id");
   }
@@ -83,7 +83,7 @@ grpc::Status ActorService::Forward(
           ? metrics::HistogramFamily(*registry_, metrics::kActorForwardDurationSeconds).value()
           : nullptr;
   v1::ForwardRequest req;
-  PassSpec spec;
+  transport::PassSpec spec;
   while (stream->Read(&req)) {
     if (req.plan_id() != spec.plan_id || req.has_plan()) {
       if (!req.plan_id().empty()) {
@@ -100,10 +100,10 @@ grpc::Status ActorService::Forward(
         spec.model_fingerprint = req.plan().model_fingerprint();
       }
     }
-    absl::StatusOr<at::Tensor> hidden = DecodeHiddenStates(req.hidden(), "hidden");
+    absl::StatusOr<at::Tensor> hidden = transport::DecodeHiddenStates(req.hidden(), "hidden");
     if (!hidden.ok()) return net::ToGrpcStatus(hidden.status());
     const auto start = std::chrono::steady_clock::now();
-    absl::StatusOr<at::Tensor> out = RunPassOnWorker(*worker_, spec, *hidden);
+    absl::StatusOr<at::Tensor> out = transport::RunPassOnWorker(*worker_, spec, *hidden);
     if (!out.ok()) return net::ToGrpcStatus(out.status());
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -111,7 +111,7 @@ grpc::Status ActorService::Forward(
     v1::ForwardResponse resp;
     resp.set_request_id(req.request_id());
     resp.set_forward_seconds(seconds);
-    EncodeHiddenStates(*out, req.hidden().micro_batch(), resp.mutable_hidden());
+    transport::EncodeHiddenStates(*out, req.hidden().micro_batch(), resp.mutable_hidden());
     if (!stream->Write(resp)) break;
   }
   return grpc::Status::OK;
@@ -127,13 +127,13 @@ grpc::Status ActorService::Calibrate(
       worker_->StartCalibration();
       started = true;
     }
-    absl::StatusOr<at::Tensor> hidden = DecodeHiddenStates(req.hidden(), "hidden");
+    absl::StatusOr<at::Tensor> hidden = transport::DecodeHiddenStates(req.hidden(), "hidden");
     if (!hidden.ok()) return net::ToGrpcStatus(hidden.status());
     absl::StatusOr<at::Tensor> out = worker_->Calibrate(*hidden);
     if (!out.ok()) return net::ToGrpcStatus(out.status());
     v1::CalibrateResponse resp;
     resp.set_request_id(req.request_id());
-    EncodeHiddenStates(*out, req.hidden().micro_batch(), resp.mutable_hidden());
+    transport::EncodeHiddenStates(*out, req.hidden().micro_batch(), resp.mutable_hidden());
     if (!stream->Write(resp)) break;
   }
   return grpc::Status::OK;

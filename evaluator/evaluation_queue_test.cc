@@ -8,23 +8,23 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
-#include "actor/local_activation_transport.h"
-#include "actor/stage_test_util.h"
-#include "actor/stage_worker.h"
 #include "common/metrics/registry.h"
 #include "common/quant/action.h"
+#include "common/stage/stage_worker.h"
+#include "common/testing/stage_test_util.h"
+#include "common/transport/local_activation_transport.h"
 
 namespace windquant::evaluator {
 namespace {
 
-std::string ModelDir() { return actor::testing::RealModelDir(); }
+std::string ModelDir() { return testing::RealModelDir(); }
 
 // Shape of the real test model (stories260k: 5 layers of 64; the default model: 4 of 128).
 const model::LlamaConfig& RealConfig() {
   static const model::LlamaConfig c = *model::LlamaConfig::FromDirectory(ModelDir());
   return c;
 }
-using actor::testing::RandomIds;
+using testing::RandomIds;
 
 // What the fake learner saw: every report attempt, in order.
 class FakeLearner {
@@ -96,8 +96,8 @@ class EvaluationQueueTest : public ::testing::Test {
   std::unique_ptr<EvaluationQueue> MakeQueue(FakeLearner* learner,
                                              metrics::Registry* registry = nullptr) {
     return std::make_unique<EvaluationQueue>(
-        evaluator_.get(), std::vector<std::vector<actor::ActivationTransport*>>{stages_}, lagrange_,
-        dir_, 16, [learner](const Report& r) { return learner->Receive(r); }, registry);
+        evaluator_.get(), std::vector<std::vector<transport::ActivationTransport*>>{stages_},
+        lagrange_, dir_, 16, [learner](const Report& r) { return learner->Receive(r); }, registry);
   }
   bool QueueFileExists(uint64_t episode) const {
     return std::filesystem::exists(dir_ + "/" + std::to_string(episode) + ".plan.pb");
@@ -107,8 +107,8 @@ class EvaluationQueueTest : public ::testing::Test {
   config::LagrangeConfig lagrange_;
   size_t units_ = 0;
   std::unique_ptr<PipelineEvaluator> evaluator_;
-  actor::testing::LocalStages local_;
-  std::vector<actor::ActivationTransport*>& stages_ = local_.stages;
+  testing::LocalStages local_;
+  std::vector<transport::ActivationTransport*>& stages_ = local_.stages;
 };
 
 TEST_F(EvaluationQueueTest, RetriesTheReportNotTheEvaluationAndUpdatesLambdaOnce) {

@@ -61,8 +61,8 @@ grpc::Status EvaluatorService::EvaluatePlan(grpc::ServerContext*,
   if (!e.ok()) return ToGrpcStatus(e.status());
   out->set_episode_id(plan->episode_id);
   out->set_plan_id(plan->plan_id);
-  out->set_perplexity(e->perplexity);
-  out->set_loss(e->loss);
+  out->set_perplexity(e->eval_ppl);
+  out->set_loss(e->calib_nll);
   out->set_loss_increase(e->loss_increase);
   out->set_relative_ppl_increase(e->relative_ppl_increase);
   out->set_effective_bits(bits);

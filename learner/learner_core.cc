@@ -76,7 +76,7 @@ LearnerCore::LearnerCore(const config::RunConfig& config)
   // process), a counter.
   std::random_device rd;
   const uint64_t incarnation = (static_cast<uint64_t>(rd()) & 0x7fffffffu) | 1u;
-  next_candidate_id_ = actor::kCandidateEpisodeBit | (incarnation << 32);
+  next_candidate_id_ = rl::kCandidateEpisodeBit | (incarnation << 32);
 }
 
 void LearnerCore::Log(const std::string& line) const {
@@ -233,7 +233,7 @@ void LearnerCore::QueueCandidate(std::vector<int> actions, const std::string& so
                                  int64_t policy_version) {
   quant::Plan p;
   p.episode_id = next_candidate_id_++;
-  p.plan_id = absl::StrCat("learner-", source, "-", p.episode_id & ~actor::kCandidateEpisodeBit);
+  p.plan_id = absl::StrCat("learner-", source, "-", p.episode_id & ~rl::kCandidateEpisodeBit);
   p.model_fingerprint = table_->fingerprint;
   p.actions = std::move(actions);
   p.target_bits = target;
@@ -264,7 +264,7 @@ void LearnerCore::DropCandidate(uint64_t episode_id) {
   absl::MutexLock lock(&mu_);
   PublishOnReturn publish(this);
   if (candidates_.erase(episode_id) == 0) return;
-  Log(absl::StrCat("learner: candidate ", episode_id & ~actor::kCandidateEpisodeBit, " dropped"));
+  Log(absl::StrCat("learner: candidate ", episode_id & ~rl::kCandidateEpisodeBit, " dropped"));
   if (absl::Status s = MaybeFinish(); !s.ok()) Log(absl::StrCat("learner: ", s.message()));
 }
 
@@ -406,7 +406,7 @@ void LearnerCore::ExpirePending() {
   ExpireLocked();
 }
 
-absl::StatusOr<bool> LearnerCore::SubmitEpisode(actor::Episode episode) {
+absl::StatusOr<bool> LearnerCore::SubmitEpisode(rl::Episode episode) {
   absl::MutexLock lock(&mu_);
   PublishOnReturn publish(this);
   if (table_ == nullptr) return absl::UnavailableError("unit table incomplete");
@@ -441,13 +441,8 @@ absl::StatusOr<bool> LearnerCore::ReportEvaluation(const EvaluationInput& in) {
   absl::MutexLock lock(&mu_);
   PublishOnReturn publish(this);
   if (stopped_) return false;
-  rl::PlanEvaluation pe;
-  pe.effective_bits = in.effective_bits;
-  pe.loss_increase = in.loss_increase;
-  pe.eval_ppl = in.perplexity;
-  pe.eval_nll = std::log(std::max(in.perplexity, 1e-30));
-  pe.relative_ppl_increase = in.relative_ppl_increase;
-  if (actor::IsCandidateEpisode(in.episode_id)) {
+  const rl::PlanEvaluation& pe = in.evaluation;
+  if (rl::IsCandidateEpisode(in.episode_id)) {
     // A candidate plan: it competes for the best plan, nothing else.
     auto c = candidates_.find(in.episode_id);
     if (c == candidates_.end() || c->second.plan.plan_id != in.plan_id) return false;
@@ -455,17 +450,17 @@ absl::StatusOr<bool> LearnerCore::ReportEvaluation(const EvaluationInput& in) {
     candidates_.erase(c);
     ++candidate_evaluations_;
     ++process_evaluations_;
-    if (in.cached) ++cache_hits_;
+    if (pe.cached) ++cache_hits_;
     {
       std::ofstream out(PlansPath(config_), std::ios::app);
       out << "{\"episode_id\":" << in.episode_id << ",\"plan_id\":\"" << in.plan_id
           << "\",\"actor_id\":\"learner\",\"source\":\"" << plan.source
           << "\",\"policy_version\":" << plan.policy_version
-          << ",\"effective_bits\":" << in.effective_bits << ",\"perplexity\":" << in.perplexity
+          << ",\"effective_bits\":" << pe.effective_bits << ",\"perplexity\":" << pe.eval_ppl
           << "}\n";
     }
-    Log(absl::StrCat("learner: candidate ", in.plan_id, " bits ", in.effective_bits, " ppl ",
-                     in.perplexity));
+    Log(absl::StrCat("learner: candidate ", in.plan_id, " bits ", pe.effective_bits, " ppl ",
+                     pe.eval_ppl));
     rl::CandidatePlan cand{plan.actions, pe,       plan.target_bits,
                            plan.source,  updates_, plan.policy_version};
     if (plan.source == "lagrange" && plan.target_bits == config_.curriculum.target_bits.back()) {
@@ -477,11 +472,11 @@ absl::StatusOr<bool> LearnerCore::ReportEvaluation(const EvaluationInput& in) {
   }
   auto it = pending_.find(in.episode_id);
   if (it == pending_.end()) return false;
-  actor::Episode e = std::move(it->second.episode);
+  rl::Episode e = std::move(it->second.episode);
   pending_.erase(it);
   ++evaluations_;
   ++process_evaluations_;
-  if (in.cached) ++cache_hits_;
+  if (pe.cached) ++cache_hits_;
   const double target = e.plan.target_bits > 0 ? e.plan.target_bits : curriculum_.target_bits();
   // The batch's λ (rl::BatchLambda), not the evaluator's in.lambda.
   const rl::EpisodeReward reward =
@@ -495,7 +490,7 @@ absl::StatusOr<bool> LearnerCore::ReportEvaluation(const EvaluationInput& in) {
     std::ofstream out(PlansPath(config_), std::ios::app);
     out << "{\"episode_id\":" << e.episode_id << ",\"plan_id\":\"" << in.plan_id
         << "\",\"actor_id\":\"" << e.actor_id << "\",\"policy_version\":" << e.policy_version
-        << ",\"effective_bits\":" << in.effective_bits << ",\"perplexity\":" << in.perplexity
+        << ",\"effective_bits\":" << pe.effective_bits << ",\"perplexity\":" << pe.eval_ppl
         << ",\"reward\":" << ret << "}\n";
   }
   {
@@ -506,8 +501,8 @@ absl::StatusOr<bool> LearnerCore::ReportEvaluation(const EvaluationInput& in) {
   }
   ready_.push_back(std::move(e.steps));
   ready_rewards_.push_back(ret);
-  ready_ppl_.push_back(in.perplexity);
-  ready_bits_.push_back(in.effective_bits);
+  ready_ppl_.push_back(pe.eval_ppl);
+  ready_bits_.push_back(pe.effective_bits);
   if (static_cast<int>(ready_.size()) >= config_.training.episodes_per_update &&
       !curriculum_.finished()) {
     WQ_RETURN_IF_ERROR(Update());

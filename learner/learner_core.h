@@ -11,7 +11,7 @@
 // the Lagrangian reference plan of the stage's target (quant::LagrangePlan)
 // and after every PPO update the greedy (argmax) plan of the new policy are
 // queued for the evaluator (TakeCandidates; ids with
-// actor::kCandidateEpisodeBit); their evaluations come back through
+// rl::kCandidateEpisodeBit); their evaluations come back through
 // ReportEvaluation and only compete for the best plan (no PPO batch, no
 // reward). With training.warm_start = lagrange the policy is behaviour-cloned
 // on the reference plan (rl::WarmStartOnPlan) before the stage's first policy
@@ -79,13 +79,14 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "actor/transition_codec.h"
 #include "common/config/run_config.h"
 #include "common/metrics/registry.h"
 #include "common/quant/unit_table.h"
 #include "common/rl/curriculum.h"
 #include "common/rl/environment.h"
+#include "common/rl/episode.h"
 #include "common/rl/lagrange.h"
+#include "common/rl/plan_evaluation.h"
 #include "common/rl/ppo.h"
 #include "common/rl/run_checkpoint.h"
 #include "common/rl/training.h"
@@ -102,12 +103,9 @@ struct RegisterResult {
 struct EvaluationInput {
   uint64_t episode_id = 0;
   std::string plan_id;
-  double perplexity = 0;
-  double loss_increase = 0;
-  double relative_ppl_increase = 0;
-  double effective_bits = 0;
-  double lambda = 0;    // the evaluator's λ (informational; rewards use the learner's)
-  bool cached = false;  // the evaluator had measured an identical plan before
+  // As the evaluator measured it (cached: it had measured an identical plan before).
+  rl::PlanEvaluation evaluation;
+  double lambda = 0;  // the evaluator's λ (informational; rewards use the learner's)
 };
 
 struct LearnerStatus {
@@ -150,7 +148,7 @@ class LearnerCore {
 
   // A finished episode. Returns accepted = false when dropped as stale
   // (older than max_policy_lag versions) or when the run is done.
-  absl::StatusOr<bool> SubmitEpisode(actor::Episode episode);
+  absl::StatusOr<bool> SubmitEpisode(rl::Episode episode);
   // The evaluation of a held episode or of a candidate plan. false for an
   // unknown or duplicate one.
   absl::StatusOr<bool> ReportEvaluation(const EvaluationInput& input);
@@ -244,7 +242,7 @@ class LearnerCore {
   rl::Curriculum curriculum_ ABSL_GUARDED_BY(mu_);
   rl::BatchLambda lambda_ ABSL_GUARDED_BY(mu_);
   struct Held {
-    actor::Episode episode;
+    rl::Episode episode;
     absl::Time since;
   };
   std::map<uint64_t, Held> pending_ ABSL_GUARDED_BY(mu_);

@@ -9,7 +9,6 @@
 
 #include <gtest/gtest.h>
 
-#include "actor/rollout_worker.h"
 #include "common/metrics/registry.h"
 #include "common/quant/baselines.h"
 #include "common/quant/plan_io.h"
@@ -17,6 +16,7 @@
 #include "common/rl/episode_evaluator.h"
 #include "common/rl/lagrange.h"
 #include "common/rl/policy.h"
+#include "common/rl/rollout_worker.h"
 #include "common/rl/state_features.h"
 #include "common/rl/synthetic_table.h"
 #include "common/rl/training.h"
@@ -70,13 +70,13 @@ class LearnerCoreTest : public ::testing::Test {
   }
 
   // One episode of `version` from a policy-free walk (cheapest actions).
-  actor::Episode MakeEpisode(uint64_t id, int64_t version) {
+  rl::Episode MakeEpisode(uint64_t id, int64_t version) {
     auto costs = rl::UnitCosts::Create(whole_).value();
     rl::EnvOptions eo;
     eo.target_bits = 3.0;
     std::vector<int> plan;
     for (int64_t u = 0; u < costs->num_units(); ++u) plan.push_back(costs->cheapest_action(u));
-    actor::Episode e;
+    rl::Episode e;
     e.actor_id = "a";
     e.episode_id = id;
     e.policy_version = version;
@@ -96,9 +96,9 @@ class LearnerCoreTest : public ::testing::Test {
     EvaluationInput in;
     in.episode_id = id;
     in.plan_id = "p" + std::to_string(id);
-    in.perplexity = ppl;
-    in.effective_bits = 1.2;
-    in.relative_ppl_increase = 0.5;
+    in.evaluation.eval_ppl = ppl;
+    in.evaluation.effective_bits = 1.2;
+    in.evaluation.relative_ppl_increase = 0.5;
     in.lambda = 0.7;
     return in;
   }
@@ -227,7 +227,7 @@ TEST_F(LearnerCoreTest, CandidatePlansCompeteForTheBestPlanButNeverEnterAPpoBatc
   std::vector<quant::Plan> out = core_->TakeCandidates(absl::ZeroDuration());
   ASSERT_EQ(out.size(), 1u);
   const quant::Plan ref = out[0];
-  EXPECT_TRUE(actor::IsCandidateEpisode(ref.episode_id));
+  EXPECT_TRUE(rl::IsCandidateEpisode(ref.episode_id));
   EXPECT_EQ(ref.source, "lagrange");
   EXPECT_EQ(ref.model_fingerprint, whole_.fingerprint);
   EXPECT_EQ(ref.actions, quant::LagrangePlan(whole_, 3.0).value().actions);
@@ -334,15 +334,11 @@ TEST_F(LearnerCoreTest, EpisodesOfOneBatchAreRewardedWithOneLambda) {
   std::map<uint64_t, double> expected, with_reported;
   auto report = [&](uint64_t id, double d, double reported_lambda, double batch_lambda) {
     EvaluationInput in = Eval(id, 3.0);
-    in.relative_ppl_increase = d;
-    in.loss_increase = 0.1;
+    in.evaluation.relative_ppl_increase = d;
+    in.evaluation.loss_increase = 0.1;
     in.lambda = reported_lambda;
     ASSERT_TRUE(core_->ReportEvaluation(in).value());
-    rl::PlanEvaluation pe;
-    pe.effective_bits = in.effective_bits;
-    pe.loss_increase = in.loss_increase;
-    pe.eval_ppl = in.perplexity;
-    pe.relative_ppl_increase = d;
+    const rl::PlanEvaluation& pe = in.evaluation;
     expected[id] = step_return + rl::EpisodeEndReward(c.env, pe, batch_lambda, 3.0).total;
     with_reported[id] = step_return + rl::EpisodeEndReward(c.env, pe, reported_lambda, 3.0).total;
   };
@@ -405,12 +401,12 @@ TEST_F(LearnerCoreTest, RolloutWorkersOfDifferentActorsSampleDifferentEpisodes) 
   po.hidden_sizes = {16, 16};
   auto policy = rl::Policy::Create(po).value();
   auto plans = [&](int actor_index, uint32_t incarnation) {
-    auto w = actor::RolloutWorker::Create(whole_, config::EnvConfig(), "a", actor_index,
-                                          incarnation, /*envs=*/2, /*seed=*/0)
+    auto w = rl::RolloutWorker::Create(whole_, config::EnvConfig(), "a", actor_index, incarnation,
+                                       /*envs=*/2, /*seed=*/0)
                  .value();
     std::vector<std::vector<int>> out;
-    const std::vector<actor::Episode> episodes = w->Run(*policy, 3.0).value();
-    for (const actor::Episode& e : episodes) out.push_back(e.plan.actions);
+    const std::vector<rl::Episode> episodes = w->Run(*policy, 3.0).value();
+    for (const rl::Episode& e : episodes) out.push_back(e.plan.actions);
     return out;
   };
   const auto a0 = plans(0, 1);
@@ -508,7 +504,7 @@ TEST_F(LearnerCoreTest, CurveAndStageHistorySurviveARestart) {
   {
     EvaluationInput in = Eval(out[0].episode_id, 9.0);
     in.plan_id = out[0].plan_id;
-    in.cached = true;
+    in.evaluation.cached = true;
     ASSERT_TRUE(core->ReportEvaluation(in).value());
   }
   EXPECT_TRUE(core->Result().reference.actions.empty());
@@ -595,7 +591,7 @@ TEST_F(LearnerCoreTest, CurveAndStageHistorySurviveARestart) {
   {
     EvaluationInput in = Eval(out[0].episode_id, 5.0);
     in.plan_id = out[0].plan_id;
-    in.cached = true;
+    in.evaluation.cached = true;
     ASSERT_TRUE(core->ReportEvaluation(in).value());
   }
   r = core->Result();
