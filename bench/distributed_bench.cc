@@ -1,6 +1,7 @@
 // distributed_bench: what the distributed service (DESIGN.md section 5) costs
 // over loopback, each figure next to the one-process figure measured in the
-// same run (issue 5 item 11).
+// same run, so that the overhead is read against this machine and not a number
+// from elsewhere.
 //
 //  1. Learner ingestion: transitions/s that a real LearnerService (LearnerCore
 //     behind a GrpcServer on 127.0.0.1) accepts from 1, 2 and 4 actor

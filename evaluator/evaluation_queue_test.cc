@@ -17,7 +17,13 @@
 namespace windquant::evaluator {
 namespace {
 
-std::string ModelDir() { return testing::Stories260kDir(); }
+std::string ModelDir() { return testing::RealModelDir(); }
+
+// Shape of the real test model (stories260k: 5 layers of 64; the default model: 4 of 128).
+const model::LlamaConfig& RealConfig() {
+  static const model::LlamaConfig c = *model::LlamaConfig::FromDirectory(ModelDir());
+  return c;
+}
 using testing::RandomIds;
 
 // What the fake learner saw: every report attempt, in order.
@@ -51,9 +57,6 @@ class FakeLearner {
 class EvaluationQueueTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!std::filesystem::exists(ModelDir() + "/config.json")) {
-      GTEST_SKIP() << "stories260k not found at " << ModelDir();
-    }
     dir_ = ::testing::TempDir() + "/wq-evaluation-queue";
     std::filesystem::remove_all(dir_);
     PipelineEvaluatorOptions o;
@@ -67,7 +70,8 @@ class EvaluationQueueTest : public ::testing::Test {
     auto ev = PipelineEvaluator::Create(ModelDir(), o, RandomIds(600, 1), RandomIds(600, 2));
     ASSERT_TRUE(ev.ok()) << ev.status();
     evaluator_ = *std::move(ev);
-    for (auto [a, b] : std::vector<std::pair<int64_t, int64_t>>{{0, 3}, {3, 5}}) {
+    const int64_t L = RealConfig().num_hidden_layers;
+    for (auto [a, b] : std::vector<std::pair<int64_t, int64_t>>{{0, L - 2}, {L - 2, L}}) {
       const absl::Status added = local_.Add(ModelDir(), a, b, 64);
       ASSERT_TRUE(added.ok()) << added;
     }

@@ -28,15 +28,18 @@ constexpr double kPerplexityRelTol = 1e-9;
 // over identical micro-batches, so fits agree to float rounding.
 constexpr double kTableRelTol = 1e-6;
 
-std::string ModelDir() { return testing::Stories260kDir(); }
+std::string ModelDir() { return testing::RealModelDir(); }
+
+// Shape of the real test model (stories260k: 5 layers of 64; the default model: 4 of 128).
+const model::LlamaConfig& RealConfig() {
+  static const model::LlamaConfig c = *model::LlamaConfig::FromDirectory(ModelDir());
+  return c;
+}
 using testing::RandomIds;
 
 class PipelineEvaluatorTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!std::filesystem::exists(ModelDir() + "/config.json")) {
-      GTEST_SKIP() << "stories260k not found at " << ModelDir();
-    }
     options_.context = 64;
     options_.batch_size = 4;
     options_.calib_slice_tokens = 1000;
@@ -48,8 +51,8 @@ class PipelineEvaluatorTest : public ::testing::Test {
     // Real text, so that quantization measurably hurts (on random ids it need not).
     auto tok = model::Tokenizer::FromFile(ModelDir() + "/tokenizer.json");
     ASSERT_TRUE(tok.ok()) << tok.status();
-    auto text = base::ReadFile(ModelDir() + "/../../data/tinystories-valid-sample.txt");
-    if (!text.ok()) GTEST_SKIP() << text.status();
+    auto text = base::ReadFile(::windquant::testing::RealModel().text_path);
+    ASSERT_TRUE(text.ok()) << text.status();
     const std::vector<int32_t> ids = (*tok)->Encode(*text);
     ASSERT_GE(ids.size(), 6000u);
     calib_ids_.assign(ids.begin(), ids.begin() + 3000);
@@ -57,7 +60,8 @@ class PipelineEvaluatorTest : public ::testing::Test {
     auto ev = PipelineEvaluator::Create(ModelDir(), options_, calib_ids_, eval_ids_);
     ASSERT_TRUE(ev.ok()) << ev.status();
     evaluator_ = *std::move(ev);
-    for (auto [a, b] : std::vector<std::pair<int64_t, int64_t>>{{0, 2}, {2, 5}}) {
+    const int64_t L = RealConfig().num_hidden_layers;
+    for (auto [a, b] : std::vector<std::pair<int64_t, int64_t>>{{0, 2}, {2, L}}) {
       const absl::Status added = local_.Add(ModelDir(), a, b, 32);
       ASSERT_TRUE(added.ok()) << added;
     }
@@ -106,9 +110,9 @@ TEST_F(PipelineEvaluatorTest, TwoStagesBuildTheSameUnitTableAsOneProcessAndPlans
   ASSERT_TRUE(merged.ok()) << merged.status();
 
   // One process: the same windows, the same micro-batches, the whole model.
-  auto windows =
-      quant::SampleCalibrationWindows(calib_ids_, options_.calibration_samples,
-                                      options_.calibration_seq_len, options_.calibration_seed, 1);
+  auto windows = quant::SampleCalibrationWindows(
+      calib_ids_, options_.calibration_samples, options_.calibration_seq_len,
+      options_.calibration_seed, RealConfig().bos_token_id);
   ASSERT_TRUE(windows.ok());
   auto stats = quant::CalibrateModel(*whole_, *windows, options_.calibration_batch);
   ASSERT_TRUE(stats.ok());
@@ -172,13 +176,13 @@ TEST_F(PipelineEvaluatorTest, TwoStagesBuildTheSameUnitTableAsOneProcessAndPlans
 }
 
 TEST(PipelineDriverTest, FailureOnAStageSurfacesWithItsNameAndEverythingStops) {
-  if (!std::filesystem::exists(ModelDir() + "/config.json")) GTEST_SKIP() << "no stories260k";
+  const int64_t L = RealConfig().num_hidden_layers;
   PipelineEvaluatorOptions o;
   o.context = 16;
   o.batch_size = 2;
   auto ev = PipelineEvaluator::Create(ModelDir(), o, RandomIds(400, 3), RandomIds(400, 4));
   ASSERT_TRUE(ev.ok());
-  transport::FakeActivationTransport s0(0, 3, 1.0f, 0.0f), s1(3, 5, 1.0f, 0.0f);
+  transport::FakeActivationTransport s0(0, L - 2, 1.0f, 0.0f), s1(L - 2, L, 1.0f, 0.0f);
   std::vector<transport::ActivationTransport*> stages = {&s0, &s1};
   auto ok = (*ev)->Perplexity(stages, transport::PassSpec{}, RandomIds(400, 4), 0);
   ASSERT_TRUE(ok.ok()) << ok.status();
@@ -186,7 +190,8 @@ TEST(PipelineDriverTest, FailureOnAStageSurfacesWithItsNameAndEverythingStops) {
   s1.FailAt(3, absl::UnavailableError("actor gone"));
   auto failed = (*ev)->Perplexity(stages, transport::PassSpec{}, RandomIds(400, 4), 0);
   EXPECT_EQ(failed.status().code(), absl::StatusCode::kUnavailable);
-  EXPECT_NE(failed.status().message().find("fake stage [3, 5)"), std::string::npos)
+  EXPECT_NE(failed.status().message().find(absl::StrCat("fake stage [", L - 2, ", ", L, ")")),
+            std::string::npos)
       << failed.status();
 }
 

@@ -1,7 +1,7 @@
-// RunInProcessJob on stories260k: 2 stages x 2 replicas of actors, the
-// evaluator and the learner in this process over in-process channels (what
-// `windquant quantize` runs with service.stages/replicas set). Skips without
-// ../shared/models/stories260k.
+// RunInProcessJob on the real test model (stories260k, or the default model on a
+// fresh clone): 2 stages x 2 replicas of actors, the evaluator and the learner in
+// this process over in-process channels (what `windquant quantize` runs with
+// service.stages/replicas set).
 #include "job/in_process_job.h"
 
 #include <filesystem>
@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/rl/synthetic_table.h"
 #include "common/testing/stage_test_util.h"
+#include "common/testing/test_paths.h"
 #include "gtest/gtest.h"
 
 namespace windquant::job {
@@ -25,8 +26,7 @@ constexpr double kTargetBits = 2.0;
 constexpr double kBitsSlack = 1e-9;
 
 absl::StatusOr<config::RunConfig> JobConfig(const std::string& dir) {
-  const char* src = std::getenv("WQ_SOURCE_DIR");
-  const std::string config = std::string(src ? src : ".") + "/configs/stories260k.yaml";
+  const std::string config = ::windquant::testing::RealModel().config;
   return config::LoadRunConfig(config, {"calibration.samples=8",
                                         "calibration.seq_len=128",
                                         "evaluation.context=128",
@@ -50,9 +50,6 @@ absl::StatusOr<config::RunConfig> JobConfig(const std::string& dir) {
 }
 
 TEST(InProcessJobTest, TwoStagesTwoReplicasRunTheJobThenResumeDoneAndClear) {
-  if (!fs::exists(testing::Stories260kDir() + "/config.json")) {
-    GTEST_SKIP() << "stories260k not found at " << testing::Stories260kDir();
-  }
   const std::string dir = ::testing::TempDir() + "/in_process_job_test";
   fs::remove_all(dir);
   absl::StatusOr<config::RunConfig> c = JobConfig(dir);

@@ -25,16 +25,20 @@ namespace {
 
 constexpr double kPerplexityRelTol = 1e-9;  // float32 bytes travel unchanged
 
-std::string ModelDir() { return testing::Stories260kDir(); }
+std::string ModelDir() { return testing::RealModelDir(); }
+
+// Shape of the real test model (stories260k: 5 layers of 64; the default model: 4 of 128).
+const model::LlamaConfig& RealConfig() {
+  static const model::LlamaConfig c = *model::LlamaConfig::FromDirectory(ModelDir());
+  return c;
+}
 using testing::RandomIds;
 
 class ActorServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!std::filesystem::exists(ModelDir() + "/config.json")) {
-      GTEST_SKIP() << "stories260k not found at " << ModelDir();
-    }
-    for (auto [a, b] : std::vector<std::pair<int64_t, int64_t>>{{0, 3}, {3, 5}}) {
+    const int64_t L = RealConfig().num_hidden_layers;
+    for (auto [a, b] : std::vector<std::pair<int64_t, int64_t>>{{0, L - 2}, {L - 2, L}}) {
       stage::StageWorkerOptions o;
       o.model_dir = ModelDir();
       o.first_layer = a;
@@ -122,7 +126,7 @@ TEST_F(ActorServiceTest, CalibrationOverGrpcRegistersTablesAndPlansEvaluate) {
   auto info = transports_[1]->Info();
   ASSERT_TRUE(info.ok());
   EXPECT_TRUE(info->unit_table_ready());
-  EXPECT_EQ(info->first_layer(), 3);
+  EXPECT_EQ(info->first_layer(), RealConfig().num_hidden_layers - 2);
 
   quant::Plan plan;
   plan.plan_id = "p1";
@@ -157,25 +161,26 @@ TEST_F(ActorServiceTest, BadRequestsAreInvalidArgumentNamingTheField) {
   v1::ForwardRequest req;
   req.mutable_hidden()->add_shape(2);
   req.mutable_hidden()->add_shape(4);
-  req.mutable_hidden()->add_shape(64);
-  req.mutable_hidden()->set_data(std::string(2 * 4 * 64 * 4 - 4, '\0'));
+  const int64_t H = RealConfig().hidden_size;
+  req.mutable_hidden()->add_shape(H);
+  req.mutable_hidden()->set_data(std::string(2 * 4 * H * 4 - 4, '\0'));
   grpc::Status s = forward(req);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_NE(s.error_message().find("hidden.data"), std::string::npos) << s.error_message();
 
-  transport::EncodeHiddenStates(at::randn({2, 4, 63}), 0, req.mutable_hidden());
+  transport::EncodeHiddenStates(at::randn({2, 4, H - 1}), 0, req.mutable_hidden());
   s = forward(req);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_NE(s.error_message().find("hidden"), std::string::npos);
 
-  at::Tensor nan = at::randn({1, 4, 64});
+  at::Tensor nan = at::randn({1, 4, H});
   nan[0][1][2] = std::nanf("");
   transport::EncodeHiddenStates(nan, 0, req.mutable_hidden());
   s = forward(req);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_NE(s.error_message().find("NaN"), std::string::npos);
 
-  transport::EncodeHiddenStates(at::randn({1, 4, 64}), 0, req.mutable_hidden());
+  transport::EncodeHiddenStates(at::randn({1, 4, H}), 0, req.mutable_hidden());
   req.set_plan_id("../escape");
   s = forward(req);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);

@@ -6,21 +6,23 @@
 #include <gtest/gtest.h>
 
 #include "common/model/checkpoint.h"
+#include "common/model/llama_config.h"
+#include "common/testing/test_paths.h"
 
 namespace windquant::stage {
 namespace {
 
-std::string ModelDir() {
-  const char* src = std::getenv("WQ_SOURCE_DIR");
-  return std::string(src ? src : ".") + "/../shared/models/stories260k";
+std::string ModelDir() { return ::windquant::testing::RealModel().dir; }
+
+// Shape of the real test model (stories260k: 5 layers of 64; the default model: 4 of 128).
+const model::LlamaConfig& RealConfig() {
+  static const model::LlamaConfig c = *model::LlamaConfig::FromDirectory(ModelDir());
+  return c;
 }
 
 class StageWorkerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!std::filesystem::exists(ModelDir() + "/config.json")) {
-      GTEST_SKIP() << "stories260k not found at " << ModelDir();
-    }
     StageWorkerOptions o;
     o.model_dir = ModelDir();
     o.first_layer = 1;
@@ -31,7 +33,7 @@ class StageWorkerTest : public ::testing::Test {
     ASSERT_TRUE(w.ok()) << w.status();
     worker_ = *std::move(w);
     at::manual_seed(7);
-    hidden_ = at::randn({2, 9, 64});
+    hidden_ = at::randn({2, 9, RealConfig().hidden_size});
   }
   std::unique_ptr<StageWorker> worker_;
   at::Tensor hidden_;
@@ -52,7 +54,7 @@ TEST_F(StageWorkerTest, LoadsOnlyItsLayersAndMatchesTheWholeModel) {
 }
 
 TEST_F(StageWorkerTest, RejectsBadHiddenStatesNamingTheField) {
-  auto wrong = worker_->Forward("", nullptr, at::randn({2, 9, 63}));
+  auto wrong = worker_->Forward("", nullptr, at::randn({2, 9, RealConfig().hidden_size - 1}));
   EXPECT_EQ(wrong.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(wrong.status().message().find("hidden"), std::string::npos);
   at::Tensor nan = hidden_.clone();
@@ -60,7 +62,7 @@ TEST_F(StageWorkerTest, RejectsBadHiddenStatesNamingTheField) {
   auto bad = worker_->Forward("", nullptr, nan);
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(bad.status().message().find("NaN"), std::string::npos);
-  auto twod = worker_->Forward("", nullptr, at::randn({9, 64}));
+  auto twod = worker_->Forward("", nullptr, at::randn({9, RealConfig().hidden_size}));
   EXPECT_EQ(twod.status().code(), absl::StatusCode::kInvalidArgument);
 }
 
@@ -100,7 +102,7 @@ TEST_F(StageWorkerTest, PlansNeedFitsAndAreAppliedOncePerPlanId) {
 }
 
 TEST_F(StageWorkerTest, RestartedWorkerReloadsCachedFits) {
-  const std::string dir = testing::TempDir() + "/wq-stage-cache";
+  const std::string dir = ::testing::TempDir() + "/wq-stage-cache";
   std::filesystem::remove_all(dir);
   StageWorkerOptions o;
   o.model_dir = ModelDir();

@@ -1,5 +1,5 @@
 // Test-only helpers shared by the tests of several parts (evaluator, actor service, job): where the
-// stories260k model of ../shared is, seeded random token ids, and in-process
+// real test model is, seeded random token ids, and in-process
 // stages (StageWorker + LocalActivationTransport) over layer ranges.
 #ifndef WINDQUANT_COMMON_TESTING_STAGE_TEST_UTIL_H_
 #define WINDQUANT_COMMON_TESTING_STAGE_TEST_UTIL_H_
@@ -13,15 +13,14 @@
 
 #include "absl/status/status.h"
 #include "common/stage/stage_worker.h"
+#include "common/testing/test_paths.h"
 #include "common/transport/local_activation_transport.h"
 
 namespace windquant::testing {
 
-// $WQ_SOURCE_DIR/../shared/models/stories260k (ctest sets WQ_SOURCE_DIR).
-inline std::string Stories260kDir() {
-  const char* src = std::getenv("WQ_SOURCE_DIR");
-  return std::string(src ? src : ".") + "/../shared/models/stories260k";
-}
+// The real test model (test_paths.h: stories260k from ../shared, else the project's
+// default model built by the wq_test_model fixture).
+inline std::string RealModelDir() { return ::windquant::testing::RealModel().dir; }
 
 // `n` token ids in [3, 511] from a seeded generator.
 inline std::vector<int32_t> RandomIds(size_t n, uint64_t seed) {

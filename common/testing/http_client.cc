@@ -1,4 +1,4 @@
-#include "common/metrics/test_util.h"
+#include "common/testing/http_client.h"
 
 #include <arpa/inet.h>
 #include <curl/curl.h>
@@ -7,12 +7,13 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
 
-namespace windquant::metrics::testing {
+namespace windquant::testing {
 namespace {
 
 void InitCurlOnce() {
@@ -80,4 +81,16 @@ absl::StatusOr<int> PickFreePort() {
   return static_cast<int>(ntohs(addr.sin_port));
 }
 
-}  // namespace windquant::metrics::testing
+bool CanConnect(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return false;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  const bool ok = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  close(fd);
+  return ok;
+}
+
+}  // namespace windquant::testing
