@@ -93,25 +93,24 @@ absl::Status RunEval(Args& args) {
                       model::Tokenizer::FromFile(model_dir + "/tokenizer.json"));
   WQ_ASSIGN_OR_RETURN(std::unique_ptr<model::Checkpoint> checkpoint,
                       model::Checkpoint::Open(model_dir));
-  model::LlamaWeights weights;
+  const std::vector<int32_t> ids = tokenizer->Encode(text, /*add_bos=*/false);
+  std::shared_ptr<const model::LlamaModel> llama;
   if (session != nullptr) {
     WQ_ASSIGN_OR_RETURN(const quant::Plan plan, quant::ReadPlanFile(plan_path, session->table()));
     plan_id = plan.plan_id;
-    WQ_ASSIGN_OR_RETURN(weights, session->ApplyPlan(plan.actions));
+    // The session's weights with the plan applied a layer at a time (no float copy).
+    WQ_ASSIGN_OR_RETURN(llama, session->PlanModel(plan.actions));
     std::fprintf(stderr, "plan %s: effective bits %.4f\n", plan_id.c_str(),
                  plan.Totals(session->table()).effective_bits);
   } else {
-    WQ_ASSIGN_OR_RETURN(weights, checkpoint->LoadWeights(model::LoadRequest{}));
-  }
-  const std::vector<int32_t> ids = tokenizer->Encode(text, /*add_bos=*/false);
-
-  std::unique_ptr<model::LlamaModel> llama;
-  try {
-    llama = std::make_unique<model::LlamaModel>(std::move(weights),
-                                                at::hasCUDA() ? at::Device(at::kCUDA) : at::kCPU);
-  } catch (const std::exception& e) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(model_dir, ": cannot build the model: ", e.what()));
+    WQ_ASSIGN_OR_RETURN(model::LlamaWeights weights, checkpoint->LoadWeights(model::LoadRequest{}));
+    try {
+      llama = std::make_shared<const model::LlamaModel>(
+          std::move(weights), at::hasCUDA() ? at::Device(at::kCUDA) : at::kCPU);
+    } catch (const std::exception& e) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(model_dir, ": cannot build the model: ", e.what()));
+    }
   }
   model::PerplexityOptions options;
   options.context = context;
