@@ -33,7 +33,7 @@ constexpr char kUsage[] =
     "  --layers N         write only the first N decoder layers (default: all)\n"
     "  --tokenizer DIR    directory with tokenizer.json (.cache/default-model)\n"
     "  --seed N           seed (0); a tensor depends only on the seed and its name\n"
-    "  --shard-mb N       largest shard in MiB (2048)\n";
+    "  --shard-mb N       largest shard in MiB (1024)\n";
 
 absl::Status RunSynth(Args& args) {
   model::SynthOptions o;
@@ -42,7 +42,7 @@ absl::Status RunSynth(Args& args) {
   o.tokenizer_dir = args.Get("tokenizer", ".cache/default-model");
   WQ_ASSIGN_OR_RETURN(o.layers, args.GetInt("layers", -1));
   WQ_ASSIGN_OR_RETURN(const int64_t seed, args.GetInt("seed", 0));
-  WQ_ASSIGN_OR_RETURN(const int64_t shard_mb, args.GetInt("shard-mb", 2048));
+  WQ_ASSIGN_OR_RETURN(const int64_t shard_mb, args.GetInt("shard-mb", 1024));
   WQ_RETURN_IF_ERROR(args.Finish());
   if (o.shape.empty()) return absl::InvalidArgumentError("--shape: required (see --help)");
   if (o.out_dir.empty()) return absl::InvalidArgumentError("--out: required (see --help)");
@@ -53,18 +53,18 @@ absl::Status RunSynth(Args& args) {
   std::unique_ptr<base::Progress> progress;
   o.progress = [&](int64_t done, int64_t total) {
     if (progress == nullptr) {
-      progress = std::make_unique<base::Progress>("synth", static_cast<double>(total) / 1e9, "GB");
+      progress = std::make_unique<base::Progress>("synth", static_cast<double>(total) / 1e6, "MB");
     }
-    progress->Update(static_cast<double>(done) / 1e9);
+    progress->Update(static_cast<double>(done) / 1e6);
   };
   WQ_ASSIGN_OR_RETURN(const model::SynthResult r, model::WriteSynthCheckpoint(o));
   if (progress != nullptr) progress->Finish();
-  std::printf("wrote %s: %s, %lld layers, vocab %lld, %zu shard(s), %.3f GB BF16, %.1fM decoder "
-              "linear weights\n",
-              o.out_dir.c_str(), o.shape.c_str(),
-              static_cast<long long>(r.config.num_hidden_layers),
-              static_cast<long long>(r.config.vocab_size), r.shards.size(), r.total_bytes / 1e9,
-              r.decoder_linear_weights / 1e6);
+  std::printf(
+      "wrote %s: %s, %lld layers, vocab %lld, %zu shard(s), %.3f GB BF16, %.1fM decoder "
+      "linear weights\n",
+      o.out_dir.c_str(), o.shape.c_str(), static_cast<long long>(r.config.num_hidden_layers),
+      static_cast<long long>(r.config.vocab_size), r.shards.size(), r.total_bytes / 1e9,
+      r.decoder_linear_weights / 1e6);
   return absl::OkStatus();
 }
 

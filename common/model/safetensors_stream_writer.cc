@@ -89,9 +89,9 @@ const StreamTensor* SafetensorsStreamWriter::current() const {
 absl::Status SafetensorsStreamWriter::Append(std::string_view bytes) {
   if (file_ == nullptr) return absl::FailedPreconditionError(absl::StrCat(path_, ": not open"));
   if (written_ + bytes.size() > data_size_) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        path_, ": ", written_ + bytes.size(), " data bytes appended, the header declares ",
-        data_size_));
+    return absl::FailedPreconditionError(absl::StrCat(path_, ": ", written_ + bytes.size(),
+                                                      " data bytes appended, the header declares ",
+                                                      data_size_));
   }
   if (!bytes.empty() && std::fwrite(bytes.data(), 1, bytes.size(), file_) != bytes.size()) {
     return absl::InternalError(absl::StrCat(path_, ": write failed: ", std::strerror(errno)));

@@ -88,8 +88,8 @@ absl::Status WriteTensor(const PlannedTensor& t, uint64_t seed, SafetensorsStrea
         break;
     }
     const at::Tensor h = x.to(at::kBFloat16).contiguous();
-    WQ_RETURN_IF_ERROR(w->Append(std::string_view(static_cast<const char*>(h.data_ptr()),
-                                                   h.numel() * h.element_size())));
+    WQ_RETURN_IF_ERROR(w->Append(
+        std::string_view(static_cast<const char*>(h.data_ptr()), h.numel() * h.element_size())));
     wrote(h.numel() * h.element_size());
   }
   return absl::OkStatus();
@@ -152,8 +152,8 @@ absl::StatusOr<LlamaConfig> SynthShapeConfig(const std::string& shape) {
     c.num_key_value_heads = 8;
     c.max_position_embeddings = 8192;
   } else {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--shape: unknown shape \"", shape, "\" (llama3.2-1b, llama3-8b or llama3-70b)"));
+    return absl::InvalidArgumentError(absl::StrCat("--shape: unknown shape \"", shape,
+                                                   "\" (llama3.2-1b, llama3-8b or llama3-70b)"));
   }
   c.head_dim = c.hidden_size / c.num_attention_heads;
   return c;
@@ -230,8 +230,8 @@ absl::StatusOr<SynthResult> WriteSynthCheckpoint(const SynthOptions& o) {
     return absl::InternalError(absl::StrCat("synth: ", e.what_without_backtrace()));
   }
   nlohmann::json index = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
-  WQ_RETURN_IF_ERROR(base::WriteFileAtomic((out / "model.safetensors.index.json").string(),
-                                           index.dump(2) + "\n"));
+  WQ_RETURN_IF_ERROR(
+      base::WriteFileAtomic((out / "model.safetensors.index.json").string(), index.dump(2) + "\n"));
 
   nlohmann::json config = nlohmann::json::parse(c.ToJson());
   config["windquant_synth"] = {
@@ -246,8 +246,7 @@ absl::StatusOr<SynthResult> WriteSynthCheckpoint(const SynthOptions& o) {
        absl::StrCat("vocab_size ", c.vocab_size, " from ", tok_path, " (the real model has ",
                     kRealVocab, "): embeddings", c.tie_word_embeddings ? "" : " and lm_head",
                     " are sized to this tokenizer")}};
-  WQ_RETURN_IF_ERROR(
-      base::WriteFileAtomic((out / "config.json").string(), config.dump(2) + "\n"));
+  WQ_RETURN_IF_ERROR(base::WriteFileAtomic((out / "config.json").string(), config.dump(2) + "\n"));
   WQ_RETURN_IF_ERROR(base::WriteFileAtomic((out / "tokenizer.json").string(), tok_json));
   for (const char* f : {"tokenizer_config.json", "special_tokens_map.json"}) {
     const std::string src = (tok_dir / f).string();

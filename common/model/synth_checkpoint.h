@@ -40,11 +40,11 @@ absl::StatusOr<LlamaConfig> SynthShapeConfig(const std::string& shape);
 
 struct SynthOptions {
   std::string shape = "llama3.2-1b";
-  int64_t layers = -1;           // decoder layers to write (-1 = the shape's count)
-  std::string tokenizer_dir;     // directory holding tokenizer.json
-  std::string out_dir;           // created; existing files of the same names are replaced
+  int64_t layers = -1;        // decoder layers to write (-1 = the shape's count)
+  std::string tokenizer_dir;  // directory holding tokenizer.json
+  std::string out_dir;        // created; existing files of the same names are replaced
   uint64_t seed = 0;
-  int64_t shard_bytes = 2LL << 30;  // a shard is closed before it would exceed this
+  int64_t shard_bytes = 1LL << 30;  // a shard is closed before it would exceed this
   // Called after each written block with (bytes written, bytes total).
   std::function<void(int64_t, int64_t)> progress;
 };

@@ -72,7 +72,8 @@ TEST(SafetensorsStreamWriterTest, WritesWhatSafetensorsFileReadsAndChecksSizes) 
   float back[6];
   std::memcpy(back, (*f)->Data(*(*f)->Find("x")).data(), 24);
   EXPECT_EQ(back[5], 6.0f);
-  auto dup = SafetensorsStreamWriter::Open(path, {{"x", Dtype::kF32, {1}}, {"x", Dtype::kF32, {1}}});
+  auto dup =
+      SafetensorsStreamWriter::Open(path, {{"x", Dtype::kF32, {1}}, {"x", Dtype::kF32, {1}}});
   EXPECT_EQ(dup.status().code(), absl::StatusCode::kInvalidArgument);
 }
 

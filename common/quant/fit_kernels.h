@@ -37,7 +37,7 @@ struct UnitView {
 
 // float -> nearest FP16 (round half to even, as at::Tensor::to(kHalf)) -> float.
 float RoundToHalf(float x);
-uint16_t HalfBits(float x);   // the FP16 bits of RoundToHalf(x)
+uint16_t HalfBits(float x);  // the FP16 bits of RoundToHalf(x)
 float FromHalfBits(uint16_t h);
 
 // The k entries of largest |W_ij| * s_j (ties: the lower flat index first), as
@@ -54,14 +54,25 @@ UnitFit FitUnitKernel(const UnitView& weight, const float* act_scale,
 // ActionFit; unused for 16) into out (row i at out + i * out_stride). `out` may be the
 // weights themselves (in place, same stride). Salient entries get their INT8 value
 // except for action 16.
-void DequantizeKernel(const UnitView& weight, Action a, const float* scales,
-                      const float* offsets, const SalientSet& salient, float* out,
-                      int64_t out_stride);
+void DequantizeKernel(const UnitView& weight, Action a, const float* scales, const float* offsets,
+                      const SalientSet& salient, float* out, int64_t out_stride);
 
 // The integer codes of action a (not 16) as in ActionFit, row-major into out
 // [rows * cols]; salient positions hold the operator's code (ignored by readers).
 void CodesKernel(const UnitView& weight, Action a, const float* scales, const float* offsets,
                  int8_t* out);
+
+// Sums over a unit for its static features (unit_table_builder.cc): 8 float lanes per
+// row, rows added in double.
+struct UnitStats {
+  double sum = 0, sum_sq = 0;   // of W
+  double var = 0;               // E[W^2] - E[W]^2 (population)
+  double mass = 0;              // sum |W_ij| s_j
+  int64_t sparse = 0;           // entries with |W_ij| < sparse_below
+  int64_t outliers = 0;         // entries with |W_ij - mean| > 3 std
+  double s_sum = 0, s_max = 0;  // of the activation scales
+};
+UnitStats UnitStatsKernel(const UnitView& weight, const float* act_scale, float sparse_below);
 
 }  // namespace windquant::quant
 

@@ -112,10 +112,10 @@ double ReferenceWorstMove(const QuantizationSession& s, size_t unit, Action a) {
   const double base = reference::ReferenceFitUnit(W, act, one)->fits[0].error;
   double worst = 0;
   for (int trial = 0; trial < kTrials; ++trial) {
-    const double e = reference::ReferenceFitUnit(
-                         W, PerturbUlps(act, kMaxUlps, 7919 * u.id + trial), one)
-                         ->fits[0]
-                         .error;
+    const double e =
+        reference::ReferenceFitUnit(W, PerturbUlps(act, kMaxUlps, 7919 * u.id + trial), one)
+            ->fits[0]
+            .error;
     worst = std::max(worst, std::fabs(e - base) / base);
   }
   return worst;
@@ -152,8 +152,8 @@ TEST(FitStabilityTest, GridChoicesDoNotMoveWithTheLastBitsOfTheStatistics) {
       "FP16 scales moved %lld, worst relative error move %.3g (tolerance %.3g); the first "
       "quantizer's unit 20 at 8 bits moves by %.3g\n",
       static_cast<long long>(n.fits), kMaxUlps, static_cast<long long>(n.moved_points),
-      static_cast<long long>(n.moved_scales), n.worst_rel_error_move,
-      ErrorTolerance(kMaxUlps, 64), ReferenceWorstMove(**session, 20, Action::k8));
+      static_cast<long long>(n.moved_scales), n.worst_rel_error_move, ErrorTolerance(kMaxUlps, 64),
+      ReferenceWorstMove(**session, 20, Action::k8));
   EXPECT_EQ(n.moved_points, 0);
 }
 

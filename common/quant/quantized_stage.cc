@@ -55,7 +55,8 @@ absl::StatusOr<std::shared_ptr<const QuantizedStage>> QuantizedStage::Create(
         "quantized stage: fits of layers [", fits->first_layer(), ", ", fits->end_layer(),
         ") for weights of layers [", model->first_layer(), ", ", model->end_layer(), ")"));
   }
-  return std::shared_ptr<const QuantizedStage>(new QuantizedStage(std::move(model), std::move(fits)));
+  return std::shared_ptr<const QuantizedStage>(
+      new QuantizedStage(std::move(model), std::move(fits)));
 }
 
 absl::StatusOr<std::shared_ptr<const model::LlamaModel>> QuantizedStage::PlanModel(

@@ -121,8 +121,7 @@ TEST_P(QuantizedStageTest, PlanModelEqualsTheFloat32ReferenceBitForBit) {
 }
 
 INSTANTIATE_TEST_SUITE_P(StoredDtypes, QuantizedStageTest,
-                         ::testing::Values(at::kFloat, at::kBFloat16),
-                         [](const auto& info) {
+                         ::testing::Values(at::kFloat, at::kBFloat16), [](const auto& info) {
                            return std::string(info.param == at::kFloat ? "f32" : "bf16");
                          });
 
@@ -248,10 +247,11 @@ TEST(QuantizedStageStoriesTest, EvalPlanExportAndReferenceAgreeBitForBit) {
     sal.scale = ref->salient.scale;
     for (const auto& rf : ref->fits) {
       std::vector<float> scales, offsets;
-      if (rf.scales.defined()) scales.assign(rf.scales.data_ptr<float>(),
-                                             rf.scales.data_ptr<float>() + rf.scales.numel());
-      if (rf.offsets.defined()) offsets.assign(rf.offsets.data_ptr<float>(),
-                                               rf.offsets.data_ptr<float>() + rf.offsets.numel());
+      if (rf.scales.defined())
+        scales.assign(rf.scales.data_ptr<float>(), rf.scales.data_ptr<float>() + rf.scales.numel());
+      if (rf.offsets.defined())
+        offsets.assign(rf.offsets.data_ptr<float>(),
+                       rf.offsets.data_ptr<float>() + rf.offsets.numel());
       at::Tensor out = at::empty({u.rows, u.cols}, at::kFloat);
       DequantizeKernel(UnitView{W.data_ptr<float>(), u.cols, u.rows, u.cols}, rf.action,
                        scales.data(), offsets.data(), sal, out.data_ptr<float>(), u.cols);

@@ -232,7 +232,8 @@ at::Tensor SalientMaskUnchecked(const at::Tensor& w, const at::Tensor& s, int64_
 }
 
 // Salient INT8 values: symmetric, per-unit scale FP16(max|W_salient| / 127).
-ReferenceSalientSet MakeSalient(const at::Tensor& w, const at::Tensor& s, int64_t k, at::Tensor* values) {
+ReferenceSalientSet MakeSalient(const at::Tensor& w, const at::Tensor& s, int64_t k,
+                                at::Tensor* values) {
   ReferenceSalientSet out;
   out.count = k;
   out.mask = SalientMaskUnchecked(w, s, k, &out.index);
@@ -267,15 +268,15 @@ const ReferenceActionFit* ReferenceUnitFit::Find(Action a) const {
 }
 
 double ReferenceRelativeError(const at::Tensor& weight, const at::Tensor& dequant,
-                     const at::Tensor& act_scale) {
+                              const at::Tensor& act_scale) {
   const double den = ErrorDenominator(weight, act_scale);
   if (!(den > 0)) return 0.0;
   at::Tensor d = (weight.to(at::kDouble) - dequant.to(at::kDouble)).square();
   return (d * act_scale.to(at::kDouble).square().unsqueeze(0)).sum().item<double>() / den;
 }
 
-absl::StatusOr<at::Tensor> ReferenceSalientMask(const at::Tensor& weight, const at::Tensor& act_scale,
-                                       double fraction) {
+absl::StatusOr<at::Tensor> ReferenceSalientMask(const at::Tensor& weight,
+                                                const at::Tensor& act_scale, double fraction) {
   try {
     absl::Status st = CheckInputs(weight, act_scale);
     if (!st.ok()) return st;
@@ -287,8 +288,10 @@ absl::StatusOr<at::Tensor> ReferenceSalientMask(const at::Tensor& weight, const 
   }
 }
 
-absl::StatusOr<ReferenceUnitFit> ReferenceFitUnit(const at::Tensor& weight, const at::Tensor& act_scale,
-                                absl::Span<const Action> actions, const QuantizerOptions& options) {
+absl::StatusOr<ReferenceUnitFit> ReferenceFitUnit(const at::Tensor& weight,
+                                                  const at::Tensor& act_scale,
+                                                  absl::Span<const Action> actions,
+                                                  const QuantizerOptions& options) {
   try {
     absl::Status st = CheckInputs(weight, act_scale);
     if (!st.ok()) return st;
@@ -396,8 +399,7 @@ absl::StatusOr<ReferenceUnitFit> ReferenceFitUnit(const at::Tensor& weight, cons
   }
 }
 
-at::Tensor ReferenceDequantize(const at::Tensor& weight, Action a,
-                               const std::vector<float>& scales,
+at::Tensor ReferenceDequantize(const at::Tensor& weight, Action a, const std::vector<float>& scales,
                                const std::vector<float>& offsets, const SalientSet& salient) {
   const at::Tensor w = weight.to(at::kFloat).contiguous();
   if (a == Action::k16) return RoundToHalf(w);

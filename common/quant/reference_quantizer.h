@@ -71,8 +71,7 @@ double ReferenceRelativeError(const at::Tensor& weight, const at::Tensor& dequan
 // float32 and the stored parameters (FP16 values as floats; offsets only for 1 bit), in
 // plain ATen ops following the formulas of unit_fit.h: the slow, obvious reference of
 // fit_kernels.h's DequantizeKernel and of the plan weights built from it.
-at::Tensor ReferenceDequantize(const at::Tensor& weight, Action a,
-                               const std::vector<float>& scales,
+at::Tensor ReferenceDequantize(const at::Tensor& weight, Action a, const std::vector<float>& scales,
                                const std::vector<float>& offsets, const SalientSet& salient);
 
 }  // namespace windquant::quant::reference

@@ -39,8 +39,8 @@ StageFits::StageFits(UnitTable table, std::vector<UnitParams> params)
 
 absl::StatusOr<StageFits> StageFits::Create(UnitTable table, std::vector<UnitParams> params) {
   if (params.size() != table.units.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("fits: ", params.size(), " units for a table of ",
-                                                   table.units.size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("fits: ", params.size(), " units for a table of ", table.units.size()));
   }
   for (size_t i = 0; i < params.size(); ++i) {
     const Unit& u = table.units[i];
@@ -51,8 +51,7 @@ absl::StatusOr<StageFits> StageFits::Create(UnitTable table, std::vector<UnitPar
           absl::StrCat("fits: ", UnitName(u), ": layer outside the stage or out of order"));
     }
     if (static_cast<int64_t>(p.scales.size()) != kStoredActions * u.rows ||
-        static_cast<int64_t>(p.offsets.size()) != u.rows ||
-        p.salient.count() != u.salient_count ||
+        static_cast<int64_t>(p.offsets.size()) != u.rows || p.salient.count() != u.salient_count ||
         static_cast<int64_t>(p.salient.codes.size()) != u.salient_count) {
       return absl::InvalidArgumentError(
           absl::StrCat("fits: ", UnitName(u), ": parameter sizes disagree with the table"));
@@ -178,19 +177,18 @@ absl::Status StageFits::Save(const std::string& path) const {
       {"salient_scale", model::Dtype::kF32, {units}},
       {"scales", model::Dtype::kF16, {kStoredActions * rows}},
       {"offsets", model::Dtype::kF16, {rows}}};
-  WQ_ASSIGN_OR_RETURN(
-      auto w, model::SafetensorsStreamWriter::Open(
-                  path, std::move(tensors),
-                  {{"windquant_format", kFormat},
-                   {"windquant_format_version", kVersion},
-                   {"first_layer", absl::StrCat(table_.first_layer)},
-                   {"end_layer", absl::StrCat(table_.end_layer)},
-                   {"units", absl::StrCat(units)}}));
+  WQ_ASSIGN_OR_RETURN(auto w, model::SafetensorsStreamWriter::Open(
+                                  path, std::move(tensors),
+                                  {{"windquant_format", kFormat},
+                                   {"windquant_format_version", kVersion},
+                                   {"first_layer", absl::StrCat(table_.first_layer)},
+                                   {"end_layer", absl::StrCat(table_.end_layer)},
+                                   {"units", absl::StrCat(units)}}));
   for (const UnitParams& p : params_) WQ_RETURN_IF_ERROR(w->Append(Bytes(p.salient.index)));
   for (const UnitParams& p : params_) WQ_RETURN_IF_ERROR(w->Append(Bytes(p.salient.codes)));
   for (const UnitParams& p : params_) {
-    WQ_RETURN_IF_ERROR(w->Append(std::string_view(
-        reinterpret_cast<const char*>(&p.salient.scale), sizeof(float))));
+    WQ_RETURN_IF_ERROR(w->Append(
+        std::string_view(reinterpret_cast<const char*>(&p.salient.scale), sizeof(float))));
   }
   for (const UnitParams& p : params_) WQ_RETURN_IF_ERROR(w->Append(Bytes(p.scales)));
   for (const UnitParams& p : params_) WQ_RETURN_IF_ERROR(w->Append(Bytes(p.offsets)));
@@ -222,7 +220,8 @@ absl::StatusOr<StageFits> StageFits::Load(const std::string& path, UnitTable tab
     if (info == nullptr || info->dtype != dtype || info->shape.size() != 1 ||
         info->shape[0] != count) {
       return absl::DataLossError(absl::StrCat(path, ": tensor ", name, " missing or not [", count,
-                                              "] ", model::DtypeName(dtype), " (the table's size)"));
+                                              "] ", model::DtypeName(dtype),
+                                              " (the table's size)"));
     }
     return f.Data(*info);
   };

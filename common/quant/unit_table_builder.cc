@@ -63,46 +63,19 @@ MatrixStats ComputeMatrixStats(const float* w, int64_t n, const float* s, int64_
 // Static features of one unit (normalisations documented in unit_table.h); the mass share
 // holds the raw mass sum |W_ij| s_j until the layer's total is known.
 void UnitFeatures(const UnitView& w, const float* s, const MatrixStats& ms, Unit* u) {
-  const int64_t n = w.rows * w.cols;
+  const double n = static_cast<double>(w.rows * w.cols);
   const double w_std = std::max(ms.std, 1e-12), w_var = w_std * w_std;
   const double w_absmax = std::max(ms.absmax, 1e-12), s_mean = std::max(ms.s_mean, 1e-12);
-  double sum = 0, mass = 0;
-  int64_t sparse = 0;
-  const float sparse_below = static_cast<float>(0.01 * w_absmax);
-  for (int64_t i = 0; i < w.rows; ++i) {
-    const float* row = w.data + i * w.stride;
-    for (int64_t j = 0; j < w.cols; ++j) {
-      sum += row[j];
-      mass += std::fabs(row[j]) * static_cast<double>(s[j]);
-      sparse += std::fabs(row[j]) < sparse_below;
-    }
-  }
-  const double mean = sum / n;
-  double ss = 0;
-  for (int64_t i = 0; i < w.rows; ++i) {
-    const float* row = w.data + i * w.stride;
-    for (int64_t j = 0; j < w.cols; ++j) ss += (row[j] - mean) * (row[j] - mean);
-  }
-  const double var = ss / n;
-  const double ustd = std::sqrt(std::max(var, 1e-24));
-  int64_t outliers = 0;
-  for (int64_t i = 0; i < w.rows; ++i) {
-    const float* row = w.data + i * w.stride;
-    for (int64_t j = 0; j < w.cols; ++j) outliers += std::fabs(row[j] - mean) > 3.0 * ustd;
-  }
-  double s_sum = 0, s_max = 0;
-  for (int64_t j = 0; j < w.cols; ++j) {
-    s_sum += s[j];
-    s_max = std::max(s_max, static_cast<double>(s[j]));
-  }
+  const UnitStats st = UnitStatsKernel(w, s, static_cast<float>(0.01 * w_absmax));
+  const double mean = st.sum / n, var = st.var;
   u->features[kFeatWeightMean] = Clip(mean / w_std, -1, 1);
   u->features[kFeatWeightVar] = Clip(std::log2(std::max(var, 1e-24) / w_var) / 4.0, -1, 1);
-  u->features[kFeatSparsity] = Clip(static_cast<double>(sparse) / n, 0, 1);
-  u->features[kFeatOutlierFrac] = Clip(10.0 * static_cast<double>(outliers) / n, 0, 1);
+  u->features[kFeatSparsity] = Clip(static_cast<double>(st.sparse) / n, 0, 1);
+  u->features[kFeatOutlierFrac] = Clip(10.0 * static_cast<double>(st.outliers) / n, 0, 1);
   u->features[kFeatActMeanRel] =
-      Clip(std::log2(std::max(s_sum / w.cols, 1e-12) / s_mean) / 4.0, -1, 1);
-  u->features[kFeatActMaxRel] = Clip(std::log2(std::max(s_max, 1e-12) / s_mean) / 4.0, -1, 1);
-  u->features[kFeatMassShare] = static_cast<float>(mass);
+      Clip(std::log2(std::max(st.s_sum / w.cols, 1e-12) / s_mean) / 4.0, -1, 1);
+  u->features[kFeatActMaxRel] = Clip(std::log2(std::max(st.s_max, 1e-12) / s_mean) / 4.0, -1, 1);
+  u->features[kFeatMassShare] = static_cast<float>(st.mass);
 }
 
 }  // namespace
