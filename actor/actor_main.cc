@@ -10,10 +10,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "actor/actor_node.h"
-#include "actor/service_flags.h"
 #include "common/metrics/http_server.h"
 #include "common/net/channel.h"
 #include "common/net/signal_waiter.h"
+#include "common/service/service_flags.h"
 
 namespace wq = windquant;
 
@@ -26,7 +26,7 @@ int Fail(const absl::Status& s) {
 
 int main(int argc, char** argv) {
   wq::net::SignalWaiter::BlockTerminationSignals();
-  auto flags = wq::actor::ParseServiceFlags(argc, argv);
+  auto flags = wq::service::ParseServiceFlags(argc, argv);
   if (!flags.ok()) return Fail(flags.status());
   if (flags->help) {
     std::cout
@@ -42,7 +42,7 @@ int main(int argc, char** argv) {
   if (c.model.threads > 0) at::set_num_threads(c.model.threads);  // 0: torch's default
   const auto& svc = c.service;
   const char* ordinal = std::getenv("WQ_POD_ORDINAL");
-  auto sr = wq::actor::ResolveStageReplica(svc, ordinal ? ordinal : "");
+  auto sr = wq::service::ResolveStageReplica(svc, ordinal ? ordinal : "");
   if (!sr.ok()) return Fail(sr.status());
   const int stage = sr->first, replica = sr->second;
   const int index = stage * svc.replicas + replica;

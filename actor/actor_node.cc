@@ -35,14 +35,14 @@ absl::StatusOr<std::unique_ptr<ActorNode>> ActorNode::Create(
   WQ_ASSIGN_OR_RETURN(model::LlamaConfig model_config,
                       model::LlamaConfig::FromDirectory(c.model.dir));
   WQ_ASSIGN_OR_RETURN(auto layers, StageLayers(model_config.num_hidden_layers, svc.stages, stage));
-  StageWorkerOptions wo;
+  stage::StageWorkerOptions wo;
   wo.model_dir = c.model.dir;
   wo.first_layer = layers.first;
   wo.end_layer = layers.second;
   wo.chunk_size = c.quant.chunk_size;
   wo.salient_fraction = c.quant.salient_fraction;
   wo.cache_dir = c.quant.cache_dir;
-  WQ_ASSIGN_OR_RETURN(node->worker_, StageWorker::Create(wo));
+  WQ_ASSIGN_OR_RETURN(node->worker_, stage::StageWorker::Create(wo));
   WQ_ASSIGN_OR_RETURN(std::string key,
                       ModelKey(c.model.dir, c.quant.chunk_size, c.quant.salient_fraction));
   ActorIdentity& id = node->id_;

@@ -25,11 +25,11 @@
 #include "absl/status/statusor.h"
 #include "actor/actor_service.h"
 #include "actor/rollout_loop.h"
-#include "actor/stage_worker.h"
 #include "common/config/run_config.h"
 #include "common/metrics/registry.h"
 #include "common/net/canceller.h"
 #include "common/net/server.h"
+#include "common/stage/stage_worker.h"
 #include "grpcpp/channel.h"
 #include "windquant/v1/learner.grpc.pb.h"
 
@@ -75,7 +75,7 @@ class ActorNode {
   std::function<void(const std::string&)> log_;
   metrics::Registry* registry_ = nullptr;
   std::string last_fp_path_;  // fingerprint of the last fitted table ("" = no cache)
-  std::unique_ptr<StageWorker> worker_;
+  std::unique_ptr<stage::StageWorker> worker_;
   std::shared_ptr<grpc::Channel> learner_channel_;
   std::unique_ptr<v1::Learner::Stub> learner_;
   // Shutdown cancels the calls to the learner in flight (registration retries).

@@ -4,13 +4,13 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
-#include "actor/hidden_states_codec.h"
-#include "actor/local_activation_transport.h"
 #include "common/base/files.h"
 #include "common/base/status_macros.h"
 #include "common/metrics/metric_names.h"
 #include "common/net/status_convert.h"
-#include "common/quant/action.h"
+#include "common/rl/plan_validation.h"
+#include "common/transport/hidden_states_codec.h"
+#include "common/transport/local_activation_transport.h"
 
 namespace windquant::actor {
 
@@ -33,7 +33,7 @@ std::string TableFingerprint(const std::string& model_key, const std::string& ca
   return base::Sha256Hex(absl::StrCat(model_key, "\n", calibration_fp));
 }
 
-ActorService::ActorService(StageWorker* worker, ActorIdentity identity, TableSink on_table,
+ActorService::ActorService(stage::StageWorker* worker, ActorIdentity identity, TableSink on_table,
                            metrics::Registry* registry)
     : worker_(worker),
       identity_(std::move(identity)),
@@ -45,32 +45,14 @@ namespace {
 // Checks the plan of a Forward request against the stage's table.
 absl::StatusOr<std::shared_ptr<const std::vector<int>>> CheckPlan(const v1::Plan& plan,
                                                                   const std::string& plan_id,
-                                                                  StageWorker& worker) {
+                                                                  stage::StageWorker& worker) {
   if (!plan.plan_id().empty() && plan.plan_id() != plan_id) {
     return absl::InvalidArgumentError("plan.plan_id: differs from plan_id");
   }
   absl::StatusOr<quant::UnitTable> table = worker.table();
   if (!table.ok()) return table.status();
-  if (plan.model_fingerprint() != table->fingerprint) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("plan.model_fingerprint: ", plan.model_fingerprint().substr(0, 12),
-                     " is not this stage's model ", table->fingerprint.substr(0, 12)));
-  }
-  const uint32_t needed = table->units.empty() ? 0 : table->units.back().id + 1;
-  if (static_cast<uint32_t>(plan.actions_size()) < needed) {
-    return absl::InvalidArgumentError(absl::StrCat("plan.actions: ", plan.actions_size(),
-                                                   " entries, this stage's units need ", needed));
-  }
-  auto actions = std::make_shared<std::vector<int>>();
-  actions->reserve(plan.actions_size());
-  for (int i = 0; i < plan.actions_size(); ++i) {
-    if (plan.actions(i) >= static_cast<uint32_t>(quant::kNumActions)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("plan.actions[", i, "]: ", plan.actions(i), " is not an action index"));
-    }
-    actions->push_back(static_cast<int>(plan.actions(i)));
-  }
-  return std::shared_ptr<const std::vector<int>>(std::move(actions));
+  WQ_RETURN_IF_ERROR(rl::ValidatePlan(plan, *table, rl::PlanScope::kStage));
+  return std::make_shared<const std::vector<int>>(plan.actions().begin(), plan.actions().end());
 }
 
 }  // namespace
@@ -83,7 +65,7 @@ grpc::Status ActorService::Forward(
           ? metrics::HistogramFamily(*registry_, metrics::kActorForwardDurationSeconds).value()
           : nullptr;
   v1::ForwardRequest req;
-  PassSpec spec;
+  transport::PassSpec spec;
   while (stream->Read(&req)) {
     if (req.plan_id() != spec.plan_id || req.has_plan()) {
       if (!req.plan_id().empty()) {
@@ -100,10 +82,10 @@ grpc::Status ActorService::Forward(
         spec.model_fingerprint = req.plan().model_fingerprint();
       }
     }
-    absl::StatusOr<at::Tensor> hidden = DecodeHiddenStates(req.hidden(), "hidden");
+    absl::StatusOr<at::Tensor> hidden = transport::DecodeHiddenStates(req.hidden(), "hidden");
     if (!hidden.ok()) return net::ToGrpcStatus(hidden.status());
     const auto start = std::chrono::steady_clock::now();
-    absl::StatusOr<at::Tensor> out = RunPassOnWorker(*worker_, spec, *hidden);
+    absl::StatusOr<at::Tensor> out = transport::RunPassOnWorker(*worker_, spec, *hidden);
     if (!out.ok()) return net::ToGrpcStatus(out.status());
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -111,7 +93,7 @@ grpc::Status ActorService::Forward(
     v1::ForwardResponse resp;
     resp.set_request_id(req.request_id());
     resp.set_forward_seconds(seconds);
-    EncodeHiddenStates(*out, req.hidden().micro_batch(), resp.mutable_hidden());
+    transport::EncodeHiddenStates(*out, req.hidden().micro_batch(), resp.mutable_hidden());
     if (!stream->Write(resp)) break;
   }
   return grpc::Status::OK;
@@ -127,13 +109,13 @@ grpc::Status ActorService::Calibrate(
       worker_->StartCalibration();
       started = true;
     }
-    absl::StatusOr<at::Tensor> hidden = DecodeHiddenStates(req.hidden(), "hidden");
+    absl::StatusOr<at::Tensor> hidden = transport::DecodeHiddenStates(req.hidden(), "hidden");
     if (!hidden.ok()) return net::ToGrpcStatus(hidden.status());
     absl::StatusOr<at::Tensor> out = worker_->Calibrate(*hidden);
     if (!out.ok()) return net::ToGrpcStatus(out.status());
     v1::CalibrateResponse resp;
     resp.set_request_id(req.request_id());
-    EncodeHiddenStates(*out, req.hidden().micro_batch(), resp.mutable_hidden());
+    transport::EncodeHiddenStates(*out, req.hidden().micro_batch(), resp.mutable_hidden());
     if (!stream->Write(resp)) break;
   }
   return grpc::Status::OK;

@@ -9,8 +9,8 @@
 #include <functional>
 #include <string>
 
-#include "actor/stage_worker.h"
 #include "common/metrics/registry.h"
+#include "common/stage/stage_worker.h"
 #include "windquant/v1/actor.grpc.pb.h"
 
 namespace windquant::actor {
@@ -32,7 +32,7 @@ std::string TableFingerprint(const std::string& model_key, const std::string& ca
 class ActorService final : public v1::Actor::Service {
  public:
   using TableSink = std::function<absl::Status(const quant::UnitTable&)>;
-  ActorService(StageWorker* worker, ActorIdentity identity, TableSink on_table,
+  ActorService(stage::StageWorker* worker, ActorIdentity identity, TableSink on_table,
                metrics::Registry* registry);
 
   grpc::Status Forward(
@@ -48,7 +48,7 @@ class ActorService final : public v1::Actor::Service {
                             v1::StageInfo* reply) override;
 
  private:
-  StageWorker* const worker_;
+  stage::StageWorker* const worker_;
   const ActorIdentity identity_;
   const TableSink on_table_;
   metrics::Registry* const registry_;

@@ -10,6 +10,7 @@
 #include "common/net/status_convert.h"
 #include "common/rl/state_features.h"
 #include "common/rl/training.h"
+#include "common/rl/transition_codec.h"
 
 namespace windquant::actor {
 RolloutLoop::RolloutLoop(const config::RunConfig& config, RolloutLoopOptions options,
@@ -124,7 +125,7 @@ void RolloutLoop::WatchPolicy() {
 
 void RolloutLoop::Rollouts() {
   // The global unit table (UNAVAILABLE until every stage registered).
-  std::unique_ptr<RolloutWorker> worker;
+  std::unique_ptr<rl::RolloutWorker> worker;
   absl::Duration backoff = absl::Milliseconds(200);
   while (worker == nullptr) {
     grpc::ClientContext ctx;
@@ -135,8 +136,9 @@ void RolloutLoop::Rollouts() {
     if (s.ok()) {
       auto table = quant::UnitTable::FromProto(proto);
       if (table.ok()) {
-        auto w = RolloutWorker::Create(*table, config_.env, options_.actor_id, options_.actor_index,
-                                       options_.incarnation, options_.envs, config_.training.seed);
+        auto w =
+            rl::RolloutWorker::Create(*table, config_.env, options_.actor_id, options_.actor_index,
+                                      options_.incarnation, options_.envs, config_.training.seed);
         if (w.ok()) worker = *std::move(w);
       }
     }
@@ -191,7 +193,7 @@ void RolloutLoop::Rollouts() {
         version_since = absl::Now();
       }
     }
-    std::vector<Episode> episodes;
+    std::vector<rl::Episode> episodes;
     {
       absl::MutexLock lock(&mu_);
       auto run = worker->Run(*policy_, target_bits_);
@@ -203,9 +205,9 @@ void RolloutLoop::Rollouts() {
     }
     produced += static_cast<int>(episodes.size());
     if (episodes_ != nullptr) episodes_->Inc(static_cast<double>(episodes.size()));
-    for (const Episode& e : episodes) {
+    for (const rl::Episode& e : episodes) {
       v1::TransitionBatch batch;
-      EncodeEpisode(e, worker->table(), &batch);
+      rl::EncodeEpisode(e, worker->table(), &batch);
       v1::TransitionAck ack;
       bool delivered = false;
       for (int attempt = 0; attempt < 50 && !delivered && !cancel_.cancelled(); ++attempt) {

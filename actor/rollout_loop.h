@@ -22,10 +22,10 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "actor/rollout_worker.h"
 #include "common/config/run_config.h"
 #include "common/metrics/registry.h"
 #include "common/net/canceller.h"
+#include "common/rl/rollout_worker.h"
 #include "windquant/v1/evaluator.grpc.pb.h"
 #include "windquant/v1/learner.grpc.pb.h"
 

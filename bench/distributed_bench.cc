@@ -1,6 +1,7 @@
 // distributed_bench: what the distributed service (DESIGN.md section 5) costs
 // over loopback, each figure next to the one-process figure measured in the
-// same run (issue 5 item 11).
+// same run, so that the overhead is read against this machine and not a number
+// from elsewhere.
 //
 //  1. Learner ingestion: transitions/s that a real LearnerService (LearnerCore
 //     behind a GrpcServer on 127.0.0.1) accepts from 1, 2 and 4 actor
@@ -56,10 +57,6 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "actor/actor_service.h"
-#include "actor/grpc_activation_transport.h"
-#include "actor/rollout_worker.h"
-#include "actor/stage_worker.h"
-#include "actor/transition_codec.h"
 #include "common/base/files.h"
 #include "common/config/run_config.h"
 #include "common/model/perplexity.h"
@@ -68,7 +65,11 @@
 #include "common/quant/baselines.h"
 #include "common/quant/quantization_session.h"
 #include "common/rl/policy.h"
+#include "common/rl/rollout_worker.h"
 #include "common/rl/state_features.h"
+#include "common/rl/transition_codec.h"
+#include "common/stage/stage_worker.h"
+#include "common/transport/grpc_activation_transport.h"
 #include "evaluator/pipeline_evaluator.h"
 #include "learner/learner_core.h"
 #include "learner/learner_service.h"
@@ -394,14 +395,14 @@ int RunIngestChild(const Flags& f) {
   po.init_seed = cfg.training.seed;
   auto policy = OrDie(wq::rl::Policy::Create(po), "policy");
   const std::string actor_id = absl::StrCat("bench-actor-", index);
-  auto worker = OrDie(wq::actor::RolloutWorker::Create(table, cfg.env, actor_id, index, 0,
-                                                       episodes_n, cfg.training.seed),
+  auto worker = OrDie(wq::rl::RolloutWorker::Create(table, cfg.env, actor_id, index, 0, episodes_n,
+                                                    cfg.training.seed),
                       "rollout worker");
-  std::vector<wq::actor::Episode> episodes =
+  std::vector<wq::rl::Episode> episodes =
       OrDie(worker->Run(*policy, cfg.curriculum.target_bits.back()), "rollout");
   std::vector<wq::v1::TransitionBatch> batches(episodes.size());
   for (size_t i = 0; i < episodes.size(); ++i)
-    wq::actor::EncodeEpisode(episodes[i], table, &batches[i]);
+    wq::rl::EncodeEpisode(episodes[i], table, &batches[i]);
   const double seconds = f.Num("seconds", 4);
   std::printf("ready\n");
   std::fflush(stdout);
@@ -443,13 +444,13 @@ int RunStageChild(const Flags& f) {
   at::set_num_threads(static_cast<int>(f.Num("threads", 1)));
   const wq::config::RunConfig cfg =
       OrDie(wq::config::LoadRunConfig(f.Get("config"), f.sets), "config");
-  wq::actor::StageWorkerOptions wo;
+  wq::stage::StageWorkerOptions wo;
   wo.model_dir = cfg.model.dir;
   wo.first_layer = static_cast<int64_t>(f.Num("first", 0));
   wo.end_layer = static_cast<int64_t>(f.Num("end", -1));
   wo.chunk_size = cfg.quant.chunk_size;
   wo.salient_fraction = cfg.quant.salient_fraction;
-  auto worker = OrDie(wq::actor::StageWorker::Create(wo), "stage worker");
+  auto worker = OrDie(wq::stage::StageWorker::Create(wo), "stage worker");
   wq::actor::ActorIdentity id;
   id.stage = static_cast<int>(f.Num("index", 0));
   id.stages = 1;
@@ -629,12 +630,12 @@ int main(int argc, char** argv) {
     auto policy = OrDie(wq::rl::Policy::Create(po), "policy");
     const int n = static_cast<int>(f.Num("episodes", 8));
     auto worker =
-        OrDie(wq::actor::RolloutWorker::Create(table, cfg.env, "bench", 0, 0, n, cfg.training.seed),
+        OrDie(wq::rl::RolloutWorker::Create(table, cfg.env, "bench", 0, 0, n, cfg.training.seed),
               "rollout worker");
     // One-process rollout production (what `windquant quantize` generates per second).
     double t0 = Now();
     int64_t produced = 0;
-    std::vector<wq::actor::Episode> episodes;
+    std::vector<wq::rl::Episode> episodes;
     while (Now() - t0 < 1.0 || episodes.empty()) {
       episodes = OrDie(worker->Run(*policy, cfg.curriculum.target_bits.back()), "rollout");
       for (const auto& e : episodes) produced += static_cast<int64_t>(e.steps.size());
@@ -649,12 +650,12 @@ int main(int argc, char** argv) {
       int64_t k = 0;
       const double t = Now();
       while (Now() - t < seconds) {
-        wq::actor::Episode e = episodes[k % episodes.size()];
+        wq::rl::Episode e = episodes[k % episodes.size()];
         e.episode_id = (uint64_t{1} << 60) | static_cast<uint64_t>(++k);
         if (codec) {
           wq::v1::TransitionBatch b;
-          wq::actor::EncodeEpisode(e, table, &b);
-          e = OrDie(wq::actor::DecodeEpisode(b, table), "decode");
+          wq::rl::EncodeEpisode(e, table, &b);
+          e = OrDie(wq::rl::DecodeEpisode(b, table), "decode");
         }
         OrDie(local.core->SubmitEpisode(std::move(e)).status(), "SubmitEpisode");
       }
@@ -774,15 +775,15 @@ int main(int argc, char** argv) {
       }
       children.push_back(Spawn(a));
     }
-    std::vector<std::unique_ptr<wq::actor::GrpcActivationTransport>> transports;
-    std::vector<wq::actor::ActivationTransport*> stages;
+    std::vector<std::unique_ptr<wq::transport::GrpcActivationTransport>> transports;
+    std::vector<wq::transport::ActivationTransport*> stages;
     for (int s = 0; s < k; ++s) {
       const std::string line = ReadLine(children[s], "stage process");
       if (line.rfind("port=", 0) != 0) Die(absl::StrCat("stage process said: ", line));
       wq::net::ChannelOptions co;
       co.target = absl::StrCat("127.0.0.1:", line.substr(5));
       co.max_message_bytes = cfg.service.max_message_bytes;
-      transports.push_back(std::make_unique<wq::actor::GrpcActivationTransport>(
+      transports.push_back(std::make_unique<wq::transport::GrpcActivationTransport>(
           OrDie(wq::net::MakeChannel(co), "channel"), absl::StrCat("stage ", s),
           absl::Minutes(10)));
       stages.push_back(transports.back().get());
@@ -805,8 +806,8 @@ int main(int argc, char** argv) {
     c.calibration_s = Now() - t0;
     const wq::quant::UnitTable merged = OrDie(wq::quant::UnitTable::Merge(tables), "merge");
     const wq::quant::Plan plan = wq::quant::Plan::Make(merged, plan_actions, "lagrange", 2.0);
-    wq::actor::PassSpec fp_spec;
-    wq::actor::PassSpec plan_spec;
+    wq::transport::PassSpec fp_spec;
+    wq::transport::PassSpec plan_spec;
     plan_spec.plan_id = wq::evaluator::PipelineEvaluator::PlanKey(plan);
     plan_spec.model_fingerprint = plan.model_fingerprint;
     plan_spec.actions = std::make_shared<const std::vector<int>>(plan.actions);

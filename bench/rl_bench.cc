@@ -211,17 +211,8 @@ struct Limits {
 
 // ---- one table ------------------------------------------------------------------------
 
-rl::PpoConfig MakePpoConfig(const Options& o) {
-  const config::RunConfig defaults;
-  rl::PpoConfig p;
-  p.clip_ratio = defaults.ppo.clip_ratio;
-  p.gamma = defaults.ppo.gamma;
-  p.gae_lambda = defaults.ppo.gae_lambda;
-  p.value_coef = defaults.ppo.value_coef;
-  p.entropy_coef = defaults.ppo.entropy_coef;
-  p.learning_rate = defaults.ppo.learning_rate;
-  p.max_grad_norm = defaults.ppo.max_grad_norm;
-  p.max_policy_lag = defaults.ppo.max_policy_lag;
+config::PpoConfig MakePpoConfig(const Options& o) {
+  config::PpoConfig p;  // the run config's defaults
   p.epochs = static_cast<int>(o.epochs);
   p.minibatch_size = static_cast<int>(o.minibatch);
   return p;
@@ -250,7 +241,7 @@ void BenchTable(const std::string& name, const quant::UnitTable& table, const Op
   po.state_dim = rl::kStateDim;
   po.num_actions = quant::kNumActions;
   po.hidden_sizes = o.hidden;
-  auto learner = OrDie(rl::PpoLearner::Create(po, MakePpoConfig(o)));
+  auto learner = OrDie(rl::PpoLearner::Create(po, MakePpoConfig(o), /*shuffle_seed=*/0));
   at::Generator gen = rl::MakeGenerator(7);
 
   // Policy inference alone, at the rollout's shapes (rows = episodes).

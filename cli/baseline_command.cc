@@ -8,12 +8,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "cli/command.h"
-#include "cli/open_session.h"
 #include "common/base/status_macros.h"
 #include "common/config/run_config.h"
 #include "common/quant/baselines.h"
 #include "common/quant/plan_io.h"
 #include "common/quant/quantization_session.h"
+#include "job/baseline_plans.h"
+#include "job/open_session.h"
 #include "nlohmann/json.hpp"
 
 namespace windquant::cli {
@@ -39,6 +40,30 @@ constexpr char kUsage[] =
     "  --no-cache         ignore and do not write the unit-table cache\n"
     "  --json             print one JSON object instead of text\n";
 
+// The text form of `j` (the --json object).
+void PrintText(const nlohmann::json& j, const quant::PlanTotals& totals, size_t units,
+               const std::string& out) {
+  std::string count_text;
+  for (int a = 0; a < quant::kNumActions; ++a) {
+    absl::StrAppend(&count_text, " ", std::string(quant::ActionName(quant::kAllActions[a])), ":",
+                    totals.action_counts[a]);
+  }
+  std::printf("plan %s\n", j.at("plan_id").get<std::string>().c_str());
+  std::printf(
+      "effective bits %.4f (quantized linears), %.4f (whole model incl. FP16 embeddings/norms)\n",
+      totals.effective_bits, totals.whole_model_bits);
+  std::printf("units %zu, actions%s\n", units, count_text.c_str());
+  std::printf("proxy error %.6g\n", j.at("proxy_error").get<double>());
+  if (j.contains("perplexity")) {
+    std::printf("perplexity %.4f on %lld tokens (context %lld)\n", j.at("perplexity").get<double>(),
+                static_cast<long long>(j.at("eval_tokens").get<int64_t>()),
+                static_cast<long long>(j.at("context").get<int64_t>()));
+    if (j.contains("fp_perplexity"))
+      std::printf("fp perplexity %.4f\n", j.at("fp_perplexity").get<double>());
+  }
+  if (!out.empty()) std::printf("wrote %s/plan.json, %s/plan.bin\n", out.c_str(), out.c_str());
+}
+
 absl::Status RunBaseline(Args& args) {
   const std::string config_path = args.Get("config");
   const std::vector<std::string> sets = args.GetAll("set");
@@ -53,41 +78,25 @@ absl::Status RunBaseline(Args& args) {
   const bool json = args.Has("json");
   WQ_RETURN_IF_ERROR(args.Finish());
   if (config_path.empty()) return absl::InvalidArgumentError("--config is required (see --help)");
-  if (method != "uniform" && method != "greedy" && method != "lagrange" && method != "random") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--method: expected uniform|greedy|lagrange|random, got \"", method, "\""));
-  }
-  quant::Action action = quant::Action::k4;
+  job::BaselineSpec spec;
+  spec.method = method;
+  spec.bits = bits;
+  spec.seed = static_cast<uint64_t>(seed);
+  WQ_RETURN_IF_ERROR(job::ValidateBaselineSpec(spec));
   if (method == "uniform") {
     if (action_text.empty())
       return absl::InvalidArgumentError("--action is required for --method uniform");
     absl::StatusOr<quant::Action> a = quant::ParseAction(action_text);
     if (!a.ok())
       return absl::InvalidArgumentError(absl::StrCat("--action: ", a.status().message()));
-    action = *a;
-  } else if (!(bits > 0)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--bits is required (> 0) for --method ", method));
+    spec.action = *a;
   }
 
   WQ_ASSIGN_OR_RETURN(config::RunConfig cfg, config::LoadRunConfig(config_path, sets));
   if (max_tokens < 0) max_tokens = cfg.evaluation.final_eval_tokens;
-  WQ_ASSIGN_OR_RETURN(auto session, OpenSession(cfg, !no_cache, /*load_eval_text=*/!no_eval));
+  WQ_ASSIGN_OR_RETURN(auto session, job::OpenSession(cfg, !no_cache, /*load_eval_text=*/!no_eval));
   const quant::UnitTable& table = session->table();
-
-  quant::Plan plan;
-  if (method == "uniform") {
-    plan = quant::UniformPlan(table, action);
-  } else if (method == "greedy") {
-    WQ_ASSIGN_OR_RETURN(plan, quant::GreedyPlan(table, bits));
-  } else if (method == "lagrange") {
-    WQ_ASSIGN_OR_RETURN(plan, quant::LagrangePlan(table, bits));
-  } else {
-    WQ_ASSIGN_OR_RETURN(plan, quant::RandomPlan(table, bits, static_cast<uint64_t>(seed)));
-  }
-  if (method == "uniform")
-    plan.plan_id = absl::StrCat("uniform-", std::string(quant::ActionName(action)),
-                                plan.plan_id.substr(plan.plan_id.rfind('-')));
+  WQ_ASSIGN_OR_RETURN(const quant::Plan plan, job::BaselinePlan(table, spec));
   const quant::PlanTotals totals = plan.Totals(table);
   if (!out.empty()) WQ_RETURN_IF_ERROR(quant::WritePlanFiles(plan, table, out));
 
@@ -118,26 +127,9 @@ absl::Status RunBaseline(Args& args) {
   }
   if (json) {
     std::printf("%s\n", j.dump().c_str());
-    return absl::OkStatus();
+  } else {
+    PrintText(j, totals, table.units.size(), out);
   }
-  std::string count_text;
-  for (int a = 0; a < quant::kNumActions; ++a) {
-    absl::StrAppend(&count_text, " ", std::string(quant::ActionName(quant::kAllActions[a])), ":",
-                    totals.action_counts[a]);
-  }
-  std::printf("plan %s\n", plan.plan_id.c_str());
-  std::printf(
-      "effective bits %.4f (quantized linears), %.4f (whole model incl. FP16 embeddings/norms)\n",
-      totals.effective_bits, totals.whole_model_bits);
-  std::printf("units %zu, actions%s\n", table.units.size(), count_text.c_str());
-  std::printf("proxy error %.6g\n", j["proxy_error"].get<double>());
-  if (!no_eval) {
-    std::printf("perplexity %.4f on %lld tokens (context %lld)\n", j["perplexity"].get<double>(),
-                static_cast<long long>(j["eval_tokens"].get<int64_t>()),
-                static_cast<long long>(j["context"].get<int64_t>()));
-    if (with_fp) std::printf("fp perplexity %.4f\n", j["fp_perplexity"].get<double>());
-  }
-  if (!out.empty()) std::printf("wrote %s/plan.json, %s/plan.bin\n", out.c_str(), out.c_str());
   return absl::OkStatus();
 }
 

@@ -9,13 +9,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "cli/command.h"
-#include "cli/open_session.h"
 #include "common/base/status_macros.h"
 #include "common/config/run_config.h"
 #include "common/quant/exporter.h"
 #include "common/quant/plan_io.h"
 #include "common/quant/quantization_session.h"
 #include "common/quant/quantized_checkpoint.h"
+#include "job/open_session.h"
 
 namespace windquant::cli {
 namespace {
@@ -48,7 +48,7 @@ absl::Status RunExport(Args& args) {
     return absl::InvalidArgumentError("--config, --plan and --out are required (see --help)");
   }
   WQ_ASSIGN_OR_RETURN(config::RunConfig cfg, config::LoadRunConfig(config_path, sets));
-  WQ_ASSIGN_OR_RETURN(auto session, OpenSession(cfg, !no_cache, /*load_eval_text=*/false));
+  WQ_ASSIGN_OR_RETURN(auto session, job::OpenSession(cfg, !no_cache, /*load_eval_text=*/false));
   WQ_ASSIGN_OR_RETURN(const quant::Plan plan, quant::ReadPlanFile(plan_path, session->table()));
 
   quant::ExportInputs in;

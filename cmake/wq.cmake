@@ -1,6 +1,8 @@
 # Small helpers in the style of Abseil/TensorStore:
 #   wq_cc_library(NAME x SRCS a.cc HDRS a.h DEPS y z)
-#   wq_cc_test(NAME x_test SRCS x_test.cc DEPS x LABELS unit [TIMEOUT s])
+#   wq_cc_test(NAME x_test SRCS x_test.cc DEPS x LABELS unit [TIMEOUT s] [MODEL])
+#     MODEL: the test reads the real test model or texts (common/testing/test_paths.h),
+#     so it requires the ctest fixture wq_test_model (tests/CMakeLists.txt).
 #   wq_cc_binary(NAME x SRCS main.cc DEPS y)
 # Targets are named wq_<NAME>; include paths are the repository root, so
 # code includes "common/model/llama_config.h".
@@ -19,9 +21,10 @@ function(wq_cc_library)
 endfunction()
 
 function(wq_cc_test)
-  cmake_parse_arguments(A "" "NAME;TIMEOUT" "SRCS;DEPS;LABELS" ${ARGN})
+  cmake_parse_arguments(A "MODEL" "NAME;TIMEOUT" "SRCS;DEPS;LABELS" ${ARGN})
   add_executable(${A_NAME} ${A_SRCS})
-  target_link_libraries(${A_NAME} PRIVATE ${A_DEPS} GTest::gmock GTest::gtest_main)
+  # Every test may use the StatusIs / IsOk matchers of common/testing.
+  target_link_libraries(${A_NAME} PRIVATE ${A_DEPS} wq_testing_status GTest::gmock GTest::gtest_main)
   target_include_directories(${A_NAME} PRIVATE ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR})
   if(NOT A_LABELS)
     set(A_LABELS unit)
@@ -31,8 +34,10 @@ function(wq_cc_test)
   endif()
   add_test(NAME ${A_NAME} COMMAND ${A_NAME})
   set_tests_properties(${A_NAME} PROPERTIES LABELS "${A_LABELS}" TIMEOUT ${A_TIMEOUT}
-    ENVIRONMENT "WQ_SOURCE_DIR=${PROJECT_SOURCE_DIR};WQ_BINARY_DIR=${PROJECT_BINARY_DIR}"
-    SKIP_RETURN_CODE 77)
+    ENVIRONMENT "WQ_SOURCE_DIR=${PROJECT_SOURCE_DIR};WQ_BINARY_DIR=${PROJECT_BINARY_DIR}")
+  if(A_MODEL)
+    set_tests_properties(${A_NAME} PROPERTIES FIXTURES_REQUIRED wq_test_model)
+  endif()
 endfunction()
 
 function(wq_cc_binary)

@@ -6,10 +6,10 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "actor/transition_codec.h"
 #include "common/base/files.h"
 #include "common/base/status_macros.h"
 #include "common/metrics/metric_names.h"
+#include "common/rl/episode.h"
 #include "windquant/v1/types.pb.h"
 
 namespace windquant::evaluator {
@@ -31,7 +31,7 @@ std::string Serialize(const QueuedPlan& q) {
 }  // namespace
 
 EvaluationQueue::EvaluationQueue(PipelineEvaluator* evaluator,
-                                 std::vector<std::vector<actor::ActivationTransport*>> replicas,
+                                 std::vector<std::vector<transport::ActivationTransport*>> replicas,
                                  const config::LagrangeConfig& lagrange, std::string queue_dir,
                                  size_t max_queue, ReportFn report, metrics::Registry* registry)
     : evaluator_(evaluator),
@@ -220,11 +220,11 @@ void EvaluationQueue::Worker(size_t r) {
     report.episode_id = q.plan.episode_id;
     report.plan_id = q.plan.plan_id;
     report.evaluation = *e;
-    report.effective_bits = q.effective_bits;
+    report.evaluation.effective_bits = q.effective_bits;
     {
       absl::MutexLock lock(&mu_);
       // A learner's candidate plan (no episode behind it) leaves λ as it is.
-      report.lambda = actor::IsCandidateEpisode(q.plan.episode_id)
+      report.lambda = rl::IsCandidateEpisode(q.plan.episode_id)
                           ? lagrange_.lambda()
                           : lagrange_.Update(e->relative_ppl_increase);
       if (lambda_gauge_ != nullptr) lambda_gauge_->Set(report.lambda);

@@ -4,7 +4,7 @@
 // per replica calibrates its replica once (retrying while its actors come
 // up), then evaluates plans through it with the PipelineEvaluator, updates λ
 // (rl::LagrangeMultiplier, the formula lives there, once per plan; not for a
-// learner's candidate plan, actor::IsCandidateEpisode) and hands
+// learner's candidate plan, rl::IsCandidateEpisode) and hands
 // the report to `report`, one attempt per call: UNAVAILABLE and
 // DEADLINE_EXCEEDED are retried with backoff (the report, not the
 // evaluation) until delivered or Stop(); any other error drops the report.
@@ -44,8 +44,7 @@ struct QueuedPlan {
 struct Report {
   uint64_t episode_id = 0;
   std::string plan_id;
-  PlanEvaluation evaluation;
-  double effective_bits = 0;
+  PlanEvaluation evaluation;  // effective_bits: the queued plan's
   double lambda = 0;
 };
 
@@ -54,7 +53,7 @@ class EvaluationQueue {
   using ReportFn = std::function<absl::Status(const Report&)>;
   using TableFn = std::function<void(const std::vector<quant::UnitTable>&)>;
   EvaluationQueue(PipelineEvaluator* evaluator,
-                  std::vector<std::vector<actor::ActivationTransport*>> replicas,
+                  std::vector<std::vector<transport::ActivationTransport*>> replicas,
                   const config::LagrangeConfig& lagrange, std::string queue_dir, size_t max_queue,
                   ReportFn report, metrics::Registry* registry = nullptr);
   ~EvaluationQueue();
@@ -81,7 +80,7 @@ class EvaluationQueue {
   std::string PathOf(uint64_t episode_id) const;
 
   PipelineEvaluator* const evaluator_;
-  const std::vector<std::vector<actor::ActivationTransport*>> replicas_;
+  const std::vector<std::vector<transport::ActivationTransport*>> replicas_;
   const std::string queue_dir_;
   const size_t max_queue_;
   const ReportFn report_;

@@ -8,17 +8,23 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
-#include "actor/local_activation_transport.h"
-#include "actor/stage_test_util.h"
-#include "actor/stage_worker.h"
 #include "common/metrics/registry.h"
 #include "common/quant/action.h"
+#include "common/stage/stage_worker.h"
+#include "common/testing/stage_test_util.h"
+#include "common/transport/local_activation_transport.h"
 
 namespace windquant::evaluator {
 namespace {
 
-std::string ModelDir() { return actor::testing::Stories260kDir(); }
-using actor::testing::RandomIds;
+std::string ModelDir() { return testing::RealModelDir(); }
+
+// Shape of the real test model (stories260k: 5 layers of 64; the default model: 4 of 128).
+const model::LlamaConfig& RealConfig() {
+  static const model::LlamaConfig c = *model::LlamaConfig::FromDirectory(ModelDir());
+  return c;
+}
+using testing::RandomIds;
 
 // What the fake learner saw: every report attempt, in order.
 class FakeLearner {
@@ -51,9 +57,6 @@ class FakeLearner {
 class EvaluationQueueTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!std::filesystem::exists(ModelDir() + "/config.json")) {
-      GTEST_SKIP() << "stories260k not found at " << ModelDir();
-    }
     dir_ = ::testing::TempDir() + "/wq-evaluation-queue";
     std::filesystem::remove_all(dir_);
     PipelineEvaluatorOptions o;
@@ -67,7 +70,8 @@ class EvaluationQueueTest : public ::testing::Test {
     auto ev = PipelineEvaluator::Create(ModelDir(), o, RandomIds(600, 1), RandomIds(600, 2));
     ASSERT_TRUE(ev.ok()) << ev.status();
     evaluator_ = *std::move(ev);
-    for (auto [a, b] : std::vector<std::pair<int64_t, int64_t>>{{0, 3}, {3, 5}}) {
+    const int64_t L = RealConfig().num_hidden_layers;
+    for (auto [a, b] : std::vector<std::pair<int64_t, int64_t>>{{0, L - 2}, {L - 2, L}}) {
       const absl::Status added = local_.Add(ModelDir(), a, b, 64);
       ASSERT_TRUE(added.ok()) << added;
     }
@@ -92,8 +96,8 @@ class EvaluationQueueTest : public ::testing::Test {
   std::unique_ptr<EvaluationQueue> MakeQueue(FakeLearner* learner,
                                              metrics::Registry* registry = nullptr) {
     return std::make_unique<EvaluationQueue>(
-        evaluator_.get(), std::vector<std::vector<actor::ActivationTransport*>>{stages_}, lagrange_,
-        dir_, 16, [learner](const Report& r) { return learner->Receive(r); }, registry);
+        evaluator_.get(), std::vector<std::vector<transport::ActivationTransport*>>{stages_},
+        lagrange_, dir_, 16, [learner](const Report& r) { return learner->Receive(r); }, registry);
   }
   bool QueueFileExists(uint64_t episode) const {
     return std::filesystem::exists(dir_ + "/" + std::to_string(episode) + ".plan.pb");
@@ -103,8 +107,8 @@ class EvaluationQueueTest : public ::testing::Test {
   config::LagrangeConfig lagrange_;
   size_t units_ = 0;
   std::unique_ptr<PipelineEvaluator> evaluator_;
-  actor::testing::LocalStages local_;
-  std::vector<actor::ActivationTransport*>& stages_ = local_.stages;
+  testing::LocalStages local_;
+  std::vector<transport::ActivationTransport*>& stages_ = local_.stages;
 };
 
 TEST_F(EvaluationQueueTest, RetriesTheReportNotTheEvaluationAndUpdatesLambdaOnce) {

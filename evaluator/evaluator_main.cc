@@ -6,10 +6,10 @@
 
 #include <ATen/Parallel.h>
 
-#include "actor/service_flags.h"
 #include "common/metrics/http_server.h"
 #include "common/net/channel.h"
 #include "common/net/signal_waiter.h"
+#include "common/service/service_flags.h"
 #include "evaluator/evaluator_node.h"
 
 namespace wq = windquant;
@@ -25,7 +25,7 @@ int Fail(const absl::Status& s) {
 
 int main(int argc, char** argv) {
   wq::net::SignalWaiter::BlockTerminationSignals();
-  auto flags = wq::actor::ParseServiceFlags(argc, argv);
+  auto flags = wq::service::ParseServiceFlags(argc, argv);
   if (!flags.ok()) return Fail(flags.status());
   if (flags->help) {
     std::cout

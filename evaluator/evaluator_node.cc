@@ -51,11 +51,11 @@ absl::StatusOr<std::unique_ptr<EvaluatorNode>> EvaluatorNode::Create(
   po.calibration_batch = std::max(1, c.evaluation.batch);
   WQ_ASSIGN_OR_RETURN(node->pipeline_, PipelineEvaluator::Create(c.model.dir, po, std::move(calib),
                                                                  std::move(eval)));
-  std::vector<std::vector<actor::ActivationTransport*>> replicas(svc.replicas);
+  std::vector<std::vector<transport::ActivationTransport*>> replicas(svc.replicas);
   for (int r = 0; r < svc.replicas; ++r) {
     for (int s = 0; s < svc.stages; ++s) {
       const size_t i = static_cast<size_t>(s * svc.replicas + r);
-      node->transports_.push_back(std::make_unique<actor::GrpcActivationTransport>(
+      node->transports_.push_back(std::make_unique<transport::GrpcActivationTransport>(
           actors[i], absl::StrCat("stage ", s, " replica ", r, " at ", actor_names[i]),
           node->deadline_));
       replicas[r].push_back(node->transports_.back().get());
@@ -98,11 +98,11 @@ absl::Status EvaluatorNode::SendReport(const Report& r) {
   v1::EvaluationReport req;
   req.set_episode_id(r.episode_id);
   req.set_plan_id(r.plan_id);
-  req.set_perplexity(r.evaluation.perplexity);
-  req.set_loss(r.evaluation.loss);
+  req.set_perplexity(r.evaluation.eval_ppl);
+  req.set_loss(r.evaluation.calib_nll);
   req.set_loss_increase(r.evaluation.loss_increase);
   req.set_relative_ppl_increase(r.evaluation.relative_ppl_increase);
-  req.set_effective_bits(r.effective_bits);
+  req.set_effective_bits(r.evaluation.effective_bits);
   req.set_lambda(r.lambda);
   req.set_tokens(r.evaluation.tokens);
   req.set_cached(r.evaluation.cached);

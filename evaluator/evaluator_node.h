@@ -26,11 +26,11 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "actor/grpc_activation_transport.h"
 #include "common/config/run_config.h"
 #include "common/metrics/registry.h"
 #include "common/net/canceller.h"
 #include "common/net/server.h"
+#include "common/transport/grpc_activation_transport.h"
 #include "evaluator/evaluation_queue.h"
 #include "evaluator/evaluator_service.h"
 #include "evaluator/pipeline_evaluator.h"
@@ -69,7 +69,7 @@ class EvaluatorNode {
 
   absl::Duration deadline_;
   std::unique_ptr<PipelineEvaluator> pipeline_;
-  std::vector<std::unique_ptr<actor::GrpcActivationTransport>> transports_;
+  std::vector<std::unique_ptr<transport::GrpcActivationTransport>> transports_;
   std::unique_ptr<v1::Learner::Stub> learner_;
   // Shutdown cancels the calls to the learner in flight (a report waiting for
   // a learner that is down would otherwise hold Stop() for its whole deadline).

@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/base/status_macros.h"
 #include "common/net/status_convert.h"
+#include "common/rl/plan_validation.h"
 
 namespace windquant::evaluator {
 
@@ -12,14 +13,8 @@ absl::StatusOr<quant::Plan> EvaluatorService::CheckPlan(const v1::Plan& proto,
                                                         double* effective_bits) {
   WQ_RETURN_IF_ERROR(net::RequireIdentifier("plan.plan_id", proto.plan_id()));
   WQ_ASSIGN_OR_RETURN(quant::UnitTable table, table_());
+  WQ_RETURN_IF_ERROR(rl::ValidatePlan(proto, table, rl::PlanScope::kRun));
   quant::Plan plan = quant::Plan::FromProto(proto);
-  if (plan.model_fingerprint != table.fingerprint) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("plan.model_fingerprint: ", plan.model_fingerprint.substr(0, 12),
-                     " is not the run's model ", table.fingerprint.substr(0, 12)));
-  }
-  absl::Status s = plan.Validate(table, "plan");
-  if (!s.ok()) return absl::InvalidArgumentError(s.message());
   *effective_bits = table.EffectiveBits(plan.actions);
   return plan;
 }
@@ -61,8 +56,8 @@ grpc::Status EvaluatorService::EvaluatePlan(grpc::ServerContext*,
   if (!e.ok()) return ToGrpcStatus(e.status());
   out->set_episode_id(plan->episode_id);
   out->set_plan_id(plan->plan_id);
-  out->set_perplexity(e->perplexity);
-  out->set_loss(e->loss);
+  out->set_perplexity(e->eval_ppl);
+  out->set_loss(e->calib_nll);
   out->set_loss_increase(e->loss_increase);
   out->set_relative_ppl_increase(e->relative_ppl_increase);
   out->set_effective_bits(bits);

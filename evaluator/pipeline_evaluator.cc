@@ -15,10 +15,10 @@
 namespace windquant::evaluator {
 namespace {
 
-using actor::ActivationTransport;
-using actor::MicroBatch;
-using actor::PassSpec;
-using actor::StageStream;
+using transport::ActivationTransport;
+using transport::MicroBatch;
+using transport::PassSpec;
+using transport::StageStream;
 
 absl::Status Prefix(const absl::Status& s, const std::string& where) {
   return absl::Status(s.code(), absl::StrCat(where, ": ", s.message()));
@@ -269,7 +269,7 @@ absl::StatusOr<std::vector<quant::UnitTable>> PipelineEvaluator::Calibrate(
   const int64_t batch = options_.calibration_batch;
   const int64_t count = (windows.size(0) + batch - 1) / batch;
   PassSpec spec;
-  spec.mode = actor::PassMode::kCalibrate;
+  spec.mode = transport::PassMode::kCalibrate;
   spec.model_fingerprint = fingerprint;
   WQ_RETURN_IF_ERROR(RunPipeline(
       stages, spec, count,
@@ -320,8 +320,9 @@ absl::StatusOr<PlanEvaluation> PipelineEvaluator::Reference(
   WQ_ASSIGN_OR_RETURN(auto ppl,
                       Perplexity(stages, spec, evaluation_ids_, options_.eval_slice_tokens));
   PlanEvaluation ref;
-  ref.loss = loss.nll;
-  ref.perplexity = ppl.perplexity;
+  ref.calib_nll = loss.nll;
+  ref.eval_nll = ppl.nll;
+  ref.eval_ppl = ppl.perplexity;
   ref.tokens = loss.tokens + ppl.tokens;
   ref.seconds = loss.seconds + ppl.seconds;
   absl::MutexLock lock(&mu_);
@@ -351,10 +352,11 @@ absl::StatusOr<PlanEvaluation> PipelineEvaluator::Evaluate(
   WQ_ASSIGN_OR_RETURN(auto ppl,
                       Perplexity(stages, spec, evaluation_ids_, options_.eval_slice_tokens));
   PlanEvaluation e;
-  e.loss = loss.nll;
-  e.loss_increase = loss.nll - ref.loss;
-  e.perplexity = ppl.perplexity;
-  e.relative_ppl_increase = ppl.perplexity / ref.perplexity - 1.0;
+  e.calib_nll = loss.nll;
+  e.loss_increase = loss.nll - ref.calib_nll;
+  e.eval_nll = ppl.nll;
+  e.eval_ppl = ppl.perplexity;
+  e.relative_ppl_increase = ppl.perplexity / ref.eval_ppl - 1.0;
   e.tokens = loss.tokens + ppl.tokens;
   e.seconds = loss.seconds + ppl.seconds;
   absl::MutexLock lock(&mu_);

@@ -27,11 +27,12 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "actor/activation_transport.h"
 #include "common/model/llama_model.h"
 #include "common/model/perplexity.h"
 #include "common/quant/plan.h"
 #include "common/quant/unit_table.h"
+#include "common/rl/plan_evaluation.h"
+#include "common/transport/activation_transport.h"
 
 namespace windquant::evaluator {
 
@@ -47,16 +48,7 @@ struct PipelineEvaluatorOptions {
   size_t result_cache_size = 4096;  // plans remembered
 };
 
-// One plan's measured quality.
-struct PlanEvaluation {
-  double loss = 0;                   // mean NLL on the calibration slice (nats/token)
-  double loss_increase = 0;          // loss - the full-precision loss
-  double perplexity = 0;             // on the evaluation slice
-  double relative_ppl_increase = 0;  // perplexity / full-precision perplexity - 1
-  int64_t tokens = 0;                // tokens predicted over both slices
-  double seconds = 0;
-  bool cached = false;
-};
+using rl::PlanEvaluation;
 
 class PipelineEvaluator {
  public:
@@ -75,7 +67,7 @@ class PipelineEvaluator {
   const PipelineEvaluatorOptions& options() const { return options_; }
 
   // Checks that `stages` chain to the whole model: layers [0, L) contiguous.
-  absl::Status CheckChain(const std::vector<actor::ActivationTransport*>& stages) const;
+  absl::Status CheckChain(const std::vector<transport::ActivationTransport*>& stages) const;
 
   // sha256 of the calibration windows' definition (ids, samples, length,
   // seed): what the stages' tables depend on besides the model.
@@ -84,22 +76,23 @@ class PipelineEvaluator {
   // Calibration pass through `stages`, then every stage fits its shard;
   // returns the stage tables in stage order.
   absl::StatusOr<std::vector<quant::UnitTable>> Calibrate(
-      const std::vector<actor::ActivationTransport*>& stages, const std::string& fingerprint);
+      const std::vector<transport::ActivationTransport*>& stages, const std::string& fingerprint);
 
   // Perplexity of `ids` (a text encoded without BOS, first `max_tokens` ids;
   // <= 0 all) through `stages` running `spec`: the protocol of
   // model::ComputePerplexity with micro-batches of options.batch_size windows.
   absl::StatusOr<model::PerplexityResult> Perplexity(
-      const std::vector<actor::ActivationTransport*>& stages, const actor::PassSpec& spec,
+      const std::vector<transport::ActivationTransport*>& stages, const transport::PassSpec& spec,
       const std::vector<int32_t>& ids, int64_t max_tokens);
 
   // The full-precision reference (computed on first use, then kept).
-  absl::StatusOr<PlanEvaluation> Reference(const std::vector<actor::ActivationTransport*>& stages);
+  absl::StatusOr<PlanEvaluation> Reference(
+      const std::vector<transport::ActivationTransport*>& stages);
 
   // Evaluates `plan` (its actions over the global unit order) through
   // `stages`; identical plans are answered from the cache (cached = true).
-  absl::StatusOr<PlanEvaluation> Evaluate(const std::vector<actor::ActivationTransport*>& stages,
-                                          const quant::Plan& plan);
+  absl::StatusOr<PlanEvaluation> Evaluate(
+      const std::vector<transport::ActivationTransport*>& stages, const quant::Plan& plan);
 
   // The stage-side plan id of `plan`: a digest of fingerprint + actions, so
   // identical plans share applied weights and cache entries.
@@ -111,8 +104,8 @@ class PipelineEvaluator {
 
   // Runs `inputs` (count micro-batches produced on demand by `make_input`)
   // through the stages; `sink` gets every output of the last stage in order.
-  absl::Status RunPipeline(const std::vector<actor::ActivationTransport*>& stages,
-                           const actor::PassSpec& spec, int64_t count,
+  absl::Status RunPipeline(const std::vector<transport::ActivationTransport*>& stages,
+                           const transport::PassSpec& spec, int64_t count,
                            const std::function<absl::StatusOr<at::Tensor>(int64_t)>& make_input,
                            const std::function<absl::Status(int64_t, const at::Tensor&)>& sink);
 

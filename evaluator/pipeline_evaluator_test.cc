@@ -7,16 +7,16 @@
 
 #include <gtest/gtest.h>
 
-#include "actor/fake_activation_transport.h"
-#include "actor/local_activation_transport.h"
-#include "actor/stage_test_util.h"
-#include "actor/stage_worker.h"
 #include "common/base/files.h"
 #include "common/model/checkpoint.h"
 #include "common/model/tokenizer.h"
 #include "common/quant/calibration.h"
 #include "common/quant/quantized_stage.h"
 #include "common/quant/unit_table_builder.h"
+#include "common/stage/stage_worker.h"
+#include "common/testing/stage_test_util.h"
+#include "common/transport/fake_activation_transport.h"
+#include "common/transport/local_activation_transport.h"
 
 namespace windquant::evaluator {
 namespace {
@@ -29,15 +29,18 @@ constexpr double kPerplexityRelTol = 1e-9;
 // over identical micro-batches, so fits agree to float rounding.
 constexpr double kTableRelTol = 1e-6;
 
-std::string ModelDir() { return actor::testing::Stories260kDir(); }
-using actor::testing::RandomIds;
+std::string ModelDir() { return testing::RealModelDir(); }
+
+// Shape of the real test model (stories260k: 5 layers of 64; the default model: 4 of 128).
+const model::LlamaConfig& RealConfig() {
+  static const model::LlamaConfig c = *model::LlamaConfig::FromDirectory(ModelDir());
+  return c;
+}
+using testing::RandomIds;
 
 class PipelineEvaluatorTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!std::filesystem::exists(ModelDir() + "/config.json")) {
-      GTEST_SKIP() << "stories260k not found at " << ModelDir();
-    }
     options_.context = 64;
     options_.batch_size = 4;
     options_.calib_slice_tokens = 1000;
@@ -49,8 +52,8 @@ class PipelineEvaluatorTest : public ::testing::Test {
     // Real text, so that quantization measurably hurts (on random ids it need not).
     auto tok = model::Tokenizer::FromFile(ModelDir() + "/tokenizer.json");
     ASSERT_TRUE(tok.ok()) << tok.status();
-    auto text = base::ReadFile(ModelDir() + "/../../data/tinystories-valid-sample.txt");
-    if (!text.ok()) GTEST_SKIP() << text.status();
+    auto text = base::ReadFile(::windquant::testing::RealModel().text_path);
+    ASSERT_TRUE(text.ok()) << text.status();
     const std::vector<int32_t> ids = (*tok)->Encode(*text);
     ASSERT_GE(ids.size(), 6000u);
     calib_ids_.assign(ids.begin(), ids.begin() + 3000);
@@ -58,7 +61,8 @@ class PipelineEvaluatorTest : public ::testing::Test {
     auto ev = PipelineEvaluator::Create(ModelDir(), options_, calib_ids_, eval_ids_);
     ASSERT_TRUE(ev.ok()) << ev.status();
     evaluator_ = *std::move(ev);
-    for (auto [a, b] : std::vector<std::pair<int64_t, int64_t>>{{0, 2}, {2, 5}}) {
+    const int64_t L = RealConfig().num_hidden_layers;
+    for (auto [a, b] : std::vector<std::pair<int64_t, int64_t>>{{0, 2}, {2, L}}) {
       const absl::Status added = local_.Add(ModelDir(), a, b, 32);
       ASSERT_TRUE(added.ok()) << added;
     }
@@ -72,13 +76,13 @@ class PipelineEvaluatorTest : public ::testing::Test {
   PipelineEvaluatorOptions options_;
   std::vector<int32_t> calib_ids_, eval_ids_;
   std::unique_ptr<PipelineEvaluator> evaluator_;
-  actor::testing::LocalStages local_;
-  std::vector<actor::ActivationTransport*>& stages_ = local_.stages;
+  testing::LocalStages local_;
+  std::vector<transport::ActivationTransport*>& stages_ = local_.stages;
   std::unique_ptr<model::LlamaModel> whole_;
 };
 
 TEST_F(PipelineEvaluatorTest, TwoStagePipelineEqualsSingleProcessPerplexity) {
-  auto piped = evaluator_->Perplexity(stages_, actor::PassSpec{}, eval_ids_, 0);
+  auto piped = evaluator_->Perplexity(stages_, transport::PassSpec{}, eval_ids_, 0);
   ASSERT_TRUE(piped.ok()) << piped.status();
   model::PerplexityOptions po;
   po.context = options_.context;
@@ -93,10 +97,10 @@ TEST_F(PipelineEvaluatorTest, TwoStagePipelineEqualsSingleProcessPerplexity) {
 }
 
 TEST_F(PipelineEvaluatorTest, RejectsStagesThatDoNotChainToTheModel) {
-  std::vector<actor::ActivationTransport*> gap = {stages_[1]};
-  EXPECT_EQ(evaluator_->Perplexity(gap, actor::PassSpec{}, eval_ids_, 0).status().code(),
+  std::vector<transport::ActivationTransport*> gap = {stages_[1]};
+  EXPECT_EQ(evaluator_->Perplexity(gap, transport::PassSpec{}, eval_ids_, 0).status().code(),
             absl::StatusCode::kInvalidArgument);
-  std::vector<actor::ActivationTransport*> swapped = {stages_[1], stages_[0]};
+  std::vector<transport::ActivationTransport*> swapped = {stages_[1], stages_[0]};
   EXPECT_EQ(evaluator_->CheckChain(swapped).code(), absl::StatusCode::kInvalidArgument);
 }
 
@@ -107,9 +111,9 @@ TEST_F(PipelineEvaluatorTest, TwoStagesBuildTheSameUnitTableAsOneProcessAndPlans
   ASSERT_TRUE(merged.ok()) << merged.status();
 
   // One process: the same windows, the same micro-batches, the whole model.
-  auto windows =
-      quant::SampleCalibrationWindows(calib_ids_, options_.calibration_samples,
-                                      options_.calibration_seq_len, options_.calibration_seed, 1);
+  auto windows = quant::SampleCalibrationWindows(
+      calib_ids_, options_.calibration_samples, options_.calibration_seq_len,
+      options_.calibration_seed, RealConfig().bos_token_id);
   ASSERT_TRUE(windows.ok());
   auto stats = quant::CalibrateModel(*whole_, *windows, options_.calibration_batch);
   ASSERT_TRUE(stats.ok());
@@ -152,7 +156,7 @@ TEST_F(PipelineEvaluatorTest, TwoStagesBuildTheSameUnitTableAsOneProcessAndPlans
   po.max_tokens = options_.eval_slice_tokens;
   auto ref = model::ComputePerplexity(quantized, eval_ids_, po);
   ASSERT_TRUE(ref.ok());
-  EXPECT_NEAR(e->perplexity, ref->perplexity, 1e-6 * ref->perplexity);
+  EXPECT_NEAR(e->eval_ppl, ref->perplexity, 1e-6 * ref->perplexity);
   EXPECT_GT(e->relative_ppl_increase, 0.0);
   EXPECT_GT(e->loss_increase, 0.0);
 
@@ -161,7 +165,7 @@ TEST_F(PipelineEvaluatorTest, TwoStagesBuildTheSameUnitTableAsOneProcessAndPlans
   auto again = evaluator_->Evaluate(stages_, plan);
   ASSERT_TRUE(again.ok());
   EXPECT_TRUE(again->cached);
-  EXPECT_EQ(again->perplexity, e->perplexity);
+  EXPECT_EQ(again->eval_ppl, e->eval_ppl);
 
   // A plan for another model is refused by the stages.
   plan.model_fingerprint = "other";
@@ -172,21 +176,22 @@ TEST_F(PipelineEvaluatorTest, TwoStagesBuildTheSameUnitTableAsOneProcessAndPlans
 }
 
 TEST(PipelineDriverTest, FailureOnAStageSurfacesWithItsNameAndEverythingStops) {
-  if (!std::filesystem::exists(ModelDir() + "/config.json")) GTEST_SKIP() << "no stories260k";
+  const int64_t L = RealConfig().num_hidden_layers;
   PipelineEvaluatorOptions o;
   o.context = 16;
   o.batch_size = 2;
   auto ev = PipelineEvaluator::Create(ModelDir(), o, RandomIds(400, 3), RandomIds(400, 4));
   ASSERT_TRUE(ev.ok());
-  actor::FakeActivationTransport s0(0, 3, 1.0f, 0.0f), s1(3, 5, 1.0f, 0.0f);
-  std::vector<actor::ActivationTransport*> stages = {&s0, &s1};
-  auto ok = (*ev)->Perplexity(stages, actor::PassSpec{}, RandomIds(400, 4), 0);
+  transport::FakeActivationTransport s0(0, L - 2, 1.0f, 0.0f), s1(L - 2, L, 1.0f, 0.0f);
+  std::vector<transport::ActivationTransport*> stages = {&s0, &s1};
+  auto ok = (*ev)->Perplexity(stages, transport::PassSpec{}, RandomIds(400, 4), 0);
   ASSERT_TRUE(ok.ok()) << ok.status();
   EXPECT_EQ(s1.micro_batches(), (400 / 15 + 1) / 2);
   s1.FailAt(3, absl::UnavailableError("actor gone"));
-  auto failed = (*ev)->Perplexity(stages, actor::PassSpec{}, RandomIds(400, 4), 0);
+  auto failed = (*ev)->Perplexity(stages, transport::PassSpec{}, RandomIds(400, 4), 0);
   EXPECT_EQ(failed.status().code(), absl::StatusCode::kUnavailable);
-  EXPECT_NE(failed.status().message().find("fake stage [3, 5)"), std::string::npos)
+  EXPECT_NE(failed.status().message().find(absl::StrCat("fake stage [", L - 2, ", ", L, ")")),
+            std::string::npos)
       << failed.status();
 }
 

@@ -1,6 +1,6 @@
 // Learning tests of the code `windquant quantize` runs (the coverage the old
 // rl::Trainer tests gave): the real learner::LearnerCore trained on episodes of
-// the real actor::RolloutWorker, plans and candidates evaluated by the
+// the real rl::RolloutWorker, plans and candidates evaluated by the
 // synthetic evaluator (common/rl/synthetic_table.h), all in one thread, no
 // gRPC. The loop is the one the services run: the published policy goes to
 // the actor, its episodes to the learner, their plans (and the learner's
@@ -21,10 +21,10 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
-#include "actor/rollout_worker.h"
 #include "common/quant/action.h"
 #include "common/quant/baselines.h"
 #include "common/rl/policy.h"
+#include "common/rl/rollout_worker.h"
 #include "common/rl/state_features.h"
 #include "common/rl/synthetic_table.h"
 #include "learner/learner_core.h"
@@ -101,9 +101,9 @@ absl::Status Drive(LearnerCore& core, const quant::UnitTable& table, const confi
     absl::StatusOr<RegisterResult> r = core.RegisterTable(stage, 0, table);
     if (!r.ok()) return r.status();
   }
-  auto worker = actor::RolloutWorker::Create(table, c.env, "actor-0", /*actor_index=*/0,
-                                             /*incarnation=*/1, c.training.episodes_per_update,
-                                             c.training.seed);
+  auto worker =
+      rl::RolloutWorker::Create(table, c.env, "actor-0", /*actor_index=*/0,
+                                /*incarnation=*/1, c.training.episodes_per_update, c.training.seed);
   if (!worker.ok()) return worker.status();
   auto policy = rl::Policy::Create(rl::PolicyOptionsFromConfig(c));  // as actor::RolloutLoop
   if (!policy.ok()) return policy.status();
@@ -117,12 +117,9 @@ absl::Status Drive(LearnerCore& core, const quant::UnitTable& table, const confi
     EvaluationInput in;
     in.episode_id = episode_id;
     in.plan_id = plan_id;
-    in.perplexity = pe->eval_ppl;
-    in.loss_increase = pe->loss_increase;
-    in.relative_ppl_increase = pe->relative_ppl_increase;
-    in.effective_bits = pe->effective_bits;
+    in.evaluation = *pe;
+    in.evaluation.cached = !measured.insert(actions).second;
     in.lambda = c.lagrange.lambda_init;  // eta 0: the evaluator's λ stays put
-    in.cached = !measured.insert(actions).second;
     absl::StatusOr<bool> accepted = core.ReportEvaluation(in);
     if (!accepted.ok()) return accepted.status();
     if (!*accepted) return absl::InternalError(absl::StrCat("evaluation of ", plan_id, " refused"));
@@ -149,11 +146,11 @@ absl::Status Drive(LearnerCore& core, const quant::UnitTable& table, const confi
     }
     known = published.snapshot.version;
     if (absl::Status s = (*policy)->LoadSnapshot(published.snapshot); !s.ok()) return s;
-    absl::StatusOr<std::vector<actor::Episode>> episodes =
+    absl::StatusOr<std::vector<rl::Episode>> episodes =
         (*worker)->Run(**policy, published.target_bits);
     if (!episodes.ok()) return episodes.status();
     std::vector<quant::Plan> plans;
-    for (actor::Episode& e : *episodes) {
+    for (rl::Episode& e : *episodes) {
       plans.push_back(e.plan);
       absl::StatusOr<bool> accepted = core.SubmitEpisode(std::move(e));
       if (!accepted.ok()) return accepted.status();

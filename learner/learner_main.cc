@@ -5,17 +5,17 @@
 
 #include <ATen/Parallel.h>
 
-#include "actor/service_flags.h"
 #include "common/metrics/http_server.h"
 #include "common/net/channel.h"
 #include "common/net/signal_waiter.h"
+#include "common/service/service_flags.h"
 #include "learner/learner_node.h"
 
 namespace wq = windquant;
 
 int main(int argc, char** argv) {
   wq::net::SignalWaiter::BlockTerminationSignals();
-  auto flags = wq::actor::ParseServiceFlags(argc, argv);
+  auto flags = wq::service::ParseServiceFlags(argc, argv);
   if (!flags.ok()) {
     std::cerr << "windquant-learner: " << flags.status().message() << "\n";
     return 2;

@@ -1,11 +1,13 @@
 #include "learner/learner_service.h"
 
+#include <cmath>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/metrics/metric_names.h"
 #include "common/net/status_convert.h"
+#include "common/rl/transition_codec.h"
 
 namespace windquant::learner {
 
@@ -50,7 +52,7 @@ grpc::Status LearnerService::StreamTransitions(
       absl::Status s = net::RequireIdentifier("actor_id", batch.actor_id());
       if (!s.ok()) return ToGrpcStatus(s);
     }
-    absl::StatusOr<actor::Episode> episode = actor::DecodeEpisode(batch, *table);
+    absl::StatusOr<rl::Episode> episode = rl::DecodeEpisode(batch, *table);
     if (!episode.ok()) return ToGrpcStatus(episode.status());
     absl::StatusOr<bool> accepted = core_->SubmitEpisode(*std::move(episode));
     if (!accepted.ok()) return ToGrpcStatus(accepted.status());
@@ -116,12 +118,15 @@ grpc::Status LearnerService::ReportEvaluation(grpc::ServerContext*, const v1::Ev
   EvaluationInput in;
   in.episode_id = r->episode_id();
   in.plan_id = r->plan_id();
-  in.perplexity = r->perplexity();
-  in.loss_increase = r->loss_increase();
-  in.relative_ppl_increase = r->relative_ppl_increase();
-  in.effective_bits = r->effective_bits();
+  in.evaluation.effective_bits = r->effective_bits();
+  in.evaluation.calib_nll = r->loss();
+  in.evaluation.loss_increase = r->loss_increase();
+  in.evaluation.eval_ppl = r->perplexity();
+  in.evaluation.eval_nll = std::log(r->perplexity());  // perplexity >= 1, checked above
+  in.evaluation.relative_ppl_increase = r->relative_ppl_increase();
+  in.evaluation.tokens = r->tokens();
+  in.evaluation.cached = r->cached();
   in.lambda = r->lambda();
-  in.cached = r->cached();
   absl::StatusOr<bool> accepted = core_->ReportEvaluation(in);
   if (!accepted.ok()) return ToGrpcStatus(accepted.status());
   reply->set_accepted(*accepted);

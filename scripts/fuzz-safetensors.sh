@@ -7,8 +7,9 @@
 # --time  fuzzing time (default 20 s, libFuzzer -max_total_time)
 # --out   work directory for the binary, corpus and crash files
 #         (default /tmp/windquant-fuzz-safetensors)
-# Prints the number of executions. Exits 77 (skip) when clang++ is missing,
-# non-zero when the fuzzer finds a crash (the reproducer is left in --out).
+# Prints the number of executions. Fails when clang++ is missing (scripts/install-deps.sh
+# installs clang and libclang-rt-14-dev) or when the fuzzer finds a crash (the
+# reproducer is left in --out).
 set -euo pipefail
 
 time_s=20
@@ -25,8 +26,8 @@ done
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cxx="${CXX_FUZZ:-clang++}"
 if ! command -v "$cxx" >/dev/null 2>&1; then
-  echo "fuzz-safetensors.sh: $cxx not found; skipping" >&2
-  exit 77
+  echo "fuzz-safetensors.sh: $cxx not found (scripts/install-deps.sh installs clang)" >&2
+  exit 1
 fi
 mkdir -p "$out/corpus" "$out/artifacts"
 bin="$out/safetensors_fuzz"

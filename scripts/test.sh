@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh clone: installs dependencies, builds,
-# then runs every test that is not labelled `slow`.
+# then runs every test that is not labelled `slow`. Nothing is skipped: tests that need
+# a real model use ../shared/models/stories260k when it is there, else the project's
+# default model, which the ctest fixture test_model_setup trains once per clone.
 #   scripts/test.sh            # unit + integration
 #   scripts/test.sh -L slow    # extra ctest arguments are passed through
 set -euo pipefail

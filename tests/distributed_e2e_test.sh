@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Integration (real processes on loopback): the distributed run on stories260k
+# Integration (real processes on loopback): the distributed run on the test model
 # with STAGES x REPLICAS actors completes, every plan meets its budget, the
 # best plan is written, each replica took part, and the evaluator's λ is the
 # learner's at the end (the learner owns λ; /metrics of both).
@@ -7,14 +7,17 @@
 set -euo pipefail
 BUILD="$1"; NSTAGES="${2:-2}"; NREPLICAS="${3:-2}"
 SRC="${WQ_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}"
-MODEL="$SRC/../shared/models/stories260k"
-if [[ ! -f "$MODEL/config.json" ]]; then echo "SKIP: $MODEL not found"; exit 77; fi
+# The test model (stories260k from ../shared, else the project's default model that
+# the wq_test_model fixture trained): common/testing/test_paths.h decides.
+eval "$("$BUILD/common/testing/wq-test-paths")"
+MODEL="$WQ_TEST_MODEL_DIR"
+[[ -f "$MODEL/config.json" ]] || { echo "FAIL: $MODEL/config.json missing (run the wq_test_model fixture: ctest -R test_model_setup)"; exit 1; }
 OUT=$(mktemp -d /tmp/wq-e2e.XXXXXX)
 export WQ_RUN_LIB=1
 # shellcheck source=../deploy/local/run.sh
 source "$SRC/deploy/local/run.sh"
 source "$SRC/tests/distributed_test_config.sh"
-parse_args --config "$SRC/configs/stories260k.yaml" --bin "$BUILD" --stages "$NSTAGES" \
+parse_args --config "$WQ_TEST_CONFIG" --bin "$BUILD" --stages "$NSTAGES" \
   --replicas "$NREPLICAS" --out "$OUT" --timeout 400 "${TEST_SETS[@]}"
 plan_topology
 trap 'stop_all; echo "logs: $OUT/logs"' EXIT

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Distributed vs one-process equivalence on stories260k (issue 5 item 9).
+# Distributed vs one-process equivalence on the test model.
 #
 #   distributed_equivalence_test.sh BUILD_DIR table [STAGES] [REPLICAS]
 #     (label integration, ~1 min) With the same config and calibration seed,
@@ -56,12 +56,14 @@
 #     differing only in bits mt19937 drops; now SplitMix64-mixed).
 #
 # Environment: WQ_SOURCE_DIR (repo root), WQ_EQUIV_KEEP=1 keeps the work folder (/tmp/wq-equiv.*).
-# Exit 77 (skip) when ../shared/models/stories260k is missing.
 set -euo pipefail
 BUILD="$(cd "$1" && pwd)"; MODE="${2:-table}"; NSTAGES="${3:-2}"; NREPLICAS="${4:-2}"
 SRC="${WQ_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}"
-MODEL="$SRC/../shared/models/stories260k"
-if [[ ! -f "$MODEL/config.json" ]]; then echo "SKIP: $MODEL not found"; exit 77; fi
+# The test model (stories260k from ../shared, else the project's default model that
+# the wq_test_model fixture trained): common/testing/test_paths.h decides.
+eval "$("$BUILD/common/testing/wq-test-paths")"
+MODEL="$WQ_TEST_MODEL_DIR"
+[[ -f "$MODEL/config.json" ]] || { echo "FAIL: $MODEL/config.json missing (run the wq_test_model fixture: ctest -R test_model_setup)"; exit 1; }
 WQ="$BUILD/cli/windquant"
 [[ -x "$WQ" ]] || { echo "FAIL: $WQ not built"; exit 1; }
 ERROR_RTOL="${ERROR_RTOL:-1e-6}"
@@ -71,7 +73,7 @@ export WQ_RUN_LIB=1
 # shellcheck source=../deploy/local/run.sh
 source "$SRC/deploy/local/run.sh"  # (sets CONFIG, OUT, BIN, STAGES, ... : ours are named otherwise)
 source "$SRC/tests/distributed_test_config.sh"
-CFG="$SRC/configs/stories260k.yaml"
+CFG="$WQ_TEST_CONFIG"
 WORK=$(mktemp -d /tmp/wq-equiv.XXXXXX)
 
 fail() { echo "FAIL: $*"; echo "kept: $WORK"; exit 1; }
@@ -146,19 +148,19 @@ fi
 SEEDS=(${WQ_EQUIV_SEEDS:-0 1 2})
 WARM="${WQ_EQUIV_WARM_START:-lagrange}"
 # `windquant eval --plan` takes a config file only: this one is
-# configs/stories260k.yaml with absolute paths and the one-process cache.
+# the test model's config with absolute paths and the one-process cache.
 cat >"$WORK/eval.yaml" <<EOF
 model:
   dir: $MODEL
   device: cpu
   threads: 0
 calibration:
-  text: $SRC/../shared/data/tinystories-valid-sample.txt
+  text: $WQ_TEST_TEXT
   samples: 32
   seq_len: 256
   seed: 0
 evaluation:
-  text: $SRC/../shared/data/tinystories-valid-sample.txt
+  text: $WQ_TEST_TEXT
   context: 256
   batch: 16
 quant:

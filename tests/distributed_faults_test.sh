@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Integration (real processes on loopback), fault tolerance of the distributed
-# run on stories260k, 2 stages x 1 replica, checked one after another:
+# run on the test model, 2 stages x 1 replica, checked one after another:
 #  1. kill -9 an actor mid-run, restart it: it reloads its cached fits,
 #     rejoins (gets the table, streams episodes) and the run goes on;
 #  2. kill -9 the evaluator: the plans pending in its queue are evaluated
@@ -14,8 +14,11 @@
 set -euo pipefail
 BUILD="$1"
 SRC="${WQ_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}"
-MODEL="$SRC/../shared/models/stories260k"
-if [[ ! -f "$MODEL/config.json" ]]; then echo "SKIP: $MODEL not found"; exit 77; fi
+# The test model (stories260k from ../shared, else the project's default model that
+# the wq_test_model fixture trained): common/testing/test_paths.h decides.
+eval "$("$BUILD/common/testing/wq-test-paths")"
+MODEL="$WQ_TEST_MODEL_DIR"
+[[ -f "$MODEL/config.json" ]] || { echo "FAIL: $MODEL/config.json missing (run the wq_test_model fixture: ctest -R test_model_setup)"; exit 1; }
 OUT=$(mktemp -d /tmp/wq-faults.XXXXXX)
 # Enough updates that the run is still going when the learner is killed, and
 # no early end of the stage (min_updates = max_updates below): a best plan
@@ -23,7 +26,7 @@ OUT=$(mktemp -d /tmp/wq-faults.XXXXXX)
 export WQ_RUN_LIB=1 WQ_TEST_UPDATES=16
 source "$SRC/deploy/local/run.sh"
 source "$SRC/tests/distributed_test_config.sh"
-parse_args --config "$SRC/configs/stories260k.yaml" --bin "$BUILD" --stages 2 --replicas 1 \
+parse_args --config "$WQ_TEST_CONFIG" --bin "$BUILD" --stages 2 --replicas 1 \
   --out "$OUT" --timeout 300 "${TEST_SETS[@]}" --set service.evaluation_timeout_ms=20000 \
   --set model.threads=1 --set "curriculum.min_updates=$WQ_TEST_UPDATES"
 plan_topology

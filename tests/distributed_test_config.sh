@@ -1,4 +1,4 @@
-# Overrides that keep the distributed tests short on stories260k (sourced).
+# Overrides that keep the distributed tests short on the test model (sourced).
 TEST_SETS=(
   --set "calibration.samples=8" --set "calibration.seq_len=128"
   --set "evaluation.context=128" --set "evaluation.batch=8"

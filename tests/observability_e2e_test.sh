@@ -1,24 +1,27 @@
 #!/usr/bin/env bash
 # Integration (real processes on loopback): a real Prometheus server scrapes the
 # /metrics of a real distributed run (learner, evaluator, 2 stages x 1 replica of
-# actors on stories260k) and answers queries for our metrics through its HTTP
+# actors on the test model) and answers queries for our metrics through its HTTP
 # API; the Grafana dashboard is checked against the live /metrics of those same
 # processes (deploy/grafana/check_dashboard.py --urls).
 #   observability_e2e_test.sh BUILD_DIR
 set -euo pipefail
 BUILD="$1"
 SRC="${WQ_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}"
-MODEL="$SRC/../shared/models/stories260k"
-if [[ ! -f "$MODEL/config.json" ]]; then echo "SKIP: $MODEL not found"; exit 77; fi
+# The test model (stories260k from ../shared, else the project's default model that
+# the wq_test_model fixture trained): common/testing/test_paths.h decides.
+eval "$("$BUILD/common/testing/wq-test-paths")"
+MODEL="$WQ_TEST_MODEL_DIR"
+[[ -f "$MODEL/config.json" ]] || { echo "FAIL: $MODEL/config.json missing (run the wq_test_model fixture: ctest -R test_model_setup)"; exit 1; }
 for tool in prometheus promtool curl; do
-  command -v "$tool" >/dev/null || { echo "SKIP: $tool not found (Debian packages prometheus, curl)"; exit 77; }
+  command -v "$tool" >/dev/null || { echo "FAIL: $tool not found (Debian packages prometheus, curl: scripts/install-deps.sh)"; exit 1; }
 done
 OUT=$(mktemp -d /tmp/wq-obs.XXXXXX)
 export WQ_RUN_LIB=1 WQ_TEST_UPDATES=3
 # shellcheck source=../deploy/local/run.sh
 source "$SRC/deploy/local/run.sh"
 source "$SRC/tests/distributed_test_config.sh"
-parse_args --config "$SRC/configs/stories260k.yaml" --bin "$BUILD" --stages 2 --replicas 1 \
+parse_args --config "$WQ_TEST_CONFIG" --bin "$BUILD" --stages 2 --replicas 1 \
   --out "$OUT" --timeout 400 "${TEST_SETS[@]}"
 plan_topology
 PROM_PID=""

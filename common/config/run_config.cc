@@ -274,18 +274,7 @@ absl::Status Validate(const RunConfig& c) {
   WQ_RETURN_IF_ERROR(
       Check(c.lagrange.lambda_init >= 0 && c.lagrange.lambda_init <= c.lagrange.lambda_max,
             "lagrange.lambda_init", "must be in [0, lambda_max]"));
-  WQ_RETURN_IF_ERROR(
-      Check(!c.ppo.hidden.empty(), "ppo.hidden", "must list at least one layer size"));
-  for (int h : c.ppo.hidden) WQ_RETURN_IF_ERROR(Check(h > 0, "ppo.hidden", "sizes must be > 0"));
-  WQ_RETURN_IF_ERROR(Check(c.ppo.learning_rate > 0, "ppo.learning_rate", "must be > 0"));
-  WQ_RETURN_IF_ERROR(
-      Check(c.ppo.clip_ratio > 0 && c.ppo.clip_ratio < 1, "ppo.clip_ratio", "must be in (0, 1)"));
-  WQ_RETURN_IF_ERROR(Check(c.ppo.gamma > 0 && c.ppo.gamma <= 1, "ppo.gamma", "must be in (0, 1]"));
-  WQ_RETURN_IF_ERROR(
-      Check(c.ppo.gae_lambda >= 0 && c.ppo.gae_lambda <= 1, "ppo.gae_lambda", "must be in [0, 1]"));
-  WQ_RETURN_IF_ERROR(Check(c.ppo.epochs > 0, "ppo.epochs", "must be > 0"));
-  WQ_RETURN_IF_ERROR(Check(c.ppo.minibatch_size > 0, "ppo.minibatch_size", "must be > 0"));
-  WQ_RETURN_IF_ERROR(Check(c.ppo.max_policy_lag >= 0, "ppo.max_policy_lag", "must be >= 0"));
+  WQ_RETURN_IF_ERROR(ValidatePpoConfig(c.ppo));
   WQ_RETURN_IF_ERROR(
       Check(!c.curriculum.target_bits.empty(), "curriculum.target_bits", "must not be empty"));
   for (size_t i = 0; i < c.curriculum.target_bits.size(); ++i) {
@@ -332,6 +321,28 @@ std::string Resolve(const std::string& base_dir, const std::string& path) {
 }
 
 }  // namespace
+
+absl::Status ValidatePpoConfig(const PpoConfig& p) {
+  WQ_RETURN_IF_ERROR(Check(!p.hidden.empty(), "ppo.hidden", "must list at least one layer size"));
+  for (int h : p.hidden) WQ_RETURN_IF_ERROR(Check(h > 0, "ppo.hidden", "sizes must be > 0"));
+  WQ_RETURN_IF_ERROR(Check(p.learning_rate > 0 && std::isfinite(p.learning_rate),
+                           "ppo.learning_rate", "must be > 0"));
+  WQ_RETURN_IF_ERROR(
+      Check(p.clip_ratio > 0 && p.clip_ratio < 1, "ppo.clip_ratio", "must be in (0, 1)"));
+  WQ_RETURN_IF_ERROR(Check(p.gamma > 0 && p.gamma <= 1, "ppo.gamma", "must be in (0, 1]"));
+  WQ_RETURN_IF_ERROR(
+      Check(p.gae_lambda >= 0 && p.gae_lambda <= 1, "ppo.gae_lambda", "must be in [0, 1]"));
+  WQ_RETURN_IF_ERROR(
+      Check(p.value_coef >= 0 && std::isfinite(p.value_coef), "ppo.value_coef", "must be >= 0"));
+  WQ_RETURN_IF_ERROR(Check(p.entropy_coef >= 0 && std::isfinite(p.entropy_coef), "ppo.entropy_coef",
+                           "must be >= 0"));
+  WQ_RETURN_IF_ERROR(
+      Check(!std::isnan(p.max_grad_norm), "ppo.max_grad_norm", "must be a number (<= 0: off)"));
+  WQ_RETURN_IF_ERROR(Check(p.epochs > 0, "ppo.epochs", "must be > 0"));
+  WQ_RETURN_IF_ERROR(Check(p.minibatch_size > 0, "ppo.minibatch_size", "must be > 0"));
+  WQ_RETURN_IF_ERROR(Check(p.max_policy_lag >= 0, "ppo.max_policy_lag", "must be >= 0"));
+  return absl::OkStatus();
+}
 
 absl::StatusOr<RunConfig> ParseRunConfig(const std::string& yaml_text, const std::string& source,
                                          const std::vector<std::string>& overrides,

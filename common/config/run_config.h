@@ -62,19 +62,28 @@ struct LagrangeConfig {
   double lambda_max = 100.0;
 };
 
+// PPO (DESIGN.md section 4; the loss is written down in common/rl/ppo.h): the
+// one type for its settings, taken by rl::PpoLearner as it is.
 struct PpoConfig {
-  std::vector<int> hidden = {128, 128};
-  double learning_rate = 3e-4;
-  double clip_ratio = 0.2;
+  std::vector<int> hidden = {128, 128};  // policy MLP layer sizes
+  double learning_rate = 3e-4;           // Adam
+  double clip_ratio = 0.2;               // eps of the clipped surrogate, in (0, 1)
+  // Undiscounted: an episode is one step per unit (thousands in a real model)
+  // and its main reward comes at the end; 0.99^1000 would leave the first units
+  // nearly no credit for it.
   double gamma = 1.0;
   double gae_lambda = 0.95;
   double value_coef = 0.5;
   double entropy_coef = 0.01;
-  double max_grad_norm = 0.5;
-  int epochs = 4;
+  double max_grad_norm = 0.5;  // global L2 norm; <= 0 disables clipping
+  int epochs = 4;              // passes over the batch per update
   int minibatch_size = 256;
-  int max_policy_lag = 2;
+  int max_policy_lag = 2;  // keep transitions of policy version >= current - lag
 };
+
+// OK or INVALID_ARGUMENT naming the key (`ppo.clip_ratio: must be in (0, 1)`);
+// part of the run config's validation, and rl::PpoLearner's check of its input.
+absl::Status ValidatePpoConfig(const PpoConfig& ppo);
 
 // Target bits step down through `target_bits`; a stage advances after
 // `min_updates` updates once the best feasible plan's PPL is within

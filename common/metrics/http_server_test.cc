@@ -1,4 +1,6 @@
 #include "common/metrics/http_server.h"
+#include "common/testing/http_client.h"
+#include "common/testing/status_matchers.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -10,7 +12,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/metrics/test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -18,8 +19,9 @@ namespace windquant::metrics {
 namespace {
 
 using ::testing::HasSubstr;
-using testing::HttpRequest;
 using ::testing::StartsWith;
+using ::windquant::testing::HttpRequest;
+using ::windquant::testing::StatusIs;
 
 MetricsServerOptions Opts(std::string address = "127.0.0.1", int port = 0, int threads = 2) {
   MetricsServerOptions o;
@@ -92,7 +94,8 @@ TEST_F(MetricsServerTest, StartStopRestart) {
   server.Stop();
   EXPECT_FALSE(server.running());
   EXPECT_EQ(server.port(), 0);
-  EXPECT_FALSE(HttpRequest(absl::StrCat("http://127.0.0.1:", first_port, "/healthz")).ok());
+  EXPECT_THAT(HttpRequest(absl::StrCat("http://127.0.0.1:", first_port, "/healthz")),
+              StatusIs(absl::StatusCode::kUnavailable, absl::StrCat(":", first_port, "/healthz")));
   server.Stop();  // no-op
   ASSERT_TRUE(server.Start().ok());
   auto r = HttpRequest(Url(server, "/healthz"));

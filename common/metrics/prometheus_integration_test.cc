@@ -20,7 +20,7 @@
 #include "common/metrics/http_server.h"
 #include "common/metrics/metric_names.h"
 #include "common/metrics/registry.h"
-#include "common/metrics/test_util.h"
+#include "common/testing/http_client.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 
@@ -107,8 +107,9 @@ class PrometheusProcess {
 // The value of an instant query's single sample as Prometheus prints it, or nullopt
 // while Prometheus is not up or has no sample yet.
 std::optional<std::string> QueryValue(int web_port, const std::string& query) {
-  auto r = testing::HttpRequest(absl::StrCat("http://127.0.0.1:", web_port,
-                                             "/api/v1/query?query=", testing::UrlEscape(query)));
+  auto r = ::windquant::testing::HttpRequest(
+      absl::StrCat("http://127.0.0.1:", web_port,
+                   "/api/v1/query?query=", ::windquant::testing::UrlEscape(query)));
   if (!r.ok() || r->status != 200) return std::nullopt;
   nlohmann::json j = nlohmann::json::parse(r->body, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || j.value("status", "") != "success") return std::nullopt;
@@ -118,9 +119,8 @@ std::optional<std::string> QueryValue(int web_port, const std::string& query) {
 }
 
 TEST(PrometheusIntegrationTest, PrometheusScrapesOurServer) {
-  if (access(kPrometheus, X_OK) != 0) {
-    GTEST_SKIP() << kPrometheus << " not found (Debian package 'prometheus')";
-  }
+  ASSERT_EQ(access(kPrometheus, X_OK), 0)
+      << kPrometheus << " not found (Debian package 'prometheus': scripts/install-deps.sh)";
   const std::string version = RunAndCapture(absl::StrCat(kPrometheus, " --version 2>&1"));
   std::cout << "prometheus --version:\n" << version << std::flush;
   ::testing::Test::RecordProperty("prometheus_version", version.substr(0, version.find('\n')));
@@ -153,7 +153,7 @@ TEST(PrometheusIntegrationTest, PrometheusScrapesOurServer) {
                            "    static_configs:\n"
                            "      - targets: ['127.0.0.1:"
                         << server.port() << "']\n";
-  absl::StatusOr<int> web_port = testing::PickFreePort();
+  absl::StatusOr<int> web_port = ::windquant::testing::PickFreePort();
   ASSERT_TRUE(web_port.ok()) << web_port.status();
 
   PrometheusProcess prometheus;

@@ -12,6 +12,7 @@
 #include "absl/strings/string_view.h"
 #include "common/metrics/metric_names.h"
 #include "common/metrics/registry.h"
+#include "common/testing/shell.h"
 #include "gtest/gtest.h"
 
 namespace windquant::metrics {
@@ -19,10 +20,7 @@ namespace {
 
 constexpr char kPromtool[] = "/usr/bin/promtool";
 
-struct CommandResult {
-  int exit_code = -1;
-  std::string output;  // stdout + stderr
-};
+using ::windquant::testing::CommandResult;
 
 // Runs `promtool check metrics` with `exposition` on stdin.
 CommandResult CheckMetrics(const std::string& exposition) {
@@ -31,15 +29,8 @@ CommandResult CheckMetrics(const std::string& exposition) {
   EXPECT_GE(fd, 0);
   close(fd);
   std::ofstream(path) << exposition;
-  CommandResult result;
-  FILE* pipe = popen(absl::StrCat(kPromtool, " check metrics < ", path, " 2>&1").c_str(), "r");
-  EXPECT_NE(pipe, nullptr);
-  if (pipe == nullptr) return result;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) result.output.append(buf, n);
-  int status = pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  CommandResult result =
+      ::windquant::testing::RunShell(absl::StrCat(kPromtool, " check metrics < ", path));
   unlink(path);
   return result;
 }
@@ -47,9 +38,8 @@ CommandResult CheckMetrics(const std::string& exposition) {
 class PromtoolTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (access(kPromtool, X_OK) != 0) {
-      GTEST_SKIP() << kPromtool << " not found (Debian package 'prometheus')";
-    }
+    ASSERT_EQ(access(kPromtool, X_OK), 0)
+        << kPromtool << " not found (Debian package 'prometheus': scripts/install-deps.sh)";
   }
 };
 

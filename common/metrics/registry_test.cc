@@ -5,11 +5,14 @@
 #include <thread>
 #include <vector>
 
+#include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace windquant::metrics {
 namespace {
+
+using ::windquant::testing::StatusIs;
 
 using ::testing::HasSubstr;
 
@@ -54,11 +57,16 @@ TEST(ValidateLabelNameTest, AcceptsAndRejects) {
   EXPECT_TRUE(ValidateLabelName("code", MetricType::kCounter).ok());
   EXPECT_TRUE(ValidateLabelName("_x9", MetricType::kCounter).ok());
   EXPECT_TRUE(ValidateLabelName("le", MetricType::kGauge).ok());
-  EXPECT_FALSE(ValidateLabelName("le", MetricType::kHistogram).ok());
-  EXPECT_FALSE(ValidateLabelName("__name__", MetricType::kGauge).ok());
-  EXPECT_FALSE(ValidateLabelName("9x", MetricType::kGauge).ok());
-  EXPECT_FALSE(ValidateLabelName("a-b", MetricType::kGauge).ok());
-  EXPECT_FALSE(ValidateLabelName("", MetricType::kGauge).ok());
+  EXPECT_THAT(ValidateLabelName("le", MetricType::kHistogram),
+              StatusIs(absl::StatusCode::kInvalidArgument, "label name 'le'"));
+  EXPECT_THAT(ValidateLabelName("__name__", MetricType::kGauge),
+              StatusIs(absl::StatusCode::kInvalidArgument, "label name '__name__'"));
+  EXPECT_THAT(ValidateLabelName("9x", MetricType::kGauge),
+              StatusIs(absl::StatusCode::kInvalidArgument, "label name '9x'"));
+  EXPECT_THAT(ValidateLabelName("a-b", MetricType::kGauge),
+              StatusIs(absl::StatusCode::kInvalidArgument, "label name 'a-b'"));
+  EXPECT_THAT(ValidateLabelName("", MetricType::kGauge),
+              StatusIs(absl::StatusCode::kInvalidArgument, "label name ''"));
 }
 
 TEST(RegistryTest, RequiresHelp) {

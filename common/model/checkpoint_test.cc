@@ -12,9 +12,13 @@
 #include "absl/strings/str_cat.h"
 #include "common/base/files.h"
 #include "common/model/safetensors_writer.h"
+#include "common/testing/status_matchers.h"
+#include "common/testing/test_paths.h"
 
 namespace windquant::model {
 namespace {
+
+using ::windquant::testing::StatusIs;
 
 using ::testing::HasSubstr;
 using TensorMap = std::map<std::string, at::Tensor>;
@@ -225,8 +229,10 @@ TEST(CheckpointTest, RejectsBadLoadRequest) {
   ASSERT_TRUE(ckpt.ok());
   EXPECT_THAT(std::string((*ckpt)->LoadWeights(LoadRequest{2, 5}).status().message()),
               HasSubstr("layers [2, 5) outside [0, 3)"));
-  EXPECT_FALSE((*ckpt)->LoadWeights(LoadRequest{-1, 2}).ok());
-  EXPECT_FALSE((*ckpt)->LoadWeights(LoadRequest{2, 1}).ok());
+  EXPECT_THAT((*ckpt)->LoadWeights(LoadRequest{-1, 2}),
+              StatusIs(absl::StatusCode::kInvalidArgument, "layers [-1, 2) outside [0, 3)"));
+  EXPECT_THAT((*ckpt)->LoadWeights(LoadRequest{2, 1}),
+              StatusIs(absl::StatusCode::kInvalidArgument, "layers [2, 1) outside [0, 3)"));
 }
 
 // ---- Malformed checkpoints: one line naming the file and the tensor. ----
@@ -282,7 +288,9 @@ TEST(CheckpointErrorsTest, ShapeDisagreesWithConfig) {
   auto ckpt = Checkpoint::Open(dir);
   ASSERT_TRUE(ckpt.ok());
   EXPECT_TRUE((*ckpt)->LoadTensor(LinearTensorName(1, Matrix::kK), {}).ok());
-  EXPECT_FALSE((*ckpt)->LoadTensor(LinearTensorName(1, Matrix::kK), {8, 16}).ok());
+  EXPECT_THAT(
+      (*ckpt)->LoadTensor(LinearTensorName(1, Matrix::kK), {8, 16}),
+      StatusIs(absl::StatusCode::kInvalidArgument, "model.layers.1.self_attn.k_proj.weight"));
 }
 
 TEST(CheckpointErrorsTest, DtypeDisagreesWithConfig) {
@@ -409,49 +417,66 @@ TEST(CheckpointErrorsTest, NoWeightsOrConfig) {
   EXPECT_EQ(OpenError(dir), dir + ": neither model.safetensors nor model.safetensors.index.json");
 }
 
-// ---- The real model. ----
+// ---- The real model (stories260k, or the default model on a fresh clone). ----
 
-std::string Stories260k() {
-  const char* src = std::getenv("WQ_SOURCE_DIR");
-  return std::string(src ? src : "/work/main") + "/../shared/models/stories260k";
+// Bytes of one stored element of `dtype` (config.json's torch_dtype).
+int64_t DtypeBytes(const std::string& dtype) {
+  return dtype == "float32" ? 4 : 2;  // float16 / bfloat16
 }
 
-TEST(CheckpointStories260kTest, OpensAndLoadsLayerRange) {
-  const std::string dir = Stories260k();
-  if (!base::PathExists(dir + "/model.safetensors")) GTEST_SKIP() << "no model at " << dir;
+TEST(CheckpointRealModelTest, OpensAndLoadsLayerRange) {
+  const testing::TestModel m = testing::RealModel();
+  const std::string dir = m.dir;
   auto ckpt = Checkpoint::Open(dir);
   ASSERT_TRUE(ckpt.ok()) << ckpt.status();
-  EXPECT_EQ((*ckpt)->TensorNames().size(), 47u);
   const LlamaConfig& c = (*ckpt)->config();
-  EXPECT_TRUE(c.tie_word_embeddings);
-  EXPECT_EQ(c.num_attention_heads, 8);
-  EXPECT_EQ(c.num_key_value_heads, 4);
-  EXPECT_EQ(c.head_dim, 8);
-  EXPECT_EQ(c.num_hidden_layers, 5);
+  // Expected sizes from the config's dimensions alone (the independent reference):
+  // per layer q, k, v, o, gate, up, down and two norms; then embeddings, final norm
+  // and an untied head.
+  const int64_t H = c.hidden_size, I = c.intermediate_size, L = c.num_hidden_layers;
+  const int64_t q_out = c.num_attention_heads * c.head_dim;
+  const int64_t kv_out = c.num_key_value_heads * c.head_dim;
+  const int64_t layer_params = H * q_out + 2 * H * kv_out + q_out * H + 3 * H * I + 2 * H;
+  const int64_t all_params =
+      c.vocab_size * H * (c.tie_word_embeddings ? 1 : 2) + H + L * layer_params;
+  const int64_t elem = DtypeBytes(c.torch_dtype);
+  EXPECT_EQ((*ckpt)->TensorNames().size(),
+            static_cast<size_t>(9 * L + 2 + (c.tie_word_embeddings ? 0 : 1)));
+  if (m.stories260k) {
+    EXPECT_EQ((*ckpt)->TensorNames().size(), 47u);
+    EXPECT_TRUE(c.tie_word_embeddings);
+    EXPECT_EQ(c.num_attention_heads, 8);
+    EXPECT_EQ(c.num_key_value_heads, 4);
+    EXPECT_EQ(c.head_dim, 8);
+    EXPECT_EQ(c.num_hidden_layers, 5);
+    EXPECT_EQ(layer_params, 45440);
+    EXPECT_EQ(all_params, 260032);
+  }
+  ASSERT_GE(L, 4) << "the layer range below needs 4 layers";
 
   auto part = (*ckpt)->LoadWeights(LoadRequest{2, 4, false, false});
   ASSERT_TRUE(part.ok()) << part.status();
   const int64_t part_bytes = (*ckpt)->bytes_read();
-  EXPECT_EQ(part_bytes, 2 * 45440 * 4);  // 2 layers x 45,440 float32 parameters
+  EXPECT_EQ(part_bytes, 2 * layer_params * elem);  // only layers 2 and 3
 
   auto full_ckpt = Checkpoint::Open(dir);
   ASSERT_TRUE(full_ckpt.ok());
   auto full = (*full_ckpt)->LoadWeights(LoadRequest{});
   ASSERT_TRUE(full.ok()) << full.status();
-  EXPECT_EQ((*full_ckpt)->bytes_read(), 260032 * 4);
+  EXPECT_EQ((*full_ckpt)->bytes_read(), all_params * elem);
   EXPECT_LT(part_bytes, (*full_ckpt)->bytes_read());
-  EXPECT_TRUE(full->lm_head.is_same(full->embed_tokens));
+  EXPECT_EQ(full->lm_head.is_same(full->embed_tokens), c.tie_word_embeddings);
   ASSERT_EQ(part->layers.size(), 2u);
   for (int i = 0; i < 2; ++i) {
-    for (int m = 0; m < kNumMatrices; ++m) {
-      EXPECT_TRUE(at::equal(part->layers[i].linear[m], full->layers[2 + i].linear[m]));
+    for (int mi = 0; mi < kNumMatrices; ++mi) {
+      EXPECT_TRUE(at::equal(part->layers[i].linear[mi], full->layers[2 + i].linear[mi]));
     }
     EXPECT_TRUE(at::equal(part->layers[i].input_layernorm, full->layers[2 + i].input_layernorm));
     EXPECT_TRUE(at::equal(part->layers[i].post_attention_layernorm,
                           full->layers[2 + i].post_attention_layernorm));
   }
-  EXPECT_EQ(full->layers[4].at(Matrix::kK).sizes(), (at::IntArrayRef{32, 64}));
-  EXPECT_EQ(full->layers[4].at(Matrix::kDown).sizes(), (at::IntArrayRef{64, 172}));
+  EXPECT_EQ(full->layers[L - 1].at(Matrix::kK).sizes(), (at::IntArrayRef{kv_out, H}));
+  EXPECT_EQ(full->layers[L - 1].at(Matrix::kDown).sizes(), (at::IntArrayRef{H, I}));
   EXPECT_GT(full->embed_tokens.abs().sum().item<float>(), 0.0f);
 }
 

@@ -8,12 +8,15 @@
 #include <nlohmann/json.hpp>
 
 #include "common/base/files.h"
+#include "common/testing/status_matchers.h"
+#include "common/testing/test_paths.h"
 
 namespace windquant::model {
 namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::windquant::testing::StatusIs;
 
 // A LLaMA-3.2-1B-like config.json.
 nlohmann::json Llama3Json() {
@@ -95,7 +98,7 @@ TEST(LlamaConfigTest, ToJsonRoundTrips) {
 
 TEST(LlamaConfigTest, InvalidJsonIsOneLineNamingFile) {
   auto c = LlamaConfig::FromJson("{\"hidden_size\": 64,", "/m/config.json");
-  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(c, StatusIs(absl::StatusCode::kInvalidArgument, "/m/config.json: invalid JSON"));
   std::string m(c.status().message());
   EXPECT_THAT(m, HasSubstr("/m/config.json: invalid JSON"));
   EXPECT_EQ(m.find('\n'), std::string::npos);
@@ -166,29 +169,54 @@ TEST(LlamaConfigTest, FromDirectoryErrorsNameThePath) {
   const std::string dir = ::testing::TempDir() + "/llama_config_test_dir";
   ASSERT_TRUE(base::WriteFileAtomic(dir + "/config.json", "{\"hidden_size\": true}").ok());
   auto c = LlamaConfig::FromDirectory(dir);
-  ASSERT_FALSE(c.ok());
+  ASSERT_THAT(c, StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_EQ(std::string(c.status().message()),
             dir + "/config.json: hidden_size: expected an integer, got true");
-  EXPECT_FALSE(LlamaConfig::FromDirectory(dir + "/nope").ok());
+  EXPECT_THAT(LlamaConfig::FromDirectory(dir + "/nope"),
+              StatusIs(absl::StatusCode::kNotFound, dir + "/nope/config.json"));
 }
 
-TEST(LlamaConfigTest, Stories260k) {
-  const char* src = std::getenv("WQ_SOURCE_DIR");
-  const std::string dir = std::string(src ? src : "/work/main") + "/../shared/models/stories260k";
-  if (!base::PathExists(dir + "/config.json")) GTEST_SKIP() << "no model at " << dir;
-  auto c = LlamaConfig::FromDirectory(dir);
+// The real test model (stories260k, or the project's default model on a fresh
+// clone): every field agrees with config.json read as plain JSON, and
+// stories260k's known shape is checked exactly.
+TEST(LlamaConfigTest, RealModel) {
+  const testing::TestModel m = testing::RealModel();
+  auto c = LlamaConfig::FromDirectory(m.dir);
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(c->hidden_size, 64);
-  EXPECT_EQ(c->intermediate_size, 172);
-  EXPECT_EQ(c->num_hidden_layers, 5);
-  EXPECT_EQ(c->num_attention_heads, 8);
-  EXPECT_EQ(c->num_key_value_heads, 4);
-  EXPECT_EQ(c->head_dim, 8);
-  EXPECT_EQ(c->vocab_size, 512);
-  EXPECT_TRUE(c->tie_word_embeddings);
-  EXPECT_FALSE(c->rope_scaling.has_value());
-  EXPECT_THAT(c->eos_token_ids, ElementsAre(2));
-  EXPECT_EQ(c->torch_dtype, "float32");
+  auto text = base::ReadFile(m.dir + "/config.json");
+  ASSERT_TRUE(text.ok()) << text.status();
+  const nlohmann::json j = nlohmann::json::parse(*text);
+  EXPECT_EQ(c->hidden_size, j.at("hidden_size").get<int64_t>());
+  EXPECT_EQ(c->intermediate_size, j.at("intermediate_size").get<int64_t>());
+  EXPECT_EQ(c->num_hidden_layers, j.at("num_hidden_layers").get<int64_t>());
+  EXPECT_EQ(c->num_attention_heads, j.at("num_attention_heads").get<int64_t>());
+  EXPECT_EQ(c->num_key_value_heads,
+            j.value("num_key_value_heads", j.at("num_attention_heads").get<int64_t>()));
+  EXPECT_EQ(c->head_dim, j.value("head_dim", c->hidden_size / c->num_attention_heads));
+  EXPECT_EQ(c->vocab_size, j.at("vocab_size").get<int64_t>());
+  EXPECT_EQ(c->tie_word_embeddings, j.value("tie_word_embeddings", false));
+  EXPECT_EQ(c->rope_scaling.has_value(),
+            j.contains("rope_scaling") && !j["rope_scaling"].is_null());
+  if (m.stories260k) {
+    EXPECT_EQ(c->hidden_size, 64);
+    EXPECT_EQ(c->intermediate_size, 172);
+    EXPECT_EQ(c->num_hidden_layers, 5);
+    EXPECT_EQ(c->num_attention_heads, 8);
+    EXPECT_EQ(c->num_key_value_heads, 4);
+    EXPECT_EQ(c->head_dim, 8);
+    EXPECT_EQ(c->vocab_size, 512);
+    EXPECT_TRUE(c->tie_word_embeddings);
+    EXPECT_FALSE(c->rope_scaling.has_value());
+    EXPECT_THAT(c->eos_token_ids, ElementsAre(2));
+    EXPECT_EQ(c->torch_dtype, "float32");
+  } else {
+    // The shape scripts/default-model.sh asks `windquant pretrain` for.
+    EXPECT_EQ(c->hidden_size, 128);
+    EXPECT_EQ(c->num_hidden_layers, 4);
+    EXPECT_EQ(c->num_attention_heads, 4);
+    EXPECT_EQ(c->num_key_value_heads, 2);
+    EXPECT_EQ(c->vocab_size, 2048);
+  }
 }
 
 }  // namespace

@@ -1,4 +1,5 @@
 #include "common/model/perplexity.h"
+#include "common/testing/status_matchers.h"
 
 #include <cmath>
 #include <cstdint>
@@ -10,6 +11,8 @@
 
 namespace windquant::model {
 namespace {
+
+using ::windquant::testing::StatusIs;
 
 // Batched fp32 vs one-window-at-a-time float64 log-softmax.
 constexpr double kNllRelTolerance = 1e-5;
@@ -136,15 +139,18 @@ TEST(PerplexityTest, RejectsBadInput) {
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(r.status().message().find("position 5"), std::string::npos);
   o.batch_size = 0;
-  EXPECT_FALSE(ComputePerplexity(model, RandomIds(40, 23, 8), o).ok());
+  EXPECT_THAT(ComputePerplexity(model, RandomIds(40, 23, 8), o),
+              StatusIs(absl::StatusCode::kInvalidArgument, "batch_size: must be >= 1, got 0"));
   o.batch_size = 1;
   o.context = 1;
-  EXPECT_FALSE(ComputePerplexity(model, RandomIds(40, 23, 8), o).ok());
+  EXPECT_THAT(ComputePerplexity(model, RandomIds(40, 23, 8), o),
+              StatusIs(absl::StatusCode::kInvalidArgument, "context: must be >= 2, got 1"));
   // A partial stage cannot compute perplexity.
   LlamaWeights partial = TinyWeights(5);
   partial.layers.pop_back();
   o.context = 17;
-  EXPECT_FALSE(ComputePerplexity(LlamaModel(std::move(partial)), RandomIds(40, 23, 8), o).ok());
+  EXPECT_THAT(ComputePerplexity(LlamaModel(std::move(partial)), RandomIds(40, 23, 8), o),
+              StatusIs(absl::StatusCode::kInvalidArgument, "whole model"));
 }
 
 }  // namespace

@@ -9,9 +9,12 @@
 
 #include "common/base/files.h"
 #include "common/model/safetensors_writer.h"
+#include "common/testing/status_matchers.h"
 
 namespace windquant::model {
 namespace {
+
+using ::windquant::testing::StatusIs;
 
 using ::testing::HasSubstr;
 
@@ -76,10 +79,13 @@ TEST(SafetensorsWriterTest, WritesF16AndBf16Bits) {
 TEST(SafetensorsWriterTest, RejectsDuplicateAndBadRawSize) {
   SafetensorsWriter w;
   ASSERT_TRUE(w.Add("x", at::zeros({2})).ok());
-  EXPECT_FALSE(w.Add("x", at::zeros({2})).ok());
-  EXPECT_FALSE(w.AddRaw("y", Dtype::kF32, {3}, std::string(8, '\0')).ok());
+  EXPECT_THAT(w.Add("x", at::zeros({2})),
+              StatusIs(absl::StatusCode::kAlreadyExists, "tensor x: added twice"));
+  EXPECT_THAT(w.AddRaw("y", Dtype::kF32, {3}, std::string(8, '\0')),
+              StatusIs(absl::StatusCode::kInvalidArgument, "tensor y"));
   EXPECT_TRUE(w.AddRaw("y", Dtype::kU8, {3}, std::string(3, '\0')).ok());
-  EXPECT_FALSE(w.Add("z", at::zeros({2}), Dtype::kI8).ok());
+  EXPECT_THAT(w.Add("z", at::zeros({2}), Dtype::kI8),
+              StatusIs(absl::StatusCode::kInvalidArgument, "tensor z"));
 }
 
 TEST(SafetensorsFileTest, EmptyFileWithNoTensorsIsValid) {

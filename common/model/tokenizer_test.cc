@@ -1,29 +1,46 @@
-// Tests of Tokenizer on the LLaMA-2-style stories260k tokenizer.json against
-// SentencePiece (an independent implementation, tokenizer.model) and the
-// published whole-file checksums, plus small inline files for each feature.
+// Tests of Tokenizer on a LLaMA-2-style (SentencePiece BPE with byte fallback)
+// tokenizer.json against an independent implementation: stories260k's against
+// SentencePiece itself (tokenizer.model) and its published whole-file checksums
+// when ../shared has them, else LLaMA-2's own tokenizer.json (npm) against
+// transformers.js (tests/js) on the project's text; plus small inline files for
+// each feature.
 #include "common/model/tokenizer.h"
 
 #include <dlfcn.h>
 
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_split.h"
 #include "common/base/files.h"
+#include "common/testing/js_reference.h"
+#include "common/testing/status_matchers.h"
+#include "common/testing/test_paths.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 
 namespace windquant::model {
 namespace {
 
+using ::windquant::testing::StatusIs;
+
 using ::testing::ElementsAre;
 
-std::string SharedPath(const std::string& rel) {
-  const char* src = std::getenv("WQ_SOURCE_DIR");
-  return std::string(src ? src : ".") + "/../shared/" + rel;
+// Runs the JS reference (tests/js/llama3_ref.js --llama2 ARGS...).
+int RunJsLlama2(const std::string& js_dir, const std::string& args) {
+  return std::system(("node '" + js_dir + "/llama3_ref.js' --llama2 " + args).c_str());
+}
+
+// A scratch folder of this test in the build tree.
+std::string WorkDir() {
+  const std::string dir = testing::BinaryDir() + "/tokenizer_test_work";
+  std::filesystem::create_directories(dir);
+  return dir;
 }
 
 std::string IdsSha256(const std::vector<int32_t>& ids) {
@@ -111,29 +128,55 @@ class DlopenSentencePiece {
   EncodeFn encode_ = nullptr;
 };
 
-class Stories260kTest : public ::testing::Test {
+// The LLaMA-2-style tokenizer under test and its reference: stories260k with
+// SentencePiece (../shared), or LLaMA-2's tokenizer.json with transformers.js.
+class SentencePieceStyleTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    json_path_ = SharedPath("models/stories260k/tokenizer.json");
-    if (!base::PathExists(json_path_)) GTEST_SKIP() << "missing " << json_path_;
+    const std::string shared = testing::SharedDir();
+    stories_ = !shared.empty() && base::PathExists(shared + "/models/stories260k/tokenizer.json") &&
+               base::PathExists(shared + "/models/stories260k/tokenizer.model");
+    if (stories_) {
+      json_path_ = shared + "/models/stories260k/tokenizer.json";
+    } else {
+      std::string why;
+      js_dir_ = testing::PrepareJsReference(&why);
+      ASSERT_FALSE(js_dir_.empty()) << "LLaMA-2 reference unavailable: " << why;
+      json_path_ = WorkDir() + "/llama2_tokenizer.json";
+      ASSERT_EQ(RunJsLlama2(js_dir_, "dump-json '" + json_path_ + "'"), 0);
+    }
     auto tok = Tokenizer::FromFile(json_path_);
     ASSERT_TRUE(tok.ok()) << tok.status();
     tok_ = std::move(tok).value();
+    auto json = base::ReadFile(json_path_);
+    ASSERT_TRUE(json.ok()) << json.status();
+    json_vocab_size_ = nlohmann::json::parse(*json)["model"]["vocab"].size();
   }
-  std::string json_path_;
+  // Reference ids of `text` (as one text) from transformers.js.
+  std::vector<int32_t> JsIds(const std::string& text) {
+    const std::string in = WorkDir() + "/llama2_in.txt", out = WorkDir() + "/llama2_ids.json";
+    EXPECT_TRUE(base::WriteFileAtomic(in, text).ok());
+    EXPECT_EQ(RunJsLlama2(js_dir_, "encode-file '" + in + "' '" + out + "'"), 0);
+    return nlohmann::json::parse(*base::ReadFile(out)).get<std::vector<int32_t>>();
+  }
+
+  bool stories_ = false;
+  std::string json_path_, js_dir_;
+  size_t json_vocab_size_ = 0;
   std::unique_ptr<Tokenizer> tok_;
 };
 
-TEST_F(Stories260kTest, SpecialIds) {
+TEST_F(SentencePieceStyleTest, SpecialIds) {
   EXPECT_EQ(tok_->bos_id(), 1);
   EXPECT_EQ(tok_->eos_id(), 2);
-  EXPECT_EQ(tok_->vocab_size(), 512);
+  EXPECT_EQ(static_cast<size_t>(tok_->vocab_size()), json_vocab_size_);
+  if (stories_) EXPECT_EQ(tok_->vocab_size(), 512);
   EXPECT_EQ(tok_->IdToToken(3), "<0x00>");
   EXPECT_EQ(tok_->TokenToId("<unk>"), 0);
   EXPECT_EQ(tok_->TokenToId("no such piece"), -1);
 }
 
-TEST_F(Stories260kTest, BosEosAndAddedTokensInText) {
+TEST_F(SentencePieceStyleTest, BosEosAndAddedTokensInText) {
   std::vector<int32_t> plain = tok_->Encode("Once upon a time");
   std::vector<int32_t> with = tok_->Encode("Once upon a time", true, true);
   ASSERT_EQ(with.size(), plain.size() + 2);
@@ -148,43 +191,63 @@ TEST_F(Stories260kTest, BosEosAndAddedTokensInText) {
   EXPECT_EQ(tok_->Decode(with, /*skip_special=*/false).rfind("<s>", 0), 0u);
 }
 
-TEST_F(Stories260kTest, ByteFallbackRoundTrip) {
+TEST_F(SentencePieceStyleTest, ByteFallbackRoundTrip) {
   const std::string text = "caf\xC3\xA9 \xE6\x97\xA5\xE6\x9C\xAC \xF0\x9F\x99\x82 x\ty";
   std::vector<int32_t> ids = tok_->Encode(text);
   bool has_byte_token = false;
   for (int32_t id : ids) has_byte_token = has_byte_token || (id >= 3 && id <= 258);
   EXPECT_TRUE(has_byte_token);
   EXPECT_EQ(tok_->Decode(ids), text);
+  if (!stories_) EXPECT_EQ(ids, JsIds(text));
 }
 
-// Every line of both files, as SentencePiece sees them after its
-// whitespace normalization, gives the same ids as libsentencepiece.
-TEST_F(Stories260kTest, MatchesSentencePieceLineByLine) {
+// Every line of the real texts, as SentencePiece sees them after its whitespace
+// normalization, gives the same ids as the reference (libsentencepiece, or
+// transformers.js for LLaMA-2's tokenizer).
+TEST_F(SentencePieceStyleTest, MatchesReferenceLineByLine) {
   DlopenSentencePiece sp;
-  const std::string model = SharedPath("models/stories260k/tokenizer.model");
-  if (!base::PathExists(model)) GTEST_SKIP() << "missing " << model;
-  const std::string error = sp.Load(model);
-  if (error.find("dlopen") == 0) GTEST_SKIP() << error;
-  ASSERT_EQ(error, "");
-  for (const char* file : {"data/tinystories-valid-sample.txt", "data/wikitext2-test.txt"}) {
-    auto text = base::ReadFile(SharedPath(file));
-    if (!text.ok()) GTEST_SKIP() << "missing " << SharedPath(file);
-    int lines = 0, mismatches = 0;
+  if (stories_) {
+    const std::string model = testing::SharedDir() + "/models/stories260k/tokenizer.model";
+    ASSERT_EQ(sp.Load(model), "") << "libsentencepiece0 is installed by scripts/install-deps.sh";
+  }
+  for (const std::string& file : testing::TextPaths()) {
+    auto text = base::ReadFile(file);
+    ASSERT_TRUE(text.ok()) << text.status();
+    std::vector<std::string> lines;
     for (absl::string_view raw : absl::StrSplit(*text, '\n')) {
       std::string line = SpmNormalize(std::string(raw));
-      if (line.empty()) continue;
-      std::vector<int> expected;
-      ASSERT_TRUE(sp.Encode(line, &expected));
-      std::vector<int32_t> got = tok_->Encode(line);
-      ++lines;
-      if (std::vector<int32_t>(expected.begin(), expected.end()) != got) {
-        if (++mismatches <= 5) ADD_FAILURE() << file << ": mismatch on line: " << line;
+      if (!line.empty()) lines.push_back(line);
+    }
+    std::vector<std::vector<int32_t>> expected(lines.size());
+    if (stories_) {
+      for (size_t i = 0; i < lines.size(); ++i) {
+        std::vector<int> ids;
+        ASSERT_TRUE(sp.Encode(lines[i], &ids));
+        expected[i].assign(ids.begin(), ids.end());
+      }
+    } else {
+      const std::string in = WorkDir() + "/llama2_lines.txt", out = WorkDir() + "/llama2.jsonl";
+      std::string joined;
+      for (const auto& l : lines) joined += l + "\n";
+      joined.pop_back();
+      ASSERT_TRUE(base::WriteFileAtomic(in, joined).ok());
+      ASSERT_EQ(RunJsLlama2(js_dir_, "encode '" + in + "' '" + out + "'"), 0);
+      std::vector<std::string> rows = absl::StrSplit(*base::ReadFile(out), '\n', absl::SkipEmpty());
+      ASSERT_EQ(rows.size(), lines.size());
+      for (size_t i = 0; i < rows.size(); ++i) {
+        expected[i] = nlohmann::json::parse(rows[i]).get<std::vector<int32_t>>();
+      }
+    }
+    int mismatches = 0;
+    for (size_t i = 0; i < lines.size(); ++i) {
+      if (tok_->Encode(lines[i]) != expected[i] && ++mismatches <= 5) {
+        ADD_FAILURE() << file << ": mismatch on line: " << lines[i];
       }
     }
     EXPECT_EQ(mismatches, 0) << file;
-    EXPECT_GT(lines, 1000) << file;
-    std::printf("%s: %d non-empty lines identical to SentencePiece: %d\n", file, lines,
-                lines - mismatches);
+    EXPECT_GT(lines.size(), 1000u) << file;
+    std::printf("%s: %zu non-empty lines identical to the reference: %zu\n", file.c_str(),
+                lines.size(), lines.size() - mismatches);
   }
 }
 
@@ -194,24 +257,38 @@ struct FileCase {
   const char* sha256;
 };
 
-TEST_F(Stories260kTest, WholeFileChecksumsAndRoundTrip) {
-  const FileCase cases[] = {
+// Whole files: stories260k's published token counts and checksums, or LLaMA-2's ids
+// of the whole project text from transformers.js; both decode back byte for byte.
+TEST_F(SentencePieceStyleTest, WholeFileChecksumsAndRoundTrip) {
+  const FileCase stories_cases[] = {
       {"data/tinystories-valid-sample.txt", 393018,
        "2da76ff0e7286c67790d8b7ce7f969a160101f1df817112861f9bd47b92913b9"},
       {"data/wikitext2-test.txt", 809289,
        "361291d3bf24dbb495a949f274fbb0e48a4fe2b933a75b09e44216f22c26be88"},
   };
-  for (const FileCase& c : cases) {
-    auto text = base::ReadFile(SharedPath(c.file));
-    if (!text.ok()) GTEST_SKIP() << "missing " << SharedPath(c.file);
+  std::vector<std::string> files;
+  if (stories_) {
+    for (const FileCase& c : stories_cases) files.push_back(testing::SharedDir() + "/" + c.file);
+  } else {
+    files = testing::TextPaths();
+  }
+  for (size_t f = 0; f < files.size(); ++f) {
+    auto text = base::ReadFile(files[f]);
+    ASSERT_TRUE(text.ok()) << text.status();
     auto t0 = std::chrono::steady_clock::now();
     std::vector<int32_t> ids = tok_->Encode(*text);
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::printf("%s: %zu bytes -> %zu tokens in %.3f s (%.1f MB/s)\n", c.file, text->size(),
-                ids.size(), s, text->size() / s / 1e6);
-    EXPECT_EQ(ids.size(), c.tokens) << c.file;
-    EXPECT_EQ(IdsSha256(ids), c.sha256) << c.file;
-    EXPECT_EQ(tok_->Decode(ids), *text) << c.file;
+    std::printf("%s: %zu bytes -> %zu tokens in %.3f s (%.1f MB/s)\n", files[f].c_str(),
+                text->size(), ids.size(), s, text->size() / s / 1e6);
+    if (stories_) {
+      EXPECT_EQ(ids.size(), stories_cases[f].tokens) << files[f];
+      EXPECT_EQ(IdsSha256(ids), stories_cases[f].sha256) << files[f];
+    } else {
+      const std::vector<int32_t> expected = JsIds(*text);
+      EXPECT_EQ(ids.size(), expected.size()) << files[f];
+      EXPECT_TRUE(ids == expected) << files[f] << ": ids differ from transformers.js";
+    }
+    EXPECT_EQ(tok_->Decode(ids), *text) << files[f];
     EXPECT_LT(s, 5.0) << "encoding is too slow";
   }
 }
@@ -249,23 +326,21 @@ TEST(TokenizerTest, MergesByRank) {
 }
 
 TEST(TokenizerTest, RejectsBadFiles) {
-  EXPECT_FALSE(Tokenizer::FromJson("{", "x").ok());
-  auto missing = Tokenizer::FromFile("/nonexistent/tokenizer.json");
-  EXPECT_FALSE(missing.ok());
+  EXPECT_THAT(Tokenizer::FromJson("{", "x"),
+              StatusIs(absl::StatusCode::kInvalidArgument, "x: invalid JSON"));
+  EXPECT_THAT(Tokenizer::FromFile("/nonexistent/tokenizer.json"),
+              StatusIs(absl::StatusCode::kNotFound, "/nonexistent/tokenizer.json"));
   auto wordpiece = Tokenizer::FromJson(R"({"model": {"type": "WordPiece", "vocab": {}}})", "wp");
-  ASSERT_FALSE(wordpiece.ok());
-  EXPECT_THAT(std::string(wordpiece.status().message()), ::testing::HasSubstr("model.type"));
+  EXPECT_THAT(wordpiece, StatusIs(absl::StatusCode::kInvalidArgument, "model.type"));
   auto bad_merge = Tokenizer::FromJson(
       R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": ["a b"]}})", "bm");
-  ASSERT_FALSE(bad_merge.ok());
-  EXPECT_THAT(std::string(bad_merge.status().message()), ::testing::HasSubstr("merges[0]"));
+  EXPECT_THAT(bad_merge, StatusIs(absl::StatusCode::kInvalidArgument, "merges[0]"));
   auto bad_regex = Tokenizer::FromJson(
       R"({"pre_tokenizer": {"type": "Split", "pattern": {"Regex": "\\w+"},
           "behavior": "Isolated", "invert": false},
           "model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}})",
       "re");
-  ASSERT_FALSE(bad_regex.ok());
-  EXPECT_THAT(std::string(bad_regex.status().message()), ::testing::HasSubstr("pre_tokenizer"));
+  EXPECT_THAT(bad_regex, StatusIs(absl::StatusCode::kInvalidArgument, "pre_tokenizer"));
 }
 
 // Metaspace pre-tokenizer (prepend_scheme first, split true) with byte

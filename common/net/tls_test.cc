@@ -38,9 +38,7 @@ class TlsTest : public testing::Test {
   static void TearDownTestSuite() {
     if (certs_ != nullptr) std::filesystem::remove_all(certs_->dir);
   }
-  void SetUp() override {
-    if (certs_ == nullptr) GTEST_SKIP() << "no test certificates: " << *error_;
-  }
+  void SetUp() override { ASSERT_NE(certs_, nullptr) << "no test certificates: " << *error_; }
 
   // Starts a TLS server (mutual when `mutual`), optionally with a token.
   void StartServer(bool mutual, const std::string& token = "") {

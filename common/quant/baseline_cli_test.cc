@@ -1,5 +1,7 @@
-// Integration: `windquant baseline` on stories260k at 2.0 effective bits; the plan's
-// bits are recounted independently from plan.json + UnitEffectiveBits.
+// Integration: `windquant baseline` on the real test model (stories260k, or the
+// default model on a fresh clone) at 2.0 effective bits; the plan's bits are
+// recounted independently from plan.json + UnitEffectiveBits, and its unit count
+// and FP16 parameters from the model's config.json.
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -8,6 +10,7 @@
 #include "common/base/files.h"
 #include "common/quant/action.h"
 #include "common/quant/effective_bits.h"
+#include "common/testing/test_paths.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 
@@ -28,23 +31,39 @@ std::string RunCommand(const std::string& cmd, int* rc) {
   return out;
 }
 
-TEST(BaselineCliTest, Stories260kAtTwoBitsRecountsExactly) {
-  const char* src = std::getenv("WQ_SOURCE_DIR");
-  const char* bin = std::getenv("WQ_BINARY_DIR");
-  if (src == nullptr || bin == nullptr)
-    GTEST_SKIP() << "run through ctest (WQ_SOURCE_DIR/WQ_BINARY_DIR unset)";
-  const std::string model = std::string(src) + "/../shared/models/stories260k/model.safetensors";
-  if (!std::filesystem::exists(model)) GTEST_SKIP() << "stories260k not found: " << model;
-  const std::string windquant = std::string(bin) + "/cli/windquant";
+// Units of chunk `chunk` columns and FP16 parameters (embeddings, norms, an untied
+// head) of the model in `dir`, from config.json read as plain JSON.
+struct ModelCounts {
+  int64_t units = 0;
+  double fixed_params = 0;
+};
+ModelCounts CountsFromConfig(const std::string& dir, int64_t chunk) {
+  const nlohmann::json j = nlohmann::json::parse(*base::ReadFile(dir + "/config.json"));
+  const int64_t H = j["hidden_size"], I = j["intermediate_size"], L = j["num_hidden_layers"];
+  const int64_t V = j["vocab_size"], nh = j["num_attention_heads"];
+  const int64_t hd = j.value("head_dim", H / nh);
+  const bool tied = j.value("tie_word_embeddings", false);
+  auto chunks = [&](int64_t in) { return (in + chunk - 1) / chunk; };
+  // Units are column chunks of each matrix's input: q, k, v, gate, up read H, o reads
+  // the attention output, down reads I.
+  ModelCounts c;
+  c.units = L * (5 * chunks(H) + chunks(nh * hd) + chunks(I));
+  c.fixed_params = static_cast<double>(V * H * (tied ? 1 : 2) + H * (2 * L + 1));
+  return c;
+}
+
+TEST(BaselineCliTest, RealModelAtTwoBitsRecountsExactly) {
+  const testing::TestModel m = testing::RealModel();
+  const std::string windquant = testing::BinaryDir() + "/cli/windquant";
   ASSERT_TRUE(std::filesystem::exists(windquant)) << windquant;
-  const std::string tmp = testing::TempDir() + "/baseline_cli_test";
+  const std::string tmp = ::testing::TempDir() + "/baseline_cli_test";
   std::filesystem::remove_all(tmp);
 
   for (const char* method : {"lagrange", "greedy"}) {
     const std::string out = tmp + "/" + method;
-    const std::string cmd = windquant + " baseline --config " + src +
-                            "/configs/stories260k.yaml --method " + method + " --bits 2.0 --out " +
-                            out + " --json --max-tokens 4096 --set quant.cache_dir=" + tmp +
+    const std::string cmd = windquant + " baseline --config " + m.config + " --method " + method +
+                            " --bits 2.0 --out " + out +
+                            " --json --max-tokens 4096 --set quant.cache_dir=" + tmp +
                             "/cache 2>/dev/null";
     int rc = 0;
     const std::string stdout_text = RunCommand(cmd, &rc);
@@ -66,14 +85,19 @@ TEST(BaselineCliTest, Stories260kAtTwoBitsRecountsExactly) {
       bits += UnitEffectiveBits(rows, cols, k, *a);
       n += static_cast<double>(rows * cols);
     }
-    EXPECT_EQ(plan["units"].size(), 45u);  // 5 layers x (1+1+1+1+1+1+3) chunks of 64
+    const ModelCounts counts = CountsFromConfig(m.dir, 64);
+    EXPECT_EQ(static_cast<int64_t>(plan["units"].size()), counts.units);
+    if (m.stories260k) {
+      EXPECT_EQ(plan["units"].size(), 45u);  // 5 layers x (1+1+1+1+1+1+3) chunks of 64
+      EXPECT_EQ(counts.fixed_params, 512 * 64 + 64 * 11);
+    }
     const double eff = bits / n;
     EXPECT_LE(eff, 2.0 + 1e-9) << method;
     EXPECT_GT(eff, 1.9) << method << ": the budget should be nearly spent";
     EXPECT_NEAR(plan["totals"]["effective_bits"].get<double>(), eff, 1e-12);
     EXPECT_NEAR(report["effective_bits"].get<double>(), eff, 1e-12);
-    // Whole model: + 16 bits for each of the 32768 + 11*64 FP16 parameters.
-    const double fixed = 512 * 64 + 64 * 11;
+    // Whole model: + 16 bits for each FP16 parameter (embeddings, norms, untied head).
+    const double fixed = counts.fixed_params;
     EXPECT_NEAR(report["whole_model_bits"].get<double>(), (bits + 16 * fixed) / (n + fixed), 1e-9);
     const double ppl = report["perplexity"];
     EXPECT_GT(ppl, 1.0);

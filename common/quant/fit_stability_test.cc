@@ -18,6 +18,7 @@
 #include "common/quant/quantization_session.h"
 #include "common/quant/quantizer.h"
 #include "common/quant/reference_quantizer.h"
+#include "common/testing/test_paths.h"
 #include "gtest/gtest.h"
 
 namespace windquant::quant {
@@ -121,16 +122,14 @@ double ReferenceWorstMove(const QuantizationSession& s, size_t unit, Action a) {
   return worst;
 }
 
+// On the real test model: stories260k (the tables of the failure) or, on a fresh clone,
+// the default model, where the same properties are checked on its own units.
 TEST(FitStabilityTest, GridChoicesDoNotMoveWithTheLastBitsOfTheStatistics) {
-  const char* src = std::getenv("WQ_SOURCE_DIR");
-  const std::string shared = std::string(src ? src : ".") + "/../shared";
-  if (!std::filesystem::exists(shared + "/models/stories260k/model.safetensors")) {
-    GTEST_SKIP() << "stories260k not found under " << shared;
-  }
+  const testing::TestModel m = testing::RealModel();
   // configs/stories260k.yaml with the overrides of tests/distributed_test_config.sh.
   config::RunConfig c;
-  c.model.dir = shared + "/models/stories260k";
-  c.calibration.text = shared + "/data/tinystories-valid-sample.txt";
+  c.model.dir = m.dir;
+  c.calibration.text = m.text_path;
   c.calibration.samples = 8;
   c.calibration.seq_len = 128;
   c.calibration.seed = 0;

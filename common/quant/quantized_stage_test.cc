@@ -19,6 +19,7 @@
 #include "common/quant/quantized_checkpoint.h"
 #include "common/quant/reference_quantizer.h"
 #include "common/quant/unit_table_builder.h"
+#include "common/testing/test_paths.h"
 #include "gtest/gtest.h"
 
 namespace windquant::quant {
@@ -153,18 +154,15 @@ TEST(QuantizedStageErrorsTest, BadPlansAndMismatchedFitsAreRejected) {
   EXPECT_NE(other.status().message().find("layers [0, 3)"), std::string::npos) << other.status();
 }
 
-// stories260k through the session: `eval --plan`'s model, the exporter's two files and
-// the float32 reference agree bit for bit, and the parameters of the first (ATen)
-// quantizer are reconstructed bit for bit by the fast kernel.
-TEST(QuantizedStageStoriesTest, EvalPlanExportAndReferenceAgreeBitForBit) {
-  const char* src = std::getenv("WQ_SOURCE_DIR");
-  const std::string shared = std::string(src ? src : ".") + "/../shared";
-  if (!std::filesystem::exists(shared + "/models/stories260k/model.safetensors")) {
-    GTEST_SKIP() << "stories260k not found under " << shared;
-  }
+// The real test model (stories260k, or the default model on a fresh clone) through the
+// session: `eval --plan`'s model, the exporter's two files and the float32 reference
+// agree bit for bit, and the parameters of the first (ATen) quantizer are reconstructed
+// bit for bit by the fast kernel.
+TEST(QuantizedStageRealModelTest, EvalPlanExportAndReferenceAgreeBitForBit) {
+  const testing::TestModel m = testing::RealModel();
   config::RunConfig c;
-  c.model.dir = shared + "/models/stories260k";
-  c.calibration.text = shared + "/data/tinystories-valid-sample.txt";
+  c.model.dir = m.dir;
+  c.calibration.text = m.text_path;
   c.calibration.samples = 8;
   c.calibration.seq_len = 128;
   c.evaluation.text = c.calibration.text;

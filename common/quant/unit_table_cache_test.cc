@@ -9,6 +9,7 @@
 #include "common/base/files.h"
 #include "common/quant/quantization_session.h"
 #include "common/quant/unit_table_builder.h"
+#include "common/testing/test_paths.h"
 #include "gtest/gtest.h"
 
 namespace windquant::quant {
@@ -61,7 +62,7 @@ FingerprintInputs Inputs(const model::LlamaWeights* w) {
 }
 
 std::string FreshDir(const std::string& name) {
-  const std::string d = testing::TempDir() + "/unit_table_cache_test_" + name;
+  const std::string d = ::testing::TempDir() + "/unit_table_cache_test_" + name;
   std::filesystem::remove_all(d);
   return d;
 }
@@ -160,17 +161,14 @@ TEST(UnitTableCacheTest, CorruptedFileIsDataLoss) {
   }
 }
 
-// The session on the real stories260k model: the second run fits nothing, a
-// corrupted cache is recomputed, another quant config misses the cache.
+// The session on the real test model (stories260k, or the default model on a fresh
+// clone): the second run fits nothing, a corrupted cache is recomputed, another
+// quant config misses the cache.
 TEST(QuantizationSessionTest, CacheHitFitsNothingAndCorruptionRecomputes) {
-  const char* src = std::getenv("WQ_SOURCE_DIR");
-  const std::string shared = std::string(src ? src : ".") + "/../shared";
-  if (!std::filesystem::exists(shared + "/models/stories260k/model.safetensors")) {
-    GTEST_SKIP() << "stories260k not found under " << shared;
-  }
+  const testing::TestModel m = testing::RealModel();
   config::RunConfig c;
-  c.model.dir = shared + "/models/stories260k";
-  c.calibration.text = shared + "/data/tinystories-valid-sample.txt";
+  c.model.dir = m.dir;
+  c.calibration.text = m.text_path;
   c.calibration.samples = 4;
   c.calibration.seq_len = 64;
   c.evaluation.text = c.calibration.text;

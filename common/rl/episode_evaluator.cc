@@ -35,13 +35,13 @@ absl::StatusOr<PlanEvaluation> CachingPlanEvaluator::Evaluate(const std::vector<
     if (it->second.first == actions) {
       ++hits_;
       PlanEvaluation e = it->second.second;
-      e.cache_hit = true;
+      e.cached = true;
       return e;
     }
   }
   WQ_ASSIGN_OR_RETURN(PlanEvaluation e, inner_->Evaluate(actions));
   ++misses_;
-  e.cache_hit = false;
+  e.cached = false;
   cache_.emplace(key, std::make_pair(actions, e));
   return e;
 }
@@ -93,6 +93,8 @@ absl::StatusOr<PlanEvaluation> LocalPlanEvaluator::Evaluate(const std::vector<in
   out.eval_nll = eval.nll;
   out.eval_ppl = eval.perplexity;
   out.relative_ppl_increase = eval.perplexity / fp_eval_.perplexity - 1.0;
+  out.tokens = calib.tokens + eval.tokens;
+  out.seconds = calib.seconds + eval.seconds;
   return out;
 }
 

@@ -26,18 +26,9 @@
 #include "common/model/perplexity.h"
 #include "common/quant/stage_fits.h"
 #include "common/quant/unit_table.h"
+#include "common/rl/plan_evaluation.h"
 
 namespace windquant::rl {
-
-struct PlanEvaluation {
-  double effective_bits = 0;
-  double calib_nll = 0;              // mean NLL (nats/token) on the calibration slice
-  double loss_increase = 0;          // calib_nll - FP calib_nll
-  double eval_nll = 0;               // mean NLL on the evaluation slice
-  double eval_ppl = 0;               // exp(eval_nll)
-  double relative_ppl_increase = 0;  // d = eval_ppl / FP eval_ppl - 1
-  bool cache_hit = false;
-};
 
 // Thread-compatible (implementations may mutate a model).
 class PlanEvaluator {

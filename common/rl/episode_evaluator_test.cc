@@ -22,8 +22,8 @@ TEST(CachingPlanEvaluatorTest, IdenticalPlansAreEvaluatedOnce) {
   EXPECT_EQ(inner.calls(), 2);
   EXPECT_EQ(cache.hits(), 1);
   EXPECT_EQ(cache.misses(), 2);
-  EXPECT_FALSE(e1->cache_hit);
-  EXPECT_TRUE(e3->cache_hit);
+  EXPECT_FALSE(e1->cached);
+  EXPECT_TRUE(e3->cached);
   EXPECT_DOUBLE_EQ(e1->eval_ppl, e3->eval_ppl);
   EXPECT_NE(e1->eval_ppl, e2->eval_ppl);
   EXPECT_NE(PlanHash(a), PlanHash(b));

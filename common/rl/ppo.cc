@@ -23,6 +23,11 @@ constexpr size_t kShaHexLen = 64;
 // critic noise, and dividing by their tiny std would amplify that noise into
 // unit-sized, random policy updates.
 constexpr double kAdvantageStdFloor = 1e-2;
+// Advantages are normalised over the batch's fresh samples, and V(s) is
+// recomputed with the current critic for GAE instead of the behaviour value
+// each transition carries (fresher when data lags the learner).
+constexpr bool kNormaliseAdvantages = true;
+constexpr bool kRecomputeValues = true;
 
 absl::Status TorchError(const char* what, const c10::Error& e) {
   return absl::InternalError(absl::StrCat(what, ": torch error: ", e.what_without_backtrace()));
@@ -45,29 +50,6 @@ std::string TensorToBytes(const at::Tensor& t) {
 struct PpoLearner::Impl {
   std::unique_ptr<torch::optim::Adam> optimizer;
 };
-
-absl::Status ValidatePpoConfig(const PpoConfig& c) {
-  auto bad = [](absl::string_view field, absl::string_view rule) {
-    return absl::InvalidArgumentError(absl::StrCat("ppo.", field, ": ", rule));
-  };
-  if (!(c.clip_ratio > 0.0 && c.clip_ratio < 1.0)) return bad("clip_ratio", "must be in (0, 1)");
-  if (!(c.gamma >= 0.0 && c.gamma <= 1.0)) return bad("gamma", "must be in [0, 1]");
-  if (!(c.gae_lambda >= 0.0 && c.gae_lambda <= 1.0)) return bad("gae_lambda", "must be in [0, 1]");
-  if (!(c.value_coef >= 0.0 && std::isfinite(c.value_coef)))
-    return bad("value_coef", "must be >= 0");
-  if (!(c.entropy_coef >= 0.0 && std::isfinite(c.entropy_coef))) {
-    return bad("entropy_coef", "must be >= 0");
-  }
-  if (!(c.learning_rate > 0.0 && std::isfinite(c.learning_rate))) {
-    return bad("learning_rate", "must be > 0");
-  }
-  if (!(c.adam_eps > 0.0)) return bad("adam_eps", "must be > 0");
-  if (std::isnan(c.max_grad_norm)) return bad("max_grad_norm", "must be a number");
-  if (c.epochs < 1) return bad("epochs", "must be >= 1");
-  if (c.minibatch_size < 1) return bad("minibatch_size", "must be >= 1");
-  if (c.max_policy_lag < 0) return bad("max_policy_lag", "must be >= 0");
-  return absl::OkStatus();
-}
 
 absl::StatusOr<GaeResult> ComputeGae(const std::vector<float>& rewards,
                                      const std::vector<float>& values,
@@ -104,24 +86,26 @@ at::Tensor ClippedSurrogateLoss(const at::Tensor& log_probs, const at::Tensor& o
   return -at::min(unclipped, clipped).mean();
 }
 
-PpoLearner::PpoLearner(const PpoConfig& config, std::unique_ptr<Policy> policy)
+PpoLearner::PpoLearner(const config::PpoConfig& config, uint64_t shuffle_seed,
+                       std::unique_ptr<Policy> policy)
     : config_(config),
       policy_(std::move(policy)),
       impl_(std::make_unique<Impl>()),
-      rng_(config.seed) {}
+      rng_(shuffle_seed) {}
 PpoLearner::~PpoLearner() = default;
 
 absl::StatusOr<std::unique_ptr<PpoLearner>> PpoLearner::Create(const PolicyOptions& policy_options,
-                                                               const PpoConfig& config) {
-  absl::Status valid = ValidatePpoConfig(config);
+                                                               const config::PpoConfig& config,
+                                                               uint64_t shuffle_seed) {
+  absl::Status valid = config::ValidatePpoConfig(config);
   if (!valid.ok()) return valid;
   absl::StatusOr<std::unique_ptr<Policy>> policy = Policy::Create(policy_options);
   if (!policy.ok()) return policy.status();
-  std::unique_ptr<PpoLearner> learner(new PpoLearner(config, *std::move(policy)));
+  std::unique_ptr<PpoLearner> learner(new PpoLearner(config, shuffle_seed, *std::move(policy)));
   try {
     learner->impl_->optimizer = std::make_unique<torch::optim::Adam>(
         learner->policy_->Parameters(),
-        torch::optim::AdamOptions(config.learning_rate).eps(config.adam_eps));
+        torch::optim::AdamOptions(config.learning_rate).eps(kAdamEps));
   } catch (const c10::Error& e) {
     return TorchError("PpoLearner::Create", e);
   }
@@ -221,7 +205,7 @@ absl::StatusOr<PpoStats> PpoLearner::Update(const std::vector<Transition>& batch
 
     // 3. Advantages and returns over the whole batch (every episode is
     // complete, so the sequence ends with done and last_value = 0).
-    if (config_.recompute_values) {
+    if (kRecomputeValues) {
       absl::StatusOr<at::Tensor> v = policy_->Values(states);
       if (!v.ok()) return v.status();
       at::Tensor vc = v->contiguous();
@@ -241,7 +225,7 @@ absl::StatusOr<PpoStats> PpoLearner::Update(const std::vector<Transition>& batch
     at::Tensor returns = at::tensor(gae->returns, at::kFloat).index_select(0, keep);
     const int64_t used = keep.size(0);
     stats.samples_used = used;
-    if (config_.normalise_advantages && used > 1) {
+    if (kNormaliseAdvantages && used > 1) {
       const double std = advantages.std().item<double>();
       advantages = (advantages - advantages.mean()) / std::max(std, kAdvantageStdFloor);
     }

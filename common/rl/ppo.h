@@ -8,7 +8,12 @@
 //   L_policy  = -mean_i min(ratio_i * A_i, clip(ratio_i, 1 - eps, 1 + eps) * A_i)
 //   L_value   = 0.5 * mean_i (V(s_i) - R_i)^2
 //   L         = L_policy + value_coef * L_value - entropy_coef * mean_i H(pi(.|s_i))
-// with A (optionally normalised over the batch) and R = A + V from ComputeGae.
+// with A normalised over the batch ((A - mean) / max(std, 1e-2): the floor
+// stops critic noise being blown up once advantages vanish) and R = A + V from
+// ComputeGae over V(s) recomputed with the current critic (fresher than the
+// behaviour values when data lags the learner).
+// Settings: config::PpoConfig, the run config's ppo section (one type, its
+// defaults the product's); Adam's epsilon is kAdamEps.
 #ifndef WINDQUANT_COMMON_RL_PPO_H_
 #define WINDQUANT_COMMON_RL_PPO_H_
 
@@ -22,34 +27,13 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/config/run_config.h"
 #include "common/rl/policy.h"
 
 namespace windquant::rl {
 
-struct PpoConfig {
-  double clip_ratio = 0.2;      // eps, in (0, 1)
-  double gamma = 0.99;          // discount, in [0, 1]
-  double gae_lambda = 0.95;     // in [0, 1]
-  double value_coef = 0.5;      // >= 0
-  double entropy_coef = 0.01;   // >= 0
-  double learning_rate = 3e-4;  // Adam, > 0
-  double adam_eps = 1e-5;       // Adam epsilon, > 0
-  double max_grad_norm = 0.5;   // global L2 norm; <= 0 disables clipping
-  int epochs = 4;               // passes over the batch per Update, >= 1
-  int minibatch_size = 64;      // >= 1
-  int64_t max_policy_lag = 2;   // keep data with version >= current - lag; >= 0
-  // (A - mean) / max(std, 1e-2) over the batch's fresh samples; the floor
-  // stops critic noise being blown up once advantages vanish.
-  bool normalise_advantages = true;
-  // Recompute V(s) with the current critic for GAE instead of the behaviour
-  // value carried by each transition (fresher when data lags the learner).
-  bool recompute_values = true;
-  uint64_t seed = 0;  // minibatch shuffle
-};
-using PPOConfig = PpoConfig;
-
-// OK or INVALID_ARGUMENT naming the field (`ppo.clip_ratio: must be in (0, 1)`).
-absl::Status ValidatePpoConfig(const PpoConfig& config);
+// Adam's epsilon (not a run-config key).
+inline constexpr double kAdamEps = 1e-5;
 
 // One step of one episode, as an actor produced it.
 struct Transition {
@@ -105,9 +89,11 @@ struct PpoStats {
 // update loop); publish Snapshot()s to readers.
 class PpoLearner {
  public:
-  // INVALID_ARGUMENT if a config or option is invalid.
+  // `shuffle_seed` seeds the minibatch shuffle. INVALID_ARGUMENT naming the
+  // key (config::ValidatePpoConfig) or the option when one is invalid.
   static absl::StatusOr<std::unique_ptr<PpoLearner>> Create(const PolicyOptions& policy_options,
-                                                            const PpoConfig& config);
+                                                            const config::PpoConfig& config,
+                                                            uint64_t shuffle_seed);
   ~PpoLearner();
 
   // One PPO update on `batch`: complete episodes, in any order (grouped by
@@ -123,7 +109,7 @@ class PpoLearner {
 
   Policy& policy() { return *policy_; }
   const Policy& policy() const { return *policy_; }
-  const PpoConfig& config() const { return config_; }
+  const config::PpoConfig& config() const { return config_; }
   int64_t version() const { return policy_->version(); }
   PolicySnapshot Snapshot() const { return policy_->Snapshot(); }
 
@@ -137,9 +123,10 @@ class PpoLearner {
 
  private:
   struct Impl;
-  PpoLearner(const PpoConfig& config, std::unique_ptr<Policy> policy);
+  PpoLearner(const config::PpoConfig& config, uint64_t shuffle_seed,
+             std::unique_ptr<Policy> policy);
 
-  PpoConfig config_;
+  config::PpoConfig config_;
   std::unique_ptr<Policy> policy_;
   std::unique_ptr<Impl> impl_;  // optimiser
   std::mt19937_64 rng_;

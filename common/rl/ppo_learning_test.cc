@@ -168,16 +168,16 @@ struct LearningResult {
 };
 
 template <typename E>
-LearningResult Train(const PpoConfig& config, int episodes_per_update, int max_updates,
-                     int eval_episodes, double target_return) {
+LearningResult Train(const config::PpoConfig& config, uint64_t seed, int episodes_per_update,
+                     int max_updates, int eval_episodes, double target_return) {
   at::set_num_threads(1);
   PolicyOptions options;
-  options.init_seed = config.seed + 1;
-  auto learner = PpoLearner::Create(options, config);
+  options.init_seed = seed + 1;
+  auto learner = PpoLearner::Create(options, config, /*shuffle_seed=*/seed);
   EXPECT_TRUE(learner.ok()) << learner.status();
-  std::mt19937_64 rng(config.seed + 2);
-  std::mt19937_64 eval_rng(config.seed + 3);
-  at::Generator gen = MakeGenerator(config.seed + 4);
+  std::mt19937_64 rng(seed + 2);
+  std::mt19937_64 eval_rng(seed + 3);
+  at::Generator gen = MakeGenerator(seed + 4);
   std::vector<E> envs(episodes_per_update), eval_envs(eval_episodes);
   LearningResult result;
   int consecutive = 0;
@@ -219,13 +219,14 @@ LearningResult Train(const PpoConfig& config, int episodes_per_update, int max_u
 }
 
 TEST(PpoLearningTest, SolvesContextualBanditWithSevenActions) {
-  PpoConfig config;
+  config::PpoConfig config;
   config.learning_rate = 3e-3;
+  config.gamma = 0.99;
   config.minibatch_size = 64;
   config.epochs = 4;
-  config.seed = 7;
+  constexpr uint64_t kSeed = 7;
   constexpr int kMaxUpdates = 60;
-  const LearningResult r = Train<Bandit>(config, /*episodes_per_update=*/256, kMaxUpdates,
+  const LearningResult r = Train<Bandit>(config, kSeed, /*episodes_per_update=*/256, kMaxUpdates,
                                          /*eval_episodes=*/700, kRequiredShareOfOptimum * 1.0);
   std::printf("bandit: greedy return %.4f of optimum 1.0 after %d updates (%.2f s)\n",
               r.greedy_return, r.updates, r.seconds);
@@ -233,7 +234,7 @@ TEST(PpoLearningTest, SolvesContextualBanditWithSevenActions) {
 }
 
 TEST(PpoLearningTest, LearnsToSaveBudgetForTheLastStep) {
-  PpoConfig config;
+  config::PpoConfig config;
   // Tuned on this problem: higher learning rates or a smaller entropy bonus
   // let the policy commit to spending early (a return of 5 or 7) before the
   // later steps have learned to spend the saved budget. In a sweep of this
@@ -245,11 +246,11 @@ TEST(PpoLearningTest, LearnsToSaveBudgetForTheLastStep) {
   config.gae_lambda = 0.95;
   config.minibatch_size = 64;
   config.epochs = 4;
-  config.seed = 6;
+  constexpr uint64_t kSeed = 6;
   constexpr int kMaxUpdates = 100;
-  const LearningResult r =
-      Train<BudgetChain>(config, /*episodes_per_update=*/128, kMaxUpdates, /*eval_episodes=*/1,
-                         kRequiredShareOfOptimum * BudgetChain::kOptimalReturn);
+  const LearningResult r = Train<BudgetChain>(
+      config, kSeed, /*episodes_per_update=*/128, kMaxUpdates, /*eval_episodes=*/1,
+      kRequiredShareOfOptimum * BudgetChain::kOptimalReturn);
   std::printf("budget chain: greedy return %.2f of optimum %.1f after %d updates (%.2f s)\n",
               r.greedy_return, BudgetChain::kOptimalReturn, r.updates, r.seconds);
   EXPECT_TRUE(r.solved) << "greedy return " << r.greedy_return << " after " << r.updates;

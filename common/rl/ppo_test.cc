@@ -112,17 +112,27 @@ TEST(ClippedSurrogateTest, MatchesHandComputedValuesAndGradients) {
 // ---------------------------------------------------------------- config
 
 TEST(PpoConfigTest, ValidationNamesTheField) {
-  PpoConfig config;
-  EXPECT_TRUE(ValidatePpoConfig(config).ok());
+  config::PpoConfig config;
+  EXPECT_TRUE(config::ValidatePpoConfig(config).ok());
   config.clip_ratio = 1.5;
-  EXPECT_THAT(ValidatePpoConfig(config).message(), HasSubstr("ppo.clip_ratio: must be in (0, 1)"));
-  config = PpoConfig();
+  EXPECT_THAT(config::ValidatePpoConfig(config).message(),
+              HasSubstr("ppo.clip_ratio: must be in (0, 1)"));
+  config = config::PpoConfig();
   config.minibatch_size = 0;
-  EXPECT_THAT(ValidatePpoConfig(config).message(), HasSubstr("ppo.minibatch_size"));
-  config = PpoConfig();
+  EXPECT_THAT(config::ValidatePpoConfig(config).message(), HasSubstr("ppo.minibatch_size"));
+  config = config::PpoConfig();
   config.max_policy_lag = -1;
-  auto learner = PpoLearner::Create(PolicyOptions(), config);
+  auto learner = PpoLearner::Create(PolicyOptions(), config, /*shuffle_seed=*/0);
   EXPECT_THAT(learner.status().message(), HasSubstr("ppo.max_policy_lag"));
+}
+
+// The settings the learner tests below were written with (rl's own PPO
+// defaults before the run config's ppo section became the one PpoConfig).
+config::PpoConfig TestConfig() {
+  config::PpoConfig c;
+  c.gamma = 0.99;
+  c.minibatch_size = 64;
+  return c;
 }
 
 // ---------------------------------------------------------------- learner
@@ -163,17 +173,18 @@ std::vector<Transition> RandomEpisodes(PpoLearner& learner, int episodes, int st
 class PpoLearnerTest : public ::testing::Test {
  protected:
   void SetUp() override { at::set_num_threads(1); }
-  static std::unique_ptr<PpoLearner> Make(const PpoConfig& config, uint64_t init_seed = 0) {
+  static std::unique_ptr<PpoLearner> Make(const config::PpoConfig& config, uint64_t init_seed = 0,
+                                          uint64_t shuffle_seed = 0) {
     PolicyOptions options;
     options.init_seed = init_seed;
-    auto learner = PpoLearner::Create(options, config);
+    auto learner = PpoLearner::Create(options, config, shuffle_seed);
     EXPECT_TRUE(learner.ok()) << learner.status();
     return std::move(learner).value();
   }
 };
 
 TEST_F(PpoLearnerTest, UpdateReportsStatsAndIncrementsVersion) {
-  PpoConfig config;
+  config::PpoConfig config = TestConfig();
   config.minibatch_size = 16;
   config.epochs = 3;
   auto learner = Make(config);
@@ -197,7 +208,7 @@ TEST_F(PpoLearnerTest, UpdateReportsStatsAndIncrementsVersion) {
 }
 
 TEST_F(PpoLearnerTest, DropsTransitionsOlderThanMaxPolicyLag) {
-  PpoConfig config;
+  config::PpoConfig config = TestConfig();
   config.max_policy_lag = 1;
   auto learner = Make(config);
   ASSERT_TRUE(learner->Update(RandomEpisodes(*learner, 2, 3, 0, 0, 1)).ok());
@@ -229,7 +240,7 @@ TEST_F(PpoLearnerTest, DropsTransitionsOlderThanMaxPolicyLag) {
 }
 
 TEST_F(PpoLearnerTest, RejectsMalformedBatchesWithoutChangingState) {
-  auto learner = Make(PpoConfig());
+  auto learner = Make(TestConfig());
   const std::string before = learner->Snapshot().sha256;
   auto good = RandomEpisodes(*learner, 2, 3, 0, 0, 1);
 
@@ -268,18 +279,17 @@ TEST_F(PpoLearnerTest, RejectsMalformedBatchesWithoutChangingState) {
 }
 
 TEST_F(PpoLearnerTest, SavedStateResumesBitIdentically) {
-  PpoConfig config;
+  config::PpoConfig config = TestConfig();
   config.minibatch_size = 8;
-  config.seed = 5;
-  auto a = Make(config, /*init_seed=*/1);
+  constexpr uint64_t kShuffleSeed = 5;
+  auto a = Make(config, /*init_seed=*/1, kShuffleSeed);
   auto b1 = RandomEpisodes(*a, 4, 5, 0, 0, 1);
   ASSERT_TRUE(a->Update(b1).ok());
   auto state = a->SaveState();
   ASSERT_TRUE(state.ok()) << state.status();
 
-  PpoConfig other_seed = config;
-  other_seed.seed = 99;  // the shuffle RNG state must come from the saved state
-  auto b = Make(other_seed, /*init_seed=*/2);
+  // The shuffle RNG state must come from the saved state, not seed 99.
+  auto b = Make(config, /*init_seed=*/2, /*shuffle_seed=*/99);
   ASSERT_TRUE(b->LoadState(*state).ok());
   EXPECT_EQ(b->version(), 1);
   EXPECT_EQ(b->Snapshot().bytes, a->Snapshot().bytes);
@@ -297,11 +307,11 @@ TEST_F(PpoLearnerTest, SavedStateResumesBitIdentically) {
   // state diverges, so the comparison above can fail.
   PolicySnapshot after_b1;
   {
-    auto tmp = Make(config, 1);
+    auto tmp = Make(config, 1, kShuffleSeed);
     ASSERT_TRUE(tmp->LoadState(*state).ok());
     after_b1 = tmp->Snapshot();
   }
-  auto d = Make(config, 1);
+  auto d = Make(config, 1, kShuffleSeed);
   ASSERT_TRUE(d->policy().LoadSnapshot(after_b1).ok());
   auto sd = d->Update(b2);
   ASSERT_TRUE(sd.ok());
@@ -312,10 +322,10 @@ TEST_F(PpoLearnerTest, StateFileRoundTripAndCorruption) {
   const char* tmp = std::getenv("TEST_TMPDIR");
   const std::string dir = tmp ? tmp : ::testing::TempDir();
   const std::string path = dir + "/wq_rl_ppo_test_state.bin";
-  auto a = Make(PpoConfig(), 1);
+  auto a = Make(TestConfig(), 1);
   ASSERT_TRUE(a->Update(RandomEpisodes(*a, 2, 4, 0, 0, 3)).ok());
   ASSERT_TRUE(a->SaveStateToFile(path).ok());
-  auto b = Make(PpoConfig(), 2);
+  auto b = Make(TestConfig(), 2);
   ASSERT_TRUE(b->LoadStateFromFile(path).ok());
   EXPECT_EQ(b->Snapshot().sha256, a->Snapshot().sha256);
   EXPECT_EQ(b->version(), 1);

@@ -1,8 +1,9 @@
-// Kill-and-resume of the real `windquant quantize` binary (issue 4's done-when:
-// "resume works from a killed run"; the learner, evaluator and actor services
-// in one process since issue 5), and the report it writes (issue 6 item 7).
+// Kill-and-resume of the real `windquant quantize` binary (a killed run must
+// resume; the learner, evaluator and actor services run in that one process),
+// and the report it writes.
 //
-// On stories260k with a tiny config (--set overrides: 3 updates of 4 episodes,
+// On the real test model (stories260k, or the default model on a fresh clone)
+// with a tiny config (--set overrides: 3 updates of 4 episodes,
 // a checkpoint after every update, small evaluation slices, one thread), the
 // test starts the binary, reads its log (stderr) until the first checkpoint is
 // written, SIGKILLs it, starts it again with --resume and checks that
@@ -16,8 +17,8 @@
 //    fetched), with the heat map, the PPL-vs-bits chart (RL + every baseline)
 //    and the four training curves, and `windquant report --in report.json`
 //    renders the same bytes again.
-// Skips (GTEST_SKIP, reported as skipped by ctest) when ../shared/models is
-// absent. Needs the windquant binary (a build dependency of this test).
+// Needs the windquant binary (a build dependency of this test) and the
+// wq_test_model fixture.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -34,6 +35,7 @@
 #include "common/base/files.h"
 #include "common/quant/action.h"
 #include "common/quant/effective_bits.h"
+#include "common/testing/test_paths.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 
@@ -118,18 +120,8 @@ std::string FirstLineStartingWith(const std::string& text, const std::string& pr
 }
 
 TEST(QuantizeResumeTest, KilledRunResumesFromItsCheckpointAndWritesTheReport) {
-  const char* src = std::getenv("WQ_SOURCE_DIR");
-  const char* bin = std::getenv("WQ_BINARY_DIR");
-  if (src == nullptr || bin == nullptr) {
-    GTEST_SKIP() << "run through ctest (WQ_SOURCE_DIR / WQ_BINARY_DIR unset)";
-  }
-  const fs::path model = fs::path(src) / "../shared/models/stories260k/model.safetensors";
-  const fs::path text = fs::path(src) / "../shared/data/tinystories-valid-sample.txt";
-  if (!fs::exists(model) || !fs::exists(text)) {
-    GTEST_SKIP() << "stories260k or its text not found (" << model.string() << ", " << text.string()
-                 << "): ../shared/models is absent, nothing to quantize";
-  }
-  const std::string windquant = (fs::path(bin) / "cli/windquant").string();
+  const testing::TestModel m = testing::RealModel();
+  const std::string windquant = (fs::path(testing::BinaryDir()) / "cli/windquant").string();
   ASSERT_TRUE(fs::exists(windquant))
       << windquant << " not built (cmake --build ... --target windquant)";
 
@@ -138,9 +130,7 @@ TEST(QuantizeResumeTest, KilledRunResumesFromItsCheckpointAndWritesTheReport) {
   fs::remove_all(tmp);
   fs::create_directories(tmp);
   const std::string out = (tmp / "out").string();
-  std::vector<std::string> argv = {windquant, "quantize", "--config",
-                                   (fs::path(src) / "configs/stories260k.yaml").string(),
-                                   "--no-export"};
+  std::vector<std::string> argv = {windquant, "quantize", "--config", m.config, "--no-export"};
   for (const std::string& s : std::vector<std::string>{
            "output.dir=" + out,
            "quant.cache_dir=" + (tmp / "cache").string(),

@@ -135,20 +135,7 @@ PolicyOptions PolicyOptionsFromConfig(const config::RunConfig& c) {
 }
 
 absl::StatusOr<std::unique_ptr<PpoLearner>> CreatePpoLearner(const config::RunConfig& c) {
-  const PolicyOptions po = PolicyOptionsFromConfig(c);
-  PpoConfig p;
-  p.clip_ratio = c.ppo.clip_ratio;
-  p.gamma = c.ppo.gamma;
-  p.gae_lambda = c.ppo.gae_lambda;
-  p.value_coef = c.ppo.value_coef;
-  p.entropy_coef = c.ppo.entropy_coef;
-  p.learning_rate = c.ppo.learning_rate;
-  p.max_grad_norm = c.ppo.max_grad_norm;
-  p.epochs = c.ppo.epochs;
-  p.minibatch_size = c.ppo.minibatch_size;
-  p.max_policy_lag = c.ppo.max_policy_lag;
-  p.seed = c.training.seed;
-  return PpoLearner::Create(po, p);
+  return PpoLearner::Create(PolicyOptionsFromConfig(c), c.ppo, c.training.seed);
 }
 
 }  // namespace windquant::rl

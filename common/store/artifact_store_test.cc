@@ -2,11 +2,14 @@
 
 #include <string>
 
+#include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace windquant::store {
 namespace {
+
+using ::windquant::testing::StatusIs;
 
 using ::testing::HasSubstr;
 
@@ -52,9 +55,12 @@ TEST(ValidateArtifactPrefixTest, AllowsEmptyAndTrailingSlashOnly) {
   EXPECT_TRUE(ValidateArtifactPrefix("").ok());
   EXPECT_TRUE(ValidateArtifactPrefix("plans/").ok());
   EXPECT_TRUE(ValidateArtifactPrefix("plans/p").ok());
-  EXPECT_FALSE(ValidateArtifactPrefix("/").ok());
-  EXPECT_FALSE(ValidateArtifactPrefix("../").ok());
-  EXPECT_FALSE(ValidateArtifactPrefix("a//").ok());
+  EXPECT_THAT(ValidateArtifactPrefix("/"),
+              StatusIs(absl::StatusCode::kInvalidArgument, "artifact prefix"));
+  EXPECT_THAT(ValidateArtifactPrefix("../"),
+              StatusIs(absl::StatusCode::kInvalidArgument, "artifact prefix"));
+  EXPECT_THAT(ValidateArtifactPrefix("a//"),
+              StatusIs(absl::StatusCode::kInvalidArgument, "artifact prefix"));
 }
 
 TEST(OpenArtifactStoreTest, ParsesUris) {

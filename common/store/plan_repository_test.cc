@@ -6,11 +6,14 @@
 #include "common/base/files.h"
 #include "common/store/fake_artifact_store.h"
 #include "common/store/file_artifact_store.h"
+#include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace windquant::store {
 namespace {
+
+using ::windquant::testing::StatusIs;
 
 namespace fs = std::filesystem;
 using ::testing::ElementsAre;
@@ -33,7 +36,9 @@ TEST(ValidatePlanIdTest, Cases) {
     EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << bad;
     EXPECT_THAT(st.message(), HasSubstr("plan id '")) << bad;
   }
-  EXPECT_FALSE(ValidatePlanId(std::string(kMaxPlanIdBytes + 1, 'a')).ok());
+  EXPECT_THAT(
+      ValidatePlanId(std::string(kMaxPlanIdBytes + 1, 'a')),
+      StatusIs(absl::StatusCode::kInvalidArgument, absl::StrCat("longer than ", kMaxPlanIdBytes)));
 }
 
 TEST(PlanRepositoryTest, PushListShowPullRoundTrip) {

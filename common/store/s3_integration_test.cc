@@ -1,7 +1,7 @@
 // Integration test of S3ArtifactStore and PlanRepository against a real
 // S3-compatible server (moto_server, started here on a free loopback port),
 // cross-checked with the standard AWS command line client (`aws`).
-// Skips with a message when moto_server or aws is not installed.
+// Fails with a message when moto_server or aws is not installed.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -28,6 +28,8 @@
 #include "common/store/artifact_store.h"
 #include "common/store/plan_repository.h"
 #include "common/store/s3_artifact_store.h"
+#include "common/testing/http_client.h"
+#include "common/testing/shell.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -42,68 +44,12 @@ using ::testing::Not;
 constexpr int kServerStartTimeoutMs = 30000;
 constexpr int kServerStopTimeoutMs = 5000;
 
-std::string FindOnPath(const std::string& name) {
-  const char* path = std::getenv("PATH");
-  if (path == nullptr) return "";
-  std::string all = path;
-  size_t start = 0;
-  while (start <= all.size()) {
-    size_t end = all.find(':', start);
-    if (end == std::string::npos) end = all.size();
-    const std::string candidate = absl::StrCat(all.substr(start, end - start), "/", name);
-    if (end > start && access(candidate.c_str(), X_OK) == 0) return candidate;
-    start = end + 1;
-  }
-  return "";
-}
-
-struct CommandResult {
-  int rc = -1;
-  std::string output;
-};
-
-// Runs a shell command, stdout+stderr captured.
-CommandResult RunShell(const std::string& command) {
-  CommandResult r;
-  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) r.output.append(buf, n);
-  const int status = pclose(pipe);
-  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+using ::windquant::testing::CanConnect;
+using ::windquant::testing::CommandResult;
+using ::windquant::testing::FindOnPath;
+using ::windquant::testing::RunShell;
 
 std::string Quote(const std::string& s) { return absl::StrCat("'", s, "'"); }
-
-int FreeLoopbackPort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof(addr);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    close(fd);
-    return -1;
-  }
-  const int port = ntohs(addr.sin_port);
-  close(fd);
-  return port;
-}
-
-bool CanConnect(int port) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(port);
-  const bool ok = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
-  close(fd);
-  return ok;
-}
 
 // A moto_server child process in its own process group.
 class MotoServer {
@@ -113,8 +59,9 @@ class MotoServer {
   // Starts on a free port and waits (bounded) until it accepts connections.
   bool Start(const std::string& binary, const std::string& log_path,
              const std::map<std::string, std::string>& env = {}) {
-    port_ = FreeLoopbackPort();
-    if (port_ <= 0) return false;
+    auto port = ::windquant::testing::PickFreePort();
+    if (!port.ok()) return false;
+    port_ = *port;
     pid_ = fork();
     if (pid_ < 0) return false;
     if (pid_ == 0) {
@@ -210,7 +157,7 @@ class S3IntegrationTest : public ::testing::Test {
     moto_bin_ = FindOnPath("moto_server");
     aws_bin_ = FindOnPath("aws");
     if (moto_bin_.empty() || aws_bin_.empty()) {
-      skip_ = "moto_server and/or aws not found on PATH (pip install 'moto[server]' awscli)";
+      failure_ = "moto_server and/or aws not found on PATH (the machine's Python has both)";
       return;
     }
     // Credentials for the aws client and moto (dummy; moto accepts any by default).
@@ -230,7 +177,7 @@ class S3IntegrationTest : public ::testing::Test {
     std::printf("[ versions ] %s\n", versions_.c_str());
     server_ = new MotoServer();
     if (!server_->Start(moto_bin_, tmp_ + "/moto.log")) {
-      skip_ = "moto_server did not start; see " + tmp_ + "/moto.log";
+      failure_ = "moto_server did not start; see " + tmp_ + "/moto.log";
     }
   }
   static void TearDownTestSuite() {
@@ -239,7 +186,7 @@ class S3IntegrationTest : public ::testing::Test {
     if (!tmp_.empty()) fs::remove_all(tmp_);
   }
   void SetUp() override {
-    if (!skip_.empty()) GTEST_SKIP() << skip_;
+    ASSERT_TRUE(failure_.empty()) << failure_;
     RecordProperty("versions", versions_);
   }
 
@@ -261,11 +208,11 @@ class S3IntegrationTest : public ::testing::Test {
                                  endpoint.empty() ? server_->endpoint() : endpoint, " ", args));
   }
 
-  static std::string moto_bin_, aws_bin_, tmp_, skip_, versions_;
+  static std::string moto_bin_, aws_bin_, tmp_, failure_, versions_;
   static MotoServer* server_;
 };
 std::string S3IntegrationTest::moto_bin_, S3IntegrationTest::aws_bin_, S3IntegrationTest::tmp_,
-    S3IntegrationTest::skip_, S3IntegrationTest::versions_;
+    S3IntegrationTest::failure_, S3IntegrationTest::versions_;
 MotoServer* S3IntegrationTest::server_ = nullptr;
 
 TEST_F(S3IntegrationTest, CrudListingPaginationAndErrors) {
@@ -320,7 +267,7 @@ TEST_F(S3IntegrationTest, ByteIdenticalWithTheAwsCli) {
   const std::string pulled_path = tmp_ + "/pulled.bin";
   CommandResult r =
       Aws(absl::StrCat("s3 cp s3://wq-cross/prefix/ours/data.bin ", Quote(pulled_path)));
-  ASSERT_EQ(r.rc, 0) << r.output;
+  ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(*base::ReadFile(pulled_path), ours);
 
   // What `aws s3 cp` pushes, we read identically (and list).
@@ -328,7 +275,7 @@ TEST_F(S3IntegrationTest, ByteIdenticalWithTheAwsCli) {
   const std::string upload_path = tmp_ + "/upload.bin";
   ASSERT_TRUE(base::WriteFileAtomic(upload_path, theirs).ok());
   r = Aws(absl::StrCat("s3 cp ", Quote(upload_path), " 's3://wq-cross/prefix/theirs/x y.bin'"));
-  ASSERT_EQ(r.rc, 0) << r.output;
+  ASSERT_EQ(r.exit_code, 0) << r.output;
   auto got = store->Get("theirs/x y.bin");
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(*got, theirs);
@@ -336,7 +283,7 @@ TEST_F(S3IntegrationTest, ByteIdenticalWithTheAwsCli) {
 
   // And the aws client lists what we wrote, with the sizes we wrote.
   r = Aws("s3 ls --recursive s3://wq-cross/prefix/");
-  ASSERT_EQ(r.rc, 0) << r.output;
+  ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr(absl::StrCat(ours.size(), " prefix/ours/data.bin")));
   EXPECT_THAT(r.output, HasSubstr(absl::StrCat(theirs.size(), " prefix/theirs/x y.bin")));
 
@@ -364,7 +311,7 @@ TEST_F(S3IntegrationTest, PlanPushPullAndTamperDetection) {
   const std::string manifest_path = tmp_ + "/manifest.json";
   CommandResult r =
       Aws(absl::StrCat("s3 cp s3://wq-plans/plans/run-1/manifest.json ", Quote(manifest_path)));
-  ASSERT_EQ(r.rc, 0) << r.output;
+  ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_THAT(*base::ReadFile(manifest_path), HasSubstr(base::Sha256Hex(objects[1].bytes)));
 
   // Replace plan.bin behind our back with the standard client: pull refuses.
@@ -373,7 +320,7 @@ TEST_F(S3IntegrationTest, PlanPushPullAndTamperDetection) {
   const std::string tampered_path = tmp_ + "/tampered.bin";
   ASSERT_TRUE(base::WriteFileAtomic(tampered_path, tampered).ok());
   r = Aws(absl::StrCat("s3 cp ", Quote(tampered_path), " s3://wq-plans/plans/run-1/plan.bin"));
-  ASSERT_EQ(r.rc, 0) << r.output;
+  ASSERT_EQ(r.exit_code, 0) << r.output;
   absl::Status st = repo.Pull("run-1").status();
   EXPECT_EQ(st.code(), absl::StatusCode::kDataLoss);
   EXPECT_THAT(st.message(), HasSubstr("plan 'run-1': object 'plan.bin': sha256"));
@@ -426,15 +373,15 @@ TEST_F(S3IntegrationTest, MotoVerifiesOurSignatures) {
   MotoServer authed;
   ASSERT_TRUE(
       authed.Start(moto_bin_, tmp_ + "/moto-auth.log", {{"INITIAL_NO_AUTH_ACTION_COUNT", "3"}}));
-  ASSERT_EQ(Aws("iam create-user --user-name wq", authed.endpoint()).rc, 0);
+  ASSERT_EQ(Aws("iam create-user --user-name wq", authed.endpoint()).exit_code, 0);
   CommandResult key = Aws("iam create-access-key --user-name wq", authed.endpoint());
-  ASSERT_EQ(key.rc, 0) << key.output;
+  ASSERT_EQ(key.exit_code, 0) << key.output;
   ASSERT_EQ(
       Aws("iam put-user-policy --user-name wq --policy-name all --policy-document "
           "'{\"Version\":\"2012-10-17\",\"Statement\":[{\"Effect\":\"Allow\",\"Action\":\"*\","
           "\"Resource\":\"*\"}]}'",
           authed.endpoint())
-          .rc,
+          .exit_code,
       0);
   nlohmann::json j = nlohmann::json::parse(key.output, nullptr, false);
   ASSERT_FALSE(j.is_discarded()) << key.output;

@@ -1,10 +1,13 @@
 #include "common/store/s3_xml.h"
 
+#include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace windquant::store {
 namespace {
+
+using ::windquant::testing::StatusIs;
 
 TEST(S3XmlTest, ParsesListObjectsV2PageWithEscapesAndToken) {
   const char* xml = R"(<?xml version="1.0" encoding="UTF-8"?>
@@ -38,17 +41,19 @@ TEST(S3XmlTest, EmptyAndLastPages) {
 }
 
 TEST(S3XmlTest, RejectsMalformedDocuments) {
-  EXPECT_FALSE(ParseListObjectsV2("<Error><Code>NoSuchBucket</Code></Error>").ok());
-  EXPECT_FALSE(ParseListObjectsV2("<ListBucketResult><Contents><Key>a</Key>").ok());
-  EXPECT_FALSE(
-      ParseListObjectsV2("<ListBucketResult><Contents><Key>a</Key><Size>x</Size></Contents>"
-                         "</ListBucketResult>")
-          .ok());
-  EXPECT_FALSE(
-      ParseListObjectsV2("<ListBucketResult><IsTruncated>true</IsTruncated></ListBucketResult>")
-          .ok());
-  EXPECT_FALSE(XmlUnescape("a &bogus; b").ok());
-  EXPECT_FALSE(XmlUnescape("a & b").ok());
+  EXPECT_THAT(ParseListObjectsV2("<Error><Code>NoSuchBucket</Code></Error>"),
+              StatusIs(absl::StatusCode::kDataLoss, "no <ListBucketResult>"));
+  EXPECT_THAT(ParseListObjectsV2("<ListBucketResult><Contents><Key>a</Key>"),
+              StatusIs(absl::StatusCode::kDataLoss, "S3 XML"));
+  EXPECT_THAT(ParseListObjectsV2("<ListBucketResult><Contents><Key>a</Key><Size>x</Size></Contents>"
+                                 "</ListBucketResult>"),
+              StatusIs(absl::StatusCode::kDataLoss, "<Contents> without a valid Key/Size"));
+  EXPECT_THAT(
+      ParseListObjectsV2("<ListBucketResult><IsTruncated>true</IsTruncated></ListBucketResult>"),
+      StatusIs(absl::StatusCode::kDataLoss, "truncated page without NextContinuationToken"));
+  EXPECT_THAT(XmlUnescape("a &bogus; b"),
+              StatusIs(absl::StatusCode::kDataLoss, "unknown entity &bogus;"));
+  EXPECT_THAT(XmlUnescape("a & b"), StatusIs(absl::StatusCode::kDataLoss, "bad entity reference"));
 }
 
 TEST(S3XmlTest, KeyDoesNotMatchKeyCount) {

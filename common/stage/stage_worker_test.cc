@@ -1,0 +1,135 @@
+#include "common/stage/stage_worker.h"
+
+#include <cstdlib>
+#include <filesystem>
+
+#include <gtest/gtest.h>
+
+#include "common/model/checkpoint.h"
+#include "common/model/llama_config.h"
+#include "common/testing/test_paths.h"
+
+namespace windquant::stage {
+namespace {
+
+std::string ModelDir() { return ::windquant::testing::RealModel().dir; }
+
+// Shape of the real test model (stories260k: 5 layers of 64; the default model: 4 of 128).
+const model::LlamaConfig& RealConfig() {
+  static const model::LlamaConfig c = *model::LlamaConfig::FromDirectory(ModelDir());
+  return c;
+}
+
+class StageWorkerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    StageWorkerOptions o;
+    o.model_dir = ModelDir();
+    o.first_layer = 1;
+    o.end_layer = 3;
+    o.chunk_size = 32;
+    o.plan_cache_size = 2;
+    auto w = StageWorker::Create(o);
+    ASSERT_TRUE(w.ok()) << w.status();
+    worker_ = *std::move(w);
+    at::manual_seed(7);
+    hidden_ = at::randn({2, 9, RealConfig().hidden_size});
+  }
+  std::unique_ptr<StageWorker> worker_;
+  at::Tensor hidden_;
+};
+
+TEST_F(StageWorkerTest, LoadsOnlyItsLayersAndMatchesTheWholeModel) {
+  EXPECT_EQ(worker_->first_layer(), 1);
+  EXPECT_EQ(worker_->end_layer(), 3);
+  auto checkpoint = model::Checkpoint::Open(ModelDir());
+  ASSERT_TRUE(checkpoint.ok());
+  auto weights = (*checkpoint)->LoadWeights(model::LoadRequest{});
+  ASSERT_TRUE(weights.ok());
+  model::LlamaModel whole(*std::move(weights));
+  auto out = worker_->Forward("", nullptr, hidden_);
+  ASSERT_TRUE(out.ok()) << out.status();
+  const at::Tensor ref = whole.ForwardLayers(hidden_, 1, 3);
+  EXPECT_TRUE(at::equal(*out, ref));
+}
+
+TEST_F(StageWorkerTest, RejectsBadHiddenStatesNamingTheField) {
+  auto wrong = worker_->Forward("", nullptr, at::randn({2, 9, RealConfig().hidden_size - 1}));
+  EXPECT_EQ(wrong.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(wrong.status().message().find("hidden"), std::string::npos);
+  at::Tensor nan = hidden_.clone();
+  nan[0][0][0] = std::nanf("");
+  auto bad = worker_->Forward("", nullptr, nan);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("NaN"), std::string::npos);
+  auto twod = worker_->Forward("", nullptr, at::randn({9, RealConfig().hidden_size}));
+  EXPECT_EQ(twod.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(StageWorkerTest, PlansNeedFitsAndAreAppliedOncePerPlanId) {
+  auto actions = std::make_shared<const std::vector<int>>(10000, 4);
+  EXPECT_EQ(worker_->Forward("p", actions, hidden_).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(worker_->FinishCalibration("fp").status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  worker_->StartCalibration();
+  ASSERT_TRUE(worker_->Calibrate(hidden_).ok());
+  auto table = worker_->FinishCalibration("fp");
+  ASSERT_TRUE(table.ok()) << table.status();
+  EXPECT_EQ(table->first_layer, 1);
+  EXPECT_EQ(table->end_layer, 3);
+  ASSERT_FALSE(table->units.empty());
+  EXPECT_GT(table->units.front().id, 0u);  // global ids: layer 0's units come first
+
+  auto fp16 = std::make_shared<const std::vector<int>>(10000, 0);
+  auto fp = worker_->Forward("", nullptr, hidden_);
+  auto keep = worker_->Forward("all16", fp16, hidden_);
+  auto two = worker_->Forward("all2", actions, hidden_);
+  ASSERT_TRUE(fp.ok() && keep.ok() && two.ok());
+  // FP16 round trip is close to FP32; 2-bit is not.
+  EXPECT_LT((*keep - *fp).abs().max().item<float>(), 1e-2);
+  EXPECT_GT((*two - *fp).abs().max().item<float>(), 1e-2);
+  // A known plan id needs no actions; an unknown one without actions is NOT_FOUND.
+  auto again = worker_->Forward("all2", nullptr, hidden_);
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(at::equal(*again, *two));
+  EXPECT_EQ(worker_->Forward("other", nullptr, hidden_).status().code(),
+            absl::StatusCode::kNotFound);
+  // Out-of-range action.
+  auto bad = std::make_shared<const std::vector<int>>(10000, 9);
+  EXPECT_EQ(worker_->Forward("bad", bad, hidden_).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(StageWorkerTest, RestartedWorkerReloadsCachedFits) {
+  const std::string dir = ::testing::TempDir() + "/wq-stage-cache";
+  std::filesystem::remove_all(dir);
+  StageWorkerOptions o;
+  o.model_dir = ModelDir();
+  o.first_layer = 0;
+  o.end_layer = 2;
+  o.chunk_size = 32;
+  o.cache_dir = dir;
+  auto a = StageWorker::Create(o);
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ((*a)->LoadCachedFits("fp").code(), absl::StatusCode::kNotFound);
+  (*a)->StartCalibration();
+  ASSERT_TRUE((*a)->Calibrate(hidden_).ok());
+  auto table = (*a)->FinishCalibration("fp");
+  ASSERT_TRUE(table.ok()) << table.status();
+  auto b = StageWorker::Create(o);
+  ASSERT_TRUE(b.ok());
+  ASSERT_TRUE((*b)->LoadCachedFits("fp").ok());
+  auto reloaded = (*b)->table();
+  ASSERT_TRUE(reloaded.ok());
+  ASSERT_EQ(reloaded->units.size(), table->units.size());
+  EXPECT_EQ(reloaded->units.back().error, table->units.back().error);
+  auto actions = std::make_shared<const std::vector<int>>(10000, 3);
+  auto x = (*a)->Forward("p", actions, hidden_);
+  auto y = (*b)->Forward("p", actions, hidden_);
+  ASSERT_TRUE(x.ok() && y.ok());
+  EXPECT_TRUE(at::equal(*x, *y));
+}
+
+}  // namespace
+}  // namespace windquant::stage

@@ -1,0 +1,35 @@
+// Test-only HTTP client (libcurl) and loopback port helpers, for the tests that
+// talk to a local server: /metrics, Prometheus' API, an S3 endpoint.
+#ifndef WINDQUANT_COMMON_TESTING_HTTP_CLIENT_H_
+#define WINDQUANT_COMMON_TESTING_HTTP_CLIENT_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace windquant::testing {
+
+struct HttpResponse {
+  long status = 0;
+  std::string content_type;
+  std::string body;
+};
+
+// One request with a 5 s timeout, no proxy. `method` is "GET", "HEAD", "POST", ...
+// UNAVAILABLE (naming the URL) when the connection fails; any HTTP status is a success.
+absl::StatusOr<HttpResponse> HttpRequest(const std::string& url, const std::string& method = "GET");
+
+// URL-encodes `s` (query parameters).
+std::string UrlEscape(const std::string& s);
+
+// Binds 127.0.0.1:0, reads the port back and releases it, for a child process that
+// needs a port on its command line. Racy by nature, but the kernel does not reuse it
+// immediately.
+absl::StatusOr<int> PickFreePort();
+
+// Whether a TCP connection to 127.0.0.1:`port` is accepted now.
+bool CanConnect(int port);
+
+}  // namespace windquant::testing
+
+#endif  // WINDQUANT_COMMON_TESTING_HTTP_CLIENT_H_

@@ -1,0 +1,23 @@
+// Test-only helpers to find and run the external tools some tests check
+// against (promtool, moto_server, aws, chromium, ...).
+#ifndef WINDQUANT_COMMON_TESTING_SHELL_H_
+#define WINDQUANT_COMMON_TESTING_SHELL_H_
+
+#include <string>
+
+namespace windquant::testing {
+
+// The first executable `name` on $PATH, or "" when there is none.
+std::string FindOnPath(const std::string& name);
+
+struct CommandResult {
+  int exit_code = -1;  // -1 when the command could not run or did not exit normally
+  std::string output;  // stdout and stderr together
+};
+
+// Runs `command` with /bin/sh and captures its stdout and stderr.
+CommandResult RunShell(const std::string& command);
+
+}  // namespace windquant::testing
+
+#endif  // WINDQUANT_COMMON_TESTING_SHELL_H_

@@ -1,0 +1,38 @@
+// Prints the test model and texts of common/testing/test_paths.h as shell
+// assignments, so that the shell tests (tests/*.sh, scripts/test-model.sh)
+// share the C++ tests' one definition:  eval "$(wq-test-paths)"
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "common/testing/test_paths.h"
+
+namespace {
+
+// Single-quotes `s` for the shell.
+std::string Quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc > 1 && (std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0)) {
+    std::printf(
+        "usage: wq-test-paths\n"
+        "Prints WQ_TEST_MODEL_NAME, WQ_TEST_MODEL_DIR, WQ_TEST_TEXT, WQ_TEST_CONFIG,\n"
+        "WQ_TEST_STORIES260K and\n"
+        "WQ_SHARED_DIR as shell assignments (reads WQ_SOURCE_DIR).\n");
+    return 0;
+  }
+  const windquant::testing::TestModel m = windquant::testing::RealModel();
+  std::printf("WQ_TEST_MODEL_NAME=%s\n", Quote(m.name).c_str());
+  std::printf("WQ_TEST_MODEL_DIR=%s\n", Quote(m.dir).c_str());
+  std::printf("WQ_TEST_TEXT=%s\n", Quote(m.text_path).c_str());
+  std::printf("WQ_TEST_CONFIG=%s\n", Quote(m.config).c_str());
+  std::printf("WQ_TEST_STORIES260K=%d\n", m.stories260k ? 1 : 0);
+  std::printf("WQ_SHARED_DIR=%s\n", Quote(windquant::testing::SharedDir()).c_str());
+  return 0;
+}

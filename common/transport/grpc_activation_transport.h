@@ -1,0 +1,39 @@
+// GrpcActivationTransport: an ActivationTransport to a remote actor over its
+// Actor service: a pass is one bidirectional Forward (or Calibrate) stream,
+// the first Forward request carrying the plan in full. Layers come from
+// GetStageInfo; FinishCalibration is the RPC of that name.
+// Thread-safety: as ActivationTransport. Owns nothing but the stub.
+#ifndef WINDQUANT_COMMON_TRANSPORT_GRPC_ACTIVATION_TRANSPORT_H_
+#define WINDQUANT_COMMON_TRANSPORT_GRPC_ACTIVATION_TRANSPORT_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/time/time.h"
+#include "common/transport/activation_transport.h"
+#include "grpcpp/channel.h"
+#include "windquant/v1/actor.grpc.pb.h"
+
+namespace windquant::transport {
+
+class GrpcActivationTransport : public ActivationTransport {
+ public:
+  // `deadline`: of a whole pass and of each unary call.
+  GrpcActivationTransport(std::shared_ptr<grpc::Channel> channel, std::string name,
+                          absl::Duration deadline);
+  absl::StatusOr<std::pair<int64_t, int64_t>> Layers() override;
+  absl::StatusOr<std::unique_ptr<StageStream>> Open(const PassSpec& spec) override;
+  absl::StatusOr<quant::UnitTable> FinishCalibration(const std::string& fingerprint) override;
+  std::string Name() const override { return name_; }
+  // The stage's info (also tells whether it is fitted).
+  absl::StatusOr<v1::StageInfo> Info();
+
+ private:
+  std::unique_ptr<v1::Actor::Stub> stub_;
+  const std::string name_;
+  const absl::Duration deadline_;
+};
+
+}  // namespace windquant::transport
+
+#endif  // WINDQUANT_COMMON_TRANSPORT_GRPC_ACTIVATION_TRANSPORT_H_

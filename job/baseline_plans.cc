@@ -1,0 +1,58 @@
+#include "job/baseline_plans.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "common/base/status_macros.h"
+#include "common/quant/baselines.h"
+
+namespace windquant::job {
+
+absl::Status ValidateBaselineSpec(const BaselineSpec& spec) {
+  const std::string& m = spec.method;
+  if (m != "uniform" && m != "greedy" && m != "lagrange" && m != "random") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--method: expected uniform|greedy|lagrange|random, got \"", m, "\""));
+  }
+  if (m != "uniform" && !(spec.bits > 0)) {
+    return absl::InvalidArgumentError(absl::StrCat("--bits is required (> 0) for --method ", m));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<quant::Plan> BaselinePlan(const quant::UnitTable& table, const BaselineSpec& spec) {
+  WQ_RETURN_IF_ERROR(ValidateBaselineSpec(spec));
+  if (spec.method == "uniform") {
+    quant::Plan plan = quant::UniformPlan(table, spec.action);
+    plan.plan_id = absl::StrCat("uniform-", std::string(quant::ActionName(spec.action)),
+                                plan.plan_id.substr(plan.plan_id.rfind('-')));
+    return plan;
+  }
+  if (spec.method == "greedy") return quant::GreedyPlan(table, spec.bits);
+  if (spec.method == "lagrange") return quant::LagrangePlan(table, spec.bits);
+  return quant::RandomPlan(table, spec.bits, spec.seed);
+}
+
+absl::StatusOr<std::vector<std::pair<std::string, quant::Plan>>> BaselinesAt(
+    const quant::UnitTable& table, double target_bits, uint64_t seed) {
+  std::vector<std::pair<std::string, quant::Plan>> out;
+  double best_gap = 1e300;
+  quant::Plan nearest;
+  for (quant::Action a : quant::kAllActions) {
+    quant::Plan u = quant::UniformPlan(table, a);
+    const double gap = std::abs(table.EffectiveBits(u.actions) - target_bits);
+    if (gap < best_gap) best_gap = gap, nearest = u;
+  }
+  const quant::Action nearest_action = quant::ActionFromIndex(nearest.actions[0]).value();
+  out.emplace_back(absl::StrCat("uniform-", std::string(quant::ActionName(nearest_action))),
+                   std::move(nearest));
+  WQ_ASSIGN_OR_RETURN(quant::Plan greedy, quant::GreedyPlan(table, target_bits));
+  out.emplace_back("greedy", std::move(greedy));
+  WQ_ASSIGN_OR_RETURN(quant::Plan lagrange, quant::LagrangePlan(table, target_bits));
+  out.emplace_back("lagrange", std::move(lagrange));
+  WQ_ASSIGN_OR_RETURN(quant::Plan random, quant::RandomPlan(table, target_bits, seed));
+  out.emplace_back("random", std::move(random));
+  return out;
+}
+
+}  // namespace windquant::job

@@ -1,0 +1,40 @@
+// The non-RL plans of DESIGN.md section 3 by name, from one unit table:
+// `windquant baseline` builds one, `windquant quantize` measures every one at
+// its final target beside the RL plan.
+// Thread-safe (pure functions of the table).
+#ifndef WINDQUANT_JOB_BASELINE_PLANS_H_
+#define WINDQUANT_JOB_BASELINE_PLANS_H_
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/quant/action.h"
+#include "common/quant/plan.h"
+#include "common/quant/unit_table.h"
+
+namespace windquant::job {
+
+struct BaselineSpec {
+  std::string method;                        // uniform | greedy | lagrange | random
+  double bits = 0;                           // budget (greedy, lagrange, random), > 0
+  quant::Action action = quant::Action::k4;  // uniform
+  uint64_t seed = 0;                         // random
+};
+
+// INVALID_ARGUMENT naming --method for an unknown method or --bits for a
+// budget <= 0 (greedy, lagrange, random); the baselines' own errors.
+absl::Status ValidateBaselineSpec(const BaselineSpec& spec);
+absl::StatusOr<quant::Plan> BaselinePlan(const quant::UnitTable& table, const BaselineSpec& spec);
+
+// Every baseline at `target_bits`, named as the quantize report names them:
+// "uniform-<action>" (the uniform action whose bits are nearest the target),
+// "greedy", "lagrange", "random" (`seed`).
+absl::StatusOr<std::vector<std::pair<std::string, quant::Plan>>> BaselinesAt(
+    const quant::UnitTable& table, double target_bits, uint64_t seed);
+
+}  // namespace windquant::job
+
+#endif  // WINDQUANT_JOB_BASELINE_PLANS_H_

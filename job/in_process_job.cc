@@ -1,0 +1,154 @@
+#include "job/in_process_job.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <memory>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "actor/actor_node.h"
+#include "common/base/progress.h"
+#include "common/base/status_macros.h"
+#include "common/metrics/registry.h"
+#include "common/net/channel.h"
+#include "common/rl/policy.h"
+#include "evaluator/evaluator_node.h"
+#include "learner/learner_node.h"
+
+namespace windquant::job {
+namespace {
+
+constexpr char kLoopback[] = "127.0.0.1:0";
+
+// Stops every node's outgoing calls before any server goes down (actors and
+// the evaluator call each other: a call over an in-process channel into a
+// server already shut down must never happen), then drains the servers.
+struct Nodes {
+  std::unique_ptr<learner::LearnerNode> learner;
+  std::vector<std::unique_ptr<actor::ActorNode>> actors;
+  std::unique_ptr<evaluator::EvaluatorNode> evaluator;
+  ~Nodes() {
+    for (auto& a : actors) a->StopClients();
+    if (evaluator != nullptr) evaluator->StopClients();
+    if (learner != nullptr) learner->StopClients();
+    for (auto& a : actors) a->Stop();
+    if (evaluator != nullptr) evaluator->Stop();
+    if (learner != nullptr) learner->Stop();
+  }
+};
+
+absl::Status SameUnits(const quant::UnitTable& a, const quant::UnitTable& b) {
+  if (a.units.size() != b.units.size()) {
+    return absl::FailedPreconditionError(absl::StrCat("quantize: the actors' unit table has ",
+                                                      a.units.size(), " units, the session's ",
+                                                      b.units.size()));
+  }
+  for (size_t i = 0; i < a.units.size(); ++i) {
+    const quant::Unit& x = a.units[i];
+    const quant::Unit& y = b.units[i];
+    if (x.layer != y.layer || x.matrix != y.matrix || x.col_begin != y.col_begin ||
+        x.rows != y.rows || x.cols != y.cols || x.bits != y.bits) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "quantize: unit ", i, " of the actors' unit table differs from the session's"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ClearJobState(const config::RunConfig& config) {
+  const std::filesystem::path dir(config.output.dir);
+  std::error_code ec;
+  for (const char* name :
+       {"checkpoint", "unit_table.pb", "plans.jsonl", "status.txt", "evaluator-queue"}) {
+    std::filesystem::remove_all(dir / name, ec);
+    if (ec) {
+      return absl::InternalError(absl::StrCat((dir / name).string(), ": ", ec.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<rl::RunResult> RunInProcessJob(const config::RunConfig& config,
+                                              const InProcessJobOptions& options) {
+  const config::ServiceConfig& svc = config.service;
+  auto log = options.log ? options.log : [](const std::string&) {};
+  metrics::Registry registry;  // the job's RPC and service metrics (not served)
+  WQ_ASSIGN_OR_RETURN(net::ChannelOptions co, net::ChannelOptionsFromConfig(svc, "in-process"));
+  co.registry = &registry;
+  Nodes nodes;
+  WQ_ASSIGN_OR_RETURN(nodes.learner,
+                      learner::LearnerNode::Create(config, kLoopback, &registry, log));
+  nodes.learner->core().set_stop_after_updates(options.stop_after_updates);
+  WQ_ASSIGN_OR_RETURN(auto learner_channel, net::MakeInProcessChannel(nodes.learner->server(), co));
+  std::vector<std::shared_ptr<grpc::Channel>> actor_channels;
+  std::vector<std::string> actor_names;
+  for (int s = 0; s < svc.stages; ++s) {  // stage-major, as service.actor_addresses
+    for (int r = 0; r < svc.replicas; ++r) {
+      WQ_ASSIGN_OR_RETURN(auto node, actor::ActorNode::Create(config, s, r, kLoopback, &registry,
+                                                              log, learner_channel));
+      WQ_ASSIGN_OR_RETURN(auto channel, net::MakeInProcessChannel(node->server(), co));
+      actor_channels.push_back(std::move(channel));
+      actor_names.push_back(absl::StrCat("in-process ", node->identity().actor_id));
+      nodes.actors.push_back(std::move(node));
+    }
+  }
+  WQ_ASSIGN_OR_RETURN(nodes.evaluator, evaluator::EvaluatorNode::Create(
+                                           config, kLoopback, &registry, learner_channel,
+                                           actor_channels, actor_names));
+  WQ_ASSIGN_OR_RETURN(auto evaluator_channel,
+                      net::MakeInProcessChannel(nodes.evaluator->server(), co));
+  log(absl::StrCat("job: learner on ", nodes.learner->server().address(), ", evaluator on ",
+                   nodes.evaluator->server().address(), ", ", nodes.actors.size(), " actors (",
+                   svc.stages, " stages x ", svc.replicas, " replicas), in-process channels"));
+  nodes.learner->Connect(evaluator_channel);
+  for (size_t i = 0; i < nodes.actors.size(); ++i) {
+    const uint64_t mixed = rl::SplitMix64(options.incarnation_seed ^ rl::SplitMix64(i + 1));
+    WQ_RETURN_IF_ERROR(nodes.actors[i]->Connect(evaluator_channel, static_cast<uint32_t>(mixed)));
+  }
+  WQ_RETURN_IF_ERROR(nodes.evaluator->Start());
+
+  // Until done or stopped; progress in updates (of the curriculum's most) run
+  // by this process.
+  learner::LearnerCore& core = nodes.learner->core();
+  learner::LearnerStatus last = core.Status();
+  const int64_t first_update = last.updates;
+  const int64_t most = static_cast<int64_t>(config.curriculum.max_updates) *
+                       static_cast<int64_t>(config.curriculum.target_bits.size());
+  base::Progress progress(
+      "quantize", static_cast<double>(std::max<int64_t>(1, most - first_update)), "updates");
+  absl::Time moved = absl::Now();
+  while (true) {
+    const learner::LearnerStatus st = core.Status();
+    if (st.done || st.stopped) break;
+    if (st.updates != last.updates || st.episodes != last.episodes ||
+        st.evaluations != last.evaluations || st.table_complete != last.table_complete) {
+      moved = absl::Now();
+      const std::string best = st.best_perplexity > 0 ? absl::StrFormat("%.4f", st.best_perplexity)
+                                                      : std::string("none yet at the final target");
+      progress.Update(static_cast<double>(st.updates - first_update),
+                      absl::StrFormat("stage %d/%d, %d episodes, best PPL %s, lambda %.4f",
+                                      st.curriculum_stage + 1, st.curriculum_stages, st.episodes,
+                                      best, st.lambda));
+      last = st;
+    } else if (absl::Now() - moved > options.stall_timeout) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "quantize: the job made no progress for ", absl::FormatDuration(options.stall_timeout),
+          " (updates ", st.updates, ", episodes ", st.episodes, ", unit table ",
+          st.table_complete ? "complete" : "incomplete", "); see the log above"));
+    }
+    absl::SleepFor(absl::Milliseconds(200));
+  }
+  progress.Finish();
+  if (options.expected_table != nullptr) {
+    std::shared_ptr<const quant::UnitTable> table = core.SharedTable();
+    if (table == nullptr)
+      return absl::InternalError("quantize: the job ended without a unit table");
+    WQ_RETURN_IF_ERROR(SameUnits(*table, *options.expected_table));
+  }
+  return core.Result();
+}
+
+}  // namespace windquant::job

@@ -1,0 +1,53 @@
+// RunInProcessJob: the distributed job of DESIGN.md section 5 inside one
+// process, for `windquant quantize`: one LearnerNode, one EvaluatorNode and
+// service.stages x service.replicas ActorNodes, the same services and RPCs as
+// the separate processes of deploy/local, each peer reached through an
+// in-process gRPC channel (no sockets between them; every server also listens
+// on a free loopback port, so `windquant status --learner` can watch the run).
+// Runs until the learner is done (curriculum finished, candidates evaluated)
+// or stopped (stop_after_updates), then stops every node and returns the
+// learner's result. The learner resumes from output.dir as windquant-learner
+// does; clearing output.dir for a fresh run is the caller's.
+#ifndef WINDQUANT_JOB_IN_PROCESS_JOB_H_
+#define WINDQUANT_JOB_IN_PROCESS_JOB_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/config/run_config.h"
+#include "common/quant/unit_table.h"
+#include "common/rl/training.h"
+
+namespace windquant::job {
+
+struct InProcessJobOptions {
+  std::function<void(const std::string&)> log;  // every node's log lines
+  int64_t stop_after_updates = 0;               // LearnerCore::set_stop_after_updates
+  // The sampling streams of the actors (ActorNode::Connect's incarnation is
+  // derived from it and the actor's index): the same value and config give
+  // the same episodes.
+  uint64_t incarnation_seed = 0;
+  // DEADLINE_EXCEEDED when the learner's status (updates, episodes,
+  // evaluations) has not moved for this long.
+  absl::Duration stall_timeout = absl::Minutes(15);
+  // When set: FAILED_PRECONDITION unless the actors' merged table has the
+  // same units (layer, matrix, columns, bits of every action) as this one,
+  // so that the result's plans index it too (the caller measures and exports
+  // them with its own fits). Borrowed.
+  const quant::UnitTable* expected_table = nullptr;
+};
+
+// Removes the job's run state under output.dir (the learner's checkpoint,
+// unit_table.pb, plans.jsonl, status.txt and the evaluator's queue) so that
+// the next job starts fresh instead of resuming.
+absl::Status ClearJobState(const config::RunConfig& config);
+
+absl::StatusOr<rl::RunResult> RunInProcessJob(const config::RunConfig& config,
+                                              const InProcessJobOptions& options);
+
+}  // namespace windquant::job
+
+#endif  // WINDQUANT_JOB_IN_PROCESS_JOB_H_

@@ -1,0 +1,42 @@
+#include "job/plan_measurement.h"
+
+#include <cmath>
+
+#include "common/base/status_macros.h"
+
+namespace windquant::job {
+
+bool HasHeldOut(const EvaluationSlices& slices, int64_t context) {
+  return static_cast<int64_t>(slices.heldout.size()) >= context;
+}
+
+absl::Status MeasurePlan(rl::LocalPlanEvaluator& evaluator, const EvaluationSlices& slices,
+                         bool have_heldout, MeasuredPlan* m) {
+  WQ_ASSIGN_OR_RETURN(model::PerplexityResult s, evaluator.Measure(m->actions, slices.selection));
+  m->selection_ppl = s.perplexity;
+  double nll = s.total_nll, tokens = static_cast<double>(s.tokens);
+  if (have_heldout) {
+    WQ_ASSIGN_OR_RETURN(model::PerplexityResult h, evaluator.Measure(m->actions, slices.heldout));
+    m->heldout_ppl = h.perplexity;
+    nll += h.total_nll;
+    tokens += static_cast<double>(h.tokens);
+  }
+  m->whole_ppl = std::exp(nll / tokens);
+  return absl::OkStatus();
+}
+
+std::string PickWinner(const std::vector<MeasuredPlan>& plans, double target_bits,
+                       bool have_heldout) {
+  std::string winner;
+  double winner_ppl = 1e300;
+  for (auto it = plans.rbegin(); it != plans.rend(); ++it) {
+    const double ppl = have_heldout ? it->heldout_ppl : it->whole_ppl;
+    if (it->bits <= target_bits + kSameBitsTolerance && ppl < winner_ppl) {
+      winner_ppl = ppl;
+      winner = it->name;
+    }
+  }
+  return winner;
+}
+
+}  // namespace windquant::job

@@ -1,0 +1,44 @@
+// The final measurements of the quantize job: each plan's perplexity on the
+// selection slice, the held-out part and the whole text (EvaluationSlices),
+// and the winner among the plans at the target.
+// Thread-compatible (the evaluator changes its model's weights).
+#ifndef WINDQUANT_JOB_PLAN_MEASUREMENT_H_
+#define WINDQUANT_JOB_PLAN_MEASUREMENT_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "common/rl/episode_evaluator.h"
+#include "job/evaluation_slices.h"
+
+namespace windquant::job {
+
+// Plans within this many bits above the target compete for the winner.
+inline constexpr double kSameBitsTolerance = 0.01;
+
+struct MeasuredPlan {
+  std::string name;          // "fp", "rl", "uniform-2", "greedy", ...
+  std::vector<int> actions;  // empty = full precision
+  double bits = 0;           // effective bits (16 for fp)
+  double selection_ppl = 0, whole_ppl = 0, heldout_ppl = 0;  // heldout_ppl 0 without one
+};
+
+// Whether the held-out part has at least one window of `context` tokens.
+bool HasHeldOut(const EvaluationSlices& slices, int64_t context);
+
+// Fills the perplexities of `plan` (whole = selection + held-out windows,
+// token-weighted). The evaluator's errors.
+absl::Status MeasurePlan(rl::LocalPlanEvaluator& evaluator, const EvaluationSlices& slices,
+                         bool have_heldout, MeasuredPlan* plan);
+
+// Lowest held-out perplexity (whole text when there is no held-out part)
+// among `plans` within kSameBitsTolerance above `target_bits`; "" when none.
+// Ties go to the later plan, so a baseline listed after the RL plan wins a tie
+// (e.g. RL returning the Lagrangian plan is not an RL win).
+std::string PickWinner(const std::vector<MeasuredPlan>& plans, double target_bits,
+                       bool have_heldout);
+
+}  // namespace windquant::job
+
+#endif  // WINDQUANT_JOB_PLAN_MEASUREMENT_H_

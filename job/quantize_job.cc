@@ -1,0 +1,191 @@
+#include "job/quantize_job.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/base/files.h"
+#include "common/base/status_macros.h"
+#include "common/quant/exporter.h"
+#include "common/quant/plan_io.h"
+#include "common/quant/quantization_session.h"
+#include "common/rl/run_checkpoint.h"
+#include "job/baseline_plans.h"
+#include "job/in_process_job.h"
+#include "job/open_session.h"
+#include "job/quantize_report.h"
+
+namespace windquant::job {
+namespace {
+
+using Log = std::function<void(const std::string&)>;
+
+double Since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// A deep copy of the FP weights (the evaluator overwrites its model's linears).
+model::LlamaWeights CloneWeights(const model::LlamaWeights& w) {
+  model::LlamaWeights c = w;
+  for (auto& layer : c.layers) {
+    for (auto& t : layer.linear) t = t.clone();
+  }
+  const bool tied =
+      w.lm_head.defined() && w.embed_tokens.defined() && w.lm_head.is_same(w.embed_tokens);
+  if (c.embed_tokens.defined()) c.embed_tokens = c.embed_tokens.clone();
+  if (tied) {
+    c.lm_head = c.embed_tokens;
+  } else if (c.lm_head.defined()) {
+    c.lm_head = c.lm_head.clone();
+  }
+  return c;
+}
+
+// Training: the learner, evaluator and actor services of the distributed job
+// (DESIGN.md section 5), here in this process with in-process channels.
+absl::StatusOr<rl::RunResult> Train(const config::RunConfig& cfg, const QuantizeOptions& options,
+                                    const quant::UnitTable& table,
+                                    const std::string& checkpoint_dir, const Log& log) {
+  InProcessJobOptions jo;
+  jo.log = log;
+  jo.stop_after_updates = options.stop_after_updates;
+  jo.expected_table = &table;
+  const std::string checkpoint = rl::RunCheckpointPath(checkpoint_dir);
+  if (options.resume) {
+    // A fresh incarnation: episode ids of the run before the restart stay unique.
+    jo.incarnation_seed = std::random_device{}();
+    if (!base::PathExists(checkpoint)) {
+      log(absl::StrCat("quantize: --resume: no checkpoint in ", checkpoint_dir,
+                       "; starting fresh"));
+    }
+  } else {
+    jo.incarnation_seed = cfg.training.seed;
+    if (base::PathExists(checkpoint)) {
+      log(absl::StrCat("quantize: ", checkpoint,
+                       " exists and will be overwritten (use --resume to continue it)"));
+    }
+    WQ_RETURN_IF_ERROR(ClearJobState(cfg));
+  }
+  config::RunConfig job_config = cfg;
+  if (!options.use_cache) job_config.quant.cache_dir.clear();  // the actors' fit caches too
+  return RunInProcessJob(job_config, jo);
+}
+
+// The RL plan, then (when asked) every baseline at the target, all measured.
+absl::Status MeasureAll(const quant::UnitTable& table, const rl::RunResult& tr,
+                        const QuantizeOptions& options, double target, uint64_t seed,
+                        rl::LocalPlanEvaluator& evaluator, const EvaluationSlices& slices,
+                        QuantizeResult* out) {
+  out->plans.push_back({"rl", tr.best.actions});
+  if (options.baselines) {
+    WQ_ASSIGN_OR_RETURN(auto baselines, BaselinesAt(table, target, seed));
+    for (auto& [name, plan] : baselines) out->plans.push_back({name, std::move(plan.actions)});
+  }
+  out->fp.name = "fp";
+  out->fp.bits = 16;
+  WQ_RETURN_IF_ERROR(MeasurePlan(evaluator, slices, out->have_heldout, &out->fp));
+  for (MeasuredPlan& m : out->plans) {
+    m.bits = table.EffectiveBits(m.actions);
+    WQ_RETURN_IF_ERROR(MeasurePlan(evaluator, slices, out->have_heldout, &m));
+  }
+  return absl::OkStatus();
+}
+
+// plan.json / plan.bin and (when asked) the quantized and fake-quant
+// checkpoints; returns the fake-quant directory ("" when not exported).
+absl::StatusOr<std::string> WriteArtifacts(const quant::QuantizationSession& session,
+                                           const config::RunConfig& cfg, const rl::RunResult& tr,
+                                           double target, bool export_model) {
+  quant::Plan plan = session.MakePlan(tr.best.actions, "rl", target);
+  plan.policy_version = tr.best.policy_version;
+  WQ_RETURN_IF_ERROR(quant::WritePlanFiles(plan, session.table(), cfg.output.dir));
+  if (!export_model) return std::string();
+  quant::ExportInputs in;
+  in.weights = &session.model().weights();
+  in.stats = &session.activation_stats();
+  in.table = &session.table();
+  in.fits = &session.fits();
+  in.plan = &plan;
+  in.quantizer.salient_fraction = cfg.quant.salient_fraction;
+  in.model_dir = cfg.model.dir;
+  const std::filesystem::path d(cfg.output.dir);
+  WQ_RETURN_IF_ERROR(quant::WriteQuantizedCheckpoint(in, (d / "quantized").string()));
+  WQ_RETURN_IF_ERROR(quant::WriteFakeQuantCheckpoint(in, (d / "fake_quant").string()));
+  return (d / "fake_quant").string();
+}
+
+// The calibration slice (loss term) and the evaluation text's slices.
+absl::StatusOr<EvaluationSlices> Slices(const config::RunConfig& cfg,
+                                        const quant::QuantizationSession& session) {
+  WQ_ASSIGN_OR_RETURN(const std::string calib_text, base::ReadFile(cfg.calibration.text));
+  return SliceEvaluationText(cfg.evaluation, session.tokenizer().Encode(calib_text, false),
+                             session.eval_ids());
+}
+
+}  // namespace
+
+absl::StatusOr<QuantizeResult> RunQuantizeJob(const config::RunConfig& cfg,
+                                              const QuantizeOptions& options) {
+  const auto t0 = options.start;
+  const Log log = options.log ? options.log : [](const std::string&) {};
+  WQ_ASSIGN_OR_RETURN(auto session, OpenSession(cfg, options.use_cache, /*load_eval_text=*/true));
+  const quant::UnitTable& table = session->table();
+  const double prepare_s = Since(t0);
+  log(absl::StrFormat("quantize: %d units, %d quantized weights, unit table %s (%.1f s)",
+                      table.units.size(), table.TotalWeights(),
+                      session->from_cache() ? "from cache" : "built", prepare_s));
+  WQ_ASSIGN_OR_RETURN(const EvaluationSlices slices, Slices(cfg, *session));
+  model::LlamaModel eval_model(CloneWeights(session->model().weights()), session->model().device());
+  rl::LocalEvaluatorOptions lo;
+  lo.context = cfg.evaluation.context;
+  lo.batch = cfg.evaluation.batch;
+  WQ_ASSIGN_OR_RETURN(auto evaluator,
+                      rl::LocalPlanEvaluator::Create(&eval_model, &session->fits(), &table,
+                                                     slices.calibration, slices.selection, lo));
+  log(absl::StrFormat("quantize: FP PPL %.4f on the selection slice (%d tokens)",
+                      evaluator->fp_eval_ppl(), slices.selection.size()));
+
+  QuantizeResult out;
+  out.checkpoint_dir = (std::filesystem::path(cfg.output.dir) / "checkpoint").string();
+  WQ_ASSIGN_OR_RETURN(rl::RunResult tr, Train(cfg, options, table, out.checkpoint_dir, log));
+  out.updates = tr.updates;
+  out.lambda = tr.lambda;
+  if (tr.stopped_early) {
+    out.stopped_early = true;
+    return out;
+  }
+  if (tr.best.actions.empty()) {
+    return absl::FailedPreconditionError(
+        "quantize: no feasible plan was found at the final target");
+  }
+  const double train_s = Since(t0) - prepare_s;
+  const double target = cfg.curriculum.target_bits.back();
+  out.have_heldout = HasHeldOut(slices, cfg.evaluation.context);
+  WQ_RETURN_IF_ERROR(
+      MeasureAll(table, tr, options, target, cfg.training.seed, *evaluator, slices, &out));
+  out.winner = PickWinner(out.plans, target, out.have_heldout);
+
+  QuantizeReport report;
+  WQ_ASSIGN_OR_RETURN(report.exported,
+                      WriteArtifacts(*session, cfg, tr, target, options.export_model));
+  report.config = &cfg;
+  report.table = &table;
+  report.training = &tr;
+  report.slices = &slices;
+  report.fingerprint = rl::RunFingerprint(table, cfg);
+  report.target_bits = target;
+  report.fp = out.fp;
+  report.plans = out.plans;
+  report.have_heldout = out.have_heldout;
+  report.winner = out.winner;
+  report.prepare_s = prepare_s;
+  report.train_s = train_s;
+  report.total_s = Since(t0);
+  WQ_RETURN_IF_ERROR(WriteQuantizeReport(report));
+  out.seconds = Since(t0);
+  return out;
+}
+
+}  // namespace windquant::job

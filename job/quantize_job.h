@@ -1,0 +1,61 @@
+// RunQuantizeJob: the whole WINDQuant job in one process (DESIGN.md sections
+// 4-5), what `windquant quantize` runs: the run config's calibration and unit
+// table (quant::QuantizationSession, cached, for the final measurements and
+// the export); training by the learner, evaluator and actor services wired
+// with in-process gRPC channels (RunInProcessJob: PPO with the curriculum,
+// warm start and checkpoints); then the best feasible plan and every baseline
+// measured at the final target (EvaluationSlices, PickWinner), and the
+// artifacts in output.dir: plan.json / plan.bin, report.json / report.html
+// (quantize_report.h) and, unless disabled, the quantized and fake-quant
+// checkpoints.
+// Memory: besides the session (quantization_session.h) and the services'
+// nodes while training runs, one FP copy of the weights for the final
+// measurements (its linears overwritten plan by plan); all released on return.
+// Thread-compatible (sets nothing process-wide: at::set_num_threads is the caller's).
+#ifndef WINDQUANT_JOB_QUANTIZE_JOB_H_
+#define WINDQUANT_JOB_QUANTIZE_JOB_H_
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/config/run_config.h"
+#include "job/plan_measurement.h"
+
+namespace windquant::job {
+
+struct QuantizeOptions {
+  bool resume = false;             // continue from output.dir/checkpoint (else it is cleared)
+  bool use_cache = true;           // unit-table and fit caches (quant.cache_dir), the actors' too
+  bool export_model = true;        // output.dir/quantized and output.dir/fake_quant
+  bool baselines = true;           // measure uniform, greedy, lagrange and random at the end
+  int64_t stop_after_updates = 0;  // > 0: stop (checkpoint first) after that many updates
+  std::function<void(const std::string&)> log;  // progress lines
+  // Wall times count from here (the caller's start, e.g. before loading the config).
+  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+};
+
+struct QuantizeResult {
+  // stop_after_updates reached: only the checkpoint was written.
+  bool stopped_early = false;
+  int64_t updates = 0;
+  std::string checkpoint_dir;
+  MeasuredPlan fp;
+  std::vector<MeasuredPlan> plans;  // the RL plan first, then the baselines
+  std::string winner;               // "" when no plan is within the target
+  bool have_heldout = false;        // the winner metric is the held-out PPL (else whole text)
+  double lambda = 0;
+  double seconds = 0;  // since options.start
+};
+
+// FAILED_PRECONDITION when no feasible plan was found at the final target;
+// the config's, the session's, the services' and the files' errors.
+absl::StatusOr<QuantizeResult> RunQuantizeJob(const config::RunConfig& config,
+                                              const QuantizeOptions& options);
+
+}  // namespace windquant::job
+
+#endif  // WINDQUANT_JOB_QUANTIZE_JOB_H_

@@ -1,0 +1,183 @@
+#include "job/quantize_report.h"
+
+#include <cmath>
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/base/files.h"
+#include "common/base/status_macros.h"
+#include "common/report/html_report.h"
+
+namespace windquant::job {
+namespace {
+
+using nlohmann::json;
+
+json Num(double x) { return std::isfinite(x) ? json(x) : json(nullptr); }
+
+json PlanJson(const MeasuredPlan& m) {
+  return {{"name", m.name},
+          {"bits", m.bits},
+          {"selection_ppl", Num(m.selection_ppl)},
+          {"whole_ppl", Num(m.whole_ppl)},
+          {"heldout_ppl", Num(m.heldout_ppl)}};
+}
+
+// The run's numbers: slices, FP and every plan, the winner, the RL plan's
+// origin, λ, counts and wall times.
+json SummaryJson(const QuantizeReport& r) {
+  const rl::RunResult& tr = *r.training;
+  const EvaluationSlices& s = *r.slices;
+  json report;
+  report["config"] = r.config->source;
+  report["fingerprint"] = r.fingerprint;
+  report["target_bits"] = r.target_bits;
+  report["bits_note"] =
+      "effective bits of the quantized decoder linears; embeddings, norms and lm_head stay FP16";
+  report["tokens"] = {{"selection", s.selection.size()},
+                      {"heldout", s.heldout.size()},
+                      {"whole", s.selection.size() + s.heldout.size()},
+                      {"calibration_slice", s.calibration.size()}};
+  report["fp"] = {{"whole_ppl", Num(r.fp.whole_ppl)},
+                  {"heldout_ppl", Num(r.fp.heldout_ppl)},
+                  {"selection_ppl", Num(r.fp.selection_ppl)}};
+  json plans = json::array();
+  for (const MeasuredPlan& m : r.plans) plans.push_back(PlanJson(m));
+  report["plans"] = plans;
+  report["winner"] = r.winner;
+  report["winner_metric"] = r.have_heldout ? "heldout_ppl" : "whole_ppl";
+  const MeasuredPlan& rl = r.plans.front();
+  report["rl"] = {{"source", tr.best.source},
+                  {"update", tr.best.update},
+                  {"bits", rl.bits},
+                  {"selection_ppl", Num(rl.selection_ppl)},
+                  {"whole_ppl", Num(rl.whole_ppl)},
+                  {"heldout_ppl", Num(rl.heldout_ppl)}};
+  report["lambda"] = tr.lambda;
+  report["updates"] = tr.updates;
+  report["resumed_from_update"] = tr.resumed_from_update;
+  report["plan_evaluations"] = tr.evaluations;
+  report["cache_hits"] = tr.cache_hits;
+  report["wall_time_s"] = {{"prepare", r.prepare_s}, {"train", r.train_s}, {"total", r.total_s}};
+  if (!r.exported.empty()) report["exported"] = r.exported;
+  return report;
+}
+
+// The curriculum history and the training curve, one row per PPO update.
+void AddTrainingJson(const QuantizeReport& r, json* report) {
+  json stages = json::array();
+  for (const auto& s : r.training->stages) {
+    stages.push_back({{"stage", s.stage},
+                      {"target_bits", s.target_bits},
+                      {"update", s.update},
+                      {"reason", s.reason}});
+  }
+  (*report)["curriculum"] = {{"target_bits", r.config->curriculum.target_bits},
+                             {"history", stages}};
+  json curve = json::array();
+  for (const auto& u : r.training->curve) {
+    curve.push_back({{"update", u.update},
+                     {"stage", u.stage},
+                     {"target_bits", u.target_bits},
+                     {"mean_reward", Num(u.mean_reward)},
+                     {"mean_ppl", Num(u.mean_ppl)},
+                     {"mean_bits", Num(u.mean_bits)},
+                     {"best_ppl", Num(u.best_ppl)},
+                     {"best_bits", Num(u.best_bits)},
+                     {"lambda", u.lambda},
+                     {"entropy", Num(u.entropy)},
+                     {"evaluations", u.evaluations},
+                     {"seconds", u.seconds}});
+  }
+  (*report)["training_curve"] = curve;
+}
+
+std::string SliceNote(const QuantizeReport& r) {
+  const int64_t selection = static_cast<int64_t>(r.slices->selection.size());
+  const int64_t heldout = static_cast<int64_t>(r.slices->heldout.size());
+  const std::string& text = r.config->evaluation.text;
+  return r.have_heldout
+             ? absl::StrFormat(
+                   "Perplexities in the summary and the chart: the %d held-out tokens of %s "
+                   "after the %d-token selection slice (report.json has all slices).",
+                   heldout, text, selection)
+             : absl::StrFormat(
+                   "Perplexities in the summary and the chart: the whole %d tokens used of %s "
+                   "(no held-out part).",
+                   selection + heldout, text);
+}
+
+}  // namespace
+
+report::ReportData MakeReportData(const QuantizeReport& r) {
+  const bool have_heldout = r.have_heldout;
+  auto metric = [have_heldout](const MeasuredPlan& m) {  // non-finite (overflow) = unknown
+    const double ppl = have_heldout ? m.heldout_ppl : m.whole_ppl;
+    return std::isfinite(ppl) ? ppl : std::nan("");
+  };
+  const config::RunConfig& cfg = *r.config;
+  const rl::RunResult& tr = *r.training;
+  report::ReportData d;
+  const std::filesystem::path model_dir = std::filesystem::path(cfg.model.dir).lexically_normal();
+  d.model_name = model_dir.has_filename() ? model_dir.filename().string()
+                                          : model_dir.parent_path().filename().string();
+  d.fingerprint = r.fingerprint;
+  d.fp_perplexity = metric(r.fp);
+  d.target_bits = r.target_bits;
+  d.winner = r.winner;
+  d.wall_time_s = r.total_s;
+  const std::vector<int>& rl = r.plans.front().actions;
+  for (size_t i = 0; i < r.table->units.size(); ++i) {
+    const quant::Unit& u = r.table->units[i];
+    d.units.push_back({u.layer, u.matrix, u.n(), u.bits[rl[i]] / static_cast<double>(u.n())});
+  }
+  for (const MeasuredPlan& m : r.plans) d.points.push_back({m.name, m.bits, metric(m)});
+  const double nan = std::nan("");
+  for (const rl::UpdateRecord& u : tr.curve) {
+    report::TrainingRow row;
+    row.update = u.update;
+    row.mean_reward = u.mean_reward;
+    row.best_perplexity = u.best_ppl > 0 ? u.best_ppl : nan;  // 0: no feasible plan yet
+    row.bits = u.mean_bits;
+    row.lambda = u.lambda;
+    row.target_bits = u.target_bits;
+    row.mean_perplexity = u.mean_ppl;
+    d.curve.push_back(row);
+  }
+  d.notes.push_back(SliceNote(r));
+  d.notes.push_back(
+      "Training curves: perplexity and bits on the selection slice; the best plan is the "
+      "lowest selection-slice perplexity within the final target.");
+  d.notes.push_back(absl::StrFormat(
+      "RL plan from %s at update %d; %d updates, %d plan evaluations, lambda %.4f%s.",
+      tr.best.source, tr.best.update, tr.updates, tr.evaluations, tr.lambda,
+      tr.resumed_from_update >= 0
+          ? absl::StrFormat("; resumed from update %d", tr.resumed_from_update)
+          : ""));
+  d.notes.push_back(absl::StrCat("Config ", cfg.source,
+                                 "; baselines (uniform nearest, greedy, lagrange, random) "
+                                 "use the same unit table and operators."));
+  return d;
+}
+
+absl::Status WriteQuantizeReport(const QuantizeReport& r) {
+  json report = SummaryJson(r);
+  AddTrainingJson(r, &report);
+  // The HTML report's keys beside ours. Shared keys (fingerprint, target_bits,
+  // winner, wall_time_s) already hold the same values.
+  const report::ReportData html_data = MakeReportData(r);
+  WQ_RETURN_IF_ERROR(report::ValidateReportData(html_data));
+  const json html_json = json::parse(report::ToJson(html_data));
+  for (const char* key : {"model_name", "fp_perplexity", "notes", "units", "points", "curve"}) {
+    report[key] = html_json.at(key);
+  }
+  const std::filesystem::path out_dir(r.config->output.dir);
+  WQ_RETURN_IF_ERROR(
+      base::WriteFileAtomic((out_dir / "report.json").string(), report.dump(2) + "\n"));
+  return report::WriteHtmlReport(html_data, (out_dir / "report.html").string());
+}
+
+}  // namespace windquant::job

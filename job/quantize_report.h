@@ -1,0 +1,49 @@
+// report.json and report.html of a quantize run (`windquant quantize` writes
+// both into output.dir): FP / RL / baseline perplexities and bits, the winner,
+// wall times, λ, the curriculum history and the training curve per update,
+// and beside them the keys of common/report's ReportData, so that
+// `windquant report --in report.json` renders report.html again.
+// Thread-compatible.
+#ifndef WINDQUANT_JOB_QUANTIZE_REPORT_H_
+#define WINDQUANT_JOB_QUANTIZE_REPORT_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "common/config/run_config.h"
+#include "common/quant/unit_table.h"
+#include "common/report/report_data.h"
+#include "common/rl/training.h"
+#include "job/evaluation_slices.h"
+#include "job/plan_measurement.h"
+
+namespace windquant::job {
+
+struct QuantizeReport {
+  const config::RunConfig* config = nullptr;  // borrowed, as the pointers below
+  const quant::UnitTable* table = nullptr;
+  const rl::RunResult* training = nullptr;
+  const EvaluationSlices* slices = nullptr;
+  std::string fingerprint;          // rl::RunFingerprint of the run
+  double target_bits = 0;           // the final curriculum target
+  MeasuredPlan fp;                  // the full-precision model
+  std::vector<MeasuredPlan> plans;  // the RL plan first, then the baselines
+  bool have_heldout = false;        // winner metric: held-out PPL, else whole-text PPL
+  std::string winner;
+  std::string exported;  // the fake-quant checkpoint's directory ("" = none)
+  double prepare_s = 0, train_s = 0, total_s = 0;
+};
+
+// The HTML report's data: the RL plan's bits per unit, every measured plan
+// at its effective bits, the training curve. Perplexities are the winner
+// metric's (non-finite ones become NaN: unknown).
+report::ReportData MakeReportData(const QuantizeReport& r);
+
+// Writes output.dir/report.json (atomically) and output.dir/report.html.
+// INVALID_ARGUMENT when the report data is inconsistent; the file errors.
+absl::Status WriteQuantizeReport(const QuantizeReport& r);
+
+}  // namespace windquant::job
+
+#endif  // WINDQUANT_JOB_QUANTIZE_REPORT_H_

@@ -1,0 +1,83 @@
+#include "job/text_perplexity.h"
+
+#include <ATen/ATen.h>
+
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/base/files.h"
+#include "common/base/progress.h"
+#include "common/base/status_macros.h"
+#include "common/model/checkpoint.h"
+#include "common/model/llama_model.h"
+#include "common/model/tokenizer.h"
+#include "common/quant/plan_io.h"
+#include "job/open_session.h"
+
+namespace windquant::job {
+namespace {
+
+// The checkpoint's model, or with a plan the session's model with it applied: the
+// session's weights shared, a layer dequantized when the forward reaches it (no float32
+// copy of the model).
+absl::StatusOr<std::shared_ptr<const model::LlamaModel>> LoadModel(
+    const TextPerplexityRequest& r, model::Checkpoint& checkpoint, std::string* plan_id) {
+  if (r.plan_path.empty()) {
+    WQ_ASSIGN_OR_RETURN(model::LlamaWeights weights, checkpoint.LoadWeights(model::LoadRequest{}));
+    try {
+      return std::make_shared<const model::LlamaModel>(
+          std::move(weights), at::hasCUDA() ? at::Device(at::kCUDA) : at::kCPU);
+    } catch (const std::exception& e) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(r.model_dir, ": cannot build the model: ", e.what()));
+    }
+  }
+  if (r.config == nullptr) return absl::InvalidArgumentError("--plan needs --config FILE");
+  WQ_ASSIGN_OR_RETURN(auto session, OpenSession(*r.config, /*use_cache=*/true,
+                                                /*load_eval_text=*/false));
+  WQ_ASSIGN_OR_RETURN(const quant::Plan plan, quant::ReadPlanFile(r.plan_path, session->table()));
+  *plan_id = plan.plan_id;
+  WQ_ASSIGN_OR_RETURN(std::shared_ptr<const model::LlamaModel> planned,
+                      session->PlanModel(plan.actions));
+  if (r.log) {
+    r.log(absl::StrFormat("plan %s: effective bits %.4f", plan.plan_id,
+                          plan.Totals(session->table()).effective_bits));
+  }
+  return planned;  // keeps the weights and fits alive after the session goes
+}
+
+}  // namespace
+
+absl::StatusOr<TextPerplexity> MeasureTextPerplexity(const TextPerplexityRequest& r) {
+  WQ_ASSIGN_OR_RETURN(const std::string text, base::ReadFile(r.text_path));
+  WQ_ASSIGN_OR_RETURN(std::unique_ptr<model::Tokenizer> tokenizer,
+                      model::Tokenizer::FromFile(r.model_dir + "/tokenizer.json"));
+  WQ_ASSIGN_OR_RETURN(std::unique_ptr<model::Checkpoint> checkpoint,
+                      model::Checkpoint::Open(r.model_dir));
+  TextPerplexity out;
+  WQ_ASSIGN_OR_RETURN(std::shared_ptr<const model::LlamaModel> llama,
+                      LoadModel(r, *checkpoint, &out.plan_id));
+  const std::vector<int32_t> ids = tokenizer->Encode(text, /*add_bos=*/false);
+  out.text_tokens = ids.size();
+  model::PerplexityOptions options;
+  options.context = r.context;
+  options.batch_size = r.batch;
+  options.max_tokens = r.max_tokens;
+  const int64_t used = r.max_tokens > 0 ? std::min<int64_t>(r.max_tokens, ids.size()) : ids.size();
+  const int64_t effective_context = std::min(r.context, llama->config().max_position_embeddings);
+  base::Progress progress(
+      "eval", static_cast<double>(used / (effective_context - 1) * (effective_context - 1)),
+      "tokens");
+  options.progress = [&](int64_t, int64_t, int64_t tokens) { progress.Update(tokens); };
+  absl::StatusOr<model::PerplexityResult> result = model::ComputePerplexity(*llama, ids, options);
+  if (!result.ok()) {
+    return absl::Status(result.status().code(),
+                        absl::StrCat(r.text_path, ": ", result.status().message()));
+  }
+  progress.Finish(absl::StrFormat("ppl %.6f", result->perplexity));
+  out.result = *std::move(result);
+  return out;
+}
+
+}  // namespace windquant::job

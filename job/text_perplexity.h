@@ -1,0 +1,46 @@
+// The perplexity of a checkpoint on a text (`windquant eval`), with the
+// protocol of common/model/perplexity.h (BOS + chunks of context-1 tokens,
+// non-overlapping, last partial chunk dropped), optionally with a plan
+// applied: the plan file is checked against the run config's unit table
+// (cached or fitted: quant::QuantizationSession) and its weights applied.
+// Memory: the checkpoint's weights (or the plan's dequantized copy of them),
+// plus the session's when a plan is given, until the call returns.
+// Thread-compatible (reports progress on stderr).
+#ifndef WINDQUANT_JOB_TEXT_PERPLEXITY_H_
+#define WINDQUANT_JOB_TEXT_PERPLEXITY_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "common/config/run_config.h"
+#include "common/model/perplexity.h"
+
+namespace windquant::job {
+
+struct TextPerplexityRequest {
+  std::string model_dir;   // Hugging Face checkpoint (with tokenizer.json)
+  std::string text_path;   // UTF-8 text, encoded without BOS
+  int64_t context = 2048;  // window length incl. BOS (clamped to max_position_embeddings)
+  int64_t batch = 8;       // windows per forward
+  int64_t max_tokens = 0;  // first N ids of the text (0 = all)
+  // With a plan (plan.json / plan.bin): the run config whose session applies
+  // it; its model.dir must be `model_dir`. Borrowed.
+  std::string plan_path;
+  const config::RunConfig* config = nullptr;
+  std::function<void(const std::string&)> log;  // the plan's effective bits
+};
+
+struct TextPerplexity {
+  model::PerplexityResult result;
+  size_t text_tokens = 0;  // ids of the whole text
+  std::string plan_id;     // "" without a plan
+};
+
+// Errors name the file (text, checkpoint, plan) or the flag.
+absl::StatusOr<TextPerplexity> MeasureTextPerplexity(const TextPerplexityRequest& request);
+
+}  // namespace windquant::job
+
+#endif  // WINDQUANT_JOB_TEXT_PERPLEXITY_H_

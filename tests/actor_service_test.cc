@@ -1,0 +1,197 @@
+// The Actor service with the real stub, in process (127.0.0.1:0), driven by
+// the evaluator's PipelineEvaluator over gRPC transports (so it lives in
+// tests/: it spans two roles): the pipeline equals the single-process
+// perplexity, the calibration pass fits the stages, and bad requests are
+// INVALID_ARGUMENT naming the field.
+#include "actor/actor_service.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <random>
+
+#include <gtest/gtest.h>
+
+#include "common/model/checkpoint.h"
+#include "common/model/perplexity.h"
+#include "common/net/channel.h"
+#include "common/net/server.h"
+#include "common/testing/stage_test_util.h"
+#include "common/transport/grpc_activation_transport.h"
+#include "common/transport/hidden_states_codec.h"
+#include "evaluator/pipeline_evaluator.h"
+
+namespace windquant::actor {
+namespace {
+
+constexpr double kPerplexityRelTol = 1e-9;  // float32 bytes travel unchanged
+
+std::string ModelDir() { return testing::RealModelDir(); }
+
+// Shape of the real test model (stories260k: 5 layers of 64; the default model: 4 of 128).
+const model::LlamaConfig& RealConfig() {
+  static const model::LlamaConfig c = *model::LlamaConfig::FromDirectory(ModelDir());
+  return c;
+}
+using testing::RandomIds;
+
+class ActorServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const int64_t L = RealConfig().num_hidden_layers;
+    for (auto [a, b] : std::vector<std::pair<int64_t, int64_t>>{{0, L - 2}, {L - 2, L}}) {
+      stage::StageWorkerOptions o;
+      o.model_dir = ModelDir();
+      o.first_layer = a;
+      o.end_layer = b;
+      o.chunk_size = 32;
+      auto w = stage::StageWorker::Create(o);
+      ASSERT_TRUE(w.ok()) << w.status();
+      workers_.push_back(*std::move(w));
+      ActorIdentity id;
+      id.stage = static_cast<int>(services_.size());
+      id.stages = 2;
+      id.model_key = "key";
+      services_.push_back(std::make_unique<ActorService>(
+          workers_.back().get(), id,
+          [this](const quant::UnitTable& t) {
+            registered_.push_back(t);
+            return absl::OkStatus();
+          },
+          nullptr));
+      net::ServerOptions so;
+      so.address = "127.0.0.1:0";
+      servers_.push_back(std::make_unique<net::GrpcServer>(so));
+      servers_.back()->AddService(services_.back().get(), v1::Actor::service_full_name());
+      ASSERT_TRUE(servers_.back()->Start().ok());
+      net::ChannelOptions co;
+      co.target = servers_.back()->address();
+      auto channel = net::MakeChannel(co);
+      ASSERT_TRUE(channel.ok());
+      channels_.push_back(*channel);
+      transports_.push_back(std::make_unique<transport::GrpcActivationTransport>(
+          *channel, "stage " + std::to_string(services_.size() - 1), absl::Seconds(30)));
+      stages_.push_back(transports_.back().get());
+    }
+    evaluator::PipelineEvaluatorOptions po;
+    po.context = 64;
+    po.batch_size = 3;
+    po.calibration_samples = 4;
+    po.calibration_seq_len = 32;
+    po.calibration_batch = 2;
+    po.calib_slice_tokens = 600;
+    po.eval_slice_tokens = 600;
+    auto ev = evaluator::PipelineEvaluator::Create(ModelDir(), po, RandomIds(2000, 1),
+                                                   RandomIds(2000, 2));
+    ASSERT_TRUE(ev.ok()) << ev.status();
+    evaluator_ = *std::move(ev);
+  }
+  void TearDown() override {
+    for (auto& s : servers_) s->Shutdown(absl::Now());
+  }
+
+  std::vector<std::unique_ptr<stage::StageWorker>> workers_;
+  std::vector<std::unique_ptr<ActorService>> services_;
+  std::vector<std::unique_ptr<net::GrpcServer>> servers_;
+  std::vector<std::shared_ptr<grpc::Channel>> channels_;
+  std::vector<std::unique_ptr<transport::GrpcActivationTransport>> transports_;
+  std::vector<transport::ActivationTransport*> stages_;
+  std::vector<quant::UnitTable> registered_;
+  std::unique_ptr<evaluator::PipelineEvaluator> evaluator_;
+};
+
+TEST_F(ActorServiceTest, PipelineOverGrpcEqualsSingleProcessPerplexity) {
+  const std::vector<int32_t> ids = RandomIds(1500, 9);
+  auto piped = evaluator_->Perplexity(stages_, transport::PassSpec{}, ids, 0);
+  ASSERT_TRUE(piped.ok()) << piped.status();
+  auto checkpoint = model::Checkpoint::Open(ModelDir());
+  ASSERT_TRUE(checkpoint.ok());
+  auto weights = (*checkpoint)->LoadWeights(model::LoadRequest{});
+  ASSERT_TRUE(weights.ok());
+  model::LlamaModel whole(*std::move(weights));
+  model::PerplexityOptions po;
+  po.context = 64;
+  po.batch_size = 3;
+  auto ref = model::ComputePerplexity(whole, ids, po);
+  ASSERT_TRUE(ref.ok());
+  EXPECT_NEAR(piped->perplexity, ref->perplexity, kPerplexityRelTol * ref->perplexity);
+}
+
+TEST_F(ActorServiceTest, CalibrationOverGrpcRegistersTablesAndPlansEvaluate) {
+  auto tables = evaluator_->Calibrate(stages_, "calib");
+  ASSERT_TRUE(tables.ok()) << tables.status();
+  ASSERT_EQ(registered_.size(), 2u);
+  EXPECT_EQ((*tables)[0].fingerprint, TableFingerprint("key", "calib"));
+  auto merged = quant::UnitTable::Merge(*tables);
+  ASSERT_TRUE(merged.ok()) << merged.status();
+  auto info = transports_[1]->Info();
+  ASSERT_TRUE(info.ok());
+  EXPECT_TRUE(info->unit_table_ready());
+  EXPECT_EQ(info->first_layer(), RealConfig().num_hidden_layers - 2);
+
+  quant::Plan plan;
+  plan.plan_id = "p1";
+  plan.model_fingerprint = merged->fingerprint;
+  plan.actions.assign(merged->units.size(), 2);  // 4 bit
+  auto e = evaluator_->Evaluate(stages_, plan);
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_GT(e->eval_ppl, 1.0);
+  EXPECT_FALSE(e->cached);
+
+  // Another model's plan: refused by the actor with the field named.
+  plan.model_fingerprint = "0000";
+  plan.actions[0] = 1;
+  auto other = evaluator_->Evaluate(stages_, plan);
+  EXPECT_EQ(other.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(other.status().message().find("plan.model_fingerprint"), std::string::npos)
+      << other.status();
+}
+
+TEST_F(ActorServiceTest, BadRequestsAreInvalidArgumentNamingTheField) {
+  auto stub = v1::Actor::NewStub(channels_[0]);
+  auto forward = [&](const v1::ForwardRequest& req) {
+    grpc::ClientContext ctx;
+    auto stream = stub->Forward(&ctx);
+    stream->Write(req);
+    stream->WritesDone();
+    v1::ForwardResponse resp;
+    while (stream->Read(&resp)) {
+    }
+    return stream->Finish();
+  };
+  v1::ForwardRequest req;
+  req.mutable_hidden()->add_shape(2);
+  req.mutable_hidden()->add_shape(4);
+  const int64_t H = RealConfig().hidden_size;
+  req.mutable_hidden()->add_shape(H);
+  req.mutable_hidden()->set_data(std::string(2 * 4 * H * 4 - 4, '\0'));
+  grpc::Status s = forward(req);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("hidden.data"), std::string::npos) << s.error_message();
+
+  transport::EncodeHiddenStates(at::randn({2, 4, H - 1}), 0, req.mutable_hidden());
+  s = forward(req);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("hidden"), std::string::npos);
+
+  at::Tensor nan = at::randn({1, 4, H});
+  nan[0][1][2] = std::nanf("");
+  transport::EncodeHiddenStates(nan, 0, req.mutable_hidden());
+  s = forward(req);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("NaN"), std::string::npos);
+
+  transport::EncodeHiddenStates(at::randn({1, 4, H}), 0, req.mutable_hidden());
+  req.set_plan_id("../escape");
+  s = forward(req);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("plan_id"), std::string::npos);
+
+  grpc::ClientContext ctx;
+  v1::FinishCalibrationReply reply;
+  s = stub->FinishCalibration(&ctx, v1::FinishCalibrationRequest(), &reply);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("calibration_fingerprint"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace windquant::actor
