@@ -21,8 +21,9 @@ namespace {
 // The checkpoint's model, or with a plan the session's model with it applied: the
 // session's weights shared, a layer dequantized when the forward reaches it (no float32
 // copy of the model).
-absl::StatusOr<std::shared_ptr<const model::LlamaModel>> LoadModel(
-    const TextPerplexityRequest& r, model::Checkpoint& checkpoint, std::string* plan_id) {
+absl::StatusOr<std::shared_ptr<const model::LlamaModel>> LoadModel(const TextPerplexityRequest& r,
+                                                                   model::Checkpoint& checkpoint,
+                                                                   std::string* plan_id) {
   if (r.plan_path.empty()) {
     WQ_ASSIGN_OR_RETURN(model::LlamaWeights weights, checkpoint.LoadWeights(model::LoadRequest{}));
     try {

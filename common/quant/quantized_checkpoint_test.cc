@@ -63,7 +63,7 @@ const Fixture& Tiny() {
     auto sq = BuildStageFits(x->weights, x->stats, o, "fp-export");
     if (!sq.ok()) std::abort();
     x->sq = *std::move(sq);
-    x->model_dir = testing::TempDir() + "/qckpt_test_model";
+    x->model_dir = ::testing::TempDir() + "/qckpt_test_model";
     std::filesystem::create_directories(x->model_dir);
     if (!base::WriteFileAtomic(x->model_dir + "/tokenizer.json", "{\"stub\": true}").ok())
       std::abort();
@@ -115,7 +115,7 @@ TEST(QuantizedCheckpointTest, ReaderRebuildsTheEvaluatedWeightsBitExactly) {
   for (int a : plan.actions) seen[a]++;
   for (int a = 0; a < kNumActions; ++a) ASSERT_GT(seen[a], 0) << "plan misses action " << a;
 
-  const std::string dir = testing::TempDir() + "/qckpt_test_out";
+  const std::string dir = ::testing::TempDir() + "/qckpt_test_out";
   std::filesystem::remove_all(dir);
   const ExportInputs in = Inputs(f, &plan);
   ASSERT_TRUE(WriteQuantizedCheckpoint(in, dir).ok());
@@ -156,7 +156,7 @@ TEST(QuantizedCheckpointTest, ReaderRebuildsTheEvaluatedWeightsBitExactly) {
 TEST(QuantizedCheckpointTest, FakeQuantCheckpointLoadsAsAnyCheckpoint) {
   const Fixture& f = Tiny();
   const Plan plan = MixedPlan(f.sq.table());
-  const std::string dir = testing::TempDir() + "/qckpt_test_fake";
+  const std::string dir = ::testing::TempDir() + "/qckpt_test_fake";
   std::filesystem::remove_all(dir);
   ASSERT_TRUE(WriteFakeQuantCheckpoint(Inputs(f, &plan), dir).ok());
   EXPECT_TRUE(base::PathExists(dir + "/tokenizer.json"));
@@ -179,7 +179,7 @@ TEST(QuantizedCheckpointTest, ExportRefusesAPlanForAnotherTable) {
   Plan plan = MixedPlan(f.sq.table());
   plan.model_fingerprint = "other";
   const absl::Status other =
-      WriteQuantizedCheckpoint(Inputs(f, &plan), testing::TempDir() + "/qckpt_bad");
+      WriteQuantizedCheckpoint(Inputs(f, &plan), ::testing::TempDir() + "/qckpt_bad");
   EXPECT_EQ(other.code(), absl::StatusCode::kInvalidArgument);
   // And fits of another table (one stage only) are refused.
   Plan ok = MixedPlan(f.sq.table());
@@ -188,13 +188,13 @@ TEST(QuantizedCheckpointTest, ExportRefusesAPlanForAnotherTable) {
   half.end_layer = 1;
   ExportInputs in = Inputs(f, &ok);
   in.table = &half;
-  absl::Status st = WriteFakeQuantCheckpoint(in, testing::TempDir() + "/qckpt_bad2");
+  absl::Status st = WriteFakeQuantCheckpoint(in, ::testing::TempDir() + "/qckpt_bad2");
   ASSERT_FALSE(st.ok());
   EXPECT_NE(std::string(st.message()).find("global unit table"), std::string::npos) << st;
 }
 
 TEST(QuantizedCheckpointTest, ReaderRejectsMissingFiles) {
-  auto r = QuantizedCheckpoint::Read(testing::TempDir() + "/no_such_dir");
+  auto r = QuantizedCheckpoint::Read(::testing::TempDir() + "/no_such_dir");
   EXPECT_FALSE(r.ok());
 }
 

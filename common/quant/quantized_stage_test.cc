@@ -201,7 +201,7 @@ TEST(QuantizedStageRealModelTest, EvalPlanExportAndReferenceAgreeBitForBit) {
   in.fits = &s.fits();
   in.plan = &plan;
   in.model_dir = c.model.dir;
-  const std::string dir = testing::TempDir() + "/quantized_stage_test_export";
+  const std::string dir = ::testing::TempDir() + "/quantized_stage_test_export";
   std::filesystem::remove_all(dir);
   ASSERT_TRUE(WriteQuantizedCheckpoint(in, dir + "/q").ok());
   ASSERT_TRUE(WriteFakeQuantCheckpoint(in, dir + "/f").ok());
