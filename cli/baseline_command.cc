@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "cli/command.h"
-#include "common/base/files.h"
+#include "common/base/output_dir.h"
 #include "common/base/status_macros.h"
 #include "common/config/run_config.h"
 #include "common/quant/baselines.h"

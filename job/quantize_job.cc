@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/base/files.h"
+#include "common/base/output_dir.h"
 #include "common/base/status_macros.h"
 #include "common/quant/exporter.h"
 #include "common/quant/plan_io.h"

@@ -1,4 +1,5 @@
 #include "common/base/files.h"
+#include "common/base/output_dir.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -64,7 +65,6 @@ TEST(FilesTest, FifoIsRefusedWithoutBlocking) {
   auto data = ReadFile(fifo);
   EXPECT_EQ(data.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(data.status().message(), fifo + ": is a FIFO, not a regular file");
-  EXPECT_EQ(CheckRegularFile(fifo).code(), absl::StatusCode::kInvalidArgument);
 }
 
 // error-case: file.symlink-loop

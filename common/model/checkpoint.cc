@@ -282,7 +282,9 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(const std::string& 
     return absl::NotFoundError(absl::StrCat(dir, ": neither ", kSingleFile, " nor ", kIndexFile));
   }
   const int64_t layers = CheckpointLayers(ckpt->TensorNames());
-  if (layers != ckpt->config().num_hidden_layers) {
+  // More layers than config.json says would run a truncated model without a
+  // word (fewer fail at load, naming the first missing tensor).
+  if (layers > ckpt->config().num_hidden_layers) {
     return absl::InvalidArgumentError(
         absl::StrCat(dir, "/config.json: num_hidden_layers: ", ckpt->config().num_hidden_layers,
                      ", the checkpoint's tensors hold ", layers, " layers"));

@@ -25,11 +25,16 @@ absl::StatusOr<ServiceFlags> ParseServiceFlags(int argc, char** argv) {
       flags.help = true;
       return flags;
     } else if (a == "--config" || absl::StartsWith(a, "--config=")) {
+      if (!path.empty()) return absl::InvalidArgumentError("--config: given more than once");
       WQ_ASSIGN_OR_RETURN(path, value("--config"));
+      if (path.empty()) return absl::InvalidArgumentError("--config: empty value");
     } else if (a == "--set" || absl::StartsWith(a, "--set=")) {
       WQ_ASSIGN_OR_RETURN(std::string o, value("--set"));
       overrides.push_back(o);
     } else if (a == "--metrics-port" || absl::StartsWith(a, "--metrics-port=")) {
+      if (metrics_port >= 0) {
+        return absl::InvalidArgumentError("--metrics-port: given more than once");
+      }
       WQ_ASSIGN_OR_RETURN(std::string p, value("--metrics-port"));
       if (!absl::SimpleAtoi(p, &metrics_port) || metrics_port < 0 || metrics_port > 65535) {
         return absl::InvalidArgumentError(

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "common/base/files.h"
+#include "common/base/output_dir.h"
 #include "common/base/status_macros.h"
 
 namespace windquant::store {
