@@ -6,7 +6,7 @@ with the command it came from in docs/capacity.md) and the assumptions in ASSUME
     python3 scripts/capacity-model.py                    # the tables of docs/capacity.md
     python3 scripts/capacity-model.py --precision bf16   # GEMMs in BF16 instead of TF32
     python3 scripts/capacity-model.py --gpu h100         # H100-SXM5-80GB
-    python3 scripts/capacity-model.py --as-coded         # plan applied on the CPU + PCIe
+    python3 scripts/capacity-model.py --as-coded         # plan applied on the CPU + PCIe (today)
 
 Nothing here was measured on a GPU. The GPU forward is the FLOP count of the forward as
 implemented (common/model/llama_model.cc: dense T x T attention) at the GPU's spec FLOP/s
@@ -49,7 +49,7 @@ ASSUMED = {
     # plan application on the GPU, per weight per forward: read BF16 (2), write FP32 (4),
     # dequantize in place (read + write 8), the GEMM reads FP32 (4)
     "apply_bytes_per_weight": 18,
-    "pcie_bytes_per_s": 25e9,  # PCIe 4.0 x16, host -> GPU (the as-coded plan application)
+    "pcie_bytes_per_s": 25e9,  # PCIe 4.0 x16, each way (the as-coded plan application)
     "gpus_per_node": 8,
     "usable_gpu_bytes": 0.9 * 80e9,  # less CUDA context, cuBLAS workspace, fragmentation
     "actor_cpu_cores": 8,  # per actor pod (fits and, as coded, plan application)
@@ -124,8 +124,10 @@ def run_model(key, gpu, precision, as_coded):
     mbs = math.ceil(plan_tokens / mb_tokens)
     t_gemm = mb_tokens * flop_token / s / eff
     if as_coded:
+        # quant::PlanLinears: BF16 GPU -> CPU (2 B), widen + dequantize on the CPU,
+        # FP32 CPU -> GPU (4 B), every layer of every forward.
         t_apply = (stage_w * MEASURED["cpu_apply_ns_per_weight_2threads"] * 1e-9 * 2 /
-                   ASSUMED["actor_cpu_cores"] + stage_w * 4 / ASSUMED["pcie_bytes_per_s"])
+                   ASSUMED["actor_cpu_cores"] + stage_w * 6 / ASSUMED["pcie_bytes_per_s"])
     else:
         t_apply = stage_w * ASSUMED["apply_bytes_per_weight"] / (
             gpu["hbm"] * ASSUMED["gpu_hbm_efficiency"])
@@ -167,7 +169,7 @@ def main():
     ap.add_argument("--gpu", choices=sorted(GPUS), default="a100")
     ap.add_argument("--precision", choices=["fp32", "tf32", "bf16"], default="tf32")
     ap.add_argument("--as-coded", action="store_true",
-                    help="plan application on the CPU + PCIe (StageFits::ApplyToLayer today)")
+                    help="plan application on the CPU + PCIe (quant::PlanLinears today)")
     args = ap.parse_args()
     gpu = GPUS[args.gpu]
     eff = gpu[args.precision] * ASSUMED["gpu_flop_efficiency"]
