@@ -131,10 +131,12 @@ TEST_F(CliErrorsTest, FifoInputsAreRefusedWithoutHanging) {
 TEST_F(CliErrorsTest, SymlinkLoopInTheModelFolderIsAnErrorNotACrash) {
   const std::string model = dir_ + "/model";
   fs::create_directories(model);
-  ASSERT_EQ(::symlink("config.json", (model + "/config.json").c_str()), 0);
+  for (const char* f : {"config.json", "tokenizer.json", "model.safetensors"}) {
+    ASSERT_EQ(::symlink(f, (model + "/" + f).c_str()), 0);
+  }
   ASSERT_TRUE(base::WriteFileAtomic(dir_ + "/text.txt", "some text\n").ok());
   ExpectRefused("eval --model " + model + " --text " + dir_ + "/text.txt",
-                model + "/config.json: symlink loop");
+                model + "/tokenizer.json: symlink loop");  // the first file eval opens
 }
 
 // error-case: cli.export-existing-folder

@@ -3,14 +3,16 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 
 namespace windquant::net {
 
 grpc::Status ToGrpcStatus(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
   // absl::StatusCode and grpc::StatusCode share the canonical numbering (0..16).
+  // One line, whatever a message echoes of a peer's request.
   return grpc::Status(static_cast<grpc::StatusCode>(static_cast<int>(status.code())),
-                      std::string(status.message()));
+                      absl::StrReplaceAll(status.message(), {{"\n", "\\n"}, {"\r", "\\r"}}));
 }
 
 absl::Status FromGrpcStatus(const grpc::Status& status) {

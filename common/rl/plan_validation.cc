@@ -1,5 +1,6 @@
 #include "common/rl/plan_validation.h"
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "common/quant/action.h"
 
@@ -9,8 +10,9 @@ absl::Status ValidatePlan(const v1::Plan& plan, const quant::UnitTable& table, P
   const bool run = scope == PlanScope::kRun;
   if (plan.model_fingerprint() != table.fingerprint) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "plan.model_fingerprint: ", plan.model_fingerprint().substr(0, 12), " is not ",
-        run ? "the run's model " : "this stage's model ", table.fingerprint.substr(0, 12)));
+        "plan.model_fingerprint: ", absl::CHexEscape(plan.model_fingerprint().substr(0, 12)),
+        " is not ", run ? "the run's model " : "this stage's model ",
+        table.fingerprint.substr(0, 12)));
   }
   const size_t entries = static_cast<size_t>(plan.actions_size());
   if (run && entries != table.units.size()) {
