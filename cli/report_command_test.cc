@@ -8,10 +8,14 @@
 #include "common/base/files.h"
 #include "common/report/html_report.h"
 #include "common/report/report_data.h"
+#include "common/testing/status_matchers.h"
 #include "gtest/gtest.h"
 
 namespace windquant::cli {
 namespace {
+
+using ::windquant::testing::StatusIs;
+constexpr absl::StatusCode kInvalid = absl::StatusCode::kInvalidArgument;
 
 absl::Status RunCommand(std::vector<std::string> argv) {
   auto& registry = CommandRegistry();
@@ -49,15 +53,15 @@ TEST(ReportCommandTest, RendersReportJsonToHtml) {
 TEST(ReportCommandTest, OneLineErrors) {
   const std::string dir = ::testing::TempDir() + "/report_command_test_err";
   absl::Status missing = RunCommand({"--out", dir + "/x.html"});
-  EXPECT_TRUE(absl::StrContains(missing.message(), "--in")) << missing;
+  EXPECT_THAT(missing, StatusIs(kInvalid, "--in: required (a report.json)"));
   absl::Status absent = RunCommand({"--in", dir + "/nope.json"});
-  EXPECT_EQ(absent.code(), absl::StatusCode::kNotFound) << absent;
+  EXPECT_THAT(absent, StatusIs(absl::StatusCode::kNotFound, dir + "/nope.json"));
   ASSERT_TRUE(base::WriteFileAtomic(dir + "/bad.json", "{\"model_name\": 3}").ok());
   absl::Status bad = RunCommand({"--in", dir + "/bad.json", "--out", dir + "/x.html"});
-  EXPECT_TRUE(absl::StrContains(bad.message(), "bad.json: model_name: expected a string")) << bad;
+  EXPECT_THAT(bad, StatusIs(kInvalid, "bad.json: model_name: expected a string"));
   EXPECT_FALSE(base::PathExists(dir + "/x.html"));
   absl::Status unknown = RunCommand({"--in", dir + "/bad.json", "--bogus", "1"});
-  EXPECT_TRUE(absl::StrContains(unknown.message(), "bogus")) << unknown;
+  EXPECT_THAT(unknown, StatusIs(kInvalid, "unknown flag --bogus (see windquant report --help)"));
 }
 
 TEST(ReportCommandTest, HasUsage) {

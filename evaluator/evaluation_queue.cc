@@ -3,6 +3,7 @@
 #include <chrono>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -14,6 +15,9 @@
 
 namespace windquant::evaluator {
 namespace {
+
+// Backoff after a failed calibration or evaluation: doubles up to 2 s, back to this on success.
+constexpr absl::Duration kFirstBackoff = absl::Milliseconds(100);
 
 std::string Serialize(const QueuedPlan& q) {
   v1::Plan p;
@@ -153,8 +157,12 @@ void EvaluationQueue::Stop() {
 
 void EvaluationQueue::Worker(size_t r) {
   const auto& stages = replicas_[r];
-  absl::Duration backoff = absl::Milliseconds(100);
-  auto wait = [this](absl::Duration d) { return WaitOrStop(d); };
+  absl::Duration backoff = kFirstBackoff;
+  auto back_off = [&] {  // true when stopping
+    const bool stopping = WaitOrStop(backoff);
+    backoff = std::min(backoff * 2, absl::Seconds(2));
+    return stopping;
+  };
   while (true) {
     bool calibrated;
     {
@@ -163,81 +171,95 @@ void EvaluationQueue::Worker(size_t r) {
       calibrated = calibrated_[r];
     }
     if (!calibrated) {
-      absl::StatusOr<std::vector<quant::UnitTable>> tables =
-          evaluator_->Calibrate(stages, evaluator_->CalibrationFingerprint());
-      if (!tables.ok()) {
-        std::cerr << "evaluator: replica " << r << " calibration: " << tables.status().message()
-                  << " (retrying)" << std::endl;
-        if (wait(backoff)) return;
-        backoff = std::min(backoff * 2, absl::Seconds(2));
+      if (!CalibrateReplica(r)) {
+        if (back_off()) return;
         continue;
       }
-      std::cerr << "evaluator: replica " << r << " calibrated" << std::endl;
-      absl::MutexLock lock(&mu_);
-      calibrated_[r] = true;
-      backoff = absl::Milliseconds(100);
+      backoff = kFirstBackoff;
       continue;
     }
-    QueuedPlan q;
-    {
-      absl::MutexLock lock(&mu_);
-      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_ || !queue_.empty(); };
-      mu_.AwaitWithTimeout(absl::Condition(&ready), absl::Seconds(1));
-      if (stop_) return;
-      if (queue_.empty()) continue;
-      q = std::move(queue_.front());
-      queue_.pop_front();
-      PublishDepthLocked();
-    }
+    std::optional<QueuedPlan> q = PopPlan();
+    if (!q.has_value()) continue;  // none yet, or stopping (checked above)
     const auto start = std::chrono::steady_clock::now();
-    absl::StatusOr<PlanEvaluation> e = evaluator_->Evaluate(stages, q.plan);
-    if (e.ok() && duration_ != nullptr) {
+    absl::StatusOr<PlanEvaluation> e = evaluator_->Evaluate(stages, q->plan);
+    if (!e.ok()) {
+      Requeue(r, *std::move(q), e.status());
+      if (back_off()) return;
+      continue;
+    }
+    if (duration_ != nullptr) {
       duration_->Observe(
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     }
-    if (!e.ok()) {
-      std::cerr << "evaluator: replica " << r << " plan " << q.plan.plan_id << ": "
-                << e.status().message() << " (requeued)" << std::endl;
-      const bool lost_fits = absl::IsFailedPrecondition(e.status()) ||
-                             absl::StrContains(e.status().message(), "not fitted");
-      const bool bad_plan = absl::IsInvalidArgument(e.status()) && !lost_fits;
-      {
-        absl::MutexLock lock(&mu_);
-        if (lost_fits) calibrated_[r] = false;  // a restarted actor without cached fits
-        if (!bad_plan) queue_.push_back(std::move(q));
-        PublishDepthLocked();
-      }
-      if (bad_plan && !queue_dir_.empty()) {
-        std::error_code ec;
-        std::filesystem::remove(PathOf(q.plan.episode_id), ec);
-      }
-      if (wait(backoff)) return;
-      backoff = std::min(backoff * 2, absl::Seconds(2));
-      continue;
-    }
-    backoff = absl::Milliseconds(100);
-    Report report;
-    report.episode_id = q.plan.episode_id;
-    report.plan_id = q.plan.plan_id;
-    report.evaluation = *e;
-    report.evaluation.effective_bits = q.effective_bits;
-    {
-      absl::MutexLock lock(&mu_);
-      // A learner's candidate plan (no episode behind it) leaves λ as it is.
-      report.lambda = rl::IsCandidateEpisode(q.plan.episode_id)
-                          ? lagrange_.lambda()
-                          : lagrange_.Update(e->relative_ppl_increase);
-      if (lambda_gauge_ != nullptr) lambda_gauge_->Set(report.lambda);
-      ++evaluated_;
-    }
+    backoff = kFirstBackoff;
     // Stopped before the learner answered: the plan's file stays, so the next
     // start evaluates and reports it again.
-    if (!Deliver(report, r)) return;
-    if (!queue_dir_.empty()) {
-      std::error_code ec;
-      std::filesystem::remove(PathOf(q.plan.episode_id), ec);
-    }
+    if (!Deliver(Record(*q, *e), r)) return;
+    RemoveFile(q->plan.episode_id);
   }
+}
+
+bool EvaluationQueue::CalibrateReplica(size_t r) {
+  absl::StatusOr<std::vector<quant::UnitTable>> tables =
+      evaluator_->Calibrate(replicas_[r], evaluator_->CalibrationFingerprint());
+  if (!tables.ok()) {
+    std::cerr << "evaluator: replica " << r << " calibration: " << tables.status().message()
+              << " (retrying)" << std::endl;
+    return false;
+  }
+  std::cerr << "evaluator: replica " << r << " calibrated" << std::endl;
+  absl::MutexLock lock(&mu_);
+  calibrated_[r] = true;
+  return true;
+}
+
+std::optional<QueuedPlan> EvaluationQueue::PopPlan() {
+  absl::MutexLock lock(&mu_);
+  auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_ || !queue_.empty(); };
+  mu_.AwaitWithTimeout(absl::Condition(&ready), absl::Seconds(1));
+  if (stop_ || queue_.empty()) return std::nullopt;
+  QueuedPlan q = std::move(queue_.front());
+  queue_.pop_front();
+  PublishDepthLocked();
+  return q;
+}
+
+void EvaluationQueue::Requeue(size_t r, QueuedPlan q, const absl::Status& error) {
+  std::cerr << "evaluator: replica " << r << " plan " << q.plan.plan_id << ": " << error.message()
+            << " (requeued)" << std::endl;
+  const bool lost_fits =
+      absl::IsFailedPrecondition(error) || absl::StrContains(error.message(), "not fitted");
+  const bool bad_plan = absl::IsInvalidArgument(error) && !lost_fits;
+  const uint64_t episode_id = q.plan.episode_id;
+  {
+    absl::MutexLock lock(&mu_);
+    if (lost_fits) calibrated_[r] = false;  // a restarted actor without cached fits
+    if (!bad_plan) queue_.push_back(std::move(q));
+    PublishDepthLocked();
+  }
+  if (bad_plan) RemoveFile(episode_id);
+}
+
+Report EvaluationQueue::Record(const QueuedPlan& q, const PlanEvaluation& e) {
+  Report report;
+  report.episode_id = q.plan.episode_id;
+  report.plan_id = q.plan.plan_id;
+  report.evaluation = e;
+  report.evaluation.effective_bits = q.effective_bits;
+  absl::MutexLock lock(&mu_);
+  // A learner's candidate plan (no episode behind it) leaves λ as it is.
+  report.lambda = rl::IsCandidateEpisode(q.plan.episode_id)
+                      ? lagrange_.lambda()
+                      : lagrange_.Update(e.relative_ppl_increase);
+  if (lambda_gauge_ != nullptr) lambda_gauge_->Set(report.lambda);
+  ++evaluated_;
+  return report;
+}
+
+void EvaluationQueue::RemoveFile(uint64_t episode_id) const {
+  if (queue_dir_.empty()) return;
+  std::error_code ec;
+  std::filesystem::remove(PathOf(episode_id), ec);
 }
 
 bool EvaluationQueue::Deliver(const Report& report, size_t r) {

@@ -22,6 +22,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -72,6 +73,16 @@ class EvaluationQueue {
 
  private:
   void Worker(size_t replica);
+  // The calibration pass of `replica`; false (logged) when it failed.
+  bool CalibrateReplica(size_t replica);
+  // The next plan, waiting up to a second; nullopt when none came or stopping.
+  std::optional<QueuedPlan> PopPlan();
+  // After a failed evaluation: puts the plan back unless the plan itself is bad (then
+  // its file goes), and recalibrates `replica` when its actors lost their fits.
+  void Requeue(size_t replica, QueuedPlan plan, const absl::Status& error);
+  // The λ update (not for a candidate plan) and the report of an evaluated plan.
+  Report Record(const QueuedPlan& plan, const PlanEvaluation& evaluation);
+  void RemoveFile(uint64_t episode_id) const;
   // Delivers `report` (retrying transient failures); false when stopped first.
   bool Deliver(const Report& report, size_t replica);
   // Waits `d` or until Stop(); true when stopping.

@@ -4,9 +4,11 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "common/base/files.h"
 #include "common/base/status_macros.h"
 #include "common/model/checkpoint.h"
@@ -22,6 +24,122 @@ using transport::StageStream;
 
 absl::Status Prefix(const absl::Status& s, const std::string& where) {
   return absl::Status(s.code(), absl::StrCat(where, ": ", s.message()));
+}
+
+using InputFn = std::function<absl::StatusOr<at::Tensor>(int64_t)>;
+using SinkFn = std::function<absl::Status(int64_t, const at::Tensor&)>;
+
+// The first error of one pass, shared by its threads, prefixed with where it happened.
+class PassErrors {
+ public:
+  void Fail(const absl::Status& s, const std::string& where) {
+    absl::MutexLock lock(&mu_);
+    if (first_.ok()) first_ = Prefix(s, where);
+    failed_ = true;
+  }
+  bool failed() const { return failed_; }
+  absl::Status first() const {
+    absl::MutexLock lock(&mu_);
+    return first_;
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  absl::Status first_ ABSL_GUARDED_BY(mu_);
+  std::atomic<bool> failed_{false};
+};
+
+// The first `n` ids are token ids of a vocabulary of `vocab_size`.
+absl::Status CheckTokenIds(const std::vector<int32_t>& ids, int64_t n, int64_t vocab_size) {
+  for (int64_t i = 0; i < n; ++i) {
+    if (ids[i] < 0 || ids[i] >= vocab_size) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("token id ", ids[i], " at position ", i, " is outside the vocabulary"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// One stream per stage; when one cannot be opened, those opened are closed and drained
+// (so their workers finish) and the error names the stage.
+absl::StatusOr<std::vector<std::unique_ptr<StageStream>>> OpenStreams(
+    const std::vector<ActivationTransport*>& stages, const PassSpec& spec) {
+  std::vector<std::unique_ptr<StageStream>> streams;
+  for (ActivationTransport* t : stages) {
+    absl::StatusOr<std::unique_ptr<StageStream>> s = t->Open(spec);
+    if (!s.ok()) {
+      for (auto& open : streams) open->CloseSend().IgnoreError();
+      for (auto& open : streams) {
+        while (open->Receive().ok()) {
+        }
+      }
+      return Prefix(s.status(), t->Name());
+    }
+    streams.push_back(*std::move(s));
+  }
+  return streams;
+}
+
+// Sends micro-batches 0..count-1 from `make_input` into stage 0 until a failure, then
+// closes it.
+void Feed(StageStream* first, const std::string& name, int64_t count, const InputFn& make_input,
+          PassErrors* errors) {
+  for (int64_t i = 0; i < count && !errors->failed(); ++i) {
+    absl::StatusOr<at::Tensor> in = make_input(i);
+    if (!in.ok()) {
+      errors->Fail(in.status(), "input");
+      break;
+    }
+    absl::Status s = first->Send(MicroBatch{static_cast<int32_t>(i), *std::move(in)});
+    if (!s.ok()) {
+      errors->Fail(s, name);
+      break;
+    }
+  }
+  first->CloseSend().IgnoreError();
+}
+
+// Forwards every output of stage `s - 1` to stage `s`. After a failure it keeps draining
+// (so no remote stage blocks on flow control) but sends nothing more.
+void Forward(const std::vector<ActivationTransport*>& stages,
+             const std::vector<std::unique_ptr<StageStream>>& streams, size_t s,
+             PassErrors* errors) {
+  while (true) {
+    absl::StatusOr<MicroBatch> mb = streams[s - 1]->Receive();
+    if (!mb.ok()) {
+      if (!absl::IsOutOfRange(mb.status())) errors->Fail(mb.status(), stages[s - 1]->Name());
+      break;
+    }
+    if (errors->failed()) continue;
+    absl::Status st = streams[s]->Send(*std::move(mb));
+    if (!st.ok()) errors->Fail(st, stages[s]->Name());
+  }
+  streams[s]->CloseSend().IgnoreError();
+}
+
+// Hands the last stage's outputs, in order, to `sink` until the stream ends; returns how
+// many arrived in order.
+int64_t Collect(StageStream* last, const std::string& name, const SinkFn& sink,
+                PassErrors* errors) {
+  int64_t expected = 0;
+  while (true) {
+    absl::StatusOr<MicroBatch> mb = last->Receive();
+    if (!mb.ok()) {
+      if (!absl::IsOutOfRange(mb.status())) errors->Fail(mb.status(), name);
+      break;
+    }
+    if (errors->failed()) continue;
+    if (mb->index != expected) {
+      errors->Fail(absl::DataLossError(
+                       absl::StrCat("micro-batch ", mb->index, " arrived, expected ", expected)),
+                   name);
+      continue;
+    }
+    ++expected;
+    absl::Status s = sink(mb->index, mb->hidden);
+    if (!s.ok()) errors->Fail(s, "head");
+  }
+  return expected;
 }
 
 }  // namespace
@@ -94,91 +212,25 @@ absl::Status PipelineEvaluator::CheckChain(const std::vector<ActivationTransport
   return absl::OkStatus();
 }
 
-absl::Status PipelineEvaluator::RunPipeline(
-    const std::vector<ActivationTransport*>& stages, const PassSpec& spec, int64_t count,
-    const std::function<absl::StatusOr<at::Tensor>(int64_t)>& make_input,
-    const std::function<absl::Status(int64_t, const at::Tensor&)>& sink) {
-  const size_t n = stages.size();
-  std::vector<std::unique_ptr<StageStream>> streams;
-  for (ActivationTransport* t : stages) {
-    absl::StatusOr<std::unique_ptr<StageStream>> s = t->Open(spec);
-    if (!s.ok()) {
-      for (auto& open : streams) open->CloseSend().IgnoreError();
-      // Drain what was opened so their workers finish.
-      for (auto& open : streams) {
-        while (open->Receive().ok()) {
-        }
-      }
-      return Prefix(s.status(), t->Name());
-    }
-    streams.push_back(*std::move(s));
-  }
-  absl::Mutex err_mu;
-  absl::Status first_error;
-  std::atomic<bool> failed{false};
-  auto fail = [&](const absl::Status& s, const std::string& where) {
-    absl::MutexLock lock(&err_mu);
-    if (first_error.ok()) first_error = Prefix(s, where);
-    failed = true;
-  };
+absl::Status PipelineEvaluator::RunPipeline(const std::vector<ActivationTransport*>& stages,
+                                            const PassSpec& spec, int64_t count,
+                                            const InputFn& make_input, const SinkFn& sink) {
+  WQ_ASSIGN_OR_RETURN(std::vector<std::unique_ptr<StageStream>> streams, OpenStreams(stages, spec));
+  PassErrors errors;
+  // Stage 0 is fed by its own thread; each later stage by a forwarder that drains the
+  // previous one; this thread collects the last.
   std::vector<std::thread> threads;
-  // Stage 0 is fed by its own thread; each later stage by a forwarder that
-  // drains the previous one. After a failure the forwarders keep draining (so
-  // no remote stage blocks on flow control) but send nothing more.
-  threads.emplace_back([&] {
-    for (int64_t i = 0; i < count && !failed; ++i) {
-      absl::StatusOr<at::Tensor> in = make_input(i);
-      if (!in.ok()) {
-        fail(in.status(), "input");
-        break;
-      }
-      absl::Status s = streams[0]->Send(MicroBatch{static_cast<int32_t>(i), *std::move(in)});
-      if (!s.ok()) {
-        fail(s, stages[0]->Name());
-        break;
-      }
-    }
-    streams[0]->CloseSend().IgnoreError();
-  });
-  for (size_t s = 1; s < n; ++s) {
-    threads.emplace_back([&, s] {
-      while (true) {
-        absl::StatusOr<MicroBatch> mb = streams[s - 1]->Receive();
-        if (!mb.ok()) {
-          if (!absl::IsOutOfRange(mb.status())) fail(mb.status(), stages[s - 1]->Name());
-          break;
-        }
-        if (failed) continue;
-        absl::Status st = streams[s]->Send(*std::move(mb));
-        if (!st.ok()) fail(st, stages[s]->Name());
-      }
-      streams[s]->CloseSend().IgnoreError();
-    });
+  threads.emplace_back(
+      [&] { Feed(streams[0].get(), stages[0]->Name(), count, make_input, &errors); });
+  for (size_t s = 1; s < stages.size(); ++s) {
+    threads.emplace_back([&, s] { Forward(stages, streams, s, &errors); });
   }
-  int64_t expected = 0;
-  while (true) {
-    absl::StatusOr<MicroBatch> mb = streams[n - 1]->Receive();
-    if (!mb.ok()) {
-      if (!absl::IsOutOfRange(mb.status())) fail(mb.status(), stages[n - 1]->Name());
-      break;
-    }
-    if (failed) continue;
-    if (mb->index != expected) {
-      fail(absl::DataLossError(
-               absl::StrCat("micro-batch ", mb->index, " arrived, expected ", expected)),
-           stages[n - 1]->Name());
-      continue;
-    }
-    ++expected;
-    absl::Status s = sink(mb->index, mb->hidden);
-    if (!s.ok()) fail(s, "head");
-  }
+  const int64_t collected = Collect(streams.back().get(), stages.back()->Name(), sink, &errors);
   for (auto& t : threads) t.join();
-  absl::MutexLock lock(&err_mu);
-  if (!first_error.ok()) return first_error;
-  if (expected != count) {
+  WQ_RETURN_IF_ERROR(errors.first());
+  if (collected != count) {
     return absl::DataLossError(
-        absl::StrCat("pipeline returned ", expected, " of ", count, " micro-batches"));
+        absl::StrCat("pipeline returned ", collected, " of ", count, " micro-batches"));
   }
   return absl::OkStatus();
 }
@@ -192,12 +244,7 @@ absl::StatusOr<model::PerplexityResult> PipelineEvaluator::Perplexity(
   const int64_t chunk = context - 1;
   int64_t n = static_cast<int64_t>(ids.size());
   if (max_tokens > 0) n = std::min(n, max_tokens);
-  for (int64_t i = 0; i < n; ++i) {
-    if (ids[i] < 0 || ids[i] >= c.vocab_size) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("token id ", ids[i], " at position ", i, " is outside the vocabulary"));
-    }
-  }
+  WQ_RETURN_IF_ERROR(CheckTokenIds(ids, n, c.vocab_size));
   const int64_t windows = n / chunk;
   if (windows == 0) {
     return absl::InvalidArgumentError(absl::StrCat("only ", n, " tokens: fewer than one window of ",

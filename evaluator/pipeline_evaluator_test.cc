@@ -15,11 +15,15 @@
 #include "common/quant/unit_table_builder.h"
 #include "common/stage/stage_worker.h"
 #include "common/testing/stage_test_util.h"
+#include "common/testing/status_matchers.h"
 #include "common/transport/fake_activation_transport.h"
 #include "common/transport/local_activation_transport.h"
 
 namespace windquant::evaluator {
 namespace {
+
+using ::windquant::testing::StatusIs;
+constexpr absl::StatusCode kInvalid = absl::StatusCode::kInvalidArgument;
 
 // Perplexity through the pipeline vs model::ComputePerplexity: same windows,
 // same micro-batches, same double accumulation, float32 hidden states passed
@@ -98,10 +102,14 @@ TEST_F(PipelineEvaluatorTest, TwoStagePipelineEqualsSingleProcessPerplexity) {
 
 TEST_F(PipelineEvaluatorTest, RejectsStagesThatDoNotChainToTheModel) {
   std::vector<transport::ActivationTransport*> gap = {stages_[1]};
-  EXPECT_EQ(evaluator_->Perplexity(gap, transport::PassSpec{}, eval_ids_, 0).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(evaluator_->Perplexity(gap, transport::PassSpec{}, eval_ids_, 0),
+              StatusIs(kInvalid, "stage 1 holds layers ["));
+  EXPECT_THAT(evaluator_->CheckChain({stages_[0]}), StatusIs(kInvalid, "stages end at layer "));
   std::vector<transport::ActivationTransport*> swapped = {stages_[1], stages_[0]};
-  EXPECT_EQ(evaluator_->CheckChain(swapped).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(evaluator_->CheckChain(swapped),
+              StatusIs(kInvalid, "stage 1 holds layers ["));  // named, and expected to start at 0
+  EXPECT_THAT(evaluator_->CheckChain(swapped), StatusIs(kInvalid, "expected to start at 0"));
+  EXPECT_THAT(evaluator_->CheckChain({}), StatusIs(kInvalid, "no stages"));
 }
 
 TEST_F(PipelineEvaluatorTest, TwoStagesBuildTheSameUnitTableAsOneProcessAndPlansEvaluateAlike) {
@@ -171,8 +179,7 @@ TEST_F(PipelineEvaluatorTest, TwoStagesBuildTheSameUnitTableAsOneProcessAndPlans
   plan.model_fingerprint = "other";
   plan.actions[0] = 3;
   auto other = evaluator_->Evaluate(stages_, plan);
-  EXPECT_EQ(other.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(other.status().message().find("model_fingerprint"), std::string::npos);
+  EXPECT_THAT(other, StatusIs(kInvalid, "model_fingerprint"));
 }
 
 TEST(PipelineDriverTest, FailureOnAStageSurfacesWithItsNameAndEverythingStops) {
@@ -189,10 +196,8 @@ TEST(PipelineDriverTest, FailureOnAStageSurfacesWithItsNameAndEverythingStops) {
   EXPECT_EQ(s1.micro_batches(), (400 / 15 + 1) / 2);
   s1.FailAt(3, absl::UnavailableError("actor gone"));
   auto failed = (*ev)->Perplexity(stages, transport::PassSpec{}, RandomIds(400, 4), 0);
-  EXPECT_EQ(failed.status().code(), absl::StatusCode::kUnavailable);
-  EXPECT_NE(failed.status().message().find(absl::StrCat("fake stage [", L - 2, ", ", L, ")")),
-            std::string::npos)
-      << failed.status();
+  EXPECT_THAT(failed, StatusIs(absl::StatusCode::kUnavailable,
+                               absl::StrCat("fake stage [", L - 2, ", ", L, "): actor gone")));
 }
 
 }  // namespace

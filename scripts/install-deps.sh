@@ -3,7 +3,7 @@
 # every package is already installed it only checks (a second or so).
 set -euo pipefail
 PKGS=(
-  build-essential cmake ninja-build ccache pkg-config git clang-format
+  build-essential cmake ninja-build ccache pkg-config git clang-format universal-ctags
   libtorch-dev libopenblas0-pthread
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libyaml-cpp-dev libgtest-dev libgmock-dev libabsl-dev nlohmann-json3-dev

@@ -1,8 +1,10 @@
 // The cluster configs of configs/ (LLaMA-3-8B and LLaMA-3-70B on nodes of 8 GPUs with
 // 80 GB each, sized in docs/capacity.md) load with the parser the services use, their
 // stages cover the model's decoder layers exactly as the actors split them
-// (actor::StageLayers over the real layer count of the shape), and each stage's memory
-// by the document's formula stays within 90 % of one 80 GB GPU.
+// (actor::StageLayers over the real layer count of the shape), each stage's memory by
+// the document's formula stays within 90 % of one 80 GB GPU, and a micro-batch of hidden
+// states fits service.max_message_bytes.
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
@@ -76,6 +78,12 @@ void CheckClusterConfig(const std::string& file, const std::string& shape, int s
         << "stage " << s << " of layers [" << range->first << ", " << range->second << ")";
   }
   EXPECT_EQ(next, layers) << "the stages end before the model's last layer";
+
+  // One micro-batch of float32 hidden states (the Forward RPC's HiddenStates) plus the
+  // plan (about one byte per unit) and the message's headers must pass gRPC's limit.
+  const double hidden_bytes = 4.0 * run->evaluation.batch * run->evaluation.context *
+                              static_cast<double>(shape_config->hidden_size);
+  EXPECT_GT(static_cast<double>(run->service.max_message_bytes), hidden_bytes + (1 << 20));
 }
 
 TEST(ClusterConfigsTest, Llama3_8bIsOneStageSevenReplicas) {

@@ -11,9 +11,13 @@ calibration: {text: c.txt}
 evaluation: {text: e.txt}
 )";
 
+// The message of the error ParseRunConfig gives ("" when it accepts the config); every
+// error of a config is INVALID_ARGUMENT.
 std::string ErrorOf(const std::string& yaml, const std::vector<std::string>& overrides = {}) {
   auto c = ParseRunConfig(yaml, "run.yaml", overrides);
-  return c.ok() ? "" : std::string(c.status().message());
+  if (c.ok()) return "";
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument) << c.status();
+  return std::string(c.status().message());
 }
 
 TEST(RunConfigTest, MinimalConfigGetsDefaults) {

@@ -89,7 +89,8 @@ TEST_F(MetricsServerTest, StartStopRestart) {
   EXPECT_EQ(server.port(), 0);
   EXPECT_FALSE(server.running());
   ASSERT_TRUE(server.Start().ok());
-  EXPECT_EQ(server.Start().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(server.Start(),
+              StatusIs(absl::StatusCode::kFailedPrecondition, "metrics server: already running"));
   const int first_port = server.port();
   server.Stop();
   EXPECT_FALSE(server.running());
@@ -104,19 +105,22 @@ TEST_F(MetricsServerTest, StartStopRestart) {
 }
 
 TEST_F(MetricsServerTest, RejectsBadOptionsAndBusyPort) {
-  EXPECT_EQ(MetricsServer(&registry_, Opts("localhost")).Start().code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(MetricsServer(&registry_, Opts("")).Start().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(MetricsServer(&registry_, Opts("127.0.0.1", 70000)).Start().code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(MetricsServer(&registry_, Opts("127.0.0.1", 0, 0)).Start().code(),
-            absl::StatusCode::kInvalidArgument);
+  constexpr absl::StatusCode kInvalid = absl::StatusCode::kInvalidArgument;
+  EXPECT_THAT(MetricsServer(&registry_, Opts("localhost")).Start(),
+              StatusIs(kInvalid, "metrics server: address 'localhost' is not an IPv4/IPv6"));
+  EXPECT_THAT(MetricsServer(&registry_, Opts("")).Start(),
+              StatusIs(kInvalid, "metrics server: address must not be empty"));
+  EXPECT_THAT(MetricsServer(&registry_, Opts("127.0.0.1", 70000)).Start(),
+              StatusIs(kInvalid, "metrics server: port 70000 not in [0, 65535]"));
+  EXPECT_THAT(MetricsServer(&registry_, Opts("127.0.0.1", 0, 0)).Start(),
+              StatusIs(kInvalid, "metrics server: num_threads must be >= 1"));
   MetricsServer first(&registry_, Opts());
   ASSERT_TRUE(first.Start().ok());
   MetricsServer second(&registry_, Opts("127.0.0.1", first.port()));
   absl::Status s = second.Start();
-  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
-  EXPECT_THAT(s.message(), HasSubstr(absl::StrCat(first.port())));
+  EXPECT_THAT(s,
+              StatusIs(absl::StatusCode::kUnavailable,
+                       absl::StrCat("metrics server: cannot listen on 127.0.0.1:", first.port())));
 }
 
 TEST_F(MetricsServerTest, ConcurrentScrapesWhileUpdating) {
@@ -204,7 +208,8 @@ TEST(ParseMetricsAddressTest, HostPortForms) {
   EXPECT_EQ(o.port, 0);
   for (const char* bad : {"", "9464", "localhost:1", "1.2.3.4:70000", "1.2.3.4:x", ":1"}) {
     absl::Status s = ParseMetricsAddress(bad, "service.metrics_address", &o);
-    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(s, StatusIs(absl::StatusCode::kInvalidArgument, "service.metrics_address: "))
+        << bad;
     EXPECT_THAT(std::string(s.message()), StartsWith("service.metrics_address: ")) << bad;
   }
 }

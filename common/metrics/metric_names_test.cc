@@ -3,11 +3,15 @@
 #include <set>
 #include <string>
 
+#include "absl/strings/str_cat.h"
+#include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace windquant::metrics {
 namespace {
+
+using ::windquant::testing::StatusIs;
 
 TEST(MetricNamesTest, CatalogueHasTheOperatorMetrics) {
   std::set<std::string> names;
@@ -58,7 +62,9 @@ TEST(MetricNamesTest, TypeMismatchIsAnError) {
 TEST(MetricNamesTest, ConflictingEarlierRegistrationFails) {
   Registry registry;
   ASSERT_TRUE(registry.AddGauge(kEvaluatorLambda.name, "something else").ok());
-  EXPECT_EQ(RegisterWindquantMetrics(registry).code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_THAT(RegisterWindquantMetrics(registry),
+              StatusIs(absl::StatusCode::kAlreadyExists,
+                       absl::StrCat("metric ", kEvaluatorLambda.name, ": already registered")));
 }
 
 }  // namespace

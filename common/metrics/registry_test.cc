@@ -48,7 +48,9 @@ TEST(ValidateMetricNameTest, RejectsBadNames) {
   };
   for (const Case& c : cases) {
     absl::Status s = ValidateMetricName(c.name, c.type);
-    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << c.name;
+    EXPECT_THAT(s, StatusIs(absl::StatusCode::kInvalidArgument,
+                            absl::StrCat("metric name '", c.name, "': ")))
+        << c.name;
     EXPECT_THAT(s.message(), HasSubstr(c.why)) << c.name;
   }
 }
@@ -72,8 +74,8 @@ TEST(ValidateLabelNameTest, AcceptsAndRejects) {
 TEST(RegistryTest, RequiresHelp) {
   Registry registry;
   auto family = registry.AddGauge("windquant_test_depth", "");
-  EXPECT_EQ(family.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(family.status().message(), HasSubstr("help"));
+  EXPECT_THAT(family, StatusIs(absl::StatusCode::kInvalidArgument,
+                               "metric windquant_test_depth: help text is required"));
 }
 
 TEST(RegistryTest, RejectsDuplicateAndReservedLabels) {

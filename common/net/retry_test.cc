@@ -2,10 +2,14 @@
 
 #include <vector>
 
+#include "common/testing/status_matchers.h"
 #include "gtest/gtest.h"
 
 namespace windquant::net {
 namespace {
+
+using ::windquant::testing::IsOk;
+using ::windquant::testing::StatusIs;
 
 RetryPolicy TestPolicy() {
   RetryPolicy p;
@@ -28,7 +32,7 @@ TEST(RetryTest, DelaysStayWithinGrowingJitterBounds) {
         return absl::UnavailableError("down");
       },
       policy, [&](absl::Duration d) { delays.push_back(d); });
-  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kUnavailable, "down"));  // the last error, as it was
   EXPECT_EQ(calls, 6);
   ASSERT_EQ(delays.size(), 5u);
   Backoff caps(policy);
@@ -73,7 +77,7 @@ TEST(RetryTest, StopsOnNonRetryableCode) {
         return absl::InvalidArgumentError("plan.actions: bad");
       },
       TestPolicy(), [&](absl::Duration) { ++sleeps; });
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kInvalidArgument, "plan.actions: bad"));
   EXPECT_EQ(calls, 1);
   EXPECT_EQ(sleeps, 0);
 }
@@ -100,11 +104,15 @@ TEST(RetryTest, DeadlineExceededRetriedOnlyWhenEnabled) {
     return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "slow");
   };
   auto no_sleep = [](absl::Duration) {};
-  EXPECT_EQ(RetryWithBackoff(fn, p, no_sleep).error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  grpc::Status s = RetryWithBackoff(fn, p, no_sleep);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_EQ(s.error_message(), "slow");
   EXPECT_EQ(calls, 1);
   calls = 0;
   p.retry_deadline_exceeded = true;
-  EXPECT_FALSE(RetryWithBackoff(fn, p, no_sleep).ok());
+  s = RetryWithBackoff(fn, p, no_sleep);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_EQ(s.error_message(), "slow");
   EXPECT_EQ(calls, p.max_attempts);
 }
 
@@ -120,23 +128,32 @@ TEST(RetryTest, TotalSleepBudgetBoundsRetries) {
         return absl::UnavailableError("down");
       },
       p, [&](absl::Duration d) { slept += d; });
-  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kUnavailable, "down"));
   EXPECT_LE(slept, absl::Seconds(3));
   EXPECT_LT(calls, 1000);
   EXPECT_GT(calls, 3);
 }
 
 TEST(RetryTest, ValidatesPolicy) {
-  EXPECT_TRUE(ValidateRetryPolicy(TestPolicy()).ok());
+  constexpr absl::StatusCode kInvalid = absl::StatusCode::kInvalidArgument;
+  EXPECT_THAT(ValidateRetryPolicy(TestPolicy()), IsOk());
   RetryPolicy p = TestPolicy();
   p.max_attempts = 0;
-  EXPECT_NE(ValidateRetryPolicy(p).message().find("retry.max_attempts"), absl::string_view::npos);
+  EXPECT_THAT(ValidateRetryPolicy(p),
+              StatusIs(kInvalid, "retry.max_attempts: must be >= 1, got 0"));
+  p = TestPolicy();
+  p.initial_backoff = absl::ZeroDuration();
+  EXPECT_THAT(ValidateRetryPolicy(p), StatusIs(kInvalid, "retry.initial_backoff: must be > 0"));
   p = TestPolicy();
   p.multiplier = 0.5;
-  EXPECT_FALSE(ValidateRetryPolicy(p).ok());
+  EXPECT_THAT(ValidateRetryPolicy(p),
+              StatusIs(kInvalid, "retry.multiplier: must be finite and >= 1"));
   p = TestPolicy();
   p.max_backoff = absl::Milliseconds(1);
-  EXPECT_FALSE(ValidateRetryPolicy(p).ok());
+  EXPECT_THAT(ValidateRetryPolicy(p), StatusIs(kInvalid, "retry.max_backoff: must be >= initial"));
+  p = TestPolicy();
+  p.max_total_sleep = -absl::Seconds(1);
+  EXPECT_THAT(ValidateRetryPolicy(p), StatusIs(kInvalid, "retry.max_total_sleep: must be >= 0"));
 }
 
 }  // namespace

@@ -14,11 +14,14 @@
 #include "common/net/health_client.h"
 #include "common/net/retry.h"
 #include "common/net/status_convert.h"
+#include "common/testing/status_matchers.h"
 #include "gtest/gtest.h"
 #include "windquant/v1/learner.grpc.pb.h"
 
 namespace windquant::net {
 namespace {
+
+using ::windquant::testing::StatusIs;
 
 constexpr absl::Duration kTimeout = absl::Seconds(10);
 constexpr char kToken[] = "s3cr3t-t0ken-value-7f1c";
@@ -173,7 +176,7 @@ TEST(GrpcServerTest, TokenNeverAppearsInLogsOrMetrics) {
   ServerOptions options;
   options.bearer_token = kToken;
   options.registry = &registry;
-  testing::internal::CaptureStderr();
+  ::testing::internal::CaptureStderr();
   std::string exposition;
   {
     Fixture f(options);
@@ -189,7 +192,7 @@ TEST(GrpcServerTest, TokenNeverAppearsInLogsOrMetrics) {
     EXPECT_TRUE(GetRunStatus(f.Channel(right), &reply).ok());
     exposition = registry.TextExposition();
   }
-  const std::string log = testing::internal::GetCapturedStderr();
+  const std::string log = ::testing::internal::GetCapturedStderr();
   gpr_set_log_verbosity(GPR_LOG_SEVERITY_ERROR);
   EXPECT_EQ(log.find(kToken), std::string::npos);
   EXPECT_EQ(exposition.find(kToken), std::string::npos);
@@ -332,28 +335,32 @@ TEST(GrpcServerTest, InProcessChannelServes) {
   EXPECT_EQ(CheckHealth(channel, kLearner, kTimeout).value(),
             grpc::health::v1::HealthCheckResponse::SERVING);
   GrpcServer not_started(ServerOptions{});
-  EXPECT_EQ(MakeInProcessChannel(not_started, ChannelOptions{}).status().code(),
-            absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(
+      MakeInProcessChannel(not_started, ChannelOptions{}),
+      StatusIs(absl::StatusCode::kFailedPrecondition, "in-process channel: server not started"));
 }
 
 TEST(GrpcServerTest, StartErrors) {
   ServerOptions bad_address;
   bad_address.address = "256.1.2.3:0";
   GrpcServer a(bad_address);
-  EXPECT_EQ(a.Start().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(a.Start(),
+              StatusIs(absl::StatusCode::kUnavailable, "service: cannot listen on 256.1.2.3:0"));
   ServerOptions half_tls;
   half_tls.cert_file = "/nonexistent/cert.pem";
   GrpcServer b(half_tls);
-  EXPECT_EQ(b.Start().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(b.Start(), StatusIs(absl::StatusCode::kInvalidArgument,
+                                  "service.tls: cert_file and key_file must be set together"));
   ServerOptions missing_files;
   missing_files.cert_file = "/nonexistent/cert.pem";
   missing_files.key_file = "/nonexistent/key.pem";
   GrpcServer c(missing_files);
   const absl::Status s = c.Start();
-  EXPECT_FALSE(s.ok());
-  EXPECT_NE(s.message().find("service.tls.cert_file"), absl::string_view::npos) << s;
+  EXPECT_THAT(
+      s, StatusIs(absl::StatusCode::kNotFound, "service.tls.cert_file: /nonexistent/cert.pem"));
   Fixture f;
-  EXPECT_EQ(f.server.Start().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(f.server.Start(),
+              StatusIs(absl::StatusCode::kFailedPrecondition, "server already started"));
 }
 
 TEST(GrpcServerTest, RetryReachesServerStartedAfterClientBeganRetrying) {

@@ -3,10 +3,15 @@
 #include <cmath>
 #include <limits>
 
+#include "common/testing/status_matchers.h"
 #include "gtest/gtest.h"
 
 namespace windquant::net {
 namespace {
+
+using ::windquant::testing::IsOk;
+using ::windquant::testing::StatusIs;
+constexpr absl::StatusCode kInvalid = absl::StatusCode::kInvalidArgument;
 
 TEST(StatusConvertTest, RoundTripsEveryCanonicalCodeAndMessage) {
   for (int c = 0; c <= 16; ++c) {
@@ -28,25 +33,31 @@ TEST(StatusConvertTest, CodeNames) {
 }
 
 TEST(StatusConvertTest, ValidationNamesTheField) {
-  EXPECT_TRUE(RequireFinite("plan.effective_bits", 2.5).ok());
-  const absl::Status nan = RequireFinite("plan.effective_bits", std::nan(""));
-  EXPECT_EQ(nan.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(nan.message().find("plan.effective_bits"), absl::string_view::npos);
-  EXPECT_FALSE(RequireFinite("x", std::numeric_limits<double>::infinity()).ok());
-  EXPECT_TRUE(RequireInRange("report.lambda", 1.0, 0.0, 100.0).ok());
-  EXPECT_FALSE(RequireInRange("report.lambda", 101.0, 0.0, 100.0).ok());
-  EXPECT_FALSE(RequireInRange("report.lambda", std::nan(""), 0.0, 100.0).ok());
-  EXPECT_FALSE(RequirePositive("batch.state_dim", 0).ok());
-  EXPECT_TRUE(RequireNonNegative("request.tokens", 0).ok());
-  EXPECT_FALSE(RequireNonNegative("request.tokens", -2).ok());
-  EXPECT_FALSE(RequireNonEmpty("actor_id", "").ok());
-  EXPECT_TRUE(RequireIdentifier("plan.plan_id", "rl-00012_a.b").ok());
+  EXPECT_THAT(RequireFinite("plan.effective_bits", 2.5), IsOk());
+  EXPECT_THAT(RequireFinite("plan.effective_bits", std::nan("")),
+              StatusIs(kInvalid, "plan.effective_bits: must be finite, got nan"));
+  EXPECT_THAT(RequireFinite("x", std::numeric_limits<double>::infinity()),
+              StatusIs(kInvalid, "x: must be finite, got inf"));
+  EXPECT_THAT(RequireInRange("report.lambda", 1.0, 0.0, 100.0), IsOk());
+  EXPECT_THAT(RequireInRange("report.lambda", 101.0, 0.0, 100.0),
+              StatusIs(kInvalid, "report.lambda: must be in [0, 100], got 101"));
+  EXPECT_THAT(RequireInRange("report.lambda", std::nan(""), 0.0, 100.0),
+              StatusIs(kInvalid, "report.lambda: must be in [0, 100], got nan"));
+  EXPECT_THAT(RequirePositive("batch.state_dim", 0),
+              StatusIs(kInvalid, "batch.state_dim: must be > 0, got 0"));
+  EXPECT_THAT(RequireNonNegative("request.tokens", 0), IsOk());
+  EXPECT_THAT(RequireNonNegative("request.tokens", -2),
+              StatusIs(kInvalid, "request.tokens: must be >= 0, got -2"));
+  EXPECT_THAT(RequireNonEmpty("actor_id", ""), StatusIs(kInvalid, "actor_id: must not be empty"));
+  EXPECT_THAT(RequireIdentifier("plan.plan_id", "rl-00012_a.b"), IsOk());
   for (const char* bad : {"", ".", "..", "a/b", "../x", "a b"}) {
-    const absl::Status s = RequireIdentifier("plan.plan_id", bad);
-    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
-    EXPECT_NE(s.message().find("plan.plan_id"), absl::string_view::npos);
+    EXPECT_THAT(RequireIdentifier("plan.plan_id", bad), StatusIs(kInvalid, "plan.plan_id: "))
+        << bad;
   }
-  EXPECT_FALSE(RequireIdentifier("id", std::string(129, 'a')).ok());
+  EXPECT_THAT(RequireIdentifier("plan.plan_id", "a/b"),
+              StatusIs(kInvalid, "only [A-Za-z0-9._-] allowed, got byte 47"));
+  EXPECT_THAT(RequireIdentifier("id", std::string(129, 'a')),
+              StatusIs(kInvalid, "id: must be 1..128 characters, got 129"));
 }
 
 }  // namespace

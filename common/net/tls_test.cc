@@ -7,11 +7,14 @@
 #include "common/net/health_client.h"
 #include "common/net/server.h"
 #include "common/net/test_certs.h"
+#include "common/testing/status_matchers.h"
 #include "gtest/gtest.h"
 #include "windquant/v1/learner.grpc.pb.h"
 
 namespace windquant::net {
 namespace {
+
+using ::windquant::testing::StatusIs;
 
 constexpr absl::Duration kTimeout = absl::Seconds(10);
 constexpr absl::Duration kFailTimeout = absl::Seconds(5);
@@ -25,7 +28,7 @@ class FakeLearner final : public v1::Learner::Service {
   }
 };
 
-class TlsTest : public testing::Test {
+class TlsTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     auto certs = MakeTestCerts();
@@ -166,12 +169,15 @@ TEST_F(TlsTest, OptionsFromServiceConfig) {
   EXPECT_TRUE(s.ok()) << s.error_message();
 
   service.tls.bearer_token_file = certs_->dir + "/missing";
-  const absl::Status missing = ServerOptionsFromConfig(service, "127.0.0.1:0").status();
-  EXPECT_NE(missing.message().find("service.tls.bearer_token_file"), absl::string_view::npos);
+  EXPECT_THAT(ServerOptionsFromConfig(service, "127.0.0.1:0"),
+              StatusIs(absl::StatusCode::kNotFound,
+                       "service.tls.bearer_token_file: " + certs_->dir + "/missing: no such file"));
   std::ofstream(token_file) << "  \n";
   service.tls.bearer_token_file = token_file;
-  EXPECT_EQ(ChannelOptionsFromConfig(service, "x:1").status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(
+      ChannelOptionsFromConfig(service, "x:1"),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               "service.tls.bearer_token_file: " + token_file + ": bearer token file is empty"));
 }
 
 }  // namespace

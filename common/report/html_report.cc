@@ -144,85 +144,48 @@ std::string SummarySection(const ReportData& d) {
   return h;
 }
 
-std::string HeatMapSection(const ReportData& d) {
-  std::string h = "<h2>Bits per layer and matrix type</h2>\n";
-  int layers = 0;
-  for (const ReportUnit& u : d.units) layers = std::max(layers, u.layer + 1);
-  if (layers == 0) return h + "<p class=\"small\">No units recorded.</p>\n";
-  // Weighted sums: cell (layer, matrix), row means, column means.
-  std::vector<std::array<double, kNumMatrixTypes>> n(layers), nb(layers);
-  for (auto& a : n) a.fill(0);
-  for (auto& a : nb) a.fill(0);
+// One cell of the heat map: the weighted mean bits nnb / nn (grey when nn is 0), with
+// the number written in it when the cell is tall enough.
+void HeatCell(SvgChart& svg, double x, double y, double w, double hgt, double nn, double nnb) {
+  if (nn <= 0) {
+    svg.Raw(absl::StrCat("<rect x=\"", x, "\" y=\"", y, "\" width=\"", w, "\" height=\"", hgt,
+                         "\" fill=\"#eeeeee\" stroke=\"#ffffff\" stroke-width=\"1\" />\n"));
+    return;
+  }
+  const double bits = nnb / nn;
+  const std::string color = BitsColor(bits);
+  svg.Raw(absl::StrCat("<rect x=\"", x, "\" y=\"", y, "\" width=\"", w, "\" height=\"", hgt,
+                       "\" fill=\"", color, "\" stroke=\"#ffffff\" stroke-width=\"1\">", "<title>",
+                       Num(bits, 3), " bits</title></rect>\n"));
+  if (hgt >= 14) {  // numbers in the cells only when they fit
+    const double t = std::log2(std::clamp(bits, kMinBits, kMaxBits)) / std::log2(kMaxBits);
+    svg.TextPx(x + w / 2, y + hgt / 2 + 4, Num(bits, 2), "middle",
+               static_cast<int>(std::min(11.0, hgt - 3)), t < 0.6 ? "#ffffff" : "#111111");
+  }
+}
+
+// Weights (n) and weights x bits (nb) per (layer, matrix) cell.
+struct LayerMatrixSums {
+  std::vector<std::array<double, kNumMatrixTypes>> n, nb;
+};
+LayerMatrixSums SumByLayerAndMatrix(const ReportData& d, int layers) {
+  LayerMatrixSums s;
+  s.n.resize(layers);
+  s.nb.resize(layers);
+  for (auto& a : s.n) a.fill(0);
+  for (auto& a : s.nb) a.fill(0);
   for (const ReportUnit& u : d.units) {
     if (u.layer < 0 || u.matrix < 0 || u.matrix >= kNumMatrixTypes || u.n_weights <= 0) continue;
-    n[u.layer][u.matrix] += static_cast<double>(u.n_weights);
-    nb[u.layer][u.matrix] += static_cast<double>(u.n_weights) * u.bits;
+    s.n[u.layer][u.matrix] += static_cast<double>(u.n_weights);
+    s.nb[u.layer][u.matrix] += static_cast<double>(u.n_weights) * u.bits;
   }
-  const int kColW = 78, kLeft = 72, kTop = 46, kGap = 14;
-  const int row_h = std::clamp(620 / layers, 3, 26);
-  const int mean_h = std::max(row_h, 18);
-  const int grid_w = kNumMatrixTypes * kColW;
-  const int width = kLeft + grid_w + kGap + kColW + 20;
-  const int grid_bottom = kTop + layers * row_h;
-  const int legend_y = grid_bottom + kGap + mean_h + 26;
-  const int height = legend_y + 48;
-  SvgChart svg(width, height);
-  svg.TextPx(kLeft, 16, "Mean effective bits per (layer, matrix), weighted by weights", "start", 13,
-             "#111", true);
+  return s;
+}
 
-  auto cell = [&](double x, double y, double w, double hgt, double nn, double nnb) {
-    if (nn <= 0) {
-      svg.Raw(absl::StrCat("<rect x=\"", x, "\" y=\"", y, "\" width=\"", w, "\" height=\"", hgt,
-                           "\" fill=\"#eeeeee\" stroke=\"#ffffff\" stroke-width=\"1\" />\n"));
-      return;
-    }
-    const double bits = nnb / nn;
-    const std::string color = BitsColor(bits);
-    svg.Raw(absl::StrCat("<rect x=\"", x, "\" y=\"", y, "\" width=\"", w, "\" height=\"", hgt,
-                         "\" fill=\"", color, "\" stroke=\"#ffffff\" stroke-width=\"1\">",
-                         "<title>", Num(bits, 3), " bits</title></rect>\n"));
-    if (hgt >= 14) {  // numbers in the cells only when they fit
-      const double t = std::log2(std::clamp(bits, kMinBits, kMaxBits)) / std::log2(kMaxBits);
-      svg.TextPx(x + w / 2, y + hgt / 2 + 4, Num(bits, 2), "middle",
-                 static_cast<int>(std::min(11.0, hgt - 3)), t < 0.6 ? "#ffffff" : "#111111");
-    }
-  };
-
-  for (int m = 0; m < kNumMatrixTypes; ++m) {
-    svg.TextPx(kLeft + m * kColW + kColW / 2.0, kTop - 8, kMatrixNames[m], "middle", 12, "#222",
-               true);
-  }
-  svg.TextPx(kLeft + grid_w + kGap + kColW / 2.0, kTop - 8, "mean", "middle", 12, "#222", true);
-  const int label_every = std::max(1, static_cast<int>(std::ceil(12.0 / row_h)));
-  std::array<double, kNumMatrixTypes> col_n{}, col_nb{};
-  for (int l = 0; l < layers; ++l) {
-    const double y = kTop + l * row_h;
-    double rn = 0, rnb = 0;
-    for (int m = 0; m < kNumMatrixTypes; ++m) {
-      cell(kLeft + m * kColW, y, kColW, row_h, n[l][m], nb[l][m]);
-      rn += n[l][m];
-      rnb += nb[l][m];
-      col_n[m] += n[l][m];
-      col_nb[m] += nb[l][m];
-    }
-    cell(kLeft + grid_w + kGap, y, kColW, row_h, rn, rnb);
-    if (l % label_every == 0) {
-      svg.TextPx(kLeft - 6, y + row_h / 2.0 + 4, absl::StrCat("layer ", l), "end",
-                 std::min(11, std::max(row_h * label_every - 2, 8)), "#333");
-    }
-  }
-  const double mean_y = grid_bottom + kGap;
-  double all_n = 0, all_nb = 0;
-  for (int m = 0; m < kNumMatrixTypes; ++m) {
-    cell(kLeft + m * kColW, mean_y, kColW, mean_h, col_n[m], col_nb[m]);
-    all_n += col_n[m];
-    all_nb += col_nb[m];
-  }
-  cell(kLeft + grid_w + kGap, mean_y, kColW, mean_h, all_n, all_nb);
-  svg.TextPx(kLeft - 6, mean_y + mean_h / 2.0 + 4, "mean", "end", 11, "#333", true);
-
-  // Legend: the ramp in 64 steps over log2(bits), ticks at the action precisions.
-  const double lx = kLeft, lw = grid_w, lh = 14;
+// The colour ramp in 64 steps over log2(bits) at (lx, legend_y), width lw, with ticks at
+// the action precisions.
+void HeatLegend(SvgChart& svg, double lx, double lw, int legend_y) {
+  const double lh = 14;
   constexpr int kSteps = 64;
   for (int i = 0; i < kSteps; ++i) {
     const double bits = std::pow(kMaxBits, (i + 0.5) / kSteps);
@@ -237,6 +200,61 @@ std::string HeatMapSection(const ReportData& d) {
                          "\" y2=\"", legend_y + lh + 4, "\" stroke=\"#333\" />\n"));
     svg.TextPx(x, legend_y + lh + 16, Num(b, 2), "middle", 11, "#333");
   }
+}
+
+std::string HeatMapSection(const ReportData& d) {
+  std::string h = "<h2>Bits per layer and matrix type</h2>\n";
+  int layers = 0;
+  for (const ReportUnit& u : d.units) layers = std::max(layers, u.layer + 1);
+  if (layers == 0) return h + "<p class=\"small\">No units recorded.</p>\n";
+  // Weighted sums: cell (layer, matrix), row means, column means.
+  const LayerMatrixSums sums = SumByLayerAndMatrix(d, layers);
+  const auto& n = sums.n;
+  const auto& nb = sums.nb;
+  const int kColW = 78, kLeft = 72, kTop = 46, kGap = 14;
+  const int row_h = std::clamp(620 / layers, 3, 26);
+  const int mean_h = std::max(row_h, 18);
+  const int grid_w = kNumMatrixTypes * kColW;
+  const int width = kLeft + grid_w + kGap + kColW + 20;
+  const int grid_bottom = kTop + layers * row_h;
+  const int legend_y = grid_bottom + kGap + mean_h + 26;
+  const int height = legend_y + 48;
+  SvgChart svg(width, height);
+  svg.TextPx(kLeft, 16, "Mean effective bits per (layer, matrix), weighted by weights", "start", 13,
+             "#111", true);
+  for (int m = 0; m < kNumMatrixTypes; ++m) {
+    svg.TextPx(kLeft + m * kColW + kColW / 2.0, kTop - 8, kMatrixNames[m], "middle", 12, "#222",
+               true);
+  }
+  svg.TextPx(kLeft + grid_w + kGap + kColW / 2.0, kTop - 8, "mean", "middle", 12, "#222", true);
+  const int label_every = std::max(1, static_cast<int>(std::ceil(12.0 / row_h)));
+  std::array<double, kNumMatrixTypes> col_n{}, col_nb{};
+  for (int l = 0; l < layers; ++l) {
+    const double y = kTop + l * row_h;
+    double rn = 0, rnb = 0;
+    for (int m = 0; m < kNumMatrixTypes; ++m) {
+      HeatCell(svg, kLeft + m * kColW, y, kColW, row_h, n[l][m], nb[l][m]);
+      rn += n[l][m];
+      rnb += nb[l][m];
+      col_n[m] += n[l][m];
+      col_nb[m] += nb[l][m];
+    }
+    HeatCell(svg, kLeft + grid_w + kGap, y, kColW, row_h, rn, rnb);
+    if (l % label_every == 0) {
+      svg.TextPx(kLeft - 6, y + row_h / 2.0 + 4, absl::StrCat("layer ", l), "end",
+                 std::min(11, std::max(row_h * label_every - 2, 8)), "#333");
+    }
+  }
+  const double mean_y = grid_bottom + kGap;
+  double all_n = 0, all_nb = 0;
+  for (int m = 0; m < kNumMatrixTypes; ++m) {
+    HeatCell(svg, kLeft + m * kColW, mean_y, kColW, mean_h, col_n[m], col_nb[m]);
+    all_n += col_n[m];
+    all_nb += col_nb[m];
+  }
+  HeatCell(svg, kLeft + grid_w + kGap, mean_y, kColW, mean_h, all_n, all_nb);
+  svg.TextPx(kLeft - 6, mean_y + mean_h / 2.0 + 4, "mean", "end", 11, "#333", true);
+  HeatLegend(svg, kLeft, grid_w, legend_y);
   h += svg.Finish();
   absl::StrAppend(&h,
                   "<p class=\"small\">Rows: decoder layers; columns: the seven linear "
@@ -245,18 +263,13 @@ std::string HeatMapSection(const ReportData& d) {
   return h;
 }
 
-std::string PerplexitySection(const ReportData& d) {
-  std::string h = "<h2>Perplexity against effective bits</h2>\n";
-  std::vector<const ReportPoint*> pts;
-  std::vector<std::string> missing;
-  for (const ReportPoint& p : d.points) {
-    if (std::isfinite(p.perplexity) && p.perplexity > 0 && std::isfinite(p.effective_bits)) {
-      pts.push_back(&p);
-    } else {
-      missing.push_back(p.label);
-    }
-  }
-  if (pts.empty()) return h + "<p class=\"small\">No measured points.</p>\n";
+// The plotted range of the perplexity chart: every point, the target bits and the FP16
+// perplexity; a log y axis when perplexities span more than kLogScaleRatio.
+struct PlotRange {
+  double x_lo, x_hi, y_lo, y_hi;
+  bool log_y;
+};
+PlotRange PerplexityRange(const std::vector<const ReportPoint*>& pts, const ReportData& d) {
   double x_lo = pts[0]->effective_bits, x_hi = x_lo, y_lo = pts[0]->perplexity, y_hi = y_lo;
   for (const ReportPoint* p : pts) {
     x_lo = std::min(x_lo, p->effective_bits);
@@ -276,22 +289,13 @@ std::string PerplexitySection(const ReportData& d) {
     y_hi += pad;
   }
   const double x_pad = std::max((x_hi - x_lo) * 0.06, 0.05);
-  SvgChart svg(760, 440, 64, 110, 30, 42);
-  svg.SetAxes(x_lo - x_pad, x_hi + x_pad, y_lo, y_hi, log_y);
-  svg.DrawFrame(log_y ? "Perplexity (log scale) vs effective bits" : "Perplexity vs effective bits",
-                "effective bits per weight", "perplexity");
-  if (d.fp_perplexity > 0 && std::isfinite(d.fp_perplexity)) {
-    svg.Line({svg.x().lo(), svg.x().hi()}, {d.fp_perplexity, d.fp_perplexity}, "#555", 1.2, true);
-    svg.TextPx(svg.plot_right() + 4, svg.y().ToPx(d.fp_perplexity) + 4,
-               absl::StrCat("FP16 ", Num(d.fp_perplexity, 2)), "start", 11, "#555");
-  }
-  if (d.target_bits > 0) {
-    svg.Line({d.target_bits, d.target_bits}, {svg.y().lo(), svg.y().hi()}, "#999", 1.2, true);
-    svg.TextPx(svg.x().ToPx(d.target_bits) + 3, svg.plot_bottom() - 6,
-               absl::StrCat("target ", Num(d.target_bits, 2)), "start", 11, "#777");
-  }
-  // Colours by family in order of first appearance; families with several points
-  // (e.g. uniform-2/3/4) are joined by a line in bits order.
+  return {x_lo - x_pad, x_hi + x_pad, y_lo, y_hi, log_y};
+}
+
+// Colours by family in order of first appearance; families with several points
+// (e.g. uniform-2/3/4) are joined by a line in bits order.
+std::map<std::string, std::string> DrawFamilies(SvgChart& svg,
+                                                const std::vector<const ReportPoint*>& pts) {
   std::map<std::string, std::string> family_color;
   std::vector<std::string> family_order;
   for (const ReportPoint* p : pts) {
@@ -315,7 +319,12 @@ std::string PerplexitySection(const ReportData& d) {
       xs.push_back(p->effective_bits), ys.push_back(p->perplexity);
     svg.Line(xs, ys, family_color[f], 1.5, false);
   }
-  // Markers, then labels placed right of the marker, nudged vertically off earlier ones.
+  return family_color;
+}
+
+// Markers, then labels placed right of the marker, nudged vertically off earlier ones.
+void DrawMarkersAndLabels(SvgChart& svg, const std::vector<const ReportPoint*>& pts,
+                          std::map<std::string, std::string>& family_color) {
   struct Box {
     double x0, y0, x1, y1;
   };
@@ -348,6 +357,38 @@ std::string PerplexitySection(const ReportData& d) {
     svg.TextPx(px, py + best_dy, p->label, "start", p->label == kRlLabel ? 13 : 11, color,
                p->label == kRlLabel);
   }
+}
+
+std::string PerplexitySection(const ReportData& d) {
+  std::string h = "<h2>Perplexity against effective bits</h2>\n";
+  std::vector<const ReportPoint*> pts;
+  std::vector<std::string> missing;
+  for (const ReportPoint& p : d.points) {
+    if (std::isfinite(p.perplexity) && p.perplexity > 0 && std::isfinite(p.effective_bits)) {
+      pts.push_back(&p);
+    } else {
+      missing.push_back(p.label);
+    }
+  }
+  if (pts.empty()) return h + "<p class=\"small\">No measured points.</p>\n";
+  const PlotRange r = PerplexityRange(pts, d);
+  SvgChart svg(760, 440, 64, 110, 30, 42);
+  svg.SetAxes(r.x_lo, r.x_hi, r.y_lo, r.y_hi, r.log_y);
+  svg.DrawFrame(
+      r.log_y ? "Perplexity (log scale) vs effective bits" : "Perplexity vs effective bits",
+      "effective bits per weight", "perplexity");
+  if (d.fp_perplexity > 0 && std::isfinite(d.fp_perplexity)) {
+    svg.Line({svg.x().lo(), svg.x().hi()}, {d.fp_perplexity, d.fp_perplexity}, "#555", 1.2, true);
+    svg.TextPx(svg.plot_right() + 4, svg.y().ToPx(d.fp_perplexity) + 4,
+               absl::StrCat("FP16 ", Num(d.fp_perplexity, 2)), "start", 11, "#555");
+  }
+  if (d.target_bits > 0) {
+    svg.Line({d.target_bits, d.target_bits}, {svg.y().lo(), svg.y().hi()}, "#999", 1.2, true);
+    svg.TextPx(svg.x().ToPx(d.target_bits) + 3, svg.plot_bottom() - 6,
+               absl::StrCat("target ", Num(d.target_bits, 2)), "start", 11, "#777");
+  }
+  std::map<std::string, std::string> family_color = DrawFamilies(svg, pts);
+  DrawMarkersAndLabels(svg, pts, family_color);
   h += svg.Finish();
   if (!missing.empty()) {
     std::string list;

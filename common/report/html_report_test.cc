@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/base/files.h"
 #include "common/report/svg_chart.h"
+#include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -17,6 +18,7 @@ namespace {
 
 using ::testing::HasSubstr;
 using ::testing::Not;
+using ::windquant::testing::StatusIs;
 
 // A report like the trainer's, with a hostile label and model name.
 ReportData Sample(int layers = 4) {
@@ -286,7 +288,7 @@ TEST(HtmlReportTest, WritesFilesAtomicallyAndValidates) {
   ReportData bad = Sample();
   bad.units[0].matrix = 7;
   absl::Status s = WriteHtmlReport(bad, dir + "/bad.html");
-  EXPECT_THAT(s.message(), HasSubstr("bad.html: units[0].matrix"));
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kInvalidArgument, "bad.html: units[0].matrix"));
   EXPECT_FALSE(base::PathExists(dir + "/bad.html"));
 }
 

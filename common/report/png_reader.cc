@@ -4,6 +4,8 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 
@@ -51,64 +53,84 @@ void AppendChunk(std::string* out, const char* type, const std::string& data) {
                    crc32(0, reinterpret_cast<const Bytef*>(body.data()), body.size())));
 }
 
-}  // namespace
-
-absl::StatusOr<RgbaImage> DecodePng(absl::string_view bytes, const std::string& source) {
-  auto bad = [&](const std::string& what) {
-    return absl::InvalidArgumentError(absl::StrCat(source, ": ", what));
-  };
-  const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
-  if (bytes.size() < 8 || std::memcmp(p, kSignature, 8) != 0) return bad("not a PNG (signature)");
-  size_t pos = 8;
+// What DecodePng needs of the chunks: the header's size and channels, the image data.
+struct PngChunks {
   uint32_t width = 0, height = 0;
   int channels = 0;
-  bool have_header = false, have_end = false;
   std::string idat;
+};
+
+absl::Status Bad(const std::string& source, const std::string& what) {
+  return absl::InvalidArgumentError(absl::StrCat(source, ": ", what));
+}
+
+// Channels of an 8-bit PNG colour type (grey, RGB, grey + alpha, RGBA).
+absl::StatusOr<int> Channels(int color, const std::string& source) {
+  switch (color) {
+    case 0:
+      return 1;
+    case 2:
+      return 3;
+    case 4:
+      return 2;
+    case 6:
+      return 4;
+    default:
+      return absl::UnimplementedError(absl::StrCat(source, ": colour type ", color));
+  }
+}
+
+absl::Status ReadHeader(const unsigned char* data, uint32_t len, const std::string& source,
+                        PngChunks* out) {
+  if (len != 13) return Bad(source, "IHDR length");
+  out->width = Be32(data);
+  out->height = Be32(data + 4);
+  const int depth = data[8], color = data[9], interlace = data[12];
+  if (depth != 8) return absl::UnimplementedError(absl::StrCat(source, ": bit depth ", depth));
+  if (interlace != 0) return absl::UnimplementedError(absl::StrCat(source, ": interlaced"));
+  absl::StatusOr<int> channels = Channels(color, source);
+  if (!channels.ok()) return channels.status();
+  out->channels = *channels;
+  if (out->width == 0 || out->height == 0 || out->width > 32768 || out->height > 32768) {
+    return Bad(source, "image size");
+  }
+  return absl::OkStatus();
+}
+
+// Walks the chunks after the signature up to IEND.
+absl::StatusOr<PngChunks> ReadChunks(absl::string_view bytes, const std::string& source) {
+  const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
+  PngChunks chunks;
+  bool have_header = false, have_end = false;
+  size_t pos = 8;
   while (pos + 12 <= bytes.size()) {
     const uint32_t len = Be32(p + pos);
-    if (len > bytes.size() - pos - 12) return bad("chunk runs past the end");
+    if (len > bytes.size() - pos - 12) return Bad(source, "chunk runs past the end");
     const std::string type(bytes.data() + pos + 4, 4);
     const unsigned char* data = p + pos + 8;
     if (type == "IHDR") {
-      if (len != 13) return bad("IHDR length");
-      width = Be32(data);
-      height = Be32(data + 4);
-      const int depth = data[8], color = data[9], interlace = data[12];
-      if (depth != 8) return absl::UnimplementedError(absl::StrCat(source, ": bit depth ", depth));
-      if (interlace != 0) return absl::UnimplementedError(absl::StrCat(source, ": interlaced"));
-      switch (color) {
-        case 0:
-          channels = 1;
-          break;
-        case 2:
-          channels = 3;
-          break;
-        case 4:
-          channels = 2;
-          break;
-        case 6:
-          channels = 4;
-          break;
-        default:
-          return absl::UnimplementedError(absl::StrCat(source, ": colour type ", color));
-      }
-      if (width == 0 || height == 0 || width > 32768 || height > 32768) return bad("image size");
+      absl::Status s = ReadHeader(data, len, source, &chunks);
+      if (!s.ok()) return s;
       have_header = true;
     } else if (type == "IDAT") {
-      idat.append(reinterpret_cast<const char*>(data), len);
+      chunks.idat.append(reinterpret_cast<const char*>(data), len);
     } else if (type == "IEND") {
       have_end = true;
       break;
     }
     pos += 12 + len;
   }
-  if (!have_header) return bad("no IHDR");
-  if (!have_end) return bad("truncated (no IEND)");
+  if (!have_header) return Bad(source, "no IHDR");
+  if (!have_end) return Bad(source, "truncated (no IEND)");
+  return chunks;
+}
 
-  const size_t stride = static_cast<size_t>(width) * channels;
-  std::vector<uint8_t> raw((stride + 1) * height);
+// The filtered rows: `size` bytes inflated from the image data.
+absl::StatusOr<std::vector<uint8_t>> Inflate(std::string& idat, size_t size,
+                                             const std::string& source) {
+  std::vector<uint8_t> raw(size);
   z_stream z{};
-  if (inflateInit(&z) != Z_OK) return bad("inflateInit failed");
+  if (inflateInit(&z) != Z_OK) return Bad(source, "inflateInit failed");
   z.next_in = reinterpret_cast<Bytef*>(idat.data());
   z.avail_in = static_cast<uInt>(idat.size());
   z.next_out = raw.data();
@@ -117,9 +139,26 @@ absl::StatusOr<RgbaImage> DecodePng(absl::string_view bytes, const std::string& 
   const size_t produced = raw.size() - z.avail_out;
   inflateEnd(&z);
   if (rc != Z_STREAM_END || produced != raw.size()) {
-    return bad(absl::StrCat("image data: inflate gave ", produced, " of ", raw.size(),
-                            " bytes (zlib rc ", rc, ")"));
+    return Bad(source, absl::StrCat("image data: inflate gave ", produced, " of ", raw.size(),
+                                    " bytes (zlib rc ", rc, ")"));
   }
+  return raw;
+}
+
+}  // namespace
+
+absl::StatusOr<RgbaImage> DecodePng(absl::string_view bytes, const std::string& source) {
+  const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
+  if (bytes.size() < 8 || std::memcmp(p, kSignature, 8) != 0) {
+    return Bad(source, "not a PNG (signature)");
+  }
+  absl::StatusOr<PngChunks> chunks = ReadChunks(bytes, source);
+  if (!chunks.ok()) return chunks.status();
+  const uint32_t width = chunks->width, height = chunks->height;
+  const int channels = chunks->channels;
+  const size_t stride = static_cast<size_t>(width) * channels;
+  absl::StatusOr<std::vector<uint8_t>> raw = Inflate(chunks->idat, (stride + 1) * height, source);
+  if (!raw.ok()) return raw.status();
 
   RgbaImage img;
   img.width = static_cast<int>(width);
@@ -127,9 +166,9 @@ absl::StatusOr<RgbaImage> DecodePng(absl::string_view bytes, const std::string& 
   img.rgba.resize(static_cast<size_t>(width) * height * 4);
   std::vector<uint8_t> prev(stride, 0), cur(stride);
   for (uint32_t y = 0; y < height; ++y) {
-    const uint8_t* row = &raw[y * (stride + 1)];
+    const uint8_t* row = &(*raw)[y * (stride + 1)];
     const int filter = row[0];
-    if (filter > 4) return bad(absl::StrCat("row ", y, ": filter type ", filter));
+    if (filter > 4) return Bad(source, absl::StrCat("row ", y, ": filter type ", filter));
     for (size_t i = 0; i < stride; ++i) {
       const int a = i >= static_cast<size_t>(channels) ? cur[i - channels] : 0;
       const int c = i >= static_cast<size_t>(channels) ? prev[i - channels] : 0;

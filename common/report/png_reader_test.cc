@@ -2,11 +2,14 @@
 
 #include <random>
 
+#include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace windquant::report {
 namespace {
+
+using ::windquant::testing::StatusIs;
 
 RgbaImage RandomImage(int w, int h, uint32_t seed) {
   RgbaImage img;
@@ -40,14 +43,16 @@ TEST(PngReaderTest, DecodesEveryFilterType) {
 }
 
 TEST(PngReaderTest, RejectsBadInput) {
-  EXPECT_THAT(DecodePng("hello", "x.png").status().message(),
-              ::testing::HasSubstr("x.png: not a PNG"));
+  EXPECT_THAT(DecodePng("hello", "x.png"),
+              StatusIs(absl::StatusCode::kInvalidArgument, "x.png: not a PNG (signature)"));
   std::string png = EncodePngForTest(RandomImage(8, 8, 1), {4});
   absl::StatusOr<RgbaImage> truncated = DecodePng(png.substr(0, png.size() - 20), "t.png");
-  EXPECT_FALSE(truncated.ok());
+  EXPECT_THAT(truncated,
+              StatusIs(absl::StatusCode::kInvalidArgument, "t.png: chunk runs past the end"));
   std::string corrupt = png;
   corrupt[45] ^= 0x5a;  // inside the first IDAT: the deflate stream breaks
-  EXPECT_FALSE(DecodePng(corrupt, "c.png").ok());
+  EXPECT_THAT(DecodePng(corrupt, "c.png"),
+              StatusIs(absl::StatusCode::kInvalidArgument, "c.png: image data: inflate gave"));
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <string>
 
+#include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -10,6 +11,7 @@ namespace windquant::report {
 namespace {
 
 using ::testing::HasSubstr;
+using ::windquant::testing::StatusIs;
 
 ReportData Sample() {
   ReportData d;
@@ -98,15 +100,15 @@ TEST(ReportDataTest, ReadsTheKeysOfALargerQuantizeReport) {
       R"({"model_name":"m","fingerprint":"f","fp_perplexity":3,"target_bits":2,"winner":"",
           "wall_time_s":{"train":2},"units":[],"points":[]})",
       "q.json");
-  EXPECT_THAT(bad.status().message(), HasSubstr("q.json: wall_time_s.total: missing"));
+  EXPECT_THAT(bad,
+              StatusIs(absl::StatusCode::kInvalidArgument, "q.json: wall_time_s.total: missing"));
 }
 
 TEST(ReportDataTest, ErrorsNameSourceAndField) {
   ReportData d = Sample();
   d.units[1].matrix = 9;
   absl::Status s = ValidateReportData(d);
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(s.message(), HasSubstr("units[1].matrix"));
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kInvalidArgument, "units[1].matrix"));
 
   std::string text = ToJson(Sample());
   const std::string from = "\"bits\": 2.125";
@@ -114,18 +116,18 @@ TEST(ReportDataTest, ErrorsNameSourceAndField) {
   ASSERT_NE(at, std::string::npos) << text;
   text.replace(at, from.size(), "\"bits\": \"x\"");
   absl::StatusOr<ReportData> r = FromJson(text, "/tmp/report.json");
-  ASSERT_FALSE(r.ok());
-  EXPECT_THAT(r.status().message(),
-              HasSubstr("/tmp/report.json: units[1].bits: expected a number"));
+  EXPECT_THAT(r, StatusIs(absl::StatusCode::kInvalidArgument,
+                          "/tmp/report.json: units[1].bits: expected a number"));
 
-  EXPECT_THAT(FromJson("{", "x.json").status().message(), HasSubstr("x.json: not valid JSON"));
-  EXPECT_THAT(FromJson(R"({"model_name":"m"})", "y.json").status().message(),
-              HasSubstr("y.json: fingerprint: missing"));
+  EXPECT_THAT(FromJson("{", "x.json"),
+              StatusIs(absl::StatusCode::kInvalidArgument, "x.json: not valid JSON"));
+  EXPECT_THAT(FromJson(R"({"model_name":"m"})", "y.json"),
+              StatusIs(absl::StatusCode::kInvalidArgument, "y.json: fingerprint: missing"));
   absl::StatusOr<ReportData> neg = FromJson(
       R"({"model_name":"m","fingerprint":"f","fp_perplexity":3,"target_bits":2,"winner":"",
           "units":[{"layer":-1,"matrix":0,"n_weights":4,"bits":2}],"points":[]})",
       "z.json");
-  EXPECT_THAT(neg.status().message(), HasSubstr("z.json: units[0].layer"));
+  EXPECT_THAT(neg, StatusIs(absl::StatusCode::kInvalidArgument, "z.json: units[0].layer"));
 }
 
 TEST(ReportDataTest, WriteAndReadFile) {
@@ -134,10 +136,12 @@ TEST(ReportDataTest, WriteAndReadFile) {
   absl::StatusOr<ReportData> back = ReadReportJson(path);
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->units.size(), 3u);
-  EXPECT_EQ(ReadReportJson(path + ".missing").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(ReadReportJson(path + ".missing"),
+              StatusIs(absl::StatusCode::kNotFound, "report.json.missing"));
   ReportData bad = Sample();
   bad.points[0].label = "";
-  EXPECT_THAT(WriteReportJson(bad, path).message(), HasSubstr("points[0].label"));
+  EXPECT_THAT(WriteReportJson(bad, path),
+              StatusIs(absl::StatusCode::kInvalidArgument, "points[0].label"));
 }
 
 }  // namespace

@@ -4,10 +4,14 @@
 #include <random>
 
 #include "common/rl/synthetic_table.h"
+#include "common/testing/status_matchers.h"
 #include "gtest/gtest.h"
 
 namespace windquant::rl {
 namespace {
+
+using ::windquant::testing::StatusIs;
+constexpr absl::StatusCode kInvalid = absl::StatusCode::kInvalidArgument;
 
 // Rounding in the running sums vs UnitTable::EffectiveBits.
 constexpr double kBitsTolerance = 1e-9;
@@ -81,8 +85,8 @@ TEST(EnvironmentTest, MaskedActionIsRejected) {
   uint8_t mask[quant::kNumActions];
   env.Mask(mask);
   ASSERT_FALSE(mask[0]);  // 16 bits on unit 0 cannot fit a 1.7-bit budget
-  EXPECT_FALSE(env.Step(0).ok());
-  EXPECT_FALSE(env.Step(7).ok());
+  EXPECT_THAT(env.Step(0), StatusIs(kInvalid, "environment: action 0 is masked at step 0"));
+  EXPECT_THAT(env.Step(7), StatusIs(kInvalid, "environment: action 7 out of range"));
 }
 
 TEST(EnvironmentTest, SoftModeAllowsOverrunsAndPenalisesThem) {
@@ -231,9 +235,11 @@ TEST(BatchedEnvironmentTest, ReplayRejectsWrongLengthAndMaskedPlans) {
   auto costs = Costs(14, 7);
   EnvOptions o;
   o.target_bits = 2.0;
-  EXPECT_FALSE(ReplayPlan(costs, o, std::vector<int>(3, 4)).ok());
-  EXPECT_FALSE(ReplayPlan(costs, o, std::vector<int>(14, 0)).ok());  // all FP16
-  EXPECT_TRUE(ReplayPlan(costs, o, std::vector<int>(14, 6)).ok());   // all 1 bit
+  EXPECT_THAT(ReplayPlan(costs, o, std::vector<int>(3, 4)),
+              StatusIs(kInvalid, "plan: 3 actions for 14 units"));
+  EXPECT_THAT(ReplayPlan(costs, o, std::vector<int>(14, 0)),  // all FP16
+              StatusIs(kInvalid, "environment: action 0 is masked at step 0"));
+  EXPECT_TRUE(ReplayPlan(costs, o, std::vector<int>(14, 6)).ok());  // all 1 bit
 }
 
 }  // namespace

@@ -2,12 +2,17 @@
 
 #include <cmath>
 
+#include "absl/strings/str_cat.h"
 #include "common/quant/unit_table_builder.h"
 #include "common/rl/synthetic_table.h"
+#include "common/testing/status_matchers.h"
 #include "gtest/gtest.h"
 
 namespace windquant::rl {
 namespace {
+
+using ::windquant::testing::StatusIs;
+constexpr absl::StatusCode kInvalid = absl::StatusCode::kInvalidArgument;
 
 TEST(CachingPlanEvaluatorTest, IdenticalPlansAreEvaluatedOnce) {
   const quant::UnitTable t = testing::SyntheticTable(20, 1);
@@ -27,7 +32,7 @@ TEST(CachingPlanEvaluatorTest, IdenticalPlansAreEvaluatedOnce) {
   EXPECT_DOUBLE_EQ(e1->eval_ppl, e3->eval_ppl);
   EXPECT_NE(e1->eval_ppl, e2->eval_ppl);
   EXPECT_NE(PlanHash(a), PlanHash(b));
-  EXPECT_FALSE(cache.Evaluate(std::vector<int>(3, 0)).ok());
+  EXPECT_THAT(cache.Evaluate(std::vector<int>(3, 0)), StatusIs(kInvalid, "plan: wrong length"));
 }
 
 TEST(EpisodeEndRewardTest, MatchesFormula) {
@@ -108,7 +113,9 @@ TEST(LocalPlanEvaluatorTest, MeasuresPlansOnTheRealModel) {
   auto fp = (*ev)->Measure({}, eval);
   ASSERT_TRUE(fp.ok());
   EXPECT_NEAR(fp->perplexity, (*ev)->fp_eval_ppl(), 1e-9);
-  EXPECT_FALSE((*ev)->Evaluate(std::vector<int>(units + 1, 0)).ok());
+  EXPECT_THAT(
+      (*ev)->Evaluate(std::vector<int>(units + 1, 0)),
+      StatusIs(kInvalid, absl::StrCat("plan: ", units + 1, " actions for ", units, " units")));
 }
 
 }  // namespace

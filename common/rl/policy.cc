@@ -233,10 +233,12 @@ absl::StatusOr<EvaluateResult> Policy::Evaluate(const at::Tensor& states, const 
         actions.scalar_type() != at::kLong) {
       return absl::InvalidArgumentError(absl::StrFormat("actions: expected int64 [%d]", n));
     }
-    if (n > 0 && (actions.min().item<int64_t>() < 0 ||
-                  actions.max().item<int64_t>() >= options_.num_actions)) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("actions: must be in [0, %d)", options_.num_actions));
+    const at::Tensor outside = (actions < 0) | (actions >= options_.num_actions);
+    if (n > 0 && outside.any().item<bool>()) {
+      const int64_t row = outside.nonzero().index({0, 0}).item<int64_t>();
+      return absl::InvalidArgumentError(absl::StrFormat("actions[%d]: %d is not in [0, %d)", row,
+                                                        actions[row].item<int64_t>(),
+                                                        options_.num_actions));
     }
     at::Tensor allowed = masks.gather(1, actions.unsqueeze(1)).squeeze(1);
     if (n > 0 && !allowed.all().item<bool>()) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/base/files.h"
+#include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -15,6 +16,8 @@ namespace windquant::rl {
 namespace {
 
 using ::testing::HasSubstr;
+using ::windquant::testing::StatusIs;
+constexpr absl::StatusCode kInvalid = absl::StatusCode::kInvalidArgument;
 
 constexpr int64_t kS = 15;
 constexpr int64_t kA = 7;
@@ -50,30 +53,28 @@ TEST_F(PolicyTest, RejectsBadOptions) {
   PolicyOptions options;
   options.hidden_sizes = {64, 0};
   auto policy = Policy::Create(options);
-  ASSERT_FALSE(policy.ok());
-  EXPECT_EQ(policy.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(policy.status().message(), HasSubstr("policy.hidden_sizes[1]"));
+  EXPECT_THAT(policy, StatusIs(kInvalid, "policy.hidden_sizes[1]"));
   options = PolicyOptions();
   options.num_actions = 1;
-  EXPECT_THAT(Policy::Create(options).status().message(), HasSubstr("policy.num_actions"));
+  EXPECT_THAT(Policy::Create(options),
+              StatusIs(kInvalid, "policy.num_actions: must be at least 2"));
 }
 
 TEST_F(PolicyTest, ActValidatesInputs) {
   auto policy = Make(1);
   at::Generator gen = MakeGenerator(0);
   auto wrong_dim = policy->Act(at::zeros({4, kS + 1}), at::ones({4, kA}, at::kBool), gen, false);
-  EXPECT_EQ(wrong_dim.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(wrong_dim.status().message(), HasSubstr("states"));
+  EXPECT_THAT(wrong_dim, StatusIs(kInvalid, "states"));
   at::Tensor masks = at::ones({4, kA}, at::kBool);
   masks[2].fill_(false);
   auto empty_row = policy->Act(at::zeros({4, kS}), masks, gen, false);
-  EXPECT_THAT(empty_row.status().message(), HasSubstr("masks[2]"));
+  EXPECT_THAT(empty_row, StatusIs(kInvalid, "masks[2]: no action is allowed"));
   auto int_masks = policy->Act(at::zeros({4, kS}), at::ones({4, kA}, at::kInt), gen, false);
-  EXPECT_THAT(int_masks.status().message(), HasSubstr("masks"));
+  EXPECT_THAT(int_masks, StatusIs(kInvalid, "masks"));
   at::Tensor nan_states = at::zeros({4, kS});
   nan_states[1][3] = NAN;
-  EXPECT_THAT(policy->Act(nan_states, at::ones({4, kA}, at::kBool), gen, false).status().message(),
-              HasSubstr("NaN"));
+  EXPECT_THAT(policy->Act(nan_states, at::ones({4, kA}, at::kBool), gen, false),
+              StatusIs(kInvalid, "states: contains NaN or Inf"));
 }
 
 // The actor's head bias is pushed hard towards the masked actions, so an
@@ -191,10 +192,9 @@ TEST_F(PolicyTest, EvaluateRejectsMaskedAndOutOfRangeActions) {
   auto policy = Make(17);
   at::Tensor masks = Masks(4);  // row 0 disallows action 0
   auto masked = policy->Evaluate(States(4, 18), masks, at::tensor({0, 1, 1, 1}, at::kLong));
-  EXPECT_EQ(masked.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(masked.status().message(), HasSubstr("actions[0]"));
+  EXPECT_THAT(masked, StatusIs(kInvalid, "actions[0]"));
   auto range = policy->Evaluate(States(4, 18), masks, at::tensor({1, 7, 1, 1}, at::kLong));
-  EXPECT_THAT(range.status().message(), HasSubstr("[0, 7)"));
+  EXPECT_THAT(range, StatusIs(kInvalid, "actions[1]: 7 is not in [0, 7)"));
 }
 
 TEST_F(PolicyTest, SnapshotRoundTripReproducesOutputs) {
@@ -240,25 +240,26 @@ TEST_F(PolicyTest, LoadSnapshotRejectsCorruptionAndOtherArchitectures) {
 
   PolicySnapshot flipped = snapshot;
   flipped.bytes[flipped.bytes.size() / 2] ^= 0x01;
-  EXPECT_EQ(policy->LoadSnapshot(flipped).code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(policy->LoadSnapshot(flipped),
+              StatusIs(absl::StatusCode::kDataLoss, "policy snapshot: sha256 does not match"));
 
   PolicySnapshot truncated = snapshot;
   truncated.bytes.resize(truncated.bytes.size() - 4);
   truncated.sha256 = base::Sha256Hex(truncated.bytes);
-  EXPECT_EQ(policy->LoadSnapshot(truncated).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(policy->LoadSnapshot(truncated), StatusIs(kInvalid, "policy snapshot: "));
 
   PolicyOptions wide;
   wide.hidden_sizes = {32, 32};
   auto other = Policy::Create(wide);
   ASSERT_TRUE(other.ok());
   absl::Status mismatch = policy->LoadSnapshot((*other)->Snapshot());
-  EXPECT_EQ(mismatch.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(mismatch.message(), HasSubstr("architecture"));
+  EXPECT_THAT(mismatch, StatusIs(kInvalid, "policy snapshot: architecture"));
 
   std::string encoded = EncodePolicySnapshot(snapshot);
   encoded.back() ^= 0x01;
-  EXPECT_EQ(DecodePolicySnapshot(encoded).status().code(), absl::StatusCode::kDataLoss);
-  EXPECT_EQ(DecodePolicySnapshot("junk").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(DecodePolicySnapshot(encoded),
+              StatusIs(absl::StatusCode::kDataLoss, "policy snapshot: sha256 does not match"));
+  EXPECT_THAT(DecodePolicySnapshot("junk"), StatusIs(kInvalid, "policy snapshot: bad magic"));
   EXPECT_EQ(policy->Snapshot().bytes, before);  // failed loads changed nothing
 }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/base/files.h"
+#include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -17,6 +18,8 @@ namespace windquant::rl {
 namespace {
 
 using ::testing::HasSubstr;
+using ::windquant::testing::StatusIs;
+constexpr absl::StatusCode kInvalid = absl::StatusCode::kInvalidArgument;
 
 constexpr int64_t kS = 15;
 constexpr int64_t kA = 7;
@@ -65,7 +68,7 @@ TEST(GaeTest, LambdaZeroGivesTdErrors) {
 
 TEST(GaeTest, RejectsMismatchedLengths) {
   auto gae = ComputeGae({1, 2}, {0.5f}, {false, true}, 0.0f, 0.9, 0.9);
-  EXPECT_EQ(gae.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(gae, StatusIs(kInvalid, "ComputeGae: rewards (2), values (1) and dones (2)"));
 }
 
 // ---------------------------------------------------------------- surrogate
@@ -115,15 +118,15 @@ TEST(PpoConfigTest, ValidationNamesTheField) {
   config::PpoConfig config;
   EXPECT_TRUE(config::ValidatePpoConfig(config).ok());
   config.clip_ratio = 1.5;
-  EXPECT_THAT(config::ValidatePpoConfig(config).message(),
-              HasSubstr("ppo.clip_ratio: must be in (0, 1)"));
+  EXPECT_THAT(config::ValidatePpoConfig(config),
+              StatusIs(kInvalid, "ppo.clip_ratio: must be in (0, 1)"));
   config = config::PpoConfig();
   config.minibatch_size = 0;
-  EXPECT_THAT(config::ValidatePpoConfig(config).message(), HasSubstr("ppo.minibatch_size"));
+  EXPECT_THAT(config::ValidatePpoConfig(config), StatusIs(kInvalid, "ppo.minibatch_size"));
   config = config::PpoConfig();
   config.max_policy_lag = -1;
   auto learner = PpoLearner::Create(PolicyOptions(), config, /*shuffle_seed=*/0);
-  EXPECT_THAT(learner.status().message(), HasSubstr("ppo.max_policy_lag"));
+  EXPECT_THAT(learner, StatusIs(kInvalid, "ppo.max_policy_lag"));
 }
 
 // The settings the learner tests below were written with (rl's own PPO
@@ -246,27 +249,27 @@ TEST_F(PpoLearnerTest, RejectsMalformedBatchesWithoutChangingState) {
 
   auto future = good;
   future[4].policy_version = 1;
-  EXPECT_THAT(learner->Update(future).status().message(), HasSubstr("batch[4].policy_version"));
+  EXPECT_THAT(learner->Update(future), StatusIs(kInvalid, "batch[4].policy_version"));
 
   auto no_done = good;
   no_done[2].done = false;
-  EXPECT_THAT(learner->Update(no_done).status().message(), HasSubstr("batch[2].done"));
+  EXPECT_THAT(learner->Update(no_done), StatusIs(kInvalid, "batch[2].done"));
 
   auto early_done = good;
   early_done[3].done = true;
-  EXPECT_THAT(learner->Update(early_done).status().message(), HasSubstr(".done"));
+  EXPECT_THAT(learner->Update(early_done), StatusIs(kInvalid, "batch[3].done"));
 
   auto gap = good;
   gap.erase(gap.begin() + 1);
-  EXPECT_THAT(learner->Update(gap).status().message(), HasSubstr(".step"));
+  EXPECT_THAT(learner->Update(gap), StatusIs(kInvalid, ".step: episode"));
 
   auto masked = good;
   masked[1].mask[masked[1].action] = 0;
-  EXPECT_THAT(learner->Update(masked).status().message(), HasSubstr("batch[1].action: is masked"));
+  EXPECT_THAT(learner->Update(masked), StatusIs(kInvalid, "batch[1].action: is masked"));
 
   auto short_state = good;
   short_state[0].state.pop_back();
-  EXPECT_THAT(learner->Update(short_state).status().message(), HasSubstr("batch[0].state"));
+  EXPECT_THAT(learner->Update(short_state), StatusIs(kInvalid, "batch[0].state"));
 
   EXPECT_EQ(learner->version(), 0);
   EXPECT_EQ(learner->Snapshot().sha256, before);
@@ -334,11 +337,11 @@ TEST_F(PpoLearnerTest, StateFileRoundTripAndCorruption) {
   ASSERT_TRUE(bytes.ok());
   std::string corrupt = *bytes;
   corrupt[corrupt.size() - 10] ^= 0x40;
-  EXPECT_EQ(b->LoadState(corrupt).code(), absl::StatusCode::kDataLoss);
-  EXPECT_EQ(b->LoadState("nope").code(), absl::StatusCode::kInvalidArgument);
-  absl::Status missing = b->LoadStateFromFile(dir + "/does_not_exist.bin");
-  EXPECT_FALSE(missing.ok());
-  EXPECT_THAT(missing.message(), HasSubstr("does_not_exist.bin"));
+  EXPECT_THAT(b->LoadState(corrupt),
+              StatusIs(absl::StatusCode::kDataLoss, "learner state: sha256 does not match"));
+  EXPECT_THAT(b->LoadState("nope"), StatusIs(kInvalid, "learner state: bad magic"));
+  EXPECT_THAT(b->LoadStateFromFile(dir + "/does_not_exist.bin"),
+              StatusIs(absl::StatusCode::kNotFound, "does_not_exist.bin: no such file"));
   std::remove(path.c_str());
 }
 

@@ -119,17 +119,9 @@ std::string FirstLineStartingWith(const std::string& text, const std::string& pr
   return "";
 }
 
-TEST(QuantizeResumeTest, KilledRunResumesFromItsCheckpointAndWritesTheReport) {
-  const testing::TestModel m = testing::RealModel();
-  const std::string windquant = (fs::path(testing::BinaryDir()) / "cli/windquant").string();
-  ASSERT_TRUE(fs::exists(windquant))
-      << windquant << " not built (cmake --build ... --target windquant)";
-
-  const fs::path tmp =
-      fs::path(::testing::TempDir()) / ("wq_quantize_resume_" + std::to_string(getpid()));
-  fs::remove_all(tmp);
-  fs::create_directories(tmp);
-  const std::string out = (tmp / "out").string();
+// `windquant quantize` on the test model with the tiny run of the file comment.
+std::vector<std::string> QuantizeArgv(const std::string& windquant, const testing::TestModel& m,
+                                      const fs::path& tmp, const std::string& out) {
   std::vector<std::string> argv = {windquant, "quantize", "--config", m.config, "--no-export"};
   for (const std::string& s : std::vector<std::string>{
            "output.dir=" + out,
@@ -151,8 +143,12 @@ TEST(QuantizeResumeTest, KilledRunResumesFromItsCheckpointAndWritesTheReport) {
     argv.push_back("--set");
     argv.push_back(s);
   }
+  return argv;
+}
 
-  // 1. Fresh run: read its log until the first checkpoint is on disk, then SIGKILL.
+// Starts the run, reads its log until the first checkpoint is on disk, then SIGKILLs it.
+void KillAfterTheFirstCheckpoint(const std::vector<std::string>& argv, const fs::path& tmp,
+                                 const std::string& out) {
   Child first = Start(argv, (tmp / "first.out").string(), /*pipe_stderr=*/true);
   ASSERT_NE(first.err, nullptr);
   std::string first_log;
@@ -175,22 +171,10 @@ TEST(QuantizeResumeTest, KilledRunResumesFromItsCheckpointAndWritesTheReport) {
   ASSERT_TRUE(fs::exists(fs::path(out) / "checkpoint/run.ckpt"));
   EXPECT_FALSE(fs::exists(fs::path(out) / "report.json"))
       << "the killed run must not have finished";
+}
 
-  // 2. Resume: same command + --resume, to the end.
-  argv.push_back("--resume");
-  const std::string log_path = (tmp / "second.err").string(),
-                    stdout_path = (tmp / "second.out").string();
-  Child second = Start(argv, stdout_path, /*pipe_stderr=*/false, log_path);
-  const int second_status = Wait(second.pid);
-  const std::string log = ReadOrEmpty(log_path), stdout_text = ReadOrEmpty(stdout_path);
-  ASSERT_TRUE(WIFEXITED(second_status) && WEXITSTATUS(second_status) == 0)
-      << "resumed run failed (status " << second_status << "); log:\n"
-      << log << "\nstdout:\n"
-      << stdout_text;
-
-  absl::StatusOr<std::string> report_text = base::ReadFile(out + "/report.json");
-  ASSERT_TRUE(report_text.ok()) << report_text.status();
-  const json report = json::parse(*report_text);
+// report.json of the resumed run: continued from the saved update, to the end.
+void ExpectResumedToTheEnd(const json& report, const std::string& log) {
   const int64_t resumed = report.at("resumed_from_update").get<int64_t>();
   EXPECT_GE(resumed, 1) << "the second run did not resume; log:\n" << log;
   EXPECT_LT(resumed, kUpdates) << "nothing was left to do after the kill";
@@ -205,11 +189,10 @@ TEST(QuantizeResumeTest, KilledRunResumesFromItsCheckpointAndWritesTheReport) {
   const json& curve = report.at("training_curve");
   ASSERT_EQ(curve.size(), static_cast<size_t>(kUpdates)) << "the curve before the kill is kept";
   for (int i = 0; i < kUpdates; ++i) EXPECT_EQ(curve[i].at("update").get<int64_t>(), i + 1);
+}
 
-  // 3. A plan within budget: recount plan.json's bits from shapes and actions.
-  absl::StatusOr<std::string> plan_text = base::ReadFile(out + "/plan.json");
-  ASSERT_TRUE(plan_text.ok()) << plan_text.status();
-  const json plan = json::parse(*plan_text);
+// A plan within budget: plan.json's bits recounted from shapes and actions.
+void ExpectPlanWithinBudget(const json& plan, const json& report) {
   double bits = 0, n = 0;
   for (const json& u : plan.at("units")) {
     const int64_t rows = u.at("rows"), cols = u.at("cols");
@@ -224,26 +207,63 @@ TEST(QuantizeResumeTest, KilledRunResumesFromItsCheckpointAndWritesTheReport) {
   const double rl_ppl = report.at("rl").at("whole_ppl").get<double>();
   EXPECT_GT(rl_ppl, report.at("fp").at("whole_ppl").get<double>());
   EXPECT_LT(rl_ppl, 1e4);
+}
 
-  // 4. report.html next to report.json.
-  absl::StatusOr<std::string> html = base::ReadFile(out + "/report.html");
-  ASSERT_TRUE(html.ok()) << html.status();
-  EXPECT_TRUE(absl::StartsWith(*html, "<!DOCTYPE html>"));
-  EXPECT_FALSE(absl::StrContains(*html, "<script"));
-  EXPECT_FALSE(absl::StrContains(*html, "src="));
+// report.html: self-contained, with every chart and every plan's label.
+void ExpectSelfContainedReport(const std::string& html, const json& report) {
+  EXPECT_TRUE(absl::StartsWith(html, "<!DOCTYPE html>"));
+  EXPECT_FALSE(absl::StrContains(html, "<script"));
+  EXPECT_FALSE(absl::StrContains(html, "src="));
   size_t svgs = 0;
-  for (size_t at = 0; (at = html->find("<svg ", at)) != std::string::npos; ++at) ++svgs;
+  for (size_t at = 0; (at = html.find("<svg ", at)) != std::string::npos; ++at) ++svgs;
   EXPECT_EQ(svgs, 6u) << "heat map + PPL-vs-bits + 4 training curves";
-  EXPECT_TRUE(absl::StrContains(*html, "Mean effective bits per (layer, matrix)"));
+  EXPECT_TRUE(absl::StrContains(html, "Mean effective bits per (layer, matrix)"));
   for (const json& p : report.at("plans")) {
     const std::string label = p.at("name");
-    EXPECT_TRUE(absl::StrContains(*html, absl::StrCat(">", label, "</text>")))
+    EXPECT_TRUE(absl::StrContains(html, absl::StrCat(">", label, "</text>")))
         << label << " not in the chart";
   }
   for (const char* curve_title : {"mean reward", "perplexity", "lambda", "bits"}) {
-    EXPECT_TRUE(absl::StrContains(*html, absl::StrCat("aria-label=\"", curve_title)))
-        << curve_title;
+    EXPECT_TRUE(absl::StrContains(html, absl::StrCat("aria-label=\"", curve_title))) << curve_title;
   }
+}
+
+TEST(QuantizeResumeTest, KilledRunResumesFromItsCheckpointAndWritesTheReport) {
+  const testing::TestModel m = testing::RealModel();
+  const std::string windquant = (fs::path(testing::BinaryDir()) / "cli/windquant").string();
+  ASSERT_TRUE(fs::exists(windquant))
+      << windquant << " not built (cmake --build ... --target windquant)";
+  const fs::path tmp =
+      fs::path(::testing::TempDir()) / ("wq_quantize_resume_" + std::to_string(getpid()));
+  fs::remove_all(tmp);
+  fs::create_directories(tmp);
+  const std::string out = (tmp / "out").string();
+  std::vector<std::string> argv = QuantizeArgv(windquant, m, tmp, out);
+  ASSERT_NO_FATAL_FAILURE(KillAfterTheFirstCheckpoint(argv, tmp, out));
+
+  // Resume: same command + --resume, to the end.
+  argv.push_back("--resume");
+  const std::string log_path = (tmp / "second.err").string(),
+                    stdout_path = (tmp / "second.out").string();
+  Child second = Start(argv, stdout_path, /*pipe_stderr=*/false, log_path);
+  const int second_status = Wait(second.pid);
+  const std::string log = ReadOrEmpty(log_path), stdout_text = ReadOrEmpty(stdout_path);
+  ASSERT_TRUE(WIFEXITED(second_status) && WEXITSTATUS(second_status) == 0)
+      << "resumed run failed (status " << second_status << "); log:\n"
+      << log << "\nstdout:\n"
+      << stdout_text;
+  absl::StatusOr<std::string> report_text = base::ReadFile(out + "/report.json");
+  ASSERT_TRUE(report_text.ok()) << report_text.status();
+  const json report = json::parse(*report_text);
+  ExpectResumedToTheEnd(report, log);
+  absl::StatusOr<std::string> plan_text = base::ReadFile(out + "/plan.json");
+  ASSERT_TRUE(plan_text.ok()) << plan_text.status();
+  const json plan = json::parse(*plan_text);
+  ExpectPlanWithinBudget(plan, report);
+
+  absl::StatusOr<std::string> html = base::ReadFile(out + "/report.html");
+  ASSERT_TRUE(html.ok()) << html.status();
+  ExpectSelfContainedReport(*html, report);
   EXPECT_EQ(report.at("units").size(), plan.at("units").size());
   EXPECT_TRUE(absl::StrContains(stdout_text, "report.html")) << stdout_text;
   // `windquant report` renders the same page from report.json alone.

@@ -5,10 +5,14 @@
 
 #include "common/base/files.h"
 #include "common/rl/synthetic_table.h"
+#include "common/testing/status_matchers.h"
 #include "gtest/gtest.h"
 
 namespace windquant::rl {
 namespace {
+
+using ::windquant::testing::StatusIs;
+constexpr absl::StatusCode kInvalid = absl::StatusCode::kInvalidArgument;
 
 std::string TempDir(const std::string& name) {
   const auto dir = std::filesystem::temp_directory_path() /
@@ -63,17 +67,21 @@ TEST(RunCheckpointTest, RefusesAnotherRunsCheckpoint) {
   const std::string dir = TempDir("fp");
   ASSERT_TRUE(WriteRunCheckpoint(dir, c).ok());
   auto r = ReadRunCheckpoint(dir, "bbbbbbbbbbbbbbbb");
-  ASSERT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_NE(r.status().message().find("different run"), std::string::npos) << r.status();
-  EXPECT_EQ(ReadRunCheckpoint(TempDir("none"), "x").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(r, StatusIs(absl::StatusCode::kFailedPrecondition, "different run"));
+  EXPECT_THAT(r, StatusIs(absl::StatusCode::kFailedPrecondition, RunCheckpointPath(dir)));
+  EXPECT_THAT(ReadRunCheckpoint(TempDir("none"), "x"),
+              StatusIs(absl::StatusCode::kNotFound, ": no checkpoint"));
   // Corruption is detected.
   auto bytes = *base::ReadFile(RunCheckpointPath(dir));
   bytes.back() ^= 1;
   bytes += "x";
   ASSERT_TRUE(base::WriteFileAtomic(RunCheckpointPath(dir), bytes).ok());
-  EXPECT_EQ(ReadRunCheckpoint(dir, c.fingerprint).status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(ReadRunCheckpoint(dir, c.fingerprint),
+              StatusIs(absl::StatusCode::kDataLoss, RunCheckpointPath(dir)));
   ASSERT_TRUE(base::WriteFileAtomic(RunCheckpointPath(dir), "junk").ok());
-  EXPECT_EQ(ReadRunCheckpoint(dir, c.fingerprint).status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(ReadRunCheckpoint(dir, c.fingerprint),
+              StatusIs(absl::StatusCode::kDataLoss,
+                       RunCheckpointPath(dir) + ": not a windquant run checkpoint"));
   std::filesystem::remove_all(dir);
 }
 

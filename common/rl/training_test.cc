@@ -2,10 +2,14 @@
 
 #include "common/rl/environment.h"
 #include "common/rl/synthetic_table.h"
+#include "common/testing/status_matchers.h"
 #include "gtest/gtest.h"
 
 namespace windquant::rl {
 namespace {
+
+using ::windquant::testing::StatusIs;
+constexpr absl::StatusCode kInvalid = absl::StatusCode::kInvalidArgument;
 
 TEST(BehaviourCloneTest, ReachesTargetProbability) {
   const quant::UnitTable t = testing::SyntheticTable(30, 8);
@@ -18,7 +22,8 @@ TEST(BehaviourCloneTest, ReachesTargetProbability) {
   auto p = BehaviourClone(*policy, *demo, 500, 1e-3, 0.9);
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_GE(*p, 0.9);
-  EXPECT_FALSE(BehaviourClone(*policy, {}, 5, 1e-3, 0.9).ok());
+  EXPECT_THAT(BehaviourClone(*policy, {}, 5, 1e-3, 0.9),
+              StatusIs(kInvalid, "behaviour cloning: no transitions"));
 }
 
 }  // namespace

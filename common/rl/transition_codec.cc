@@ -1,6 +1,7 @@
 #include "common/rl/transition_codec.h"
 
 #include <cmath>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/base/status_macros.h"
@@ -28,73 +29,87 @@ void EncodeEpisode(const Episode& e, const quant::UnitTable& table, v1::Transiti
   e.plan.ToProto(table, out->mutable_plan());
 }
 
-absl::StatusOr<Episode> DecodeEpisode(const v1::TransitionBatch& b, const quant::UnitTable& table) {
-  auto bad = [](const std::string& m) { return absl::InvalidArgumentError(m); };
+namespace {
+
+absl::Status Bad(const std::string& message) { return absl::InvalidArgumentError(message); }
+
+// The batch has `steps` transitions of the state and action shape of this build.
+absl::Status CheckShape(const v1::TransitionBatch& b, size_t steps) {
   if (b.state_dim() != kStateDim) {
-    return bad(
+    return Bad(
         absl::StrCat("state_dim: ", b.state_dim(), ", the state has ", kStateDim, " features"));
   }
   if (b.num_actions() != quant::kNumActions) {
-    return bad(absl::StrCat("num_actions: ", b.num_actions(), ", expected ", quant::kNumActions));
+    return Bad(absl::StrCat("num_actions: ", b.num_actions(), ", expected ", quant::kNumActions));
   }
-  const size_t steps = table.units.size();
   if (static_cast<size_t>(b.actions_size()) != steps) {
-    return bad(absl::StrCat("actions: ", b.actions_size(), " steps, the unit table has ", steps,
+    return Bad(absl::StrCat("actions: ", b.actions_size(), " steps, the unit table has ", steps,
                             " units"));
   }
   if (static_cast<size_t>(b.states_size()) != steps * kStateDim) {
-    return bad(absl::StrCat("states: ", b.states_size(),
+    return Bad(absl::StrCat("states: ", b.states_size(),
                             " numbers, expected steps * state_dim = ", steps * kStateDim));
   }
   if (b.masks().size() != steps * quant::kNumActions) {
-    return bad(
+    return Bad(
         absl::StrCat("masks: ", b.masks().size(), " bytes, expected ", steps * quant::kNumActions));
   }
-  for (const auto* f : {&b.rewards(), &b.log_probs(), &b.values()}) {
-    if (static_cast<size_t>(f->size()) != steps) {
-      const char* name = f == &b.rewards()     ? "rewards"
-                         : f == &b.log_probs() ? "log_probs"
-                                               : "values";
-      return bad(absl::StrCat(name, ": ", f->size(), " entries, expected ", steps));
+  for (const auto& [name, size] : {std::pair<const char*, int>{"rewards", b.rewards_size()},
+                                   {"log_probs", b.log_probs_size()},
+                                   {"values", b.values_size()}}) {
+    if (static_cast<size_t>(size) != steps) {
+      return Bad(absl::StrCat(name, ": ", size, " entries, expected ", steps));
     }
   }
+  return absl::OkStatus();
+}
+
+// Step `t` of a batch whose shape CheckShape accepted.
+absl::Status DecodeStep(const v1::TransitionBatch& b, size_t t, size_t steps, Transition* out) {
+  out->state.assign(b.states().begin() + t * kStateDim, b.states().begin() + (t + 1) * kStateDim);
+  for (size_t i = 0; i < out->state.size(); ++i) {
+    if (!std::isfinite(out->state[i])) {
+      return Bad(absl::StrCat("states[", t * kStateDim + i, "]: not finite"));
+    }
+  }
+  out->mask.assign(b.masks().begin() + t * quant::kNumActions,
+                   b.masks().begin() + (t + 1) * quant::kNumActions);
+  const uint32_t a = b.actions(t);
+  if (a >= static_cast<uint32_t>(quant::kNumActions)) {
+    return Bad(absl::StrCat("actions[", t, "]: ", a, " is not an action index"));
+  }
+  if (!out->mask[a]) return Bad(absl::StrCat("actions[", t, "]: action ", a, " is masked"));
+  if (b.plan().actions(t) != a) {
+    return Bad(absl::StrCat("plan.actions[", t, "]: differs from the transitions' action"));
+  }
+  for (const auto& [name, x] : {std::pair<const char*, float>{"rewards", b.rewards(t)},
+                                {"log_probs", b.log_probs(t)},
+                                {"values", b.values(t)}}) {
+    if (!std::isfinite(x)) return Bad(absl::StrCat(name, "[", t, "]: not finite"));
+  }
+  out->action = a;
+  out->reward = b.rewards(t);
+  out->log_prob = b.log_probs(t);
+  out->value = b.values(t);
+  out->done = t + 1 == steps;
+  out->policy_version = b.policy_version();
+  out->episode_id = static_cast<int64_t>(b.episode_id());
+  out->step = static_cast<int64_t>(t);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<Episode> DecodeEpisode(const v1::TransitionBatch& b, const quant::UnitTable& table) {
+  const size_t steps = table.units.size();
+  WQ_RETURN_IF_ERROR(CheckShape(b, steps));
   WQ_RETURN_IF_ERROR(ValidatePlan(b.plan(), table, PlanScope::kRun));
   Episode e;
   e.actor_id = b.actor_id();
   e.episode_id = b.episode_id();
   e.policy_version = b.policy_version();
   e.steps.resize(steps);
-  for (size_t t = 0; t < steps; ++t) {
-    Transition& tr = e.steps[t];
-    tr.state.assign(b.states().begin() + t * kStateDim, b.states().begin() + (t + 1) * kStateDim);
-    for (size_t i = 0; i < tr.state.size(); ++i) {
-      if (!std::isfinite(tr.state[i])) {
-        return bad(absl::StrCat("states[", t * kStateDim + i, "]: not finite"));
-      }
-    }
-    tr.mask.assign(b.masks().begin() + t * quant::kNumActions,
-                   b.masks().begin() + (t + 1) * quant::kNumActions);
-    const uint32_t a = b.actions(t);
-    if (a >= static_cast<uint32_t>(quant::kNumActions)) {
-      return bad(absl::StrCat("actions[", t, "]: ", a, " is not an action index"));
-    }
-    if (!tr.mask[a]) return bad(absl::StrCat("actions[", t, "]: action ", a, " is masked"));
-    if (b.plan().actions(t) != a) {
-      return bad(absl::StrCat("plan.actions[", t, "]: differs from the transitions' action"));
-    }
-    if (!std::isfinite(b.rewards(t)) || !std::isfinite(b.log_probs(t)) ||
-        !std::isfinite(b.values(t))) {
-      return bad(absl::StrCat("rewards/log_probs/values[", t, "]: not finite"));
-    }
-    tr.action = a;
-    tr.reward = b.rewards(t);
-    tr.log_prob = b.log_probs(t);
-    tr.value = b.values(t);
-    tr.done = t + 1 == steps;
-    tr.policy_version = b.policy_version();
-    tr.episode_id = static_cast<int64_t>(b.episode_id());
-    tr.step = static_cast<int64_t>(t);
-  }
+  for (size_t t = 0; t < steps; ++t) WQ_RETURN_IF_ERROR(DecodeStep(b, t, steps, &e.steps[t]));
   e.plan = quant::Plan::FromProto(b.plan());
   return e;
 }

@@ -5,12 +5,17 @@
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
 #include "common/model/checkpoint.h"
 #include "common/model/llama_config.h"
+#include "common/testing/status_matchers.h"
 #include "common/testing/test_paths.h"
 
 namespace windquant::stage {
 namespace {
+
+using ::windquant::testing::StatusIs;
+constexpr absl::StatusCode kInvalid = absl::StatusCode::kInvalidArgument;
 
 std::string ModelDir() { return ::windquant::testing::RealModel().dir; }
 
@@ -55,15 +60,14 @@ TEST_F(StageWorkerTest, LoadsOnlyItsLayersAndMatchesTheWholeModel) {
 
 TEST_F(StageWorkerTest, RejectsBadHiddenStatesNamingTheField) {
   auto wrong = worker_->Forward("", nullptr, at::randn({2, 9, RealConfig().hidden_size - 1}));
-  EXPECT_EQ(wrong.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(wrong.status().message().find("hidden"), std::string::npos);
+  EXPECT_THAT(wrong, StatusIs(kInvalid,
+                              absl::StrCat("hidden: hidden size ", RealConfig().hidden_size - 1)));
   at::Tensor nan = hidden_.clone();
   nan[0][0][0] = std::nanf("");
   auto bad = worker_->Forward("", nullptr, nan);
-  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(bad.status().message().find("NaN"), std::string::npos);
+  EXPECT_THAT(bad, StatusIs(kInvalid, "hidden: contains NaN or Inf"));
   auto twod = worker_->Forward("", nullptr, at::randn({9, RealConfig().hidden_size}));
-  EXPECT_EQ(twod.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(twod, StatusIs(kInvalid, "hidden: must be [batch, seq, hidden]"));
 }
 
 TEST_F(StageWorkerTest, PlansNeedFitsAndAreAppliedOncePerPlanId) {
@@ -112,7 +116,8 @@ TEST_F(StageWorkerTest, RestartedWorkerReloadsCachedFits) {
   o.cache_dir = dir;
   auto a = StageWorker::Create(o);
   ASSERT_TRUE(a.ok());
-  EXPECT_EQ((*a)->LoadCachedFits("fp").code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT((*a)->LoadCachedFits("fp"),
+              StatusIs(absl::StatusCode::kNotFound, "no cached fits at " + dir));
   (*a)->StartCalibration();
   ASSERT_TRUE((*a)->Calibrate(hidden_).ok());
   auto table = (*a)->FinishCalibration("fp");

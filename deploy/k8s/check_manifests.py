@@ -259,90 +259,104 @@ def check_rules(docs, target):
     roles = sorted(filter(None, (role_of(w) for w in workloads)))
     if roles != ["actor", "evaluator", "learner"]:
         f.append(f"expected one learner, evaluator and actor workload, got {roles}")
-
     for w in workloads:
-        wid, role = ident(w), role_of(w)
-        spec, pod = w["spec"], pod_spec(w)
-        tmpl_labels = spec["template"]["metadata"].get("labels", {})
-        if not selects(spec["selector"].get("matchLabels"), tmpl_labels):
-            f.append(f"{wid}: selector.matchLabels do not match the template labels")
-        if role not in ROLES:
-            f.append(f"{wid}: unknown component label {role!r}")
-            continue
-        binary, grpc_port = ROLES[role]
-        if role == "learner":
-            if w["kind"] != "Deployment" or spec.get("replicas") != 1:
-                f.append(f"{wid}: the learner must be a Deployment with replicas 1")
-            if spec.get("strategy", {}).get("type") != "Recreate":
-                f.append(f"{wid}: the learner must use strategy Recreate")
-        if role == "actor":
-            if w["kind"] != "StatefulSet":
-                f.append(f"{wid}: actors must be a StatefulSet")
-            if spec.get("podManagementPolicy") != "Parallel":
-                f.append(f"{wid}: podManagementPolicy must be Parallel")
-            headless = [s for s in services if s["metadata"]["name"] == spec.get("serviceName")]
-            if not headless or headless[0]["spec"].get("clusterIP") != "None":
-                f.append(f"{wid}: serviceName {spec.get('serviceName')!r} is not a headless Service")
-            elif not selects(headless[0]["spec"].get("selector"), tmpl_labels):
-                f.append(f"{wid}: headless Service does not select the actor pods")
-            check_topology(f, w, cfg)
+        check_workload(f, w, services, cfg, names, by_kind)
+    check_services(f, services, workloads, cfg)
+    check_monitoring(f, by_kind, services, target)
+    return f
 
-        # Pod-level rules.
-        sc = pod.get("securityContext", {})
-        if sc.get("runAsNonRoot") is not True or not sc.get("runAsUser"):
-            f.append(f"{wid}: pod securityContext must set runAsNonRoot and a runAsUser")
-        grace = pod.get("terminationGracePeriodSeconds", 30)
-        deadline_s = cfg.get("service", {}).get("rpc_deadline_ms", 30000) / 1000
-        if grace < deadline_s + 10:
-            f.append(f"{wid}: terminationGracePeriodSeconds {grace} < rpc deadline {deadline_s} s + 10")
-        ann = spec["template"]["metadata"].get("annotations", {})
-        if ann.get("prometheus.io/scrape") != "true" or ann.get("prometheus.io/path") != "/metrics" \
-                or ann.get("prometheus.io/port") != str(METRICS_PORT):
-            f.append(f"{wid}: prometheus.io/scrape|port|path annotations missing or wrong")
-        check_references(f, wid, pod, names, by_kind)
 
-        containers = pod.get("containers", [])
-        if len(containers) != 1:
-            f.append(f"{wid}: expected one container")
-        for c in containers:
-            cid = f"{wid} container {c['name']}"
-            if c.get("command") != [binary] or c.get("args") != ["--config", CONFIG_PATH]:
-                f.append(f"{cid}: command must be `{binary} --config {CONFIG_PATH}`")
-            ports = {p["containerPort"]: p.get("name") for p in c.get("ports", [])}
-            if ports.get(grpc_port) != "grpc" or ports.get(METRICS_PORT) != "metrics":
-                f.append(f"{cid}: ports must be grpc {grpc_port} and metrics {METRICS_PORT}")
-            for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
-                p = c.get(probe)
-                if not p or set(p) & {"httpGet", "tcpSocket", "exec"} or \
-                        p.get("grpc", {}).get("port") != grpc_port:
-                    f.append(f"{cid}: {probe} must be a grpc probe on port {grpc_port}")
-            res = c.get("resources", {})
-            for part in ("requests", "limits"):
-                if not {"cpu", "memory"} <= set(res.get(part, {})):
-                    f.append(f"{cid}: resources.{part} must set cpu and memory")
-            csc = c.get("securityContext", {})
-            if csc.get("allowPrivilegeEscalation") is not False or \
-                    "ALL" not in csc.get("capabilities", {}).get("drop", []):
-                f.append(f"{cid}: must drop ALL capabilities and disallow privilege escalation")
-            mounts = {m["mountPath"]: m for m in c.get("volumeMounts", [])}
-            vols = {v["name"]: v for v in pod.get("volumes", [])}
-            cm = mounts.get(os.path.dirname(CONFIG_PATH))
-            if not cm or "configMap" not in vols.get(cm["name"], {}):
-                f.append(f"{cid}: the run ConfigMap is not mounted at {os.path.dirname(CONFIG_PATH)}")
-            gpus = res.get("limits", {}).get("nvidia.com/gpu")
-            if cfg["model"].get("device") == "cuda" and role in ("actor", "evaluator"):
-                if str(gpus) != "1" or str(res.get("requests", {}).get("nvidia.com/gpu")) != "1":
-                    f.append(f"{cid}: model.device cuda needs nvidia.com/gpu: 1 (requests and limits)")
-                if "cuda" not in c.get("image", ""):
-                    f.append(f"{cid}: a GPU container must use the CUDA image, got {c.get('image')}")
-            elif gpus is not None and cfg["model"].get("device") != "cuda":
-                f.append(f"{cid}: requests a GPU but model.device is not cuda")
-            if role == "actor":
-                env = {e["name"]: e for e in c.get("env", [])}
-                ref = env.get("WQ_POD_ORDINAL", {}).get("valueFrom", {}).get("fieldRef", {})
-                if ref.get("fieldPath") != POD_INDEX_FIELD:
-                    f.append(f"{cid}: WQ_POD_ORDINAL must come from {POD_INDEX_FIELD}")
+def check_workload(f, w, services, cfg, names, by_kind):
+    """Rules of one Deployment or StatefulSet, its pod and its containers."""
+    wid, role = ident(w), role_of(w)
+    spec, pod = w["spec"], pod_spec(w)
+    tmpl_labels = spec["template"]["metadata"].get("labels", {})
+    if not selects(spec["selector"].get("matchLabels"), tmpl_labels):
+        f.append(f"{wid}: selector.matchLabels do not match the template labels")
+    if role not in ROLES:
+        f.append(f"{wid}: unknown component label {role!r}")
+        return
+    if role == "learner":
+        if w["kind"] != "Deployment" or spec.get("replicas") != 1:
+            f.append(f"{wid}: the learner must be a Deployment with replicas 1")
+        if spec.get("strategy", {}).get("type") != "Recreate":
+            f.append(f"{wid}: the learner must use strategy Recreate")
+    if role == "actor":
+        if w["kind"] != "StatefulSet":
+            f.append(f"{wid}: actors must be a StatefulSet")
+        if spec.get("podManagementPolicy") != "Parallel":
+            f.append(f"{wid}: podManagementPolicy must be Parallel")
+        headless = [s for s in services if s["metadata"]["name"] == spec.get("serviceName")]
+        if not headless or headless[0]["spec"].get("clusterIP") != "None":
+            f.append(f"{wid}: serviceName {spec.get('serviceName')!r} is not a headless Service")
+        elif not selects(headless[0]["spec"].get("selector"), tmpl_labels):
+            f.append(f"{wid}: headless Service does not select the actor pods")
+        check_topology(f, w, cfg)
 
+    # Pod-level rules.
+    sc = pod.get("securityContext", {})
+    if sc.get("runAsNonRoot") is not True or not sc.get("runAsUser"):
+        f.append(f"{wid}: pod securityContext must set runAsNonRoot and a runAsUser")
+    grace = pod.get("terminationGracePeriodSeconds", 30)
+    deadline_s = cfg.get("service", {}).get("rpc_deadline_ms", 30000) / 1000
+    if grace < deadline_s + 10:
+        f.append(f"{wid}: terminationGracePeriodSeconds {grace} < rpc deadline {deadline_s} s + 10")
+    ann = spec["template"]["metadata"].get("annotations", {})
+    if ann.get("prometheus.io/scrape") != "true" or ann.get("prometheus.io/path") != "/metrics" \
+            or ann.get("prometheus.io/port") != str(METRICS_PORT):
+        f.append(f"{wid}: prometheus.io/scrape|port|path annotations missing or wrong")
+    check_references(f, wid, pod, names, by_kind)
+
+    containers = pod.get("containers", [])
+    if len(containers) != 1:
+        f.append(f"{wid}: expected one container")
+    for c in containers:
+        check_container(f, f"{wid} container {c['name']}", c, pod, role, cfg)
+
+
+def check_container(f, cid, c, pod, role, cfg):
+    """Rules of one container of a `role` workload."""
+    binary, grpc_port = ROLES[role]
+    if c.get("command") != [binary] or c.get("args") != ["--config", CONFIG_PATH]:
+        f.append(f"{cid}: command must be `{binary} --config {CONFIG_PATH}`")
+    ports = {p["containerPort"]: p.get("name") for p in c.get("ports", [])}
+    if ports.get(grpc_port) != "grpc" or ports.get(METRICS_PORT) != "metrics":
+        f.append(f"{cid}: ports must be grpc {grpc_port} and metrics {METRICS_PORT}")
+    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+        p = c.get(probe)
+        if not p or set(p) & {"httpGet", "tcpSocket", "exec"} or \
+                p.get("grpc", {}).get("port") != grpc_port:
+            f.append(f"{cid}: {probe} must be a grpc probe on port {grpc_port}")
+    res = c.get("resources", {})
+    for part in ("requests", "limits"):
+        if not {"cpu", "memory"} <= set(res.get(part, {})):
+            f.append(f"{cid}: resources.{part} must set cpu and memory")
+    csc = c.get("securityContext", {})
+    if csc.get("allowPrivilegeEscalation") is not False or \
+            "ALL" not in csc.get("capabilities", {}).get("drop", []):
+        f.append(f"{cid}: must drop ALL capabilities and disallow privilege escalation")
+    mounts = {m["mountPath"]: m for m in c.get("volumeMounts", [])}
+    vols = {v["name"]: v for v in pod.get("volumes", [])}
+    cm = mounts.get(os.path.dirname(CONFIG_PATH))
+    if not cm or "configMap" not in vols.get(cm["name"], {}):
+        f.append(f"{cid}: the run ConfigMap is not mounted at {os.path.dirname(CONFIG_PATH)}")
+    gpus = res.get("limits", {}).get("nvidia.com/gpu")
+    if cfg["model"].get("device") == "cuda" and role in ("actor", "evaluator"):
+        if str(gpus) != "1" or str(res.get("requests", {}).get("nvidia.com/gpu")) != "1":
+            f.append(f"{cid}: model.device cuda needs nvidia.com/gpu: 1 (requests and limits)")
+        if "cuda" not in c.get("image", ""):
+            f.append(f"{cid}: a GPU container must use the CUDA image, got {c.get('image')}")
+    elif gpus is not None and cfg["model"].get("device") != "cuda":
+        f.append(f"{cid}: requests a GPU but model.device is not cuda")
+    if role == "actor":
+        env = {e["name"]: e for e in c.get("env", [])}
+        ref = env.get("WQ_POD_ORDINAL", {}).get("valueFrom", {}).get("fieldRef", {})
+        if ref.get("fieldPath") != POD_INDEX_FIELD:
+            f.append(f"{cid}: WQ_POD_ORDINAL must come from {POD_INDEX_FIELD}")
+
+
+def check_services(f, services, workloads, cfg):
+    """Each Service selects one workload by its port names; run.yaml's addresses name them."""
     for s in services:
         sid = ident(s)
         targets = [w for w in workloads
@@ -362,6 +376,9 @@ def check_rules(docs, target):
         if addr not in want:
             f.append(f"run.yaml service.{host_key} {addr!r} is not one of {want}")
 
+
+def check_monitoring(f, by_kind, services, target):
+    """The weights volume is read-only; ServiceMonitors scrape the three Services."""
     for pvc in by_kind.get("PersistentVolumeClaim", []):
         if pvc["spec"].get("accessModes") != ["ReadOnlyMany"]:
             f.append(f"{ident(pvc)}: the weights volume must be ReadOnlyMany")
@@ -377,7 +394,6 @@ def check_rules(docs, target):
                     f.append(f"{ident(sm)}: port {ep.get('port')!r} is not a port of {ident(s)}")
     if target.endswith("gpu") and not by_kind.get("ServiceMonitor"):
         f.append("the GPU overlay must ship a ServiceMonitor")
-    return f
 
 
 def check_references(f, wid, pod, names, by_kind):
