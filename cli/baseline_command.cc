@@ -25,7 +25,7 @@ constexpr char kUsage[] =
     "                          [--bits B] [--action A] [--seed N] [--out DIR] [--json]\n\n"
     "Runs the quantization session of FILE (calibration + unit table, or the unit-table\n"
     "cache quant.cache_dir), builds a baseline plan and measures its perplexity on\n"
-    "evaluation.text (the first evaluation.final_eval_tokens ids; 0 = the whole text).\n\n"
+    "the held-out text (evaluation.heldout: its file and token range).\n\n"
     "flags:\n"
     "  --config FILE      run config (YAML), required\n"
     "  --set K=V          config override (repeatable)\n"
@@ -34,7 +34,7 @@ constexpr char kUsage[] =
     "  --action A         uniform action: 16 8 4 3 2 1.58 1 (uniform only)\n"
     "  --seed N           random plan seed (0)\n"
     "  --out DIR          write DIR/plan.json and DIR/plan.bin\n"
-    "  --max-tokens N     evaluation ids to use (default evaluation.final_eval_tokens)\n"
+    "  --max-tokens N     first N held-out ids only (default 0: all of evaluation.heldout)\n"
     "  --fp               also measure the full-precision model\n"
     "  --no-eval          skip the perplexity measurement\n"
     "  --no-cache         ignore and do not write the unit-table cache\n"
@@ -72,7 +72,7 @@ absl::Status RunBaseline(Args& args) {
   const std::string action_text = args.Get("action");
   WQ_ASSIGN_OR_RETURN(const int64_t seed, args.GetInt("seed", 0));
   const std::string out = args.Get("out");
-  WQ_ASSIGN_OR_RETURN(int64_t max_tokens, args.GetInt("max-tokens", -1));
+  WQ_ASSIGN_OR_RETURN(const int64_t max_tokens, args.GetInt("max-tokens", 0));
   const bool with_fp = args.Has("fp"), no_eval = args.Has("no-eval"),
              no_cache = args.Has("no-cache");
   const bool json = args.Has("json");
@@ -93,7 +93,6 @@ absl::Status RunBaseline(Args& args) {
   }
 
   WQ_ASSIGN_OR_RETURN(config::RunConfig cfg, config::LoadRunConfig(config_path, sets));
-  if (max_tokens < 0) max_tokens = cfg.evaluation.final_eval_tokens;
   WQ_ASSIGN_OR_RETURN(auto session, job::OpenSession(cfg, !no_cache, /*load_eval_text=*/!no_eval));
   const quant::UnitTable& table = session->table();
   WQ_ASSIGN_OR_RETURN(const quant::Plan plan, job::BaselinePlan(table, spec));

@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "common/base/files.h"
 #include "common/base/status_macros.h"
+#include "common/config/text_range.h"
 #include "common/quant/exporter.h"
 #include "common/quant/plan_io.h"
 #include "common/quant/quantization_session.h"
@@ -116,11 +117,20 @@ absl::StatusOr<std::string> WriteArtifacts(const quant::QuantizationSession& ses
   return (d / "fake_quant").string();
 }
 
-// The calibration slice (loss term) and the evaluation text's slices.
+// The loss slice (start of the calibration range), the selection slice and
+// the held-out text (the session's eval ids), each from its own text role.
 absl::StatusOr<EvaluationSlices> Slices(const config::RunConfig& cfg,
                                         const quant::QuantizationSession& session) {
-  WQ_ASSIGN_OR_RETURN(const std::string calib_text, base::ReadFile(cfg.calibration.text));
-  return SliceEvaluationText(cfg.evaluation, session.tokenizer().Encode(calib_text, false),
+  const config::TextEncoder encode = [&tok = session.tokenizer()](std::string_view text) {
+    return tok.Encode(text, /*add_bos=*/false);
+  };
+  WQ_ASSIGN_OR_RETURN(
+      std::vector<int32_t> calibration,
+      config::ReadTextRange(config::CalibrationRange(cfg.calibration), "calibration", encode));
+  WQ_ASSIGN_OR_RETURN(
+      std::vector<int32_t> selection,
+      config::ReadTextRange(cfg.evaluation.selection, "evaluation.selection", encode));
+  return SliceEvaluationText(cfg.evaluation, std::move(calibration), std::move(selection),
                              session.eval_ids());
 }
 

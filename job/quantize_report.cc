@@ -95,19 +95,28 @@ void AddTrainingJson(const QuantizeReport& r, json* report) {
   (*report)["training_curve"] = curve;
 }
 
+std::string RoleText(const config::TextRange& r) {
+  return r.tokens[1] == 0 ? absl::StrFormat("%s tokens [%d, end)", r.text, r.tokens[0])
+                          : absl::StrFormat("%s tokens [%d, %d)", r.text, r.tokens[0], r.tokens[1]);
+}
+
 std::string SliceNote(const QuantizeReport& r) {
   const int64_t selection = static_cast<int64_t>(r.slices->selection.size());
   const int64_t heldout = static_cast<int64_t>(r.slices->heldout.size());
-  const std::string& text = r.config->evaluation.text;
+  const config::RunConfig& c = *r.config;
+  const std::string roles = absl::StrFormat(
+      "Text roles (disjoint): calibration %s; selection %s (%d tokens); held-out %s.",
+      RoleText(config::CalibrationRange(c.calibration)), RoleText(c.evaluation.selection),
+      selection, RoleText(c.evaluation.heldout));
   return r.have_heldout
              ? absl::StrFormat(
-                   "Perplexities in the summary and the chart: the %d held-out tokens of %s "
-                   "after the %d-token selection slice (report.json has all slices).",
-                   heldout, text, selection)
+                   "Perplexities in the summary and the chart: the %d held-out tokens, which "
+                   "no calibration or selection step read (report.json has all slices). %s",
+                   heldout, roles)
              : absl::StrFormat(
-                   "Perplexities in the summary and the chart: the whole %d tokens used of %s "
-                   "(no held-out part).",
-                   selection + heldout, text);
+                   "Perplexities in the summary and the chart: selection + held-out, %d tokens "
+                   "(the held-out part is shorter than one window). %s",
+                   selection + heldout, roles);
 }
 
 }  // namespace

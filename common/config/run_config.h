@@ -19,21 +19,37 @@ struct ModelConfig {
   int threads = 0;             // intra-op threads; 0 = all cores
 };
 
-// Calibration pass (DESIGN.md section 3): activation statistics per linear input.
-struct CalibrationConfig {
-  std::string text;   // UTF-8 text file
-  int samples = 32;   // sequences
-  int seq_len = 256;  // tokens per sequence (incl. BOS)
-  uint64_t seed = 0;  // which windows of the text are sampled
+// A part of a text file, in the model's token ids: the file encoded without
+// BOS, ids [tokens[0], tokens[1]); tokens[1] = 0 means to the end of the text.
+// The three text roles of a run (calibration, selection, held-out) are each
+// one TextRange, and the config loader refuses two that overlap (same file,
+// intersecting ranges): no plan is chosen on, and no activation statistic
+// comes from, the text its final numbers are measured on.
+struct TextRange {
+  std::string text;                      // UTF-8 text file
+  std::vector<int64_t> tokens = {0, 0};  // [begin, end); end 0 = end of text
 };
 
-// Episode-end evaluation of a plan (DESIGN.md section 4).
+// Calibration pass (DESIGN.md section 3): activation statistics per linear input.
+// Its windows and the loss slice of the episode-end reward come from `text`'s
+// range `tokens` only.
+struct CalibrationConfig {
+  std::string text;                      // UTF-8 text file
+  std::vector<int64_t> tokens = {0, 0};  // the part of `text` calibration reads (TextRange)
+  int samples = 32;                      // sequences
+  int seq_len = 256;                     // tokens per sequence (incl. BOS)
+  uint64_t seed = 0;                     // which windows of the text are sampled
+};
+
+// Episode-end evaluation of a plan (DESIGN.md section 4) and the final numbers.
 struct EvaluationConfig {
-  std::string text;                   // evaluation text file
+  // The selection slice: the perplexity of the episode-end reward and the
+  // choice of the returned plan (RL and the search baseline alike).
+  TextRange selection;
+  // Held-out text: only final numbers (report, `baseline`, `eval --config`).
+  TextRange heldout;
   int context = 256;                  // window length N (BOS + N-1 tokens)
-  int64_t calib_slice_tokens = 8192;  // tokens for the loss-increase term
-  int64_t eval_slice_tokens = 16384;  // tokens for the perplexity term
-  int64_t final_eval_tokens = 0;      // 0 = whole eval text for final plans
+  int64_t calib_slice_tokens = 8192;  // loss-increase term: first N ids of the calibration range
   int batch = 16;                     // windows per forward
 };
 
@@ -145,14 +161,19 @@ struct RunConfig {
 };
 
 // Parses YAML text. `overrides` are "a.b.c=value" strings (from --set) applied
-// on top before validation. Relative paths in model.dir, calibration.text and
-// evaluation.text are resolved against `base_dir` when it is not empty.
+// on top before validation. Relative paths in model.dir, calibration.text,
+// evaluation.selection.text and evaluation.heldout.text are resolved against
+// `base_dir` when it is not empty. Text roles that overlap (TextRange) are
+// INVALID_ARGUMENT naming both keys.
 absl::StatusOr<RunConfig> ParseRunConfig(const std::string& yaml_text, const std::string& source,
                                          const std::vector<std::string>& overrides = {},
                                          const std::string& base_dir = "");
 // Reads and parses a file; relative data/model paths resolve against the file's directory.
 absl::StatusOr<RunConfig> LoadRunConfig(const std::string& path,
                                         const std::vector<std::string>& overrides = {});
+
+// The calibration range as a TextRange (calibration.text, calibration.tokens).
+TextRange CalibrationRange(const CalibrationConfig& calibration);
 
 // A canonical text of every field (for fingerprints and logs).
 std::string CanonicalText(const RunConfig& config);
