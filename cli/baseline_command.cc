@@ -1,6 +1,7 @@
-// `windquant baseline`: builds a baseline plan (uniform, greedy, Lagrangian, random)
-// from the run's unit table, writes plan.json + plan.bin, and reports its effective
-// bits and measured perplexity (DESIGN.md section 3).
+// `windquant baseline`: builds a baseline plan (uniform, greedy, Lagrangian, random,
+// or search: the best of N plans measured on the selection slice) from the run's
+// unit table, writes plan.json + plan.bin, and reports its effective bits and
+// measured perplexity (DESIGN.md section 3).
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -8,31 +9,40 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "cli/command.h"
+#include "common/base/progress.h"
 #include "common/base/status_macros.h"
 #include "common/config/run_config.h"
+#include "common/config/text_range.h"
 #include "common/quant/baselines.h"
 #include "common/quant/plan_io.h"
 #include "common/quant/quantization_session.h"
 #include "job/baseline_plans.h"
 #include "job/open_session.h"
+#include "job/search_baseline.h"
 #include "nlohmann/json.hpp"
 
 namespace windquant::cli {
 namespace {
 
 constexpr char kUsage[] =
-    "usage: windquant baseline --config FILE --method uniform|greedy|lagrange|random\n"
-    "                          [--bits B] [--action A] [--seed N] [--out DIR] [--json]\n\n"
+    "usage: windquant baseline --config FILE --method uniform|greedy|lagrange|random|search\n"
+    "                          [--bits B] [--action A] [--seed N] [--evals N] [--out DIR]\n"
+    "                          [--json]\n\n"
     "Runs the quantization session of FILE (calibration + unit table, or the unit-table\n"
     "cache quant.cache_dir), builds a baseline plan and measures its perplexity on\n"
-    "the held-out text (evaluation.heldout: its file and token range).\n\n"
+    "the held-out text (evaluation.heldout: its file and token range).\n"
+    "search: a (1+1) local search from the Lagrangian plan that measures N distinct\n"
+    "plans (--evals, the start plan included) on the selection slice\n"
+    "(evaluation.selection), each within --bits by construction, and returns the best;\n"
+    "`quantize` runs it with the RL run's count of real plan evaluations.\n\n"
     "flags:\n"
     "  --config FILE      run config (YAML), required\n"
     "  --set K=V          config override (repeatable)\n"
-    "  --method M         uniform | greedy | lagrange | random (required)\n"
-    "  --bits B           effective-bit budget (greedy, lagrange, random)\n"
+    "  --method M         uniform | greedy | lagrange | random | search (required)\n"
+    "  --bits B           effective-bit budget (greedy, lagrange, random, search)\n"
     "  --action A         uniform action: 16 8 4 3 2 1.58 1 (uniform only)\n"
-    "  --seed N           random plan seed (0)\n"
+    "  --seed N           random plan / search seed (0)\n"
+    "  --evals N          search: plans measured on the selection slice (required)\n"
     "  --out DIR          write DIR/plan.json and DIR/plan.bin\n"
     "  --max-tokens N     first N held-out ids only (default 0: all of evaluation.heldout)\n"
     "  --fp               also measure the full-precision model\n"
@@ -54,6 +64,15 @@ void PrintText(const nlohmann::json& j, const quant::PlanTotals& totals, size_t 
       totals.effective_bits, totals.whole_model_bits);
   std::printf("units %zu, actions%s\n", units, count_text.c_str());
   std::printf("proxy error %.6g\n", j.at("proxy_error").get<double>());
+  if (j.contains("search")) {
+    const nlohmann::json& q = j.at("search");
+    std::printf(
+        "search: %lld plans measured on the selection slice, %lld accepted; "
+        "selection perplexity %.4f (Lagrangian start) -> %.4f\n",
+        static_cast<long long>(q.at("evaluations").get<int64_t>()),
+        static_cast<long long>(q.at("accepted").get<int64_t>()),
+        q.at("start_selection_ppl").get<double>(), q.at("selection_ppl").get<double>());
+  }
   if (j.contains("perplexity")) {
     std::printf("perplexity %.4f on %lld tokens (context %lld)\n", j.at("perplexity").get<double>(),
                 static_cast<long long>(j.at("eval_tokens").get<int64_t>()),
@@ -64,6 +83,34 @@ void PrintText(const nlohmann::json& j, const quant::PlanTotals& totals, size_t 
   if (!out.empty()) std::printf("wrote %s/plan.json, %s/plan.bin\n", out.c_str(), out.c_str());
 }
 
+// The search baseline on the session's model: plans measured on the selection slice.
+absl::StatusOr<quant::Plan> Search(const quant::QuantizationSession& session,
+                                   const job::BaselineSpec& spec, nlohmann::json* info) {
+  const config::RunConfig& cfg = session.config();
+  WQ_ASSIGN_OR_RETURN(const std::vector<int32_t> selection,
+                      config::ReadTextRange(cfg.evaluation.selection, "evaluation.selection",
+                                            [&tok = session.tokenizer()](std::string_view text) {
+                                              return tok.Encode(text, /*add_bos=*/false);
+                                            }));
+  job::SearchOptions so;
+  so.target_bits = spec.bits;
+  so.evaluations = spec.evals;
+  so.seed = spec.seed;
+  base::Progress progress("search", static_cast<double>(spec.evals), "plans");
+  int64_t measured = 0;
+  job::PlanMeasure measure = [&](const std::vector<int>& actions) -> absl::StatusOr<double> {
+    WQ_ASSIGN_OR_RETURN(model::PerplexityResult r, session.Perplexity(actions, selection, 0));
+    progress.Update(static_cast<double>(++measured));
+    return r.perplexity;
+  };
+  WQ_ASSIGN_OR_RETURN(const job::SearchResult r, job::SearchPlan(session.table(), so, measure));
+  progress.Finish(absl::StrFormat("best %.4f (start %.4f)", r.selection_ppl, r.start_ppl));
+  *info = {{"evaluations", r.evaluations},         {"accepted", r.accepted},
+           {"start_selection_ppl", r.start_ppl},   {"selection_ppl", r.selection_ppl},
+           {"selection_tokens", selection.size()}, {"seed", spec.seed}};
+  return session.MakePlan(r.actions, "search", spec.bits);
+}
+
 absl::Status RunBaseline(Args& args) {
   const std::string config_path = args.Get("config");
   const std::vector<std::string> sets = args.GetAll("set");
@@ -71,6 +118,7 @@ absl::Status RunBaseline(Args& args) {
   WQ_ASSIGN_OR_RETURN(const double bits, args.GetDouble("bits", 0.0));
   const std::string action_text = args.Get("action");
   WQ_ASSIGN_OR_RETURN(const int64_t seed, args.GetInt("seed", 0));
+  WQ_ASSIGN_OR_RETURN(const int64_t evals, args.GetInt("evals", 0));
   const std::string out = args.Get("out");
   WQ_ASSIGN_OR_RETURN(const int64_t max_tokens, args.GetInt("max-tokens", 0));
   const bool with_fp = args.Has("fp"), no_eval = args.Has("no-eval"),
@@ -82,6 +130,7 @@ absl::Status RunBaseline(Args& args) {
   spec.method = method;
   spec.bits = bits;
   spec.seed = static_cast<uint64_t>(seed);
+  spec.evals = evals;
   WQ_RETURN_IF_ERROR(job::ValidateBaselineSpec(spec));
   if (method == "uniform") {
     if (action_text.empty())
@@ -95,7 +144,11 @@ absl::Status RunBaseline(Args& args) {
   WQ_ASSIGN_OR_RETURN(config::RunConfig cfg, config::LoadRunConfig(config_path, sets));
   WQ_ASSIGN_OR_RETURN(auto session, job::OpenSession(cfg, !no_cache, /*load_eval_text=*/!no_eval));
   const quant::UnitTable& table = session->table();
-  WQ_ASSIGN_OR_RETURN(const quant::Plan plan, job::BaselinePlan(table, spec));
+  nlohmann::json search_json;
+  absl::StatusOr<quant::Plan> built =
+      method == "search" ? Search(*session, spec, &search_json) : job::BaselinePlan(table, spec);
+  if (!built.ok()) return built.status();
+  const quant::Plan plan = *std::move(built);
   const quant::PlanTotals totals = plan.Totals(table);
   if (!out.empty()) WQ_RETURN_IF_ERROR(quant::WritePlanFiles(plan, table, out));
 
@@ -114,6 +167,7 @@ absl::Status RunBaseline(Args& args) {
   }
   j["action_counts"] = counts;
   if (!out.empty()) j["out"] = out;
+  if (!search_json.is_null()) j["search"] = search_json;
   if (!no_eval) {
     WQ_ASSIGN_OR_RETURN(model::PerplexityResult r, session->Perplexity(plan.actions, max_tokens));
     j["perplexity"] = r.perplexity;

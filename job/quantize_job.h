@@ -24,14 +24,18 @@
 #include "absl/status/statusor.h"
 #include "common/config/run_config.h"
 #include "job/plan_measurement.h"
+#include "job/search_baseline.h"
 
 namespace windquant::job {
 
 struct QuantizeOptions {
-  bool resume = false;             // continue from output.dir/checkpoint (else it is cleared)
-  bool use_cache = true;           // unit-table and fit caches (quant.cache_dir), the actors' too
-  bool export_model = true;        // output.dir/quantized and output.dir/fake_quant
-  bool baselines = true;           // measure uniform, greedy, lagrange and random at the end
+  bool resume = false;       // continue from output.dir/checkpoint (else it is cleared)
+  bool use_cache = true;     // unit-table and fit caches (quant.cache_dir), the actors' too
+  bool export_model = true;  // output.dir/quantized and output.dir/fake_quant
+  // Measure uniform, greedy, lagrange, random and search at the end; search
+  // (search_baseline.h) spends as many real plan evaluations on the selection
+  // slice as the RL run did (its cache misses, the reference plan included).
+  bool baselines = true;
   int64_t stop_after_updates = 0;  // > 0: stop (checkpoint first) after that many updates
   std::function<void(const std::string&)> log;  // progress lines
   // Wall times count from here (the caller's start, e.g. before loading the config).
@@ -45,6 +49,8 @@ struct QuantizeResult {
   std::string checkpoint_dir;
   MeasuredPlan fp;
   std::vector<MeasuredPlan> plans;  // the RL plan first, then the baselines
+  int64_t rl_evaluations = 0;       // real plan evaluations of the RL run (cache misses)
+  SearchResult search;              // the search baseline (evaluations 0 when not run)
   std::string winner;               // "" when no plan is within the target
   bool have_heldout = false;        // the winner metric is the held-out PPL (else whole text)
   double lambda = 0;

@@ -19,11 +19,12 @@ using nlohmann::json;
 json Num(double x) { return std::isfinite(x) ? json(x) : json(nullptr); }
 
 json PlanJson(const MeasuredPlan& m) {
-  return {{"name", m.name},
-          {"bits", m.bits},
-          {"selection_ppl", Num(m.selection_ppl)},
-          {"whole_ppl", Num(m.whole_ppl)},
-          {"heldout_ppl", Num(m.heldout_ppl)}};
+  json j = {{"name", m.name},
+            {"bits", m.bits},
+            {"selection_ppl", Num(m.selection_ppl)},
+            {"whole_ppl", Num(m.whole_ppl)},
+            {"heldout_ppl", Num(m.heldout_ppl)}};
+  return j;
 }
 
 // The run's numbers: slices, FP and every plan, the winner, the RL plan's
@@ -61,6 +62,18 @@ json SummaryJson(const QuantizeReport& r) {
   report["resumed_from_update"] = tr.resumed_from_update;
   report["plan_evaluations"] = tr.evaluations;
   report["cache_hits"] = tr.cache_hits;
+  report["rl_real_evaluations"] = r.rl_evaluations;
+  if (r.search != nullptr) {
+    const SearchResult& q = *r.search;
+    report["search"] = {{"evaluations", q.evaluations},
+                        {"rl_evaluations", r.rl_evaluations},
+                        {"accepted", q.accepted},
+                        {"repeats", q.repeats},
+                        {"proposals", q.proposals},
+                        {"start_selection_ppl", Num(q.start_ppl)},
+                        {"selection_ppl", Num(q.selection_ppl)},
+                        {"seed", r.config->training.seed}};
+  }
   report["wall_time_s"] = {{"prepare", r.prepare_s}, {"train", r.train_s}, {"total", r.total_s}};
   if (!r.exported.empty()) report["exported"] = r.exported;
   return report;
@@ -161,14 +174,21 @@ report::ReportData MakeReportData(const QuantizeReport& r) {
       "Training curves: perplexity and bits on the selection slice; the best plan is the "
       "lowest selection-slice perplexity within the final target.");
   d.notes.push_back(absl::StrFormat(
-      "RL plan from %s at update %d; %d updates, %d plan evaluations, lambda %.4f%s.",
-      tr.best.source, tr.best.update, tr.updates, tr.evaluations, tr.lambda,
+      "RL plan from %s at update %d; %d updates, %d plan evaluations (%d real, the rest "
+      "cached), lambda %.4f%s.",
+      tr.best.source, tr.best.update, tr.updates, tr.evaluations, r.rl_evaluations, tr.lambda,
       tr.resumed_from_update >= 0
           ? absl::StrFormat("; resumed from update %d", tr.resumed_from_update)
           : ""));
+  if (r.search != nullptr) {
+    d.notes.push_back(absl::StrFormat(
+        "Search baseline: (1+1) local search from the Lagrangian plan, %d real plan "
+        "evaluations on the selection slice (the RL run: %d), %d accepted moves.",
+        r.search->evaluations, r.rl_evaluations, r.search->accepted));
+  }
   d.notes.push_back(absl::StrCat("Config ", cfg.source,
-                                 "; baselines (uniform nearest, greedy, lagrange, random) "
-                                 "use the same unit table and operators."));
+                                 "; baselines (uniform nearest, greedy, lagrange, random, "
+                                 "search) use the same unit table and operators."));
   return d;
 }
 

@@ -1,5 +1,7 @@
 // report.json and report.html of a quantize run (`windquant quantize` writes
 // both into output.dir): FP / RL / baseline perplexities and bits, the winner,
+// the search baseline's and the RL run's counts of
+// real plan evaluations,
 // wall times, λ, the curriculum history and the training curve per update,
 // and beside them the keys of common/report's ReportData, so that
 // `windquant report --in report.json` renders report.html again.
@@ -17,6 +19,7 @@
 #include "common/rl/training.h"
 #include "job/evaluation_slices.h"
 #include "job/plan_measurement.h"
+#include "job/search_baseline.h"
 
 namespace windquant::job {
 
@@ -31,7 +34,10 @@ struct QuantizeReport {
   std::vector<MeasuredPlan> plans;  // the RL plan first, then the baselines
   bool have_heldout = false;        // winner metric: held-out PPL, else whole-text PPL
   std::string winner;
-  std::string exported;  // the fake-quant checkpoint's directory ("" = none)
+  std::string origin;                    // the returned plan's origin (ReturnedPlanOrigin)
+  int64_t rl_evaluations = 0;            // real plan evaluations of the RL run (cache misses)
+  const SearchResult* search = nullptr;  // the search baseline's run (nullptr: not run)
+  std::string exported;                  // the fake-quant checkpoint's directory ("" = none)
   double prepare_s = 0, train_s = 0, total_s = 0;
 };
 
