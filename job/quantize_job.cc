@@ -129,8 +129,7 @@ absl::Status MeasureAll(const quant::UnitTable& table, const rl::RunResult& tr,
 absl::StatusOr<std::string> WriteArtifacts(const quant::QuantizationSession& session,
                                            const config::RunConfig& cfg, const rl::RunResult& tr,
                                            double target, bool export_model) {
-  quant::Plan plan = session.MakePlan(tr.best.actions, "rl", target);
-  plan.policy_version = tr.best.policy_version;
+  quant::Plan plan = ReturnedPlan(session.table(), tr, target);
   WQ_RETURN_IF_ERROR(quant::WritePlanFiles(plan, session.table(), cfg.output.dir));
   if (!export_model) return std::string();
   quant::ExportInputs in;
@@ -192,6 +191,7 @@ absl::StatusOr<QuantizeResult> RunQuantizeJob(const config::RunConfig& cfg,
   WQ_ASSIGN_OR_RETURN(rl::RunResult tr, Train(cfg, options, table, out.checkpoint_dir, log));
   out.updates = tr.updates;
   out.lambda = tr.lambda;
+  out.origin = ReturnedPlanOrigin(tr.best.source);
   out.rl_evaluations = tr.evaluations - tr.cache_hits;
   if (tr.stopped_early) {
     out.stopped_early = true;
@@ -221,6 +221,7 @@ absl::StatusOr<QuantizeResult> RunQuantizeJob(const config::RunConfig& cfg,
   report.plans = out.plans;
   report.have_heldout = out.have_heldout;
   report.winner = out.winner;
+  report.origin = out.origin;
   report.rl_evaluations = out.rl_evaluations;
   if (options.baselines) report.search = &out.search;
   report.prepare_s = prepare_s;

@@ -5,7 +5,8 @@
 // with in-process gRPC channels (RunInProcessJob: PPO with the curriculum,
 // warm start and checkpoints); then the best feasible plan and every baseline
 // measured at the final target (EvaluationSlices, PickWinner), and the
-// artifacts in output.dir: plan.json / plan.bin, report.json / report.html
+// artifacts in output.dir: plan.json / plan.bin (source: the returned plan's
+// origin, ReturnedPlanOrigin), report.json / report.html
 // (quantize_report.h) and, unless disabled, the quantized and fake-quant
 // checkpoints.
 // Memory: besides the session (quantization_session.h) and the services'
@@ -49,10 +50,14 @@ struct QuantizeResult {
   std::string checkpoint_dir;
   MeasuredPlan fp;
   std::vector<MeasuredPlan> plans;  // the RL plan first, then the baselines
-  int64_t rl_evaluations = 0;       // real plan evaluations of the RL run (cache misses)
-  SearchResult search;              // the search baseline (evaluations 0 when not run)
-  std::string winner;               // "" when no plan is within the target
-  bool have_heldout = false;        // the winner metric is the held-out PPL (else whole text)
+  // Where the returned plan came from (ReturnedPlanOrigin): "rl" (a sampled
+  // episode), "greedy-of-policy" (the policy's argmax plan) or "lagrange" (the
+  // reference plan, which no policy plan beat on the selection slice).
+  std::string origin;
+  int64_t rl_evaluations = 0;  // real plan evaluations of the RL run (cache misses)
+  SearchResult search;         // the search baseline (evaluations 0 when not run)
+  std::string winner;          // "" when no plan is within the target
+  bool have_heldout = false;   // the winner metric is the held-out PPL (else whole text)
   double lambda = 0;
   double seconds = 0;  // since options.start
 };

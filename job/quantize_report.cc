@@ -18,12 +18,13 @@ using nlohmann::json;
 
 json Num(double x) { return std::isfinite(x) ? json(x) : json(nullptr); }
 
-json PlanJson(const MeasuredPlan& m) {
+json PlanJson(const MeasuredPlan& m, const std::string& origin) {
   json j = {{"name", m.name},
             {"bits", m.bits},
             {"selection_ppl", Num(m.selection_ppl)},
             {"whole_ppl", Num(m.whole_ppl)},
             {"heldout_ppl", Num(m.heldout_ppl)}};
+  if (m.name == "rl") j["origin"] = origin;
   return j;
 }
 
@@ -46,12 +47,14 @@ json SummaryJson(const QuantizeReport& r) {
                   {"heldout_ppl", Num(r.fp.heldout_ppl)},
                   {"selection_ppl", Num(r.fp.selection_ppl)}};
   json plans = json::array();
-  for (const MeasuredPlan& m : r.plans) plans.push_back(PlanJson(m));
+  for (const MeasuredPlan& m : r.plans) plans.push_back(PlanJson(m, r.origin));
   report["plans"] = plans;
   report["winner"] = r.winner;
   report["winner_metric"] = r.have_heldout ? "heldout_ppl" : "whole_ppl";
   const MeasuredPlan& rl = r.plans.front();
+  report["returned_plan_origin"] = r.origin;
   report["rl"] = {{"source", tr.best.source},
+                  {"origin", r.origin},
                   {"update", tr.best.update},
                   {"bits", rl.bits},
                   {"selection_ppl", Num(rl.selection_ppl)},
@@ -134,6 +137,19 @@ std::string SliceNote(const QuantizeReport& r) {
 
 }  // namespace
 
+std::string ReturnedPlanOrigin(const std::string& learner_source) {
+  if (learner_source == "rl-greedy") return "greedy-of-policy";
+  return learner_source.empty() ? "rl" : learner_source;
+}
+
+quant::Plan ReturnedPlan(const quant::UnitTable& table, const rl::RunResult& training,
+                         double target_bits) {
+  quant::Plan plan = quant::Plan::Make(table, training.best.actions,
+                                       ReturnedPlanOrigin(training.best.source), target_bits);
+  plan.policy_version = training.best.policy_version;
+  return plan;
+}
+
 report::ReportData MakeReportData(const QuantizeReport& r) {
   const bool have_heldout = r.have_heldout;
   auto metric = [have_heldout](const MeasuredPlan& m) {  // non-finite (overflow) = unknown
@@ -174,9 +190,9 @@ report::ReportData MakeReportData(const QuantizeReport& r) {
       "Training curves: perplexity and bits on the selection slice; the best plan is the "
       "lowest selection-slice perplexity within the final target.");
   d.notes.push_back(absl::StrFormat(
-      "RL plan from %s at update %d; %d updates, %d plan evaluations (%d real, the rest "
+      "Returned plan: %s, from update %d; %d updates, %d plan evaluations (%d real, the rest "
       "cached), lambda %.4f%s.",
-      tr.best.source, tr.best.update, tr.updates, tr.evaluations, r.rl_evaluations, tr.lambda,
+      r.origin, tr.best.update, tr.updates, tr.evaluations, r.rl_evaluations, tr.lambda,
       tr.resumed_from_update >= 0
           ? absl::StrFormat("; resumed from update %d", tr.resumed_from_update)
           : ""));

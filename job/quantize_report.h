@@ -1,6 +1,6 @@
 // report.json and report.html of a quantize run (`windquant quantize` writes
 // both into output.dir): FP / RL / baseline perplexities and bits, the winner,
-// the search baseline's and the RL run's counts of
+// the returned plan's origin, the search baseline's and the RL run's counts of
 // real plan evaluations,
 // wall times, λ, the curriculum history and the training curve per update,
 // and beside them the keys of common/report's ReportData, so that
@@ -14,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "common/config/run_config.h"
+#include "common/quant/plan.h"
 #include "common/quant/unit_table.h"
 #include "common/report/report_data.h"
 #include "common/rl/training.h"
@@ -40,6 +41,18 @@ struct QuantizeReport {
   std::string exported;                  // the fake-quant checkpoint's directory ("" = none)
   double prepare_s = 0, train_s = 0, total_s = 0;
 };
+
+// The origin of the plan the RL run returned, from the learner's candidate
+// source: "rl" (a sampled episode), "greedy-of-policy" (the learner's
+// "rl-greedy": the policy's argmax plan after an update) or "lagrange" (the
+// reference plan, when no policy plan beat it on the selection slice); any
+// other source is returned as it is.
+std::string ReturnedPlanOrigin(const std::string& learner_source);
+
+// The returned plan as plan.json / plan.bin carry it: training.best's actions
+// at `target_bits`, source = its origin, its policy version.
+quant::Plan ReturnedPlan(const quant::UnitTable& table, const rl::RunResult& training,
+                         double target_bits);
 
 // The HTML report's data: the RL plan's bits per unit, every measured plan
 // at its effective bits, the training curve. Perplexities are the winner

@@ -84,8 +84,8 @@ bool Propose(const quant::UnitTable& t, double budget, int max_moves, std::mt199
 
 }  // namespace
 
-absl::StatusOr<SearchResult> SearchPlan(const quant::UnitTable& table,
-                                        const SearchOptions& options, const PlanMeasure& measure) {
+absl::StatusOr<SearchResult> SearchPlan(const quant::UnitTable& table, const SearchOptions& options,
+                                        const PlanMeasure& measure) {
   if (options.evaluations < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("--evals: must be >= 1 (plans to measure), got ", options.evaluations));

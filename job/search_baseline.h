@@ -37,14 +37,14 @@ struct SearchOptions {
 };
 
 struct SearchResult {
-  std::vector<int> actions;  // the best plan measured (lowest perplexity)
-  double selection_ppl = 0;  // its measured perplexity
-  double start_ppl = 0;      // the Lagrangian start plan's
-  int64_t evaluations = 0;   // distinct plans measured (= options.evaluations unless the
-                             // proposals ran out, see proposals)
-  int64_t accepted = 0;      // proposals that became the incumbent
-  int64_t repeats = 0;       // proposals answered from memory (not measured, not counted)
-  int64_t proposals = 0;     // all proposals, including dropped and repeated ones
+  std::vector<int> actions;        // the best plan measured (lowest perplexity)
+  double selection_ppl = 0;        // its measured perplexity
+  double start_ppl = 0;            // the Lagrangian start plan's
+  int64_t evaluations = 0;         // distinct plans measured (= options.evaluations unless the
+                                   // proposals ran out, see proposals)
+  int64_t accepted = 0;            // proposals that became the incumbent
+  int64_t repeats = 0;             // proposals answered from memory (not measured, not counted)
+  int64_t proposals = 0;           // all proposals, including dropped and repeated ones
   std::vector<double> best_after;  // incumbent perplexity after each measurement
 };
 
@@ -53,8 +53,8 @@ using PlanMeasure = std::function<absl::StatusOr<double>(const std::vector<int>&
 
 // INVALID_ARGUMENT naming --evals for evaluations < 1 or --bits for a target
 // below the table's cheapest plan; `measure`'s errors.
-absl::StatusOr<SearchResult> SearchPlan(const quant::UnitTable& table,
-                                        const SearchOptions& options, const PlanMeasure& measure);
+absl::StatusOr<SearchResult> SearchPlan(const quant::UnitTable& table, const SearchOptions& options,
+                                        const PlanMeasure& measure);
 
 }  // namespace windquant::job
 
