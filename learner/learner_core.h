@@ -1,24 +1,30 @@
-// LearnerCore: the learner's domain object (DESIGN.md section 5). Merges the
-// stage unit tables into the global table, holds the policy (rl::PpoLearner),
-// holds each finished episode until its evaluation arrives (or
-// service.evaluation_timeout_ms passes), adds the episode-end reward
-// (rl::EpisodeEndReward), runs a PPO update every
-// training.episodes_per_update evaluated episodes, steps the curriculum
-// (rl::Curriculum; criterion: the stage's best policy plan against its
-// reference plan), keeps the best feasible plan, and writes the run
-// checkpoint (rl::RunCheckpoint) and the plan files under output.dir.
-// Candidate plans: at the start of every curriculum stage
-// the Lagrangian reference plan of the stage's target (quant::LagrangePlan)
-// and after every PPO update the greedy (argmax) plan of the new policy are
-// queued for the evaluator (TakeCandidates; ids with
-// rl::kCandidateEpisodeBit); their evaluations come back through
-// ReportEvaluation and only compete for the best plan (no PPO batch, no
-// reward). With training.warm_start = lagrange the policy is behaviour-cloned
-// on the reference plan (rl::WarmStartOnPlan) before the stage's first policy
-// is published; no policy is published before the table is complete and the
-// stage started. When the curriculum finishes, the run is done once the
-// candidates still out are evaluated (or expired after
-// service.evaluation_timeout_ms). A candidate in flight when the learner
+// LearnerCore: the learner's domain object (DESIGN.md section 5); it wires
+// the learner's parts together:
+// - TableMerger: the stage unit tables merged into the global table, kept in
+//   output.dir/unit_table.pb;
+// - rl::PpoLearner: the policy; UpdateBatch: the evaluated episodes of the
+//   next PPO update (every training.episodes_per_update episodes);
+// - HeldEpisodes: each finished episode held until its evaluation arrives (or
+//   service.evaluation_timeout_ms passes); an episode id is accepted once per
+//   run (ids already in plans.jsonl are refused after a restart too);
+// - CandidateQueue: candidate plans for the evaluator: at the start of every
+//   curriculum stage the Lagrangian reference plan of the stage's target
+//   (quant::LagrangePlan) and after every PPO update the greedy (argmax) plan
+//   of the new policy (TakeCandidates; ids with rl::kCandidateEpisodeBit);
+//   their evaluations come back through ReportEvaluation and only compete for
+//   the best plan (no PPO batch, no reward);
+// - BestPlans: the best feasible plan (plan files under output.dir/best) and
+//   the curriculum criterion (rl::Curriculum: the stage's best policy plan
+//   against its reference plan);
+// - RunRecords: plans.jsonl (every evaluated plan: no finished plan is lost),
+//   the training curve and the stage history;
+// - rl::RunCheckpoint under output.dir/checkpoint, LearnerMetrics.
+// The episode-end reward is rl::EpisodeEndReward. With training.warm_start =
+// lagrange the policy is behaviour-cloned on the reference plan
+// (rl::WarmStartOnPlan) before the stage's first policy is published; no
+// policy is published before the table is complete and the stage started.
+// When the curriculum finishes, the run is done once the candidates still
+// out are evaluated (or expired). A candidate in flight when the learner
 // stops is lost; a restarted learner queues the stage's reference again.
 // λ (rl::BatchLambda): every episode of one PPO batch
 // is rewarded with the learner's λ at the previous PPO update (lambda_init
@@ -29,27 +35,12 @@
 // it the episodes of one batch got penalties of very different scale. The
 // learner's λ goes back in every ReportEvaluationReply; the evaluator
 // continues from it, so both processes show the same multiplier.
-// Every evaluated plan is appended to output.dir/plans.jsonl (no finished plan
-// is lost); the merged table is kept in output.dir/unit_table.pb so a
-// restarted learner resumes at its checkpointed version without waiting for
-// the actors.
-// An episode id is accepted once per run (ids already in plans.jsonl are
-// refused after a restart too), so no plan is evaluated and recorded twice.
-// Metrics (when given a registry): windquant_learner_* of metric_names.h
-// (episodes, transitions, PPO updates, policy version and lag, mean reward,
-// target bits, best plan bits and perplexity) and windquant_learner_lambda.
-// History: after every PPO update an rl::UpdateRecord is appended to the
-// training curve (`lambda` = the batch λ that update's batch was rewarded
-// with, `evaluations` = cache misses so far in this process, `best_*` = the
-// best plan when the update ran, `seconds` = time since Create of the process
-// that ran it), on every curriculum advance an rl::StageEvent; both are in
-// the checkpoint and restored on resume.
-// Result() (rl::RunResult): `reference` is the final stage's lagrange
-// reference as evaluated by this process (empty when none arrived, e.g. a
-// learner restarted after the curriculum finished); `evaluations` counts the
-// episode and candidate evaluations this process accepted, cached ones
-// included, `cache_hits` those whose report said cached; `seconds` is the
-// wall time since Create; `lambda` is the batch λ (the checkpointed one).
+// Metrics (when given a registry): LearnerMetrics.
+// Result() (rl::RunResult): `best` and `reference` as BestPlans keeps them;
+// `curve` and `stages` as RunRecords; `evaluations` counts the episode and
+// candidate evaluations this process accepted, cached ones included,
+// `cache_hits` those whose report said cached; `seconds` is the wall time
+// since Create; `lambda` is the batch λ (the checkpointed one).
 // set_stop_after_updates(n): after n updates run by this process the
 // checkpoint is written and the learner stops: SubmitEpisode and
 // ReportEvaluation answer false, TakeCandidates hands out nothing,
@@ -57,8 +48,6 @@
 // update is only in the checkpoint), Status().stopped is true and done()
 // stays false (`windquant quantize --stop-after-updates`).
 // Every checkpoint write logs "learner: checkpoint: update N written to DIR".
-// Expiry: held episodes and candidates are also kept in insertion order (one
-// deque each), so expiring costs O(expired) per call, not O(held).
 // Thread-safety: all methods are thread-safe (one mutex; the PPO update of a
 // tiny policy runs under it). Status(), version() and done() read a snapshot
 // published after every change, so they never wait for a PPO update (a
@@ -67,12 +56,8 @@
 #ifndef WINDQUANT_LEARNER_LEARNER_CORE_H_
 #define WINDQUANT_LEARNER_LEARNER_CORE_H_
 
-#include <chrono>
-#include <deque>
 #include <functional>
-#include <map>
 #include <memory>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -88,17 +73,16 @@
 #include "common/rl/lagrange.h"
 #include "common/rl/plan_evaluation.h"
 #include "common/rl/ppo.h"
-#include "common/rl/run_checkpoint.h"
 #include "common/rl/training.h"
+#include "learner/best_plans.h"
+#include "learner/candidate_queue.h"
+#include "learner/held_episodes.h"
+#include "learner/learner_metrics.h"
+#include "learner/run_records.h"
+#include "learner/table_merger.h"
+#include "learner/update_batch.h"
 
 namespace windquant::learner {
-
-struct RegisterResult {
-  int registered_stages = 0;
-  int expected_stages = 0;
-  bool complete = false;
-  uint32_t total_units = 0;
-};
 
 struct EvaluationInput {
   uint64_t episode_id = 0;
@@ -178,14 +162,25 @@ class LearnerCore {
 
  private:
   explicit LearnerCore(const config::RunConfig& config);
+  // The table is complete: the checkpoint (if any) is restored and the
+  // stage started.
   absl::Status CompleteTable() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status RestoreCheckpoint(const rl::RunCheckpoint& ckpt) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<bool> ReportCandidateLocked(const EvaluationInput& input)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<bool> ReportEpisodeLocked(const EvaluationInput& input)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status Update() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // After an update: the curve record, the greedy candidate, the curriculum
+  // step (and the next stage's start).
+  // `batch_lambda`: the λ the batch was rewarded with.
+  absl::Status AfterUpdate(const UpdateBatch::Taken& batch, const rl::PpoStats& stats,
+                           double batch_lambda) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Reference candidate (+ warm start when `warm_start`) of the current stage.
   absl::Status StartStage(bool warm_start) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void QueueCandidate(std::vector<int> actions, const std::string& source, double target,
                       int64_t policy_version) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Offers a measured plan for the best plan (rl::ConsiderCandidate); writes
-  // the plan files when it is the new best.
+  // Offers a measured plan to BestPlans; logs and publishes a new best.
   absl::Status ConsiderLocked(const rl::CandidatePlan& candidate, quant::Plan plan)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Curriculum finished and no candidate out: done (final checkpoint).
@@ -203,82 +198,38 @@ class LearnerCore {
   void Log(const std::string& line) const;
 
   class PublishOnReturn;
-  struct Metrics {
-    metrics::Counter* episodes = nullptr;
-    metrics::Counter* transitions = nullptr;
-    metrics::Counter* updates = nullptr;
-    metrics::Gauge* version = nullptr;
-    metrics::Histogram* lag = nullptr;
-    metrics::Gauge* mean_reward = nullptr;
-    metrics::Gauge* target_bits = nullptr;
-    metrics::Gauge* best_bits = nullptr;
-    metrics::Gauge* best_ppl = nullptr;
-    metrics::Gauge* lambda = nullptr;
-  };
-  static absl::StatusOr<Metrics> MakeMetrics(metrics::Registry& registry);
 
   const config::RunConfig config_;
   std::function<void(const std::string&)> log_;
+  LearnerMetrics metrics_;  // all nullptr without a registry
   mutable absl::Mutex mu_;
-  std::map<int, quant::UnitTable> stage_tables_ ABSL_GUARDED_BY(mu_);
-  std::shared_ptr<const quant::UnitTable> table_ ABSL_GUARDED_BY(mu_);
+  TableMerger tables_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<const rl::UnitCosts> costs_ ABSL_GUARDED_BY(mu_);
-  int warm_started_stage_ ABSL_GUARDED_BY(mu_) = -1;
-  bool stage_started_ ABSL_GUARDED_BY(mu_) = false;  // a policy may be published
-  struct Candidate {
-    quant::Plan plan;
-    absl::Time since;
-  };
-  std::map<uint64_t, Candidate> candidates_ ABSL_GUARDED_BY(mu_);  // queued or out
-  // (since, id) of candidates_ / pending_ in insertion order (absl::Now() at
-  // insertion); ids gone already are skipped when they reach the front.
-  std::deque<std::pair<absl::Time, uint64_t>> candidate_order_ ABSL_GUARDED_BY(mu_);
-  std::deque<std::pair<absl::Time, uint64_t>> pending_order_ ABSL_GUARDED_BY(mu_);
-  std::vector<quant::Plan> outbox_ ABSL_GUARDED_BY(mu_);  // not yet handed out
-  uint64_t next_candidate_id_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t candidate_evaluations_ ABSL_GUARDED_BY(mu_) = 0;
   std::string run_fingerprint_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<rl::PpoLearner> ppo_ ABSL_GUARDED_BY(mu_);
   rl::Curriculum curriculum_ ABSL_GUARDED_BY(mu_);
   rl::BatchLambda lambda_ ABSL_GUARDED_BY(mu_);
-  struct Held {
-    rl::Episode episode;
-    absl::Time since;
-  };
-  std::map<uint64_t, Held> pending_ ABSL_GUARDED_BY(mu_);
-  std::set<uint64_t> seen_ ABSL_GUARDED_BY(mu_);  // every episode id accepted in this run
-  Metrics metrics_;                               // all nullptr without a registry
+  int warm_started_stage_ ABSL_GUARDED_BY(mu_) = -1;
+  bool stage_started_ ABSL_GUARDED_BY(mu_) = false;  // a policy may be published
+  HeldEpisodes held_ ABSL_GUARDED_BY(mu_);
+  CandidateQueue candidates_ ABSL_GUARDED_BY(mu_);
+  UpdateBatch batch_ ABSL_GUARDED_BY(mu_);
+  BestPlans best_ ABSL_GUARDED_BY(mu_);
+  RunRecords records_ ABSL_GUARDED_BY(mu_);
+  int64_t resumed_from_update_ ABSL_GUARDED_BY(mu_) = -1;
+  int64_t updates_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t updates_here_ ABSL_GUARDED_BY(mu_) = 0;  // PPO updates run by this process
+  int64_t episodes_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t evaluations_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t candidate_evaluations_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t dropped_stale_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t expired_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t stop_after_updates_ ABSL_GUARDED_BY(mu_) = 0;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
   // What PublishLocked published last (status_mu_ is taken after mu_, never before).
   mutable absl::Mutex status_mu_ ABSL_ACQUIRED_AFTER(mu_);
   LearnerStatus published_ ABSL_GUARDED_BY(status_mu_);
-  std::vector<std::vector<rl::Transition>> ready_ ABSL_GUARDED_BY(mu_);
-  std::vector<double> ready_rewards_ ABSL_GUARDED_BY(mu_);
-  std::vector<double> ready_ppl_ ABSL_GUARDED_BY(mu_);   // eval-slice PPL per ready episode
-  std::vector<double> ready_bits_ ABSL_GUARDED_BY(mu_);  // effective bits per ready episode
-  rl::CandidatePlan best_ ABSL_GUARDED_BY(mu_);
-  // The curriculum criterion: the best feasible policy plan at the
-  // current stage's target and the stage reference's perplexity (0 until its
-  // evaluation arrives: no early advance before that).
-  rl::CandidatePlan best_stage_ ABSL_GUARDED_BY(mu_);
-  double stage_reference_ppl_ ABSL_GUARDED_BY(mu_) = 0;
-  std::string best_plan_id_ ABSL_GUARDED_BY(mu_);
-  int64_t updates_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t episodes_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t evaluations_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t dropped_stale_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t expired_ ABSL_GUARDED_BY(mu_) = 0;
-  bool done_ ABSL_GUARDED_BY(mu_) = false;
-  // History and result (rl::RunResult).
-  std::vector<rl::UpdateRecord> curve_ ABSL_GUARDED_BY(mu_);
-  std::vector<rl::StageEvent> stages_ ABSL_GUARDED_BY(mu_);
-  rl::CandidatePlan reference_ ABSL_GUARDED_BY(mu_);  // final stage's, as evaluated
-  int64_t resumed_from_update_ ABSL_GUARDED_BY(mu_) = -1;
-  int64_t process_evaluations_ ABSL_GUARDED_BY(mu_) = 0;  // episodes + candidates, this process
-  int64_t cache_hits_ ABSL_GUARDED_BY(mu_) = 0;
-  const std::chrono::steady_clock::time_point created_ = std::chrono::steady_clock::now();
-  int64_t stop_after_updates_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t updates_here_ ABSL_GUARDED_BY(mu_) = 0;  // PPO updates run by this process
-  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace windquant::learner

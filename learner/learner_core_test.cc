@@ -2,11 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <map>
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "common/metrics/registry.h"
@@ -18,120 +17,44 @@
 #include "common/rl/policy.h"
 #include "common/rl/rollout_worker.h"
 #include "common/rl/state_features.h"
-#include "common/rl/synthetic_table.h"
 #include "common/rl/training.h"
+#include "common/testing/status_matchers.h"
+#include "learner/learner_core_test_fixture.h"
 
 namespace windquant::learner {
 namespace {
 
-config::RunConfig TestConfig(const std::string& dir) {
-  config::RunConfig c;
-  c.output.dir = dir;
-  c.service.stages = 2;
-  c.service.replicas = 1;
-  c.quant.chunk_size = 16;
-  c.curriculum.target_bits = {3.0};
-  c.curriculum.min_updates = 1;
-  c.curriculum.max_updates = 3;
-  c.training.episodes_per_update = 2;
-  c.training.checkpoint_every_updates = 1;
-  c.ppo.hidden = {16, 16};
-  c.ppo.minibatch_size = 8;
-  c.ppo.epochs = 1;
-  c.ppo.max_policy_lag = 1;
-  return c;
-}
-
-// The synthetic table split into two stages: layer 0 and layer 1.
-std::vector<quant::UnitTable> Stages(const quant::UnitTable& whole) {
-  std::vector<quant::UnitTable> out(2, whole);
-  for (int s = 0; s < 2; ++s) {
-    out[s].first_layer = s;
-    out[s].end_layer = s + 1;
-    out[s].units.clear();
-    for (const auto& u : whole.units) {
-      if (u.layer == s) out[s].units.push_back(u);
-    }
-  }
-  return out;
-}
-
-class LearnerCoreTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = ::testing::TempDir() + "/wq-learner-core";
-    std::filesystem::remove_all(dir_);
-    whole_ = rl::testing::SyntheticTable(14, 3);
-    whole_.num_layers = 2;
-    whole_.chunk_size = 16;  // the run config's quant.chunk_size
-    auto core = LearnerCore::Create(TestConfig(dir_), nullptr);
-    ASSERT_TRUE(core.ok()) << core.status();
-    core_ = *std::move(core);
-  }
-
-  // One episode of `version` from a policy-free walk (cheapest actions).
-  rl::Episode MakeEpisode(uint64_t id, int64_t version) {
-    auto costs = rl::UnitCosts::Create(whole_).value();
-    rl::EnvOptions eo;
-    eo.target_bits = 3.0;
-    std::vector<int> plan;
-    for (int64_t u = 0; u < costs->num_units(); ++u) plan.push_back(costs->cheapest_action(u));
-    rl::Episode e;
-    e.actor_id = "a";
-    e.episode_id = id;
-    e.policy_version = version;
-    e.steps = rl::ReplayPlan(costs, eo, plan).value();
-    for (auto& t : e.steps) {
-      t.policy_version = version;
-      t.episode_id = static_cast<int64_t>(id);
-    }
-    e.plan.plan_id = "p" + std::to_string(id);
-    e.plan.model_fingerprint = whole_.fingerprint;
-    e.plan.actions = plan;
-    e.plan.target_bits = 3.0;
-    e.plan.episode_id = id;
-    return e;
-  }
-  EvaluationInput Eval(uint64_t id, double ppl) {
-    EvaluationInput in;
-    in.episode_id = id;
-    in.plan_id = "p" + std::to_string(id);
-    in.evaluation.eval_ppl = ppl;
-    in.evaluation.effective_bits = 1.2;
-    in.evaluation.relative_ppl_increase = 0.5;
-    in.lambda = 0.7;
-    return in;
-  }
-
-  std::string dir_;
-  quant::UnitTable whole_;
-  std::unique_ptr<LearnerCore> core_;
-};
+using ::windquant::learner::testing::LearnerCoreTest;
+using ::windquant::learner::testing::LogLines;
+using ::windquant::learner::testing::RecordedRewards;
+using ::windquant::learner::testing::Stages;
+using ::windquant::learner::testing::TestConfig;
+using ::windquant::testing::IsOk;
+using ::windquant::testing::StatusIs;
 
 TEST_F(LearnerCoreTest, MergesStagesAndRejectsInconsistentTables) {
   auto stages = Stages(whole_);
-  EXPECT_EQ(core_->Table().status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(core_->Table(), StatusIs(absl::StatusCode::kUnavailable, "0 of 2 stages"));
   auto r0 = core_->RegisterTable(1, 0, stages[1]);
-  ASSERT_TRUE(r0.ok()) << r0.status();
+  ASSERT_THAT(r0, IsOk());
   EXPECT_FALSE(r0->complete);
   auto other = stages[0];
   other.fingerprint = "other";
-  auto bad = core_->RegisterTable(0, 0, other);
-  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(bad.status().message().find("fingerprint"), std::string::npos);
-  EXPECT_EQ(core_->RegisterTable(5, 0, stages[0]).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(core_->RegisterTable(0, 0, other),
+              StatusIs(absl::StatusCode::kInvalidArgument, "table.model_fingerprint"));
+  EXPECT_THAT(core_->RegisterTable(5, 0, stages[0]),
+              StatusIs(absl::StatusCode::kInvalidArgument, "stage: 5"));
   auto r1 = core_->RegisterTable(0, 0, stages[0]);
-  ASSERT_TRUE(r1.ok()) << r1.status();
+  ASSERT_THAT(r1, IsOk());
   EXPECT_TRUE(r1->complete);
   EXPECT_EQ(r1->total_units, 14u);
-  ASSERT_TRUE(core_->Table().ok());
+  ASSERT_THAT(core_->Table(), IsOk());
 }
 
 TEST_F(LearnerCoreTest, HoldsEpisodesUntilEvaluatedUpdatesAndResumesFromCheckpoint) {
   for (const auto& s : Stages(whole_)) {
     auto r = core_->RegisterTable(s.first_layer, 0, s);
-    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_THAT(r, IsOk());
   }
   EXPECT_EQ(core_->version(), 0);
   ASSERT_TRUE(core_->SubmitEpisode(MakeEpisode(1, 0)).value());
@@ -160,8 +83,8 @@ TEST_F(LearnerCoreTest, HoldsEpisodesUntilEvaluatedUpdatesAndResumesFromCheckpoi
   const auto snapshot = core_->WaitForPolicy(-1, absl::ZeroDuration()).snapshot;
   core_.reset();
   auto again = LearnerCore::Create(TestConfig(dir_), nullptr);
-  ASSERT_TRUE(again.ok()) << again.status();
-  EXPECT_TRUE((*again)->Table().ok());
+  ASSERT_THAT(again, IsOk());
+  EXPECT_THAT((*again)->Table(), IsOk());
   EXPECT_EQ((*again)->version(), 2);
   EXPECT_EQ((*again)->WaitForPolicy(-1, absl::ZeroDuration()).snapshot.sha256, snapshot.sha256);
   EXPECT_EQ((*again)->Status().updates, 2);
@@ -169,7 +92,8 @@ TEST_F(LearnerCoreTest, HoldsEpisodesUntilEvaluatedUpdatesAndResumesFromCheckpoi
 }
 
 TEST_F(LearnerCoreTest, AnEpisodeIdIsAcceptedOncePerRunAcrossRestarts) {
-  for (const auto& s : Stages(whole_)) ASSERT_TRUE(core_->RegisterTable(s.first_layer, 0, s).ok());
+  for (const auto& s : Stages(whole_))
+    ASSERT_THAT(core_->RegisterTable(s.first_layer, 0, s), IsOk());
   ASSERT_TRUE(core_->SubmitEpisode(MakeEpisode(1, 0)).value());
   ASSERT_TRUE(core_->ReportEvaluation(Eval(1, 3.0)).value());
   // Re-sent after its evaluation (an ack lost on the way back): refused, so
@@ -179,7 +103,7 @@ TEST_F(LearnerCoreTest, AnEpisodeIdIsAcceptedOncePerRunAcrossRestarts) {
   core_.reset();
   // A restarted learner knows the ids recorded in plans.jsonl.
   auto again = LearnerCore::Create(TestConfig(dir_), nullptr);
-  ASSERT_TRUE(again.ok()) << again.status();
+  ASSERT_THAT(again, IsOk());
   EXPECT_FALSE((*again)->SubmitEpisode(MakeEpisode(1, 0)).value());
   EXPECT_TRUE((*again)->SubmitEpisode(MakeEpisode(2, 0)).value());
 }
@@ -188,9 +112,9 @@ TEST_F(LearnerCoreTest, ExportsItsMetrics) {
   core_.reset();
   metrics::Registry registry;
   auto core = LearnerCore::Create(TestConfig(dir_), nullptr, &registry);
-  ASSERT_TRUE(core.ok()) << core.status();
+  ASSERT_THAT(core, IsOk());
   for (const auto& s : Stages(whole_))
-    ASSERT_TRUE((*core)->RegisterTable(s.first_layer, 0, s).ok());
+    ASSERT_THAT((*core)->RegisterTable(s.first_layer, 0, s), IsOk());
   const size_t steps = MakeEpisode(1, 0).steps.size();
   for (uint64_t id : {1, 2}) ASSERT_TRUE((*core)->SubmitEpisode(MakeEpisode(id, 0)).value());
   ASSERT_TRUE((*core)->ReportEvaluation(Eval(1, 3.0)).value());
@@ -216,13 +140,15 @@ TEST_F(LearnerCoreTest, ExportsItsMetrics) {
 
 TEST_F(LearnerCoreTest, NoPolicyIsPublishedBeforeTheTableIsComplete) {
   EXPECT_EQ(core_->WaitForPolicy(-1, absl::ZeroDuration()).snapshot.version, -1);
-  for (const auto& s : Stages(whole_)) ASSERT_TRUE(core_->RegisterTable(s.first_layer, 0, s).ok());
+  for (const auto& s : Stages(whole_))
+    ASSERT_THAT(core_->RegisterTable(s.first_layer, 0, s), IsOk());
   EXPECT_EQ(core_->WaitForPolicy(-1, absl::ZeroDuration()).snapshot.version, 0);
 }
 
 TEST_F(LearnerCoreTest, CandidatePlansCompeteForTheBestPlanButNeverEnterAPpoBatch) {
   EXPECT_TRUE(core_->TakeCandidates(absl::ZeroDuration()).empty());  // no table yet
-  for (const auto& s : Stages(whole_)) ASSERT_TRUE(core_->RegisterTable(s.first_layer, 0, s).ok());
+  for (const auto& s : Stages(whole_))
+    ASSERT_THAT(core_->RegisterTable(s.first_layer, 0, s), IsOk());
   // The stage's reference: the Lagrangian plan at the stage's target.
   std::vector<quant::Plan> out = core_->TakeCandidates(absl::ZeroDuration());
   ASSERT_EQ(out.size(), 1u);
@@ -254,7 +180,7 @@ TEST_F(LearnerCoreTest, CandidatePlansCompeteForTheBestPlanButNeverEnterAPpoBatc
   EXPECT_EQ(s.updates, 0);
   EXPECT_EQ(core_->version(), 0);
   auto best = quant::ReadPlanFile(dir_ + "/best/plan.json", whole_);
-  ASSERT_TRUE(best.ok()) << best.status();
+  ASSERT_THAT(best, IsOk());
   EXPECT_EQ(best->actions, ref.actions);
   EXPECT_EQ(best->source, "lagrange");
 
@@ -279,7 +205,8 @@ TEST_F(LearnerCoreTest, FinishesOnlyOnceTheLastCandidatesAreEvaluated) {
   c.curriculum.max_updates = 1;
   core_.reset();
   core_ = LearnerCore::Create(c, nullptr).value();
-  for (const auto& s : Stages(whole_)) ASSERT_TRUE(core_->RegisterTable(s.first_layer, 0, s).ok());
+  for (const auto& s : Stages(whole_))
+    ASSERT_THAT(core_->RegisterTable(s.first_layer, 0, s), IsOk());
   std::vector<quant::Plan> out = core_->TakeCandidates(absl::ZeroDuration());
   for (uint64_t id : {1, 2}) ASSERT_TRUE(core_->SubmitEpisode(MakeEpisode(id, 0)).value());
   for (uint64_t id : {1, 2}) ASSERT_TRUE(core_->ReportEvaluation(Eval(id, 3.0)).value());
@@ -299,24 +226,9 @@ TEST_F(LearnerCoreTest, FinishesOnlyOnceTheLastCandidatesAreEvaluated) {
   // The final checkpoint has the greedy plan as the best.
   core_.reset();
   auto again = LearnerCore::Create(c, nullptr);
-  ASSERT_TRUE(again.ok()) << again.status();
+  ASSERT_THAT(again, IsOk());
   EXPECT_TRUE((*again)->done());
   EXPECT_DOUBLE_EQ((*again)->Status().best_perplexity, 2.0);
-}
-
-// plans.jsonl's reward (episode return incl. the episode-end reward) by episode id.
-std::map<uint64_t, double> RecordedRewards(const std::string& dir) {
-  std::map<uint64_t, double> out;
-  std::ifstream in(dir + "/plans.jsonl");
-  std::string line;
-  const std::string id_key = "{\"episode_id\":", reward_key = "\"reward\":";
-  while (std::getline(in, line)) {
-    const size_t r = line.find(reward_key);
-    if (line.rfind(id_key, 0) != 0 || r == std::string::npos) continue;
-    out[std::strtoull(line.c_str() + id_key.size(), nullptr, 10)] =
-        std::strtod(line.c_str() + r + reward_key.size(), nullptr);
-  }
-  return out;
 }
 
 // Every episode of one PPO batch is rewarded with one λ, the
@@ -325,7 +237,8 @@ std::map<uint64_t, double> RecordedRewards(const std::string& dir) {
 // (already moved by that very plan); a restarted learner goes on with the
 // checkpointed λ.
 TEST_F(LearnerCoreTest, EpisodesOfOneBatchAreRewardedWithOneLambda) {
-  for (const auto& s : Stages(whole_)) ASSERT_TRUE(core_->RegisterTable(s.first_layer, 0, s).ok());
+  for (const auto& s : Stages(whole_))
+    ASSERT_THAT(core_->RegisterTable(s.first_layer, 0, s), IsOk());
   const config::RunConfig c = TestConfig(dir_);
   double step_return = 0;
   for (const auto& t : MakeEpisode(1, 0).steps) step_return += t.reward;
@@ -422,7 +335,8 @@ TEST_F(LearnerCoreTest, AStageEndsEarlyOnceAPolicyPlanBeatsItsReference) {
   auto run = [&](double reference_ppl) {
     config::RunConfig c = TestConfig(dir_ + "/ref" + std::to_string(reference_ppl));
     auto core = LearnerCore::Create(c, nullptr).value();
-    for (const auto& s : Stages(whole_)) EXPECT_TRUE(core->RegisterTable(s.first_layer, 0, s).ok());
+    for (const auto& s : Stages(whole_))
+      EXPECT_THAT(core->RegisterTable(s.first_layer, 0, s), IsOk());
     for (const quant::Plan& p : core->TakeCandidates(absl::ZeroDuration())) {
       EvaluationInput in = Eval(p.episode_id, reference_ppl);
       in.plan_id = p.plan_id;
@@ -446,11 +360,12 @@ TEST_F(LearnerCoreTest, WarmStartClonesTheLagrangianPlanBeforeTheFirstPolicy) {
     config::RunConfig c = TestConfig(dir_ + "/" + warm_start);
     c.training.warm_start = warm_start;
     auto core = LearnerCore::Create(c, nullptr).value();
-    for (const auto& s : Stages(whole_)) EXPECT_TRUE(core->RegisterTable(s.first_layer, 0, s).ok());
+    for (const auto& s : Stages(whole_))
+      EXPECT_THAT(core->RegisterTable(s.first_layer, 0, s), IsOk());
     const PublishedPolicy p = core->WaitForPolicy(-1, absl::ZeroDuration());
     EXPECT_EQ(p.snapshot.version, 0);
     auto ppo = rl::CreatePpoLearner(c).value();
-    EXPECT_TRUE(ppo->policy().LoadSnapshot(p.snapshot).ok());
+    EXPECT_THAT(ppo->policy().LoadSnapshot(p.snapshot), IsOk());
     const std::vector<int> greedy = rl::PolicyGreedyPlan(ppo->policy(), costs, c, 3.0).value();
     EXPECT_EQ(greedy.size(), lagrange.size());
     int same = 0;
@@ -464,234 +379,6 @@ TEST_F(LearnerCoreTest, WarmStartClonesTheLagrangianPlanBeforeTheFirstPolicy) {
   EXPECT_GT(warm, cold);
 }
 
-// Log lines of a LearnerCore (its log callback), for the tests below.
-struct LogLines {
-  std::shared_ptr<std::vector<std::string>> lines = std::make_shared<std::vector<std::string>>();
-  std::function<void(const std::string&)> fn() {
-    auto l = lines;
-    return [l](const std::string& line) { l->push_back(line); };
-  }
-  bool Has(const std::string& line) const {
-    return std::find(lines->begin(), lines->end(), line) != lines->end();
-  }
-  int Count(const std::string& prefix) const {
-    int n = 0;
-    for (const auto& l : *lines) n += l.rfind(prefix, 0) == 0;
-    return n;
-  }
-};
-
-// rl::RunResult: one curve record per PPO update, one stage
-// event per curriculum advance, both in the checkpoint; the result of a
-// restarted learner says where it resumed and goes on with the history.
-TEST_F(LearnerCoreTest, CurveAndStageHistorySurviveARestart) {
-  config::RunConfig c = TestConfig(dir_ + "/history");
-  c.curriculum.target_bits = {4.0, 3.0};
-  c.curriculum.min_updates = 1;
-  c.curriculum.max_updates = 2;
-  c.training.warm_start = "none";
-  LogLines log;
-  auto core = LearnerCore::Create(c, log.fn()).value();
-  for (const auto& s : Stages(whole_)) ASSERT_TRUE(core->RegisterTable(s.first_layer, 0, s).ok());
-  rl::RunResult r = core->Result();
-  EXPECT_EQ(r.resumed_from_update, -1);
-  EXPECT_EQ(r.updates, 0);
-  EXPECT_TRUE(r.curve.empty());
-  EXPECT_FALSE(r.stopped_early);
-  // Stage 0 (4.0 bits): its reference is no final-stage reference.
-  std::vector<quant::Plan> out = core->TakeCandidates(absl::ZeroDuration());
-  ASSERT_EQ(out.size(), 1u);
-  {
-    EvaluationInput in = Eval(out[0].episode_id, 9.0);
-    in.plan_id = out[0].plan_id;
-    in.evaluation.cached = true;
-    ASSERT_TRUE(core->ReportEvaluation(in).value());
-  }
-  EXPECT_TRUE(core->Result().reference.actions.empty());
-  // Update 1 (episodes at 3.0 and 2.5 PPL), update 2 (2.0, 2.0): stage 0 ends
-  // after max_updates.
-  auto batch = [&](LearnerCore& core, uint64_t id, int64_t version, double ppl1, double ppl2) {
-    for (uint64_t i : {id, id + 1})
-      ASSERT_TRUE(core.SubmitEpisode(MakeEpisode(i, version)).value());
-    ASSERT_TRUE(core.ReportEvaluation(Eval(id, ppl1)).value());
-    ASSERT_TRUE(core.ReportEvaluation(Eval(id + 1, ppl2)).value());
-  };
-  batch(*core, 1, 0, 3.0, 2.5);
-  r = core->Result();
-  ASSERT_EQ(r.curve.size(), 1u);
-  const rl::UpdateRecord& u1 = r.curve[0];
-  EXPECT_EQ(u1.update, 1);
-  EXPECT_EQ(u1.stage, 0);
-  EXPECT_DOUBLE_EQ(u1.target_bits, 4.0);
-  EXPECT_DOUBLE_EQ(u1.mean_ppl, 2.75);
-  EXPECT_DOUBLE_EQ(u1.mean_bits, 1.2);
-  EXPECT_DOUBLE_EQ(u1.best_ppl, 2.5);  // 1.2 bits: feasible at the final 3.0
-  EXPECT_DOUBLE_EQ(u1.best_bits, 1.2);
-  EXPECT_DOUBLE_EQ(u1.lambda, c.lagrange.lambda_init);  // the λ batch 1 was rewarded with
-  EXPECT_EQ(u1.evaluations, 2);                         // 3 received, the reference was cached
-  EXPECT_GT(u1.entropy, 0);
-  EXPECT_GT(u1.seconds, 0);
-  {  // mean_reward: the mean episode return, as plans.jsonl records it.
-    const std::map<uint64_t, double> rewards = RecordedRewards(c.output.dir);
-    ASSERT_EQ(rewards.size(), 2u);
-    const double want = (rewards.at(1) + rewards.at(2)) / 2;
-    EXPECT_NEAR(u1.mean_reward, want, 1e-4 * std::max(1.0, std::abs(want)));
-  }
-  EXPECT_EQ(r.evaluations, 3);
-  EXPECT_EQ(r.cache_hits, 1);
-  EXPECT_TRUE(r.stages.empty());
-  EXPECT_TRUE(log.Has("learner: checkpoint: update 1 written to " + c.output.dir + "/checkpoint"));
-
-  batch(*core, 3, 1, 2.0, 2.0);
-  r = core->Result();
-  ASSERT_EQ(r.curve.size(), 2u);
-  EXPECT_EQ(r.curve[1].update, 2);
-  EXPECT_EQ(r.curve[1].stage, 0);
-  EXPECT_DOUBLE_EQ(r.curve[1].best_ppl, 2.0);
-  EXPECT_NEAR(r.curve[1].lambda, 1.0 + 2 * 0.05 * (0.5 - 0.05), 1e-12);  // batch 2's λ
-  ASSERT_EQ(r.stages.size(), 1u);
-  EXPECT_EQ(r.stages[0].stage, 0);
-  EXPECT_DOUBLE_EQ(r.stages[0].target_bits, 4.0);
-  EXPECT_EQ(r.stages[0].update, 2);
-  EXPECT_NE(r.stages[0].reason.find("max_updates"), std::string::npos) << r.stages[0].reason;
-  EXPECT_EQ(r.updates, 2);
-  EXPECT_NEAR(r.lambda, core->Status().lambda, 1e-15);
-  EXPECT_DOUBLE_EQ(r.best.evaluation.eval_ppl, 2.0);
-  EXPECT_GE(r.seconds, r.curve[1].seconds);
-  EXPECT_TRUE(log.Has("learner: checkpoint: update 2 written to " + c.output.dir + "/checkpoint"));
-  const rl::RunResult before = r;
-
-  // Restart: the history comes back from the checkpoint.
-  core.reset();
-  LogLines log2;
-  core = LearnerCore::Create(c, log2.fn()).value();
-  r = core->Result();
-  EXPECT_EQ(r.resumed_from_update, 2);
-  EXPECT_EQ(r.updates, 2);
-  EXPECT_EQ(r.evaluations, 0);  // in this process
-  EXPECT_EQ(r.cache_hits, 0);
-  ASSERT_EQ(r.curve.size(), before.curve.size());
-  for (size_t i = 0; i < r.curve.size(); ++i) {
-    EXPECT_EQ(r.curve[i].update, before.curve[i].update);
-    EXPECT_EQ(r.curve[i].stage, before.curve[i].stage);
-    EXPECT_DOUBLE_EQ(r.curve[i].target_bits, before.curve[i].target_bits);
-    EXPECT_NEAR(r.curve[i].mean_reward, before.curve[i].mean_reward, 1e-9);
-    EXPECT_NEAR(r.curve[i].mean_ppl, before.curve[i].mean_ppl, 1e-9);
-    EXPECT_NEAR(r.curve[i].lambda, before.curve[i].lambda, 1e-9);
-    EXPECT_NEAR(r.curve[i].policy_loss, before.curve[i].policy_loss, 1e-9);
-    EXPECT_EQ(r.curve[i].evaluations, before.curve[i].evaluations);
-  }
-  ASSERT_EQ(r.stages.size(), 1u);
-  EXPECT_EQ(r.stages[0].update, 2);
-  EXPECT_EQ(r.stages[0].reason, before.stages[0].reason);
-  // The final stage's reference (queued again by the restarted learner).
-  out = core->TakeCandidates(absl::ZeroDuration());
-  ASSERT_EQ(out.size(), 1u);
-  ASSERT_EQ(out[0].source, "lagrange");
-  {
-    EvaluationInput in = Eval(out[0].episode_id, 5.0);
-    in.plan_id = out[0].plan_id;
-    in.evaluation.cached = true;
-    ASSERT_TRUE(core->ReportEvaluation(in).value());
-  }
-  r = core->Result();
-  EXPECT_EQ(r.reference.source, "lagrange");
-  EXPECT_DOUBLE_EQ(r.reference.target_bits, 3.0);
-  EXPECT_DOUBLE_EQ(r.reference.evaluation.eval_ppl, 5.0);
-  EXPECT_EQ(r.reference.actions, quant::LagrangePlan(whole_, 3.0).value().actions);
-  // Update 3: stage 1's best policy plan (1.8) beats its reference (5.0): finished.
-  batch(*core, 5, 2, 1.8, 2.2);
-  r = core->Result();
-  ASSERT_EQ(r.curve.size(), 3u);
-  EXPECT_EQ(r.curve[2].update, 3);
-  EXPECT_EQ(r.curve[2].stage, 1);
-  EXPECT_DOUBLE_EQ(r.curve[2].target_bits, 3.0);
-  EXPECT_DOUBLE_EQ(r.curve[2].mean_ppl, 2.0);
-  EXPECT_EQ(r.curve[2].evaluations, 2);  // misses in this process
-  EXPECT_GT(r.curve[2].seconds, 0);
-  ASSERT_EQ(r.stages.size(), 2u);
-  EXPECT_EQ(r.stages[1].stage, 1);
-  EXPECT_DOUBLE_EQ(r.stages[1].target_bits, 3.0);
-  EXPECT_EQ(r.stages[1].update, 3);
-  EXPECT_NE(r.stages[1].reason.find("reference"), std::string::npos) << r.stages[1].reason;
-  EXPECT_EQ(r.updates, 3);
-  EXPECT_EQ(r.resumed_from_update, 2);
-  EXPECT_EQ(r.evaluations, 3);
-  EXPECT_EQ(r.cache_hits, 1);
-  EXPECT_DOUBLE_EQ(r.best.evaluation.eval_ppl, 1.8);
-  EXPECT_TRUE(log2.Has("learner: checkpoint: update 3 written to " + c.output.dir + "/checkpoint"));
-  core.reset();
-  // And once more: the full history.
-  core = LearnerCore::Create(c, nullptr).value();
-  r = core->Result();
-  EXPECT_EQ(r.resumed_from_update, 3);
-  ASSERT_EQ(r.curve.size(), 3u);
-  for (int i = 0; i < 3; ++i) EXPECT_EQ(r.curve[i].update, i + 1);
-  ASSERT_EQ(r.stages.size(), 2u);
-  EXPECT_EQ(r.stages[1].update, 3);
-}
-
-// stop_after_updates: after N updates in this process the
-// checkpoint is written and the learner stops (not done).
-TEST_F(LearnerCoreTest, StopAfterUpdatesCheckpointsAndStops) {
-  config::RunConfig c = TestConfig(dir_ + "/stop");
-  c.curriculum.max_updates = 10;
-  c.training.checkpoint_every_updates = 100;  // only the stop writes one
-  c.training.warm_start = "none";
-  LogLines log;
-  auto core = LearnerCore::Create(c, log.fn()).value();
-  core->set_stop_after_updates(2);
-  for (const auto& s : Stages(whole_)) ASSERT_TRUE(core->RegisterTable(s.first_layer, 0, s).ok());
-  for (uint64_t id : {1, 2}) ASSERT_TRUE(core->SubmitEpisode(MakeEpisode(id, 0)).value());
-  for (uint64_t id : {1, 2}) ASSERT_TRUE(core->ReportEvaluation(Eval(id, 3.0)).value());
-  EXPECT_FALSE(core->Status().stopped);
-  EXPECT_EQ(log.Count("learner: checkpoint: "), 0);
-  for (uint64_t id : {3, 4, 5}) ASSERT_TRUE(core->SubmitEpisode(MakeEpisode(id, 1)).value());
-  for (uint64_t id : {3, 4}) ASSERT_TRUE(core->ReportEvaluation(Eval(id, 2.0)).value());
-  LearnerStatus s = core->Status();
-  EXPECT_TRUE(s.stopped);
-  EXPECT_FALSE(s.done);
-  EXPECT_FALSE(core->done());
-  EXPECT_EQ(s.updates, 2);
-  EXPECT_EQ(log.Count("learner: checkpoint: "), 1);
-  EXPECT_TRUE(log.Has("learner: checkpoint: update 2 written to " + c.output.dir + "/checkpoint"));
-  rl::RunResult r = core->Result();
-  EXPECT_TRUE(r.stopped_early);
-  EXPECT_EQ(r.updates, 2);
-  EXPECT_EQ(r.curve.size(), 2u);
-  // Stopped: no episodes, no evaluations, no candidates, no new policy.
-  EXPECT_FALSE(core->SubmitEpisode(MakeEpisode(6, 2)).value());
-  EXPECT_FALSE(core->ReportEvaluation(Eval(5, 2.0)).value());  // held before the stop
-  EXPECT_TRUE(core->TakeCandidates(absl::ZeroDuration()).empty());
-  const absl::Time t0 = absl::Now();
-  const PublishedPolicy p = core->WaitForPolicy(1, absl::Seconds(60));
-  EXPECT_LT(absl::Now() - t0, absl::Seconds(30));  // at once, as when done
-  EXPECT_EQ(p.snapshot.version, 1);                // nothing new
-  EXPECT_TRUE(p.snapshot.bytes.empty());
-  s = core->Status();
-  EXPECT_EQ(s.updates, 2);
-  EXPECT_EQ(s.episodes, 5);
-  EXPECT_EQ(s.evaluations, 4);
-  EXPECT_TRUE(s.stopped);
-  EXPECT_FALSE(s.done);
-  // The checkpoint holds update 2: a restarted learner goes on from there.
-  core.reset();
-  core = LearnerCore::Create(c, nullptr).value();
-  EXPECT_EQ(core->Result().resumed_from_update, 2);
-  EXPECT_FALSE(core->Status().stopped);
-  EXPECT_EQ(core->version(), 2);
-  EXPECT_EQ(core->Result().curve.size(), 2u);
-  EXPECT_TRUE(core->SubmitEpisode(MakeEpisode(7, 2)).value());
-  // Set once the count is reached already: stops at once (a checkpoint first).
-  ASSERT_TRUE(core->SubmitEpisode(MakeEpisode(8, 2)).value());
-  for (uint64_t id : {7, 8}) ASSERT_TRUE(core->ReportEvaluation(Eval(id, 2.0)).value());
-  EXPECT_FALSE(core->Status().stopped);
-  core->set_stop_after_updates(1);
-  EXPECT_TRUE(core->Status().stopped);
-  EXPECT_EQ(core->Result().updates, 3);
-  EXPECT_FALSE(core->SubmitEpisode(MakeEpisode(9, 3)).value());
-}
-
 // Held episodes and candidates expire after service.evaluation_timeout_ms. A
 // negative timeout (never in a real config) expires, at each call, all that
 // was held before it: the rule without sleeping.
@@ -701,7 +388,8 @@ TEST_F(LearnerCoreTest, HeldEpisodesAndCandidatesExpire) {
   c.training.warm_start = "none";
   LogLines log;
   auto core = LearnerCore::Create(c, log.fn()).value();
-  for (const auto& s : Stages(whole_)) ASSERT_TRUE(core->RegisterTable(s.first_layer, 0, s).ok());
+  for (const auto& s : Stages(whole_))
+    ASSERT_THAT(core->RegisterTable(s.first_layer, 0, s), IsOk());
   const std::vector<quant::Plan> ref = core->TakeCandidates(absl::ZeroDuration());
   ASSERT_EQ(ref.size(), 1u);  // handed out, and expired by that very call
   EXPECT_FALSE(core->CandidatePending(ref[0].episode_id));
@@ -728,7 +416,7 @@ TEST_F(LearnerCoreTest, HeldEpisodesAndCandidatesExpire) {
   k.training.warm_start = "none";
   auto keep = LearnerCore::Create(k, nullptr).value();
   for (const auto& st : Stages(whole_))
-    ASSERT_TRUE(keep->RegisterTable(st.first_layer, 0, st).ok());
+    ASSERT_THAT(keep->RegisterTable(st.first_layer, 0, st), IsOk());
   for (uint64_t id : {5, 1, 3}) ASSERT_TRUE(keep->SubmitEpisode(MakeEpisode(id, 0)).value());
   keep->ExpirePending();
   EXPECT_EQ(keep->Status().expired, 0);

@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <filesystem>
 #include <functional>
 #include <iostream>
 #include <memory>
@@ -28,9 +27,14 @@
 #include "common/rl/state_features.h"
 #include "common/rl/synthetic_table.h"
 #include "learner/learner_core.h"
+#include "learner/scoped_test_dir.h"
 
 namespace windquant::learner {
 namespace {
+
+// 3x the Trainer test's 1e-3 and no entropy bonus: with 1e-3 the learner's
+// best plan was hardly better than the best of as many untrained samples.
+constexpr double kLearningRate = 3e-3;
 
 // As the old rl::Trainer tests' TinyConfig, for one stage-0 actor.
 config::RunConfig LearningConfig(const std::string& dir, std::vector<double> targets) {
@@ -47,9 +51,7 @@ config::RunConfig LearningConfig(const std::string& dir, std::vector<double> tar
   c.training.seed = 7;
   c.training.checkpoint_every_updates = 100;
   c.ppo.hidden = {64, 64};
-  // 3x the Trainer test's 1e-3 and no entropy bonus: with 1e-3 the learner's
-  // best plan was hardly better than the best of as many untrained samples.
-  c.ppo.learning_rate = 3e-3;
+  c.ppo.learning_rate = kLearningRate;
   c.ppo.minibatch_size = 256;
   c.ppo.entropy_coef = 0.0;
   c.lagrange.lambda_init = 1.0;
@@ -57,12 +59,6 @@ config::RunConfig LearningConfig(const std::string& dir, std::vector<double> tar
   c.env.loss_penalty_weight = 0.0;
   c.env.ppl_penalty_weight = 20.0;
   return c;
-}
-
-std::string FreshDir(const std::string& name) {
-  const std::string dir = ::testing::TempDir() + "/wq-learner-learning-" + name;
-  std::filesystem::remove_all(dir);
-  return dir;
 }
 
 // Synthetic perplexity of a plan (what SyntheticEvaluator reports).
@@ -177,17 +173,29 @@ double BatchMeanPpl(const Curve& curve, size_t from, size_t to) {
   return sum / static_cast<double>(to - from);
 }
 
-// rl::Trainer's LearnsBetterThanRandomOnSyntheticTable on the learner. No
-// reference plan is evaluated (the Trainer test had none), so the best plan is
-// the policy's (an episode or a greedy candidate).
-TEST(LearnerLearningTest, LearnsBetterThanRandomOnSyntheticTable) {
-  const auto start = std::chrono::steady_clock::now();
+// One training run of LearnsBetterThanRandomOnSyntheticTable, as shares of
+// the gap between random plans and the optimum that it closes (1: the
+// optimum, 0: as good as random plans, on average).
+struct LearningRun {
+  double best = 0;   // the best plan
+  double first = 0;  // the episodes of the first 3 PPO batches, on average
+  double last = 0;   // those of the last 3
+};
+
+constexpr double kLearnsTarget = 2.0;
+constexpr int kLearnsUpdates = 25;
+
+// Trains the learner with training.seed `seed` and ppo.learning_rate `lr` on
+// the table of LearnsBetterThanRandomOnSyntheticTable; checks what must hold
+// for any seed (a feasible policy plan, every episode evaluated).
+void TrainOnSyntheticTable(uint64_t seed, double lr, LearningRun* out) {
   const quant::UnitTable t = rl::testing::SyntheticTable(70, 5);
   rl::testing::SyntheticEvaluator ev(&t);
-  constexpr double kTarget = 2.0;
-  constexpr int kUpdates = 25;
-  const config::RunConfig c = LearningConfig(FreshDir("learns"), {kTarget});
-  ASSERT_EQ(c.curriculum.max_updates, kUpdates);
+  const testing::ScopedTestDir dir("wq-learner-learning-seed" + std::to_string(seed));
+  config::RunConfig c = LearningConfig(dir.path(), {kLearnsTarget});
+  c.training.seed = seed;
+  c.ppo.learning_rate = lr;
+  ASSERT_EQ(c.curriculum.max_updates, kLearnsUpdates);
   auto core = LearnerCore::Create(c, nullptr);
   ASSERT_TRUE(core.ok()) << core.status();
   DriveOptions o;
@@ -196,36 +204,65 @@ TEST(LearnerLearningTest, LearnsBetterThanRandomOnSyntheticTable) {
   ASSERT_TRUE(run.ok()) << run;
   ASSERT_TRUE((*core)->done());
   const auto r = (*core)->Result();
-
   ASSERT_FALSE(r.best.actions.empty());
   EXPECT_NE(r.best.source, "lagrange");
   EXPECT_TRUE(r.reference.actions.empty());  // dropped, never evaluated
-  EXPECT_LE(r.best.evaluation.effective_bits, kTarget + 1e-9);
-  EXPECT_LE(t.EffectiveBits(r.best.actions), kTarget + 1e-9);
+  EXPECT_LE(r.best.evaluation.effective_bits, kLearnsTarget + 1e-9);
+  EXPECT_LE(t.EffectiveBits(r.best.actions), kLearnsTarget + 1e-9);
   const double best = SyntheticPpl(ev, r.best.actions);
   EXPECT_NEAR(r.best.evaluation.eval_ppl, best, 1e-9);
-  const double optimum = SyntheticPpl(ev, rl::testing::LagrangianPlan(t, kTarget));
-  const double random = RandomPlanPpl(t, ev, kTarget, /*seeds=*/20);
-  ASSERT_LT(optimum, random);
-  const double gap = random - optimum;
-  ASSERT_EQ(r.curve.size(), static_cast<size_t>(kUpdates));
-  const double first = BatchMeanPpl(r.curve, 0, 3);
-  const double last = BatchMeanPpl(r.curve, kUpdates - 3, kUpdates);
-  const std::string numbers =
-      absl::StrCat("best ", best, " (", r.best.source, "), random mean ", random, ", optimum ",
-                   optimum, ", batch mean PPL first 3 ", first, ", last 3 ", last);
-  // The best plan closes at least 2/3 of the gap between random plans and the
-  // optimum. (The best of as many samples of the untrained policy does not:
-  // with ppo.learning_rate 1e-9 it closed 47-65% over training seeds 1-7.)
-  EXPECT_LT(best - optimum, gap / 3) << numbers;
-  // The policy itself learned: its last batches close at least 1/3 of the gap
-  // (untrained: 0-10%) and are better than its first.
-  EXPECT_LT(last - optimum, 2 * gap / 3) << numbers;
-  EXPECT_LT(last, first) << numbers;
-  EXPECT_EQ(r.updates, kUpdates);
+  EXPECT_EQ(r.updates, kLearnsUpdates);
   // Every episode and the greedy plan of every update were evaluated.
-  EXPECT_EQ(r.evaluations, kUpdates * c.training.episodes_per_update + kUpdates);
-  std::cout << "learns: " << numbers << "; " << Seconds(start) << " s" << std::endl;
+  EXPECT_EQ(r.evaluations, kLearnsUpdates * c.training.episodes_per_update + kLearnsUpdates);
+  ASSERT_EQ(r.curve.size(), static_cast<size_t>(kLearnsUpdates));
+  // Closed-form numbers of the synthetic table (no torch, no reduction order).
+  const double optimum = SyntheticPpl(ev, rl::testing::LagrangianPlan(t, kLearnsTarget));
+  const double random = RandomPlanPpl(t, ev, kLearnsTarget, /*seeds=*/20);
+  ASSERT_LT(optimum, random);
+  auto closed = [&](double ppl) { return (random - ppl) / (random - optimum); };
+  out->best = closed(best);
+  out->first = closed(BatchMeanPpl(r.curve, 0, 3));
+  out->last = closed(BatchMeanPpl(r.curve, kLearnsUpdates - 3, kLearnsUpdates));
+}
+
+// rl::Trainer's LearnsBetterThanRandomOnSyntheticTable on the learner. No
+// reference plan is evaluated (the Trainer test had none), so the best plan is
+// the policy's (an episode or a greedy candidate).
+// One seed's trajectory depends on the order of float reductions, which
+// differs between CPUs, so the bars hold for the mean over kLearnsSeeds
+// training seeds. Measured over training seeds 1-40 (shares of the gap
+// closed, mean +- sd of one seed; the sd of an 8-seed mean is sd / 2.8):
+//                 learning rate 3e-3           1e-9 (untrained)
+//   best plan     0.739 +- 0.029 (0.68-0.81)   0.581 +- 0.063 (0.47-0.77)
+//   last batches  0.535 +- 0.086 (0.27-0.69)   0.031 +- 0.024
+//   last - first  0.479 +- 0.083 (0.22-0.69)  -0.003 +- 0.034
+// so each bar is more than 5 sds of the 8-seed mean below the trained mean,
+// and the best-plan bar 3.9 of them above the untrained one.
+TEST(LearnerLearningTest, LearnsBetterThanRandomOnSyntheticTable) {
+  constexpr int kLearnsSeeds = 8;
+  const auto start = std::chrono::steady_clock::now();
+  LearningRun mean;
+  std::string numbers;
+  for (uint64_t seed = 1; seed <= kLearnsSeeds; ++seed) {
+    LearningRun run;
+    ASSERT_NO_FATAL_FAILURE(TrainOnSyntheticTable(seed, kLearningRate, &run)) << "seed " << seed;
+    mean.best += run.best / kLearnsSeeds;
+    mean.first += run.first / kLearnsSeeds;
+    mean.last += run.last / kLearnsSeeds;
+    absl::StrAppend(&numbers, "seed ", seed, ": best ", run.best, ", first 3 batches ", run.first,
+                    ", last 3 ", run.last, "\n");
+  }
+  absl::StrAppend(&numbers, "mean: best ", mean.best, ", first 3 batches ", mean.first, ", last 3 ",
+                  mean.last);
+  // The best plan closes 2/3 of the gap between random plans and the optimum
+  // (the best of as many samples of the untrained policy does not).
+  EXPECT_GT(mean.best, 2.0 / 3) << numbers;
+  // The policy itself learned: its last batches close 1/3 of the gap and a
+  // quarter more than its first.
+  EXPECT_GT(mean.last, 1.0 / 3) << numbers;
+  EXPECT_GT(mean.last - mean.first, 0.25) << numbers;
+  std::cout << "learns (shares of the gap closed):\n"
+            << numbers << "; " << Seconds(start) << " s" << std::endl;
 }
 
 // rl::Trainer's WarmStartNeverEndsWorseThanTheReferencePlan on the learner:
@@ -237,7 +274,8 @@ TEST(LearnerLearningTest, WarmStartNeverEndsWorseThanTheReferencePlan) {
   const auto start = std::chrono::steady_clock::now();
   const quant::UnitTable t = rl::testing::SyntheticTable(42, 6);
   rl::testing::SyntheticEvaluator ev(&t);
-  config::RunConfig c = LearningConfig(FreshDir("warm-start"), {3.0, 2.0});
+  const testing::ScopedTestDir dir("wq-learner-learning");
+  config::RunConfig c = LearningConfig(dir.path(), {3.0, 2.0});
   c.curriculum.min_updates = 1;
   c.curriculum.max_updates = 2;
   c.curriculum.advance_ppl_ratio = 1.0;

@@ -45,6 +45,210 @@ std::string TensorToBytes(const at::Tensor& t) {
                      static_cast<size_t>(c.numel()));
 }
 
+// Why a transition cannot be trained on: INVALID_ARGUMENT naming batch[i].field.
+absl::Status CheckTransition(const Transition& t, size_t i, const PolicyOptions& po,
+                             int64_t version) {
+  auto bad = [i](absl::string_view field, absl::string_view rule) {
+    return absl::InvalidArgumentError(absl::StrFormat("batch[%d].%s: %s", i, field, rule));
+  };
+  if (static_cast<int64_t>(t.state.size()) != po.state_dim) {
+    return bad("state", absl::StrFormat("expected %d numbers", po.state_dim));
+  }
+  for (float x : t.state) {
+    if (!std::isfinite(x)) return bad("state", "contains NaN or Inf");
+  }
+  if (static_cast<int64_t>(t.mask.size()) != po.num_actions) {
+    return bad("mask", absl::StrFormat("expected %d entries", po.num_actions));
+  }
+  if (t.action < 0 || t.action >= po.num_actions) {
+    return bad("action", absl::StrFormat("must be in [0, %d)", po.num_actions));
+  }
+  if (t.mask[t.action] == 0) return bad("action", "is masked");
+  if (!std::isfinite(t.reward)) return bad("reward", "must be finite");
+  if (!std::isfinite(t.log_prob) || t.log_prob > 0.0f) return bad("log_prob", "must be <= 0");
+  if (!std::isfinite(t.value)) return bad("value", "must be finite");
+  if (t.policy_version < 0 || t.policy_version > version) {
+    return bad("policy_version",
+               absl::StrFormat("must be in [0, %d] (the learner's version)", version));
+  }
+  return absl::OkStatus();
+}
+
+// The batch's indices episode by episode (in order of first appearance), step
+// by step, after checking every transition and that each episode holds steps
+// 0..n-1 exactly once and ends (done) on its last step only.
+absl::StatusOr<std::vector<size_t>> OrderBatch(const std::vector<Transition>& batch,
+                                               const PolicyOptions& po, int64_t version) {
+  absl::flat_hash_map<int64_t, size_t> episode_index;
+  std::vector<std::vector<size_t>> episodes;  // in order of first appearance
+  for (size_t i = 0; i < batch.size(); ++i) {
+    if (absl::Status s = CheckTransition(batch[i], i, po, version); !s.ok()) return s;
+    auto [it, inserted] = episode_index.try_emplace(batch[i].episode_id, episodes.size());
+    if (inserted) episodes.emplace_back();
+    episodes[it->second].push_back(i);
+  }
+  std::vector<size_t> order;
+  order.reserve(batch.size());
+  for (std::vector<size_t>& episode : episodes) {
+    std::stable_sort(episode.begin(), episode.end(),
+                     [&](size_t a, size_t b) { return batch[a].step < batch[b].step; });
+    for (size_t k = 0; k < episode.size(); ++k) {
+      const Transition& t = batch[episode[k]];
+      if (t.step != static_cast<int64_t>(k)) {
+        return absl::InvalidArgumentError(
+            absl::StrFormat("batch[%d].step: episode %d must hold steps 0..%d exactly once",
+                            episode[k], t.episode_id, episode.size() - 1));
+      }
+      if (t.done != (k + 1 == episode.size())) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "batch[%d].done: episode %d must end (done) on its last step %d and only there",
+            episode[k], t.episode_id, episode.size() - 1));
+      }
+      order.push_back(episode[k]);
+    }
+  }
+  return order;
+}
+
+// The samples of one update: tensors in episode order (all samples until
+// AddTargets keeps the fresh ones), then advantages and returns.
+struct Samples {
+  at::Tensor states, masks, actions, old_log_probs;
+  std::vector<float> rewards, values;
+  std::vector<bool> dones;
+  std::vector<int64_t> fresh;  // rows whose policy_version is within max_policy_lag
+  at::Tensor advantages, returns;
+};
+
+// Sums over the minibatches of an update (PpoStats are their means).
+struct MinibatchSums {
+  double policy = 0, value = 0, entropy = 0, kl = 0, clip = 0, norm = 0;
+};
+
+Samples GatherSamples(const std::vector<Transition>& batch, const std::vector<size_t>& order,
+                      const PolicyOptions& po, int64_t min_version) {
+  const int64_t n = static_cast<int64_t>(order.size());
+  Samples out;
+  out.states = at::empty({n, po.state_dim}, at::kFloat);
+  out.masks = at::empty({n, po.num_actions}, at::kBool);
+  out.actions = at::empty({n}, at::kLong);
+  out.old_log_probs = at::empty({n}, at::kFloat);
+  out.rewards.resize(n);
+  out.values.resize(n);
+  out.dones.resize(n);
+  float* s = out.states.data_ptr<float>();
+  bool* m = out.masks.data_ptr<bool>();
+  int64_t* a = out.actions.data_ptr<int64_t>();
+  float* lp = out.old_log_probs.data_ptr<float>();
+  for (int64_t r = 0; r < n; ++r) {
+    const Transition& t = batch[order[r]];
+    std::copy(t.state.begin(), t.state.end(), s + r * po.state_dim);
+    for (int64_t j = 0; j < po.num_actions; ++j) m[r * po.num_actions + j] = t.mask[j] != 0;
+    a[r] = t.action;
+    lp[r] = t.log_prob;
+    out.rewards[r] = t.reward;
+    out.values[r] = t.value;
+    out.dones[r] = t.done;
+    if (t.policy_version >= min_version) out.fresh.push_back(r);
+  }
+  return out;
+}
+
+// Advantages and returns (GAE) of every sample, then only the fresh samples
+// are kept; advantages normalised over them.
+absl::Status AddTargets(Policy& policy, const config::PpoConfig& config, Samples* s) {
+  // Over the whole batch (every episode is complete, so the sequence ends
+  // with done and last_value = 0).
+  const int64_t n = s->states.size(0);
+  if (kRecomputeValues) {
+    absl::StatusOr<at::Tensor> v = policy.Values(s->states);
+    if (!v.ok()) return v.status();
+    at::Tensor vc = v->contiguous();
+    std::copy(vc.data_ptr<float>(), vc.data_ptr<float>() + n, s->values.begin());
+  }
+  absl::StatusOr<GaeResult> gae =
+      ComputeGae(s->rewards, s->values, s->dones, 0.0f, config.gamma, config.gae_lambda);
+  if (!gae.ok()) return gae.status();
+  // Keep the fresh samples only.
+  at::Tensor keep = at::tensor(s->fresh, at::kLong);
+  s->states = s->states.index_select(0, keep);
+  s->masks = s->masks.index_select(0, keep);
+  s->actions = s->actions.index_select(0, keep);
+  s->old_log_probs = s->old_log_probs.index_select(0, keep);
+  s->advantages = at::tensor(gae->advantages, at::kFloat).index_select(0, keep);
+  s->returns = at::tensor(gae->returns, at::kFloat).index_select(0, keep);
+  if (kNormaliseAdvantages && keep.size(0) > 1) {
+    const double std = s->advantages.std().item<double>();
+    s->advantages = (s->advantages - s->advantages.mean()) / std::max(std, kAdvantageStdFloor);
+  }
+  return absl::OkStatus();
+}
+
+// One optimiser step on the rows `idx` of `s`; adds its losses and
+// diagnostics to `sums`.
+absl::Status MinibatchStep(Policy& policy, torch::optim::Adam& optimizer,
+                           const config::PpoConfig& config, const Samples& s, const at::Tensor& idx,
+                           MinibatchSums* sums) {
+  absl::StatusOr<EvaluateResult> ev = policy.Evaluate(
+      s.states.index_select(0, idx), s.masks.index_select(0, idx), s.actions.index_select(0, idx));
+  if (!ev.ok()) return ev.status();
+  at::Tensor mb_old = s.old_log_probs.index_select(0, idx);
+  at::Tensor mb_adv = s.advantages.index_select(0, idx);
+  at::Tensor policy_loss = ClippedSurrogateLoss(ev->log_probs, mb_old, mb_adv, config.clip_ratio);
+  at::Tensor value_loss = 0.5 * (ev->values - s.returns.index_select(0, idx)).pow(2).mean();
+  at::Tensor entropy = ev->entropy.mean();
+  at::Tensor loss = policy_loss + config.value_coef * value_loss - config.entropy_coef * entropy;
+  optimizer.zero_grad();
+  loss.backward();
+  double norm = 0.0;
+  if (config.max_grad_norm > 0.0) {
+    norm = torch::nn::utils::clip_grad_norm_(policy.Parameters(), config.max_grad_norm);
+  }
+  optimizer.step();
+
+  at::NoGradGuard no_grad;
+  at::Tensor log_ratio = ev->log_probs.detach() - mb_old;
+  at::Tensor ratio = at::exp(log_ratio);
+  sums->policy += policy_loss.item<double>();
+  sums->value += value_loss.item<double>();
+  sums->entropy += entropy.item<double>();
+  sums->kl += ((ratio - 1.0) - log_ratio).mean().item<double>();
+  sums->clip += ((ratio - 1.0).abs() > config.clip_ratio).to(at::kFloat).mean().item<double>();
+  sums->norm += norm;
+  return absl::OkStatus();
+}
+
+// config.epochs epochs of shuffled minibatches over `samples` (the shuffle
+// from `rng`); the means over the minibatches go to `stats`.
+absl::Status RunEpochs(Policy& policy, torch::optim::Adam& optimizer,
+                       const config::PpoConfig& config, std::mt19937_64& rng,
+                       const Samples& samples, PpoStats* stats) {
+  const int64_t used = samples.states.size(0);
+  std::vector<int64_t> perm(used);
+  MinibatchSums sums;
+  for (int epoch = 0; epoch < config.epochs; ++epoch) {
+    for (int64_t k = 0; k < used; ++k) perm[k] = k;
+    for (int64_t k = used - 1; k > 0; --k) {  // Fisher-Yates, portable across libstdc++s
+      std::swap(perm[k], perm[rng() % static_cast<uint64_t>(k + 1)]);
+    }
+    at::Tensor perm_t = at::tensor(perm, at::kLong);
+    for (int64_t start = 0; start < used; start += config.minibatch_size) {
+      at::Tensor idx = perm_t.slice(0, start, std::min(used, start + config.minibatch_size));
+      absl::Status s = MinibatchStep(policy, optimizer, config, samples, idx, &sums);
+      if (!s.ok()) return s;
+      ++stats->minibatches;
+    }
+  }
+  const double m = static_cast<double>(stats->minibatches);
+  stats->policy_loss = sums.policy / m;
+  stats->value_loss = sums.value / m;
+  stats->entropy = sums.entropy / m;
+  stats->approx_kl = sums.kl / m;
+  stats->clip_fraction = sums.clip / m;
+  stats->grad_norm = sums.norm / m;
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 struct PpoLearner::Impl {
@@ -115,170 +319,24 @@ absl::StatusOr<std::unique_ptr<PpoLearner>> PpoLearner::Create(const PolicyOptio
 absl::StatusOr<PpoStats> PpoLearner::Update(const std::vector<Transition>& batch) {
   const PolicyOptions& po = policy_->options();
   const int64_t version = policy_->version();
-
-  // 1. Validate each transition and group the batch into ordered episodes.
-  absl::flat_hash_map<int64_t, size_t> episode_index;
-  std::vector<std::vector<size_t>> episodes;  // in order of first appearance
-  for (size_t i = 0; i < batch.size(); ++i) {
-    const Transition& t = batch[i];
-    auto bad = [i](absl::string_view field, absl::string_view rule) {
-      return absl::InvalidArgumentError(absl::StrFormat("batch[%d].%s: %s", i, field, rule));
-    };
-    if (static_cast<int64_t>(t.state.size()) != po.state_dim) {
-      return bad("state", absl::StrFormat("expected %d numbers", po.state_dim));
-    }
-    for (float x : t.state) {
-      if (!std::isfinite(x)) return bad("state", "contains NaN or Inf");
-    }
-    if (static_cast<int64_t>(t.mask.size()) != po.num_actions) {
-      return bad("mask", absl::StrFormat("expected %d entries", po.num_actions));
-    }
-    if (t.action < 0 || t.action >= po.num_actions) {
-      return bad("action", absl::StrFormat("must be in [0, %d)", po.num_actions));
-    }
-    if (t.mask[t.action] == 0) return bad("action", "is masked");
-    if (!std::isfinite(t.reward)) return bad("reward", "must be finite");
-    if (!std::isfinite(t.log_prob) || t.log_prob > 0.0f) return bad("log_prob", "must be <= 0");
-    if (!std::isfinite(t.value)) return bad("value", "must be finite");
-    if (t.policy_version < 0 || t.policy_version > version) {
-      return bad("policy_version",
-                 absl::StrFormat("must be in [0, %d] (the learner's version)", version));
-    }
-    auto [it, inserted] = episode_index.try_emplace(t.episode_id, episodes.size());
-    if (inserted) episodes.emplace_back();
-    episodes[it->second].push_back(i);
-  }
-  std::vector<size_t> order;  // batch indices, episode by episode, step by step
-  order.reserve(batch.size());
-  for (std::vector<size_t>& episode : episodes) {
-    std::stable_sort(episode.begin(), episode.end(),
-                     [&](size_t a, size_t b) { return batch[a].step < batch[b].step; });
-    for (size_t k = 0; k < episode.size(); ++k) {
-      const Transition& t = batch[episode[k]];
-      if (t.step != static_cast<int64_t>(k)) {
-        return absl::InvalidArgumentError(
-            absl::StrFormat("batch[%d].step: episode %d must hold steps 0..%d exactly once",
-                            episode[k], t.episode_id, episode.size() - 1));
-      }
-      if (t.done != (k + 1 == episode.size())) {
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "batch[%d].done: episode %d must end (done) on its last step %d and only there",
-            episode[k], t.episode_id, episode.size() - 1));
-      }
-      order.push_back(episode[k]);
-    }
-  }
-
+  // 1. Validate each transition and order the batch episode by episode.
+  absl::StatusOr<std::vector<size_t>> order = OrderBatch(batch, po, version);
+  if (!order.ok()) return order.status();
   PpoStats stats;
   stats.version = version;
-  const int64_t n = static_cast<int64_t>(order.size());
-  if (n == 0) return stats;
-
+  if (order->empty()) return stats;
   try {
     // 2. Tensors in episode order.
-    at::Tensor states = at::empty({n, po.state_dim}, at::kFloat);
-    at::Tensor masks = at::empty({n, po.num_actions}, at::kBool);
-    at::Tensor actions = at::empty({n}, at::kLong);
-    at::Tensor old_log_probs = at::empty({n}, at::kFloat);
-    std::vector<float> rewards(n), values(n);
-    std::vector<bool> dones(n);
-    std::vector<int64_t> fresh;
-    {
-      float* s = states.data_ptr<float>();
-      bool* m = masks.data_ptr<bool>();
-      int64_t* a = actions.data_ptr<int64_t>();
-      float* lp = old_log_probs.data_ptr<float>();
-      for (int64_t r = 0; r < n; ++r) {
-        const Transition& t = batch[order[r]];
-        std::copy(t.state.begin(), t.state.end(), s + r * po.state_dim);
-        for (int64_t j = 0; j < po.num_actions; ++j) m[r * po.num_actions + j] = t.mask[j] != 0;
-        a[r] = t.action;
-        lp[r] = t.log_prob;
-        rewards[r] = t.reward;
-        values[r] = t.value;
-        dones[r] = t.done;
-        if (t.policy_version >= version - config_.max_policy_lag) fresh.push_back(r);
-      }
-    }
-    stats.samples_dropped_stale = n - static_cast<int64_t>(fresh.size());
-    if (fresh.empty()) return stats;
-
-    // 3. Advantages and returns over the whole batch (every episode is
-    // complete, so the sequence ends with done and last_value = 0).
-    if (kRecomputeValues) {
-      absl::StatusOr<at::Tensor> v = policy_->Values(states);
-      if (!v.ok()) return v.status();
-      at::Tensor vc = v->contiguous();
-      std::copy(vc.data_ptr<float>(), vc.data_ptr<float>() + n, values.begin());
-    }
-    absl::StatusOr<GaeResult> gae =
-        ComputeGae(rewards, values, dones, 0.0f, config_.gamma, config_.gae_lambda);
-    if (!gae.ok()) return gae.status();
-
-    // 4. Keep the fresh samples only.
-    at::Tensor keep = at::tensor(fresh, at::kLong);
-    states = states.index_select(0, keep);
-    masks = masks.index_select(0, keep);
-    actions = actions.index_select(0, keep);
-    old_log_probs = old_log_probs.index_select(0, keep);
-    at::Tensor advantages = at::tensor(gae->advantages, at::kFloat).index_select(0, keep);
-    at::Tensor returns = at::tensor(gae->returns, at::kFloat).index_select(0, keep);
-    const int64_t used = keep.size(0);
-    stats.samples_used = used;
-    if (kNormaliseAdvantages && used > 1) {
-      const double std = advantages.std().item<double>();
-      advantages = (advantages - advantages.mean()) / std::max(std, kAdvantageStdFloor);
-    }
-
+    Samples samples = GatherSamples(batch, *order, po, version - config_.max_policy_lag);
+    const int64_t n = static_cast<int64_t>(order->size());
+    stats.samples_dropped_stale = n - static_cast<int64_t>(samples.fresh.size());
+    if (samples.fresh.empty()) return stats;
+    // 3.-4. Advantages and returns; the fresh samples only.
+    if (absl::Status t = AddTargets(*policy_, config_, &samples); !t.ok()) return t;
+    stats.samples_used = samples.states.size(0);
     // 5. Epochs of shuffled minibatches.
-    std::vector<int64_t> perm(used);
-    double sum_policy = 0, sum_value = 0, sum_entropy = 0, sum_kl = 0, sum_clip = 0, sum_norm = 0;
-    for (int epoch = 0; epoch < config_.epochs; ++epoch) {
-      for (int64_t k = 0; k < used; ++k) perm[k] = k;
-      for (int64_t k = used - 1; k > 0; --k) {  // Fisher-Yates, portable across libstdc++s
-        std::swap(perm[k], perm[rng_() % static_cast<uint64_t>(k + 1)]);
-      }
-      at::Tensor perm_t = at::tensor(perm, at::kLong);
-      for (int64_t start = 0; start < used; start += config_.minibatch_size) {
-        at::Tensor idx = perm_t.slice(0, start, std::min(used, start + config_.minibatch_size));
-        absl::StatusOr<EvaluateResult> ev = policy_->Evaluate(
-            states.index_select(0, idx), masks.index_select(0, idx), actions.index_select(0, idx));
-        if (!ev.ok()) return ev.status();
-        at::Tensor mb_old = old_log_probs.index_select(0, idx);
-        at::Tensor mb_adv = advantages.index_select(0, idx);
-        at::Tensor policy_loss =
-            ClippedSurrogateLoss(ev->log_probs, mb_old, mb_adv, config_.clip_ratio);
-        at::Tensor value_loss = 0.5 * (ev->values - returns.index_select(0, idx)).pow(2).mean();
-        at::Tensor entropy = ev->entropy.mean();
-        at::Tensor loss =
-            policy_loss + config_.value_coef * value_loss - config_.entropy_coef * entropy;
-        impl_->optimizer->zero_grad();
-        loss.backward();
-        double norm = 0.0;
-        if (config_.max_grad_norm > 0.0) {
-          norm = torch::nn::utils::clip_grad_norm_(policy_->Parameters(), config_.max_grad_norm);
-        }
-        impl_->optimizer->step();
-
-        at::NoGradGuard no_grad;
-        at::Tensor log_ratio = ev->log_probs.detach() - mb_old;
-        at::Tensor ratio = at::exp(log_ratio);
-        sum_policy += policy_loss.item<double>();
-        sum_value += value_loss.item<double>();
-        sum_entropy += entropy.item<double>();
-        sum_kl += ((ratio - 1.0) - log_ratio).mean().item<double>();
-        sum_clip += ((ratio - 1.0).abs() > config_.clip_ratio).to(at::kFloat).mean().item<double>();
-        sum_norm += norm;
-        ++stats.minibatches;
-      }
-    }
-    const double m = static_cast<double>(stats.minibatches);
-    stats.policy_loss = sum_policy / m;
-    stats.value_loss = sum_value / m;
-    stats.entropy = sum_entropy / m;
-    stats.approx_kl = sum_kl / m;
-    stats.clip_fraction = sum_clip / m;
-    stats.grad_norm = sum_norm / m;
+    absl::Status s = RunEpochs(*policy_, *impl_->optimizer, config_, rng_, samples, &stats);
+    if (!s.ok()) return s;
   } catch (const c10::Error& e) {
     return TorchError("PpoLearner::Update", e);
   }

@@ -1,0 +1,50 @@
+#include "learner/best_plans.h"
+
+#include <limits>
+#include <utility>
+
+#include "common/base/status_macros.h"
+#include "common/quant/plan_io.h"
+#include "common/rl/training.h"
+
+namespace windquant::learner {
+
+BestPlans::BestPlans(double final_target_bits, std::string dir)
+    : final_target_bits_(final_target_bits), dir_(std::move(dir)) {}
+
+void BestPlans::StartStage() {
+  best_stage_ = rl::CandidatePlan{};
+  stage_reference_ppl_ = 0;
+}
+
+void BestPlans::Restore(const rl::CandidatePlan& best, const rl::CandidatePlan& best_stage,
+                        double stage_reference_ppl) {
+  best_ = best;
+  best_stage_ = best_stage;
+  stage_reference_ppl_ = stage_reference_ppl;
+}
+
+absl::StatusOr<bool> BestPlans::Consider(const rl::CandidatePlan& candidate, quant::Plan plan,
+                                         bool this_stage, const quant::UnitTable& table) {
+  if (candidate.source == "lagrange" && candidate.target_bits == final_target_bits_) {
+    reference_ = candidate;
+  }
+  if (this_stage && candidate.source == "lagrange") {
+    stage_reference_ppl_ = candidate.evaluation.eval_ppl;
+  }
+  if (!rl::ConsiderCandidate(candidate, final_target_bits_, &best_,
+                             this_stage ? &best_stage_ : nullptr)) {
+    return false;
+  }
+  plan.plan_id = "best";
+  plan.source = candidate.source;
+  WQ_RETURN_IF_ERROR(quant::WritePlanFiles(plan, table, dir_));
+  return true;
+}
+
+double BestPlans::StageBestPpl() const {
+  return best_stage_.actions.empty() ? std::numeric_limits<double>::infinity()
+                                     : best_stage_.evaluation.eval_ppl;
+}
+
+}  // namespace windquant::learner

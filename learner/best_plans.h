@@ -1,0 +1,66 @@
+// BestPlans: the learner's best-plan rule (rl::ConsiderCandidate, DESIGN.md
+// section 5) over every measured plan, episode or candidate:
+// - the best feasible plan: the lowest evaluation-slice perplexity within
+//   the final curriculum target, kept as plan files under `dir` (plan id
+//   "best") whenever it changes;
+// - the curriculum criterion: the best feasible policy plan at the current
+//   stage's target and the stage reference's perplexity (0 until its
+//   evaluation arrives: no early advance before that). Only plans made for
+//   the current stage compete for it (a late evaluation of an earlier stage's
+//   plan does not);
+// - the final stage's Lagrangian reference as evaluated (rl::RunResult::
+//   reference; empty when none arrived, e.g. a learner restarted after the
+//   curriculum finished).
+// Thread-compatible (the learner calls it under its mutex).
+#ifndef WINDQUANT_LEARNER_BEST_PLANS_H_
+#define WINDQUANT_LEARNER_BEST_PLANS_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "common/quant/plan.h"
+#include "common/quant/unit_table.h"
+#include "common/rl/run_checkpoint.h"
+
+namespace windquant::learner {
+
+class BestPlans {
+ public:
+  // `final_target_bits`: the last curriculum target; `dir`: where the best
+  // plan's files go (output.dir/best).
+  BestPlans(double final_target_bits, std::string dir);
+
+  // A new curriculum stage (not a resumed one): its best and reference
+  // perplexity start afresh.
+  void StartStage();
+  // The state of a checkpoint.
+  void Restore(const rl::CandidatePlan& best, const rl::CandidatePlan& best_stage,
+               double stage_reference_ppl);
+
+  // Offers the measured plan `candidate` (its `plan` as the evaluator saw
+  // it). `this_stage`: made for the current stage's target while the
+  // curriculum runs. Returns whether it is the new best; its plan files are
+  // written then (errors of the write, naming the path).
+  absl::StatusOr<bool> Consider(const rl::CandidatePlan& candidate, quant::Plan plan,
+                                bool this_stage, const quant::UnitTable& table);
+
+  // The best feasible plan (actions empty when none).
+  const rl::CandidatePlan& best() const { return best_; }
+  const rl::CandidatePlan& best_stage() const { return best_stage_; }
+  const rl::CandidatePlan& reference() const { return reference_; }
+  double stage_reference_ppl() const { return stage_reference_ppl_; }
+  // The stage's best policy plan's perplexity; +inf when none.
+  double StageBestPpl() const;
+
+ private:
+  const double final_target_bits_;
+  const std::string dir_;
+  rl::CandidatePlan best_;
+  rl::CandidatePlan best_stage_;
+  double stage_reference_ppl_ = 0;
+  rl::CandidatePlan reference_;
+};
+
+}  // namespace windquant::learner
+
+#endif  // WINDQUANT_LEARNER_BEST_PLANS_H_

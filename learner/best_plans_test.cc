@@ -1,0 +1,122 @@
+#include "learner/best_plans.h"
+
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "common/quant/plan_io.h"
+#include "common/rl/synthetic_table.h"
+#include "common/testing/status_matchers.h"
+#include "learner/scoped_test_dir.h"
+
+namespace windquant::learner {
+namespace {
+
+using ::windquant::learner::testing::ScopedTestDir;
+
+using ::windquant::testing::IsOk;
+
+constexpr double kFinal = 2.0;
+
+class BestPlansTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = temp_.path();
+    table_ = rl::testing::SyntheticTable(14, 3);
+  }
+  // A measured plan of `source` made for `target` bits (all units action `a`).
+  rl::CandidatePlan Candidate(const std::string& source, double target, double bits, double ppl,
+                              int a = 4) const {
+    rl::CandidatePlan c;
+    c.actions.assign(table_.units.size(), a);
+    c.evaluation.effective_bits = bits;
+    c.evaluation.eval_ppl = ppl;
+    c.target_bits = target;
+    c.source = source;
+    return c;
+  }
+  quant::Plan PlanOf(const rl::CandidatePlan& c) const {
+    quant::Plan p;
+    p.plan_id = "p";
+    p.model_fingerprint = table_.fingerprint;
+    p.actions = c.actions;
+    p.target_bits = c.target_bits;
+    return p;
+  }
+  bool Consider(BestPlans& b, const rl::CandidatePlan& c, bool this_stage) {
+    absl::StatusOr<bool> r = b.Consider(c, PlanOf(c), this_stage, table_);
+    EXPECT_THAT(r, IsOk());
+    return r.ok() && *r;
+  }
+
+  ScopedTestDir temp_{"wq-best-plans"};
+  std::string dir_;
+  quant::UnitTable table_;
+};
+
+TEST_F(BestPlansTest, KeepsTheLowestPerplexityWithinTheFinalTargetAsPlanFiles) {
+  BestPlans b(kFinal, dir_);
+  EXPECT_TRUE(b.best().actions.empty());
+  EXPECT_TRUE(Consider(b, Candidate("rl", kFinal, 1.9, 5.0, 4), true));
+  EXPECT_FALSE(Consider(b, Candidate("rl", kFinal, 1.9, 6.0), true));  // worse
+  EXPECT_FALSE(Consider(b, Candidate("rl", 3.0, 2.5, 1.0), false));    // over the budget
+  EXPECT_FALSE(Consider(b, Candidate("rl", kFinal, 1.9, NAN), true));  // not measured
+  EXPECT_TRUE(Consider(b, Candidate("rl-greedy", kFinal, 2.0, 4.0, 3), true));
+  EXPECT_DOUBLE_EQ(b.best().evaluation.eval_ppl, 4.0);
+  EXPECT_EQ(b.best().source, "rl-greedy");
+  absl::StatusOr<quant::Plan> files = quant::ReadPlanFile(dir_ + "/plan.json", table_);
+  ASSERT_THAT(files, IsOk());
+  EXPECT_EQ(files->plan_id, "best");
+  EXPECT_EQ(files->source, "rl-greedy");
+  EXPECT_EQ(files->actions, std::vector<int>(table_.units.size(), 3));
+}
+
+// The curriculum criterion: the stage's best policy plan (made for this
+// stage) and its reference's perplexity.
+TEST_F(BestPlansTest, TheStageBestCountsOnlyPolicyPlansOfThisStage) {
+  BestPlans b(kFinal, dir_);
+  EXPECT_EQ(b.StageBestPpl(), std::numeric_limits<double>::infinity());
+  EXPECT_DOUBLE_EQ(b.stage_reference_ppl(), 0);
+  Consider(b, Candidate("lagrange", 3.0, 2.9, 3.0), true);
+  EXPECT_DOUBLE_EQ(b.stage_reference_ppl(), 3.0);
+  EXPECT_EQ(b.StageBestPpl(), std::numeric_limits<double>::infinity());  // no policy plan
+  Consider(b, Candidate("rl", 3.0, 2.9, 2.5), false);  // a late plan of another stage
+  EXPECT_EQ(b.StageBestPpl(), std::numeric_limits<double>::infinity());
+  Consider(b, Candidate("rl", 3.0, 3.5, 2.0), true);  // over the stage's target
+  EXPECT_EQ(b.StageBestPpl(), std::numeric_limits<double>::infinity());
+  Consider(b, Candidate("rl", 3.0, 2.9, 2.7), true);
+  EXPECT_DOUBLE_EQ(b.StageBestPpl(), 2.7);
+  EXPECT_TRUE(b.best().actions.empty());  // 2.9 bits: over the final 2.0
+  b.StartStage();
+  EXPECT_EQ(b.StageBestPpl(), std::numeric_limits<double>::infinity());
+  EXPECT_DOUBLE_EQ(b.stage_reference_ppl(), 0);
+}
+
+TEST_F(BestPlansTest, RecordsTheFinalStagesReferenceAsEvaluated) {
+  BestPlans b(kFinal, dir_);
+  Consider(b, Candidate("lagrange", 3.0, 2.9, 3.0), true);
+  EXPECT_TRUE(b.reference().actions.empty());  // not the final stage's
+  Consider(b, Candidate("lagrange", kFinal, 1.95, 4.5), true);
+  EXPECT_EQ(b.reference().source, "lagrange");
+  EXPECT_DOUBLE_EQ(b.reference().evaluation.eval_ppl, 4.5);
+  EXPECT_DOUBLE_EQ(b.best().evaluation.eval_ppl, 4.5);  // and the best so far
+}
+
+TEST_F(BestPlansTest, RestoresACheckpointsState) {
+  BestPlans b(kFinal, dir_);
+  rl::CandidatePlan best = Candidate("rl", kFinal, 1.9, 5.0);
+  best.target_bits = kFinal;
+  b.Restore(best, Candidate("rl", 3.0, 2.9, 2.2), 2.4);
+  EXPECT_DOUBLE_EQ(b.best().evaluation.eval_ppl, 5.0);
+  EXPECT_DOUBLE_EQ(b.StageBestPpl(), 2.2);
+  EXPECT_DOUBLE_EQ(b.stage_reference_ppl(), 2.4);
+  EXPECT_FALSE(Consider(b, Candidate("rl", kFinal, 1.9, 5.5), true));
+}
+
+}  // namespace
+}  // namespace windquant::learner

@@ -1,0 +1,277 @@
+// LearnerCore across restarts: the training curve and stage history
+// (rl::RunResult) that the checkpoint carries, and stop_after_updates.
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "common/quant/baselines.h"
+#include "common/testing/status_matchers.h"
+#include "learner/learner_core.h"
+#include "learner/learner_core_test_fixture.h"
+
+namespace windquant::learner {
+namespace {
+
+using ::windquant::learner::testing::LearnerCoreTest;
+using ::windquant::learner::testing::LogLines;
+using ::windquant::learner::testing::RecordedRewards;
+using ::windquant::learner::testing::Stages;
+using ::windquant::learner::testing::TestConfig;
+using ::windquant::testing::IsOk;
+
+// rl::RunResult: one curve record per PPO update, one stage event per
+// curriculum advance, both in the checkpoint; the result of a restarted
+// learner says where it resumed and goes on with the history. The run: two
+// stages (4.0, then 3.0 bits), each of 1 to 2 updates.
+class LearnerCoreHistoryTest : public LearnerCoreTest {
+ protected:
+  void SetUp() override {
+    LearnerCoreTest::SetUp();
+    config_ = TestConfig(dir_ + "/history");
+    config_.curriculum.target_bits = {4.0, 3.0};
+    config_.curriculum.min_updates = 1;
+    config_.curriculum.max_updates = 2;
+    config_.training.warm_start = "none";
+  }
+
+  std::unique_ptr<LearnerCore> Start(const LogLines& log) {
+    return LearnerCore::Create(config_, log.fn()).value();
+  }
+  std::string CheckpointLine(int update) const {
+    return "learner: checkpoint: update " + std::to_string(update) + " written to " +
+           config_.output.dir + "/checkpoint";
+  }
+  // Evaluates the one queued candidate, the stage's reference (cached).
+  void ReportReference(LearnerCore& core, double ppl) {
+    std::vector<quant::Plan> out = core.TakeCandidates(absl::ZeroDuration());
+    ASSERT_EQ(out.size(), 1u);
+    ASSERT_EQ(out[0].source, "lagrange");
+    EvaluationInput in = Eval(out[0].episode_id, ppl);
+    in.plan_id = out[0].plan_id;
+    in.evaluation.cached = true;
+    ASSERT_TRUE(core.ReportEvaluation(in).value());
+  }
+  // One PPO batch: episodes `id` and `id` + 1 of `version` evaluated at these PPLs.
+  void Batch(LearnerCore& core, uint64_t id, int64_t version, double ppl1, double ppl2) {
+    for (uint64_t i : {id, id + 1})
+      ASSERT_TRUE(core.SubmitEpisode(MakeEpisode(i, version)).value());
+    ASSERT_TRUE(core.ReportEvaluation(Eval(id, ppl1)).value());
+    ASSERT_TRUE(core.ReportEvaluation(Eval(id + 1, ppl2)).value());
+  }
+  // Stage 0: its reference at 9.0, update 1 (episodes at 3.0 and 2.5 PPL),
+  // update 2 (2.0, 2.0); the stage ends after max_updates.
+  void RunStageZero(LearnerCore& core) {
+    for (const auto& s : Stages(whole_))
+      ASSERT_THAT(core.RegisterTable(s.first_layer, 0, s), IsOk());
+    ASSERT_NO_FATAL_FAILURE(ReportReference(core, 9.0));
+    ASSERT_NO_FATAL_FAILURE(Batch(core, 1, 0, 3.0, 2.5));
+    ASSERT_NO_FATAL_FAILURE(Batch(core, 3, 1, 2.0, 2.0));
+  }
+
+  config::RunConfig config_;
+};
+
+TEST_F(LearnerCoreHistoryTest, CurveRecordsEveryUpdate) {
+  LogLines log;
+  auto core = Start(log);
+  for (const auto& s : Stages(whole_))
+    ASSERT_THAT(core->RegisterTable(s.first_layer, 0, s), IsOk());
+  rl::RunResult r = core->Result();
+  EXPECT_EQ(r.resumed_from_update, -1);
+  EXPECT_EQ(r.updates, 0);
+  EXPECT_TRUE(r.curve.empty());
+  EXPECT_FALSE(r.stopped_early);
+  // Stage 0 (4.0 bits): its reference is no final-stage reference.
+  ASSERT_NO_FATAL_FAILURE(ReportReference(*core, 9.0));
+  EXPECT_TRUE(core->Result().reference.actions.empty());
+  ASSERT_NO_FATAL_FAILURE(Batch(*core, 1, 0, 3.0, 2.5));
+  r = core->Result();
+  ASSERT_EQ(r.curve.size(), 1u);
+  const rl::UpdateRecord& u1 = r.curve[0];
+  EXPECT_EQ(u1.update, 1);
+  EXPECT_EQ(u1.stage, 0);
+  EXPECT_DOUBLE_EQ(u1.target_bits, 4.0);
+  EXPECT_DOUBLE_EQ(u1.mean_ppl, 2.75);
+  EXPECT_DOUBLE_EQ(u1.mean_bits, 1.2);
+  EXPECT_DOUBLE_EQ(u1.best_ppl, 2.5);  // 1.2 bits: feasible at the final 3.0
+  EXPECT_DOUBLE_EQ(u1.best_bits, 1.2);
+  EXPECT_DOUBLE_EQ(u1.lambda, config_.lagrange.lambda_init);  // the λ batch 1 was rewarded with
+  EXPECT_EQ(u1.evaluations, 2);  // 3 received, the reference was cached
+  EXPECT_GT(u1.entropy, 0);
+  EXPECT_GT(u1.seconds, 0);
+  {  // mean_reward: the mean episode return, as plans.jsonl records it.
+    const std::map<uint64_t, double> rewards = RecordedRewards(config_.output.dir);
+    ASSERT_EQ(rewards.size(), 2u);
+    const double want = (rewards.at(1) + rewards.at(2)) / 2;
+    EXPECT_NEAR(u1.mean_reward, want, 1e-4 * std::max(1.0, std::abs(want)));
+  }
+  EXPECT_EQ(r.evaluations, 3);
+  EXPECT_EQ(r.cache_hits, 1);
+  EXPECT_TRUE(r.stages.empty());
+  EXPECT_TRUE(log.Has(CheckpointLine(1)));
+}
+
+TEST_F(LearnerCoreHistoryTest, StageHistoryRecordsEachAdvance) {
+  LogLines log;
+  auto core = Start(log);
+  ASSERT_NO_FATAL_FAILURE(RunStageZero(*core));
+  const rl::RunResult r = core->Result();
+  ASSERT_EQ(r.curve.size(), 2u);
+  EXPECT_EQ(r.curve[1].update, 2);
+  EXPECT_EQ(r.curve[1].stage, 0);
+  EXPECT_DOUBLE_EQ(r.curve[1].best_ppl, 2.0);
+  EXPECT_NEAR(r.curve[1].lambda, 1.0 + 2 * 0.05 * (0.5 - 0.05), 1e-12);  // batch 2's λ
+  ASSERT_EQ(r.stages.size(), 1u);
+  EXPECT_EQ(r.stages[0].stage, 0);
+  EXPECT_DOUBLE_EQ(r.stages[0].target_bits, 4.0);
+  EXPECT_EQ(r.stages[0].update, 2);
+  EXPECT_NE(r.stages[0].reason.find("max_updates"), std::string::npos) << r.stages[0].reason;
+  EXPECT_EQ(r.updates, 2);
+  EXPECT_NEAR(r.lambda, core->Status().lambda, 1e-15);
+  EXPECT_DOUBLE_EQ(r.best.evaluation.eval_ppl, 2.0);
+  EXPECT_GE(r.seconds, r.curve[1].seconds);
+  EXPECT_TRUE(log.Has(CheckpointLine(2)));
+}
+
+TEST_F(LearnerCoreHistoryTest, ARestartedLearnerRestoresTheHistory) {
+  auto core = Start(LogLines());
+  ASSERT_NO_FATAL_FAILURE(RunStageZero(*core));
+  const rl::RunResult before = core->Result();
+  core.reset();
+  core = Start(LogLines());
+  const rl::RunResult r = core->Result();
+  EXPECT_EQ(r.resumed_from_update, 2);
+  EXPECT_EQ(r.updates, 2);
+  EXPECT_EQ(r.evaluations, 0);  // in this process
+  EXPECT_EQ(r.cache_hits, 0);
+  ASSERT_EQ(r.curve.size(), before.curve.size());
+  for (size_t i = 0; i < r.curve.size(); ++i) {
+    EXPECT_EQ(r.curve[i].update, before.curve[i].update);
+    EXPECT_EQ(r.curve[i].stage, before.curve[i].stage);
+    EXPECT_DOUBLE_EQ(r.curve[i].target_bits, before.curve[i].target_bits);
+    EXPECT_NEAR(r.curve[i].mean_reward, before.curve[i].mean_reward, 1e-9);
+    EXPECT_NEAR(r.curve[i].mean_ppl, before.curve[i].mean_ppl, 1e-9);
+    EXPECT_NEAR(r.curve[i].lambda, before.curve[i].lambda, 1e-9);
+    EXPECT_NEAR(r.curve[i].policy_loss, before.curve[i].policy_loss, 1e-9);
+    EXPECT_EQ(r.curve[i].evaluations, before.curve[i].evaluations);
+  }
+  ASSERT_EQ(r.stages.size(), 1u);
+  EXPECT_EQ(r.stages[0].update, 2);
+  EXPECT_EQ(r.stages[0].reason, before.stages[0].reason);
+}
+
+TEST_F(LearnerCoreHistoryTest, ARestartedLearnerGoesOnWithTheHistory) {
+  auto core = Start(LogLines());
+  ASSERT_NO_FATAL_FAILURE(RunStageZero(*core));
+  core.reset();
+  LogLines log;
+  core = Start(log);
+  // The final stage's reference (queued again by the restarted learner).
+  ASSERT_NO_FATAL_FAILURE(ReportReference(*core, 5.0));
+  rl::RunResult r = core->Result();
+  EXPECT_EQ(r.reference.source, "lagrange");
+  EXPECT_DOUBLE_EQ(r.reference.target_bits, 3.0);
+  EXPECT_DOUBLE_EQ(r.reference.evaluation.eval_ppl, 5.0);
+  EXPECT_EQ(r.reference.actions, quant::LagrangePlan(whole_, 3.0).value().actions);
+  // Update 3: stage 1's best policy plan (1.8) beats its reference (5.0): finished.
+  ASSERT_NO_FATAL_FAILURE(Batch(*core, 5, 2, 1.8, 2.2));
+  r = core->Result();
+  ASSERT_EQ(r.curve.size(), 3u);
+  EXPECT_EQ(r.curve[2].update, 3);
+  EXPECT_EQ(r.curve[2].stage, 1);
+  EXPECT_DOUBLE_EQ(r.curve[2].target_bits, 3.0);
+  EXPECT_DOUBLE_EQ(r.curve[2].mean_ppl, 2.0);
+  EXPECT_EQ(r.curve[2].evaluations, 2);  // misses in this process
+  EXPECT_GT(r.curve[2].seconds, 0);
+  ASSERT_EQ(r.stages.size(), 2u);
+  EXPECT_EQ(r.stages[1].stage, 1);
+  EXPECT_DOUBLE_EQ(r.stages[1].target_bits, 3.0);
+  EXPECT_EQ(r.stages[1].update, 3);
+  EXPECT_NE(r.stages[1].reason.find("reference"), std::string::npos) << r.stages[1].reason;
+  EXPECT_EQ(r.updates, 3);
+  EXPECT_EQ(r.resumed_from_update, 2);
+  EXPECT_EQ(r.evaluations, 3);
+  EXPECT_EQ(r.cache_hits, 1);
+  EXPECT_DOUBLE_EQ(r.best.evaluation.eval_ppl, 1.8);
+  EXPECT_TRUE(log.Has(CheckpointLine(3)));
+  core.reset();
+  // And once more: the full history.
+  core = Start(LogLines());
+  r = core->Result();
+  EXPECT_EQ(r.resumed_from_update, 3);
+  ASSERT_EQ(r.curve.size(), 3u);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(r.curve[i].update, i + 1);
+  ASSERT_EQ(r.stages.size(), 2u);
+  EXPECT_EQ(r.stages[1].update, 3);
+}
+
+// stop_after_updates: after N updates in this process the
+// checkpoint is written and the learner stops (not done).
+TEST_F(LearnerCoreTest, StopAfterUpdatesCheckpointsAndStops) {
+  config::RunConfig c = TestConfig(dir_ + "/stop");
+  c.curriculum.max_updates = 10;
+  c.training.checkpoint_every_updates = 100;  // only the stop writes one
+  c.training.warm_start = "none";
+  LogLines log;
+  auto core = LearnerCore::Create(c, log.fn()).value();
+  core->set_stop_after_updates(2);
+  for (const auto& s : Stages(whole_))
+    ASSERT_THAT(core->RegisterTable(s.first_layer, 0, s), IsOk());
+  for (uint64_t id : {1, 2}) ASSERT_TRUE(core->SubmitEpisode(MakeEpisode(id, 0)).value());
+  for (uint64_t id : {1, 2}) ASSERT_TRUE(core->ReportEvaluation(Eval(id, 3.0)).value());
+  EXPECT_FALSE(core->Status().stopped);
+  EXPECT_EQ(log.Count("learner: checkpoint: "), 0);
+  for (uint64_t id : {3, 4, 5}) ASSERT_TRUE(core->SubmitEpisode(MakeEpisode(id, 1)).value());
+  for (uint64_t id : {3, 4}) ASSERT_TRUE(core->ReportEvaluation(Eval(id, 2.0)).value());
+  LearnerStatus s = core->Status();
+  EXPECT_TRUE(s.stopped);
+  EXPECT_FALSE(s.done);
+  EXPECT_FALSE(core->done());
+  EXPECT_EQ(s.updates, 2);
+  EXPECT_EQ(log.Count("learner: checkpoint: "), 1);
+  EXPECT_TRUE(log.Has("learner: checkpoint: update 2 written to " + c.output.dir + "/checkpoint"));
+  rl::RunResult r = core->Result();
+  EXPECT_TRUE(r.stopped_early);
+  EXPECT_EQ(r.updates, 2);
+  EXPECT_EQ(r.curve.size(), 2u);
+  // Stopped: no episodes, no evaluations, no candidates, no new policy.
+  EXPECT_FALSE(core->SubmitEpisode(MakeEpisode(6, 2)).value());
+  EXPECT_FALSE(core->ReportEvaluation(Eval(5, 2.0)).value());  // held before the stop
+  EXPECT_TRUE(core->TakeCandidates(absl::ZeroDuration()).empty());
+  const absl::Time t0 = absl::Now();
+  const PublishedPolicy p = core->WaitForPolicy(1, absl::Seconds(60));
+  EXPECT_LT(absl::Now() - t0, absl::Seconds(30));  // at once, as when done
+  EXPECT_EQ(p.snapshot.version, 1);                // nothing new
+  EXPECT_TRUE(p.snapshot.bytes.empty());
+  s = core->Status();
+  EXPECT_EQ(s.updates, 2);
+  EXPECT_EQ(s.episodes, 5);
+  EXPECT_EQ(s.evaluations, 4);
+  EXPECT_TRUE(s.stopped);
+  EXPECT_FALSE(s.done);
+  // The checkpoint holds update 2: a restarted learner goes on from there.
+  core.reset();
+  core = LearnerCore::Create(c, nullptr).value();
+  EXPECT_EQ(core->Result().resumed_from_update, 2);
+  EXPECT_FALSE(core->Status().stopped);
+  EXPECT_EQ(core->version(), 2);
+  EXPECT_EQ(core->Result().curve.size(), 2u);
+  EXPECT_TRUE(core->SubmitEpisode(MakeEpisode(7, 2)).value());
+  // Set once the count is reached already: stops at once (a checkpoint first).
+  ASSERT_TRUE(core->SubmitEpisode(MakeEpisode(8, 2)).value());
+  for (uint64_t id : {7, 8}) ASSERT_TRUE(core->ReportEvaluation(Eval(id, 2.0)).value());
+  EXPECT_FALSE(core->Status().stopped);
+  core->set_stop_after_updates(1);
+  EXPECT_TRUE(core->Status().stopped);
+  EXPECT_EQ(core->Result().updates, 3);
+  EXPECT_FALSE(core->SubmitEpisode(MakeEpisode(9, 3)).value());
+}
+
+}  // namespace
+}  // namespace windquant::learner

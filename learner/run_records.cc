@@ -1,0 +1,54 @@
+#include "learner/run_records.h"
+
+#include <cstdlib>
+#include <fstream>
+#include <utility>
+
+namespace windquant::learner {
+
+RunRecords::RunRecords(std::string dir) : dir_(std::move(dir)) {}
+
+std::set<uint64_t> RunRecords::RecordedEpisodeIds() const {
+  std::set<uint64_t> ids;
+  std::ifstream plans(plans_path());
+  std::string line;
+  const std::string key = "{\"episode_id\":";
+  while (std::getline(plans, line)) {
+    if (line.rfind(key, 0) != 0) continue;
+    ids.insert(std::strtoull(line.c_str() + key.size(), nullptr, 10));
+  }
+  return ids;
+}
+
+void RunRecords::RecordEpisode(const rl::Episode& e, const std::string& plan_id,
+                               const rl::PlanEvaluation& pe, double episode_return) const {
+  std::ofstream out(plans_path(), std::ios::app);
+  out << "{\"episode_id\":" << e.episode_id << ",\"plan_id\":\"" << plan_id << "\",\"actor_id\":\""
+      << e.actor_id << "\",\"policy_version\":" << e.policy_version
+      << ",\"effective_bits\":" << pe.effective_bits << ",\"perplexity\":" << pe.eval_ppl
+      << ",\"reward\":" << episode_return << "}\n";
+}
+
+void RunRecords::RecordCandidate(const quant::Plan& plan, const rl::PlanEvaluation& pe) const {
+  std::ofstream out(plans_path(), std::ios::app);
+  out << "{\"episode_id\":" << plan.episode_id << ",\"plan_id\":\"" << plan.plan_id
+      << "\",\"actor_id\":\"learner\",\"source\":\"" << plan.source
+      << "\",\"policy_version\":" << plan.policy_version
+      << ",\"effective_bits\":" << pe.effective_bits << ",\"perplexity\":" << pe.eval_ppl << "}\n";
+}
+
+void RunRecords::CountEvaluation(bool cached) {
+  ++evaluations_;
+  if (cached) ++cache_hits_;
+}
+
+double RunRecords::seconds() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - created_).count();
+}
+
+void RunRecords::Restore(std::vector<rl::UpdateRecord> curve, std::vector<rl::StageEvent> stages) {
+  curve_ = std::move(curve);
+  stages_ = std::move(stages);
+}
+
+}  // namespace windquant::learner

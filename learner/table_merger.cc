@@ -1,0 +1,109 @@
+#include "learner/table_merger.h"
+
+#include <filesystem>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/base/files.h"
+#include "common/base/status_macros.h"
+#include "windquant/v1/types.pb.h"
+
+namespace windquant::learner {
+
+TableMerger::TableMerger(int stages, int replicas, int chunk_size, std::string path)
+    : stages_(stages), replicas_(replicas), chunk_size_(chunk_size), path_(std::move(path)) {}
+
+absl::Status TableMerger::LoadSaved() {
+  if (!std::filesystem::exists(path_)) return absl::OkStatus();
+  WQ_ASSIGN_OR_RETURN(std::string bytes, base::ReadFile(path_));
+  v1::UnitTable proto;
+  if (!proto.ParseFromString(bytes)) {
+    return absl::DataLossError(absl::StrCat(path_, ": not a UnitTable"));
+  }
+  WQ_ASSIGN_OR_RETURN(quant::UnitTable table, quant::UnitTable::FromProto(proto));
+  stage_tables_[0] = table;
+  table_ = std::make_shared<const quant::UnitTable>(std::move(table));
+  return absl::OkStatus();
+}
+
+absl::Status TableMerger::CheckRegistration(int stage, int replica,
+                                            const quant::UnitTable& table) const {
+  if (stage < 0 || stage >= stages_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("stage: ", stage, " outside [0, ", stages_, ")"));
+  }
+  if (replica < 0 || replica >= replicas_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("replica: ", replica, " outside [0, ", replicas_, ")"));
+  }
+  WQ_RETURN_IF_ERROR(table.Validate());
+  if (table.chunk_size != chunk_size_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("table.chunk_size: ", table.chunk_size, ", the run's is ", chunk_size_));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<RegisterResult> TableMerger::Register(int stage, int replica,
+                                                     const quant::UnitTable& table,
+                                                     bool* completed) {
+  if (completed != nullptr) *completed = false;
+  WQ_RETURN_IF_ERROR(CheckRegistration(stage, replica, table));
+  RegisterResult r;
+  r.expected_stages = stages_;
+  if (table_ != nullptr) {
+    // Complete already (e.g. a restarted actor): it must agree.
+    if (table.fingerprint != table_->fingerprint) {
+      return absl::InvalidArgumentError("table.model_fingerprint: differs from the run's table");
+    }
+    r.registered_stages = stages_;
+    r.complete = true;
+    r.total_units = static_cast<uint32_t>(table_->units.size());
+    return r;
+  }
+  for (const auto& [s, t] : stage_tables_) {
+    if (t.fingerprint != table.fingerprint) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("table.model_fingerprint: differs from stage ", s, "'s"));
+    }
+  }
+  auto it = stage_tables_.find(stage);
+  if (it != stage_tables_.end()) {
+    if (it->second.first_layer != table.first_layer || it->second.end_layer != table.end_layer ||
+        it->second.units.size() != table.units.size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("table: replica ", replica, " of stage ", stage,
+                       " disagrees with the table registered before"));
+    }
+  } else {
+    stage_tables_[stage] = table;
+  }
+  r.registered_stages = static_cast<int>(stage_tables_.size());
+  if (r.registered_stages == stages_) {
+    WQ_RETURN_IF_ERROR(MergeAndSave());
+    if (completed != nullptr) *completed = true;
+  }
+  r.complete = table_ != nullptr;
+  if (table_ != nullptr) r.total_units = static_cast<uint32_t>(table_->units.size());
+  return r;
+}
+
+absl::Status TableMerger::MergeAndSave() {
+  std::vector<quant::UnitTable> parts;
+  for (const auto& [s, t] : stage_tables_) parts.push_back(t);
+  WQ_ASSIGN_OR_RETURN(quant::UnitTable merged, quant::UnitTable::Merge(std::move(parts)));
+  v1::UnitTable proto;
+  merged.ToProto(&proto);
+  WQ_RETURN_IF_ERROR(base::WriteFileAtomic(path_, proto.SerializeAsString()));
+  table_ = std::make_shared<const quant::UnitTable>(std::move(merged));
+  return absl::OkStatus();
+}
+
+absl::Status TableMerger::CompleteOrUnavailable() const {
+  if (table_ != nullptr) return absl::OkStatus();
+  return absl::UnavailableError(
+      absl::StrCat("unit table incomplete: ", stage_tables_.size(), " of ", stages_, " stages"));
+}
+
+}  // namespace windquant::learner

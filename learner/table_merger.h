@@ -1,0 +1,72 @@
+// TableMerger: the learner's global unit table (DESIGN.md section 5). Each
+// stage's actors register their part (any order, any replica; replicas of a
+// stage must agree, all parts must share the model fingerprint); once every
+// stage registered, the parts are merged (quant::UnitTable::Merge) and the
+// merged table is kept in `path` (output.dir/unit_table.pb), so a restarted
+// learner resumes (LoadSaved) without waiting for the actors. After that a
+// registration only has to agree with the merged table (a restarted actor).
+// Holds the stage tables and the merged one (shared with the callers of
+// table()) for the life of the run.
+// Thread-compatible (the learner calls it under its mutex).
+#ifndef WINDQUANT_LEARNER_TABLE_MERGER_H_
+#define WINDQUANT_LEARNER_TABLE_MERGER_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/quant/unit_table.h"
+
+namespace windquant::learner {
+
+struct RegisterResult {
+  int registered_stages = 0;
+  int expected_stages = 0;
+  bool complete = false;
+  uint32_t total_units = 0;
+};
+
+class TableMerger {
+ public:
+  // The run's service.stages, service.replicas and quant.chunk_size; `path`
+  // of the merged table's file.
+  TableMerger(int stages, int replicas, int chunk_size, std::string path);
+
+  // Restores the merged table of `path` when the file exists (OK and nothing
+  // changes when it does not). DATA_LOSS for a file that is not a UnitTable,
+  // INVALID_ARGUMENT for an invalid table.
+  absl::Status LoadSaved();
+
+  // Registers stage `stage`'s table from replica `replica`. When it
+  // completes the table, merges and writes it; `*completed` (may be nullptr)
+  // says whether this call did. INVALID_ARGUMENT naming the field for a stage
+  // or replica out of range, an invalid table, another chunk size than the
+  // run's, or a table that disagrees with the ones registered before or with
+  // the merged table; the errors of the merge and of the write.
+  absl::StatusOr<RegisterResult> Register(int stage, int replica, const quant::UnitTable& table,
+                                          bool* completed);
+
+  // The merged table; nullptr until every stage registered.
+  std::shared_ptr<const quant::UnitTable> table() const { return table_; }
+  // UNAVAILABLE ("unit table incomplete: k of n stages") until complete.
+  absl::Status CompleteOrUnavailable() const;
+
+ private:
+  // Stage and replica in range, a valid table of the run's chunk size.
+  absl::Status CheckRegistration(int stage, int replica, const quant::UnitTable& table) const;
+  absl::Status MergeAndSave();
+
+  const int stages_;
+  const int replicas_;
+  const int chunk_size_;
+  const std::string path_;
+  std::map<int, quant::UnitTable> stage_tables_;
+  std::shared_ptr<const quant::UnitTable> table_;
+};
+
+}  // namespace windquant::learner
+
+#endif  // WINDQUANT_LEARNER_TABLE_MERGER_H_
