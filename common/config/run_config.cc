@@ -51,6 +51,7 @@ void VisitFields(V& v, RunConfig& c) {
   v.Field("env.violation_penalty_weight", &c.env.violation_penalty_weight);
   v.Field("env.ppl_penalty_weight", &c.env.ppl_penalty_weight);
   v.Field("lagrange.eta", &c.lagrange.eta);
+  v.Field("lagrange.prices", &c.lagrange.prices);
   v.Field("lagrange.epsilon", &c.lagrange.epsilon);
   v.Field("lagrange.lambda_init", &c.lagrange.lambda_init);
   v.Field("lagrange.lambda_max", &c.lagrange.lambda_max);
@@ -73,6 +74,7 @@ void VisitFields(V& v, RunConfig& c) {
   v.Field("training.seed", &c.training.seed);
   v.Field("training.warm_start", &c.training.warm_start);
   v.Field("training.warm_start_steps", &c.training.warm_start_steps);
+  v.Field("training.self_imitation", &c.training.self_imitation);
   v.Field("training.checkpoint_every_updates", &c.training.checkpoint_every_updates);
   v.Field("output.dir", &c.output.dir);
   v.Field("output.store", &c.output.store);
@@ -348,6 +350,11 @@ absl::Status Validate(const RunConfig& c) {
     WQ_RETURN_IF_ERROR(
         Check(w >= 0 && std::isfinite(w), "env", "reward weights must be finite and >= 0"));
   }
+  WQ_RETURN_IF_ERROR(Check(c.lagrange.prices == "quality" || c.lagrange.prices == "budget",
+                           "lagrange.prices", "must be quality or budget"));
+  WQ_RETURN_IF_ERROR(Check(c.lagrange.prices != "budget" || c.env.budget_mode == "soft",
+                           "lagrange.prices",
+                           "budget needs env.budget_mode soft (hard never exceeds the budget)"));
   WQ_RETURN_IF_ERROR(Check(c.lagrange.eta >= 0, "lagrange.eta", "must be >= 0"));
   WQ_RETURN_IF_ERROR(Check(c.lagrange.lambda_max > 0, "lagrange.lambda_max", "must be > 0"));
   WQ_RETURN_IF_ERROR(

@@ -70,8 +70,14 @@ struct EnvConfig {
   double ppl_penalty_weight = 1.0;         // scales lambda * relative PPL increase
 };
 
-// lambda <- clip(lambda + eta * (d - epsilon), 0, lambda_max), d = relative PPL increase.
+// lambda <- clip(lambda + eta * (g - epsilon), 0, lambda_max) for each sampled
+// episode's constraint value g (common/rl/lagrange.h, docs/lagrange.md):
+//   prices: quality  g = d, the relative PPL increase; lambda scales the
+//                    penalty lambda * d (hard or soft budget_mode)
+//   prices: budget   g = bits - target; lambda is the reward price of one bit over
+//                    the target, the penalty lambda * (bits - target) (soft only)
 struct LagrangeConfig {
+  std::string prices = "quality";
   double eta = 0.05;
   double epsilon = 0.05;
   double lambda_init = 1.0;
@@ -116,6 +122,10 @@ struct TrainingConfig {
   uint64_t seed = 0;
   std::string warm_start = "lagrange";  // none | lagrange: behaviour-clone the baseline first
   int warm_start_steps = 200;
+  // After each PPO update, behaviour-clone the policy on the best plan measured
+  // so far when it changed (self-imitation: sampling then explores around the
+  // incumbent, as the search baseline does); false = only the warm start.
+  bool self_imitation = false;
   int checkpoint_every_updates = 5;
 };
 

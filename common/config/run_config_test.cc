@@ -68,6 +68,12 @@ TEST(RunConfigTest, OutOfRangeNamesKey) {
             "run.yaml: ppo.clip_ratio: must be in (0, 1)");
   EXPECT_EQ(ErrorOf(std::string(kMinimal) + "curriculum: {target_bits: [2.0, 0.5]}\n"),
             "run.yaml: curriculum.target_bits[1]: must be in [1, 16]");
+  EXPECT_EQ(ErrorOf(kMinimal, {"lagrange.prices=bits"}),
+            "run.yaml: lagrange.prices: must be quality or budget");
+  EXPECT_EQ(ErrorOf(kMinimal, {"lagrange.prices=budget"}),
+            "run.yaml: lagrange.prices: budget needs env.budget_mode soft (hard never exceeds "
+            "the budget)");
+  EXPECT_EQ(ErrorOf(kMinimal, {"lagrange.prices=budget", "env.budget_mode=soft"}), "");
   EXPECT_EQ(ErrorOf("calibration: {text: c}\n"
                     "evaluation: {selection: {text: s}, heldout: {text: h}}\n"),
             "run.yaml: model.dir: is required");
