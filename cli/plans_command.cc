@@ -22,7 +22,9 @@ constexpr char kUsage[] =
     "  list                       ids of complete plans (those with a manifest)\n"
     "  show --plan ID             the plan's manifest: size, sha256 and name per object\n"
     "  pull --plan ID [--out DIR] fetch every object, verify size and sha256, write to DIR\n"
-    "                             (default ./<ID>); refuses on any mismatch\n"
+    "                             (default ./<ID>); refuses on any mismatch; all or\n"
+    "                             nothing; an existing non-empty DIR needs --force\n"
+    "                             (replaced whole)\n"
     "  push --plan ID --dir DIR   upload every file under DIR, manifest last\n"
     "\n"
     "flags:\n"
@@ -53,6 +55,7 @@ absl::Status RunPlans(Args& args) {
   const std::string plan_id = args.Get("plan");
   const std::string out_dir = args.Get("out");
   const std::string in_dir = args.Get("dir");
+  const bool force = args.Has("force");
 
   // The verb is the one positional argument.
   const auto& positional = args.positional();
@@ -97,7 +100,7 @@ absl::Status RunPlans(Args& args) {
     return absl::OkStatus();
   }
   const std::string dir = out_dir.empty() ? absl::StrCat("./", plan_id) : out_dir;
-  WQ_RETURN_IF_ERROR(repo.PullToDirectory(plan_id, dir));
+  WQ_RETURN_IF_ERROR(repo.PullToDirectory(plan_id, dir, force));
   WQ_ASSIGN_OR_RETURN(store::PlanManifest manifest, repo.GetManifest(plan_id));
   int64_t total = 0;
   for (const auto& e : manifest.objects) total += e.size_bytes;

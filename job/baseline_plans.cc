@@ -21,6 +21,10 @@ absl::Status ValidateBaselineSpec(const BaselineSpec& spec) {
     return absl::InvalidArgumentError(
         "--evals N is required (>= 1: plans measured on the selection slice) for --method search");
   }
+  // The range of curriculum.target_bits in the run config.
+  if (m != "uniform" && !(spec.bits >= 1.0 && spec.bits <= 16.0)) {
+    return absl::InvalidArgumentError(absl::StrCat("--bits: must be in [1, 16], got ", spec.bits));
+  }
   return absl::OkStatus();
 }
 
