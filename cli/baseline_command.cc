@@ -9,17 +9,15 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "cli/command.h"
-#include "common/base/progress.h"
 #include "common/base/files.h"
 #include "common/base/status_macros.h"
 #include "common/config/run_config.h"
-#include "common/config/text_range.h"
 #include "common/quant/baselines.h"
 #include "common/quant/plan_io.h"
 #include "common/quant/quantization_session.h"
 #include "job/baseline_plans.h"
+#include "job/baseline_run.h"
 #include "job/open_session.h"
-#include "job/search_baseline.h"
 #include "nlohmann/json.hpp"
 
 namespace windquant::cli {
@@ -85,34 +83,6 @@ void PrintText(const nlohmann::json& j, const quant::PlanTotals& totals, size_t 
   if (!out.empty()) std::printf("wrote %s/plan.json, %s/plan.bin\n", out.c_str(), out.c_str());
 }
 
-// The search baseline on the session's model: plans measured on the selection slice.
-absl::StatusOr<quant::Plan> Search(const quant::QuantizationSession& session,
-                                   const job::BaselineSpec& spec, nlohmann::json* info) {
-  const config::RunConfig& cfg = session.config();
-  WQ_ASSIGN_OR_RETURN(const std::vector<int32_t> selection,
-                      config::ReadTextRange(cfg.evaluation.selection, "evaluation.selection",
-                                            [&tok = session.tokenizer()](std::string_view text) {
-                                              return tok.Encode(text, /*add_bos=*/false);
-                                            }));
-  job::SearchOptions so;
-  so.target_bits = spec.bits;
-  so.evaluations = spec.evals;
-  so.seed = spec.seed;
-  base::Progress progress("search", static_cast<double>(spec.evals), "plans");
-  int64_t measured = 0;
-  job::PlanMeasure measure = [&](const std::vector<int>& actions) -> absl::StatusOr<double> {
-    WQ_ASSIGN_OR_RETURN(model::PerplexityResult r, session.Perplexity(actions, selection, 0));
-    progress.Update(static_cast<double>(++measured));
-    return r.perplexity;
-  };
-  WQ_ASSIGN_OR_RETURN(const job::SearchResult r, job::SearchPlan(session.table(), so, measure));
-  progress.Finish(absl::StrFormat("best %.4f (start %.4f)", r.selection_ppl, r.start_ppl));
-  *info = {{"evaluations", r.evaluations},         {"accepted", r.accepted},
-           {"start_selection_ppl", r.start_ppl},   {"selection_ppl", r.selection_ppl},
-           {"selection_tokens", selection.size()}, {"seed", spec.seed}};
-  return session.MakePlan(r.actions, "search", spec.bits);
-}
-
 absl::Status RunBaseline(Args& args) {
   const std::string config_path = args.Get("config");
   const std::vector<std::string> sets = args.GetAll("set");
@@ -148,48 +118,25 @@ absl::Status RunBaseline(Args& args) {
   WQ_ASSIGN_OR_RETURN(auto session, job::OpenSession(cfg, !no_cache, /*load_eval_text=*/!no_eval));
   const quant::UnitTable& table = session->table();
   nlohmann::json search_json;
-  absl::StatusOr<quant::Plan> built =
-      method == "search" ? Search(*session, spec, &search_json) : job::BaselinePlan(table, spec);
+  absl::StatusOr<quant::Plan> built = method == "search"
+                                          ? job::SearchSessionPlan(*session, spec, &search_json)
+                                          : job::BaselinePlan(table, spec);
   if (!built.ok()) return built.status();
   const quant::Plan plan = *std::move(built);
-  const quant::PlanTotals totals = plan.Totals(table);
   if (!out.empty()) {
     // plan.json and plan.bin appear together or not at all.
     WQ_RETURN_IF_ERROR(base::WriteDirAtomic(out, force, [&](const std::string& tmp) {
       return quant::WritePlanFiles(plan, table, tmp);
     }));
   }
-
-  nlohmann::json j = {{"plan_id", plan.plan_id},
-                      {"method", method},
-                      {"target_bits", plan.target_bits},
-                      {"effective_bits", totals.effective_bits},
-                      {"whole_model_bits", totals.whole_model_bits},
-                      {"proxy_error", quant::ProxyError(table, plan.actions)},
-                      {"units", table.units.size()},
-                      {"unit_table_from_cache", session->from_cache()},
-                      {"fingerprint", session->fingerprint()}};
-  nlohmann::json counts = nlohmann::json::object();
-  for (int a = 0; a < quant::kNumActions; ++a) {
-    counts[std::string(quant::ActionName(quant::kAllActions[a]))] = totals.action_counts[a];
-  }
-  j["action_counts"] = counts;
+  WQ_ASSIGN_OR_RETURN(nlohmann::json j, job::DescribeBaseline(*session, plan, method,
+                                                              {!no_eval, with_fp, max_tokens}));
   if (!out.empty()) j["out"] = out;
   if (!search_json.is_null()) j["search"] = search_json;
-  if (!no_eval) {
-    WQ_ASSIGN_OR_RETURN(model::PerplexityResult r, session->Perplexity(plan.actions, max_tokens));
-    j["perplexity"] = r.perplexity;
-    j["eval_tokens"] = r.tokens;
-    j["context"] = r.context;
-    if (with_fp) {
-      WQ_ASSIGN_OR_RETURN(model::PerplexityResult fp, session->Perplexity({}, max_tokens));
-      j["fp_perplexity"] = fp.perplexity;
-    }
-  }
   if (json) {
     std::printf("%s\n", j.dump().c_str());
   } else {
-    PrintText(j, totals, table.units.size(), out);
+    PrintText(j, plan.Totals(table), table.units.size(), out);
   }
   return absl::OkStatus();
 }

@@ -319,8 +319,8 @@ absl::StatusOr<bool> LearnerCore::ReportEpisodeLocked(const EvaluationInput& in)
   const double target =
       peek->plan.target_bits > 0 ? peek->plan.target_bits : curriculum_.target_bits();
   // The batch's λ (rl::BatchLambda), not the evaluator's in.lambda.
-  const rl::EpisodeReward reward =
-      rl::EpisodeEndReward(config_.env, pe, lambda_.batch_lambda(), target, config_.lagrange.prices);
+  const rl::EpisodeReward reward = rl::EpisodeEndReward(config_.env, pe, lambda_.batch_lambda(),
+                                                        target, config_.lagrange.prices);
   // Checked before anything changes: the episode stays held (and expires).
   if (!std::isfinite(reward.total)) {
     return absl::InvalidArgumentError(absl::StrCat("reward: not finite for episode ", in.episode_id,
@@ -396,8 +396,9 @@ absl::Status LearnerCore::SelfImitate() {
   const bool last = std::abs(target - best_.best().target_bits) < 1e-9;
   const rl::CandidatePlan& best = last ? best_.best() : best_.best_stage();
   if (best.actions.empty() || best.actions == imitated_) return absl::OkStatus();
-  WQ_RETURN_IF_ERROR(
-      rl::WarmStartOnPlan(ppo_->policy(), costs_, config_, target, best.actions).status());
+  WQ_RETURN_IF_ERROR(rl::WarmStartOnPlan(ppo_->policy(), costs_, config_, target, best.actions,
+                                         config_.training.self_imitation_prob)
+                         .status());
   imitated_ = best.actions;
   return absl::OkStatus();
 }

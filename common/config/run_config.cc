@@ -75,6 +75,7 @@ void VisitFields(V& v, RunConfig& c) {
   v.Field("training.warm_start", &c.training.warm_start);
   v.Field("training.warm_start_steps", &c.training.warm_start_steps);
   v.Field("training.self_imitation", &c.training.self_imitation);
+  v.Field("training.self_imitation_prob", &c.training.self_imitation_prob);
   v.Field("training.checkpoint_every_updates", &c.training.checkpoint_every_updates);
   v.Field("output.dir", &c.output.dir);
   v.Field("output.store", &c.output.store);
@@ -410,6 +411,8 @@ absl::Status Validate(const RunConfig& c) {
       Check(c.training.episodes_per_update > 0, "training.episodes_per_update", "must be > 0"));
   WQ_RETURN_IF_ERROR(Check(c.training.warm_start == "none" || c.training.warm_start == "lagrange",
                            "training.warm_start", "must be none or lagrange"));
+  WQ_RETURN_IF_ERROR(Check(c.training.self_imitation_prob > 0 && c.training.self_imitation_prob < 1,
+                           "training.self_imitation_prob", "must be in (0, 1)"));
   WQ_RETURN_IF_ERROR(Check(c.training.checkpoint_every_updates > 0,
                            "training.checkpoint_every_updates", "must be > 0"));
   WQ_RETURN_IF_ERROR(Check(!c.output.dir.empty(), "output.dir", "is required"));

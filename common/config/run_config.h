@@ -126,6 +126,9 @@ struct TrainingConfig {
   // so far when it changed (self-imitation: sampling then explores around the
   // incumbent, as the search baseline does); false = only the warm start.
   bool self_imitation = false;
+  // The mean probability of the best plan's actions self-imitation clones to:
+  // higher = samples nearer the incumbent (fewer units changed per episode).
+  double self_imitation_prob = 0.9;
   int checkpoint_every_updates = 5;
 };
 
