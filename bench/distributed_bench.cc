@@ -59,6 +59,7 @@
 #include "actor/actor_service.h"
 #include "common/base/files.h"
 #include "common/config/run_config.h"
+#include "common/config/text_range.h"
 #include "common/model/perplexity.h"
 #include "common/net/channel.h"
 #include "common/net/server.h"
@@ -703,9 +704,11 @@ int main(int argc, char** argv) {
 
   // 3. Pipeline evaluation.
   const std::vector<int32_t>& eval_ids = session->eval_ids();
-  const std::string calib_text =
-      OrDie(wq::base::ReadFile(cfg.calibration.text), "calibration.text");
-  const std::vector<int32_t> calib_ids = session->tokenizer().Encode(calib_text, false);
+  const std::vector<int32_t> calib_ids = OrDie(
+      wq::config::ReadTextRange(
+          wq::config::CalibrationRange(cfg.calibration), "calibration",
+          [&tok = session->tokenizer()](std::string_view text) { return tok.Encode(text, false); }),
+      "calibration");
   const std::vector<int> plan_actions =
       OrDie(wq::quant::LagrangePlan(table, 2.0), "lagrange plan").actions;
   wq::model::PerplexityOptions popt;

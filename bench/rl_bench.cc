@@ -50,6 +50,7 @@
 #include "absl/strings/str_split.h"
 #include "common/base/files.h"
 #include "common/config/run_config.h"
+#include "common/config/text_range.h"
 #include "common/model/perplexity.h"
 #include "common/quant/quantization_session.h"
 #include "common/rl/environment.h"
@@ -419,7 +420,7 @@ void BenchStories(const Options& o, const Limits& lim) {
   absl::StatusOr<config::RunConfig> cfg = config::LoadRunConfig(path);
   if (!cfg.ok()) Die(std::string(cfg.status().message()));
   if (!fs::exists(fs::path(cfg->model.dir) / "model.safetensors") ||
-      !fs::exists(cfg->evaluation.text) || !fs::exists(cfg->calibration.text)) {
+      !fs::exists(cfg->evaluation.selection.text) || !fs::exists(cfg->calibration.text)) {
     std::printf(
         "\n[stories260k] skipped: %s or its text is absent (../shared/models, ../shared/data)\n",
         cfg->model.dir.c_str());
@@ -433,16 +434,16 @@ void BenchStories(const Options& o, const Limits& lim) {
   std::printf("\n[stories260k] unit table built in %.1f s (%s)\n", build_s, path.c_str());
 
   // The slices `windquant quantize` uses (quantize_command.cc).
-  const std::string calib_text = OrDie(base::ReadFile(cfg->calibration.text));
-  std::vector<int32_t> calib_ids = session->tokenizer().Encode(calib_text, false);
+  const config::TextEncoder encode = [&tok = session->tokenizer()](std::string_view text) {
+    return tok.Encode(text, false);
+  };
+  std::vector<int32_t> calib_ids = OrDie(
+      config::ReadTextRange(config::CalibrationRange(cfg->calibration), "calibration", encode));
   if (static_cast<int64_t>(calib_ids.size()) > cfg->evaluation.calib_slice_tokens) {
     calib_ids.resize(cfg->evaluation.calib_slice_tokens);
   }
-  const int64_t window = cfg->evaluation.context - 1;
-  const int64_t slice = std::min<int64_t>(cfg->evaluation.eval_slice_tokens,
-                                          static_cast<int64_t>(session->eval_ids().size())) /
-                        window * window;
-  std::vector<int32_t> eval_ids(session->eval_ids().begin(), session->eval_ids().begin() + slice);
+  std::vector<int32_t> eval_ids =
+      OrDie(config::ReadTextRange(cfg->evaluation.selection, "evaluation.selection", encode));
 
   // Limit: the plain FP forward over the same ids (best of two passes after a warm-up,
   // so a busy moment on a shared machine does not lower the limit).

@@ -1,6 +1,7 @@
-// `windquant baseline`: builds a baseline plan (uniform, greedy, Lagrangian, random)
-// from the run's unit table, writes plan.json + plan.bin, and reports its effective
-// bits and measured perplexity (DESIGN.md section 3).
+// `windquant baseline`: builds a baseline plan (uniform, greedy, Lagrangian, random,
+// or search: the best of N plans measured on the selection slice) from the run's
+// unit table, writes plan.json + plan.bin, and reports its effective bits and
+// measured perplexity (DESIGN.md section 3).
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "common/quant/plan_io.h"
 #include "common/quant/quantization_session.h"
 #include "job/baseline_plans.h"
+#include "job/baseline_run.h"
 #include "job/open_session.h"
 #include "nlohmann/json.hpp"
 
@@ -22,21 +24,27 @@ namespace windquant::cli {
 namespace {
 
 constexpr char kUsage[] =
-    "usage: windquant baseline --config FILE --method uniform|greedy|lagrange|random\n"
-    "                          [--bits B] [--action A] [--seed N] [--out DIR] [--json]\n\n"
+    "usage: windquant baseline --config FILE --method uniform|greedy|lagrange|random|search\n"
+    "                          [--bits B] [--action A] [--seed N] [--evals N] [--out DIR]\n"
+    "                          [--json]\n\n"
     "Runs the quantization session of FILE (calibration + unit table, or the unit-table\n"
     "cache quant.cache_dir), builds a baseline plan and measures its perplexity on\n"
-    "evaluation.text (the first evaluation.final_eval_tokens ids; 0 = the whole text).\n\n"
+    "the held-out text (evaluation.heldout: its file and token range).\n"
+    "search: a (1+1) local search from the Lagrangian plan that measures N distinct\n"
+    "plans (--evals, the start plan included) on the selection slice\n"
+    "(evaluation.selection), each within --bits by construction, and returns the best;\n"
+    "`quantize` runs it with the RL run's count of real plan evaluations.\n\n"
     "flags:\n"
     "  --config FILE      run config (YAML), required\n"
     "  --set K=V          config override (repeatable)\n"
-    "  --method M         uniform | greedy | lagrange | random (required)\n"
-    "  --bits B           effective-bit budget (greedy, lagrange, random)\n"
+    "  --method M         uniform | greedy | lagrange | random | search (required)\n"
+    "  --bits B           effective-bit budget (greedy, lagrange, random, search)\n"
     "  --action A         uniform action: 16 8 4 3 2 1.58 1 (uniform only)\n"
-    "  --seed N           random plan seed (0)\n"
+    "  --seed N           random plan / search seed (0)\n"
+    "  --evals N          search: plans measured on the selection slice (required)\n"
     "  --out DIR          write DIR/plan.json and DIR/plan.bin (a new or empty DIR)\n"
     "  --force            replace an existing non-empty DIR whole\n"
-    "  --max-tokens N     evaluation ids to use (default evaluation.final_eval_tokens)\n"
+    "  --max-tokens N     first N held-out ids only (default 0: all of evaluation.heldout)\n"
     "  --fp               also measure the full-precision model\n"
     "  --no-eval          skip the perplexity measurement\n"
     "  --no-cache         ignore and do not write the unit-table cache\n"
@@ -56,6 +64,15 @@ void PrintText(const nlohmann::json& j, const quant::PlanTotals& totals, size_t 
       totals.effective_bits, totals.whole_model_bits);
   std::printf("units %zu, actions%s\n", units, count_text.c_str());
   std::printf("proxy error %.6g\n", j.at("proxy_error").get<double>());
+  if (j.contains("search")) {
+    const nlohmann::json& q = j.at("search");
+    std::printf(
+        "search: %lld plans measured on the selection slice, %lld accepted; "
+        "selection perplexity %.4f (Lagrangian start) -> %.4f\n",
+        static_cast<long long>(q.at("evaluations").get<int64_t>()),
+        static_cast<long long>(q.at("accepted").get<int64_t>()),
+        q.at("start_selection_ppl").get<double>(), q.at("selection_ppl").get<double>());
+  }
   if (j.contains("perplexity")) {
     std::printf("perplexity %.4f on %lld tokens (context %lld)\n", j.at("perplexity").get<double>(),
                 static_cast<long long>(j.at("eval_tokens").get<int64_t>()),
@@ -73,8 +90,9 @@ absl::Status RunBaseline(Args& args) {
   WQ_ASSIGN_OR_RETURN(const double bits, args.GetDouble("bits", 0.0));
   const std::string action_text = args.Get("action");
   WQ_ASSIGN_OR_RETURN(const int64_t seed, args.GetInt("seed", 0));
+  WQ_ASSIGN_OR_RETURN(const int64_t evals, args.GetInt("evals", 0));
   const std::string out = args.Get("out");
-  WQ_ASSIGN_OR_RETURN(int64_t max_tokens, args.GetInt("max-tokens", -1));
+  WQ_ASSIGN_OR_RETURN(const int64_t max_tokens, args.GetInt("max-tokens", 0));
   const bool with_fp = args.Has("fp"), no_eval = args.Has("no-eval"),
              no_cache = args.Has("no-cache");
   const bool json = args.Has("json"), force = args.Has("force");
@@ -85,6 +103,7 @@ absl::Status RunBaseline(Args& args) {
   spec.method = method;
   spec.bits = bits;
   spec.seed = static_cast<uint64_t>(seed);
+  spec.evals = evals;
   WQ_RETURN_IF_ERROR(job::ValidateBaselineSpec(spec));
   if (method == "uniform") {
     if (action_text.empty())
@@ -96,47 +115,28 @@ absl::Status RunBaseline(Args& args) {
   }
 
   WQ_ASSIGN_OR_RETURN(config::RunConfig cfg, config::LoadRunConfig(config_path, sets));
-  if (max_tokens < 0) max_tokens = cfg.evaluation.final_eval_tokens;
   WQ_ASSIGN_OR_RETURN(auto session, job::OpenSession(cfg, !no_cache, /*load_eval_text=*/!no_eval));
   const quant::UnitTable& table = session->table();
-  WQ_ASSIGN_OR_RETURN(const quant::Plan plan, job::BaselinePlan(table, spec));
-  const quant::PlanTotals totals = plan.Totals(table);
+  nlohmann::json search_json;
+  absl::StatusOr<quant::Plan> built = method == "search"
+                                          ? job::SearchSessionPlan(*session, spec, &search_json)
+                                          : job::BaselinePlan(table, spec);
+  if (!built.ok()) return built.status();
+  const quant::Plan plan = *std::move(built);
   if (!out.empty()) {
     // plan.json and plan.bin appear together or not at all.
     WQ_RETURN_IF_ERROR(base::WriteDirAtomic(out, force, [&](const std::string& tmp) {
       return quant::WritePlanFiles(plan, table, tmp);
     }));
   }
-
-  nlohmann::json j = {{"plan_id", plan.plan_id},
-                      {"method", method},
-                      {"target_bits", plan.target_bits},
-                      {"effective_bits", totals.effective_bits},
-                      {"whole_model_bits", totals.whole_model_bits},
-                      {"proxy_error", quant::ProxyError(table, plan.actions)},
-                      {"units", table.units.size()},
-                      {"unit_table_from_cache", session->from_cache()},
-                      {"fingerprint", session->fingerprint()}};
-  nlohmann::json counts = nlohmann::json::object();
-  for (int a = 0; a < quant::kNumActions; ++a) {
-    counts[std::string(quant::ActionName(quant::kAllActions[a]))] = totals.action_counts[a];
-  }
-  j["action_counts"] = counts;
+  WQ_ASSIGN_OR_RETURN(nlohmann::json j, job::DescribeBaseline(*session, plan, method,
+                                                              {!no_eval, with_fp, max_tokens}));
   if (!out.empty()) j["out"] = out;
-  if (!no_eval) {
-    WQ_ASSIGN_OR_RETURN(model::PerplexityResult r, session->Perplexity(plan.actions, max_tokens));
-    j["perplexity"] = r.perplexity;
-    j["eval_tokens"] = r.tokens;
-    j["context"] = r.context;
-    if (with_fp) {
-      WQ_ASSIGN_OR_RETURN(model::PerplexityResult fp, session->Perplexity({}, max_tokens));
-      j["fp_perplexity"] = fp.perplexity;
-    }
-  }
+  if (!search_json.is_null()) j["search"] = search_json;
   if (json) {
     std::printf("%s\n", j.dump().c_str());
   } else {
-    PrintText(j, totals, table.units.size(), out);
+    PrintText(j, plan.Totals(table), table.units.size(), out);
   }
   return absl::OkStatus();
 }

@@ -36,7 +36,8 @@ constexpr char kUsage[] =
     "  --plan PLAN        apply a quantization plan (plan.json / plan.bin) first; needs\n"
     "                     --config FILE, whose unit table (cache or fitted) the plan is\n"
     "                     checked against; --model / --text / --context default to the\n"
-    "                     config's model.dir / evaluation.text / evaluation.context\n"
+    "                     config's model.dir / held-out text (evaluation.heldout: file\n"
+    "                     and token range) / evaluation.context\n"
     "  --config FILE      run config (YAML), with --plan\n";
 
 void Print(const job::TextPerplexityRequest& q, const job::TextPerplexity& p, bool json) {
@@ -81,7 +82,10 @@ absl::Status RunEval(Args& args) {
     WQ_ASSIGN_OR_RETURN(cfg, config::LoadRunConfig(config_path));
     if (!q.model_dir.empty()) cfg.model.dir = q.model_dir;
     q.model_dir = cfg.model.dir;
-    if (q.text_path.empty()) q.text_path = cfg.evaluation.text;
+    if (q.text_path.empty()) {
+      q.text_path = cfg.evaluation.heldout.text;
+      q.tokens = cfg.evaluation.heldout.tokens;
+    }
     if (!context_given) q.context = cfg.evaluation.context;
     q.config = &cfg;
   } else if (!config_path.empty()) {

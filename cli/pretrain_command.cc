@@ -31,6 +31,8 @@ constexpr char kUsage[] =
     "  --text FILE        training text (required)\n"
     "  --out DIR          output directory (required)\n"
     "  --vocab N          tokenizer vocabulary incl. 256 bytes + 2 specials (2048)\n"
+    "  --tokenizer-bytes N  learn the tokenizer's merges from the first N bytes of\n"
+    "                     FILE only (0 = all of it; the model trains on all of it)\n"
     "  --layers N         decoder layers (4)\n"
     "  --hidden N         hidden size (128)\n"
     "  --intermediate N   MLP size (0 = ~2.7 x hidden, rounded to 32)\n"
@@ -57,6 +59,7 @@ absl::Status RunPretrain(Args& args) {
   const std::string out = args.Get("out");
   model::PretrainConfig c;
   WQ_ASSIGN_OR_RETURN(const int64_t vocab, args.GetInt("vocab", 2048));
+  WQ_ASSIGN_OR_RETURN(const int64_t tokenizer_bytes, args.GetInt("tokenizer-bytes", 0));
   WQ_ASSIGN_OR_RETURN(c.layers, args.GetInt("layers", 4));
   WQ_ASSIGN_OR_RETURN(c.hidden, args.GetInt("hidden", 128));
   WQ_ASSIGN_OR_RETURN(c.intermediate, args.GetInt("intermediate", 0));
@@ -82,6 +85,7 @@ absl::Status RunPretrain(Args& args) {
         absl::StrCat("--vocab: must be in [258, 1048576] (256 bytes + 2 specials), got ", vocab));
   }
   if (seed < 0) return absl::InvalidArgumentError("--seed: must be >= 0");
+  if (tokenizer_bytes < 0) return absl::InvalidArgumentError("--tokenizer-bytes: must be >= 0");
   if (threads < 0 || threads > 1024)
     return absl::InvalidArgumentError("--threads: must be in [0, 1024]");
   c.seed = static_cast<uint64_t>(seed);
@@ -97,7 +101,10 @@ absl::Status RunPretrain(Args& args) {
   model::BpeTrainerOptions bpe_options;
   bpe_options.vocab_size = static_cast<int32_t>(vocab);
   model::BpeTrainer bpe(bpe_options);
-  bpe.AddText(text);
+  // A prefix is enough for the merges of a small vocabulary and much faster.
+  bpe.AddText(tokenizer_bytes > 0 && static_cast<size_t>(tokenizer_bytes) < text.size()
+                  ? std::string_view(text).substr(0, static_cast<size_t>(tokenizer_bytes))
+                  : std::string_view(text));
   WQ_ASSIGN_OR_RETURN(info.tokenizer_json, bpe.Train());
   WQ_ASSIGN_OR_RETURN(std::unique_ptr<model::Tokenizer> tokenizer,
                       model::Tokenizer::FromJson(info.tokenizer_json, "trained tokenizer.json"));

@@ -250,7 +250,8 @@ Report EvaluationQueue::Record(const QueuedPlan& q, const PlanEvaluation& e) {
   // A learner's candidate plan (no episode behind it) leaves λ as it is.
   report.lambda = rl::IsCandidateEpisode(q.plan.episode_id)
                       ? lagrange_.lambda()
-                      : lagrange_.Update(e.relative_ppl_increase);
+                      : lagrange_.Update(rl::ConstraintValue(lagrange_.config(), report.evaluation,
+                                                               q.plan.target_bits));
   if (lambda_gauge_ != nullptr) lambda_gauge_->Set(report.lambda);
   ++evaluated_;
   return report;

@@ -5,23 +5,12 @@
 #include "absl/strings/str_cat.h"
 #include "common/base/files.h"
 #include "common/base/status_macros.h"
+#include "common/config/text_range.h"
 #include "common/model/tokenizer.h"
 #include "common/net/channel.h"
 #include "common/net/status_convert.h"
 
 namespace windquant::evaluator {
-namespace {
-
-absl::StatusOr<std::vector<int32_t>> Tokenize(const model::Tokenizer& tok, const std::string& path,
-                                              const char* key) {
-  auto text = base::ReadFile(path);
-  if (!text.ok())
-    return absl::InvalidArgumentError(absl::StrCat(key, ": ", text.status().message()));
-  return tok.Encode(*text);
-}
-
-}  // namespace
-
 absl::StatusOr<std::unique_ptr<EvaluatorNode>> EvaluatorNode::Create(
     const config::RunConfig& c, const std::string& address, metrics::Registry* registry,
     std::shared_ptr<grpc::Channel> learner, std::vector<std::shared_ptr<grpc::Channel>> actors,
@@ -36,15 +25,22 @@ absl::StatusOr<std::unique_ptr<EvaluatorNode>> EvaluatorNode::Create(
   std::unique_ptr<EvaluatorNode> node(new EvaluatorNode());
   node->deadline_ = absl::Milliseconds(svc.rpc_deadline_ms);
   WQ_ASSIGN_OR_RETURN(auto tok, model::Tokenizer::FromFile(c.model.dir + "/tokenizer.json"));
-  WQ_ASSIGN_OR_RETURN(std::vector<int32_t> calib,
-                      Tokenize(*tok, c.calibration.text, "calibration.text"));
-  WQ_ASSIGN_OR_RETURN(std::vector<int32_t> eval,
-                      Tokenize(*tok, c.evaluation.text, "evaluation.text"));
+  const config::TextEncoder encode = [&t = *tok](std::string_view text) {
+    return t.Encode(text, /*add_bos=*/false);
+  };
+  // Calibration windows and the loss slice come from the calibration range,
+  // the PPL term from the selection slice, nothing from the held-out text.
+  WQ_ASSIGN_OR_RETURN(
+      std::vector<int32_t> calib,
+      config::ReadTextRange(config::CalibrationRange(c.calibration), "calibration", encode));
+  WQ_ASSIGN_OR_RETURN(
+      std::vector<int32_t> eval,
+      config::ReadTextRange(c.evaluation.selection, "evaluation.selection", encode));
   PipelineEvaluatorOptions po;
   po.context = c.evaluation.context;
   po.batch_size = c.evaluation.batch;
   po.calib_slice_tokens = c.evaluation.calib_slice_tokens;
-  po.eval_slice_tokens = c.evaluation.eval_slice_tokens;
+  po.eval_slice_tokens = 0;  // the whole selection range
   po.calibration_samples = c.calibration.samples;
   po.calibration_seq_len = c.calibration.seq_len;
   po.calibration_seed = c.calibration.seed;

@@ -10,12 +10,16 @@ namespace windquant::job {
 
 absl::Status ValidateBaselineSpec(const BaselineSpec& spec) {
   const std::string& m = spec.method;
-  if (m != "uniform" && m != "greedy" && m != "lagrange" && m != "random") {
+  if (m != "uniform" && m != "greedy" && m != "lagrange" && m != "random" && m != "search") {
     return absl::InvalidArgumentError(
-        absl::StrCat("--method: expected uniform|greedy|lagrange|random, got \"", m, "\""));
+        absl::StrCat("--method: expected uniform|greedy|lagrange|random|search, got \"", m, "\""));
   }
   if (m != "uniform" && !(spec.bits > 0)) {
     return absl::InvalidArgumentError(absl::StrCat("--bits is required (> 0) for --method ", m));
+  }
+  if (m == "search" && spec.evals < 1) {
+    return absl::InvalidArgumentError(
+        "--evals N is required (>= 1: plans measured on the selection slice) for --method search");
   }
   // The range of curriculum.target_bits in the run config.
   if (m != "uniform" && !(spec.bits >= 1.0 && spec.bits <= 16.0)) {
@@ -34,6 +38,9 @@ absl::StatusOr<quant::Plan> BaselinePlan(const quant::UnitTable& table, const Ba
   }
   if (spec.method == "greedy") return quant::GreedyPlan(table, spec.bits);
   if (spec.method == "lagrange") return quant::LagrangePlan(table, spec.bits);
+  if (spec.method == "search") {
+    return absl::InvalidArgumentError("--method search measures plans: job::SearchPlan builds it");
+  }
   return quant::RandomPlan(table, spec.bits, spec.seed);
 }
 

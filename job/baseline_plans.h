@@ -18,14 +18,17 @@
 namespace windquant::job {
 
 struct BaselineSpec {
-  std::string method;                        // uniform | greedy | lagrange | random
+  std::string method;                        // uniform | greedy | lagrange | random | search
   double bits = 0;                           // budget (greedy, lagrange, random), > 0
   quant::Action action = quant::Action::k4;  // uniform
-  uint64_t seed = 0;                         // random
+  uint64_t seed = 0;                         // random, search
+  int64_t evals = 0;                         // search: plans to measure (>= 1)
 };
 
-// INVALID_ARGUMENT naming --method for an unknown method or --bits for a
-// budget <= 0 (greedy, lagrange, random); the baselines' own errors.
+// INVALID_ARGUMENT naming --method for an unknown method, --bits for a
+// budget <= 0 (greedy, lagrange, random, search) or --evals for a search
+// without a positive count; the baselines' own errors. BaselinePlan builds
+// every method but search, which measures plans (search_baseline.h: SearchPlan).
 absl::Status ValidateBaselineSpec(const BaselineSpec& spec);
 absl::StatusOr<quant::Plan> BaselinePlan(const quant::UnitTable& table, const BaselineSpec& spec);
 

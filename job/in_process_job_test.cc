@@ -27,26 +27,17 @@ constexpr double kBitsSlack = 1e-9;
 
 absl::StatusOr<config::RunConfig> JobConfig(const std::string& dir) {
   const std::string config = ::windquant::testing::RealModel().config;
-  return config::LoadRunConfig(config, {"calibration.samples=8",
-                                        "calibration.seq_len=128",
-                                        "evaluation.context=128",
-                                        "evaluation.batch=8",
-                                        "evaluation.calib_slice_tokens=1024",
-                                        "evaluation.eval_slice_tokens=2048",
-                                        absl::StrCat("curriculum.target_bits=[", kTargetBits, "]"),
-                                        absl::StrCat("curriculum.min_updates=", kUpdates),
-                                        absl::StrCat("curriculum.max_updates=", kUpdates),
-                                        "training.episodes_per_update=4",
-                                        "training.warm_start=none",
-                                        "ppo.hidden=[32,32]",
-                                        "ppo.minibatch_size=64",
-                                        "ppo.epochs=2",
-                                        "service.stages=2",
-                                        "service.replicas=2",
-                                        "service.evaluation_timeout_ms=60000",
-                                        "service.rpc_deadline_ms=20000",
-                                        absl::StrCat("output.dir=", dir, "/run"),
-                                        absl::StrCat("quant.cache_dir=", dir, "/cache")});
+  return config::LoadRunConfig(
+      config,
+      {"calibration.samples=8", "calibration.seq_len=128", "evaluation.context=128",
+       "evaluation.batch=8", "evaluation.calib_slice_tokens=1024",
+       absl::StrCat("curriculum.target_bits=[", kTargetBits, "]"),
+       absl::StrCat("curriculum.min_updates=", kUpdates),
+       absl::StrCat("curriculum.max_updates=", kUpdates), "training.episodes_per_update=4",
+       "training.warm_start=none", "ppo.hidden=[32,32]", "ppo.minibatch_size=64", "ppo.epochs=2",
+       "service.stages=2", "service.replicas=2", "service.evaluation_timeout_ms=60000",
+       "service.rpc_deadline_ms=20000", absl::StrCat("output.dir=", dir, "/run"),
+       absl::StrCat("quant.cache_dir=", dir, "/cache")});
 }
 
 TEST(InProcessJobTest, TwoStagesTwoReplicasRunTheJobThenResumeDoneAndClear) {

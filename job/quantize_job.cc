@@ -1,5 +1,6 @@
 #include "job/quantize_job.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <random>
@@ -8,7 +9,9 @@
 #include "absl/strings/str_format.h"
 #include "common/base/files.h"
 #include "common/base/output_dir.h"
+#include "common/base/progress.h"
 #include "common/base/status_macros.h"
+#include "common/config/text_range.h"
 #include "common/quant/exporter.h"
 #include "common/quant/plan_io.h"
 #include "common/quant/quantization_session.h"
@@ -74,15 +77,43 @@ absl::StatusOr<rl::RunResult> Train(const config::RunConfig& cfg, const Quantize
   return RunInProcessJob(job_config, jo);
 }
 
+// The search baseline at `target` with the RL run's count of real
+// evaluations, each on the selection slice.
+absl::StatusOr<SearchResult> Search(const quant::UnitTable& table, double target, uint64_t seed,
+                                    int64_t evaluations, rl::LocalPlanEvaluator& evaluator,
+                                    const EvaluationSlices& slices, const Log& log) {
+  SearchOptions so;
+  so.target_bits = target;
+  so.evaluations = std::max<int64_t>(1, evaluations);
+  so.seed = seed;
+  base::Progress progress("search", static_cast<double>(so.evaluations), "plans");
+  int64_t measured = 0;
+  PlanMeasure measure = [&](const std::vector<int>& actions) -> absl::StatusOr<double> {
+    WQ_ASSIGN_OR_RETURN(model::PerplexityResult r, evaluator.Measure(actions, slices.selection));
+    progress.Update(static_cast<double>(++measured));
+    return r.perplexity;
+  };
+  WQ_ASSIGN_OR_RETURN(SearchResult r, SearchPlan(table, so, measure));
+  progress.Finish(absl::StrFormat("best %.4f (start %.4f)", r.selection_ppl, r.start_ppl));
+  log(absl::StrFormat(
+      "quantize: search baseline: %d plans measured (RL: %d), %d accepted, selection PPL "
+      "%.4f -> %.4f",
+      r.evaluations, evaluations, r.accepted, r.start_ppl, r.selection_ppl));
+  return r;
+}
+
 // The RL plan, then (when asked) every baseline at the target, all measured.
 absl::Status MeasureAll(const quant::UnitTable& table, const rl::RunResult& tr,
                         const QuantizeOptions& options, double target, uint64_t seed,
                         rl::LocalPlanEvaluator& evaluator, const EvaluationSlices& slices,
-                        QuantizeResult* out) {
+                        const Log& log, QuantizeResult* out) {
   out->plans.push_back({"rl", tr.best.actions});
   if (options.baselines) {
     WQ_ASSIGN_OR_RETURN(auto baselines, BaselinesAt(table, target, seed));
     for (auto& [name, plan] : baselines) out->plans.push_back({name, std::move(plan.actions)});
+    WQ_ASSIGN_OR_RETURN(out->search,
+                        Search(table, target, seed, out->rl_evaluations, evaluator, slices, log));
+    out->plans.push_back({"search", out->search.actions});
   }
   out->fp.name = "fp";
   out->fp.bits = 16;
@@ -99,8 +130,7 @@ absl::Status MeasureAll(const quant::UnitTable& table, const rl::RunResult& tr,
 absl::StatusOr<std::string> WriteArtifacts(const quant::QuantizationSession& session,
                                            const config::RunConfig& cfg, const rl::RunResult& tr,
                                            double target, bool export_model) {
-  quant::Plan plan = session.MakePlan(tr.best.actions, "rl", target);
-  plan.policy_version = tr.best.policy_version;
+  quant::Plan plan = ReturnedPlan(session.table(), tr, target);
   WQ_RETURN_IF_ERROR(quant::WritePlanFiles(plan, session.table(), cfg.output.dir));
   if (!export_model) return std::string();
   quant::ExportInputs in;
@@ -122,11 +152,20 @@ absl::StatusOr<std::string> WriteArtifacts(const quant::QuantizationSession& ses
   return (d / "fake_quant").string();
 }
 
-// The calibration slice (loss term) and the evaluation text's slices.
+// The loss slice (start of the calibration range), the selection slice and
+// the held-out text (the session's eval ids), each from its own text role.
 absl::StatusOr<EvaluationSlices> Slices(const config::RunConfig& cfg,
                                         const quant::QuantizationSession& session) {
-  WQ_ASSIGN_OR_RETURN(const std::string calib_text, base::ReadFile(cfg.calibration.text));
-  return SliceEvaluationText(cfg.evaluation, session.tokenizer().Encode(calib_text, false),
+  const config::TextEncoder encode = [&tok = session.tokenizer()](std::string_view text) {
+    return tok.Encode(text, /*add_bos=*/false);
+  };
+  WQ_ASSIGN_OR_RETURN(
+      std::vector<int32_t> calibration,
+      config::ReadTextRange(config::CalibrationRange(cfg.calibration), "calibration", encode));
+  WQ_ASSIGN_OR_RETURN(
+      std::vector<int32_t> selection,
+      config::ReadTextRange(cfg.evaluation.selection, "evaluation.selection", encode));
+  return SliceEvaluationText(cfg.evaluation, std::move(calibration), std::move(selection),
                              session.eval_ids());
 }
 
@@ -158,6 +197,8 @@ absl::StatusOr<QuantizeResult> RunQuantizeJob(const config::RunConfig& cfg,
   WQ_ASSIGN_OR_RETURN(rl::RunResult tr, Train(cfg, options, table, out.checkpoint_dir, log));
   out.updates = tr.updates;
   out.lambda = tr.lambda;
+  out.origin = ReturnedPlanOrigin(tr.best.source);
+  out.rl_evaluations = tr.evaluations - tr.cache_hits;
   if (tr.stopped_early) {
     out.stopped_early = true;
     return out;
@@ -170,7 +211,7 @@ absl::StatusOr<QuantizeResult> RunQuantizeJob(const config::RunConfig& cfg,
   const double target = cfg.curriculum.target_bits.back();
   out.have_heldout = HasHeldOut(slices, cfg.evaluation.context);
   WQ_RETURN_IF_ERROR(
-      MeasureAll(table, tr, options, target, cfg.training.seed, *evaluator, slices, &out));
+      MeasureAll(table, tr, options, target, cfg.training.seed, *evaluator, slices, log, &out));
   out.winner = PickWinner(out.plans, target, out.have_heldout);
 
   QuantizeReport report;
@@ -186,6 +227,9 @@ absl::StatusOr<QuantizeResult> RunQuantizeJob(const config::RunConfig& cfg,
   report.plans = out.plans;
   report.have_heldout = out.have_heldout;
   report.winner = out.winner;
+  report.origin = out.origin;
+  report.rl_evaluations = out.rl_evaluations;
+  if (options.baselines) report.search = &out.search;
   report.prepare_s = prepare_s;
   report.train_s = train_s;
   report.total_s = Since(t0);

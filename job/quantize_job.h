@@ -5,7 +5,8 @@
 // with in-process gRPC channels (RunInProcessJob: PPO with the curriculum,
 // warm start and checkpoints); then the best feasible plan and every baseline
 // measured at the final target (EvaluationSlices, PickWinner), and the
-// artifacts in output.dir: plan.json / plan.bin, report.json / report.html
+// artifacts in output.dir: plan.json / plan.bin (source: the returned plan's
+// origin, ReturnedPlanOrigin), report.json / report.html
 // (quantize_report.h) and, unless disabled, the quantized and fake-quant
 // checkpoints.
 // Memory: besides the session (quantization_session.h) and the services'
@@ -24,14 +25,18 @@
 #include "absl/status/statusor.h"
 #include "common/config/run_config.h"
 #include "job/plan_measurement.h"
+#include "job/search_baseline.h"
 
 namespace windquant::job {
 
 struct QuantizeOptions {
-  bool resume = false;             // continue from output.dir/checkpoint (else it is cleared)
-  bool use_cache = true;           // unit-table and fit caches (quant.cache_dir), the actors' too
-  bool export_model = true;        // output.dir/quantized and output.dir/fake_quant
-  bool baselines = true;           // measure uniform, greedy, lagrange and random at the end
+  bool resume = false;       // continue from output.dir/checkpoint (else it is cleared)
+  bool use_cache = true;     // unit-table and fit caches (quant.cache_dir), the actors' too
+  bool export_model = true;  // output.dir/quantized and output.dir/fake_quant
+  // Measure uniform, greedy, lagrange, random and search at the end; search
+  // (search_baseline.h) spends as many real plan evaluations on the selection
+  // slice as the RL run did (its cache misses, the reference plan included).
+  bool baselines = true;
   int64_t stop_after_updates = 0;  // > 0: stop (checkpoint first) after that many updates
   std::function<void(const std::string&)> log;  // progress lines
   // Wall times count from here (the caller's start, e.g. before loading the config).
@@ -45,8 +50,14 @@ struct QuantizeResult {
   std::string checkpoint_dir;
   MeasuredPlan fp;
   std::vector<MeasuredPlan> plans;  // the RL plan first, then the baselines
-  std::string winner;               // "" when no plan is within the target
-  bool have_heldout = false;        // the winner metric is the held-out PPL (else whole text)
+  // Where the returned plan came from (ReturnedPlanOrigin): "rl" (a sampled
+  // episode), "greedy-of-policy" (the policy's argmax plan) or "lagrange" (the
+  // reference plan, which no policy plan beat on the selection slice).
+  std::string origin;
+  int64_t rl_evaluations = 0;  // real plan evaluations of the RL run (cache misses)
+  SearchResult search;         // the search baseline (evaluations 0 when not run)
+  std::string winner;          // "" when no plan is within the target
+  bool have_heldout = false;   // the winner metric is the held-out PPL (else whole text)
   double lambda = 0;
   double seconds = 0;  // since options.start
 };

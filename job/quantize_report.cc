@@ -18,12 +18,14 @@ using nlohmann::json;
 
 json Num(double x) { return std::isfinite(x) ? json(x) : json(nullptr); }
 
-json PlanJson(const MeasuredPlan& m) {
-  return {{"name", m.name},
-          {"bits", m.bits},
-          {"selection_ppl", Num(m.selection_ppl)},
-          {"whole_ppl", Num(m.whole_ppl)},
-          {"heldout_ppl", Num(m.heldout_ppl)}};
+json PlanJson(const MeasuredPlan& m, const std::string& origin) {
+  json j = {{"name", m.name},
+            {"bits", m.bits},
+            {"selection_ppl", Num(m.selection_ppl)},
+            {"whole_ppl", Num(m.whole_ppl)},
+            {"heldout_ppl", Num(m.heldout_ppl)}};
+  if (m.name == "rl") j["origin"] = origin;
+  return j;
 }
 
 // The run's numbers: slices, FP and every plan, the winner, the RL plan's
@@ -45,12 +47,14 @@ json SummaryJson(const QuantizeReport& r) {
                   {"heldout_ppl", Num(r.fp.heldout_ppl)},
                   {"selection_ppl", Num(r.fp.selection_ppl)}};
   json plans = json::array();
-  for (const MeasuredPlan& m : r.plans) plans.push_back(PlanJson(m));
+  for (const MeasuredPlan& m : r.plans) plans.push_back(PlanJson(m, r.origin));
   report["plans"] = plans;
   report["winner"] = r.winner;
   report["winner_metric"] = r.have_heldout ? "heldout_ppl" : "whole_ppl";
   const MeasuredPlan& rl = r.plans.front();
+  report["returned_plan_origin"] = r.origin;
   report["rl"] = {{"source", tr.best.source},
+                  {"origin", r.origin},
                   {"update", tr.best.update},
                   {"bits", rl.bits},
                   {"selection_ppl", Num(rl.selection_ppl)},
@@ -61,6 +65,18 @@ json SummaryJson(const QuantizeReport& r) {
   report["resumed_from_update"] = tr.resumed_from_update;
   report["plan_evaluations"] = tr.evaluations;
   report["cache_hits"] = tr.cache_hits;
+  report["rl_real_evaluations"] = r.rl_evaluations;
+  if (r.search != nullptr) {
+    const SearchResult& q = *r.search;
+    report["search"] = {{"evaluations", q.evaluations},
+                        {"rl_evaluations", r.rl_evaluations},
+                        {"accepted", q.accepted},
+                        {"repeats", q.repeats},
+                        {"proposals", q.proposals},
+                        {"start_selection_ppl", Num(q.start_ppl)},
+                        {"selection_ppl", Num(q.selection_ppl)},
+                        {"seed", r.config->training.seed}};
+  }
   report["wall_time_s"] = {{"prepare", r.prepare_s}, {"train", r.train_s}, {"total", r.total_s}};
   if (!r.exported.empty()) report["exported"] = r.exported;
   return report;
@@ -95,22 +111,44 @@ void AddTrainingJson(const QuantizeReport& r, json* report) {
   (*report)["training_curve"] = curve;
 }
 
+std::string RoleText(const config::TextRange& r) {
+  return r.tokens[1] == 0 ? absl::StrFormat("%s tokens [%d, end)", r.text, r.tokens[0])
+                          : absl::StrFormat("%s tokens [%d, %d)", r.text, r.tokens[0], r.tokens[1]);
+}
+
 std::string SliceNote(const QuantizeReport& r) {
   const int64_t selection = static_cast<int64_t>(r.slices->selection.size());
   const int64_t heldout = static_cast<int64_t>(r.slices->heldout.size());
-  const std::string& text = r.config->evaluation.text;
+  const config::RunConfig& c = *r.config;
+  const std::string roles = absl::StrFormat(
+      "Text roles (disjoint): calibration %s; selection %s (%d tokens); held-out %s.",
+      RoleText(config::CalibrationRange(c.calibration)), RoleText(c.evaluation.selection),
+      selection, RoleText(c.evaluation.heldout));
   return r.have_heldout
              ? absl::StrFormat(
-                   "Perplexities in the summary and the chart: the %d held-out tokens of %s "
-                   "after the %d-token selection slice (report.json has all slices).",
-                   heldout, text, selection)
+                   "Perplexities in the summary and the chart: the %d held-out tokens, which "
+                   "no calibration or selection step read (report.json has all slices). %s",
+                   heldout, roles)
              : absl::StrFormat(
-                   "Perplexities in the summary and the chart: the whole %d tokens used of %s "
-                   "(no held-out part).",
-                   selection + heldout, text);
+                   "Perplexities in the summary and the chart: selection + held-out, %d tokens "
+                   "(the held-out part is shorter than one window). %s",
+                   selection + heldout, roles);
 }
 
 }  // namespace
+
+std::string ReturnedPlanOrigin(const std::string& learner_source) {
+  if (learner_source == "rl-greedy") return "greedy-of-policy";
+  return learner_source.empty() ? "rl" : learner_source;
+}
+
+quant::Plan ReturnedPlan(const quant::UnitTable& table, const rl::RunResult& training,
+                         double target_bits) {
+  quant::Plan plan = quant::Plan::Make(table, training.best.actions,
+                                       ReturnedPlanOrigin(training.best.source), target_bits);
+  plan.policy_version = training.best.policy_version;
+  return plan;
+}
 
 report::ReportData MakeReportData(const QuantizeReport& r) {
   const bool have_heldout = r.have_heldout;
@@ -152,14 +190,21 @@ report::ReportData MakeReportData(const QuantizeReport& r) {
       "Training curves: perplexity and bits on the selection slice; the best plan is the "
       "lowest selection-slice perplexity within the final target.");
   d.notes.push_back(absl::StrFormat(
-      "RL plan from %s at update %d; %d updates, %d plan evaluations, lambda %.4f%s.",
-      tr.best.source, tr.best.update, tr.updates, tr.evaluations, tr.lambda,
+      "Returned plan: %s, from update %d; %d updates, %d plan evaluations (%d real, the rest "
+      "cached), lambda %.4f%s.",
+      r.origin, tr.best.update, tr.updates, tr.evaluations, r.rl_evaluations, tr.lambda,
       tr.resumed_from_update >= 0
           ? absl::StrFormat("; resumed from update %d", tr.resumed_from_update)
           : ""));
+  if (r.search != nullptr) {
+    d.notes.push_back(absl::StrFormat(
+        "Search baseline: (1+1) local search from the Lagrangian plan, %d real plan "
+        "evaluations on the selection slice (the RL run: %d), %d accepted moves.",
+        r.search->evaluations, r.rl_evaluations, r.search->accepted));
+  }
   d.notes.push_back(absl::StrCat("Config ", cfg.source,
-                                 "; baselines (uniform nearest, greedy, lagrange, random) "
-                                 "use the same unit table and operators."));
+                                 "; baselines (uniform nearest, greedy, lagrange, random, "
+                                 "search) use the same unit table and operators."));
   return d;
 }
 

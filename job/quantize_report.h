@@ -1,5 +1,7 @@
 // report.json and report.html of a quantize run (`windquant quantize` writes
 // both into output.dir): FP / RL / baseline perplexities and bits, the winner,
+// the returned plan's origin, the search baseline's and the RL run's counts of
+// real plan evaluations,
 // wall times, λ, the curriculum history and the training curve per update,
 // and beside them the keys of common/report's ReportData, so that
 // `windquant report --in report.json` renders report.html again.
@@ -12,11 +14,13 @@
 
 #include "absl/status/status.h"
 #include "common/config/run_config.h"
+#include "common/quant/plan.h"
 #include "common/quant/unit_table.h"
 #include "common/report/report_data.h"
 #include "common/rl/training.h"
 #include "job/evaluation_slices.h"
 #include "job/plan_measurement.h"
+#include "job/search_baseline.h"
 
 namespace windquant::job {
 
@@ -31,9 +35,24 @@ struct QuantizeReport {
   std::vector<MeasuredPlan> plans;  // the RL plan first, then the baselines
   bool have_heldout = false;        // winner metric: held-out PPL, else whole-text PPL
   std::string winner;
-  std::string exported;  // the fake-quant checkpoint's directory ("" = none)
+  std::string origin;                    // the returned plan's origin (ReturnedPlanOrigin)
+  int64_t rl_evaluations = 0;            // real plan evaluations of the RL run (cache misses)
+  const SearchResult* search = nullptr;  // the search baseline's run (nullptr: not run)
+  std::string exported;                  // the fake-quant checkpoint's directory ("" = none)
   double prepare_s = 0, train_s = 0, total_s = 0;
 };
+
+// The origin of the plan the RL run returned, from the learner's candidate
+// source: "rl" (a sampled episode), "greedy-of-policy" (the learner's
+// "rl-greedy": the policy's argmax plan after an update) or "lagrange" (the
+// reference plan, when no policy plan beat it on the selection slice); any
+// other source is returned as it is.
+std::string ReturnedPlanOrigin(const std::string& learner_source);
+
+// The returned plan as plan.json / plan.bin carry it: training.best's actions
+// at `target_bits`, source = its origin, its policy version.
+quant::Plan ReturnedPlan(const quant::UnitTable& table, const rl::RunResult& training,
+                         double target_bits);
 
 // The HTML report's data: the RL plan's bits per unit, every measured plan
 // at its effective bits, the training curve. Perplexities are the winner

@@ -9,6 +9,7 @@
 #include "common/base/files.h"
 #include "common/base/progress.h"
 #include "common/base/status_macros.h"
+#include "common/config/text_range.h"
 #include "common/model/checkpoint.h"
 #include "common/model/llama_model.h"
 #include "common/model/tokenizer.h"
@@ -59,7 +60,9 @@ absl::StatusOr<TextPerplexity> MeasureTextPerplexity(const TextPerplexityRequest
   TextPerplexity out;
   WQ_ASSIGN_OR_RETURN(std::shared_ptr<const model::LlamaModel> llama,
                       LoadModel(r, *checkpoint, &out.plan_id));
-  const std::vector<int32_t> ids = tokenizer->Encode(text, /*add_bos=*/false);
+  WQ_ASSIGN_OR_RETURN(
+      const std::vector<int32_t> ids,
+      config::CutTokenRange(tokenizer->Encode(text, /*add_bos=*/false), r.tokens, "tokens"));
   out.text_tokens = ids.size();
   model::PerplexityOptions options;
   options.context = r.context;

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/config/run_config.h"
@@ -25,6 +26,9 @@ struct TextPerplexityRequest {
   int64_t context = 2048;  // window length incl. BOS (clamped to max_position_embeddings)
   int64_t batch = 8;       // windows per forward
   int64_t max_tokens = 0;  // first N ids of the text (0 = all)
+  // Ids [begin, end) of the text only (end 0 = the end; config::TextRange),
+  // before max_tokens applies.
+  std::vector<int64_t> tokens = {0, 0};
   // With a plan (plan.json / plan.bin): the run config whose session applies
   // it; its model.dir must be `model_dir`. Borrowed.
   std::string plan_path;
@@ -34,7 +38,7 @@ struct TextPerplexityRequest {
 
 struct TextPerplexity {
   model::PerplexityResult result;
-  size_t text_tokens = 0;  // ids of the whole text
+  size_t text_tokens = 0;  // ids of the text within `tokens`
   std::string plan_id;     // "" without a plan
 };
 

@@ -319,8 +319,8 @@ absl::StatusOr<bool> LearnerCore::ReportEpisodeLocked(const EvaluationInput& in)
   const double target =
       peek->plan.target_bits > 0 ? peek->plan.target_bits : curriculum_.target_bits();
   // The batch's λ (rl::BatchLambda), not the evaluator's in.lambda.
-  const rl::EpisodeReward reward =
-      rl::EpisodeEndReward(config_.env, pe, lambda_.batch_lambda(), target);
+  const rl::EpisodeReward reward = rl::EpisodeEndReward(config_.env, pe, lambda_.batch_lambda(),
+                                                        target, config_.lagrange.prices);
   // Checked before anything changes: the episode stays held (and expires).
   if (!std::isfinite(reward.total)) {
     return absl::InvalidArgumentError(absl::StrCat("reward: not finite for episode ", in.episode_id,
@@ -331,7 +331,7 @@ absl::StatusOr<bool> LearnerCore::ReportEpisodeLocked(const EvaluationInput& in)
   rl::Episode& e = *held;
   ++evaluations_;
   records_.CountEvaluation(pe.cached);
-  lambda_.Observe(pe.relative_ppl_increase);
+  lambda_.Observe(rl::ConstraintValue(config_.lagrange, pe, target));
   double ret = reward.total;
   for (const auto& t : e.steps) ret += t.reward;
   e.steps.back().reward += static_cast<float>(reward.total);
@@ -359,6 +359,7 @@ absl::Status LearnerCore::Update() {
   ++updates_;
   ++updates_here_;
   metrics_.OnUpdate(batch.mean_reward);
+  WQ_RETURN_IF_ERROR(SelfImitate());
   {  // The greedy plan of the updated policy is a candidate too.
     const double target = curriculum_.target_bits();
     WQ_ASSIGN_OR_RETURN(std::vector<int> greedy,
@@ -384,6 +385,21 @@ absl::Status LearnerCore::Update() {
                    batch.mean_reward, " used ", stats.samples_used, " stale ",
                    stats.samples_dropped_stale, " in ", absl::SixDigits(seconds), " s",
                    done_ ? " (done)" : "", stopped_ ? " (stopped)" : ""));
+  return absl::OkStatus();
+}
+
+absl::Status LearnerCore::SelfImitate() {
+  if (!config_.training.self_imitation) return absl::OkStatus();
+  // The best plan at the stage's target: the final one's (reference included)
+  // in the last stage, else the best policy plan of the stage.
+  const double target = curriculum_.target_bits();
+  const bool last = std::abs(target - best_.best().target_bits) < 1e-9;
+  const rl::CandidatePlan& best = last ? best_.best() : best_.best_stage();
+  if (best.actions.empty() || best.actions == imitated_) return absl::OkStatus();
+  WQ_RETURN_IF_ERROR(rl::WarmStartOnPlan(ppo_->policy(), costs_, config_, target, best.actions,
+                                         config_.training.self_imitation_prob)
+                         .status());
+  imitated_ = best.actions;
   return absl::OkStatus();
 }
 

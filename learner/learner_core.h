@@ -176,6 +176,8 @@ class LearnerCore {
   // `batch_lambda`: the λ the batch was rewarded with.
   absl::Status AfterUpdate(const UpdateBatch::Taken& batch, const rl::PpoStats& stats,
                            double batch_lambda) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // training.self_imitation: clones the policy on the stage's best plan if new.
+  absl::Status SelfImitate() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Reference candidate (+ warm start when `warm_start`) of the current stage.
   absl::Status StartStage(bool warm_start) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void QueueCandidate(std::vector<int> actions, const std::string& source, double target,
@@ -210,6 +212,7 @@ class LearnerCore {
   rl::Curriculum curriculum_ ABSL_GUARDED_BY(mu_);
   rl::BatchLambda lambda_ ABSL_GUARDED_BY(mu_);
   int warm_started_stage_ ABSL_GUARDED_BY(mu_) = -1;
+  std::vector<int> imitated_ ABSL_GUARDED_BY(mu_);   // the plan self-imitation last cloned
   bool stage_started_ ABSL_GUARDED_BY(mu_) = false;  // a policy may be published
   HeldEpisodes held_ ABSL_GUARDED_BY(mu_);
   CandidateQueue candidates_ ABSL_GUARDED_BY(mu_);

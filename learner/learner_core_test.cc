@@ -379,6 +379,38 @@ TEST_F(LearnerCoreTest, WarmStartClonesTheLagrangianPlanBeforeTheFirstPolicy) {
   EXPECT_GT(warm, cold);
 }
 
+// training.self_imitation: after an update the policy is cloned on the best
+// plan measured so far (here the episodes' all-cheapest plan), so its greedy
+// plan is that plan; without it one PPO step on two episodes barely moves it.
+TEST_F(LearnerCoreTest, SelfImitationClonesThePolicyOnTheBestPlan) {
+  auto costs = rl::UnitCosts::Create(whole_).value();
+  std::vector<int> cheapest;
+  for (int64_t u = 0; u < costs->num_units(); ++u) cheapest.push_back(costs->cheapest_action(u));
+  auto agreement = [&](bool self_imitation) {
+    config::RunConfig c = TestConfig(dir_ + (self_imitation ? "/on" : "/off"));
+    c.training.warm_start = "none";
+    c.training.self_imitation = self_imitation;
+    auto core = LearnerCore::Create(c, nullptr).value();
+    for (const auto& s : Stages(whole_))
+      EXPECT_THAT(core->RegisterTable(s.first_layer, 0, s), IsOk());
+    for (uint64_t id : {1, 2}) EXPECT_TRUE(core->SubmitEpisode(MakeEpisode(id, 0)).value());
+    for (uint64_t id : {1, 2}) EXPECT_TRUE(core->ReportEvaluation(Eval(id, 2.0)).value());
+    const PublishedPolicy p = core->WaitForPolicy(0, absl::ZeroDuration());
+    EXPECT_EQ(p.snapshot.version, 1);
+    auto ppo = rl::CreatePpoLearner(c).value();
+    EXPECT_THAT(ppo->policy().LoadSnapshot(p.snapshot), IsOk());
+    const std::vector<int> greedy = rl::PolicyGreedyPlan(ppo->policy(), costs, c, 3.0).value();
+    int same = 0;
+    for (size_t i = 0; i < greedy.size() && i < cheapest.size(); ++i)
+      same += greedy[i] == cheapest[i];
+    return static_cast<double>(same) / static_cast<double>(cheapest.size());
+  };
+  const double off = agreement(false);
+  const double on = agreement(true);
+  EXPECT_GE(on, 0.85) << "off " << off;
+  EXPECT_GT(on, off);
+}
+
 // Held episodes and candidates expire after service.evaluation_timeout_ms. A
 // negative timeout (never in a real config) expires, at each call, all that
 // was held before it: the rule without sleeping.

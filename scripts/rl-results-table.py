@@ -1,41 +1,37 @@
 #!/usr/bin/env python3
-"""Summarises scripts/rl-results.sh output (report.json per run) as the markdown
-table of docs/results-rl.md: per target, RL mean +- std over seeds next to the
-baselines of the seed-0 run. usage: scripts/rl-results-table.py [runs/rl-results]"""
+"""Summarises scripts/rl-results.sh output (report.json per run) as the tables of
+docs/results-rl.md: per target and seed, the held-out perplexity of the RL plan and of
+the search baseline at the RL run's count of real plan evaluations, their ratio, and
+the Lagrangian reference. usage: scripts/rl-results-table.py [runs/rl-results ...]"""
 import glob, json, os, statistics, sys
 
-root = sys.argv[1] if len(sys.argv) > 1 else "runs/rl-results"
-by_target = {}
-for path in sorted(glob.glob(os.path.join(root, "*", "report.json"))):
-    r = json.load(open(path))
-    by_target.setdefault(r["target_bits"], []).append((os.path.basename(os.path.dirname(path)), r))
-
-def ms(xs):
-    if len(xs) > 1 and max(xs) - min(xs) > 1e-9:
-        return f"{statistics.mean(xs):.3f} ± {statistics.stdev(xs):.3f}"
-    return f"{xs[0]:.3f}" if len(xs) == 1 or True else ""
-
-for target, runs in sorted(by_target.items()):
-    print(f"\n### target {target} bits ({len(runs)} runs: {', '.join(n for n, _ in runs)})\n")
-    print("| plan | bits | selection PPL | whole-text PPL | held-out PPL | wall s |")
-    print("|---|---|---|---|---|---|")
-    fp = runs[0][1]["fp"]
-    print(f"| FP | 16 | {fp['selection_ppl']:.3f} | {fp['whole_ppl']:.3f} | {fp['heldout_ppl']:.3f} | |")
-    rl = [r["plans"][0] for _, r in runs]
-    walls = [r["wall_time_s"]["total"] for _, r in runs]
-    trains = [r["wall_time_s"]["train"] for _, r in runs]
-    print(f"| RL (mean ± std over {len(rl)} seeds) | {ms([p['bits'] for p in rl])} | "
-          f"{ms([p['selection_ppl'] for p in rl])} | {ms([p['whole_ppl'] for p in rl])} | "
-          f"{ms([p['heldout_ppl'] for p in rl])} | train {ms(trains)} |")
-    for name, r in runs:
-        p = r["plans"][0]
-        print(f"| RL {name} (best from {r['rl']['source']}, update {r['rl']['update']}) | {p['bits']:.4f} | "
-              f"{p['selection_ppl']:.3f} | {p['whole_ppl']:.3f} | {p['heldout_ppl']:.3f} | {r['wall_time_s']['total']:.0f} |")
-    baselines = {}
-    for name, r in runs:
-        for p in r["plans"][1:]:
-            baselines.setdefault(p["name"], []).append(p)
-    for bname, ps in baselines.items():
-        print(f"| {bname} ({len(ps)} run{'s' if len(ps) > 1 else ''}) | {ms([p['bits'] for p in ps])} | "
-              f"{ms([p['selection_ppl'] for p in ps])} | {ms([p['whole_ppl'] for p in ps])} | "
-              f"{ms([p['heldout_ppl'] for p in ps])} | |")
+roots = sys.argv[1:] or ["runs/rl-results"]
+for root in roots:
+    by_target = {}
+    for path in sorted(glob.glob(os.path.join(root, "*", "report.json"))):
+        r = json.load(open(path))
+        by_target.setdefault(r["target_bits"], []).append(
+            (os.path.basename(os.path.dirname(path)), r))
+    for target, runs in sorted(by_target.items()):
+        print(f"\n### {root}: target {target} bits\n")
+        print("| run | RL origin | RL bits | RL held-out | search held-out | RL / search "
+              "| lagrange held-out | evaluations RL / search | final lambda |")
+        print("|---|---|---|---|---|---|---|---|---|")
+        ratios, rls, ss, wins = [], [], [], 0
+        for name, r in runs:
+            plans = {p["name"]: p for p in r["plans"]}
+            rl, s, lg = plans["rl"], plans.get("search"), plans.get("lagrange")
+            sh = s["heldout_ppl"] if s else float("nan")
+            ratio = rl["heldout_ppl"] / sh
+            ratios.append(ratio); rls.append(rl["heldout_ppl"]); ss.append(sh)
+            wins += rl["heldout_ppl"] < sh
+            ev = r.get("search", {}).get("evaluations", "-")
+            print(f"| {name} | {r.get('returned_plan_origin', r['rl']['source'])} | "
+                  f"{rl['bits']:.4f} | {rl['heldout_ppl']:.3f} | {sh:.3f} | {ratio:.3f} | "
+                  f"{lg['heldout_ppl'] if lg else float('nan'):.3f} | "
+                  f"{r['rl_real_evaluations']} / {ev} | {r['lambda']:.3f} |")
+        if len(runs) > 1:
+            print(f"| mean | | | {statistics.mean(rls):.3f} | {statistics.mean(ss):.3f} | "
+                  f"{statistics.mean(rls) / statistics.mean(ss):.3f} | | | |")
+        print(f"\nRL better than search in {wins} of {len(runs)} seeds; "
+              f"FP held-out {runs[0][1]['fp']['heldout_ppl']:.3f}.")

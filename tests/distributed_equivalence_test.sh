@@ -149,25 +149,11 @@ SEEDS=(${WQ_EQUIV_SEEDS:-0 1 2})
 WARM="${WQ_EQUIV_WARM_START:-lagrange}"
 # `windquant eval --plan` takes a config file only: this one is
 # the test model's config with absolute paths and the one-process cache.
-cat >"$WORK/eval.yaml" <<EOF
-model:
-  dir: $MODEL
-  device: cpu
-  threads: 0
-calibration:
-  text: $WQ_TEST_TEXT
-  samples: 32
-  seq_len: 256
-  seed: 0
-evaluation:
-  text: $WQ_TEST_TEXT
-  context: 256
-  batch: 16
-quant:
-  chunk_size: $(sed -n 's/^ *chunk_size: *\([0-9]*\).*/\1/p' "$CFG")
-  salient_fraction: $(sed -n 's/^ *salient_fraction: *\([0-9.e-]*\).*/\1/p' "$CFG")
-  cache_dir: $WORK/cache-one
-EOF
+# (relative model/text paths made absolute; its text roles, so plans are
+# measured on its held-out text).
+CFG_DIR="$(cd "$(dirname "$CFG")" && pwd)"
+sed -e "s#^\(\s*\(dir\|text\): \)\([^/]\)#\1$CFG_DIR/\3#" \
+  -e "s#^\(\s*cache_dir: \).*#\1$WORK/cache-one#" "$CFG" >"$WORK/eval.yaml"
 "$WQ" table build --config "$WORK/eval.yaml" --out "$WORK/one-table.pb" >/dev/null 2>&1 \
   || fail "one-process table"
 measure() {  # plan.bin -> json line
@@ -175,21 +161,20 @@ measure() {  # plan.bin -> json line
 }
 
 # One seed: `windquant quantize` and the distributed job; both best plans
-# measured on the whole text into $WORK/s$SEED/{one,dist}/eval.json.
+# measured on the held-out text into $WORK/s$SEED/{one,dist}/eval.json.
 run_seed() {
   local seed=$1 w="$WORK/s$1" t0
   mkdir -p "$w/one" "$w/dist"
-  # docs/results-rl.md protocol (2.0 bits); the final evaluation of quantize is
-  # cut to the selection slice + one window: both plans are measured by the
-  # same `windquant eval --plan` on the whole text.
+  # docs/results-rl.md protocol (2.0 bits); both plans are measured by the
+  # same `windquant eval --plan` on the held-out text.
   local protocol=(
     --set "curriculum.target_bits=[2.0]" --set "curriculum.min_updates=10"
     --set "curriculum.max_updates=10" --set "training.episodes_per_update=8"
     --set "training.seed=$seed" --set "training.warm_start=$WARM"
-    --set "evaluation.eval_slice_tokens=8160" --set "evaluation.calib_slice_tokens=4096"
+    --set "evaluation.calib_slice_tokens=4096"
   )
   t0=$(now)
-  "$WQ" quantize --config "$CFG" "${protocol[@]}" --set "evaluation.final_eval_tokens=8415" \
+  "$WQ" quantize --config "$CFG" "${protocol[@]}" \
     --set "quant.cache_dir=$WORK/cache-one" --set "output.dir=$w/one/run" --no-export --no-baselines \
     >"$w/one/quantize.out" 2>"$w/one/quantize.log" || { tail -20 "$w/one/quantize.log"; fail "quantize (seed $seed)"; }
   echo "seed $seed: one process: quantize in $(secs "$t0") s"

@@ -1,11 +1,14 @@
 #include "common/config/run_config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <set>
 #include <sstream>
 #include <type_traits>
+#include <utility>
 
 #include <yaml-cpp/yaml.h>
 
@@ -26,14 +29,16 @@ void VisitFields(V& v, RunConfig& c) {
   v.Field("model.device", &c.model.device);
   v.Field("model.threads", &c.model.threads);
   v.Field("calibration.text", &c.calibration.text);
+  v.Field("calibration.tokens", &c.calibration.tokens);
   v.Field("calibration.samples", &c.calibration.samples);
   v.Field("calibration.seq_len", &c.calibration.seq_len);
   v.Field("calibration.seed", &c.calibration.seed);
-  v.Field("evaluation.text", &c.evaluation.text);
+  v.Field("evaluation.selection.text", &c.evaluation.selection.text);
+  v.Field("evaluation.selection.tokens", &c.evaluation.selection.tokens);
+  v.Field("evaluation.heldout.text", &c.evaluation.heldout.text);
+  v.Field("evaluation.heldout.tokens", &c.evaluation.heldout.tokens);
   v.Field("evaluation.context", &c.evaluation.context);
   v.Field("evaluation.calib_slice_tokens", &c.evaluation.calib_slice_tokens);
-  v.Field("evaluation.eval_slice_tokens", &c.evaluation.eval_slice_tokens);
-  v.Field("evaluation.final_eval_tokens", &c.evaluation.final_eval_tokens);
   v.Field("evaluation.batch", &c.evaluation.batch);
   v.Field("quant.chunk_size", &c.quant.chunk_size);
   v.Field("quant.salient_fraction", &c.quant.salient_fraction);
@@ -46,6 +51,7 @@ void VisitFields(V& v, RunConfig& c) {
   v.Field("env.violation_penalty_weight", &c.env.violation_penalty_weight);
   v.Field("env.ppl_penalty_weight", &c.env.ppl_penalty_weight);
   v.Field("lagrange.eta", &c.lagrange.eta);
+  v.Field("lagrange.prices", &c.lagrange.prices);
   v.Field("lagrange.epsilon", &c.lagrange.epsilon);
   v.Field("lagrange.lambda_init", &c.lagrange.lambda_init);
   v.Field("lagrange.lambda_max", &c.lagrange.lambda_max);
@@ -68,6 +74,8 @@ void VisitFields(V& v, RunConfig& c) {
   v.Field("training.seed", &c.training.seed);
   v.Field("training.warm_start", &c.training.warm_start);
   v.Field("training.warm_start_steps", &c.training.warm_start_steps);
+  v.Field("training.self_imitation", &c.training.self_imitation);
+  v.Field("training.self_imitation_prob", &c.training.self_imitation_prob);
   v.Field("training.checkpoint_every_updates", &c.training.checkpoint_every_updates);
   v.Field("output.dir", &c.output.dir);
   v.Field("output.store", &c.output.store);
@@ -274,6 +282,78 @@ absl::Status Check(bool ok, const std::string& path, const std::string& what) {
   return ok ? absl::OkStatus() : absl::InvalidArgumentError(absl::StrCat(path, ": ", what));
 }
 
+absl::Status CheckTokenRange(const std::vector<int64_t>& r, const std::string& path) {
+  WQ_RETURN_IF_ERROR(Check(r.size() == 2, path, "expected [begin, end] (end 0 = end of text)"));
+  return Check(r[0] >= 0 && (r[1] == 0 || r[1] > r[0]), path,
+               "expected 0 <= begin < end, or end 0 (= end of text)");
+}
+
+// Retired keys, with what replaced them (an old config fails with the way out).
+constexpr std::pair<const char*, const char*> kRetiredKeys[] = {
+    {"evaluation.text",
+     "replaced by evaluation.selection and evaluation.heldout ({text, tokens} each, disjoint)"},
+    {"evaluation.eval_slice_tokens", "replaced by evaluation.selection.tokens ([begin, end])"},
+    {"evaluation.final_eval_tokens", "replaced by evaluation.heldout.tokens ([begin, end])"},
+};
+
+absl::Status CheckRetiredKeys(const YAML::Node& root) {
+  for (const auto& [key, what] : kRetiredKeys) {
+    YAML::Node node = YAML::Clone(root);
+    bool found = true;
+    for (const auto& part : absl::StrSplit(key, '.')) {
+      if (!node.IsMap() || !node[std::string(part)].IsDefined()) {
+        found = false;
+        break;
+      }
+      node.reset(node[std::string(part)]);
+    }
+    if (found) return absl::InvalidArgumentError(absl::StrCat(key, ": ", what));
+  }
+  return absl::OkStatus();
+}
+
+// The file a role reads, for the overlap test: the same file under two
+// spellings (../x/a.txt, ./a.txt, a symlink) is one file.
+std::string SameFileKey(const std::string& path) {
+  std::error_code ec;
+  const std::filesystem::path p = std::filesystem::absolute(path, ec).lexically_normal();
+  if (ec) return std::filesystem::path(path).lexically_normal().string();
+  const std::filesystem::path real = std::filesystem::canonical(p, ec);  // resolves links
+  return ec ? p.string() : real.string();
+}
+
+std::string RangeText(const std::vector<int64_t>& r) {
+  return r[1] == 0 ? absl::StrCat("[", r[0], ", end)") : absl::StrCat("[", r[0], ", ", r[1], ")");
+}
+
+// Calibration, selection and held-out text must not share a token.
+absl::Status CheckDisjointTextRoles(const RunConfig& c) {
+  struct Role {
+    const char* key;
+    TextRange range;
+  };
+  const Role roles[] = {{"calibration", CalibrationRange(c.calibration)},
+                        {"evaluation.selection", c.evaluation.selection},
+                        {"evaluation.heldout", c.evaluation.heldout}};
+  constexpr int64_t kEnd = std::numeric_limits<int64_t>::max();
+  for (size_t i = 0; i < 3; ++i) {
+    for (size_t j = i + 1; j < 3; ++j) {
+      const TextRange& a = roles[i].range;
+      const TextRange& b = roles[j].range;
+      if (SameFileKey(a.text) != SameFileKey(b.text)) continue;
+      const int64_t a_end = a.tokens[1] == 0 ? kEnd : a.tokens[1];
+      const int64_t b_end = b.tokens[1] == 0 ? kEnd : b.tokens[1];
+      if (std::max(a.tokens[0], b.tokens[0]) < std::min(a_end, b_end)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(roles[j].key, ".tokens ", RangeText(b.tokens), " overlaps ", roles[i].key,
+                         ".tokens ", RangeText(a.tokens), " of the same text ", a.text,
+                         " (calibration, selection and held-out text must be disjoint)"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Validate(const RunConfig& c) {
   WQ_RETURN_IF_ERROR(Check(!c.model.dir.empty(), "model.dir", "is required"));
   WQ_RETURN_IF_ERROR(Check(c.model.device == "cpu" || c.model.device == "cuda", "model.device",
@@ -282,14 +362,16 @@ absl::Status Validate(const RunConfig& c) {
   WQ_RETURN_IF_ERROR(Check(!c.calibration.text.empty(), "calibration.text", "is required"));
   WQ_RETURN_IF_ERROR(Check(c.calibration.samples > 0, "calibration.samples", "must be > 0"));
   WQ_RETURN_IF_ERROR(Check(c.calibration.seq_len >= 2, "calibration.seq_len", "must be >= 2"));
-  WQ_RETURN_IF_ERROR(Check(!c.evaluation.text.empty(), "evaluation.text", "is required"));
+  WQ_RETURN_IF_ERROR(CheckTokenRange(c.calibration.tokens, "calibration.tokens"));
+  WQ_RETURN_IF_ERROR(
+      Check(!c.evaluation.selection.text.empty(), "evaluation.selection.text", "is required"));
+  WQ_RETURN_IF_ERROR(CheckTokenRange(c.evaluation.selection.tokens, "evaluation.selection.tokens"));
+  WQ_RETURN_IF_ERROR(
+      Check(!c.evaluation.heldout.text.empty(), "evaluation.heldout.text", "is required"));
+  WQ_RETURN_IF_ERROR(CheckTokenRange(c.evaluation.heldout.tokens, "evaluation.heldout.tokens"));
   WQ_RETURN_IF_ERROR(Check(c.evaluation.context >= 2, "evaluation.context", "must be >= 2"));
   WQ_RETURN_IF_ERROR(
       Check(c.evaluation.calib_slice_tokens > 0, "evaluation.calib_slice_tokens", "must be > 0"));
-  WQ_RETURN_IF_ERROR(
-      Check(c.evaluation.eval_slice_tokens > 0, "evaluation.eval_slice_tokens", "must be > 0"));
-  WQ_RETURN_IF_ERROR(
-      Check(c.evaluation.final_eval_tokens >= 0, "evaluation.final_eval_tokens", "must be >= 0"));
   WQ_RETURN_IF_ERROR(Check(c.evaluation.batch > 0, "evaluation.batch", "must be > 0"));
   WQ_RETURN_IF_ERROR(Check(c.quant.chunk_size >= 1, "quant.chunk_size", "must be >= 1"));
   WQ_RETURN_IF_ERROR(Check(c.quant.salient_fraction >= 0 && c.quant.salient_fraction < 0.5,
@@ -302,6 +384,11 @@ absl::Status Validate(const RunConfig& c) {
     WQ_RETURN_IF_ERROR(
         Check(w >= 0 && std::isfinite(w), "env", "reward weights must be finite and >= 0"));
   }
+  WQ_RETURN_IF_ERROR(Check(c.lagrange.prices == "quality" || c.lagrange.prices == "budget",
+                           "lagrange.prices", "must be quality or budget"));
+  WQ_RETURN_IF_ERROR(Check(c.lagrange.prices != "budget" || c.env.budget_mode == "soft",
+                           "lagrange.prices",
+                           "budget needs env.budget_mode soft (hard never exceeds the budget)"));
   WQ_RETURN_IF_ERROR(Check(c.lagrange.eta >= 0, "lagrange.eta", "must be >= 0"));
   WQ_RETURN_IF_ERROR(Check(c.lagrange.lambda_max > 0, "lagrange.lambda_max", "must be > 0"));
   WQ_RETURN_IF_ERROR(
@@ -324,6 +411,8 @@ absl::Status Validate(const RunConfig& c) {
       Check(c.training.episodes_per_update > 0, "training.episodes_per_update", "must be > 0"));
   WQ_RETURN_IF_ERROR(Check(c.training.warm_start == "none" || c.training.warm_start == "lagrange",
                            "training.warm_start", "must be none or lagrange"));
+  WQ_RETURN_IF_ERROR(Check(c.training.self_imitation_prob > 0 && c.training.self_imitation_prob < 1,
+                           "training.self_imitation_prob", "must be in (0, 1)"));
   WQ_RETURN_IF_ERROR(Check(c.training.checkpoint_every_updates > 0,
                            "training.checkpoint_every_updates", "must be > 0"));
   WQ_RETURN_IF_ERROR(Check(!c.output.dir.empty(), "output.dir", "is required"));
@@ -394,6 +483,9 @@ absl::StatusOr<RunConfig> ParseRunConfig(const std::string& yaml_text, const std
   if (!root.IsMap())
     return absl::InvalidArgumentError(absl::StrCat(source, ": top level must be a map"));
   for (const auto& o : overrides) WQ_RETURN_IF_ERROR(ApplyOverride(root, o));
+  if (absl::Status s = CheckRetiredKeys(root); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": ", s.message()));
+  }
   RunConfig config;
   Reader reader(root);
   VisitFields(reader, config);
@@ -406,7 +498,11 @@ absl::StatusOr<RunConfig> ParseRunConfig(const std::string& yaml_text, const std
   }
   config.model.dir = Resolve(base_dir, config.model.dir);
   config.calibration.text = Resolve(base_dir, config.calibration.text);
-  config.evaluation.text = Resolve(base_dir, config.evaluation.text);
+  config.evaluation.selection.text = Resolve(base_dir, config.evaluation.selection.text);
+  config.evaluation.heldout.text = Resolve(base_dir, config.evaluation.heldout.text);
+  if (absl::Status s = CheckDisjointTextRoles(config); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": ", s.message()));
+  }
   config.source = source;
   return config;
 }
@@ -417,6 +513,10 @@ absl::StatusOr<RunConfig> LoadRunConfig(const std::string& path,
   std::error_code ec;
   const std::string base_dir = std::filesystem::absolute(path, ec).parent_path().string();
   return ParseRunConfig(text, path, overrides, base_dir);
+}
+
+TextRange CalibrationRange(const CalibrationConfig& calibration) {
+  return TextRange{calibration.text, calibration.tokens};
 }
 
 std::string CanonicalText(const RunConfig& config) {

@@ -19,21 +19,37 @@ struct ModelConfig {
   int threads = 0;             // intra-op threads; 0 = all cores
 };
 
-// Calibration pass (DESIGN.md section 3): activation statistics per linear input.
-struct CalibrationConfig {
-  std::string text;   // UTF-8 text file
-  int samples = 32;   // sequences
-  int seq_len = 256;  // tokens per sequence (incl. BOS)
-  uint64_t seed = 0;  // which windows of the text are sampled
+// A part of a text file, in the model's token ids: the file encoded without
+// BOS, ids [tokens[0], tokens[1]); tokens[1] = 0 means to the end of the text.
+// The three text roles of a run (calibration, selection, held-out) are each
+// one TextRange, and the config loader refuses two that overlap (same file,
+// intersecting ranges): no plan is chosen on, and no activation statistic
+// comes from, the text its final numbers are measured on.
+struct TextRange {
+  std::string text;                      // UTF-8 text file
+  std::vector<int64_t> tokens = {0, 0};  // [begin, end); end 0 = end of text
 };
 
-// Episode-end evaluation of a plan (DESIGN.md section 4).
+// Calibration pass (DESIGN.md section 3): activation statistics per linear input.
+// Its windows and the loss slice of the episode-end reward come from `text`'s
+// range `tokens` only.
+struct CalibrationConfig {
+  std::string text;                      // UTF-8 text file
+  std::vector<int64_t> tokens = {0, 0};  // the part of `text` calibration reads (TextRange)
+  int samples = 32;                      // sequences
+  int seq_len = 256;                     // tokens per sequence (incl. BOS)
+  uint64_t seed = 0;                     // which windows of the text are sampled
+};
+
+// Episode-end evaluation of a plan (DESIGN.md section 4) and the final numbers.
 struct EvaluationConfig {
-  std::string text;                   // evaluation text file
+  // The selection slice: the perplexity of the episode-end reward and the
+  // choice of the returned plan (RL and the search baseline alike).
+  TextRange selection;
+  // Held-out text: only final numbers (report, `baseline`, `eval --config`).
+  TextRange heldout;
   int context = 256;                  // window length N (BOS + N-1 tokens)
-  int64_t calib_slice_tokens = 8192;  // tokens for the loss-increase term
-  int64_t eval_slice_tokens = 16384;  // tokens for the perplexity term
-  int64_t final_eval_tokens = 0;      // 0 = whole eval text for final plans
+  int64_t calib_slice_tokens = 8192;  // loss-increase term: first N ids of the calibration range
   int batch = 16;                     // windows per forward
 };
 
@@ -54,8 +70,14 @@ struct EnvConfig {
   double ppl_penalty_weight = 1.0;         // scales lambda * relative PPL increase
 };
 
-// lambda <- clip(lambda + eta * (d - epsilon), 0, lambda_max), d = relative PPL increase.
+// lambda <- clip(lambda + eta * (g - epsilon), 0, lambda_max) for each sampled
+// episode's constraint value g (common/rl/lagrange.h, docs/lagrange.md):
+//   prices: quality  g = d, the relative PPL increase; lambda scales the
+//                    penalty lambda * d (hard or soft budget_mode)
+//   prices: budget   g = bits - target; lambda is the reward price of one bit over
+//                    the target, the penalty lambda * (bits - target) (soft only)
 struct LagrangeConfig {
+  std::string prices = "quality";
   double eta = 0.05;
   double epsilon = 0.05;
   double lambda_init = 1.0;
@@ -100,6 +122,13 @@ struct TrainingConfig {
   uint64_t seed = 0;
   std::string warm_start = "lagrange";  // none | lagrange: behaviour-clone the baseline first
   int warm_start_steps = 200;
+  // After each PPO update, behaviour-clone the policy on the best plan measured
+  // so far when it changed (self-imitation: sampling then explores around the
+  // incumbent, as the search baseline does); false = only the warm start.
+  bool self_imitation = false;
+  // The mean probability of the best plan's actions self-imitation clones to:
+  // higher = samples nearer the incumbent (fewer units changed per episode).
+  double self_imitation_prob = 0.9;
   int checkpoint_every_updates = 5;
 };
 
@@ -145,14 +174,19 @@ struct RunConfig {
 };
 
 // Parses YAML text. `overrides` are "a.b.c=value" strings (from --set) applied
-// on top before validation. Relative paths in model.dir, calibration.text and
-// evaluation.text are resolved against `base_dir` when it is not empty.
+// on top before validation. Relative paths in model.dir, calibration.text,
+// evaluation.selection.text and evaluation.heldout.text are resolved against
+// `base_dir` when it is not empty. Text roles that overlap (TextRange) are
+// INVALID_ARGUMENT naming both keys.
 absl::StatusOr<RunConfig> ParseRunConfig(const std::string& yaml_text, const std::string& source,
                                          const std::vector<std::string>& overrides = {},
                                          const std::string& base_dir = "");
 // Reads and parses a file; relative data/model paths resolve against the file's directory.
 absl::StatusOr<RunConfig> LoadRunConfig(const std::string& path,
                                         const std::vector<std::string>& overrides = {});
+
+// The calibration range as a TextRange (calibration.text, calibration.tokens).
+TextRange CalibrationRange(const CalibrationConfig& calibration);
 
 // A canonical text of every field (for fingerprints and logs).
 std::string CanonicalText(const RunConfig& config);

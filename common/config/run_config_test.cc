@@ -8,7 +8,16 @@ namespace {
 constexpr char kMinimal[] = R"(
 model: {dir: m}
 calibration: {text: c.txt}
-evaluation: {text: e.txt}
+evaluation: {selection: {text: s.txt}, heldout: {text: h.txt}}
+)";
+
+// One file for all three roles, split by token ranges.
+constexpr char kOneFile[] = R"(
+model: {dir: m}
+calibration: {text: t.txt, tokens: [0, 1000]}
+evaluation:
+  selection: {text: t.txt, tokens: [1000, 1500]}
+  heldout: {text: t.txt, tokens: [1500, 0]}
 )";
 
 // The message of the error ParseRunConfig gives ("" when it accepts the config); every
@@ -63,7 +72,14 @@ TEST(RunConfigTest, OutOfRangeNamesKey) {
             "run.yaml: ppo.clip_ratio: must be in (0, 1)");
   EXPECT_EQ(ErrorOf(std::string(kMinimal) + "curriculum: {target_bits: [2.0, 0.5]}\n"),
             "run.yaml: curriculum.target_bits[1]: must be in [1, 16]");
-  EXPECT_EQ(ErrorOf("calibration: {text: c}\nevaluation: {text: e}\n"),
+  EXPECT_EQ(ErrorOf(kMinimal, {"lagrange.prices=bits"}),
+            "run.yaml: lagrange.prices: must be quality or budget");
+  EXPECT_EQ(ErrorOf(kMinimal, {"lagrange.prices=budget"}),
+            "run.yaml: lagrange.prices: budget needs env.budget_mode soft (hard never exceeds "
+            "the budget)");
+  EXPECT_EQ(ErrorOf(kMinimal, {"lagrange.prices=budget", "env.budget_mode=soft"}), "");
+  EXPECT_EQ(ErrorOf("calibration: {text: c}\n"
+                    "evaluation: {selection: {text: s}, heldout: {text: h}}\n"),
             "run.yaml: model.dir: is required");
 }
 
@@ -92,7 +108,57 @@ TEST(RunConfigTest, ResolvesRelativePathsAgainstBase) {
   auto c = ParseRunConfig(kMinimal, "x/run.yaml", {}, "/base/dir");
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c->model.dir, "/base/dir/m");
-  EXPECT_EQ(c->evaluation.text, "/base/dir/e.txt");
+  EXPECT_EQ(c->evaluation.selection.text, "/base/dir/s.txt");
+  EXPECT_EQ(c->evaluation.heldout.text, "/base/dir/h.txt");
+  EXPECT_EQ(c->calibration.text, "/base/dir/c.txt");
+}
+
+TEST(RunConfigTest, OneFileSplitByDisjointRangesIsAccepted) {
+  auto c = ParseRunConfig(kOneFile, "run.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->calibration.tokens, (std::vector<int64_t>{0, 1000}));
+  EXPECT_EQ(c->evaluation.selection.tokens, (std::vector<int64_t>{1000, 1500}));
+  EXPECT_EQ(c->evaluation.heldout.tokens, (std::vector<int64_t>{1500, 0}));
+  // Separate files never overlap, whatever their ranges.
+  EXPECT_TRUE(ParseRunConfig(kMinimal, "run.yaml").ok());
+}
+
+TEST(RunConfigTest, OverlappingTextRolesNameBothKeys) {
+  EXPECT_EQ(ErrorOf(kOneFile, {"evaluation.heldout.tokens=[1400, 0]"}),
+            "run.yaml: evaluation.heldout.tokens [1400, end) overlaps evaluation.selection.tokens "
+            "[1000, 1500) of the same text t.txt (calibration, selection and held-out text must "
+            "be disjoint)");
+  // An open end reaches every later range.
+  EXPECT_NE(ErrorOf(kOneFile, {"calibration.tokens=[0, 0]"})
+                .find("evaluation.selection.tokens [1000, 1500) overlaps calibration.tokens "
+                      "[0, end)"),
+            std::string::npos);
+  // The same file under another spelling is the same text.
+  EXPECT_NE(ErrorOf(kOneFile,
+                    {"evaluation.heldout.text=./x/../t.txt", "evaluation.heldout.tokens=[0, 10]"})
+                .find("evaluation.heldout.tokens [0, 10) overlaps calibration.tokens"),
+            std::string::npos);
+  // The default range (the whole file) of two roles on one file.
+  EXPECT_NE(ErrorOf(kMinimal, {"evaluation.heldout.text=s.txt"})
+                .find("evaluation.heldout.tokens [0, end) overlaps evaluation.selection.tokens "
+                      "[0, end)"),
+            std::string::npos);
+}
+
+TEST(RunConfigTest, TokenRangesAreChecked) {
+  EXPECT_EQ(ErrorOf(kOneFile, {"evaluation.selection.tokens=[1500, 1000]"}),
+            "run.yaml: evaluation.selection.tokens: expected 0 <= begin < end, or end 0 (= end of "
+            "text)");
+  EXPECT_EQ(ErrorOf(kOneFile, {"calibration.tokens=[5]"}),
+            "run.yaml: calibration.tokens: expected [begin, end] (end 0 = end of text)");
+}
+
+TEST(RunConfigTest, RetiredEvaluationKeysSayWhatReplacedThem) {
+  EXPECT_EQ(ErrorOf(kMinimal, {"evaluation.eval_slice_tokens=8160"}),
+            "run.yaml: evaluation.eval_slice_tokens: replaced by evaluation.selection.tokens "
+            "([begin, end])");
+  EXPECT_NE(ErrorOf(kMinimal, {"evaluation.text=e.txt"}).find("evaluation.text: replaced by"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -105,5 +105,38 @@ TEST(BaselineCliTest, RealModelAtTwoBitsRecountsExactly) {
   }
 }
 
+// `--method search --evals N`: N plans measured on the selection slice, the
+// best within the budget returned (its origin in plan.json), no worse than
+// the Lagrangian start on that slice.
+TEST(BaselineCliTest, SearchMeasuresExactlyEvalsPlansWithinTheBudget) {
+  const testing::TestModel m = testing::RealModel();
+  const std::string windquant = testing::BinaryDir() + "/cli/windquant";
+  const std::string tmp = ::testing::TempDir() + "/baseline_cli_search_test";
+  std::filesystem::remove_all(tmp);
+  const std::string cmd = windquant + " baseline --config " + m.config +
+                          " --method search --evals 6 --seed 1 --bits 2.0 --out " + tmp +
+                          "/plan --json --max-tokens 2048 --set quant.cache_dir=" + tmp +
+                          "/cache 2>/dev/null";
+  int rc = 0;
+  const std::string stdout_text = RunCommand(cmd, &rc);
+  ASSERT_EQ(rc, 0) << cmd << "\n" << stdout_text;
+  const auto report = nlohmann::json::parse(stdout_text);
+  ASSERT_TRUE(report.contains("search")) << stdout_text;
+  EXPECT_EQ(report["search"]["evaluations"].get<int64_t>(), 6);
+  EXPECT_LE(report["search"]["selection_ppl"].get<double>(),
+            report["search"]["start_selection_ppl"].get<double>());
+  EXPECT_LE(report["effective_bits"].get<double>(), 2.0 + 1e-9);
+  EXPECT_EQ(report["method"], "search");
+  auto text = base::ReadFile(tmp + "/plan/plan.json");
+  ASSERT_TRUE(text.ok()) << text.status();
+  EXPECT_EQ(nlohmann::json::parse(*text)["source"], "search");
+  // Without --evals the command refuses, naming the flag.
+  const std::string bad =
+      windquant + " baseline --config " + m.config + " --method search --bits 2.0 --no-eval 2>&1";
+  const std::string err = RunCommand(bad, &rc);
+  EXPECT_NE(rc, 0);
+  EXPECT_NE(err.find("--evals"), std::string::npos) << err;
+}
+
 }  // namespace
 }  // namespace windquant::quant

@@ -133,7 +133,7 @@ TEST(FitStabilityTest, GridChoicesDoNotMoveWithTheLastBitsOfTheStatistics) {
   c.calibration.samples = 8;
   c.calibration.seq_len = 128;
   c.calibration.seed = 0;
-  c.evaluation.text = c.calibration.text;
+  c.evaluation.heldout.text = c.calibration.text;
   c.quant.chunk_size = 64;
   c.quant.salient_fraction = 0.005;
   c.quant.cache_dir = "";

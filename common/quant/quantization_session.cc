@@ -8,6 +8,7 @@
 #include "common/base/files.h"
 #include "common/base/progress.h"
 #include "common/base/status_macros.h"
+#include "common/config/text_range.h"
 #include "common/model/checkpoint.h"
 #include "common/quant/unit_table_builder.h"
 #include "common/quant/unit_table_cache.h"
@@ -16,17 +17,6 @@ namespace windquant::quant {
 namespace {
 
 constexpr int64_t kCalibrationBatch = 8;
-
-absl::StatusOr<std::vector<int32_t>> TokenizeFile(const model::Tokenizer& tok,
-                                                  const std::string& path, const std::string& key,
-                                                  std::string* sha256) {
-  if (path.empty()) return absl::InvalidArgumentError(absl::StrCat(key, ": no text file given"));
-  absl::StatusOr<std::string> text = base::ReadFile(path);
-  if (!text.ok())
-    return absl::InvalidArgumentError(absl::StrCat(key, ": ", text.status().message()));
-  if (sha256 != nullptr) *sha256 = base::Sha256Hex(*text);
-  return tok.Encode(*text, /*add_bos=*/false);
-}
 
 }  // namespace
 
@@ -45,10 +35,16 @@ absl::StatusOr<std::unique_ptr<QuantizationSession>> QuantizationSession::Create
   WQ_ASSIGN_OR_RETURN(s->tokenizer_, model::Tokenizer::FromFile(
                                          (std::filesystem::path(dir) / "tokenizer.json").string()));
 
+  const config::TextEncoder encode = [&tok = *s->tokenizer_](std::string_view text) {
+    return tok.Encode(text, /*add_bos=*/false);
+  };
   std::string calib_sha;
-  WQ_ASSIGN_OR_RETURN(
-      const std::vector<int32_t> calib_ids,
-      TokenizeFile(*s->tokenizer_, config.calibration.text, "calibration.text", &calib_sha));
+  WQ_ASSIGN_OR_RETURN(const std::vector<int32_t> calib_ids,
+                      config::ReadTextRange(config::CalibrationRange(config.calibration),
+                                            "calibration", encode, &calib_sha));
+  // The table depends on the part of the file calibration reads.
+  absl::StrAppend(&calib_sha, " tokens=", config.calibration.tokens[0], ",",
+                  config.calibration.tokens[1]);
   absl::StatusOr<at::Tensor> windows =
       SampleCalibrationWindows(calib_ids, config.calibration.samples, config.calibration.seq_len,
                                config.calibration.seed, weights.config.bos_token_id);
@@ -58,8 +54,8 @@ absl::StatusOr<std::unique_ptr<QuantizationSession>> QuantizationSession::Create
   }
   s->calib_windows_ = *windows;
   if (options.load_eval_text) {
-    WQ_ASSIGN_OR_RETURN(s->eval_ids_, TokenizeFile(*s->tokenizer_, config.evaluation.text,
-                                                   "evaluation.text", nullptr));
+    WQ_ASSIGN_OR_RETURN(s->eval_ids_, config::ReadTextRange(config.evaluation.heldout,
+                                                            "evaluation.heldout", encode));
   }
 
   UnitTableOptions topts;

@@ -4,7 +4,9 @@
 //   calibration text (model.dir/tokenizer.json), SampleCalibrationWindows,
 //   CalibrateModel, BuildStageFits over all layers -- or load the last three from the
 //   unit-table cache (unit_table_cache.h) when the fingerprint matches --
-// and then measure the perplexity of plans on the evaluation text.
+// and then measure the perplexity of plans on the held-out text
+// (evaluation.heldout). Calibration reads only calibration.tokens of
+// calibration.text (config::ReadTextRange).
 // Owns one QuantizedStage of the whole model (weights + fits + unit table), which
 // other users may share (stage()).
 // Memory, for the session's life: the weights in their stored dtype (2 bytes per
@@ -37,7 +39,7 @@ namespace windquant::quant {
 
 struct SessionOptions {
   bool use_cache = true;       // read/write config.quant.cache_dir
-  bool load_eval_text = true;  // tokenize config.evaluation.text
+  bool load_eval_text = true;  // tokenize the held-out text (config.evaluation.heldout)
   // Progress / warning lines (nullptr = silent).
   std::function<void(const std::string&)> log;
 };
@@ -61,7 +63,7 @@ class QuantizationSession {
   const ActivationStats& activation_stats() const { return stats_; }
   // Calibration windows [samples, seq_len] int64 (BOS first).
   const at::Tensor& calibration_windows() const { return calib_windows_; }
-  // Evaluation text ids without BOS (empty when !load_eval_text).
+  // Held-out text ids without BOS (evaluation.heldout; empty when !load_eval_text).
   const std::vector<int32_t>& eval_ids() const { return eval_ids_; }
   // True when the unit table and fits came from the cache (nothing was fitted).
   bool from_cache() const { return from_cache_; }
@@ -75,7 +77,7 @@ class QuantizationSession {
 
   // Perplexity (model/perplexity.h protocol, context = evaluation.context, batch =
   // evaluation.batch) of the model with `actions` applied on the first `max_tokens`
-  // evaluation ids (<= 0: all). An empty `actions` measures the FP model.
+  // held-out ids (<= 0: all). An empty `actions` measures the FP model.
   absl::StatusOr<model::PerplexityResult> Perplexity(const std::vector<int>& actions,
                                                      int64_t max_tokens) const;
   // Same on any ids (e.g. a calibration slice).

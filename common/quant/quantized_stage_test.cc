@@ -165,7 +165,7 @@ TEST(QuantizedStageRealModelTest, EvalPlanExportAndReferenceAgreeBitForBit) {
   c.calibration.text = m.text_path;
   c.calibration.samples = 8;
   c.calibration.seq_len = 128;
-  c.evaluation.text = c.calibration.text;
+  c.evaluation.heldout.text = c.calibration.text;
   c.evaluation.context = 128;
   c.quant.chunk_size = 64;
   c.quant.cache_dir = "";

@@ -171,7 +171,8 @@ TEST(QuantizationSessionTest, CacheHitFitsNothingAndCorruptionRecomputes) {
   c.calibration.text = m.text_path;
   c.calibration.samples = 4;
   c.calibration.seq_len = 64;
-  c.evaluation.text = c.calibration.text;
+  c.evaluation.selection.text = c.calibration.text;
+  c.evaluation.heldout.text = c.calibration.text;
   c.evaluation.context = 64;
   c.quant.chunk_size = 32;
   c.quant.cache_dir = FreshDir("session");

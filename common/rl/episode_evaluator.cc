@@ -108,7 +108,7 @@ absl::StatusOr<model::PerplexityResult> LocalPlanEvaluator::Measure(const std::v
 }
 
 EpisodeReward EpisodeEndReward(const config::EnvConfig& env, const PlanEvaluation& e, double lambda,
-                               double target_bits) {
+                               double target_bits, std::string_view prices) {
   EpisodeReward r;
   r.bit_reduction = (16.0 - e.effective_bits) / 16.0;
   r.violation = std::max(0.0, e.effective_bits - target_bits);
@@ -116,7 +116,9 @@ EpisodeReward EpisodeEndReward(const config::EnvConfig& env, const PlanEvaluatio
   r.total = env.bit_reduction_weight * r.bit_reduction -
             env.loss_penalty_weight * Finite(e.loss_increase) -
             env.violation_penalty_weight * r.violation -
-            env.ppl_penalty_weight * lambda * Finite(e.relative_ppl_increase);
+            env.ppl_penalty_weight * (prices == "budget" ? 1.0 : lambda) *
+                Finite(e.relative_ppl_increase);
+  if (prices == "budget") r.total -= lambda * (e.effective_bits - target_bits);
   return r;
 }
 

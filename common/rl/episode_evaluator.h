@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -109,12 +110,15 @@ struct EpisodeReward {
 //   R = bit_reduction_weight     * (16 - bits) / 16
 //     - loss_penalty_weight      * loss_increase
 //     - violation_penalty_weight * max(0, bits - target)
-//     - ppl_penalty_weight       * lambda * d
+//     - ppl_penalty_weight       * lambda * d            (prices "quality")
+//     - ppl_penalty_weight * d - lambda * (bits - target) (prices "budget")
 // bits = the plan's effective bits, d = relative PPL increase, lambda the
-// current Lagrange multiplier (lagrange.h). A non-finite measurement gives
-// a large finite penalty so PPO never sees NaN.
+// current Lagrange multiplier (lagrange.h) and `prices` lagrange.prices: what
+// lambda multiplies. A non-finite measurement gives a large finite penalty so
+// PPO never sees NaN.
 EpisodeReward EpisodeEndReward(const config::EnvConfig& env, const PlanEvaluation& evaluation,
-                               double lambda, double target_bits);
+                               double lambda, double target_bits,
+                               std::string_view prices = "quality");
 
 }  // namespace windquant::rl
 

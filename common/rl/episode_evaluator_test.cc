@@ -49,8 +49,15 @@ TEST(EpisodeEndRewardTest, MatchesFormula) {
   EXPECT_DOUBLE_EQ(r.bit_reduction, (16 - 2.25) / 16);
   EXPECT_DOUBLE_EQ(r.violation, 0.25);
   EXPECT_NEAR(r.total, 2.0 * (13.75 / 16) - 3.0 * 0.1 - 5.0 * 0.25 - 0.5 * 1.5 * 0.4, 1e-12);
+  // lambda prices the bits over the target instead of scaling d.
+  EXPECT_NEAR(EpisodeEndReward(env, e, 1.5, 2.0, "budget").total,
+              2.0 * (13.75 / 16) - 3.0 * 0.1 - 5.0 * 0.25 - 0.5 * 0.4 - 1.5 * 0.25, 1e-12);
+  e.effective_bits = 1.75;  // under the target: the price is a reward
+  EXPECT_NEAR(EpisodeEndReward(env, e, 1.5, 2.0, "budget").total,
+              2.0 * (14.25 / 16) - 3.0 * 0.1 - 0.5 * 0.4 + 1.5 * 0.25, 1e-12);
   e.relative_ppl_increase = std::numeric_limits<double>::infinity();
   EXPECT_TRUE(std::isfinite(EpisodeEndReward(env, e, 1.5, 2.0).total));
+  EXPECT_TRUE(std::isfinite(EpisodeEndReward(env, e, 1.5, 2.0, "budget").total));
 }
 
 // A tiny random LLaMA, its unit table and fits: FP16 plans must reproduce the

@@ -1,27 +1,35 @@
-// The Lagrange multiplier of the perplexity constraint (DESIGN.md section 4):
+// The Lagrange multiplier of the episode-end reward's constraint (DESIGN.md
+// section 4; what it prices and why: docs/lagrange.md):
 //
-//   lambda <- clip(lambda + eta * (d - epsilon), 0, lambda_max)
+//   lambda <- clip(lambda + eta * (g - epsilon), 0, lambda_max)
 //
-// d = relative perplexity increase of an evaluated plan (PPL_plan / PPL_fp - 1),
-// epsilon = tolerated degradation. lambda grows while plans degrade more than
-// epsilon and shrinks otherwise; it scales the perplexity penalty of the
-// episode-end reward (EpisodeEndReward, episode_evaluator.h).
+// g = ConstraintValue of a sampled episode's plan: with lagrange.prices
+// "quality" the relative perplexity increase d = PPL_plan / PPL_fp - 1 (lambda
+// scales the penalty lambda * d); with "budget" (soft budget mode) the overrun
+// bits - target (lambda is the reward price of one bit over the target, the
+// penalty lambda * (bits - target)). lambda grows while g exceeds epsilon and
+// shrinks otherwise (EpisodeEndReward, episode_evaluator.h).
 // Thread-compatible.
 #ifndef WINDQUANT_COMMON_RL_LAGRANGE_H_
 #define WINDQUANT_COMMON_RL_LAGRANGE_H_
 
 #include "common/config/run_config.h"
+#include "common/rl/plan_evaluation.h"
 
 namespace windquant::rl {
+
+// The constraint value g of one evaluated plan at `target_bits` (above).
+double ConstraintValue(const config::LagrangeConfig& config, const PlanEvaluation& evaluation,
+                       double target_bits);
 
 class LagrangeMultiplier {
  public:
   explicit LagrangeMultiplier(const config::LagrangeConfig& config)
       : config_(config), lambda_(config.lambda_init) {}
 
-  // Applies the update above for one measured d and returns the new lambda.
-  // A non-finite d counts as lambda_max pressure (lambda goes to lambda_max).
-  double Update(double relative_ppl_increase);
+  // Applies the update above for one constraint value g and returns the new
+  // lambda. A non-finite g counts as lambda_max pressure (lambda goes to lambda_max).
+  double Update(double constraint_value);
 
   double lambda() const { return lambda_; }
   void set_lambda(double lambda) { lambda_ = lambda; }
@@ -36,7 +44,7 @@ class LagrangeMultiplier {
 // every episode of one batch is rewarded with the same lambda, the
 // one in effect when the batch began (batch_lambda(): lambda_init, or the
 // value at the end of the previous batch); every measured d of the batch's
-// episodes updates the multiplier (Observe) in the order measured, and
+// episodes (its ConstraintValue) updates the multiplier (Observe) in the order measured, and
 // EndBatch() (at the PPO update) makes the updated value the next batch's.
 // Candidate plans (reference, greedy) neither use nor move lambda.
 // Thread-compatible.
@@ -49,8 +57,8 @@ class BatchLambda {
   double batch_lambda() const { return batch_lambda_; }
   // The multiplier after the d's observed so far (= batch_lambda() right after EndBatch).
   double lambda() const { return multiplier_.lambda(); }
-  // One measured d of an episode of the current batch.
-  void Observe(double relative_ppl_increase) { multiplier_.Update(relative_ppl_increase); }
+  // One constraint value g of an episode of the current batch.
+  void Observe(double constraint_value) { multiplier_.Update(constraint_value); }
   // The batch is complete: the next batch uses the updated lambda. Returns it.
   double EndBatch() {
     batch_lambda_ = multiplier_.lambda();

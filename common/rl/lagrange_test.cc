@@ -1,6 +1,9 @@
 #include "common/rl/lagrange.h"
 
+#include <algorithm>
+#include <cmath>
 #include <limits>
+#include <random>
 
 #include "gtest/gtest.h"
 
@@ -21,6 +24,98 @@ TEST(LagrangeMultiplierTest, UpdateMatchesHandComputation) {
   EXPECT_DOUBLE_EQ(m.Update(-10.0), 0.0);                    // clipped at 0
   EXPECT_DOUBLE_EQ(m.Update(0.1), 0.0);                      // d == epsilon: unchanged
   EXPECT_DOUBLE_EQ(m.Update(std::numeric_limits<double>::quiet_NaN()), 2.0);
+}
+
+TEST(LagrangeMultiplierTest, ConstraintValueIsWhatLambdaPrices) {
+  config::LagrangeConfig c;
+  PlanEvaluation e;
+  e.effective_bits = 2.25;
+  e.relative_ppl_increase = 19.0;
+  EXPECT_DOUBLE_EQ(ConstraintValue(c, e, 2.0), 19.0);
+  c.prices = "budget";
+  EXPECT_DOUBLE_EQ(ConstraintValue(c, e, 2.0), 0.25);
+}
+
+// A stand-in for the policy's answer to a price: the relative PPL increase
+// of a plan falls with its bits, d(b) = kD2 * exp(-kSlope * (b - 2)) (about
+// stories260k's: d ~ 20 at 2 bits), and the plans sampled in a batch rewarded
+// with lambda have bits around the best answer to that reward (plus seeded
+// noise, clipped to the bits a plan can have).
+constexpr double kD2 = 20.0, kSlope = 1.5, kTarget = 2.0, kNoiseBits = 0.1;
+constexpr int kEpisodesPerBatch = 8, kBatches = 60, kSettledFrom = 40;
+
+double PplIncrease(double bits) { return kD2 * std::exp(-kSlope * (bits - 2.0)); }
+
+// Budget pricing: maximise -d(b) - lambda * (b - target): d'(b) = -lambda.
+double BestBitsAtPrice(double lambda) {
+  const double b = 2.0 + std::log(kD2 * kSlope / std::max(lambda, 1e-9)) / kSlope;
+  return std::clamp(b, 1.6, 3.0);
+}
+
+struct Trajectory {
+  std::vector<double> lambda;     // after each batch
+  std::vector<double> mean_bits;  // of each batch
+};
+
+Trajectory RunDualAscent(const config::LagrangeConfig& c, bool hard_budget) {
+  BatchLambda lambda(c);
+  std::mt19937_64 rng(7);
+  std::normal_distribution<double> noise(0.0, kNoiseBits);
+  Trajectory t;
+  for (int batch = 0; batch < kBatches; ++batch) {
+    // In the hard mode the mask keeps bits <= target and d falls with bits,
+    // so every price is answered with the full budget.
+    const double answer = hard_budget ? kTarget : BestBitsAtPrice(lambda.batch_lambda());
+    double sum = 0;
+    for (int i = 0; i < kEpisodesPerBatch; ++i) {
+      PlanEvaluation e;
+      e.effective_bits = std::clamp(answer + noise(rng), 1.6, hard_budget ? kTarget : 3.0);
+      e.relative_ppl_increase = PplIncrease(e.effective_bits);
+      lambda.Observe(ConstraintValue(c, e, kTarget));
+      sum += e.effective_bits;
+    }
+    t.lambda.push_back(lambda.EndBatch());
+    t.mean_bits.push_back(sum / kEpisodesPerBatch);
+  }
+  return t;
+}
+
+double MeanFrom(const std::vector<double>& v, int from) {
+  double s = 0;
+  for (size_t i = from; i < v.size(); ++i) s += v[i];
+  return s / static_cast<double>(v.size() - from);
+}
+
+// With lambda pricing the budget, dual ascent settles where the plans use the
+// budget on average, at the price d'(target) = kD2 * kSlope = 30, strictly
+// between 0 and lambda_max; pricing quality (d - epsilon with d ~ 20 >>
+// epsilon) drives lambda to lambda_max, where it only rescales the reward.
+TEST(LagrangeMultiplierTest, BudgetPriceSettlesBetweenTheBounds) {
+  config::LagrangeConfig c;
+  c.prices = "budget";
+  c.eta = 2.0;
+  c.epsilon = 0.0;
+  c.lambda_init = 1.0;
+  c.lambda_max = 100.0;
+  const Trajectory t = RunDualAscent(c, /*hard_budget=*/false);
+  const double kPrice = kD2 * kSlope;
+  const double settled = MeanFrom(t.lambda, kSettledFrom);
+  EXPECT_NEAR(settled, kPrice, 0.1 * kPrice);
+  for (int i = kSettledFrom; i < kBatches; ++i) {
+    EXPECT_GT(t.lambda[i], 0.5 * kPrice) << "batch " << i;
+    EXPECT_LT(t.lambda[i], 1.5 * kPrice) << "batch " << i;
+  }
+  EXPECT_NEAR(MeanFrom(t.mean_bits, kSettledFrom), kTarget, 0.05);
+  // It got there: the first batches were far from the price and over budget.
+  EXPECT_LT(t.lambda.front(), 0.7 * kPrice);
+  EXPECT_GT(t.mean_bits.front(), kTarget + 0.3);
+
+  config::LagrangeConfig q;  // the quality price of the same answers
+  q.eta = 0.05;
+  q.epsilon = 0.05;
+  q.lambda_max = 20.0;
+  const Trajectory tq = RunDualAscent(q, /*hard_budget=*/true);
+  EXPECT_DOUBLE_EQ(tq.lambda.back(), q.lambda_max);
 }
 
 }  // namespace

@@ -33,6 +33,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/base/files.h"
+#include "common/config/run_config.h"
 #include "common/quant/action.h"
 #include "common/quant/effective_bits.h"
 #include "common/testing/test_paths.h"
@@ -123,14 +124,18 @@ std::string FirstLineStartingWith(const std::string& text, const std::string& pr
 std::vector<std::string> QuantizeArgv(const std::string& windquant, const testing::TestModel& m,
                                       const fs::path& tmp, const std::string& out) {
   std::vector<std::string> argv = {windquant, "quantize", "--config", m.config, "--no-export"};
+  // The final numbers on the first 4096 held-out tokens only (time).
+  const auto test_config = config::LoadRunConfig(m.config);
+  ASSERT_TRUE(test_config.ok()) << test_config.status();
+  const int64_t heldout_begin = test_config->evaluation.heldout.tokens[0];
   for (const std::string& s : std::vector<std::string>{
+           absl::StrCat("evaluation.heldout.tokens=[", heldout_begin, ",", heldout_begin + 4096,
+                        "]"),
            "output.dir=" + out,
            "quant.cache_dir=" + (tmp / "cache").string(),
            "model.threads=1",
            "calibration.samples=8",
            "evaluation.calib_slice_tokens=1024",
-           "evaluation.eval_slice_tokens=2048",
-           "evaluation.final_eval_tokens=4096",
            absl::StrCat("curriculum.target_bits=[", kTargetBits, "]"),
            absl::StrCat("curriculum.min_updates=", kUpdates),
            absl::StrCat("curriculum.max_updates=", kUpdates),

@@ -87,11 +87,11 @@ absl::StatusOr<double> BehaviourClone(Policy& policy, const std::vector<Transiti
 
 absl::StatusOr<double> WarmStartOnPlan(Policy& policy, std::shared_ptr<const UnitCosts> costs,
                                        const config::RunConfig& config, double target_bits,
-                                       const std::vector<int>& plan) {
+                                       const std::vector<int>& plan, double target_prob) {
   WQ_ASSIGN_OR_RETURN(std::vector<Transition> demo,
                       ReplayPlan(std::move(costs), MakeEnvOptions(config.env, target_bits), plan));
   return BehaviourClone(policy, demo, config.training.warm_start_steps, kWarmStartLearningRate,
-                        kWarmStartTargetProb);
+                        target_prob);
 }
 
 absl::StatusOr<std::vector<int>> PolicyGreedyPlan(const Policy& policy,

@@ -80,10 +80,12 @@ absl::StatusOr<double> BehaviourClone(Policy& policy, const std::vector<Transiti
 // by the learner: behaviour-clones `policy` on the
 // episode that follows `plan` at `target_bits` (ReplayPlan, then
 // BehaviourClone with training.warm_start_steps, its learning rate and
-// kWarmStartTargetProb). Returns the mean probability of the plan's actions.
+// `target_prob`, kWarmStartTargetProb by default). Returns the mean
+// probability of the plan's actions.
 absl::StatusOr<double> WarmStartOnPlan(Policy& policy, std::shared_ptr<const UnitCosts> costs,
                                        const config::RunConfig& config, double target_bits,
-                                       const std::vector<int>& plan);
+                                       const std::vector<int>& plan,
+                                       double target_prob = kWarmStartTargetProb);
 
 // The deterministic (argmax) plan of `policy` at `target_bits` (one greedy
 // episode), the candidate evaluated after every PPO update.

@@ -42,11 +42,11 @@ TestModel RealModel() {
     m.stories260k = true;
     return m;
   }
-  // Paths written by scripts/default-model.sh and scripts/fetch-default-data.sh.
-  m.name = "default-model";
-  m.dir = SourceDir() + "/.cache/default-model";
-  m.text_path = SourceDir() + "/.cache/default-data/train.txt";
-  m.config = SourceDir() + "/configs/default.yaml";
+  // Paths written by scripts/default-model.sh --small and scripts/fetch-default-data.sh.
+  m.name = "test-model";
+  m.dir = SourceDir() + "/.cache/test-model";
+  m.text_path = SourceDir() + "/.cache/default-data/heldout.txt";
+  m.config = SourceDir() + "/configs/test-model.yaml";
   return m;
 }
 
@@ -56,7 +56,7 @@ std::vector<std::string> TextPaths() {
       IsFile(shared + "/data/wikitext2-test.txt")) {
     return {shared + "/data/tinystories-valid-sample.txt", shared + "/data/wikitext2-test.txt"};
   }
-  return {SourceDir() + "/.cache/default-data/train.txt"};
+  return {SourceDir() + "/.cache/default-data/heldout.txt"};
 }
 
 }  // namespace windquant::testing

@@ -1,0 +1,74 @@
+#include "job/baseline_run.h"
+
+#include <string_view>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "common/base/progress.h"
+#include "common/base/status_macros.h"
+#include "common/config/text_range.h"
+#include "common/quant/baselines.h"
+#include "job/search_baseline.h"
+
+namespace windquant::job {
+
+absl::StatusOr<quant::Plan> SearchSessionPlan(const quant::QuantizationSession& session,
+                                              const BaselineSpec& spec, nlohmann::json* info) {
+  const config::RunConfig& cfg = session.config();
+  WQ_ASSIGN_OR_RETURN(const std::vector<int32_t> selection,
+                      config::ReadTextRange(cfg.evaluation.selection, "evaluation.selection",
+                                            [&tok = session.tokenizer()](std::string_view text) {
+                                              return tok.Encode(text, /*add_bos=*/false);
+                                            }));
+  SearchOptions so;
+  so.target_bits = spec.bits;
+  so.evaluations = spec.evals;
+  so.seed = spec.seed;
+  base::Progress progress("search", static_cast<double>(spec.evals), "plans");
+  int64_t measured = 0;
+  PlanMeasure measure = [&](const std::vector<int>& actions) -> absl::StatusOr<double> {
+    WQ_ASSIGN_OR_RETURN(model::PerplexityResult r, session.Perplexity(actions, selection, 0));
+    progress.Update(static_cast<double>(++measured));
+    return r.perplexity;
+  };
+  WQ_ASSIGN_OR_RETURN(const SearchResult r, SearchPlan(session.table(), so, measure));
+  progress.Finish(absl::StrFormat("best %.4f (start %.4f)", r.selection_ppl, r.start_ppl));
+  *info = {{"evaluations", r.evaluations},         {"accepted", r.accepted},
+           {"start_selection_ppl", r.start_ppl},   {"selection_ppl", r.selection_ppl},
+           {"selection_tokens", selection.size()}, {"seed", spec.seed}};
+  return session.MakePlan(r.actions, "search", spec.bits);
+}
+
+absl::StatusOr<nlohmann::json> DescribeBaseline(const quant::QuantizationSession& session,
+                                                const quant::Plan& plan, const std::string& method,
+                                                const DescribeOptions& options) {
+  const quant::UnitTable& table = session.table();
+  const quant::PlanTotals totals = plan.Totals(table);
+  nlohmann::json j = {{"plan_id", plan.plan_id},
+                      {"method", method},
+                      {"target_bits", plan.target_bits},
+                      {"effective_bits", totals.effective_bits},
+                      {"whole_model_bits", totals.whole_model_bits},
+                      {"proxy_error", quant::ProxyError(table, plan.actions)},
+                      {"units", table.units.size()},
+                      {"unit_table_from_cache", session.from_cache()},
+                      {"fingerprint", session.fingerprint()}};
+  nlohmann::json counts = nlohmann::json::object();
+  for (int a = 0; a < quant::kNumActions; ++a) {
+    counts[std::string(quant::ActionName(quant::kAllActions[a]))] = totals.action_counts[a];
+  }
+  j["action_counts"] = counts;
+  if (!options.measure) return j;
+  WQ_ASSIGN_OR_RETURN(model::PerplexityResult r,
+                      session.Perplexity(plan.actions, options.max_tokens));
+  j["perplexity"] = r.perplexity;
+  j["eval_tokens"] = r.tokens;
+  j["context"] = r.context;
+  if (options.with_fp) {
+    WQ_ASSIGN_OR_RETURN(model::PerplexityResult fp, session.Perplexity({}, options.max_tokens));
+    j["fp_perplexity"] = fp.perplexity;
+  }
+  return j;
+}
+
+}  // namespace windquant::job

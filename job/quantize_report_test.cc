@@ -1,0 +1,96 @@
+#include "job/quantize_report.h"
+
+#include <filesystem>
+
+#include "common/base/files.h"
+#include "common/quant/plan_io.h"
+#include "common/rl/synthetic_table.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+
+namespace windquant::job {
+namespace {
+
+namespace fs = std::filesystem;
+
+TEST(QuantizeReportTest, ReturnedPlanOriginNamesTheLearnerSource) {
+  EXPECT_EQ(ReturnedPlanOrigin("rl"), "rl");
+  EXPECT_EQ(ReturnedPlanOrigin("rl-greedy"), "greedy-of-policy");
+  EXPECT_EQ(ReturnedPlanOrigin("lagrange"), "lagrange");
+}
+
+// plan.json and report.json name where the returned plan came from (here the
+// Lagrangian reference, which no policy plan beat), and report.json states
+// the search baseline's and the RL run's counts of real plan evaluations.
+TEST(QuantizeReportTest, PlanAndReportNameTheOriginAndBothEvaluationCounts) {
+  const fs::path dir = fs::path(::testing::TempDir()) / "quantize_report_test";
+  fs::remove_all(dir);
+  const quant::UnitTable table = rl::testing::SyntheticTable(14, 5);
+  auto cfg = config::ParseRunConfig(
+      "model: {dir: m}\ncalibration: {text: c.txt}\n"
+      "evaluation: {selection: {text: s.txt}, heldout: {text: h.txt}}\n",
+      "run.yaml", {"output.dir=" + dir.string()});
+  ASSERT_TRUE(cfg.ok()) << cfg.status();
+  const std::vector<int> actions(table.units.size(), 3);
+  rl::RunResult tr;
+  tr.best.actions = actions;
+  tr.best.source = "lagrange";
+  tr.best.policy_version = -1;
+  tr.evaluations = 90;
+  tr.cache_hits = 4;
+  EvaluationSlices slices;
+  slices.selection.assign(300, 1);
+  slices.heldout.assign(600, 2);
+  SearchResult search;
+  search.actions = actions;
+  search.evaluations = 86;
+  search.accepted = 5;
+  search.start_ppl = 30;
+  search.selection_ppl = 28;
+
+  const quant::Plan plan = ReturnedPlan(table, tr, 2.5);
+  EXPECT_EQ(plan.source, "lagrange");
+  ASSERT_TRUE(quant::WritePlanFiles(plan, table, dir.string()).ok());
+  auto plan_json = base::ReadFile((dir / "plan.json").string());
+  ASSERT_TRUE(plan_json.ok()) << plan_json.status();
+  EXPECT_EQ(nlohmann::json::parse(*plan_json)["source"], "lagrange");
+
+  QuantizeReport r;
+  r.config = &*cfg;
+  r.table = &table;
+  r.training = &tr;
+  r.slices = &slices;
+  r.target_bits = 2.5;
+  r.fp = {"fp", {}, 16, 10, 11, 12};
+  const double bits = table.EffectiveBits(actions);
+  r.plans = {{"rl", actions, bits, 28, 31, 32},
+             {"lagrange", actions, bits, 28, 31, 32},
+             {"search", actions, bits, 28, 31, 32}};
+  r.have_heldout = true;
+  r.winner = "search";
+  r.origin = ReturnedPlanOrigin(tr.best.source);
+  r.rl_evaluations = tr.evaluations - tr.cache_hits;
+  r.search = &search;
+  ASSERT_TRUE(WriteQuantizeReport(r).ok());
+  auto text = base::ReadFile((dir / "report.json").string());
+  ASSERT_TRUE(text.ok()) << text.status();
+  const auto j = nlohmann::json::parse(*text);
+  EXPECT_EQ(j["returned_plan_origin"], "lagrange");
+  EXPECT_EQ(j["rl"]["origin"], "lagrange");
+  EXPECT_EQ(j["plans"][0]["origin"], "lagrange");
+  EXPECT_EQ(j["rl_real_evaluations"], 86);
+  EXPECT_EQ(j["search"]["evaluations"], 86);
+  EXPECT_EQ(j["search"]["rl_evaluations"], 86);
+  EXPECT_EQ(j["plans"][2]["name"], "search");
+  bool note = false;
+  for (const auto& n : j["notes"]) {
+    note |= n.get<std::string>().find(
+                "86 real plan evaluations on the selection slice (the RL "
+                "run: 86)") != std::string::npos;
+  }
+  EXPECT_TRUE(note) << j["notes"].dump();
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace windquant::job
