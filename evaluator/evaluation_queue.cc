@@ -251,7 +251,7 @@ Report EvaluationQueue::Record(const QueuedPlan& q, const PlanEvaluation& e) {
   report.lambda = rl::IsCandidateEpisode(q.plan.episode_id)
                       ? lagrange_.lambda()
                       : lagrange_.Update(rl::ConstraintValue(lagrange_.config(), report.evaluation,
-                                                               q.plan.target_bits));
+                                                             q.plan.target_bits));
   if (lambda_gauge_ != nullptr) lambda_gauge_->Set(report.lambda);
   ++evaluated_;
   return report;
