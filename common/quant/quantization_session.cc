@@ -9,6 +9,7 @@
 #include "common/base/progress.h"
 #include "common/base/status_macros.h"
 #include "common/model/checkpoint.h"
+#include "common/quant/table_fingerprint.h"
 #include "common/quant/unit_table_builder.h"
 #include "common/quant/unit_table_cache.h"
 
@@ -73,6 +74,13 @@ absl::StatusOr<std::unique_ptr<QuantizationSession>> QuantizationSession::Create
   fin.chunk_size = topts.chunk_size;
   fin.quantizer = topts.quantizer;
   WQ_ASSIGN_OR_RETURN(const std::string fingerprint, UnitTableFingerprint(fin));
+  // The table's identity is the one every path computes (table_fingerprint.h);
+  // `fingerprint` (every weight hashed) only keys the cache.
+  WQ_ASSIGN_OR_RETURN(const std::string model_key,
+                      ModelKey(dir, topts.chunk_size, topts.quantizer));
+  const std::string table_fingerprint = TableFingerprint(
+      model_key, CalibrationKey(config.calibration.samples, config.calibration.seq_len,
+                                config.calibration.seed, calib_ids));
 
   const at::Device device =
       config.model.device == "cuda" ? at::Device(at::kCUDA) : at::Device(at::kCPU);
@@ -87,6 +95,7 @@ absl::StatusOr<std::unique_ptr<QuantizationSession>> QuantizationSession::Create
       s->fits_ = std::move(hit->fits);
       s->stats_ = std::move(hit->stats);
       s->from_cache_ = true;
+      s->table_.fingerprint = table_fingerprint;
       log(absl::StrCat("unit table: cache hit ", cache.EntryDir(fingerprint)));
       return s;
     }
@@ -118,6 +127,7 @@ absl::StatusOr<std::unique_ptr<QuantizationSession>> QuantizationSession::Create
     if (!st.ok())
       log(absl::StrCat("warning: could not write the unit table cache: ", st.message()));
   }
+  s->table_.fingerprint = table_fingerprint;
   return s;
 }
 
