@@ -1,5 +1,6 @@
 #include "common/config/run_config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <map>
@@ -9,6 +10,8 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -71,6 +74,8 @@ void VisitFields(V& v, RunConfig& c) {
   v.Field("training.checkpoint_every_updates", &c.training.checkpoint_every_updates);
   v.Field("output.dir", &c.output.dir);
   v.Field("output.store", &c.output.store);
+  v.Field("output.run_id", &c.output.run_id);
+  v.Field("output.export", &c.output.export_model);
   v.Field("service.learner_address", &c.service.learner_address);
   v.Field("service.evaluator_address", &c.service.evaluator_address);
   v.Field("service.actor_addresses", &c.service.actor_addresses);
@@ -294,6 +299,17 @@ absl::Status Validate(const RunConfig& c) {
   WQ_RETURN_IF_ERROR(Check(c.training.checkpoint_every_updates > 0,
                            "training.checkpoint_every_updates", "must be > 0"));
   WQ_RETURN_IF_ERROR(Check(!c.output.dir.empty(), "output.dir", "is required"));
+  WQ_RETURN_IF_ERROR(Check(
+      c.output.store.find("://") == std::string::npos ||
+          absl::StartsWith(c.output.store, "file:///") || absl::StartsWith(c.output.store, "s3://"),
+      "output.store", "must be file:///abs/path, s3://bucket[/prefix] or a path"));
+  WQ_RETURN_IF_ERROR(
+      Check(c.output.run_id.size() <= 100 && c.output.run_id.find("..") == std::string::npos &&
+                std::all_of(c.output.run_id.begin(), c.output.run_id.end(),
+                            [](char ch) {
+                              return absl::ascii_isalnum(ch) || ch == '.' || ch == '_' || ch == '-';
+                            }),
+            "output.run_id", "must be up to 100 of [A-Za-z0-9._-], no '..'"));
   WQ_RETURN_IF_ERROR(Check(c.service.stages >= 1, "service.stages", "must be >= 1"));
   WQ_RETURN_IF_ERROR(Check(c.service.replicas >= 1, "service.replicas", "must be >= 1"));
   WQ_RETURN_IF_ERROR(Check(c.service.stage >= -1 && c.service.stage < c.service.stages,
