@@ -744,8 +744,8 @@ int main(int argc, char** argv) {
         one.fp_ppl = fp.perplexity;
         one.tokens = fp.tokens;
       }
-      const wq::model::LlamaModel planned(OrDie(session->ApplyPlan(plan_actions), "apply plan"),
-                                          session->model().device());
+      const auto planned_model = OrDie(session->PlanModel(plan_actions), "apply plan");
+      const wq::model::LlamaModel& planned = *planned_model;
       for (int r = 0; r < repeats; ++r) {
         auto p = OrDie(wq::model::ComputePerplexity(planned, eval_ids, popt), "perplexity");
         one.plan_tokens_per_s = std::max(one.plan_tokens_per_s, p.tokens / p.seconds);

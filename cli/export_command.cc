@@ -67,11 +67,11 @@ absl::Status RunExport(Args& args) {
     // Read back and compare with what the evaluator uses.
     WQ_ASSIGN_OR_RETURN(const quant::QuantizedCheckpoint back,
                         quant::QuantizedCheckpoint::Read(qdir));
-    WQ_ASSIGN_OR_RETURN(const model::LlamaWeights applied, session->ApplyPlan(plan.actions));
-    for (size_t l = 0; l < applied.layers.size(); ++l) {
+    WQ_ASSIGN_OR_RETURN(const auto planned, session->PlanModel(plan.actions));
+    for (size_t l = 0; l < back.weights.layers.size(); ++l) {
+      const auto applied = planned->LayerLinears(static_cast<int64_t>(l));  // one layer at a time
       for (int m = 0; m < model::kNumMatrices; ++m) {
-        if (!at::equal(back.weights.layers[l].linear[m],
-                       applied.layers[l].linear[m].to(at::kCPU))) {
+        if (!at::equal(back.weights.layers[l].linear[m], applied[m].to(at::kCPU))) {
           return absl::InternalError(absl::StrCat(
               qdir, ": read-back of ", model::LinearTensorName(l, static_cast<model::Matrix>(m)),
               " differs from the evaluated weights"));

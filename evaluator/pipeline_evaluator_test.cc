@@ -11,6 +11,7 @@
 #include "common/model/checkpoint.h"
 #include "common/model/tokenizer.h"
 #include "common/quant/calibration.h"
+#include "common/quant/quantized_stage.h"
 #include "common/quant/unit_table_builder.h"
 #include "common/stage/stage_worker.h"
 #include "common/testing/stage_test_util.h"
@@ -118,9 +119,9 @@ TEST_F(PipelineEvaluatorTest, TwoStagesBuildTheSameUnitTableAsOneProcessAndPlans
   ASSERT_TRUE(stats.ok());
   quant::UnitTableOptions uo;
   uo.chunk_size = 32;
-  auto single = quant::BuildStageQuantization(whole_->weights(), *stats, uo, "fp");
+  auto single = quant::BuildStageFits(whole_->weights(), *stats, uo, "fp");
   ASSERT_TRUE(single.ok()) << single.status();
-  const quant::UnitTable& one = single->table;
+  const quant::UnitTable& one = single->table();
   ASSERT_EQ(merged->units.size(), one.units.size());
   for (size_t i = 0; i < one.units.size(); ++i) {
     const quant::Unit &a = merged->units[i], &b = one.units[i];
@@ -144,12 +145,11 @@ TEST_F(PipelineEvaluatorTest, TwoStagesBuildTheSameUnitTableAsOneProcessAndPlans
   auto e = evaluator_->Evaluate(stages_, plan);
   ASSERT_TRUE(e.ok()) << e.status();
   EXPECT_FALSE(e->cached);
-  model::LlamaWeights w = whole_->weights();
-  for (auto& layer : w.layers) {
-    for (auto& t : layer.linear) t = t.clone();
-  }
-  ASSERT_TRUE(single->weights.Apply(one, plan.actions, &w).ok());
-  model::LlamaModel quantized(std::move(w));
+  auto quantized_model =
+      quant::ApplyPlan(*whole_, std::make_shared<const quant::StageFits>(*std::move(single)),
+                       std::make_shared<const std::vector<int>>(plan.actions));
+  ASSERT_TRUE(quantized_model.ok()) << quantized_model.status();
+  const model::LlamaModel& quantized = **quantized_model;
   model::PerplexityOptions po;
   po.context = options_.context;
   po.batch_size = options_.batch_size;

@@ -18,22 +18,34 @@
 namespace windquant::job {
 namespace {
 
-// The checkpoint's weights, or with a plan the session's weights with it applied.
-absl::StatusOr<model::LlamaWeights> LoadWeights(const TextPerplexityRequest& r,
-                                                model::Checkpoint& checkpoint,
-                                                std::string* plan_id) {
-  if (r.plan_path.empty()) return checkpoint.LoadWeights(model::LoadRequest{});
+// The checkpoint's model, or with a plan the session's model with it applied: the
+// session's weights shared, a layer dequantized when the forward reaches it (no float32
+// copy of the model).
+absl::StatusOr<std::shared_ptr<const model::LlamaModel>> LoadModel(const TextPerplexityRequest& r,
+                                                                   model::Checkpoint& checkpoint,
+                                                                   std::string* plan_id) {
+  if (r.plan_path.empty()) {
+    WQ_ASSIGN_OR_RETURN(model::LlamaWeights weights, checkpoint.LoadWeights(model::LoadRequest{}));
+    try {
+      return std::make_shared<const model::LlamaModel>(
+          std::move(weights), at::hasCUDA() ? at::Device(at::kCUDA) : at::kCPU);
+    } catch (const std::exception& e) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(r.model_dir, ": cannot build the model: ", e.what()));
+    }
+  }
   if (r.config == nullptr) return absl::InvalidArgumentError("--plan needs --config FILE");
   WQ_ASSIGN_OR_RETURN(auto session, OpenSession(*r.config, /*use_cache=*/true,
                                                 /*load_eval_text=*/false));
   WQ_ASSIGN_OR_RETURN(const quant::Plan plan, quant::ReadPlanFile(r.plan_path, session->table()));
   *plan_id = plan.plan_id;
-  WQ_ASSIGN_OR_RETURN(model::LlamaWeights weights, session->ApplyPlan(plan.actions));
+  WQ_ASSIGN_OR_RETURN(std::shared_ptr<const model::LlamaModel> planned,
+                      session->PlanModel(plan.actions));
   if (r.log) {
     r.log(absl::StrFormat("plan %s: effective bits %.4f", plan.plan_id,
                           plan.Totals(session->table()).effective_bits));
   }
-  return weights;
+  return planned;  // keeps the weights and fits alive after the session goes
 }
 
 }  // namespace
@@ -45,17 +57,10 @@ absl::StatusOr<TextPerplexity> MeasureTextPerplexity(const TextPerplexityRequest
   WQ_ASSIGN_OR_RETURN(std::unique_ptr<model::Checkpoint> checkpoint,
                       model::Checkpoint::Open(r.model_dir));
   TextPerplexity out;
-  WQ_ASSIGN_OR_RETURN(model::LlamaWeights weights, LoadWeights(r, *checkpoint, &out.plan_id));
+  WQ_ASSIGN_OR_RETURN(std::shared_ptr<const model::LlamaModel> llama,
+                      LoadModel(r, *checkpoint, &out.plan_id));
   const std::vector<int32_t> ids = tokenizer->Encode(text, /*add_bos=*/false);
   out.text_tokens = ids.size();
-  std::unique_ptr<model::LlamaModel> llama;
-  try {
-    llama = std::make_unique<model::LlamaModel>(std::move(weights),
-                                                at::hasCUDA() ? at::Device(at::kCUDA) : at::kCPU);
-  } catch (const std::exception& e) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(r.model_dir, ": cannot build the model: ", e.what()));
-  }
   model::PerplexityOptions options;
   options.context = r.context;
   options.batch_size = r.batch;

@@ -1,6 +1,6 @@
 // Checkpoint over memory-mapped safetensors files. The header parsing and
 // validation are in safetensors.cc (no torch); this file maps tensor names to
-// files, checks dtypes/shapes against config.json, and converts to float32.
+// files, checks dtypes/shapes against config.json, and copies the tensors out.
 #include "common/model/checkpoint.h"
 
 #include <atomic>
@@ -111,7 +111,7 @@ class SafetensorsCheckpoint final : public Checkpoint {
 
   absl::StatusOr<at::Tensor> LoadTensor(const std::string& name,
                                         const std::vector<int64_t>& shape) const override {
-    return Load(name, shape, std::nullopt);
+    return Load(name, shape, std::nullopt, /*widen=*/true);
   }
 
   absl::StatusOr<LlamaWeights> LoadWeights(const LoadRequest& request) const override {
@@ -131,6 +131,10 @@ class SafetensorsCheckpoint final : public Checkpoint {
     LlamaWeights w;
     w.config = c;
     w.first_layer = request.first_layer;
+    auto Load = [&](const std::string& name, const std::vector<int64_t>& shape,
+                    std::optional<Dtype> dtype) {
+      return this->Load(name, shape, dtype, request.widen_to_float32);
+    };
     for (int64_t layer = request.first_layer; layer < end; ++layer) {
       LayerWeights lw;
       for (int m = 0; m < kNumMatrices; ++m) {
@@ -175,7 +179,7 @@ class SafetensorsCheckpoint final : public Checkpoint {
   }
 
   absl::StatusOr<at::Tensor> Load(const std::string& name, const std::vector<int64_t>& shape,
-                                  std::optional<Dtype> want) const {
+                                  std::optional<Dtype> want, bool widen) const {
     auto it = where_.find(name);
     if (it == where_.end()) {
       return absl::NotFoundError(
@@ -214,8 +218,9 @@ class SafetensorsCheckpoint final : public Checkpoint {
       std::string_view bytes = file.Data(info);
       at::Tensor raw = at::empty(info.shape, at::TensorOptions().dtype(type));
       if (!bytes.empty()) std::memcpy(raw.data_ptr(), bytes.data(), bytes.size());
+      file.ReleasePages(info);
       bytes_read_.fetch_add(static_cast<int64_t>(bytes.size()));
-      return type == at::kFloat ? raw : raw.to(at::kFloat);
+      return type == at::kFloat || !widen ? raw : raw.to(at::kFloat);
     } catch (const c10::Error& e) {
       return absl::InternalError(absl::StrCat(where, e.what_without_backtrace()));
     }

@@ -2,7 +2,11 @@
 // model.safetensors, or model.safetensors.index.json + shards), memory-mapped.
 // Loads only what is asked for: the tensors of decoder layers [a, b) and, on
 // request, embeddings / final norm / lm_head, so a process that owns 10 of 80
-// layers reads only those bytes. F32, F16 and BF16 are converted to float32.
+// layers reads only those bytes. F32, F16 and BF16 tensors are loaded in their
+// stored dtype (a BF16 checkpoint costs 2 bytes per weight in memory; LlamaModel
+// widens a layer at a time when it computes) unless LoadRequest::widen_to_float32.
+// Each tensor is copied out of the mapping and its pages are released, so the
+// process does not hold the file's pages and the copy at once.
 // Thread-compatible; the loaded tensors own their memory.
 #ifndef WINDQUANT_COMMON_MODEL_CHECKPOINT_H_
 #define WINDQUANT_COMMON_MODEL_CHECKPOINT_H_
@@ -19,9 +23,10 @@ namespace windquant::model {
 
 struct LoadRequest {
   int64_t first_layer = 0;
-  int64_t end_layer = -1;  // exclusive; -1 = num_hidden_layers
-  bool embeddings = true;  // embed_tokens
-  bool head = true;        // final norm + lm_head (tied -> embed_tokens)
+  int64_t end_layer = -1;         // exclusive; -1 = num_hidden_layers
+  bool embeddings = true;         // embed_tokens
+  bool head = true;               // final norm + lm_head (tied -> embed_tokens)
+  bool widen_to_float32 = false;  // convert every tensor to float32 (4 bytes per weight)
 };
 
 class Checkpoint {

@@ -106,10 +106,14 @@ void ExpectWeightsEqual(const LlamaWeights& w, const TensorMap& expected, Dtype 
     if (dtype == Dtype::kBF16) return t.to(at::kBFloat16).to(at::kFloat);
     return t;
   };
+  // Tensors stay in their stored dtype (2 bytes per weight for F16 / BF16).
+  const at::ScalarType stored = dtype == Dtype::kF16    ? at::kHalf
+                                : dtype == Dtype::kBF16 ? at::kBFloat16
+                                                        : at::kFloat;
   auto check = [&](const at::Tensor& got, const std::string& name) {
     ASSERT_TRUE(got.defined()) << name;
-    EXPECT_EQ(got.scalar_type(), at::kFloat) << name;
-    EXPECT_TRUE(at::equal(got, round(expected.at(name)))) << name;
+    EXPECT_EQ(got.scalar_type(), stored) << name;
+    EXPECT_TRUE(at::equal(got.to(at::kFloat), round(expected.at(name)))) << name;
   };
   for (size_t i = 0; i < w.layers.size(); ++i) {
     const int64_t l = w.first_layer + static_cast<int64_t>(i);
@@ -158,8 +162,17 @@ TEST_P(CheckpointRoundTripTest, LoadsWhatWasWritten) {
   }
   // F16/BF16 really round: the loaded values differ from the float32 source.
   if (p.dtype != Dtype::kF32) {
-    EXPECT_FALSE(at::equal(w->layers[0].linear[0], weights.at(LinearTensorName(0, Matrix::kQ))));
+    EXPECT_FALSE(at::equal(w->layers[0].linear[0].to(at::kFloat),
+                           weights.at(LinearTensorName(0, Matrix::kQ))));
   }
+  // On request, every tensor comes widened to float32 with the same values.
+  LoadRequest widen;
+  widen.widen_to_float32 = true;
+  auto wf = (*ckpt)->LoadWeights(widen);
+  ASSERT_TRUE(wf.ok()) << wf.status();
+  EXPECT_EQ(wf->layers[2].linear[6].scalar_type(), at::kFloat);
+  EXPECT_TRUE(at::equal(wf->layers[2].linear[6], w->layers[2].linear[6].to(at::kFloat)));
+  EXPECT_EQ(wf->embed_tokens.scalar_type(), at::kFloat);
 }
 
 INSTANTIATE_TEST_SUITE_P(Formats, CheckpointRoundTripTest,

@@ -21,16 +21,27 @@ void Require(bool ok, const std::string& what) {
   if (!ok) throw std::invalid_argument("LlamaModel: " + what);
 }
 
+// Keeps the dtype: a BF16 checkpoint stays BF16 in memory.
 at::Tensor ToDevice(const at::Tensor& t, at::Device device) {
   if (!t.defined()) return t;
-  return t.to(device, at::kFloat);
+  return t.to(device);
 }
+
+// FP32 view of a weight: the tensor itself when it is already FP32 (so training
+// keeps its autograd graph), else a widened copy.
+at::Tensor Widen(const at::Tensor& t) {
+  return t.scalar_type() == at::kFloat ? t : t.to(at::kFloat);
+}
+
+// lm_head rows widened at a time when the head is not stored FP32: bounds the FP32
+// temporary to ~64 MB whatever the vocabulary.
+constexpr int64_t kHeadBlockBytes = 64 << 20;
 
 // HF LlamaRMSNorm: x * rsqrt(mean(x^2) + eps) * w, computed in fp32.
 at::Tensor RmsNorm(const at::Tensor& x, const at::Tensor& w, double eps) {
   const at::Tensor xf = x.to(at::kFloat);
   const at::Tensor var = xf.pow(2).mean(-1, /*keepdim=*/true);
-  return w * (xf * at::rsqrt(var + eps)).to(x.scalar_type());
+  return Widen(w) * (xf * at::rsqrt(var + eps)).to(x.scalar_type());
 }
 
 // [.., d] -> [.., d] with the halves swapped and the second negated.
@@ -78,8 +89,9 @@ at::Tensor RopeInvFreq(const LlamaConfig& c) {
   return at::where(medium, smoothed, scaled);
 }
 
-LlamaModel::LlamaModel(LlamaWeights weights, at::Device device)
-    : weights_(std::move(weights)), device_(device) {
+LlamaModel::LlamaModel(LlamaWeights weights, at::Device device,
+                       std::shared_ptr<const LinearSource> linears)
+    : weights_(std::move(weights)), device_(device), linears_(std::move(linears)) {
   const LlamaConfig& c = weights_.config;
   Require(c.hidden_size > 0 && c.num_attention_heads > 0, "hidden_size and heads must be > 0");
   Require(c.num_key_value_heads > 0 && c.num_attention_heads % c.num_key_value_heads == 0,
@@ -105,10 +117,28 @@ LlamaModel::LlamaModel(LlamaWeights weights, at::Device device)
   rope_sin_ = rope_sin_.to(device_);
 }
 
+std::shared_ptr<const LlamaModel> LlamaModel::WithLinears(
+    std::shared_ptr<const LinearSource> linears) const {
+  auto m = std::make_shared<LlamaModel>(*this);
+  m->linears_ = std::move(linears);
+  return m;
+}
+
+std::array<at::Tensor, kNumMatrices> LlamaModel::LayerLinears(int64_t layer) const {
+  Require(layer >= first_layer() && layer < end_layer(),
+          "layer " + std::to_string(layer) + " not in this stage");
+  const LayerWeights& w = weights_.layers[layer - first_layer()];
+  if (linears_ != nullptr) return linears_->Linears(layer, w);
+  std::array<at::Tensor, kNumMatrices> out;
+  for (int m = 0; m < kNumMatrices; ++m) out[m] = Widen(w.linear[m]);
+  return out;
+}
+
 at::Tensor LlamaModel::Embed(const at::Tensor& ids) const {
   Require(weights_.embed_tokens.defined(), "Embed() needs embed_tokens in this stage");
   Require(ids.dim() == 2, "ids must be [B, T]");
-  return at::embedding(weights_.embed_tokens, ids.to(device_, at::kLong));
+  // Look up in the stored dtype, then widen only the rows used.
+  return Widen(at::embedding(weights_.embed_tokens, ids.to(device_, at::kLong)));
 }
 
 at::Tensor LlamaModel::ForwardLayers(const at::Tensor& hidden, int64_t begin, int64_t end,
@@ -150,14 +180,17 @@ at::Tensor LlamaModel::ForwardLayers(const at::Tensor& hidden, int64_t begin, in
   at::Tensor x = hidden.to(device_);
   for (int64_t layer = begin; layer < end; ++layer) {
     const LayerWeights& w = weights_.layers[layer - first_layer()];
+    // This layer's FP32 linears; released at the end of the iteration.
+    const std::array<at::Tensor, kNumMatrices> lin = LayerLinears(layer);
+    auto L = [&](Matrix m) -> const at::Tensor& { return lin[static_cast<int>(m)]; };
     // --- attention ---
     const at::Tensor h = RmsNorm(x, w.input_layernorm, eps);
     call_hook(layer, Matrix::kQ, h);
     call_hook(layer, Matrix::kK, h);
     call_hook(layer, Matrix::kV, h);
-    at::Tensor q = at::linear(h, w.at(Matrix::kQ)).view({B, T, nh, hd}).transpose(1, 2);
-    at::Tensor k = at::linear(h, w.at(Matrix::kK)).view({B, T, nkv, hd}).transpose(1, 2);
-    at::Tensor v = at::linear(h, w.at(Matrix::kV)).view({B, T, nkv, hd}).transpose(1, 2);
+    at::Tensor q = at::linear(h, L(Matrix::kQ)).view({B, T, nh, hd}).transpose(1, 2);
+    at::Tensor k = at::linear(h, L(Matrix::kK)).view({B, T, nkv, hd}).transpose(1, 2);
+    at::Tensor v = at::linear(h, L(Matrix::kV)).view({B, T, nkv, hd}).transpose(1, 2);
     q = q * cos + RotateHalf(q) * sin;  // [B, nh, T, hd]
     k = k * cos + RotateHalf(k) * sin;  // [B, nkv, T, hd]
     // GQA without copying K/V: the n_rep query heads of each K/V head are
@@ -172,15 +205,15 @@ at::Tensor LlamaModel::ForwardLayers(const at::Tensor& hidden, int64_t begin, in
                                 .transpose(1, 2)
                                 .reshape({B, T, nh * hd});
     call_hook(layer, Matrix::kO, attn);
-    x = x + at::linear(attn, w.at(Matrix::kO));
+    x = x + at::linear(attn, L(Matrix::kO));
     // --- SwiGLU MLP ---
     const at::Tensor h2 = RmsNorm(x, w.post_attention_layernorm, eps);
     call_hook(layer, Matrix::kGate, h2);
     call_hook(layer, Matrix::kUp, h2);
     const at::Tensor m =
-        at::silu(at::linear(h2, w.at(Matrix::kGate))) * at::linear(h2, w.at(Matrix::kUp));
+        at::silu(at::linear(h2, L(Matrix::kGate))) * at::linear(h2, L(Matrix::kUp));
     call_hook(layer, Matrix::kDown, m);
-    x = x + at::linear(m, w.at(Matrix::kDown));
+    x = x + at::linear(m, L(Matrix::kDown));
   }
   return x;
 }
@@ -189,7 +222,16 @@ at::Tensor LlamaModel::Head(const at::Tensor& hidden) const {
   Require(weights_.final_norm.defined(), "Head() needs the final norm in this stage");
   const at::Tensor& head = weights_.lm_head.defined() ? weights_.lm_head : weights_.embed_tokens;
   Require(head.defined(), "Head() needs lm_head (or tied embed_tokens) in this stage");
-  return at::linear(RmsNorm(hidden.to(device_), weights_.final_norm, config().rms_norm_eps), head);
+  const at::Tensor normed = RmsNorm(hidden.to(device_), weights_.final_norm, config().rms_norm_eps);
+  if (head.scalar_type() == at::kFloat) return at::linear(normed, head);
+  const int64_t rows = std::max<int64_t>(1, kHeadBlockBytes / (4 * head.size(1)));
+  if (rows >= head.size(0)) return at::linear(normed, head.to(at::kFloat));
+  std::vector<at::Tensor> blocks;
+  for (int64_t r = 0; r < head.size(0); r += rows) {
+    blocks.push_back(
+        at::linear(normed, head.slice(0, r, std::min(r + rows, head.size(0))).to(at::kFloat)));
+  }
+  return at::cat(blocks, -1);
 }
 
 at::Tensor LlamaModel::Logits(const at::Tensor& ids) const {

@@ -4,11 +4,20 @@
 // grouped-query attention with a causal mask, SwiGLU MLP, final norm, lm_head
 // or tied embeddings. Batched over sequences ([B, T]). Differentiable when the
 // weights require grad (used by `windquant pretrain`).
+//
+// Memory: the weights stay in their stored dtype (2 bytes per weight for a BF16
+// checkpoint, 4 for F32) for the model's life, and are shared (not copied) by the
+// models WithLinears makes. Compute is FP32: a forward widens one decoder layer's
+// linears at a time (4 bytes per weight of that layer, freed when the layer is done;
+// nothing when they are stored F32), or takes them from a LinearSource (a quantization
+// plan), the embeddings per looked-up row and lm_head in blocks of rows.
 // Thread-safety: const methods may be called concurrently.
 #ifndef WINDQUANT_COMMON_MODEL_LLAMA_MODEL_H_
 #define WINDQUANT_COMMON_MODEL_LLAMA_MODEL_H_
 
+#include <array>
 #include <functional>
+#include <memory>
 
 #include <ATen/ATen.h>
 
@@ -25,14 +34,37 @@ using LinearInputHook = std::function<void(int64_t layer, Matrix m, const at::Te
 // and, when rope_scaling.rope_type == "llama3", HF's llama3 frequency scaling.
 at::Tensor RopeInvFreq(const LlamaConfig& config);
 
+// Supplies the FP32 weights of a decoder layer's seven linears for one forward pass
+// (e.g. a quantization plan's dequantized weights). Called once per layer per forward,
+// possibly from several threads at once; the tensors it returns are dropped when the
+// layer is done. Implementations must be thread-safe and must not fail on a layer of the
+// model they were made for (validate at creation); torch errors propagate as c10::Error.
+class LinearSource {
+ public:
+  virtual ~LinearSource() = default;
+  // `stored` is the model's own layer (weights in their stored dtype).
+  virtual std::array<at::Tensor, kNumMatrices> Linears(int64_t layer,
+                                                       const LayerWeights& stored) const = 0;
+};
+
 class LlamaModel {
  public:
-  // Takes ownership of `weights` and moves them to `device`.
-  explicit LlamaModel(LlamaWeights weights, at::Device device = at::kCPU);
+  // Takes ownership of `weights` (kept in their dtype) and moves them to `device`.
+  // `linears`, when given, replaces the decoder linears in every forward.
+  explicit LlamaModel(LlamaWeights weights, at::Device device = at::kCPU,
+                      std::shared_ptr<const LinearSource> linears = nullptr);
+
+  // A model sharing this one's weights (no copy) whose decoder linears come from
+  // `linears` (nullptr: the stored weights).
+  std::shared_ptr<const LlamaModel> WithLinears(std::shared_ptr<const LinearSource> linears) const;
+
+  // The FP32 linears of decoder `layer` exactly as a forward uses them (from the
+  // LinearSource or widened from the stored weights).
+  std::array<at::Tensor, kNumMatrices> LayerLinears(int64_t layer) const;
 
   const LlamaConfig& config() const { return weights_.config; }
   const LlamaWeights& weights() const { return weights_; }
-  // For applying a quantization plan (replace linear weights in place).
+  // For training (pretrain updates the weights in place).
   LlamaWeights& mutable_weights() { return weights_; }
   at::Device device() const { return device_; }
 
@@ -55,6 +87,7 @@ class LlamaModel {
  private:
   LlamaWeights weights_;
   at::Device device_;
+  std::shared_ptr<const LinearSource> linears_;
   at::Tensor rope_cos_, rope_sin_;  // [max_pos, head_dim]
 };
 

@@ -256,6 +256,66 @@ TEST(LlamaModelTest, StagesComposeToTheWholeModel) {
   EXPECT_THROW(second.Head(all), std::invalid_argument);
 }
 
+// BF16 weights stay BF16 in the model and compute exactly like their float32 values.
+TEST(LlamaModelTest, Bf16WeightsComputeLikeTheirFloat32Values) {
+  const LlamaConfig c = SmallConfig();
+  LlamaWeights bf = RandomWeights(c, 9);
+  auto to_bf16 = [](at::Tensor& t) { t = t.to(at::kBFloat16); };
+  for (auto& l : bf.layers) {
+    for (auto& t : l.linear) to_bf16(t);
+    to_bf16(l.input_layernorm);
+    to_bf16(l.post_attention_layernorm);
+  }
+  to_bf16(bf.embed_tokens);
+  to_bf16(bf.final_norm);
+  bf.lm_head = bf.embed_tokens;  // tied
+  LlamaWeights f32 = bf;
+  for (auto& l : f32.layers) {
+    for (auto& t : l.linear) t = t.to(at::kFloat);
+    l.input_layernorm = l.input_layernorm.to(at::kFloat);
+    l.post_attention_layernorm = l.post_attention_layernorm.to(at::kFloat);
+  }
+  f32.embed_tokens = f32.embed_tokens.to(at::kFloat);
+  f32.final_norm = f32.final_norm.to(at::kFloat);
+  f32.lm_head = f32.embed_tokens;
+  LlamaModel a(bf), b(f32);
+  EXPECT_EQ(a.weights().layers[2].linear[5].scalar_type(), at::kBFloat16);
+  EXPECT_TRUE(a.weights().layers[2].linear[5].is_same(bf.layers[2].linear[5]));  // no copy
+  EXPECT_EQ(a.LayerLinears(2)[5].scalar_type(), at::kFloat);
+  at::NoGradGuard no_grad;
+  const at::Tensor ids = RandomIds(c, 2, 9, 3);
+  EXPECT_TRUE(at::equal(a.Logits(ids), b.Logits(ids)));
+}
+
+// A LinearSource replaces the linears of every forward; the stored weights are shared.
+TEST(LlamaModelTest, LinearSourceReplacesTheLinears) {
+  class Scaled : public LinearSource {
+   public:
+    std::array<at::Tensor, kNumMatrices> Linears(int64_t layer,
+                                                 const LayerWeights& stored) const override {
+      ++calls;
+      std::array<at::Tensor, kNumMatrices> out;
+      for (int m = 0; m < kNumMatrices; ++m) out[m] = stored.linear[m] * (layer == 1 ? 0.5 : 1.0);
+      return out;
+    }
+    mutable int calls = 0;
+  };
+  const LlamaConfig c = SmallConfig();
+  const LlamaWeights w = RandomWeights(c, 11);
+  LlamaModel base(w);
+  auto source = std::make_shared<Scaled>();
+  auto swapped = base.WithLinears(source);
+  EXPECT_TRUE(swapped->weights().layers[0].linear[0].is_same(base.weights().layers[0].linear[0]));
+  LlamaWeights halved = w;
+  for (auto& t : halved.layers[1].linear) t = t * 0.5;
+  LlamaModel expected(halved);
+  at::NoGradGuard no_grad;
+  const at::Tensor ids = RandomIds(c, 2, 7, 4);
+  EXPECT_TRUE(at::equal(swapped->Logits(ids), expected.Logits(ids)));
+  EXPECT_EQ(source->calls, c.num_hidden_layers);
+  EXPECT_FALSE(at::equal(swapped->Logits(ids), base.Logits(ids)));
+}
+
 TEST(LlamaModelTest, HookSeesEveryLinearInputWithItsLayer) {
   const LlamaConfig c = SmallConfig();
   LlamaModel model(RandomWeights(c, 7));

@@ -264,4 +264,14 @@ std::string_view SafetensorsFile::Data(const TensorInfo& info) const {
   return std::string_view(bytes_ + data_offset_ + info.begin, info.end - info.begin);
 }
 
+void SafetensorsFile::ReleasePages(const TensorInfo& info) const {
+  if (mapping_ == nullptr || info.num_bytes() == 0) return;
+  const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  const uint64_t begin = (data_offset_ + info.begin + page - 1) / page * page;
+  const uint64_t end = (data_offset_ + info.end) / page * page;
+  if (end > begin) {
+    madvise(static_cast<char*>(mapping_) + begin, end - begin, MADV_DONTNEED);
+  }
+}
+
 }  // namespace windquant::model

@@ -95,6 +95,12 @@ class SafetensorsFile {
   const TensorInfo* Find(std::string_view name) const;
   // The raw bytes of a tensor of this file (little-endian, unaligned).
   std::string_view Data(const TensorInfo& info) const;
+  // Tells the kernel that this process is done with the pages of `info` for now
+  // (madvise MADV_DONTNEED on the whole pages inside its bytes): a caller that has
+  // copied a tensor out of the mapping does not keep a second, file-backed copy
+  // resident. Data() stays valid (the pages are read again on access). No-op for
+  // FromBuffer files.
+  void ReleasePages(const TensorInfo& info) const;
   // Offset of the data section in the file (8 + header length).
   uint64_t data_offset() const { return data_offset_; }
   uint64_t file_size() const { return size_; }

@@ -43,9 +43,9 @@ const UnitTable& RealTable() {
     UnitTableOptions o;
     o.chunk_size = 16;
     o.quantizer.salient_fraction = 0.01;
-    auto sq = BuildStageQuantization(w, stats, o, "fp-test");
+    auto sq = BuildStageFits(w, stats, o, "fp-test");
     if (!sq.ok()) std::abort();
-    return new UnitTable(sq->table);
+    return new UnitTable(sq->table());
   }();
   return *table;
 }

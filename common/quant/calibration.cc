@@ -1,5 +1,6 @@
 #include "common/quant/calibration.h"
 
+#include <cmath>
 #include <random>
 
 #include "absl/strings/str_cat.h"
@@ -43,17 +44,28 @@ absl::StatusOr<at::Tensor> Calibrator::RunStage(const at::Tensor& hidden) {
                                                    end_layer_, ") are not in this model's stage"));
   }
   model::LinearInputHook hook = [this](int64_t layer, model::Matrix m, const at::Tensor& input) {
-    const at::Tensor x = input.reshape({-1, input.size(-1)}).to(at::kDouble);
+    // k and v read q's input, up reads gate's (LlamaModel's hook contract): their
+    // statistics are copies, made in Finish.
+    if (m == model::Matrix::kK || m == model::Matrix::kV || m == model::Matrix::kUp) return;
+    const at::Tensor x = input.reshape({-1, input.size(-1)}).to(at::kCPU, at::kFloat).contiguous();
     const int64_t i = layer - first_layer_, j = static_cast<int>(m);
-    at::Tensor a = x.abs().sum(0), q = (x * x).sum(0);
+    const int64_t tokens = x.size(0), n = x.size(1);
     if (!sum_abs_[i][j].defined()) {
-      sum_abs_[i][j] = a;
-      sum_sq_[i][j] = q;
-    } else {
-      sum_abs_[i][j].add_(a);
-      sum_sq_[i][j].add_(q);
+      sum_abs_[i][j] = at::zeros({n}, at::kDouble);
+      sum_sq_[i][j] = at::zeros({n}, at::kDouble);
     }
-    tokens_[i][j] += x.size(0);
+    double* sa = sum_abs_[i][j].data_ptr<double>();
+    double* sq = sum_sq_[i][j].data_ptr<double>();
+    const float* p = x.data_ptr<float>();
+    for (int64_t t = 0; t < tokens; ++t) {
+      const float* row = p + t * n;
+      for (int64_t c = 0; c < n; ++c) {
+        const double v = row[c];
+        sa[c] += std::fabs(v);
+        sq[c] += v * v;
+      }
+    }
+    tokens_[i][j] += tokens;
   };
   try {
     at::NoGradGuard no_grad;
@@ -67,13 +79,26 @@ ActivationStats Calibrator::Finish() const {
   ActivationStats stats;
   stats.first_layer = first_layer_;
   stats.layers.resize(end_layer_ - first_layer_);
+  // Which accumulator each matrix's statistics come from (shared inputs).
+  auto source = [](int j) {
+    switch (static_cast<model::Matrix>(j)) {
+      case model::Matrix::kK:
+      case model::Matrix::kV:
+        return static_cast<int>(model::Matrix::kQ);
+      case model::Matrix::kUp:
+        return static_cast<int>(model::Matrix::kGate);
+      default:
+        return j;
+    }
+  };
   for (size_t i = 0; i < stats.layers.size(); ++i) {
     for (int j = 0; j < model::kNumMatrices; ++j) {
+      const int k = source(j);
       LinearInputStats& s = stats.layers[i][j];
-      s.tokens = tokens_[i][j];
+      s.tokens = tokens_[i][k];
       if (s.tokens == 0) continue;
-      s.mean_abs = (sum_abs_[i][j] / static_cast<double>(s.tokens)).to(at::kFloat).cpu();
-      s.mean_sq = (sum_sq_[i][j] / static_cast<double>(s.tokens)).to(at::kFloat).cpu();
+      s.mean_abs = (sum_abs_[i][k] / static_cast<double>(s.tokens)).to(at::kFloat);
+      s.mean_sq = (sum_sq_[i][k] / static_cast<double>(s.tokens)).to(at::kFloat);
     }
   }
   return stats;

@@ -4,6 +4,15 @@
 // salient selection) and mean x_j^2. It works stage by stage: a Calibrator
 // owns layers [first_layer, end_layer), takes hidden states in, accumulates,
 // and hands hidden states out to the next stage, as each actor process does.
+//
+// Reduction order: every statistic is a sum over tokens taken one token at a time
+// in the order the tokens arrive (window by window, position by position), in
+// double. So the one-process calibration (8 windows per forward) and the
+// distributed pipeline (micro-batches of a few windows through each stage) add the
+// same numbers in the same order: equal inputs give bit-identical statistics
+// whatever the batching. (Different batching can still change the activations
+// themselves in the last bit through the BLAS; the fits are made robust to that.)
+// Memory: 16 bytes per input channel per linear of the stage (not per weight).
 // Thread-compatible (one pass at a time).
 #ifndef WINDQUANT_COMMON_QUANT_CALIBRATION_H_
 #define WINDQUANT_COMMON_QUANT_CALIBRATION_H_

@@ -2,6 +2,8 @@
 
 #include <filesystem>
 #include <system_error>
+#include <utility>
+#include <vector>
 
 #include <ATen/ATen.h>
 
@@ -9,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "common/base/files.h"
 #include "common/base/status_macros.h"
+#include "common/model/safetensors_stream_writer.h"
 #include "common/model/safetensors_writer.h"
 #include "common/quant/packing.h"
 #include "common/quant/plan_io.h"
@@ -26,33 +29,38 @@ absl::Status CheckInputs(const ExportInputs& in) {
     return absl::InvalidArgumentError(
         "export: needs the whole model (every layer and the embeddings)");
   }
-  if (in.table->first_layer != 0 || in.table->end_layer != in.table->num_layers) {
-    return absl::InvalidArgumentError("export: needs the global unit table");
+  if (in.table->first_layer != 0 || in.table->end_layer != in.table->num_layers ||
+      in.fits->table().units.size() != in.table->units.size() || in.fits->first_layer() != 0 ||
+      in.fits->end_layer() != in.table->num_layers) {
+    return absl::InvalidArgumentError("export: needs the global unit table and its fits");
   }
-  return in.plan->Validate(*in.table, absl::StrCat("plan ", in.plan->plan_id));
+  WQ_RETURN_IF_ERROR(in.plan->Validate(*in.table, absl::StrCat("plan ", in.plan->plan_id)));
+  return in.fits->CheckPlan(in.plan->actions);
 }
 
-// Embeddings, norms and lm_head (untied only) as F16, Hugging Face names.
-absl::Status AddFixedTensors(const model::LlamaWeights& w, model::SafetensorsWriter* out) {
-  WQ_RETURN_IF_ERROR(out->Add("model.embed_tokens.weight", w.embed_tokens, model::Dtype::kF16));
+// The fixed tensors (embeddings, norms, lm_head when untied) in file order, F16.
+std::vector<std::pair<std::string, const at::Tensor*>> FixedTensors(const model::LlamaWeights& w) {
+  std::vector<std::pair<std::string, const at::Tensor*>> out;
+  out.emplace_back("model.embed_tokens.weight", &w.embed_tokens);
   for (size_t l = 0; l < w.layers.size(); ++l) {
-    WQ_RETURN_IF_ERROR(out->Add(absl::StrCat("model.layers.", l, ".input_layernorm.weight"),
-                                w.layers[l].input_layernorm, model::Dtype::kF16));
-    WQ_RETURN_IF_ERROR(
-        out->Add(absl::StrCat("model.layers.", l, ".post_attention_layernorm.weight"),
-                 w.layers[l].post_attention_layernorm, model::Dtype::kF16));
+    out.emplace_back(absl::StrCat("model.layers.", l, ".input_layernorm.weight"),
+                     &w.layers[l].input_layernorm);
+    out.emplace_back(absl::StrCat("model.layers.", l, ".post_attention_layernorm.weight"),
+                     &w.layers[l].post_attention_layernorm);
   }
-  WQ_RETURN_IF_ERROR(out->Add("model.norm.weight", w.final_norm, model::Dtype::kF16));
-  if (!w.config.tie_word_embeddings) {
-    WQ_RETURN_IF_ERROR(out->Add("lm_head.weight", w.lm_head, model::Dtype::kF16));
-  }
-  return absl::OkStatus();
+  out.emplace_back("model.norm.weight", &w.final_norm);
+  if (!w.config.tie_word_embeddings) out.emplace_back("lm_head.weight", &w.lm_head);
+  return out;
+}
+
+std::string HalfBytes(const at::Tensor& t) {
+  const at::Tensor h = t.detach().to(at::kCPU, at::kHalf).contiguous();
+  return std::string(static_cast<const char*>(h.data_ptr()), h.numel() * sizeof(uint16_t));
 }
 
 template <typename T>
-std::string RawBytes(const at::Tensor& t) {
-  const at::Tensor c = t.contiguous();
-  return std::string(reinterpret_cast<const char*>(c.data_ptr<T>()), c.numel() * sizeof(T));
+std::string RawBytes(const T* data, size_t n) {
+  return std::string(reinterpret_cast<const char*>(data), n * sizeof(T));
 }
 
 absl::Status CopyTokenizerFiles(const std::string& model_dir, const std::string& dir) {
@@ -73,60 +81,51 @@ absl::Status CopyTokenizerFiles(const std::string& model_dir, const std::string&
 
 absl::Status WriteQuantizedCheckpoint(const ExportInputs& in, const std::string& dir) {
   WQ_RETURN_IF_ERROR(CheckInputs(in));
-  if (in.stats == nullptr)
-    return absl::InvalidArgumentError("export: missing activation statistics");
   const model::LlamaWeights& w = *in.weights;
   const UnitTable& t = *in.table;
+  const StageFits& fits = *in.fits;
   model::SafetensorsWriter out;
   try {
     at::NoGradGuard no_grad;
-    for (const Unit& u : t.units) {
+    for (size_t i = 0; i < t.units.size(); ++i) {
+      const Unit& u = t.units[i];
       const int a = in.plan->actions[u.id];
       const Action action = kAllActions[a];
       const std::string prefix = UnitTensorPrefix(u.layer, u.matrix, u.chunk);
       const at::Tensor W = w.layers[u.layer]
                                .linear[u.matrix]
-                               .to(at::kCPU, at::kFloat)
                                .slice(1, u.col_begin, u.col_begin + u.cols)
+                               .to(at::kCPU, at::kFloat)
                                .contiguous();
-      const at::Tensor s = in.stats->at(u.layer, static_cast<model::Matrix>(u.matrix))
-                               .mean_abs.slice(0, u.col_begin, u.col_begin + u.cols)
-                               .contiguous();
-      const Action one[] = {action};
-      WQ_ASSIGN_OR_RETURN(UnitFit fit, FitUnit(W, s, one, in.quantizer));
-      const ActionFit& f = fit.fits[0];
-      const at::Tensor cached =
-          in.fits->at(u.layer, u.matrix, a).slice(1, u.col_begin, u.col_begin + u.cols);
-      if (!at::equal(f.dequant, cached)) {
-        return absl::InternalError(absl::StrCat(
-            "export: re-fit of ", UnitName(u), " action ", std::string(ActionName(action)),
-            " differs from the cached fit (different quantizer options?)"));
-      }
       if (action == Action::k16) {
         WQ_RETURN_IF_ERROR(out.Add(prefix + ".weight", W, model::Dtype::kF16));
         continue;
       }
-      const at::Tensor codes = f.codes.contiguous();
-      WQ_ASSIGN_OR_RETURN(
-          std::vector<uint8_t> packed,
-          PackCodes(action, absl::MakeConstSpan(codes.data_ptr<int8_t>(), codes.numel())));
+      const std::vector<int8_t> codes = fits.UnitCodes(i, a, W);
+      WQ_ASSIGN_OR_RETURN(std::vector<uint8_t> packed, PackCodes(action, codes));
       const int64_t nbytes = static_cast<int64_t>(packed.size());
       WQ_RETURN_IF_ERROR(out.AddRaw(prefix + ".codes", model::Dtype::kU8, {nbytes},
                                     std::string(packed.begin(), packed.end())));
-      WQ_RETURN_IF_ERROR(out.Add(prefix + ".scales", f.scales, model::Dtype::kF16));
-      if (f.offsets.defined())
-        WQ_RETURN_IF_ERROR(out.Add(prefix + ".offsets", f.offsets, model::Dtype::kF16));
-      const SalientSet& sal = fit.salient;
-      if (sal.count > 0) {
-        WQ_RETURN_IF_ERROR(out.AddRaw(prefix + ".salient_index", model::Dtype::kI32, {sal.count},
-                                      RawBytes<int32_t>(sal.index.to(at::kInt))));
-        WQ_RETURN_IF_ERROR(out.AddRaw(prefix + ".salient_values", model::Dtype::kI8, {sal.count},
-                                      RawBytes<int8_t>(sal.codes)));
+      const StageFits::UnitParams& p = fits.params(i);
+      WQ_RETURN_IF_ERROR(out.AddRaw(prefix + ".scales", model::Dtype::kF16, {u.rows},
+                                    RawBytes(p.scales.data() + (a - 1) * u.rows, u.rows)));
+      if (action == Action::k1) {
+        WQ_RETURN_IF_ERROR(out.AddRaw(prefix + ".offsets", model::Dtype::kF16, {u.rows},
+                                      RawBytes(p.offsets.data(), p.offsets.size())));
+      }
+      const SalientSet& sal = p.salient;
+      if (sal.count() > 0) {
+        WQ_RETURN_IF_ERROR(out.AddRaw(prefix + ".salient_index", model::Dtype::kI32, {sal.count()},
+                                      RawBytes(sal.index.data(), sal.index.size())));
+        WQ_RETURN_IF_ERROR(out.AddRaw(prefix + ".salient_values", model::Dtype::kI8, {sal.count()},
+                                      RawBytes(sal.codes.data(), sal.codes.size())));
         WQ_RETURN_IF_ERROR(
             out.Add(prefix + ".salient_scale", at::full({1}, sal.scale), model::Dtype::kF16));
       }
     }
-    WQ_RETURN_IF_ERROR(AddFixedTensors(w, &out));
+    for (const auto& [name, tensor] : FixedTensors(w)) {
+      WQ_RETURN_IF_ERROR(out.Add(name, *tensor, model::Dtype::kF16));
+    }
   } catch (const c10::Error& e) {
     return absl::InternalError(absl::StrCat("export: ", e.what_without_backtrace()));
   }
@@ -151,26 +150,42 @@ absl::Status WriteQuantizedCheckpoint(const ExportInputs& in, const std::string&
 
 absl::Status WriteFakeQuantCheckpoint(const ExportInputs& in, const std::string& dir) {
   WQ_RETURN_IF_ERROR(CheckInputs(in));
-  model::LlamaWeights w = *in.weights;
-  model::SafetensorsWriter out;
-  try {
-    for (auto& layer : w.layers) {
-      for (auto& m : layer.linear) m = m.clone();
+  const model::LlamaWeights& w = *in.weights;
+  const std::filesystem::path d(dir);
+  const auto fixed = FixedTensors(w);
+  std::vector<model::StreamTensor> tensors;
+  for (const auto& [name, tensor] : fixed) {
+    tensors.push_back({name, model::Dtype::kF16, tensor->sizes().vec()});
+  }
+  for (size_t l = 0; l < w.layers.size(); ++l) {
+    for (int m = 0; m < model::kNumMatrices; ++m) {
+      tensors.push_back({model::LinearTensorName(l, static_cast<model::Matrix>(m)),
+                         model::Dtype::kF16, w.layers[l].linear[m].sizes().vec()});
     }
-    WQ_RETURN_IF_ERROR(in.fits->Apply(*in.table, in.plan->actions, &w));
-    WQ_RETURN_IF_ERROR(AddFixedTensors(w, &out));
+  }
+  WQ_ASSIGN_OR_RETURN(auto out, model::SafetensorsStreamWriter::Open(
+                                    (d / "model.safetensors").string(), std::move(tensors),
+                                    {{"windquant_plan_id", in.plan->plan_id}}));
+  try {
+    at::NoGradGuard no_grad;
+    for (const auto& [name, tensor] : fixed) WQ_RETURN_IF_ERROR(out->Append(HalfBytes(*tensor)));
     for (size_t l = 0; l < w.layers.size(); ++l) {
+      // One layer's plan weights at a time, exactly as the evaluator computes them.
+      std::array<at::Tensor, model::kNumMatrices> lin;
       for (int m = 0; m < model::kNumMatrices; ++m) {
-        WQ_RETURN_IF_ERROR(out.Add(model::LinearTensorName(l, static_cast<model::Matrix>(m)),
-                                   w.layers[l].linear[m], model::Dtype::kF16));
+        lin[m] = w.layers[l]
+                     .linear[m]
+                     .to(at::kCPU, at::kFloat, /*non_blocking=*/false, /*copy=*/true)
+                     .contiguous();
       }
+      in.fits->ApplyToLayer(static_cast<int64_t>(l), in.plan->actions, &lin);
+      for (int m = 0; m < model::kNumMatrices; ++m)
+        WQ_RETURN_IF_ERROR(out->Append(HalfBytes(lin[m])));
     }
   } catch (const c10::Error& e) {
     return absl::InternalError(absl::StrCat("export: ", e.what_without_backtrace()));
   }
-  out.SetMetadata("windquant_plan_id", in.plan->plan_id);
-  const std::filesystem::path d(dir);
-  WQ_RETURN_IF_ERROR(out.Write((d / "model.safetensors").string()));
+  WQ_RETURN_IF_ERROR(out->Finish());
   model::LlamaConfig cfg = w.config;
   cfg.torch_dtype = "float16";
   WQ_RETURN_IF_ERROR(base::WriteFileAtomic((d / "config.json").string(), cfg.ToJson()));

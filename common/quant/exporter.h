@@ -7,10 +7,12 @@
 //  (b) a fake-quant FP16 checkpoint in Hugging Face layout (config.json with
 //      torch_dtype float16, model.safetensors F16, tokenizer files copied) that any
 //      LLaMA loader (windquant's Checkpoint, transformers) opens.
-// Codes are not cached by the unit table, so each unit is re-fitted with the same
-// deterministic FitUnit, and its dequantized values are checked to equal the cached
-// fit (INTERNAL otherwise): the export is exactly what was evaluated.
-// Thread-compatible.
+// The codes are computed from the weights and the fits' FP16 parameters by the same
+// kernel that produces the evaluated weights (fit_kernels.h), so the export is exactly
+// what was evaluated (`windquant export` reads it back and compares).
+// Memory: (a) holds the packed file in memory (~0.3 bytes per weight at 2 bits);
+// (b) streams one layer at a time (4 bytes per weight of one layer as float32 plus its
+// FP16 copy). Thread-compatible.
 #ifndef WINDQUANT_COMMON_QUANT_EXPORTER_H_
 #define WINDQUANT_COMMON_QUANT_EXPORTER_H_
 
@@ -20,20 +22,22 @@
 #include "common/model/llama_weights.h"
 #include "common/quant/calibration.h"
 #include "common/quant/plan.h"
-#include "common/quant/quantized_weights.h"
-#include "common/quant/quantizer.h"
+#include "common/quant/stage_fits.h"
+#include "common/quant/unit_fit.h"
 #include "common/quant/unit_table.h"
 
 namespace windquant::quant {
 
 struct ExportInputs {
   const model::LlamaWeights* weights = nullptr;  // full precision, every layer + embeddings
-  const ActivationStats* stats = nullptr;        // mean_abs per linear (the fits' s_j)
-  const UnitTable* table = nullptr;
-  const QuantizedWeights* fits = nullptr;  // cached fits, for the equality check
+  const UnitTable* table = nullptr;              // the global table (== fits->table())
+  const StageFits* fits = nullptr;               // the fits of every layer
   const Plan* plan = nullptr;
-  QuantizerOptions quantizer;  // as used to build the table
-  std::string model_dir;       // tokenizer files are copied from here
+  std::string model_dir;  // tokenizer files are copied from here
+  // Not read any more (the fits hold every parameter); kept so that callers written
+  // for the re-fitting exporter still compile.
+  const ActivationStats* stats = nullptr;
+  QuantizerOptions quantizer;
 };
 
 // (a) into `dir` (created; files written atomically).

@@ -55,7 +55,7 @@ Plan MixedPlan(const UnitTable& t) {
 }
 
 std::string TempDir(const std::string& name) {
-  const std::string d = testing::TempDir() + "/plan_io_test_" + name;
+  const std::string d = ::testing::TempDir() + "/plan_io_test_" + name;
   std::filesystem::remove_all(d);
   std::filesystem::create_directories(d);
   return d;

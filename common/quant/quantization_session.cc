@@ -85,19 +85,27 @@ absl::StatusOr<std::unique_ptr<QuantizationSession>> QuantizationSession::Create
   const at::Device device =
       config.model.device == "cuda" ? at::Device(at::kCUDA) : at::Device(at::kCPU);
   const int64_t num_layers = weights.config.num_hidden_layers;
-  s->model_ = std::make_unique<model::LlamaModel>(std::move(weights), device);
+  std::shared_ptr<const model::LlamaModel> model;
+  try {
+    model = std::make_shared<const model::LlamaModel>(std::move(weights), device);
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(dir, ": cannot build the model: ", e.what()));
+  }
+  auto finish = [&](StageFits fits) -> absl::StatusOr<std::unique_ptr<QuantizationSession>> {
+    fits.set_fingerprint(table_fingerprint);
+    WQ_ASSIGN_OR_RETURN(s->stage_, QuantizedStage::Create(
+                                       model, std::make_shared<const StageFits>(std::move(fits))));
+    return std::move(s);
+  };
 
   UnitTableCache cache(config.quant.cache_dir);
   if (options.use_cache && !config.quant.cache_dir.empty()) {
     absl::StatusOr<CachedQuantization> hit = cache.Load(fingerprint, 0, num_layers);
     if (hit.ok()) {
-      s->table_ = std::move(hit->table);
-      s->fits_ = std::move(hit->fits);
       s->stats_ = std::move(hit->stats);
       s->from_cache_ = true;
-      s->table_.fingerprint = table_fingerprint;
       log(absl::StrCat("unit table: cache hit ", cache.EntryDir(fingerprint)));
-      return s;
+      return finish(std::move(hit->fits));
     }
     if (!absl::IsNotFound(hit.status())) {
       log(absl::StrCat("warning: unit table cache entry unusable, recomputing: ",
@@ -107,47 +115,38 @@ absl::StatusOr<std::unique_ptr<QuantizationSession>> QuantizationSession::Create
 
   log(absl::StrFormat("calibrating on %d x %d tokens", config.calibration.samples,
                       config.calibration.seq_len));
-  WQ_ASSIGN_OR_RETURN(s->stats_, CalibrateModel(*s->model_, s->calib_windows_, kCalibrationBatch));
+  WQ_ASSIGN_OR_RETURN(s->stats_, CalibrateModel(*model, s->calib_windows_, kCalibrationBatch));
   base::Progress progress(
       "unit table",
-      static_cast<double>(UnitsPerLayer(s->model_->config(), topts.chunk_size) * num_layers),
-      "units");
+      static_cast<double>(UnitsPerLayer(model->config(), topts.chunk_size) * num_layers), "units");
   topts.progress = [&](int64_t done, int64_t total) {
     if (options.log) progress.Update(static_cast<double>(done));
     (void)total;
   };
-  WQ_ASSIGN_OR_RETURN(StageQuantization sq,
-                      BuildStageQuantization(s->model_->weights(), s->stats_, topts, fingerprint));
-  if (options.log) progress.Finish(absl::StrCat(sq.table.units.size(), " units"));
-  s->table_ = std::move(sq.table);
-  s->fits_ = std::move(sq.weights);
+  absl::StatusOr<StageFits> fits;
+  try {
+    fits = BuildStageFits(model->weights(), s->stats_, topts, fingerprint);
+  } catch (const c10::Error& e) {
+    return absl::InternalError(absl::StrCat("unit table: ", e.what_without_backtrace()));
+  }
+  if (!fits.ok()) return fits.status();
+  if (options.log) progress.Finish(absl::StrCat(fits->table().units.size(), " units"));
   if (options.use_cache && !config.quant.cache_dir.empty()) {
-    CachedQuantization entry{s->table_, s->fits_, s->stats_};
-    absl::Status st = cache.Store(entry);
+    absl::Status st = cache.Store(*fits, s->stats_);
     if (!st.ok())
       log(absl::StrCat("warning: could not write the unit table cache: ", st.message()));
   }
-  s->table_.fingerprint = table_fingerprint;
-  return s;
+  return finish(*std::move(fits));
 }
 
-absl::StatusOr<model::LlamaWeights> QuantizationSession::ApplyPlan(
+absl::StatusOr<std::shared_ptr<const model::LlamaModel>> QuantizationSession::PlanModel(
     const std::vector<int>& actions) const {
-  if (actions.size() != table_.units.size()) {
+  if (actions.size() != table().units.size()) {
     return absl::InvalidArgumentError(absl::StrCat("plan has ", actions.size(),
                                                    " actions, the unit table has ",
-                                                   table_.units.size(), " units"));
+                                                   table().units.size(), " units"));
   }
-  model::LlamaWeights w = model_->weights();
-  try {
-    for (auto& layer : w.layers) {
-      for (auto& t : layer.linear) t = t.clone();
-    }
-  } catch (const c10::Error& e) {
-    return absl::InternalError(absl::StrCat("apply plan: ", e.what_without_backtrace()));
-  }
-  WQ_RETURN_IF_ERROR(fits_.Apply(table_, actions, &w));
-  return w;
+  return stage_->PlanModel(std::make_shared<const std::vector<int>>(actions));
 }
 
 absl::StatusOr<model::PerplexityResult> QuantizationSession::Perplexity(
@@ -161,15 +160,14 @@ absl::StatusOr<model::PerplexityResult> QuantizationSession::Perplexity(
   popts.context = config_.evaluation.context;
   popts.batch_size = config_.evaluation.batch;
   popts.max_tokens = max_tokens;
-  if (actions.empty()) return model::ComputePerplexity(*model_, ids, popts);
-  WQ_ASSIGN_OR_RETURN(model::LlamaWeights w, ApplyPlan(actions));
-  model::LlamaModel quantized(std::move(w), model_->device());
-  return model::ComputePerplexity(quantized, ids, popts);
+  if (actions.empty()) return model::ComputePerplexity(model(), ids, popts);
+  WQ_ASSIGN_OR_RETURN(std::shared_ptr<const model::LlamaModel> planned, PlanModel(actions));
+  return model::ComputePerplexity(*planned, ids, popts);
 }
 
 Plan QuantizationSession::MakePlan(std::vector<int> actions, std::string source,
                                    double target_bits) const {
-  return Plan::Make(table_, std::move(actions), std::move(source), target_bits);
+  return Plan::Make(table(), std::move(actions), std::move(source), target_bits);
 }
 
 }  // namespace windquant::quant

@@ -1,13 +1,16 @@
 // QuantizationSession: the single-process quantization pipeline of a RunConfig,
-// used by `windquant baseline|export|eval` and by the RL trainer in one process:
-//   open the checkpoint, load every weight, tokenize the calibration text
-//   (model.dir/tokenizer.json), SampleCalibrationWindows, CalibrateModel,
-//   BuildStageQuantization over all layers -- or load the last three from the
+// used by `windquant baseline|export|eval|table` and the one-process job:
+//   open the checkpoint, load every weight (in its stored dtype), tokenize the
+//   calibration text (model.dir/tokenizer.json), SampleCalibrationWindows,
+//   CalibrateModel, BuildStageFits over all layers -- or load the last three from the
 //   unit-table cache (unit_table_cache.h) when the fingerprint matches --
 // and then measure the perplexity of plans on the evaluation text.
-// Owns the FP model, the fits (QuantizedWeights) and the UnitTable.
-// Thread-safety: const methods may be called concurrently (each Perplexity call
-// works on its own copy of the weights).
+// Owns one QuantizedStage of the whole model (weights + fits + unit table), which
+// other users may share (stage()).
+// Memory, for the session's life: the weights in their stored dtype (2 bytes per
+// weight for BF16) + the fits (~0.13 bytes per weight at chunk 128) + the token ids;
+// a plan's weights exist one layer at a time inside a forward (4 bytes per weight of
+// one layer). Thread-safety: const methods may be called concurrently.
 #ifndef WINDQUANT_COMMON_QUANT_QUANTIZATION_SESSION_H_
 #define WINDQUANT_COMMON_QUANT_QUANTIZATION_SESSION_H_
 
@@ -26,7 +29,8 @@
 #include "common/model/tokenizer.h"
 #include "common/quant/calibration.h"
 #include "common/quant/plan.h"
-#include "common/quant/quantized_weights.h"
+#include "common/quant/quantized_stage.h"
+#include "common/quant/stage_fits.h"
 #include "common/quant/unit_table.h"
 
 namespace windquant::quant {
@@ -46,10 +50,12 @@ class QuantizationSession {
       const config::RunConfig& config, const SessionOptions& options = {});
 
   const config::RunConfig& config() const { return config_; }
-  const UnitTable& table() const { return table_; }
-  const QuantizedWeights& fits() const { return fits_; }
+  const UnitTable& table() const { return stage_->table(); }
+  const StageFits& fits() const { return stage_->fits(); }
   // The full-precision model (all layers, embeddings and head).
-  const model::LlamaModel& model() const { return *model_; }
+  const model::LlamaModel& model() const { return stage_->model(); }
+  // Weights + fits, to share with other users of the same model.
+  const std::shared_ptr<const QuantizedStage>& stage() const { return stage_; }
   const model::Tokenizer& tokenizer() const { return *tokenizer_; }
   // Per-linear activation statistics (mean |x_j|); from the cache when it hit.
   const ActivationStats& activation_stats() const { return stats_; }
@@ -59,11 +65,13 @@ class QuantizationSession {
   const std::vector<int32_t>& eval_ids() const { return eval_ids_; }
   // True when the unit table and fits came from the cache (nothing was fitted).
   bool from_cache() const { return from_cache_; }
-  const std::string& fingerprint() const { return table_.fingerprint; }
+  const std::string& fingerprint() const { return table().fingerprint; }
 
-  // A copy of the FP weights with the plan applied (one action index per unit).
+  // The model with the plan applied (one action index per unit): shares the weights,
+  // dequantizes a layer when a forward reaches it (QuantizedStage::PlanModel).
   // INVALID_ARGUMENT for a wrong length / action out of range.
-  absl::StatusOr<model::LlamaWeights> ApplyPlan(const std::vector<int>& actions) const;
+  absl::StatusOr<std::shared_ptr<const model::LlamaModel>> PlanModel(
+      const std::vector<int>& actions) const;
 
   // Perplexity (model/perplexity.h protocol, context = evaluation.context, batch =
   // evaluation.batch) of the model with `actions` applied on the first `max_tokens`
@@ -82,13 +90,11 @@ class QuantizationSession {
   QuantizationSession() = default;
 
   config::RunConfig config_;
-  std::unique_ptr<model::LlamaModel> model_;
+  std::shared_ptr<const QuantizedStage> stage_;
   std::unique_ptr<model::Tokenizer> tokenizer_;
   ActivationStats stats_;
   at::Tensor calib_windows_;
   std::vector<int32_t> eval_ids_;
-  UnitTable table_;
-  QuantizedWeights fits_;
   bool from_cache_ = false;
 };
 

@@ -8,6 +8,7 @@
 #include "common/model/checkpoint.h"
 #include "common/model/safetensors.h"
 #include "common/quant/exporter.h"
+#include "common/quant/reference_quantizer.h"
 #include "common/quant/unit_table_builder.h"
 #include "gtest/gtest.h"
 
@@ -17,7 +18,7 @@ namespace {
 struct Fixture {
   model::LlamaWeights weights;
   ActivationStats stats;
-  StageQuantization sq;
+  StageFits sq;
   QuantizerOptions qopts;
   std::string model_dir;
 };
@@ -59,10 +60,10 @@ const Fixture& Tiny() {
     UnitTableOptions o;
     o.chunk_size = 16;
     o.quantizer = x->qopts;
-    auto sq = BuildStageQuantization(x->weights, x->stats, o, "fp-export");
+    auto sq = BuildStageFits(x->weights, x->stats, o, "fp-export");
     if (!sq.ok()) std::abort();
     x->sq = *std::move(sq);
-    x->model_dir = testing::TempDir() + "/qckpt_test_model";
+    x->model_dir = ::testing::TempDir() + "/qckpt_test_model";
     std::filesystem::create_directories(x->model_dir);
     if (!base::WriteFileAtomic(x->model_dir + "/tokenizer.json", "{\"stub\": true}").ok())
       std::abort();
@@ -81,31 +82,40 @@ ExportInputs Inputs(const Fixture& f, const Plan* plan) {
   ExportInputs in;
   in.weights = &f.weights;
   in.stats = &f.stats;
-  in.table = &f.sq.table;
-  in.fits = &f.sq.weights;
+  in.table = &f.sq.table();
+  in.fits = &f.sq;
   in.plan = plan;
-  in.quantizer = f.qopts;
   in.model_dir = f.model_dir;
   return in;
 }
 
+// The plan's weights the slow, obvious way: every unit dequantized by the ATen reference
+// from the stored parameters, into a float32 copy of the whole model.
 model::LlamaWeights Applied(const Fixture& f, const Plan& p) {
   model::LlamaWeights w = f.weights;
   for (auto& l : w.layers) {
     for (auto& m : l.linear) m = m.clone();
   }
-  if (!f.sq.weights.Apply(f.sq.table, p.actions, &w).ok()) std::abort();
+  const UnitTable& t = f.sq.table();
+  for (size_t i = 0; i < t.units.size(); ++i) {
+    const Unit& u = t.units[i];
+    const int a = p.actions[u.id];
+    at::Tensor cols =
+        w.layers[u.layer].linear[u.matrix].slice(1, u.col_begin, u.col_begin + u.cols);
+    cols.copy_(reference::ReferenceDequantize(cols, kAllActions[a], f.sq.Scales(i, a),
+                                              f.sq.Offsets(i, a), f.sq.params(i).salient));
+  }
   return w;
 }
 
 TEST(QuantizedCheckpointTest, ReaderRebuildsTheEvaluatedWeightsBitExactly) {
   const Fixture& f = Tiny();
-  const Plan plan = MixedPlan(f.sq.table);
+  const Plan plan = MixedPlan(f.sq.table());
   std::array<int, kNumActions> seen{};
   for (int a : plan.actions) seen[a]++;
   for (int a = 0; a < kNumActions; ++a) ASSERT_GT(seen[a], 0) << "plan misses action " << a;
 
-  const std::string dir = testing::TempDir() + "/qckpt_test_out";
+  const std::string dir = ::testing::TempDir() + "/qckpt_test_out";
   std::filesystem::remove_all(dir);
   const ExportInputs in = Inputs(f, &plan);
   ASSERT_TRUE(WriteQuantizedCheckpoint(in, dir).ok());
@@ -127,7 +137,7 @@ TEST(QuantizedCheckpointTest, ReaderRebuildsTheEvaluatedWeightsBitExactly) {
   // The stored codes really are packed: a 1-bit unit's code tensor is n/8 bytes.
   auto file = model::SafetensorsFile::Open(dir + "/" + kQuantizedFileName);
   ASSERT_TRUE(file.ok());
-  for (const Unit& u : f.sq.table.units) {
+  for (const Unit& u : f.sq.table().units) {
     const std::string prefix = UnitTensorPrefix(u.layer, u.matrix, u.chunk);
     if (kAllActions[plan.actions[u.id]] == Action::k1) {
       const auto* info = (*file)->Find(prefix + ".codes");
@@ -145,8 +155,8 @@ TEST(QuantizedCheckpointTest, ReaderRebuildsTheEvaluatedWeightsBitExactly) {
 
 TEST(QuantizedCheckpointTest, FakeQuantCheckpointLoadsAsAnyCheckpoint) {
   const Fixture& f = Tiny();
-  const Plan plan = MixedPlan(f.sq.table);
-  const std::string dir = testing::TempDir() + "/qckpt_test_fake";
+  const Plan plan = MixedPlan(f.sq.table());
+  const std::string dir = ::testing::TempDir() + "/qckpt_test_fake";
   std::filesystem::remove_all(dir);
   ASSERT_TRUE(WriteFakeQuantCheckpoint(Inputs(f, &plan), dir).ok());
   EXPECT_TRUE(base::PathExists(dir + "/tokenizer.json"));
@@ -166,20 +176,25 @@ TEST(QuantizedCheckpointTest, FakeQuantCheckpointLoadsAsAnyCheckpoint) {
 
 TEST(QuantizedCheckpointTest, ExportRefusesAPlanForAnotherTable) {
   const Fixture& f = Tiny();
-  Plan plan = MixedPlan(f.sq.table);
+  Plan plan = MixedPlan(f.sq.table());
   plan.model_fingerprint = "other";
-  EXPECT_FALSE(WriteQuantizedCheckpoint(Inputs(f, &plan), testing::TempDir() + "/qckpt_bad").ok());
-  // And a quantizer config other than the table's is caught by the re-fit check.
-  Plan ok = MixedPlan(f.sq.table);
+  const absl::Status other =
+      WriteQuantizedCheckpoint(Inputs(f, &plan), ::testing::TempDir() + "/qckpt_bad");
+  EXPECT_EQ(other.code(), absl::StatusCode::kInvalidArgument);
+  // And fits of another table (one stage only) are refused.
+  Plan ok = MixedPlan(f.sq.table());
+  UnitTable half = f.sq.table();
+  half.units.resize(half.units.size() / 2);
+  half.end_layer = 1;
   ExportInputs in = Inputs(f, &ok);
-  in.quantizer.salient_fraction = 0.05;
-  absl::Status st = WriteQuantizedCheckpoint(in, testing::TempDir() + "/qckpt_bad2");
+  in.table = &half;
+  absl::Status st = WriteFakeQuantCheckpoint(in, ::testing::TempDir() + "/qckpt_bad2");
   ASSERT_FALSE(st.ok());
-  EXPECT_NE(std::string(st.message()).find("differs from the cached fit"), std::string::npos) << st;
+  EXPECT_NE(std::string(st.message()).find("global unit table"), std::string::npos) << st;
 }
 
 TEST(QuantizedCheckpointTest, ReaderRejectsMissingFiles) {
-  auto r = QuantizedCheckpoint::Read(testing::TempDir() + "/no_such_dir");
+  auto r = QuantizedCheckpoint::Read(::testing::TempDir() + "/no_such_dir");
   EXPECT_FALSE(r.ok());
 }
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -153,7 +154,17 @@ RefFit RefGridFit(const RefUnit& u, const RefGrid& g, const std::vector<double>&
   for (int i = 0; i < u.m; ++i) {
     double s = init[i];
     for (int t = 0; t < o.refine_steps; ++t) s = LsScale(u, i, g, s);
-    std::vector<float> cands = {HalfScale(s)};
+    // The nearest FP16 value, its FP16 neighbours, then the seeds.
+    const float nearest = HalfScale(s);
+    std::vector<float> cands = {nearest};
+    for (int k = 1; k <= o.fp16_neighbors; ++k) {
+      for (int sign : {-1, 1}) {
+        const int bits = int(c10::Half(nearest).x) + sign * k;
+        const float c = HalfScale(static_cast<float>(
+            c10::Half(static_cast<uint16_t>(std::max(bits, 1)), c10::Half::from_bits())));
+        if (c != nearest) cands.push_back(c);
+      }
+    }
     for (const auto& seed : seeds) cands.push_back(seed[i]);
     std::vector<int> idx, best_idx;
     double best_e = 0;
@@ -188,7 +199,7 @@ std::vector<double> ClipSearch(const RefUnit& u, const RefGrid& g, double top,
     for (int p = 0; p < o.clip_grid_points; ++p) {
       const double r = 1.0 - (1.0 - o.clip_min_ratio) * p / (o.clip_grid_points - 1);
       const double e = RowErr(u, i, g, base * r, &idx);
-      if (p == 0 || e < best_e) {
+      if (p == 0 || e < best_e * (1 - o.switch_margin)) {
         best_e = e;
         out[i] = base * r;
       }
@@ -220,7 +231,7 @@ std::vector<double> TernarySearch(const RefUnit& u, const QuantizerOptions& o) {
         const double q = std::fabs(u.w[x]) > delta ? (u.w[x] > 0 ? 1 : (u.w[x] < 0 ? -1 : 0)) : 0;
         e += u.wt[x] * std::pow(u.w[x] - a * q, 2);
       }
-      if (p == 0 || e < best_e) {
+      if (p == 0 || e < best_e * (1 - o.switch_margin)) {
         best_e = e;
         out[i] = a;
       }
@@ -285,7 +296,7 @@ std::map<Action, RefFit> ReferenceFitAll(const RefUnit& u, const QuantizerOption
   r[Action::k2] = RefGridFit(u, SeqGrid(), ClipSearch(u, SeqGrid(), 1.5, o), o, {});
   r[Action::k1_58] = RefGridFit(u, TernaryGrid(), TernarySearch(u, o), o, {});
   std::vector<float> half_alpha2(u.m);
-  for (int i = 0; i < u.m; ++i) half_alpha2[i] = r[Action::k2].scale[i] * 0.5f;
+  for (int i = 0; i < u.m; ++i) half_alpha2[i] = HalfScale(r[Action::k2].scale[i] * 0.5);
   std::vector<std::vector<float>> seeds = {half_alpha2, r[Action::k1_58].scale};
   int prev = 0;
   for (auto [a, b] :
@@ -293,7 +304,7 @@ std::map<Action, RefFit> ReferenceFitAll(const RefUnit& u, const QuantizerOption
     if (prev > 0) {
       const Action pa = prev == 3 ? Action::k3 : Action::k4;
       std::vector<float> seed(u.m);
-      for (int i = 0; i < u.m; ++i) seed[i] = r[pa].scale[i] / float(1 << (b - prev));
+      for (int i = 0; i < u.m; ++i) seed[i] = HalfScale(r[pa].scale[i] / double(1 << (b - prev)));
       seeds = {seed};
     }
     const RefGrid g = UniformGrid(b);
@@ -304,6 +315,7 @@ std::map<Action, RefFit> ReferenceFitAll(const RefUnit& u, const QuantizerOption
 }
 
 // ---------------------------------------------------------------------------------------
+std::vector<float> ToVec(const std::vector<float>& v) { return v; }
 std::vector<float> ToVec(const at::Tensor& t) {
   at::Tensor c = t.to(at::kFloat).contiguous();
   return std::vector<float>(c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
@@ -343,9 +355,10 @@ void ExpectMatchesReference(int m, int c, uint32_t seed, double fraction) {
   ASSERT_TRUE(fit.ok()) << fit.status();
   const RefUnit ru = MakeRefUnit(wv, sv, m, c, fraction);
   const auto ref = ReferenceFitAll(ru, o);
-  // Salient mask.
-  std::vector<float> mask = ToVec(fit->salient.mask);
-  for (int e = 0; e < m * c; ++e) ASSERT_EQ(mask[e] != 0, ru.salient[e]) << "entry " << e;
+  // Salient set.
+  std::vector<bool> mask(m * c, false);
+  for (int32_t e : fit->salient.index) mask[e] = true;
+  for (int e = 0; e < m * c; ++e) ASSERT_EQ(mask[e], ru.salient[e]) << "entry " << e;
   for (Action a : kLowActions) {
     SCOPED_TRACE(::testing::Message()
                  << m << "x" << c << " seed " << seed << " action " << ActionName(a));
@@ -363,7 +376,7 @@ void ExpectMatchesReference(int m, int c, uint32_t seed, double fraction) {
                     kScaleRelTol * (std::fabs(r.offset[i]) + std::fabs(r.scale[i])));
       }
     }
-    std::vector<float> codes = ToVec(f->codes);
+    std::vector<float> codes = ToVec(*UnitCodes(FromVec(wv, {m, c}), *fit, a));
     int mismatched = 0;
     for (int e = 0; e < m * c; ++e) mismatched += !ru.salient[e] && codes[e] != r.codes[e];
     EXPECT_LE(mismatched, kCodeMismatchMax * m * c);
@@ -401,7 +414,8 @@ TEST(QuantizerTest, OnGridWeightsComeBackExactly) {
     ASSERT_TRUE(fit.ok()) << fit.status();
     const ActionFit& f = fit->fits[0];
     EXPECT_EQ(f.error, 0.0) << ActionName(a);
-    EXPECT_TRUE(at::equal(f.dequant, FromVec(wv, {m, c}))) << ActionName(a);
+    EXPECT_TRUE(at::equal(*DequantizeUnit(FromVec(wv, {m, c}), *fit, a), FromVec(wv, {m, c})))
+        << ActionName(a);
   };
   auto ident = [](int q) { return double(q); };
   for (int b : {3, 4, 8}) {
@@ -436,7 +450,8 @@ TEST(QuantizerTest, GuaranteedErrorOrderingAndRequestIndependence) {
     // Fitting 3 bit alone gives the same as fitting it among all actions.
     auto alone = FitUnit(w, s, {Action::k3});
     ASSERT_TRUE(alone.ok());
-    EXPECT_TRUE(at::equal(alone->fits[0].dequant, fit->Find(Action::k3)->dequant));
+    EXPECT_EQ(alone->fits[0].scales, fit->Find(Action::k3)->scales);
+    EXPECT_EQ(alone->fits[0].error, fit->Find(Action::k3)->error);
   }
 }
 
@@ -448,27 +463,29 @@ TEST(QuantizerTest, SalientEntriesWithinInt8ErrorAndSixteenIsFp16RoundTrip) {
   auto fit = FitUnit(w, s, kAllActions);
   ASSERT_TRUE(fit.ok());
   const SalientSet& sal = fit->salient;
-  ASSERT_EQ(sal.count, 10);
-  EXPECT_EQ(sal.mask.sum().item<int64_t>(), 10);
-  EXPECT_EQ(sal.index.numel(), 10);
-  float maxsal = w.reshape({-1}).index_select(0, sal.index).abs().max().item<float>();
+  ASSERT_EQ(sal.count(), 10);
+  const at::Tensor index = at::tensor(std::vector<int64_t>(sal.index.begin(), sal.index.end()));
+  float maxsal = w.reshape({-1}).index_select(0, index).abs().max().item<float>();
   EXPECT_NEAR(sal.scale, maxsal / 127, maxsal / 127 * 1e-3);
   for (Action a : kLowActions) {
     const ActionFit& f = *fit->Find(a);
-    at::Tensor diff = (f.dequant - w).abs().reshape({-1}).index_select(0, sal.index);
+    const at::Tensor dq = *DequantizeUnit(w, *fit, a);
+    at::Tensor diff = (dq - w).abs().reshape({-1}).index_select(0, index);
     EXPECT_LE(diff.max().item<float>(), sal.scale * 0.5f * (1 + 1e-5)) << ActionName(a);
     EXPECT_EQ(f.effective_bits, UnitEffectiveBits(m, c, 10, a));
-    EXPECT_NEAR(f.error, RelativeError(w, f.dequant, s), 1e-5 * f.error) << ActionName(a);
+    EXPECT_NEAR(f.error, RelativeError(w, dq, s), 1e-5 * f.error) << ActionName(a);
   }
   const ActionFit& f16 = *fit->Find(Action::k16);
-  EXPECT_TRUE(at::equal(f16.dequant, w.to(at::kHalf).to(at::kFloat)));
-  EXPECT_FALSE(f16.codes.defined());
+  EXPECT_TRUE(at::equal(*DequantizeUnit(w, *fit, Action::k16), w.to(at::kHalf).to(at::kFloat)));
+  EXPECT_TRUE(f16.scales.empty());
+  EXPECT_FALSE(UnitCodes(w, *fit, Action::k16).ok());
   EXPECT_EQ(f16.effective_bits, m * c * 16.0);
   EXPECT_LT(f16.error, 1e-6);
-  // SalientMask agrees with the fit's mask.
+  // SalientMask agrees with the fit's set.
   auto mask = SalientMask(w, s, kDefaultSalientFraction);
   ASSERT_TRUE(mask.ok());
-  EXPECT_TRUE(at::equal(*mask, sal.mask));
+  EXPECT_EQ(mask->sum().item<int64_t>(), 10);
+  for (int32_t e : sal.index) EXPECT_TRUE(mask->reshape({-1})[e].item<bool>());
 }
 
 // What is exactly reproducible from codes + FP16 parameters + salient values.
@@ -476,17 +493,23 @@ TEST(QuantizerTest, DequantIsReproducibleFromStoredParameters) {
   std::vector<float> wv, sv;
   const int m = 20, c = 50;
   RandomUnit(m, c, 31, &wv, &sv);
-  auto fit = FitUnit(FromVec(wv, {m, c}), FromVec(sv, {c}), kLowActions);
+  const at::Tensor w = FromVec(wv, {m, c});
+  auto fit = FitUnit(w, FromVec(sv, {c}), kLowActions);
   ASSERT_TRUE(fit.ok());
-  at::Tensor sal_values = fit->salient.codes.to(at::kFloat) * fit->salient.scale;
+  const at::Tensor index =
+      at::tensor(std::vector<int64_t>(fit->salient.index.begin(), fit->salient.index.end()));
+  at::Tensor sal_values =
+      at::tensor(std::vector<float>(fit->salient.codes.begin(), fit->salient.codes.end())) *
+      fit->salient.scale;
   for (const ActionFit& f : fit->fits) {
-    at::Tensor q = f.codes.to(at::kFloat);
+    at::Tensor q = UnitCodes(w, *fit, f.action)->to(at::kFloat);
+    const at::Tensor scales = FromVec(f.scales, {m});
     at::Tensor l = f.action == Action::k2 ? q + 0.5 : q;
-    at::Tensor r = l * f.scales.unsqueeze(1);
-    if (f.action == Action::k1) r = r + f.offsets.unsqueeze(1);
-    r.view({-1}).index_put_({fit->salient.index}, sal_values);
-    EXPECT_TRUE(at::equal(r, f.dequant)) << ActionName(f.action);
-    EXPECT_TRUE(at::equal(f.scales, f.scales.to(at::kHalf).to(at::kFloat)));
+    at::Tensor r = l * scales.unsqueeze(1);
+    if (f.action == Action::k1) r = r + FromVec(f.offsets, {m}).unsqueeze(1);
+    r.view({-1}).index_put_({index}, sal_values);
+    EXPECT_TRUE(at::equal(r, *DequantizeUnit(w, *fit, f.action))) << ActionName(f.action);
+    EXPECT_TRUE(at::equal(scales, scales.to(at::kHalf).to(at::kFloat)));
     const double lo = f.action == Action::k8   ? -128
                       : f.action == Action::k4 ? -8
                       : f.action == Action::k3 ? -4
@@ -508,13 +531,14 @@ TEST(QuantizerTest, ZeroActivationsFallBackToUnweightedFit) {
   std::fill(sv.begin(), sv.end(), 0.0f);
   auto fit = FitUnit(FromVec(wv, {8, 16}), FromVec(sv, {16}), kAllActions);
   ASSERT_TRUE(fit.ok());
+  const at::Tensor w = FromVec(wv, {8, 16});
   for (const ActionFit& f : fit->fits) {
     EXPECT_EQ(f.error, 0.0);  // 0/0 defined as 0
-    EXPECT_TRUE(at::isfinite(f.dequant).all().item<bool>());
+    const at::Tensor dq = *DequantizeUnit(w, *fit, f.action);
+    EXPECT_TRUE(at::isfinite(dq).all().item<bool>());
     if (f.action == Action::k4) {
       // The unweighted fit is still a good fit of W.
-      at::Tensor w = FromVec(wv, {8, 16});
-      EXPECT_LT(((f.dequant - w).square().sum() / w.square().sum()).item<float>(), 0.05f);
+      EXPECT_LT(((dq - w).square().sum() / w.square().sum()).item<float>(), 0.05f);
     }
   }
 }

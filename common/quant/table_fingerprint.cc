@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/base/files.h"
 #include "common/base/status_macros.h"
-#include "common/quant/quantizer.h"
+#include "common/quant/unit_fit.h"
 
 namespace windquant::quant {
 namespace {
@@ -89,7 +89,8 @@ absl::StatusOr<std::string> ModelKey(const std::string& model_dir, int64_t chunk
   for (double v :
        {q.salient_fraction, static_cast<double>(q.clip_grid_points), q.clip_min_ratio,
         static_cast<double>(q.ternary_grid_points), q.ternary_min_ratio, q.ternary_max_ratio,
-        static_cast<double>(q.refine_steps), static_cast<double>(q.binarize_steps)}) {
+        static_cast<double>(q.refine_steps), static_cast<double>(q.binarize_steps), q.switch_margin,
+        static_cast<double>(q.fp16_neighbors)}) {
     absl::StrAppend(&key, "\n", Exact(v));
   }
   return base::Sha256Hex(key);

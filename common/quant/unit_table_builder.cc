@@ -1,10 +1,15 @@
 #include "common/quant/unit_table_builder.h"
 
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/base/status_macros.h"
+#include "common/quant/fit_kernels.h"
 
 namespace windquant::quant {
 namespace {
@@ -26,6 +31,53 @@ int64_t InFeatures(const model::LlamaConfig& c, int m) {
   }
 }
 
+// Matrix-level normalisers of the features, in double, in a fixed order.
+struct MatrixStats {
+  double std = 0;     // unbiased standard deviation of W
+  double absmax = 0;  // max |W|
+  double s_mean = 0;  // mean activation scale of the input
+  bool finite = true;
+};
+
+MatrixStats ComputeMatrixStats(const float* w, int64_t n, const float* s, int64_t in) {
+  MatrixStats st;
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (!std::isfinite(w[i])) st.finite = false;
+    sum += w[i];
+    st.absmax = std::max(st.absmax, static_cast<double>(std::fabs(w[i])));
+  }
+  const double mean = n > 0 ? sum / n : 0.0;
+  double ss = 0;
+  for (int64_t i = 0; i < n; ++i) ss += (w[i] - mean) * (w[i] - mean);
+  st.std = n > 1 ? std::sqrt(ss / (n - 1)) : 0.0;
+  double ssum = 0;
+  for (int64_t j = 0; j < in; ++j) {
+    if (!std::isfinite(s[j]) || s[j] < 0) st.finite = false;
+    ssum += s[j];
+  }
+  st.s_mean = in > 0 ? ssum / in : 0.0;
+  return st;
+}
+
+// Static features of one unit (normalisations documented in unit_table.h); the mass share
+// holds the raw mass sum |W_ij| s_j until the layer's total is known.
+void UnitFeatures(const UnitView& w, const float* s, const MatrixStats& ms, Unit* u) {
+  const double n = static_cast<double>(w.rows * w.cols);
+  const double w_std = std::max(ms.std, 1e-12), w_var = w_std * w_std;
+  const double w_absmax = std::max(ms.absmax, 1e-12), s_mean = std::max(ms.s_mean, 1e-12);
+  const UnitStats st = UnitStatsKernel(w, s, static_cast<float>(0.01 * w_absmax));
+  const double mean = st.sum / n, var = st.var;
+  u->features[kFeatWeightMean] = Clip(mean / w_std, -1, 1);
+  u->features[kFeatWeightVar] = Clip(std::log2(std::max(var, 1e-24) / w_var) / 4.0, -1, 1);
+  u->features[kFeatSparsity] = Clip(static_cast<double>(st.sparse) / n, 0, 1);
+  u->features[kFeatOutlierFrac] = Clip(10.0 * static_cast<double>(st.outliers) / n, 0, 1);
+  u->features[kFeatActMeanRel] =
+      Clip(std::log2(std::max(st.s_sum / w.cols, 1e-12) / s_mean) / 4.0, -1, 1);
+  u->features[kFeatActMaxRel] = Clip(std::log2(std::max(st.s_max, 1e-12) / s_mean) / 4.0, -1, 1);
+  u->features[kFeatMassShare] = static_cast<float>(st.mass);
+}
+
 }  // namespace
 
 int64_t UnitsPerLayer(const model::LlamaConfig& config, int64_t chunk_size) {
@@ -41,10 +93,10 @@ int64_t FixedFp16Params(const model::LlamaConfig& c) {
   return n;
 }
 
-absl::StatusOr<StageQuantization> BuildStageQuantization(const model::LlamaWeights& weights,
-                                                         const ActivationStats& stats,
-                                                         const UnitTableOptions& options,
-                                                         const std::string& fingerprint) {
+absl::StatusOr<StageFits> BuildStageFits(const model::LlamaWeights& weights,
+                                         const ActivationStats& stats,
+                                         const UnitTableOptions& options,
+                                         const std::string& fingerprint) {
   const model::LlamaConfig& cfg = weights.config;
   const int64_t C = options.chunk_size;
   if (C < 1) return absl::InvalidArgumentError("quant.chunk_size: must be >= 1");
@@ -56,8 +108,7 @@ absl::StatusOr<StageQuantization> BuildStageQuantization(const model::LlamaWeigh
   const int64_t per_layer = UnitsPerLayer(cfg, C);
   const int64_t total = per_layer * (end - first);
 
-  StageQuantization out;
-  UnitTable& table = out.table;
+  UnitTable table;
   table.fingerprint = fingerprint;
   table.first_layer = static_cast<int32_t>(first);
   table.end_layer = static_cast<int32_t>(end);
@@ -65,70 +116,65 @@ absl::StatusOr<StageQuantization> BuildStageQuantization(const model::LlamaWeigh
   table.chunk_size = static_cast<int32_t>(C);
   table.salient_fraction = options.quantizer.salient_fraction;
   table.fixed_fp16_params = FixedFp16Params(cfg);
-  out.weights.first_layer = first;
-  out.weights.layers.resize(end - first);
+  std::vector<StageFits::UnitParams> params;
+  params.reserve(total);
 
-  std::vector<Action> all(kAllActions.begin(), kAllActions.end());
+  const std::vector<Action> all(kAllActions.begin(), kAllActions.end());
   at::NoGradGuard no_grad;
   int64_t done = 0;
   for (int64_t l = first; l < end; ++l) {
     const size_t layer_begin = table.units.size();
     double layer_mass = 0;
     for (int m = 0; m < model::kNumMatrices; ++m) {
-      const at::Tensor W = weights.layers[l - first].linear[m].to(at::kFloat).contiguous();
+      const std::string name = model::LinearTensorName(l, static_cast<model::Matrix>(m));
       const LinearInputStats& st = stats.at(l, static_cast<model::Matrix>(m));
-      if (!st.mean_abs.defined() || st.mean_abs.numel() != W.size(1)) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("calibration statistics missing for ",
-                         model::LinearTensorName(l, static_cast<model::Matrix>(m))));
+      const at::Tensor& stored = weights.layers[l - first].linear[m];
+      if (!stored.defined() || stored.dim() != 2) {
+        return absl::InvalidArgumentError(absl::StrCat(name, ": missing or not 2-D"));
       }
-      const at::Tensor s = st.mean_abs;
-      // Matrix-level normalisers.
-      const double w_std = std::max(W.std().item<double>(), 1e-12);
-      const double w_var = w_std * w_std;
-      const double w_absmax = std::max(W.abs().max().item<double>(), 1e-12);
-      const double s_mean = std::max(s.mean().item<double>(), 1e-12);
-      std::array<at::Tensor, kNumActions>& dq = out.weights.layers[l - first][m];
-      for (int a = 0; a < kNumActions; ++a) dq[a] = at::empty_like(W);
-
-      const int64_t chunks = ChunksOf(W.size(1), C);
+      if (!st.mean_abs.defined() || st.mean_abs.numel() != stored.size(1)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("calibration statistics missing for ", name));
+      }
+      // The float32 matrix while its units are fitted (a copy only when stored otherwise).
+      const at::Tensor W = stored.to(at::kCPU, at::kFloat).contiguous();
+      const at::Tensor s = st.mean_abs.to(at::kCPU, at::kFloat).contiguous();
+      const int64_t rows = W.size(0), in = W.size(1);
+      const float* wp = W.data_ptr<float>();
+      const float* sp = s.data_ptr<float>();
+      const MatrixStats ms = ComputeMatrixStats(wp, rows * in, sp, in);
+      if (!ms.finite) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            name, ": weights or calibration statistics contain NaN / Inf or a negative scale"));
+      }
+      const int64_t chunks = ChunksOf(in, C);
+      std::vector<UnitFit> fits(chunks);
+      std::vector<Unit> units(chunks);
+      at::parallel_for(0, chunks, 1, [&](int64_t b, int64_t e) {
+        for (int64_t c = b; c < e; ++c) {
+          const int64_t c0 = c * C, c1 = std::min<int64_t>(c0 + C, in);
+          const UnitView view{wp + c0, in, rows, c1 - c0};
+          fits[c] = FitUnitKernel(view, sp + c0, all, options.quantizer);
+          UnitFeatures(view, sp + c0, ms, &units[c]);
+        }
+      });
       for (int64_t c = 0; c < chunks; ++c) {
-        const int64_t c0 = c * C, c1 = std::min<int64_t>(c0 + C, W.size(1));
-        const at::Tensor Wu = W.slice(1, c0, c1).contiguous();
-        const at::Tensor su = s.slice(0, c0, c1).contiguous();
-        WQ_ASSIGN_OR_RETURN(UnitFit fit, FitUnit(Wu, su, all, options.quantizer));
-        Unit u;
+        Unit& u = units[c];
+        const UnitFit& fit = fits[c];
         u.id = static_cast<uint32_t>(l * per_layer + (table.units.size() - layer_begin));
         u.layer = static_cast<int32_t>(l);
         u.matrix = m;
         u.chunk = static_cast<int32_t>(c);
-        u.rows = Wu.size(0);
-        u.cols = Wu.size(1);
-        u.col_begin = c0;
-        u.salient_count = fit.salient.count;
+        u.rows = rows;
+        u.cols = fit.cols;
+        u.col_begin = c * C;
+        u.salient_count = fit.salient.count();
         for (int a = 0; a < kNumActions; ++a) {
           const ActionFit* f = fit.Find(kAllActions[a]);
           u.bits[a] = f->effective_bits;
           u.error[a] = f->error;
-          dq[a].slice(1, c0, c1).copy_(f->dequant);
         }
-        // Static features (normalisations documented in unit_table.h).
-        const double mean = Wu.mean().item<double>();
-        const double var = Wu.var(/*unbiased=*/false).item<double>();
-        const double ustd = std::sqrt(std::max(var, 1e-24));
-        u.features[kFeatWeightMean] = Clip(mean / w_std, -1, 1);
-        u.features[kFeatWeightVar] = Clip(std::log2(std::max(var, 1e-24) / w_var) / 4.0, -1, 1);
-        u.features[kFeatSparsity] =
-            Clip((Wu.abs() < 0.01 * w_absmax).to(at::kFloat).mean().item<double>(), 0, 1);
-        u.features[kFeatOutlierFrac] = Clip(
-            10.0 * ((Wu - mean).abs() > 3.0 * ustd).to(at::kFloat).mean().item<double>(), 0, 1);
-        u.features[kFeatActMeanRel] =
-            Clip(std::log2(std::max(su.mean().item<double>(), 1e-12) / s_mean) / 4.0, -1, 1);
-        u.features[kFeatActMaxRel] =
-            Clip(std::log2(std::max(su.max().item<double>(), 1e-12) / s_mean) / 4.0, -1, 1);
-        const double mass = (Wu.abs() * su.unsqueeze(0)).sum().item<double>();
-        u.features[kFeatMassShare] = static_cast<float>(mass);  // normalised per layer below
-        layer_mass += mass;
+        layer_mass += u.features[kFeatMassShare];
         u.features[kFeatIsAttention] = m <= static_cast<int>(model::Matrix::kO) ? 1.f : 0.f;
         u.features[kFeatIsMlp] = m > static_cast<int>(model::Matrix::kO) ? 1.f : 0.f;
         u.features[kFeatDepth] =
@@ -139,8 +185,10 @@ absl::StatusOr<StageQuantization> BuildStageQuantization(const model::LlamaWeigh
         u.features[kFeatErrRatio] =
             Clip(std::log10(std::max(e2, 1e-12) / std::max(e4, 1e-12)) / 2.0, 0, 1);
         table.units.push_back(u);
-        if (options.progress) options.progress(++done, total);
+        params.push_back(StageFits::Compact(fit));
       }
+      done += chunks;
+      if (options.progress) options.progress(done, total);
     }
     // Mass share: unit mass / layer mass, times the units in the layer (1 = average unit),
     // log2-scaled and clipped to [-1, 1].
@@ -151,7 +199,7 @@ absl::StatusOr<StageQuantization> BuildStageQuantization(const model::LlamaWeigh
       f = Clip(std::log2(std::max(share, 1e-6)) / 4.0, -1, 1);
     }
   }
-  return out;
+  return StageFits::Create(std::move(table), std::move(params));
 }
 
 }  // namespace windquant::quant

@@ -1,7 +1,11 @@
-// Builds a stage's part of the UnitTable: enumerates its units (column chunks
-// of every decoder linear in the global order layer, matrix, chunk), fits every
-// action of every unit (quantizer.h), computes the static RL features, and
-// keeps the fits (QuantizedWeights) for applying plans without refitting.
+// Builds a stage's part of the UnitTable: enumerates its units (column chunks of every
+// decoder linear in the global order layer, matrix, chunk), fits every action of every
+// unit (fit_kernels.h, in parallel over the units of a matrix), computes the static RL
+// features, and keeps the compact fits (StageFits) for applying plans without refitting.
+//
+// Memory while it runs: the float32 copy of the matrix being fitted (4 bytes per weight
+// of one matrix; none when the weights are stored float32), a few row buffers per
+// thread, and the growing StageFits (~0.13 bytes per weight at chunk 128).
 // Thread-compatible.
 #ifndef WINDQUANT_COMMON_QUANT_UNIT_TABLE_BUILDER_H_
 #define WINDQUANT_COMMON_QUANT_UNIT_TABLE_BUILDER_H_
@@ -12,8 +16,8 @@
 #include "absl/status/statusor.h"
 #include "common/model/llama_weights.h"
 #include "common/quant/calibration.h"
-#include "common/quant/quantized_weights.h"
-#include "common/quant/quantizer.h"
+#include "common/quant/stage_fits.h"
+#include "common/quant/unit_fit.h"
 #include "common/quant/unit_table.h"
 
 namespace windquant::quant {
@@ -21,26 +25,21 @@ namespace windquant::quant {
 struct UnitTableOptions {
   int64_t chunk_size = 256;
   QuantizerOptions quantizer;  // salient_fraction lives here
-  // Called after each unit with (units done, units total).
+  // Called after each matrix with (units done, units total).
   std::function<void(int64_t, int64_t)> progress;
 };
 
-// Units per decoder layer for this model shape and chunk size (the same for
-// every layer), and the id of the first unit of `layer`.
+// Units per decoder layer for this model shape and chunk size (the same for every layer).
 int64_t UnitsPerLayer(const model::LlamaConfig& config, int64_t chunk_size);
 
-struct StageQuantization {
-  UnitTable table;           // this stage's units only
-  QuantizedWeights weights;  // their fits
-};
-
-// Fits the stage held by `weights` (layers [first_layer, first_layer+size)).
-// `fingerprint` is stored in the table. INVALID_ARGUMENT when statistics are
-// missing for a linear or shapes disagree.
-absl::StatusOr<StageQuantization> BuildStageQuantization(const model::LlamaWeights& weights,
-                                                         const ActivationStats& stats,
-                                                         const UnitTableOptions& options,
-                                                         const std::string& fingerprint);
+// Fits the stage held by `weights` (layers [first_layer, first_layer+size), weights in any
+// floating dtype). `fingerprint` is stored in the table. INVALID_ARGUMENT when statistics
+// are missing for a linear, shapes disagree, or a weight or statistic is not finite
+// (naming the tensor).
+absl::StatusOr<StageFits> BuildStageFits(const model::LlamaWeights& weights,
+                                         const ActivationStats& stats,
+                                         const UnitTableOptions& options,
+                                         const std::string& fingerprint);
 
 // Number of FP16 parameters outside the decoder linears (embeddings, norms,
 // lm_head unless tied) for a config.

@@ -80,6 +80,39 @@ TEST(CalibrationTest, StageByStageEqualsWholeModel) {
   }
 }
 
+// The statistics are sums taken one token at a time in arrival order: the same windows
+// in micro-batches of 3, 3 and 2 give the same bits as one forward of 8 for the inputs
+// that do not pass through a matmul of the batch (q/k/v of the first layer read the
+// RMSNorm of the embeddings), and the others agree within the float error of the BLAS.
+TEST(CalibrationTest, MicroBatchingDoesNotChangeTheSums) {
+  model::LlamaModel model(TinyWeights(3));
+  const at::Tensor windows = at::randint(3, 50, {8, 12}, at::kLong);
+  auto one = CalibrateModel(model, windows, 8);
+  ASSERT_TRUE(one.ok());
+  Calibrator split(model, 0, 3);
+  at::NoGradGuard g;
+  for (auto [b, e] : {std::pair{0, 3}, std::pair{3, 6}, std::pair{6, 8}}) {
+    ASSERT_TRUE(split.RunStage(model.Embed(windows.slice(0, b, e))).ok());
+  }
+  const ActivationStats two = split.Finish();
+  for (model::Matrix m : {model::Matrix::kQ, model::Matrix::kK, model::Matrix::kV}) {
+    EXPECT_TRUE(at::equal(one->at(0, m).mean_abs, two.at(0, m).mean_abs));
+    EXPECT_TRUE(at::equal(one->at(0, m).mean_sq, two.at(0, m).mean_sq));
+  }
+  // k, v and up share q's and gate's input: the same statistics, copied.
+  EXPECT_TRUE(
+      at::equal(one->at(1, model::Matrix::kV).mean_abs, one->at(1, model::Matrix::kQ).mean_abs));
+  EXPECT_TRUE(at::equal(one->at(2, model::Matrix::kUp).mean_abs,
+                        one->at(2, model::Matrix::kGate).mean_abs));
+  for (int l = 0; l < 3; ++l) {
+    for (int m = 0; m < 7; ++m) {
+      const auto mm = static_cast<model::Matrix>(m);
+      EXPECT_TRUE(at::allclose(one->at(l, mm).mean_abs, two.at(l, mm).mean_abs, 1e-5, 1e-7));
+      EXPECT_EQ(two.at(l, mm).tokens, 8 * 12);
+    }
+  }
+}
+
 class UnitTableBuilderTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -97,9 +130,9 @@ class UnitTableBuilderTest : public ::testing::Test {
 };
 
 TEST_F(UnitTableBuilderTest, EnumeratesUnitsInGlobalOrderWithHonestBits) {
-  auto sq = BuildStageQuantization(weights_, stats_, options_, "fp");
+  auto sq = BuildStageFits(weights_, stats_, options_, "fp");
   ASSERT_TRUE(sq.ok()) << sq.status();
-  const UnitTable& t = sq->table;
+  const UnitTable& t = sq->table();
   // q,k,v,o,gate,up: 32 columns = 2 chunks each; down: 40 = 16+16+8 -> 3 chunks.
   EXPECT_EQ(UnitsPerLayer(weights_.config, 16), 15);
   ASSERT_EQ(t.units.size(), 45u);
@@ -128,48 +161,85 @@ TEST_F(UnitTableBuilderTest, EnumeratesUnitsInGlobalOrderWithHonestBits) {
   EXPECT_GT(t.EffectiveBits(plan), 4.0);
 }
 
-TEST_F(UnitTableBuilderTest, ApplyCopiesOnlyTheChosenColumns) {
-  auto sq = BuildStageQuantization(weights_, stats_, options_, "fp");
+TEST_F(UnitTableBuilderTest, ApplyReplacesEachUnitByItsChosenAction) {
+  auto sq = BuildStageFits(weights_, stats_, options_, "fp");
   ASSERT_TRUE(sq.ok());
-  model::LlamaWeights target = Slice(weights_, 0, 3);
-  std::vector<int> plan(sq->table.units.size(), ActionIndex(Action::k16));
+  std::vector<int> plan(sq->table().units.size(), ActionIndex(Action::k16));
   plan[1] = ActionIndex(Action::k2);  // q_proj chunk 1 of layer 0
-  ASSERT_TRUE(sq->weights.Apply(sq->table, plan, &target).ok());
-  const at::Tensor q = target.layers[0].linear[0];
+  ASSERT_TRUE(sq->CheckPlan(plan).ok());
+  std::array<at::Tensor, model::kNumMatrices> lin;
+  for (int m = 0; m < model::kNumMatrices; ++m) lin[m] = weights_.layers[0].linear[m].clone();
+  sq->ApplyToLayer(0, plan, &lin);
+  const at::Tensor q = lin[0];
   const at::Tensor orig = weights_.layers[0].linear[0];
   EXPECT_TRUE(at::equal(q.slice(1, 0, 16), orig.slice(1, 0, 16).to(at::kHalf).to(at::kFloat)));
   EXPECT_TRUE(at::equal(q.slice(1, 16, 32),
-                        sq->weights.at(0, 0, ActionIndex(Action::k2)).slice(1, 16, 32)));
+                        sq->DequantizeUnit(1, ActionIndex(Action::k2), orig.slice(1, 16, 32))));
   EXPECT_FALSE(at::equal(q.slice(1, 16, 32), orig.slice(1, 16, 32)));
   plan[3] = 9;
-  EXPECT_FALSE(sq->weights.Apply(sq->table, plan, &target).ok());
+  const absl::Status bad = sq->CheckPlan(plan);
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.message().find("unit 3"), std::string::npos) << bad;
+  EXPECT_FALSE(sq->CheckPlan(std::vector<int>(10, 0)).ok());
+}
+
+// A BF16 stage is fitted on its values widened to float32: the same table as the
+// float32 stage holding those values.
+TEST_F(UnitTableBuilderTest, StoredBf16FitsLikeItsFloat32Values) {
+  model::LlamaWeights bf16 = weights_, f32 = weights_;
+  for (size_t l = 0; l < weights_.layers.size(); ++l) {
+    for (int m = 0; m < model::kNumMatrices; ++m) {
+      bf16.layers[l].linear[m] = weights_.layers[l].linear[m].to(at::kBFloat16);
+      f32.layers[l].linear[m] = bf16.layers[l].linear[m].to(at::kFloat);
+    }
+  }
+  auto a = BuildStageFits(bf16, stats_, options_, "fp");
+  auto b = BuildStageFits(f32, stats_, options_, "fp");
+  ASSERT_TRUE(a.ok() && b.ok()) << a.status() << b.status();
+  ASSERT_EQ(a->table().units.size(), b->table().units.size());
+  for (size_t i = 0; i < a->table().units.size(); ++i) {
+    EXPECT_EQ(a->table().units[i].error, b->table().units[i].error);
+    EXPECT_EQ(a->table().units[i].features, b->table().units[i].features);
+    EXPECT_EQ(a->params(i).scales, b->params(i).scales);
+  }
+}
+
+TEST_F(UnitTableBuilderTest, NonFiniteWeightsAreRejectedNamingTheTensor) {
+  model::LlamaWeights w = weights_;
+  w.layers[1].linear[4] = w.layers[1].linear[4].clone();
+  w.layers[1].linear[4][3][5] = NAN;
+  auto r = BuildStageFits(w, stats_, options_, "fp");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("model.layers.1.mlp.gate_proj.weight"), std::string::npos)
+      << r.status();
 }
 
 TEST_F(UnitTableBuilderTest, StagesMergeIntoTheWholeTableAndRoundTripProto) {
-  auto whole = BuildStageQuantization(weights_, stats_, options_, "fp");
+  auto whole = BuildStageFits(weights_, stats_, options_, "fp");
   ASSERT_TRUE(whole.ok());
   ActivationStats s0 = stats_, s1 = stats_;
   s0.layers.resize(1);
   s1.first_layer = 1;
   s1.layers.erase(s1.layers.begin());
-  auto a = BuildStageQuantization(Slice(weights_, 0, 1), s0, options_, "fp");
-  auto b = BuildStageQuantization(Slice(weights_, 1, 3), s1, options_, "fp");
+  auto a = BuildStageFits(Slice(weights_, 0, 1), s0, options_, "fp");
+  auto b = BuildStageFits(Slice(weights_, 1, 3), s1, options_, "fp");
   ASSERT_TRUE(a.ok() && b.ok());
   v1::UnitTable proto;
-  b->table.ToProto(&proto);
+  b->table().ToProto(&proto);
   auto b2 = UnitTable::FromProto(proto);
   ASSERT_TRUE(b2.ok()) << b2.status();
-  auto merged = UnitTable::Merge({*b2, a->table});
+  auto merged = UnitTable::Merge({*b2, a->table()});
   ASSERT_TRUE(merged.ok()) << merged.status();
-  ASSERT_EQ(merged->units.size(), whole->table.units.size());
+  ASSERT_EQ(merged->units.size(), whole->table().units.size());
   for (size_t i = 0; i < merged->units.size(); ++i) {
-    EXPECT_EQ(merged->units[i].id, whole->table.units[i].id);
-    EXPECT_EQ(merged->units[i].bits, whole->table.units[i].bits);
-    EXPECT_EQ(merged->units[i].error, whole->table.units[i].error);
+    EXPECT_EQ(merged->units[i].id, whole->table().units[i].id);
+    EXPECT_EQ(merged->units[i].bits, whole->table().units[i].bits);
+    EXPECT_EQ(merged->units[i].error, whole->table().units[i].error);
   }
-  EXPECT_FALSE(UnitTable::Merge({b->table}).ok());  // layer 0 missing
+  EXPECT_FALSE(UnitTable::Merge({b->table()}).ok());  // layer 0 missing
   b2->fingerprint = "other";
-  EXPECT_FALSE(UnitTable::Merge({a->table, *b2}).ok());
+  EXPECT_FALSE(UnitTable::Merge({a->table(), *b2}).ok());
   proto.mutable_units(0)->add_features(1.0f);
   EXPECT_FALSE(UnitTable::FromProto(proto).ok());
 }

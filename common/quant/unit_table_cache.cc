@@ -2,6 +2,7 @@
 
 #include <openssl/evp.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <memory>
@@ -47,10 +48,18 @@ class Hasher {
     std::string shape;
     for (int64_t d : t.sizes()) absl::StrAppend(&shape, d, ",");
     AddField(shape);
-    const at::Tensor c = t.detach().to(at::kCPU, at::kFloat).contiguous();
-    const uint64_t n = c.numel() * sizeof(float);
+    // The float32 bytes (the same fingerprint for a model stored F32 or widened),
+    // converted a block at a time so that a large tensor is never copied whole.
+    const at::Tensor flat = t.detach().reshape({-1});
+    const uint64_t n = flat.numel() * sizeof(float);
     Add(&n, sizeof(n));
-    Add(c.data_ptr<float>(), n);
+    constexpr int64_t kBlock = 1 << 22;
+    for (int64_t b = 0; b < flat.numel(); b += kBlock) {
+      const at::Tensor c = flat.slice(0, b, std::min(b + kBlock, flat.numel()))
+                               .to(at::kCPU, at::kFloat)
+                               .contiguous();
+      Add(c.data_ptr<float>(), c.numel() * sizeof(float));
+    }
   }
   std::string Hex() {
     unsigned char md[EVP_MAX_MD_SIZE];
@@ -79,7 +88,7 @@ absl::StatusOr<std::string> UnitTableFingerprint(const FingerprintInputs& in) {
   if (in.weights == nullptr) return absl::InvalidArgumentError("fingerprint: no weights");
   try {
     Hasher h;
-    h.AddField("windquant.unit_table.v1");
+    h.AddField("windquant.unit_table.v2");
     h.AddField(in.config_json);
     const model::LlamaWeights& w = *in.weights;
     h.AddNumber(static_cast<double>(w.first_layer));
@@ -106,7 +115,8 @@ absl::StatusOr<std::string> UnitTableFingerprint(const FingerprintInputs& in) {
     for (double v :
          {q.salient_fraction, static_cast<double>(q.clip_grid_points), q.clip_min_ratio,
           static_cast<double>(q.ternary_grid_points), q.ternary_min_ratio, q.ternary_max_ratio,
-          static_cast<double>(q.refine_steps), static_cast<double>(q.binarize_steps)}) {
+          static_cast<double>(q.refine_steps), static_cast<double>(q.binarize_steps),
+          q.switch_margin, static_cast<double>(q.fp16_neighbors)}) {
       // %.17g: two configs that differ in any bit hash differently.
       char buf[64];
       std::snprintf(buf, sizeof(buf), "%.17g", v);
@@ -146,7 +156,7 @@ absl::StatusOr<CachedQuantization> UnitTableCache::Load(const std::string& finge
       return absl::DataLossError(absl::StrCat(path, ": checksum does not match ", kManifestFile));
     }
   }
-  CachedQuantization out;
+  UnitTable table;
   {
     WQ_ASSIGN_OR_RETURN(const std::string bytes, base::ReadFile((d / kTableFile).string()));
     v1::UnitTable proto;
@@ -163,12 +173,11 @@ absl::StatusOr<CachedQuantization> UnitTableCache::Load(const std::string& finge
       return absl::DataLossError(
           absl::StrCat((d / kTableFile).string(), ": holds another fingerprint or layers"));
     }
-    out.table = *std::move(t);
+    table = *std::move(t);
   }
-  absl::StatusOr<QuantizedWeights> fits =
-      QuantizedWeights::Load((d / kFitsFile).string(), first_layer, end_layer);
+  absl::StatusOr<StageFits> fits = StageFits::Load((d / kFitsFile).string(), std::move(table));
   if (!fits.ok()) return absl::DataLossError(fits.status().message());
-  out.fits = *std::move(fits);
+  CachedQuantization out{*std::move(fits), {}};
   absl::StatusOr<std::unique_ptr<model::SafetensorsFile>> sf =
       model::SafetensorsFile::Open((d / kStatsFile).string());
   if (!sf.ok()) return absl::DataLossError(sf.status().message());
@@ -190,27 +199,28 @@ absl::StatusOr<CachedQuantization> UnitTableCache::Load(const std::string& finge
   return out;
 }
 
-absl::Status UnitTableCache::Store(const CachedQuantization& q) const {
-  const std::filesystem::path d(EntryDir(q.table.fingerprint));
+absl::Status UnitTableCache::Store(const StageFits& fits, const ActivationStats& stats) const {
+  const UnitTable& table = fits.table();
+  const std::filesystem::path d(EntryDir(table.fingerprint));
   v1::UnitTable proto;
-  q.table.ToProto(&proto);
+  table.ToProto(&proto);
   const std::string table_bytes = proto.SerializeAsString();
   WQ_RETURN_IF_ERROR(base::WriteFileAtomic((d / kTableFile).string(), table_bytes));
-  WQ_RETURN_IF_ERROR(q.fits.Save((d / kFitsFile).string()));
-  model::SafetensorsWriter stats;
-  for (size_t i = 0; i < q.stats.layers.size(); ++i) {
+  WQ_RETURN_IF_ERROR(fits.Save((d / kFitsFile).string()));
+  model::SafetensorsWriter stats_file;
+  for (size_t i = 0; i < stats.layers.size(); ++i) {
     for (int m = 0; m < model::kNumMatrices; ++m) {
       WQ_RETURN_IF_ERROR(
-          stats.Add(StatsName(q.stats.first_layer + i, m), q.stats.layers[i][m].mean_abs));
+          stats_file.Add(StatsName(stats.first_layer + i, m), stats.layers[i][m].mean_abs));
     }
   }
-  WQ_RETURN_IF_ERROR(stats.Write((d / kStatsFile).string()));
+  WQ_RETURN_IF_ERROR(stats_file.Write((d / kStatsFile).string()));
   nlohmann::json manifest = nlohmann::json::object();
   for (const char* f : {kTableFile, kFitsFile, kStatsFile}) {
     WQ_ASSIGN_OR_RETURN(const std::string bytes, base::ReadFile((d / f).string()));
     manifest[f] = base::Sha256Hex(bytes);
   }
-  manifest["fingerprint"] = q.table.fingerprint;
+  manifest["fingerprint"] = table.fingerprint;
   return base::WriteFileAtomic((d / kManifestFile).string(), manifest.dump(1) + "\n");
 }
 

@@ -3,20 +3,24 @@
 // second run with the same inputs fits nothing.
 //
 // Fingerprint (UnitTableFingerprint) = SHA-256 over, in this order:
-//   "windquant.unit_table.v1", the model's config.json text, every tensor of the
+//   "windquant.unit_table.v2", the model's config.json text, every tensor of the
 //   loaded weights (name, shape, float32 bytes; layer linears and norms, then
 //   embeddings / final norm / lm_head when present), the SHA-256 of the
 //   calibration text bytes, calibration samples / seq_len / seed, and the quant
 //   config: chunk size, salient fraction, every QuantizerOptions field.
 // Layout: <dir>/<fingerprint>/
 //     unit_table.pb          serialized windquant.v1.UnitTable
-//     fits.safetensors       QuantizedWeights::Save
+//     fits.safetensors       StageFits::Save (format windquant.fits version 2: FP16
+//                            scales/offsets + INT8 salient sets, ~0.13 bytes per weight)
 //     act_stats.safetensors  mean |x_j| per linear input ("layers.<l>.<matrix>")
 //     manifest.json          sha256 of each file above (written last)
 // Every file is written atomically; a missing manifest means "not cached". A file
 // whose hash disagrees with the manifest, or that fails to parse, is reported as
-// DATA_LOSS so the caller recomputes (it is never used).
-// Thread-compatible; concurrent writers of one fingerprint write identical bytes.
+// DATA_LOSS so the caller recomputes (it is never used). Version 1 entries (float32
+// dequantized copies of every action) have other fingerprints and are never read.
+// Memory: Load holds one file's bytes at a time while checking its hash, then the
+// StageFits and statistics it returns. Thread-compatible; concurrent writers of one
+// fingerprint write identical bytes.
 #ifndef WINDQUANT_COMMON_QUANT_UNIT_TABLE_CACHE_H_
 #define WINDQUANT_COMMON_QUANT_UNIT_TABLE_CACHE_H_
 
@@ -26,8 +30,8 @@
 #include "common/config/run_config.h"
 #include "common/model/llama_weights.h"
 #include "common/quant/calibration.h"
-#include "common/quant/quantized_weights.h"
-#include "common/quant/quantizer.h"
+#include "common/quant/stage_fits.h"
+#include "common/quant/unit_fit.h"
 #include "common/quant/unit_table.h"
 
 namespace windquant::quant {
@@ -46,8 +50,7 @@ absl::StatusOr<std::string> UnitTableFingerprint(const FingerprintInputs& in);
 
 // What the cache holds for one fingerprint.
 struct CachedQuantization {
-  UnitTable table;
-  QuantizedWeights fits;
+  StageFits fits;         // with the unit table
   ActivationStats stats;  // mean_abs only (mean_sq undefined, tokens 0)
 };
 
@@ -59,8 +62,8 @@ class UnitTableCache {
   // when a cached file is corrupted or inconsistent.
   absl::StatusOr<CachedQuantization> Load(const std::string& fingerprint, int64_t first_layer,
                                           int64_t end_layer) const;
-  // Writes the entry of `q.table.fingerprint` (atomically per file, manifest last).
-  absl::Status Store(const CachedQuantization& q) const;
+  // Writes the entry of `fits.table().fingerprint` (atomically per file, manifest last).
+  absl::Status Store(const StageFits& fits, const ActivationStats& stats) const;
 
   std::string EntryDir(const std::string& fingerprint) const;
 

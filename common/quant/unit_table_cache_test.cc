@@ -83,6 +83,8 @@ TEST(UnitTableFingerprintTest, ChangesWithEveryInput) {
   variants[4].chunk_size = 16;
   variants[5].quantizer.salient_fraction = 0.006;
   variants[6].quantizer.refine_steps = 5;
+  variants.push_back(base_in);
+  variants.back().quantizer.switch_margin = 2e-4;
   for (size_t i = 0; i < variants.size(); ++i) {
     auto fp = UnitTableFingerprint(variants[i]);
     ASSERT_TRUE(fp.ok());
@@ -101,21 +103,33 @@ TEST(UnitTableCacheTest, StoreLoadRoundTripAndNotFound) {
   const ActivationStats stats = RandomStats(w);
   UnitTableOptions o;
   o.chunk_size = 8;
-  auto sq = BuildStageQuantization(w, stats, o, "abc123");
+  auto sq = BuildStageFits(w, stats, o, "abc123");
   ASSERT_TRUE(sq.ok()) << sq.status();
   UnitTableCache cache(FreshDir("roundtrip"));
   EXPECT_TRUE(absl::IsNotFound(cache.Load("abc123", 0, 2).status()));
-  ASSERT_TRUE(cache.Store({sq->table, sq->weights, stats}).ok());
+  ASSERT_TRUE(cache.Store(*sq, stats).ok());
   auto hit = cache.Load("abc123", 0, 2);
   ASSERT_TRUE(hit.ok()) << hit.status();
-  ASSERT_EQ(hit->table.units.size(), sq->table.units.size());
-  for (size_t i = 0; i < sq->table.units.size(); ++i) {
-    EXPECT_EQ(hit->table.units[i].error, sq->table.units[i].error);
-    EXPECT_EQ(hit->table.units[i].bits, sq->table.units[i].bits);
+  const UnitTable& t = hit->fits.table();
+  ASSERT_EQ(t.units.size(), sq->table().units.size());
+  for (size_t i = 0; i < t.units.size(); ++i) {
+    EXPECT_EQ(t.units[i].error, sq->table().units[i].error);
+    EXPECT_EQ(t.units[i].bits, sq->table().units[i].bits);
+    EXPECT_EQ(hit->fits.params(i).scales, sq->params(i).scales);
+    EXPECT_EQ(hit->fits.params(i).offsets, sq->params(i).offsets);
+    EXPECT_EQ(hit->fits.params(i).salient.index, sq->params(i).salient.index);
+    EXPECT_EQ(hit->fits.params(i).salient.codes, sq->params(i).salient.codes);
+    EXPECT_EQ(hit->fits.params(i).salient.scale, sq->params(i).salient.scale);
   }
+  // The same plan weights from the loaded fits.
+  std::vector<int> plan(t.units.size());
+  for (size_t i = 0; i < plan.size(); ++i) plan[i] = static_cast<int>(i % kNumActions);
+  std::array<at::Tensor, model::kNumMatrices> x, y;
+  for (int m = 0; m < 7; ++m) x[m] = w.layers[1].linear[m].clone(), y[m] = x[m].clone();
+  sq->ApplyToLayer(1, plan, &x);
+  hit->fits.ApplyToLayer(1, plan, &y);
   for (int m = 0; m < 7; ++m) {
-    for (int a = 0; a < kNumActions; ++a)
-      EXPECT_TRUE(at::equal(hit->fits.at(1, m, a), sq->weights.at(1, m, a)));
+    EXPECT_TRUE(at::equal(x[m], y[m]));
     EXPECT_TRUE(at::equal(hit->stats.at(1, static_cast<model::Matrix>(m)).mean_abs,
                           stats.at(1, static_cast<model::Matrix>(m)).mean_abs));
   }
@@ -127,13 +141,13 @@ TEST(UnitTableCacheTest, CorruptedFileIsDataLoss) {
   const ActivationStats stats = RandomStats(w);
   UnitTableOptions o;
   o.chunk_size = 8;
-  auto sq = BuildStageQuantization(w, stats, o, "fp1");
+  auto sq = BuildStageFits(w, stats, o, "fp1");
   ASSERT_TRUE(sq.ok());
   const std::string dir = FreshDir("corrupt");
   UnitTableCache cache(dir);
   for (const char* f :
        {"unit_table.pb", "fits.safetensors", "act_stats.safetensors", "manifest.json"}) {
-    ASSERT_TRUE(cache.Store({sq->table, sq->weights, stats}).ok());
+    ASSERT_TRUE(cache.Store(*sq, stats).ok());
     ASSERT_TRUE(cache.Load("fp1", 0, 2).ok());
     const std::string path = cache.EntryDir("fp1") + "/" + f;
     auto bytes = base::ReadFile(path);

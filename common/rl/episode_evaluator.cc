@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/base/status_macros.h"
+#include "common/quant/quantized_stage.h"
 
 namespace windquant::rl {
 namespace {
@@ -46,7 +47,7 @@ absl::StatusOr<PlanEvaluation> CachingPlanEvaluator::Evaluate(const std::vector<
 }
 
 absl::StatusOr<std::unique_ptr<LocalPlanEvaluator>> LocalPlanEvaluator::Create(
-    model::LlamaModel* model, const quant::QuantizedWeights* fits, const quant::UnitTable* table,
+    model::LlamaModel* model, const quant::StageFits* fits, const quant::UnitTable* table,
     std::vector<int32_t> calib_ids, std::vector<int32_t> eval_ids,
     const LocalEvaluatorOptions& options) {
   std::unique_ptr<LocalPlanEvaluator> e(new LocalPlanEvaluator());
@@ -57,49 +58,34 @@ absl::StatusOr<std::unique_ptr<LocalPlanEvaluator>> LocalPlanEvaluator::Create(
   e->eval_ids_ = std::move(eval_ids);
   e->ppl_options_.context = options.context;
   e->ppl_options_.batch_size = options.batch;
-  try {
-    at::NoGradGuard no_grad;
-    for (const auto& layer : model->weights().layers) {
-      std::array<at::Tensor, model::kNumMatrices> copy;
-      for (int m = 0; m < model::kNumMatrices; ++m) copy[m] = layer.linear[m].clone();
-      e->fp_linears_.push_back(std::move(copy));
-    }
-  } catch (const c10::Error& err) {
-    return absl::InternalError(absl::StrCat("evaluator: ", err.what_without_backtrace()));
-  }
   WQ_ASSIGN_OR_RETURN(e->fp_calib_,
                       model::ComputePerplexity(*model, e->calib_ids_, e->ppl_options_));
   WQ_ASSIGN_OR_RETURN(e->fp_eval_, model::ComputePerplexity(*model, e->eval_ids_, e->ppl_options_));
   return e;
 }
 
-absl::Status LocalPlanEvaluator::Load(const std::vector<int>& actions) {
-  try {
-    if (actions.empty()) {
-      at::NoGradGuard no_grad;
-      auto& layers = model_->mutable_weights().layers;
-      for (size_t l = 0; l < layers.size(); ++l) {
-        for (int m = 0; m < model::kNumMatrices; ++m) layers[l].linear[m].copy_(fp_linears_[l][m]);
-      }
-      return absl::OkStatus();
-    }
-    if (actions.size() != table_->units.size()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("plan: ", actions.size(), " actions for ", table_->units.size(), " units"));
-    }
-    return fits_->Apply(*table_, actions, &model_->mutable_weights());
-  } catch (const c10::Error& err) {
-    return absl::InternalError(absl::StrCat("evaluator: ", err.what_without_backtrace()));
+absl::StatusOr<std::shared_ptr<const model::LlamaModel>> LocalPlanEvaluator::Model(
+    const std::vector<int>& actions) {
+  // A non-owning handle on the FP model (it outlives this evaluator).
+  std::shared_ptr<const model::LlamaModel> fp(std::shared_ptr<const model::LlamaModel>(), model_);
+  if (actions.empty()) return fp;
+  if (actions.size() != table_->units.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("plan: ", actions.size(), " actions for ", table_->units.size(), " units"));
   }
+  return quant::ApplyPlan(
+      *model_,
+      std::shared_ptr<const quant::StageFits>(std::shared_ptr<const quant::StageFits>(), fits_),
+      std::make_shared<const std::vector<int>>(actions));
 }
 
 absl::StatusOr<PlanEvaluation> LocalPlanEvaluator::Evaluate(const std::vector<int>& actions) {
   if (actions.empty()) return absl::InvalidArgumentError("plan: no actions");
-  WQ_RETURN_IF_ERROR(Load(actions));
+  WQ_ASSIGN_OR_RETURN(std::shared_ptr<const model::LlamaModel> m, Model(actions));
   WQ_ASSIGN_OR_RETURN(model::PerplexityResult calib,
-                      model::ComputePerplexity(*model_, calib_ids_, ppl_options_));
+                      model::ComputePerplexity(*m, calib_ids_, ppl_options_));
   WQ_ASSIGN_OR_RETURN(model::PerplexityResult eval,
-                      model::ComputePerplexity(*model_, eval_ids_, ppl_options_));
+                      model::ComputePerplexity(*m, eval_ids_, ppl_options_));
   PlanEvaluation out;
   out.effective_bits = table_->EffectiveBits(actions);
   out.calib_nll = calib.nll;
@@ -115,10 +101,10 @@ absl::StatusOr<PlanEvaluation> LocalPlanEvaluator::Evaluate(const std::vector<in
 absl::StatusOr<model::PerplexityResult> LocalPlanEvaluator::Measure(const std::vector<int>& actions,
                                                                     const std::vector<int32_t>& ids,
                                                                     int64_t max_tokens) {
-  WQ_RETURN_IF_ERROR(Load(actions));
+  WQ_ASSIGN_OR_RETURN(std::shared_ptr<const model::LlamaModel> m, Model(actions));
   model::PerplexityOptions o = ppl_options_;
   o.max_tokens = max_tokens;
-  return model::ComputePerplexity(*model_, ids, o);
+  return model::ComputePerplexity(*m, ids, o);
 }
 
 EpisodeReward EpisodeEndReward(const config::EnvConfig& env, const PlanEvaluation& e, double lambda,

@@ -4,8 +4,8 @@
 //
 // PlanEvaluator is the interface the trainer talks to (a remote evaluator can
 // implement it later). LocalPlanEvaluator applies a plan from cached fits
-// (quant::QuantizedWeights::Apply, no refitting) to an in-process LlamaModel
-// and measures
+// (quant::ApplyPlan: the model's weights shared, a layer dequantized when a
+// forward reaches it; no refitting) to an in-process LlamaModel and measures
 //   loss increase = mean NLL(plan) - mean NLL(FP) on the calibration slice,
 //   perplexity    on the evaluation slice (and its relative increase d).
 // CachingPlanEvaluator wraps any PlanEvaluator so that identical plans are
@@ -24,7 +24,7 @@
 #include "common/config/run_config.h"
 #include "common/model/llama_model.h"
 #include "common/model/perplexity.h"
-#include "common/quant/quantized_weights.h"
+#include "common/quant/stage_fits.h"
 #include "common/quant/unit_table.h"
 #include "common/rl/plan_evaluation.h"
 
@@ -66,13 +66,12 @@ struct LocalEvaluatorOptions {
 
 class LocalPlanEvaluator : public PlanEvaluator {
  public:
-  // `model` holds the FP weights of every layer + head; its linear weights
-  // are overwritten by each Evaluate (a copy of the FP linears is kept for
-  // Measure({})). `fits` and `table` are not owned and must outlive this.
+  // `model` holds the FP weights of every layer + head (not modified). `fits`
+  // and `table` are not owned and must outlive this.
   // calib_ids / eval_ids: the slices (texts encoded without BOS, already cut
   // to evaluation.calib_slice_tokens / eval_slice_tokens).
   static absl::StatusOr<std::unique_ptr<LocalPlanEvaluator>> Create(
-      model::LlamaModel* model, const quant::QuantizedWeights* fits, const quant::UnitTable* table,
+      model::LlamaModel* model, const quant::StageFits* fits, const quant::UnitTable* table,
       std::vector<int32_t> calib_ids, std::vector<int32_t> eval_ids,
       const LocalEvaluatorOptions& options);
 
@@ -88,12 +87,12 @@ class LocalPlanEvaluator : public PlanEvaluator {
 
  private:
   LocalPlanEvaluator() = default;
-  absl::Status Load(const std::vector<int>& actions);  // empty = FP
+  // The model to measure: the FP one for empty `actions`, else the plan's.
+  absl::StatusOr<std::shared_ptr<const model::LlamaModel>> Model(const std::vector<int>& actions);
 
   model::LlamaModel* model_ = nullptr;
-  const quant::QuantizedWeights* fits_ = nullptr;
+  const quant::StageFits* fits_ = nullptr;
   const quant::UnitTable* table_ = nullptr;
-  std::vector<std::array<at::Tensor, model::kNumMatrices>> fp_linears_;
   std::vector<int32_t> calib_ids_, eval_ids_;
   model::PerplexityOptions ppl_options_;
   model::PerplexityResult fp_calib_, fp_eval_;

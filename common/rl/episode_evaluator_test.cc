@@ -82,7 +82,7 @@ TEST(LocalPlanEvaluatorTest, MeasuresPlansOnTheRealModel) {
   ASSERT_TRUE(stats.ok()) << stats.status();
   quant::UnitTableOptions uo;
   uo.chunk_size = 16;
-  auto sq = quant::BuildStageQuantization(model.weights(), *stats, uo, "tiny");
+  auto sq = quant::BuildStageFits(model.weights(), *stats, uo, "tiny");
   ASSERT_TRUE(sq.ok()) << sq.status();
   std::vector<int32_t> ids(600);
   for (size_t i = 0; i < ids.size(); ++i) ids[i] = 3 + static_cast<int32_t>((i * 7 + i / 5) % 37);
@@ -90,9 +90,9 @@ TEST(LocalPlanEvaluatorTest, MeasuresPlansOnTheRealModel) {
   LocalEvaluatorOptions lo;
   lo.context = 16;
   lo.batch = 4;
-  auto ev = LocalPlanEvaluator::Create(&model, &sq->weights, &sq->table, calib, eval, lo);
+  auto ev = LocalPlanEvaluator::Create(&model, &*sq, &sq->table(), calib, eval, lo);
   ASSERT_TRUE(ev.ok()) << ev.status();
-  const size_t units = sq->table.units.size();
+  const size_t units = sq->table().units.size();
   auto fp16 = (*ev)->Evaluate(std::vector<int>(units, 0));
   ASSERT_TRUE(fp16.ok()) << fp16.status();
   // FP16 round trip of float32 weights: within a small tolerance of FP.

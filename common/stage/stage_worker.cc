@@ -9,21 +9,9 @@
 #include "windquant/v1/types.pb.h"
 
 namespace windquant::stage {
-namespace {
-
-// Deep copy of the decoder linears (the only tensors a plan changes).
-model::LlamaWeights CloneLinears(const model::LlamaWeights& w) {
-  model::LlamaWeights out = w;
-  for (auto& layer : out.layers) {
-    for (auto& t : layer.linear) t = t.clone();
-  }
-  return out;
-}
-
-}  // namespace
 
 StageWorker::StageWorker(model::LlamaWeights weights, const StageWorkerOptions& options)
-    : options_(options), model_(std::move(weights)) {}
+    : options_(options), model_(std::make_shared<const model::LlamaModel>(std::move(weights))) {}
 
 absl::StatusOr<std::unique_ptr<StageWorker>> StageWorker::Create(
     const StageWorkerOptions& options) {
@@ -56,7 +44,7 @@ absl::StatusOr<std::unique_ptr<StageWorker>> StageWorker::FromWeights(
 }
 
 absl::Status StageWorker::CheckHidden(const at::Tensor& hidden, const std::string& field) const {
-  const auto& c = model_.config();
+  const auto& c = model_->config();
   if (!hidden.defined() || hidden.dim() != 3) {
     return absl::InvalidArgumentError(absl::StrCat(field, ": must be [batch, seq, hidden]"));
   }
@@ -79,7 +67,7 @@ absl::Status StageWorker::CheckHidden(const at::Tensor& hidden, const std::strin
 
 void StageWorker::StartCalibration() {
   absl::MutexLock lock(&calib_mu_);
-  calibrator_ = std::make_unique<quant::Calibrator>(model_, first_layer(), end_layer());
+  calibrator_ = std::make_unique<quant::Calibrator>(*model_, first_layer(), end_layer());
 }
 
 absl::StatusOr<at::Tensor> StageWorker::Calibrate(const at::Tensor& hidden) {
@@ -93,8 +81,9 @@ absl::StatusOr<at::Tensor> StageWorker::Calibrate(const at::Tensor& hidden) {
 
 std::string StageWorker::CachePath(const std::string& fingerprint,
                                    const std::string& suffix) const {
+  // "-v2": the fits format of StageFits (older caches held float32 copies).
   return absl::StrCat(options_.cache_dir, "/stage-", fingerprint.substr(0, 16), "-", first_layer(),
-                      "-", end_layer(), "-c", options_.chunk_size, suffix);
+                      "-", end_layer(), "-c", options_.chunk_size, "-v2", suffix);
 }
 
 absl::StatusOr<quant::UnitTable> StageWorker::FinishCalibration(const std::string& fingerprint) {
@@ -115,28 +104,36 @@ absl::StatusOr<quant::UnitTable> StageWorker::FinishCalibration(const std::strin
   quant::UnitTableOptions options;
   options.chunk_size = options_.chunk_size;
   options.quantizer.salient_fraction = options_.salient_fraction;
-  absl::StatusOr<quant::StageQuantization> sq;
+  absl::StatusOr<quant::StageFits> fits;
   try {
-    sq = quant::BuildStageQuantization(model_.weights(), stats, options, fingerprint);
+    fits = quant::BuildStageFits(model_->weights(), stats, options, fingerprint);
   } catch (const c10::Error& e) {
     return absl::InternalError(absl::StrCat("fitting the stage: ", e.what_without_backtrace()));
   }
-  if (!sq.ok()) return sq.status();
+  if (!fits.ok()) return fits.status();
   if (!options_.cache_dir.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(options_.cache_dir, ec);
     v1::UnitTable proto;
-    sq->table.ToProto(&proto);
+    fits->table().ToProto(&proto);
     // Fits first: a table file without its fits is never read.
-    WQ_RETURN_IF_ERROR(sq->weights.Save(CachePath(fingerprint, ".fits.safetensors")));
+    WQ_RETURN_IF_ERROR(fits->Save(CachePath(fingerprint, ".fits.safetensors")));
     WQ_RETURN_IF_ERROR(
         base::WriteFileAtomic(CachePath(fingerprint, ".table.pb"), proto.SerializeAsString()));
   }
-  quant::UnitTable table = sq->table;
-  absl::MutexLock lock(&mu_);
-  fits_ = std::make_shared<const quant::StageQuantization>(*std::move(sq));
-  plans_.clear();
+  quant::UnitTable table = fits->table();
+  WQ_RETURN_IF_ERROR(SetFits(*std::move(fits)));
   return table;
+}
+
+absl::Status StageWorker::SetFits(quant::StageFits fits) {
+  WQ_ASSIGN_OR_RETURN(std::shared_ptr<const quant::QuantizedStage> stage,
+                      quant::QuantizedStage::Create(
+                          model_, std::make_shared<const quant::StageFits>(std::move(fits))));
+  absl::MutexLock lock(&mu_);
+  stage_ = std::move(stage);
+  plans_.clear();
+  return absl::OkStatus();
 }
 
 absl::Status StageWorker::LoadCachedFits(const std::string& fingerprint) {
@@ -154,32 +151,31 @@ absl::Status StageWorker::LoadCachedFits(const std::string& fingerprint) {
   if (table.fingerprint != fingerprint) {
     return absl::NotFoundError(absl::StrCat(table_path, ": other fingerprint"));
   }
-  WQ_ASSIGN_OR_RETURN(quant::QuantizedWeights weights,
-                      quant::QuantizedWeights::Load(CachePath(fingerprint, ".fits.safetensors"),
-                                                    first_layer(), end_layer()));
-  auto sq = std::make_shared<quant::StageQuantization>();
-  sq->table = std::move(table);
-  sq->weights = std::move(weights);
-  absl::MutexLock lock(&mu_);
-  fits_ = std::move(sq);
-  plans_.clear();
-  return absl::OkStatus();
+  WQ_ASSIGN_OR_RETURN(
+      quant::StageFits fits,
+      quant::StageFits::Load(CachePath(fingerprint, ".fits.safetensors"), std::move(table)));
+  return SetFits(std::move(fits));
 }
 
 absl::StatusOr<quant::UnitTable> StageWorker::table() const {
   absl::MutexLock lock(&mu_);
-  if (fits_ == nullptr) return absl::FailedPreconditionError("stage not fitted yet");
-  return fits_->table;
+  if (stage_ == nullptr) return absl::FailedPreconditionError("stage not fitted yet");
+  return stage_->table();
 }
 
 bool StageWorker::fitted() const {
   absl::MutexLock lock(&mu_);
-  return fits_ != nullptr;
+  return stage_ != nullptr;
+}
+
+std::shared_ptr<const quant::QuantizedStage> StageWorker::stage() const {
+  absl::MutexLock lock(&mu_);
+  return stage_;
 }
 
 absl::StatusOr<std::shared_ptr<const model::LlamaModel>> StageWorker::PlanModel(
     const std::string& plan_id, const std::shared_ptr<const std::vector<int>>& actions) {
-  std::shared_ptr<const quant::StageQuantization> fits;
+  std::shared_ptr<const quant::QuantizedStage> stage;
   {
     absl::MutexLock lock(&mu_);
     for (auto it = plans_.begin(); it != plans_.end(); ++it) {
@@ -188,21 +184,15 @@ absl::StatusOr<std::shared_ptr<const model::LlamaModel>> StageWorker::PlanModel(
         return plans_.front().second;
       }
     }
-    fits = fits_;
+    stage = stage_;
   }
-  if (fits == nullptr) {
+  if (stage == nullptr) {
     return absl::FailedPreconditionError("stage not fitted yet: run the calibration pass first");
   }
   if (actions == nullptr || actions->empty()) {
     return absl::NotFoundError(absl::StrCat("plan ", plan_id, " unknown to this stage"));
   }
-  model::LlamaWeights weights = CloneLinears(model_.weights());
-  try {
-    WQ_RETURN_IF_ERROR(fits->weights.Apply(fits->table, *actions, &weights));
-  } catch (const c10::Error& e) {
-    return absl::InternalError(absl::StrCat("applying plan: ", e.what_without_backtrace()));
-  }
-  auto planned = std::make_shared<const model::LlamaModel>(std::move(weights), model_.device());
+  WQ_ASSIGN_OR_RETURN(std::shared_ptr<const model::LlamaModel> planned, stage->PlanModel(actions));
   absl::MutexLock lock(&mu_);
   plans_.emplace_front(plan_id, planned);
   while (static_cast<int>(plans_.size()) > std::max(1, options_.plan_cache_size)) plans_.pop_back();
@@ -213,7 +203,7 @@ absl::StatusOr<at::Tensor> StageWorker::Forward(
     const std::string& plan_id, const std::shared_ptr<const std::vector<int>>& actions,
     const at::Tensor& hidden) {
   WQ_RETURN_IF_ERROR(CheckHidden(hidden, "hidden"));
-  const model::LlamaModel* m = &model_;
+  const model::LlamaModel* m = model_.get();
   std::shared_ptr<const model::LlamaModel> planned;
   if (!plan_id.empty()) {
     WQ_ASSIGN_OR_RETURN(planned, PlanModel(plan_id, actions));

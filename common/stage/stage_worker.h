@@ -6,12 +6,17 @@
 // over gRPC (actor/actor_service.h); in one process it is reached through
 // transport::LocalActivationTransport.
 //
-// Plans: applying a plan copies the chosen fits into a private copy of the
-// stage's weights; the copy is cached per plan id (LRU, `plan_cache_size`), so
-// the micro-batches of one evaluation apply the plan once.
+// Plans: a plan is applied by a model sharing the stage's weights that
+// dequantizes each layer's chosen actions when a forward reaches it
+// (quant::QuantizedStage::PlanModel); the plan models are kept per plan id
+// (LRU, `plan_cache_size`; each holds only its actions).
 // Fit cache: when `cache_dir` is set the fits and the stage table are saved
 // there under the fingerprint, and a restarted actor reloads them instead of
 // waiting for a new calibration pass.
+// Memory: the stage's weights in their stored dtype (2 bytes per weight for
+// BF16) and, once fitted, its StageFits (~0.13 bytes per weight at chunk 128),
+// for the worker's life; during a forward, 4 bytes per weight of the layer being
+// computed, per concurrent forward.
 //
 // Thread-safety: all methods are thread-safe. Forward calls run concurrently;
 // calibration calls are serialised.
@@ -31,7 +36,8 @@
 #include "absl/synchronization/mutex.h"
 #include "common/model/llama_model.h"
 #include "common/quant/calibration.h"
-#include "common/quant/quantized_weights.h"
+#include "common/quant/quantized_stage.h"
+#include "common/quant/stage_fits.h"
 #include "common/quant/unit_table.h"
 #include "common/quant/unit_table_builder.h"
 
@@ -56,9 +62,9 @@ class StageWorker {
   static absl::StatusOr<std::unique_ptr<StageWorker>> FromWeights(
       model::LlamaWeights weights, const StageWorkerOptions& options);
 
-  int64_t first_layer() const { return model_.first_layer(); }
-  int64_t end_layer() const { return model_.end_layer(); }
-  const model::LlamaConfig& config() const { return model_.config(); }
+  int64_t first_layer() const { return model_->first_layer(); }
+  int64_t end_layer() const { return model_->end_layer(); }
+  const model::LlamaConfig& config() const { return model_->config(); }
 
   // Starts a calibration pass (discarding one in progress).
   void StartCalibration();
@@ -75,6 +81,8 @@ class StageWorker {
   // The stage table once fitted, else FAILED_PRECONDITION.
   absl::StatusOr<quant::UnitTable> table() const;
   bool fitted() const;
+  // The stage's weights + fits once fitted (nullptr before), to share read-only.
+  std::shared_ptr<const quant::QuantizedStage> stage() const;
 
   // Runs hidden [B, T, H] through the stage with `plan_id`'s weights. `actions`
   // (one per global unit) is needed the first time a plan id is seen; empty
@@ -95,15 +103,16 @@ class StageWorker {
   absl::StatusOr<std::shared_ptr<const model::LlamaModel>> PlanModel(
       const std::string& plan_id, const std::shared_ptr<const std::vector<int>>& actions);
   std::string CachePath(const std::string& fingerprint, const std::string& suffix) const;
+  absl::Status SetFits(quant::StageFits fits);
 
   const StageWorkerOptions options_;
-  const model::LlamaModel model_;
+  const std::shared_ptr<const model::LlamaModel> model_;
 
   mutable absl::Mutex calib_mu_;
   std::unique_ptr<quant::Calibrator> calibrator_ ABSL_GUARDED_BY(calib_mu_);
 
   mutable absl::Mutex mu_;
-  std::shared_ptr<const quant::StageQuantization> fits_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<const quant::QuantizedStage> stage_ ABSL_GUARDED_BY(mu_);
   // Most recently used first.
   std::list<std::pair<std::string, std::shared_ptr<const model::LlamaModel>>> plans_
       ABSL_GUARDED_BY(mu_);

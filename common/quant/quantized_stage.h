@@ -1,0 +1,79 @@
+// QuantizedStage: what a stage's users share: its full-precision weights (in their
+// stored dtype, inside a model::LlamaModel) and its fits (StageFits, with the stage's
+// unit table). Several users (the one-process session, an actor's forward passes, the
+// exporter, later the in-process services) hold one std::shared_ptr<const
+// QuantizedStage> and read it concurrently.
+//
+// A plan is applied by PlanModel: a LlamaModel sharing the weights whose forward
+// dequantizes each layer's chosen actions when it reaches the layer (PlanLinears), so a
+// plan costs 4 bytes per weight of one layer for the duration of that layer's forward,
+// and nothing between forwards.
+//
+// Memory: the model's weights (2 bytes per weight for BF16) + the fits (~0.13 bytes per
+// weight at chunk 128), both for the object's life; nothing else.
+// Immutable; thread-safe.
+#ifndef WINDQUANT_COMMON_QUANT_QUANTIZED_STAGE_H_
+#define WINDQUANT_COMMON_QUANT_QUANTIZED_STAGE_H_
+
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/model/llama_model.h"
+#include "common/quant/stage_fits.h"
+#include "common/quant/unit_table.h"
+
+namespace windquant::quant {
+
+// model::LinearSource of a plan: the layer's full-precision weights widened to float32
+// (a copy), then every unit's chosen action dequantized in place (StageFits::ApplyToLayer).
+class PlanLinears : public model::LinearSource {
+ public:
+  // INVALID_ARGUMENT when `actions` does not cover fits' units (StageFits::CheckPlan).
+  static absl::StatusOr<std::shared_ptr<const PlanLinears>> Create(
+      std::shared_ptr<const StageFits> fits, std::shared_ptr<const std::vector<int>> actions);
+  std::array<at::Tensor, model::kNumMatrices> Linears(
+      int64_t layer, const model::LayerWeights& stored) const override;
+
+ private:
+  PlanLinears(std::shared_ptr<const StageFits> fits,
+              std::shared_ptr<const std::vector<int>> actions)
+      : fits_(std::move(fits)), actions_(std::move(actions)) {}
+  std::shared_ptr<const StageFits> fits_;
+  std::shared_ptr<const std::vector<int>> actions_;
+};
+
+// `model` with `actions` applied from `fits` (which must cover the model's layers).
+// INVALID_ARGUMENT for a plan of the wrong length, an action out of range or fits of
+// other layers.
+absl::StatusOr<std::shared_ptr<const model::LlamaModel>> ApplyPlan(
+    const model::LlamaModel& model, std::shared_ptr<const StageFits> fits,
+    std::shared_ptr<const std::vector<int>> actions);
+
+class QuantizedStage {
+ public:
+  // INVALID_ARGUMENT when the fits cover other layers than the model's decoder layers.
+  static absl::StatusOr<std::shared_ptr<const QuantizedStage>> Create(
+      std::shared_ptr<const model::LlamaModel> model, std::shared_ptr<const StageFits> fits);
+
+  const model::LlamaModel& model() const { return *model_; }
+  const std::shared_ptr<const model::LlamaModel>& shared_model() const { return model_; }
+  const StageFits& fits() const { return *fits_; }
+  const std::shared_ptr<const StageFits>& shared_fits() const { return fits_; }
+  const UnitTable& table() const { return fits_->table(); }
+
+  // The stage with `actions` (one per global unit) applied; errors as ApplyPlan.
+  absl::StatusOr<std::shared_ptr<const model::LlamaModel>> PlanModel(
+      std::shared_ptr<const std::vector<int>> actions) const;
+
+ private:
+  QuantizedStage(std::shared_ptr<const model::LlamaModel> model,
+                 std::shared_ptr<const StageFits> fits)
+      : model_(std::move(model)), fits_(std::move(fits)) {}
+  std::shared_ptr<const model::LlamaModel> model_;
+  std::shared_ptr<const StageFits> fits_;
+};
+
+}  // namespace windquant::quant
+
+#endif  // WINDQUANT_COMMON_QUANT_QUANTIZED_STAGE_H_
