@@ -246,6 +246,21 @@ absl::Status Check(bool ok, const std::string& path, const std::string& what) {
   return ok ? absl::OkStatus() : absl::InvalidArgumentError(absl::StrCat(path, ": ", what));
 }
 
+// output.*: a directory, a store URI the store can open, a run id usable as
+// an artifact key.
+absl::Status ValidateOutput(const OutputConfig& o) {
+  WQ_RETURN_IF_ERROR(Check(!o.dir.empty(), "output.dir", "is required"));
+  WQ_RETURN_IF_ERROR(
+      Check(o.store.find("://") == std::string::npos || absl::StartsWith(o.store, "file:///") ||
+                absl::StartsWith(o.store, "s3://"),
+            "output.store", "must be file:///abs/path, s3://bucket[/prefix] or a path"));
+  const bool id_chars = std::all_of(o.run_id.begin(), o.run_id.end(), [](char ch) {
+    return absl::ascii_isalnum(ch) || ch == '.' || ch == '_' || ch == '-';
+  });
+  return Check(o.run_id.size() <= 100 && o.run_id.find("..") == std::string::npos && id_chars,
+               "output.run_id", "must be up to 100 of [A-Za-z0-9._-], no '..'");
+}
+
 absl::Status Validate(const RunConfig& c) {
   WQ_RETURN_IF_ERROR(Check(!c.model.dir.empty(), "model.dir", "is required"));
   WQ_RETURN_IF_ERROR(Check(c.model.device == "cpu" || c.model.device == "cuda", "model.device",
@@ -298,18 +313,7 @@ absl::Status Validate(const RunConfig& c) {
                            "training.warm_start", "must be none or lagrange"));
   WQ_RETURN_IF_ERROR(Check(c.training.checkpoint_every_updates > 0,
                            "training.checkpoint_every_updates", "must be > 0"));
-  WQ_RETURN_IF_ERROR(Check(!c.output.dir.empty(), "output.dir", "is required"));
-  WQ_RETURN_IF_ERROR(Check(
-      c.output.store.find("://") == std::string::npos ||
-          absl::StartsWith(c.output.store, "file:///") || absl::StartsWith(c.output.store, "s3://"),
-      "output.store", "must be file:///abs/path, s3://bucket[/prefix] or a path"));
-  WQ_RETURN_IF_ERROR(
-      Check(c.output.run_id.size() <= 100 && c.output.run_id.find("..") == std::string::npos &&
-                std::all_of(c.output.run_id.begin(), c.output.run_id.end(),
-                            [](char ch) {
-                              return absl::ascii_isalnum(ch) || ch == '.' || ch == '_' || ch == '-';
-                            }),
-            "output.run_id", "must be up to 100 of [A-Za-z0-9._-], no '..'"));
+  WQ_RETURN_IF_ERROR(ValidateOutput(c.output));
   WQ_RETURN_IF_ERROR(Check(c.service.stages >= 1, "service.stages", "must be >= 1"));
   WQ_RETURN_IF_ERROR(Check(c.service.replicas >= 1, "service.replicas", "must be >= 1"));
   WQ_RETURN_IF_ERROR(Check(c.service.stage >= -1 && c.service.stage < c.service.stages,
