@@ -18,6 +18,10 @@ namespace windquant::quant {
 
 inline constexpr char kQuantizedFormat[] = "windquant.quantized.v1";
 inline constexpr char kQuantizedFileName[] = "quantized.safetensors";
+// Version 2: only non-salient entries have codes, salient positions take
+// IndexBits(n) bits, ternary codes 27 bits per 17 (docs/quantized-format.md): the
+// bytes of a unit's tensors are its counted bits (effective_bits.h) within 0.5 %.
+inline constexpr char kQuantizedFormatVersion[] = "2";
 
 // Tensor-name prefix of a unit: "model.layers.3.self_attn.q_proj.chunk.1".
 std::string UnitTensorPrefix(int64_t layer, int matrix, int64_t chunk);
