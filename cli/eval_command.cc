@@ -38,6 +38,9 @@ constexpr char kUsage[] =
     "                     --config FILE, whose unit table (cache or fitted) the plan is\n"
     "                     checked against; --model / --text / --context default to the\n"
     "                     config's model.dir / evaluation.text / evaluation.context\n"
+    "  --quantized DIR    the packed quantized checkpoint of `windquant export` (DIR/quantized):\n"
+    "                     its codes, scales and INT8 salient values decoded to the weights\n"
+    "                     eval --plan applies (instead of --model; tokenizer from DIR)\n"
     "  --config FILE      run config (YAML), with --plan\n"
     "  --set K=V          config override (repeatable), with --config\n";
 
@@ -68,6 +71,7 @@ absl::Status RunEval(Args& args) {
   q.model_dir = args.Get("model");
   q.text_path = args.Get("text");
   q.plan_path = args.Get("plan");
+  q.quantized_dir = args.Get("quantized");
   const std::string config_path = args.Get("config");
   const std::vector<std::string> sets = args.GetAll("set");
   const bool context_given = args.Has("context");
@@ -89,6 +93,12 @@ absl::Status RunEval(Args& args) {
     q.config = &cfg;
   } else if (!config_path.empty() || !sets.empty()) {
     return absl::InvalidArgumentError("--config and --set are only used with --plan");
+  }
+  if (!q.quantized_dir.empty()) {
+    if (!q.model_dir.empty() || !q.plan_path.empty()) {
+      return absl::InvalidArgumentError("--quantized DIR: not with --model or --plan");
+    }
+    q.model_dir = q.quantized_dir;
   }
   if (q.model_dir.empty()) return absl::InvalidArgumentError("--model DIR is required");
   if (q.text_path.empty()) return absl::InvalidArgumentError("--text FILE is required");
