@@ -13,7 +13,8 @@
 #  5. `windquant plans pull` of the final plan (plan, report, quantized and
 #     fake-quant checkpoints); `windquant eval --plan` of the pulled plan with
 #     the run's own config is accepted, and `windquant eval` of the pulled
-#     model gives the perplexity in the pulled report.json (1e-6 relative).
+#     model gives the perplexity in the pulled report.json (1e-6 relative);
+#     `eval --quantized` of the packed checkpoint agrees within F16 rounding.
 #   store_e2e_test.sh BUILD_DIR
 set -euo pipefail
 BUILD="$1"
@@ -145,6 +146,18 @@ got = json.load(open(sys.argv[1]))["perplexity"]
 want = float(sys.argv[2])
 print(f"pulled model: perplexity {got:.9g}, report.json {want:.9g}")
 assert abs(got - want) <= 1e-6 * want, (got, want)
+PY
+# The packed checkpoint, decoded: the same plan's weights, exact where fake_quant rounds
+# its linears to F16 (docs/quantized-format.md), so equal within that rounding.
+"$WQ" eval --quantized "$OUT/pulled/quantized" --text "$text" --context "$context" --batch "$batch" \
+  --max-tokens "$max_tokens" --threads 1 --json >"$OUT/eval-quantized.json" 2>"$OUT/logs/eval-quantized.log" ||
+  fail "eval --quantized of the pulled checkpoint: $(tail -1 "$OUT/logs/eval-quantized.log")"
+python3 - "$OUT/eval-quantized.json" "$expected" <<'PY' || fail "the packed checkpoint's perplexity is not the report's"
+import json, sys
+got = json.load(open(sys.argv[1]))["perplexity"]
+want = float(sys.argv[2])
+print(f"pulled packed checkpoint: perplexity {got:.9g}, report.json (fake_quant) {want:.9g}")
+assert abs(got - want) <= 1e-3 * want, (got, want)
 PY
 cleanup
 trap - EXIT
