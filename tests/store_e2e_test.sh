@@ -13,8 +13,8 @@
 #  5. `windquant plans pull` of the final plan (plan, report, quantized and
 #     fake-quant checkpoints); `windquant eval --plan` of the pulled plan with
 #     the run's own config is accepted, and `windquant eval` of the pulled
-#     model gives the perplexity in the pulled report.json (1e-6 relative);
-#     `eval --quantized` of the packed checkpoint agrees within F16 rounding.
+#     model gives the perplexity in the pulled report.json and `eval
+#     --quantized` of the pulled packed checkpoint eval --plan's (1e-6 relative).
 #   store_e2e_test.sh BUILD_DIR
 set -euo pipefail
 BUILD="$1"
@@ -129,7 +129,7 @@ done
 CONFIG_SETS=()
 for ((i = 0; i < ${#RUN_SETS[@]}; i += 2)); do CONFIG_SETS+=(--set "${RUN_SETS[i + 1]}"); done
 "$WQ" eval --config "$WQ_TEST_CONFIG" "${CONFIG_SETS[@]}" --set "quant.cache_dir=$OUT/cache" \
-  --plan "$OUT/pulled/plan.json" --max-tokens 512 --json >"$OUT/eval-plan.json" 2>"$OUT/logs/eval-plan.log" ||
+  --plan "$OUT/pulled/plan.json" --max-tokens 512 --batch 8 --threads 1 --json >"$OUT/eval-plan.json" 2>"$OUT/logs/eval-plan.log" ||
   fail "eval --plan refused the pulled plan: $(tail -1 "$OUT/logs/eval-plan.log")"
 read -r text context batch max_tokens expected < <(python3 - "$OUT/pulled/report.json" <<'PY'
 import json, sys
@@ -147,17 +147,22 @@ want = float(sys.argv[2])
 print(f"pulled model: perplexity {got:.9g}, report.json {want:.9g}")
 assert abs(got - want) <= 1e-6 * want, (got, want)
 PY
-# The packed checkpoint, decoded: the same plan's weights, exact where fake_quant rounds
-# its linears to F16 (docs/quantized-format.md), so equal within that rounding.
-"$WQ" eval --quantized "$OUT/pulled/quantized" --text "$text" --context "$context" --batch "$batch" \
-  --max-tokens "$max_tokens" --threads 1 --json >"$OUT/eval-quantized.json" 2>"$OUT/logs/eval-quantized.log" ||
+# The packed checkpoint, decoded, is the model `eval --plan` measured (same settings).
+read -r pcontext pexpected < <(python3 - "$OUT/eval-plan.json" <<'PY'
+import json, sys
+x = json.load(open(sys.argv[1]))
+print(x["context"], repr(x["perplexity"]))
+PY
+)
+"$WQ" eval --quantized "$OUT/pulled/quantized" --text "$text" --context "$pcontext" --batch 8 \
+  --max-tokens 512 --threads 1 --json >"$OUT/eval-quantized.json" 2>"$OUT/logs/eval-quantized.log" ||
   fail "eval --quantized of the pulled checkpoint: $(tail -1 "$OUT/logs/eval-quantized.log")"
-python3 - "$OUT/eval-quantized.json" "$expected" <<'PY' || fail "the packed checkpoint's perplexity is not the report's"
+python3 - "$OUT/eval-quantized.json" "$pexpected" <<'PY' || fail "the packed checkpoint's perplexity is not eval --plan's"
 import json, sys
 got = json.load(open(sys.argv[1]))["perplexity"]
 want = float(sys.argv[2])
-print(f"pulled packed checkpoint: perplexity {got:.9g}, report.json (fake_quant) {want:.9g}")
-assert abs(got - want) <= 1e-3 * want, (got, want)
+print(f"pulled packed checkpoint: perplexity {got:.9g}, eval --plan {want:.9g}")
+assert abs(got - want) <= 1e-6 * want, (got, want)
 PY
 cleanup
 trap - EXIT

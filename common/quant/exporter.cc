@@ -54,6 +54,15 @@ std::vector<std::pair<std::string, const at::Tensor*>> FixedTensors(const model:
   return out;
 }
 
+// The dtype of the fixed tensors in the quantized checkpoint: the model's own
+// (config.json torch_dtype: float32, bfloat16), so that the checkpoint reads back to
+// exactly the weights the evaluator used; F16 when it says float16 or nothing.
+model::Dtype FixedDtype(const model::LlamaConfig& c) {
+  if (c.torch_dtype == "float32") return model::Dtype::kF32;
+  if (c.torch_dtype == "bfloat16") return model::Dtype::kBF16;
+  return model::Dtype::kF16;
+}
+
 std::string HalfBytes(const at::Tensor& t) {
   const at::Tensor h = t.detach().to(at::kCPU, at::kHalf).contiguous();
   return std::string(static_cast<const char*>(h.data_ptr()), h.numel() * sizeof(uint16_t));
@@ -143,7 +152,7 @@ absl::Status WriteQuantizedCheckpoint(const ExportInputs& in, const std::string&
       WQ_RETURN_IF_ERROR(AddUnit(fits, i, action, prefix, W, &out));
     }
     for (const auto& [name, tensor] : FixedTensors(w)) {
-      WQ_RETURN_IF_ERROR(out.Add(name, *tensor, model::Dtype::kF16));
+      WQ_RETURN_IF_ERROR(out.Add(name, *tensor, FixedDtype(w.config)));
     }
   } catch (const c10::Error& e) {
     return absl::InternalError(absl::StrCat("export: ", e.what_without_backtrace()));
@@ -161,7 +170,7 @@ absl::Status WriteQuantizedCheckpoint(const ExportInputs& in, const std::string&
   const std::filesystem::path d(dir);
   WQ_RETURN_IF_ERROR(out.Write((d / kQuantizedFileName).string()));
   model::LlamaConfig cfg = w.config;
-  cfg.torch_dtype = "float16";
+  if (FixedDtype(w.config) == model::Dtype::kF16) cfg.torch_dtype = "float16";
   WQ_RETURN_IF_ERROR(base::WriteFileAtomic((d / "config.json").string(), cfg.ToJson()));
   WQ_RETURN_IF_ERROR(base::WriteFileAtomic((d / "plan.json").string(), PlanToJson(*in.plan, t)));
   return CopyTokenizerFiles(in.model_dir, dir);

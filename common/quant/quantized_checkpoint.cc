@@ -67,6 +67,24 @@ class Reader {
     std::memcpy(h.data_ptr(), f_.Data(*info).data(), info->num_bytes());
     return h.to(at::kFloat);
   }
+  // A tensor stored F16, BF16 or F32 (the embeddings and norms: the model's own
+  // dtype) as float32.
+  absl::StatusOr<at::Tensor> Float(const std::string& name,
+                                   const std::vector<int64_t>& shape) const {
+    const model::TensorInfo* found = f_.Find(name);
+    model::Dtype dtype = model::Dtype::kF16;  // what Get names when it is another
+    if (found != nullptr &&
+        (found->dtype == model::Dtype::kF32 || found->dtype == model::Dtype::kBF16)) {
+      dtype = found->dtype;
+    }
+    WQ_ASSIGN_OR_RETURN(const model::TensorInfo* info, Get(name, dtype, shape));
+    const at::ScalarType type = dtype == model::Dtype::kF32    ? at::kFloat
+                                : dtype == model::Dtype::kBF16 ? at::kBFloat16
+                                                               : at::kHalf;
+    at::Tensor t = at::empty(shape, type);
+    std::memcpy(t.data_ptr(), f_.Data(*info).data(), info->num_bytes());
+    return t.to(at::kFloat);
+  }
   template <typename T>
   absl::StatusOr<std::vector<T>> Raw(const std::string& name, model::Dtype dtype,
                                      int64_t count) const {
@@ -236,11 +254,11 @@ absl::StatusOr<QuantizedCheckpoint> QuantizedCheckpoint::Read(const std::string&
       }
       WQ_ASSIGN_OR_RETURN(
           lw.input_layernorm,
-          r.Half(absl::StrCat("model.layers.", l, ".input_layernorm.weight"), {cfg.hidden_size}));
+          r.Float(absl::StrCat("model.layers.", l, ".input_layernorm.weight"), {cfg.hidden_size}));
       WQ_ASSIGN_OR_RETURN(
           lw.post_attention_layernorm,
-          r.Half(absl::StrCat("model.layers.", l, ".post_attention_layernorm.weight"),
-                 {cfg.hidden_size}));
+          r.Float(absl::StrCat("model.layers.", l, ".post_attention_layernorm.weight"),
+                  {cfg.hidden_size}));
       w.layers.push_back(std::move(lw));
     }
     if (unit != out.actions.size()) {
@@ -249,12 +267,12 @@ absl::StatusOr<QuantizedCheckpoint> QuantizedCheckpoint::Read(const std::string&
                                                      " entries, the model has ", unit, " units"));
     }
     WQ_ASSIGN_OR_RETURN(w.embed_tokens,
-                        r.Half("model.embed_tokens.weight", {cfg.vocab_size, cfg.hidden_size}));
-    WQ_ASSIGN_OR_RETURN(w.final_norm, r.Half("model.norm.weight", {cfg.hidden_size}));
+                        r.Float("model.embed_tokens.weight", {cfg.vocab_size, cfg.hidden_size}));
+    WQ_ASSIGN_OR_RETURN(w.final_norm, r.Float("model.norm.weight", {cfg.hidden_size}));
     if (cfg.tie_word_embeddings) {
       w.lm_head = w.embed_tokens;
     } else {
-      WQ_ASSIGN_OR_RETURN(w.lm_head, r.Half("lm_head.weight", {cfg.vocab_size, cfg.hidden_size}));
+      WQ_ASSIGN_OR_RETURN(w.lm_head, r.Float("lm_head.weight", {cfg.vocab_size, cfg.hidden_size}));
     }
   } catch (const c10::Error& e) {
     return absl::InternalError(absl::StrCat(path, ": ", e.what_without_backtrace()));

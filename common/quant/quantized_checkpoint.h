@@ -1,8 +1,8 @@
 // QuantizedCheckpoint: reader of the quantized checkpoint written by exporter.h
 // (layout: docs/quantized-format.md). It rebuilds, from packed codes, FP16 scales and
 // offsets and INT8 salient values, exactly (bit for bit) the fake-quant float32
-// weights that QuantizedWeights::Apply gives the evaluator; embeddings, norms and
-// lm_head come back from FP16.
+// weights the evaluator applies; embeddings, norms and lm_head come back from the
+// model's own dtype (F32, BF16 or F16), so exactly as the evaluator has them.
 // Thread-compatible.
 #ifndef WINDQUANT_COMMON_QUANT_QUANTIZED_CHECKPOINT_H_
 #define WINDQUANT_COMMON_QUANT_QUANTIZED_CHECKPOINT_H_

@@ -12,6 +12,8 @@
 #include "common/base/files.h"
 #include "common/config/run_config.h"
 #include "common/model/checkpoint.h"
+#include "common/model/llama_model.h"
+#include "common/model/perplexity.h"
 #include "common/model/safetensors.h"
 #include "common/quant/effective_bits.h"
 #include "common/quant/exporter.h"
@@ -219,7 +221,8 @@ std::map<std::string, uint64_t> UnitBytes(const model::SafetensorsFile& file) {
 
 // The real test model at its run config (stories260k: chunk 64, salient 0.5 %), every
 // unit at one action, for every action: the bytes of each unit's tensors are its counted
-// bits / 8 within 0.5 % (never fewer), and so is the total.
+// bits / 8 within 0.5 % (never fewer), and so is the total; the checkpoint decodes to
+// the model `eval --plan` measures (perplexity within 1e-6 relative).
 TEST(QuantizedCheckpointRealModelTest, ExportedBytesAreTheCountedBitsForEveryAction) {
   const testing::TestModel m = testing::RealModel();
   absl::StatusOr<config::RunConfig> c = config::LoadRunConfig(m.config);
@@ -232,7 +235,6 @@ TEST(QuantizedCheckpointRealModelTest, ExportedBytesAreTheCountedBitsForEveryAct
   c->quant.cache_dir = "";
   SessionOptions so;
   so.use_cache = false;
-  so.load_eval_text = false;
   auto session = QuantizationSession::Create(*c, so);
   ASSERT_TRUE(session.ok()) << session.status();
   const QuantizationSession& s = **session;
@@ -268,6 +270,20 @@ TEST(QuantizedCheckpointRealModelTest, ExportedBytesAreTheCountedBitsForEveryAct
     }
     EXPECT_LE(total_bytes, total_counted * (1 + kTolerance));
     EXPECT_EQ(bytes.size(), t.units.size());
+    // `eval --quantized DIR` (the decoded checkpoint) is `eval --plan`.
+    auto decoded = QuantizedCheckpoint::Read(dir);
+    ASSERT_TRUE(decoded.ok()) << decoded.status();
+    const model::LlamaModel from_file(std::move(decoded->weights));
+    auto planned = s.PlanModel(plan.actions);
+    ASSERT_TRUE(planned.ok()) << planned.status();
+    model::PerplexityOptions po;
+    po.context = 128;
+    po.max_tokens = 1024;
+    auto p_file = model::ComputePerplexity(from_file, s.eval_ids(), po);
+    auto p_plan = model::ComputePerplexity(**planned, s.eval_ids(), po);
+    ASSERT_TRUE(p_file.ok() && p_plan.ok());
+    EXPECT_NEAR(p_file->perplexity, p_plan->perplexity, 1e-6 * p_plan->perplexity)
+        << "action " << ActionName(kAllActions[a]);
     std::printf(
         "action %-4s  %zu units  %.0f bytes  counted %.1f  (+%.3f %%, worst unit +%.3f %%)\n",
         std::string(ActionName(kAllActions[a])).c_str(), t.units.size(), total_bytes, total_counted,
