@@ -87,12 +87,17 @@ grpc::Status ActorService::Calibrate(
   v1::CalibrateRequest req;
   bool started = false;
   while (stream->Read(&req)) {
+    absl::StatusOr<at::Tensor> hidden = transport::DecodeHiddenStates(req.hidden(), "hidden");
+    if (!hidden.ok()) return net::ToGrpcStatus(hidden.status());
+    // A pass starts with its first valid batch: a bad first request leaves
+    // the calibration state of the worker as it was.
+    if (absl::Status s = worker_->CheckHidden(*hidden, "hidden"); !s.ok()) {
+      return net::ToGrpcStatus(s);
+    }
     if (!started) {
       worker_->StartCalibration();
       started = true;
     }
-    absl::StatusOr<at::Tensor> hidden = transport::DecodeHiddenStates(req.hidden(), "hidden");
-    if (!hidden.ok()) return net::ToGrpcStatus(hidden.status());
     absl::StatusOr<at::Tensor> out = worker_->Calibrate(*hidden);
     if (!out.ok()) return net::ToGrpcStatus(out.status());
     v1::CalibrateResponse resp;

@@ -25,6 +25,9 @@
 //        table + plan scanned per second against at::sum's read GB/s over a
 //        buffer of the same size (cache-resident like the table), with the
 //        DRAM copy GB/s printed for reference.
+//  * wire sizes: one episode as an actor streams it (windquant.v1.TransitionBatch
+//    with its plan) in bytes per transition, and the unit table
+//    (windquant.v1.UnitTable) in bytes per unit (docs/capacity.md).
 // Tables: stories260k's real unit table (configs/stories260k.yaml, built
 // without the cache; skipped with a message when ../shared is absent) and
 // synthetic tables the size of LLaMA-3-8B (32 layers x 152 chunks of 256 =
@@ -55,6 +58,8 @@
 #include "common/rl/ppo.h"
 #include "common/rl/state_features.h"
 #include "common/rl/synthetic_table.h"
+#include "common/rl/transition_codec.h"
+#include "windquant/v1/types.pb.h"
 
 namespace {
 
@@ -282,6 +287,29 @@ void BenchTable(const std::string& name, const quant::UnitTable& table, const Op
         "    env step alone: n/a (the Act calls take %.0f%% of the rollout; the rest is in the "
         "noise)\n",
         100 * act_s * units / roll_s);
+  }
+
+  // Wire sizes: one finished episode as an actor streams it to the learner
+  // (windquant.v1.TransitionBatch with its plan), and the unit table as the
+  // learner merges and stores it (windquant.v1.UnitTable).
+  {
+    rl::Episode e;
+    e.actor_id = "actor-s0-r0";
+    e.episode_id = (uint64_t{1} << 48) | 1;
+    e.steps = ro.episodes[0];
+    e.plan = quant::Plan::Make(table, ro.plans[0], "rl", kTargetBits);
+    e.plan.plan_id = e.actor_id + "-" + std::to_string(e.episode_id);
+    v1::TransitionBatch batch;
+    rl::EncodeEpisode(e, table, &batch);
+    v1::UnitTable table_proto;
+    table.ToProto(&table_proto);
+    const double episode_bytes = static_cast<double>(batch.ByteSizeLong());
+    const double table_bytes = static_cast<double>(table_proto.ByteSizeLong());
+    std::printf(
+        "  wire sizes:       %.1f B per transition (TransitionBatch of one episode incl. its "
+        "plan: %.0f B for %lld steps); unit table %.1f B per unit (%.2f MB)\n",
+        episode_bytes / static_cast<double>(units), episode_bytes, static_cast<long long>(units),
+        table_bytes / static_cast<double>(units), table_bytes / 1e6);
   }
 
   // PPO update on the rollout (an end reward on every episode's last step).

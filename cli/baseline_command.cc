@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "cli/command.h"
+#include "common/base/files.h"
 #include "common/base/status_macros.h"
 #include "common/config/run_config.h"
 #include "common/quant/baselines.h"
@@ -33,7 +34,8 @@ constexpr char kUsage[] =
     "  --bits B           effective-bit budget (greedy, lagrange, random)\n"
     "  --action A         uniform action: 16 8 4 3 2 1.58 1 (uniform only)\n"
     "  --seed N           random plan seed (0)\n"
-    "  --out DIR          write DIR/plan.json and DIR/plan.bin\n"
+    "  --out DIR          write DIR/plan.json and DIR/plan.bin (a new or empty DIR)\n"
+    "  --force            replace an existing non-empty DIR whole\n"
     "  --max-tokens N     evaluation ids to use (default evaluation.final_eval_tokens)\n"
     "  --fp               also measure the full-precision model\n"
     "  --no-eval          skip the perplexity measurement\n"
@@ -75,9 +77,10 @@ absl::Status RunBaseline(Args& args) {
   WQ_ASSIGN_OR_RETURN(int64_t max_tokens, args.GetInt("max-tokens", -1));
   const bool with_fp = args.Has("fp"), no_eval = args.Has("no-eval"),
              no_cache = args.Has("no-cache");
-  const bool json = args.Has("json");
+  const bool json = args.Has("json"), force = args.Has("force");
   WQ_RETURN_IF_ERROR(args.Finish());
   if (config_path.empty()) return absl::InvalidArgumentError("--config is required (see --help)");
+  if (!out.empty()) WQ_RETURN_IF_ERROR(base::CheckOutputDir(out, force));
   job::BaselineSpec spec;
   spec.method = method;
   spec.bits = bits;
@@ -98,7 +101,12 @@ absl::Status RunBaseline(Args& args) {
   const quant::UnitTable& table = session->table();
   WQ_ASSIGN_OR_RETURN(const quant::Plan plan, job::BaselinePlan(table, spec));
   const quant::PlanTotals totals = plan.Totals(table);
-  if (!out.empty()) WQ_RETURN_IF_ERROR(quant::WritePlanFiles(plan, table, out));
+  if (!out.empty()) {
+    // plan.json and plan.bin appear together or not at all.
+    WQ_RETURN_IF_ERROR(base::WriteDirAtomic(out, force, [&](const std::string& tmp) {
+      return quant::WritePlanFiles(plan, table, tmp);
+    }));
+  }
 
   nlohmann::json j = {{"plan_id", plan.plan_id},
                       {"method", method},

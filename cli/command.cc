@@ -1,5 +1,6 @@
 #include "cli/command.h"
 
+#include <cmath>
 #include <cstdlib>
 
 #include "absl/strings/match.h"
@@ -39,7 +40,15 @@ Args::Args(std::string command, std::vector<std::string> argv) : command_(std::m
 std::string Args::Get(const std::string& name, const std::string& default_value) {
   known_[name] = true;
   auto it = flags_.find(name);
-  return it == flags_.end() ? default_value : it->second;
+  if (it == flags_.end()) return default_value;
+  // Like a config key: given twice or without a value is an error (Finish),
+  // not a silent pick of one value or of the default.
+  if (flags_.count(name) > 1) {
+    misused_.emplace(name, "given more than once");
+  } else if (it->second.empty()) {
+    misused_.emplace(name, "expected a value");
+  }
+  return it->second;
 }
 
 bool Args::Has(const std::string& name) {
@@ -74,10 +83,18 @@ absl::StatusOr<double> Args::GetDouble(const std::string& name, double default_v
     return absl::InvalidArgumentError(
         absl::StrCat("--", name, ": expected a number, got '", s, "'"));
   }
+  if (!std::isfinite(v)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", name, ": must be a finite number, got '", s, "'"));
+  }
   return v;
 }
 
 absl::Status Args::Finish(size_t max_positionals) const {
+  if (!misused_.empty()) {
+    const auto& [name, what] = *misused_.begin();
+    return absl::InvalidArgumentError(absl::StrCat("--", name, ": ", what));
+  }
   for (const auto& [k, v] : flags_) {
     if (!known_.count(k)) {
       return absl::InvalidArgumentError(

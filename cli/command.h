@@ -26,7 +26,8 @@ class Args {
   std::vector<std::string> GetAll(const std::string& name);  // repeated flag
   const std::vector<std::string>& positional() const { return positional_; }
   bool help() const { return help_; }
-  // After all accessors: error for any flag no accessor asked for, or for more
+  // After all accessors: error for a value flag given twice or without a
+  // value, for any flag no accessor asked for, or for more
   // than `max_positionals` positional arguments (e.g. the verb of `plans`).
   absl::Status Finish(size_t max_positionals = 0) const;
 
@@ -35,6 +36,7 @@ class Args {
   std::multimap<std::string, std::string> flags_;
   std::vector<std::string> positional_;
   mutable std::map<std::string, bool> known_;
+  std::map<std::string, std::string> misused_;  // flag -> why (given twice, no value)
   bool help_ = false;
 };
 

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "cli/command.h"
+#include "common/base/files.h"
 #include "common/base/status_macros.h"
 #include "common/config/run_config.h"
 #include "common/quant/exporter.h"
@@ -21,7 +22,8 @@ namespace windquant::cli {
 namespace {
 
 constexpr char kUsage[] =
-    "usage: windquant export --config FILE --plan PLAN --out DIR [--fake-quant-only]\n\n"
+    "usage: windquant export --config FILE --plan PLAN --out DIR [--fake-quant-only]\n"
+    "                        [--force]\n\n"
     "Writes the model of FILE with PLAN (plan.json or plan.bin, made for the same unit\n"
     "table) applied:\n"
     "  DIR/quantized/   quantized.safetensors (packed codes, FP16 scales, INT8 salient\n"
@@ -35,18 +37,41 @@ constexpr char kUsage[] =
     "  --plan PLAN          plan file, required\n"
     "  --out DIR            output directory, required\n"
     "  --fake-quant-only    write only DIR/fake_quant\n"
+    "  --force              replace an existing non-empty DIR whole (refused otherwise)\n"
     "  --no-cache           ignore the unit-table cache\n";
+
+// The quantized checkpoint in `qdir` read back equals the evaluated weights;
+// errors name `shown` (where the folder will be).
+absl::Status CheckReadBack(const quant::QuantizationSession& session, const quant::Plan& plan,
+                           const std::string& qdir, const std::string& shown) {
+  WQ_ASSIGN_OR_RETURN(const quant::QuantizedCheckpoint back,
+                      quant::QuantizedCheckpoint::Read(qdir));
+  WQ_ASSIGN_OR_RETURN(const auto planned, session.PlanModel(plan.actions));
+  for (size_t l = 0; l < back.weights.layers.size(); ++l) {
+    const auto applied = planned->LayerLinears(static_cast<int64_t>(l));  // one layer at a time
+    for (int m = 0; m < model::kNumMatrices; ++m) {
+      if (!at::equal(back.weights.layers[l].linear[m], applied[m].to(at::kCPU))) {
+        return absl::InternalError(absl::StrCat(
+            shown, ": read-back of ", model::LinearTensorName(l, static_cast<model::Matrix>(m)),
+            " differs from the evaluated weights"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
 
 absl::Status RunExport(Args& args) {
   const std::string config_path = args.Get("config");
   const std::vector<std::string> sets = args.GetAll("set");
   const std::string plan_path = args.Get("plan");
   const std::string out = args.Get("out");
-  const bool fake_only = args.Has("fake-quant-only"), no_cache = args.Has("no-cache");
+  const bool fake_only = args.Has("fake-quant-only"), no_cache = args.Has("no-cache"),
+             force = args.Has("force");
   WQ_RETURN_IF_ERROR(args.Finish());
   if (config_path.empty() || plan_path.empty() || out.empty()) {
     return absl::InvalidArgumentError("--config, --plan and --out are required (see --help)");
   }
+  WQ_RETURN_IF_ERROR(base::CheckOutputDir(out, force));  // before the long part
   WQ_ASSIGN_OR_RETURN(config::RunConfig cfg, config::LoadRunConfig(config_path, sets));
   WQ_ASSIGN_OR_RETURN(auto session, job::OpenSession(cfg, !no_cache, /*load_eval_text=*/false));
   WQ_ASSIGN_OR_RETURN(const quant::Plan plan, quant::ReadPlanFile(plan_path, session->table()));
@@ -59,32 +84,25 @@ absl::Status RunExport(Args& args) {
   in.plan = &plan;
   in.quantizer.salient_fraction = cfg.quant.salient_fraction;
   in.model_dir = cfg.model.dir;
-  const std::filesystem::path d(out);
   const quant::PlanTotals totals = plan.Totals(session->table());
-  if (!fake_only) {
-    const std::string qdir = (d / "quantized").string();
-    WQ_RETURN_IF_ERROR(quant::WriteQuantizedCheckpoint(in, qdir));
-    // Read back and compare with what the evaluator uses.
-    WQ_ASSIGN_OR_RETURN(const quant::QuantizedCheckpoint back,
-                        quant::QuantizedCheckpoint::Read(qdir));
-    WQ_ASSIGN_OR_RETURN(const auto planned, session->PlanModel(plan.actions));
-    for (size_t l = 0; l < back.weights.layers.size(); ++l) {
-      const auto applied = planned->LayerLinears(static_cast<int64_t>(l));  // one layer at a time
-      for (int m = 0; m < model::kNumMatrices; ++m) {
-        if (!at::equal(back.weights.layers[l].linear[m], applied[m].to(at::kCPU))) {
-          return absl::InternalError(absl::StrCat(
-              qdir, ": read-back of ", model::LinearTensorName(l, static_cast<model::Matrix>(m)),
-              " differs from the evaluated weights"));
-        }
-      }
+  // All or nothing: both checkpoints are written and checked in a temporary
+  // folder that becomes --out only when everything worked.
+  WQ_RETURN_IF_ERROR(base::WriteDirAtomic(out, force, [&](const std::string& tmp) -> absl::Status {
+    if (!fake_only) {
+      const std::string qdir = tmp + "/quantized";
+      WQ_RETURN_IF_ERROR(quant::WriteQuantizedCheckpoint(in, qdir));
+      WQ_RETURN_IF_ERROR(CheckReadBack(*session, plan, qdir, out + "/quantized"));
     }
-    const auto bytes = std::filesystem::file_size(d / "quantized" / quant::kQuantizedFileName);
-    std::printf("wrote %s (%ju bytes; read back bit-exact)\n", qdir.c_str(),
-                static_cast<uintmax_t>(bytes));
+    return quant::WriteFakeQuantCheckpoint(in, tmp + "/fake_quant");
+  }));
+  if (!fake_only) {
+    std::error_code ec;
+    const auto bytes =
+        std::filesystem::file_size(out + "/quantized/" + quant::kQuantizedFileName, ec);
+    std::printf("wrote %s/quantized (%ju bytes; read back bit-exact)\n", out.c_str(),
+                static_cast<uintmax_t>(ec ? 0 : bytes));
   }
-  const std::string fdir = (d / "fake_quant").string();
-  WQ_RETURN_IF_ERROR(quant::WriteFakeQuantCheckpoint(in, fdir));
-  std::printf("wrote %s (Hugging Face layout, F16)\n", fdir.c_str());
+  std::printf("wrote %s/fake_quant (Hugging Face layout, F16)\n", out.c_str());
   std::printf("plan %s: effective bits %.4f (quantized linears), %.4f (whole model)\n",
               plan.plan_id.c_str(), totals.effective_bits, totals.whole_model_bits);
   return absl::OkStatus();

@@ -27,13 +27,23 @@ constexpr char kUsage[] =
     "                             (bits and perplexity); then plans outside runs\n"
     "  show --plan ID             the plan's manifest: size, sha256 and name per object\n"
     "  pull --plan ID [--out DIR] fetch every object, verify size and sha256, write to DIR\n"
-    "                             (default ./<ID>); refuses on any mismatch\n"
-    "  push --plan ID --dir DIR   upload every file under DIR (outside runs), manifest last\n"
-    "\n"
-    "A plan of a run is RUN/PLAN (as `list` prints it), e.g.\n"
+    "                             (default ./<ID>); refuses on any mismatch; all or
+    "
+    "                             nothing; an existing non-empty DIR needs --force
+    "
+    "                             (replaced whole)
+    "
+    "  push --plan ID --dir DIR   upload every file under DIR (outside runs), manifest last
+    "
+    "
+    "
+    "A plan of a run is RUN/PLAN (as `list` prints it), e.g.
+    "
     "  windquant plans pull --store s3://b/p --plan "
-    "stories260k-1a2b3c4d-20250131T120000.000Z/final\n"
-    "or --run RUN --plan PLAN; --run RUN alone means RUN/final.\n"
+    "stories260k-1a2b3c4d-20250131T120000.000Z/final
+    "
+    "or --run RUN --plan PLAN; --run RUN alone means RUN/final.
+    "
     "\n"
     "flags:\n"
     "  --store URI     file:///abs/path, a local path, or s3://bucket[/prefix]\n"
@@ -46,6 +56,25 @@ constexpr char kUsage[] =
     "S3 credentials come from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and\n"
     "optionally AWS_SESSION_TOKEN.";
 
+// "RUN/PLAN" in --plan, --run RUN alone (RUN/final), and their checks.
+absl::Status ResolvePlan(const std::string& verb, std::string* run_id, std::string* plan_id) {
+  if (const size_t slash = plan_id->find('/'); slash != std::string::npos && run_id->empty()) {
+    *run_id = plan_id->substr(0, slash);
+    *plan_id = plan_id->substr(slash + 1);
+  }
+  if (!run_id->empty() && plan_id->empty()) *plan_id = store::kFinalPlanId;
+  if (verb != "list" && plan_id->empty())
+    return absl::InvalidArgumentError(absl::StrCat(verb, ": --plan is required"));
+  if (verb != "list") WQ_RETURN_IF_ERROR(store::ValidatePlanId(*plan_id));
+  if (run_id->empty()) return absl::OkStatus();
+  absl::Status st = store::ValidatePlanId(*run_id);
+  if (!st.ok()) return absl::InvalidArgumentError(absl::StrCat("--run: ", st.message()));
+  if (verb == "push") {
+    return absl::InvalidArgumentError("push: --run: runs are written by quantize and the learner");
+  }
+  return absl::OkStatus();
+}
+
 absl::Status RunPlans(Args& args) {
   const std::string uri = args.Get("store", store::kDefaultStoreUri);
   store::S3Options s3 = store::S3OptionsFromEnvironment();
@@ -55,6 +84,7 @@ absl::Status RunPlans(Args& args) {
   std::string run_id = args.Get("run");
   const std::string out_dir = args.Get("out");
   const std::string in_dir = args.Get("dir");
+  const bool force = args.Has("force");
 
   // The verb is the one positional argument.
   const auto& positional = args.positional();
@@ -67,22 +97,7 @@ absl::Status RunPlans(Args& args) {
     return absl::InvalidArgumentError(
         absl::StrCat("unknown verb '", verb, "' (list, show, pull, push)"));
   }
-  if (const size_t slash = plan_id.find('/'); slash != std::string::npos && run_id.empty()) {
-    run_id = plan_id.substr(0, slash);
-    plan_id = plan_id.substr(slash + 1);
-  }
-  if (!run_id.empty() && plan_id.empty()) plan_id = store::kFinalPlanId;
-  if (verb != "list" && plan_id.empty())
-    return absl::InvalidArgumentError(absl::StrCat(verb, ": --plan is required"));
-  if (verb != "list") WQ_RETURN_IF_ERROR(store::ValidatePlanId(plan_id));
-  if (!run_id.empty()) {
-    absl::Status st = store::ValidatePlanId(run_id);
-    if (!st.ok()) return absl::InvalidArgumentError(absl::StrCat("--run: ", st.message()));
-    if (verb == "push") {
-      return absl::InvalidArgumentError(
-          "push: --run: runs are written by quantize and the learner");
-    }
-  }
+  WQ_RETURN_IF_ERROR(ResolvePlan(verb, &run_id, &plan_id));
   if (verb == "push" && in_dir.empty())
     return absl::InvalidArgumentError("push: --dir is required");
 
@@ -118,7 +133,7 @@ absl::Status RunPlans(Args& args) {
     return absl::OkStatus();
   }
   const std::string dir = out_dir.empty() ? absl::StrCat("./", plan_id) : out_dir;
-  WQ_RETURN_IF_ERROR(repo.PullToDirectory(plan_id, dir));
+  WQ_RETURN_IF_ERROR(repo.PullToDirectory(plan_id, dir, force));
   WQ_ASSIGN_OR_RETURN(store::PlanManifest manifest, repo.GetManifest(plan_id));
   int64_t total = 0;
   for (const auto& e : manifest.objects) total += e.size_bytes;

@@ -17,6 +17,10 @@ absl::Status ValidateBaselineSpec(const BaselineSpec& spec) {
   if (m != "uniform" && !(spec.bits > 0)) {
     return absl::InvalidArgumentError(absl::StrCat("--bits is required (> 0) for --method ", m));
   }
+  // The range of curriculum.target_bits in the run config.
+  if (m != "uniform" && !(spec.bits >= 1.0 && spec.bits <= 16.0)) {
+    return absl::InvalidArgumentError(absl::StrCat("--bits: must be in [1, 16], got ", spec.bits));
+  }
   return absl::OkStatus();
 }
 

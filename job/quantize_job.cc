@@ -114,8 +114,13 @@ absl::StatusOr<std::string> WriteArtifacts(const quant::QuantizationSession& ses
   in.quantizer.salient_fraction = cfg.quant.salient_fraction;
   in.model_dir = cfg.model.dir;
   const std::filesystem::path d(cfg.output.dir);
-  WQ_RETURN_IF_ERROR(quant::WriteQuantizedCheckpoint(in, (d / "quantized").string()));
-  WQ_RETURN_IF_ERROR(quant::WriteFakeQuantCheckpoint(in, (d / "fake_quant").string()));
+  // Each checkpoint folder is replaced whole (a rerun's), never half-written.
+  WQ_RETURN_IF_ERROR(base::WriteDirAtomic(
+      (d / "quantized").string(), true,
+      [&](const std::string& t) { return quant::WriteQuantizedCheckpoint(in, t); }));
+  WQ_RETURN_IF_ERROR(base::WriteDirAtomic(
+      (d / "fake_quant").string(), true,
+      [&](const std::string& t) { return quant::WriteFakeQuantCheckpoint(in, t); }));
   return (d / "fake_quant").string();
 }
 

@@ -33,6 +33,8 @@ class HeldEpisodes {
   // The held episode `id`, removed (its evaluation arrived); nullopt when it
   // is not held (unknown, evaluated or expired).
   std::optional<rl::Episode> Take(uint64_t id) { return held_.Take(id); }
+  // The held episode `id` (still held); nullptr when it is not held.
+  const rl::Episode* Find(uint64_t id) const { return held_.Find(id); }
   // Drops the episodes held since before `cutoff`; returns their ids in
   // order. They stay seen.
   std::vector<uint64_t> Expire(absl::Time cutoff);

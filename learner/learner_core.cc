@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <optional>
 #include <utility>
@@ -10,6 +11,7 @@
 #include "common/base/files.h"
 #include "common/base/status_macros.h"
 #include "common/quant/baselines.h"
+#include "common/rl/environment.h"
 #include "common/rl/episode_evaluator.h"
 #include "common/rl/run_checkpoint.h"
 
@@ -18,6 +20,21 @@ namespace {
 
 std::string TablePath(const config::RunConfig& c) { return c.output.dir + "/unit_table.pb"; }
 std::string CheckpointDir(const config::RunConfig& c) { return c.output.dir + "/checkpoint"; }
+
+// What CompleteTable needs of a merged table, checked before the table is
+// kept: a table the run cannot finish with is refused, not saved.
+absl::Status CheckRunnable(const config::RunConfig& config, const quant::UnitTable& table) {
+  WQ_RETURN_IF_ERROR(rl::UnitCosts::Create(table).status());
+  if (config.training.warm_start != "lagrange") return absl::OkStatus();
+  for (double target : config.curriculum.target_bits) {
+    absl::Status s = quant::LagrangePlan(table, target).status();
+    if (!s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("unit table: no lagrange plan at ", target,
+                                                     " bits (training.warm_start): ", s.message()));
+    }
+  }
+  return absl::OkStatus();
+}
 
 }  // namespace
 
@@ -76,6 +93,9 @@ absl::StatusOr<std::unique_ptr<LearnerCore>> LearnerCore::Create(
   std::filesystem::create_directories(config.output.dir, ec);
   // Episodes recorded before a restart are never accepted again.
   for (uint64_t id : core->records_.RecordedEpisodeIds()) core->held_.MarkSeen(id);
+  const config::RunConfig* run = &core->config_;  // lives as long as tables_
+  core->tables_.set_validator(
+      [run](const quant::UnitTable& table) { return CheckRunnable(*run, table); });
   WQ_RETURN_IF_ERROR(core->tables_.LoadSaved());
   if (core->tables_.table() != nullptr) WQ_RETURN_IF_ERROR(core->CompleteTable());
   core->PublishLocked();
@@ -296,16 +316,24 @@ absl::StatusOr<bool> LearnerCore::ReportCandidateLocked(const EvaluationInput& i
 }
 
 absl::StatusOr<bool> LearnerCore::ReportEpisodeLocked(const EvaluationInput& in) {
-  std::optional<rl::Episode> held = held_.Take(in.episode_id);
-  if (!held.has_value()) return false;
-  rl::Episode& e = *held;
+  const rl::Episode* peek = held_.Find(in.episode_id);
+  if (peek == nullptr) return false;
   const rl::PlanEvaluation& pe = in.evaluation;
-  ++evaluations_;
-  records_.CountEvaluation(pe.cached);
-  const double target = e.plan.target_bits > 0 ? e.plan.target_bits : curriculum_.target_bits();
+  const double target =
+      peek->plan.target_bits > 0 ? peek->plan.target_bits : curriculum_.target_bits();
   // The batch's λ (rl::BatchLambda), not the evaluator's in.lambda.
   const rl::EpisodeReward reward =
       rl::EpisodeEndReward(config_.env, pe, lambda_.batch_lambda(), target);
+  // Checked before anything changes: the episode stays held (and expires).
+  if (!std::isfinite(reward.total)) {
+    return absl::InvalidArgumentError(absl::StrCat("reward: not finite for episode ", in.episode_id,
+                                                   " (perplexity ", pe.eval_ppl, ", bits ",
+                                                   pe.effective_bits, ")"));
+  }
+  std::optional<rl::Episode> held = held_.Take(in.episode_id);
+  rl::Episode& e = *held;
+  ++evaluations_;
+  records_.CountEvaluation(pe.cached);
   lambda_.Observe(pe.relative_ppl_increase);
   double ret = reward.total;
   for (const auto& t : e.steps) ret += t.reward;

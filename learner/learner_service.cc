@@ -103,6 +103,7 @@ grpc::Status LearnerService::ReportEvaluation(grpc::ServerContext*, const v1::Ev
                                               v1::ReportEvaluationReply* reply) {
   const std::vector<std::pair<const char*, double>> fields = {
       {"perplexity", r->perplexity()},
+      {"loss", r->loss()},
       {"loss_increase", r->loss_increase()},
       {"relative_ppl_increase", r->relative_ppl_increase()},
       {"effective_bits", r->effective_bits()},
@@ -115,6 +116,12 @@ grpc::Status LearnerService::ReportEvaluation(grpc::ServerContext*, const v1::Ev
     return ToGrpcStatus(absl::InvalidArgumentError("perplexity: must be >= 1"));
   }
   if (r->lambda() < 0) return ToGrpcStatus(absl::InvalidArgumentError("lambda: must be >= 0"));
+  if (!(r->effective_bits() > 0 && r->effective_bits() <= 32)) {
+    return ToGrpcStatus(absl::InvalidArgumentError("effective_bits: must be in (0, 32]"));
+  }
+  if (r->relative_ppl_increase() < -1) {
+    return ToGrpcStatus(absl::InvalidArgumentError("relative_ppl_increase: must be >= -1"));
+  }
   EvaluationInput in;
   in.episode_id = r->episode_id();
   in.plan_id = r->plan_id();

@@ -15,15 +15,59 @@ TableMerger::TableMerger(int stages, int replicas, int chunk_size, std::string p
     : stages_(stages), replicas_(replicas), chunk_size_(chunk_size), path_(std::move(path)) {}
 
 absl::Status TableMerger::LoadSaved() {
-  if (!std::filesystem::exists(path_)) return absl::OkStatus();
+  std::error_code ec;
+  if (!std::filesystem::exists(std::filesystem::symlink_status(path_, ec))) {
+    return absl::OkStatus();
+  }
   WQ_ASSIGN_OR_RETURN(std::string bytes, base::ReadFile(path_));
   v1::UnitTable proto;
   if (!proto.ParseFromString(bytes)) {
     return absl::DataLossError(absl::StrCat(path_, ": not a UnitTable"));
   }
-  WQ_ASSIGN_OR_RETURN(quant::UnitTable table, quant::UnitTable::FromProto(proto));
-  stage_tables_[0] = table;
-  table_ = std::make_shared<const quant::UnitTable>(std::move(table));
+  absl::StatusOr<quant::UnitTable> table = quant::UnitTable::FromProto(proto);
+  absl::Status s = table.ok() ? CheckWhole(*table) : table.status();
+  if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat(path_, ": ", s.message()));
+  stage_tables_[0] = *table;
+  table_ = std::make_shared<const quant::UnitTable>(*std::move(table));
+  return absl::OkStatus();
+}
+
+absl::Status TableMerger::CheckWhole(const quant::UnitTable& table) const {
+  WQ_RETURN_IF_ERROR(CheckShape(table));
+  if (table.first_layer != 0 || table.end_layer != table.num_layers) {
+    return absl::InvalidArgumentError(absl::StrCat("unit table: layers [", table.first_layer, ", ",
+                                                   table.end_layer, ") are not the whole model"));
+  }
+  if (validator_) WQ_RETURN_IF_ERROR(validator_(table));
+  return absl::OkStatus();
+}
+
+absl::Status TableMerger::CheckShape(const quant::UnitTable& table) const {
+  WQ_RETURN_IF_ERROR(table.Validate());
+  if (table.num_layers < 1 || table.first_layer >= table.end_layer) {
+    return absl::InvalidArgumentError(absl::StrCat("table: layers [", table.first_layer, ", ",
+                                                   table.end_layer, ") of ", table.num_layers,
+                                                   " hold no layer"));
+  }
+  if (table.fingerprint.empty()) {
+    return absl::InvalidArgumentError("table.model_fingerprint: empty");
+  }
+  // Units are in id order, so layers are ascending: each layer of the range
+  // must have at least one unit.
+  int32_t want = table.first_layer;
+  for (const quant::Unit& u : table.units) {
+    if (u.layer == want) ++want;
+    if (u.layer >= want) {
+      return absl::InvalidArgumentError(absl::StrCat("table.units: layer ", want, " has no units"));
+    }
+  }
+  if (want != table.end_layer) {
+    return absl::InvalidArgumentError(absl::StrCat("table.units: layer ", want, " has no units"));
+  }
+  if (table.chunk_size != chunk_size_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("table.chunk_size: ", table.chunk_size, ", the run's is ", chunk_size_));
+  }
   return absl::OkStatus();
 }
 
@@ -37,12 +81,7 @@ absl::Status TableMerger::CheckRegistration(int stage, int replica,
     return absl::InvalidArgumentError(
         absl::StrCat("replica: ", replica, " outside [0, ", replicas_, ")"));
   }
-  WQ_RETURN_IF_ERROR(table.Validate());
-  if (table.chunk_size != chunk_size_) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("table.chunk_size: ", table.chunk_size, ", the run's is ", chunk_size_));
-  }
-  return absl::OkStatus();
+  return CheckShape(table);
 }
 
 absl::StatusOr<RegisterResult> TableMerger::Register(int stage, int replica,
@@ -67,6 +106,10 @@ absl::StatusOr<RegisterResult> TableMerger::Register(int stage, int replica,
       return absl::InvalidArgumentError(
           absl::StrCat("table.model_fingerprint: differs from stage ", s, "'s"));
     }
+    if (t.num_layers != table.num_layers) {
+      return absl::InvalidArgumentError(absl::StrCat("table.num_layers: ", table.num_layers,
+                                                     ", stage ", s, "'s is ", t.num_layers));
+    }
   }
   auto it = stage_tables_.find(stage);
   if (it != stage_tables_.end()) {
@@ -76,23 +119,27 @@ absl::StatusOr<RegisterResult> TableMerger::Register(int stage, int replica,
           absl::StrCat("table: replica ", replica, " of stage ", stage,
                        " disagrees with the table registered before"));
     }
-  } else {
-    stage_tables_[stage] = table;
+    r.registered_stages = static_cast<int>(stage_tables_.size());
+    return r;
   }
-  r.registered_stages = static_cast<int>(stage_tables_.size());
+  r.registered_stages = static_cast<int>(stage_tables_.size()) + 1;
   if (r.registered_stages == stages_) {
-    WQ_RETURN_IF_ERROR(MergeAndSave());
+    // Merged, checked and written before the stage is kept: a table the run
+    // cannot use changes nothing.
+    std::vector<quant::UnitTable> parts = {table};
+    for (const auto& [s, t] : stage_tables_) parts.push_back(t);
+    WQ_RETURN_IF_ERROR(MergeAndSave(std::move(parts)));
     if (completed != nullptr) *completed = true;
   }
+  stage_tables_[stage] = table;
   r.complete = table_ != nullptr;
   if (table_ != nullptr) r.total_units = static_cast<uint32_t>(table_->units.size());
   return r;
 }
 
-absl::Status TableMerger::MergeAndSave() {
-  std::vector<quant::UnitTable> parts;
-  for (const auto& [s, t] : stage_tables_) parts.push_back(t);
+absl::Status TableMerger::MergeAndSave(std::vector<quant::UnitTable> parts) {
   WQ_ASSIGN_OR_RETURN(quant::UnitTable merged, quant::UnitTable::Merge(std::move(parts)));
+  WQ_RETURN_IF_ERROR(CheckWhole(merged));
   v1::UnitTable proto;
   merged.ToProto(&proto);
   WQ_RETURN_IF_ERROR(base::WriteFileAtomic(path_, proto.SerializeAsString()));

@@ -12,9 +12,11 @@
 #define WINDQUANT_LEARNER_TABLE_MERGER_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -35,14 +37,20 @@ class TableMerger {
   // of the merged table's file.
   TableMerger(int stages, int replicas, int chunk_size, std::string path);
 
+  // Checks a merged table beyond its shape (the learner: can it run on it?);
+  // called before the table is written or taken from the saved file.
+  using Validator = std::function<absl::Status(const quant::UnitTable&)>;
+  void set_validator(Validator v) { validator_ = std::move(v); }
+
   // Restores the merged table of `path` when the file exists (OK and nothing
   // changes when it does not). DATA_LOSS for a file that is not a UnitTable,
-  // INVALID_ARGUMENT for an invalid table.
+  // INVALID_ARGUMENT for an invalid table; both name the file.
   absl::Status LoadSaved();
 
   // Registers stage `stage`'s table from replica `replica`. When it
   // completes the table, merges and writes it; `*completed` (may be nullptr)
-  // says whether this call did. INVALID_ARGUMENT naming the field for a stage
+  // says whether this call did. Nothing changes (in memory or on disk) when
+  // it fails. INVALID_ARGUMENT naming the field for a stage
   // or replica out of range, an invalid table, another chunk size than the
   // run's, or a table that disagrees with the ones registered before or with
   // the merged table; the errors of the merge and of the write.
@@ -57,7 +65,12 @@ class TableMerger {
  private:
   // Stage and replica in range, a valid table of the run's chunk size.
   absl::Status CheckRegistration(int stage, int replica, const quant::UnitTable& table) const;
-  absl::Status MergeAndSave();
+  // A valid table of the run's chunk size with a fingerprint and units in
+  // every layer of its range.
+  absl::Status CheckShape(const quant::UnitTable& table) const;
+  // CheckShape of the whole model, then the validator.
+  absl::Status CheckWhole(const quant::UnitTable& table) const;
+  absl::Status MergeAndSave(std::vector<quant::UnitTable> parts);
 
   const int stages_;
   const int replicas_;
@@ -65,6 +78,7 @@ class TableMerger {
   const std::string path_;
   std::map<int, quant::UnitTable> stage_tables_;
   std::shared_ptr<const quant::UnitTable> table_;
+  Validator validator_;
 };
 
 }  // namespace windquant::learner

@@ -1,32 +1,79 @@
 #include "common/base/files.h"
 
 #include <fcntl.h>
+#include <stdio.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <random>
-#include <sstream>
 
 #include <openssl/sha.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/base/status_macros.h"
 
 namespace windquant::base {
 
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    if (!std::filesystem::exists(path))
-      return absl::NotFoundError(absl::StrCat(path, ": no such file"));
-    return absl::InternalError(absl::StrCat(path, ": cannot open: ", std::strerror(errno)));
+namespace {
+
+// Opens `path` for reading without blocking on a FIFO and checks that it is a
+// regular file. Returns the descriptor (blocking again) or the error.
+absl::StatusOr<int> OpenRegular(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    if (err == ENOENT) return absl::NotFoundError(absl::StrCat(path, ": no such file"));
+    if (err == ELOOP) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": symlink loop"));
+    }
+    if (err == EISDIR) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": is a directory, not a file"));
+    }
+    return absl::InternalError(absl::StrCat(path, ": cannot open: ", std::strerror(err)));
   }
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return absl::InternalError(absl::StrCat(path, ": read failed"));
-  return ss.str();
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    const bool dir = S_ISDIR(st.st_mode), fifo = S_ISFIFO(st.st_mode);
+    ::close(fd);
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, dir ? ": is a directory, not a file"
+                  : (fifo ? ": is a FIFO, not a regular file" : ": not a regular file")));
+  }
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (flags >= 0) ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+  return fd;
+}
+
+}  // namespace
+
+absl::Status CheckRegularFile(const std::string& path) {
+  absl::StatusOr<int> fd = OpenRegular(path);
+  if (!fd.ok()) return fd.status();
+  ::close(*fd);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  absl::StatusOr<int> fd = OpenRegular(path);
+  if (!fd.ok()) return fd.status();
+  std::string out;
+  char buf[1 << 16];
+  while (true) {
+    const ssize_t n = ::read(*fd, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const std::string err = std::strerror(errno);
+      ::close(*fd);
+      return absl::InternalError(absl::StrCat(path, ": read failed: ", err));
+    }
+    if (n == 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  ::close(*fd);
+  return out;
 }
 
 absl::Status WriteFileAtomic(const std::string& path, absl::string_view data) {
@@ -74,6 +121,62 @@ std::string Sha256Hex(absl::string_view data) {
   return out;
 }
 
-bool PathExists(const std::string& path) { return std::filesystem::exists(path); }
+bool PathExists(const std::string& path) {
+  std::error_code ec;
+  return std::filesystem::exists(std::filesystem::symlink_status(path, ec));
+}
+
+absl::Status CheckOutputDir(const std::string& dir, bool replace) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status st = fs::symlink_status(dir, ec);
+  if (!fs::exists(st)) return absl::OkStatus();
+  if (!fs::is_directory(st)) {
+    return absl::AlreadyExistsError(absl::StrCat(dir, ": exists and is not a directory"));
+  }
+  if (!replace && !fs::is_empty(dir, ec)) {
+    return absl::AlreadyExistsError(
+        absl::StrCat(dir, ": exists and is not empty (replace it whole with --force)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WriteDirAtomic(const std::string& dir, bool replace,
+                            const std::function<absl::Status(const std::string& tmp_dir)>& fill) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path target = fs::path(dir).lexically_normal();
+  if (target.filename().empty()) target = target.parent_path();  // "out/" -> "out"
+  WQ_RETURN_IF_ERROR(CheckOutputDir(dir, replace));
+  const bool exists = fs::exists(fs::symlink_status(target, ec));
+  if (target.has_parent_path()) fs::create_directories(target.parent_path(), ec);
+  std::random_device rd;
+  const std::string tmp = absl::StrCat(target.string(), ".tmp.", getpid(), ".", rd());
+  if (!fs::create_directory(tmp, ec)) {
+    return absl::InternalError(absl::StrCat(tmp, ": cannot create: ", ec.message()));
+  }
+  absl::Status filled = fill(tmp);
+  if (!filled.ok()) {
+    fs::remove_all(tmp, ec);
+    return filled;
+  }
+  if (exists) {
+    // Swap the complete new folder with the old one in one step, then drop
+    // the old one (now at tmp).
+    if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, target.c_str(), RENAME_EXCHANGE) != 0) {
+      const std::string err = std::strerror(errno);
+      fs::remove_all(tmp, ec);
+      return absl::InternalError(absl::StrCat(dir, ": cannot replace: ", err));
+    }
+    fs::remove_all(tmp, ec);
+    return absl::OkStatus();
+  }
+  if (::rename(tmp.c_str(), target.c_str()) != 0) {
+    const std::string err = std::strerror(errno);
+    fs::remove_all(tmp, ec);
+    return absl::InternalError(absl::StrCat(dir, ": rename failed: ", err));
+  }
+  return absl::OkStatus();
+}
 
 }  // namespace windquant::base

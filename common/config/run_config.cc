@@ -162,6 +162,11 @@ class Reader {
       } else {
         *out = node.as<T>();
       }
+      if constexpr (std::is_floating_point_v<T>) {
+        if (!std::isfinite(*out)) {
+          return Fail(absl::StrCat(path, ": must be a finite number, got '", node.Scalar(), "'"));
+        }
+      }
     } catch (const YAML::Exception&) {
       Fail(absl::StrCat(path, ": expected ", TypeName<T>(), ", got '", node.Scalar(), "'"));
     }
@@ -212,11 +217,39 @@ class Printer {
   std::ostringstream out_;
 };
 
+// yaml-cpp keeps both entries of a key given twice and reads the first: a
+// later value, meant as an override, would be ignored without a word.
+absl::Status CheckDuplicateKeys(const YAML::Node& node, const std::string& prefix) {
+  if (node.IsSequence()) {
+    for (size_t i = 0; i < node.size(); ++i) {
+      WQ_RETURN_IF_ERROR(CheckDuplicateKeys(node[i], absl::StrCat(prefix, "[", i, "]")));
+    }
+    return absl::OkStatus();
+  }
+  if (!node.IsMap()) return absl::OkStatus();
+  std::set<std::string> seen;
+  for (const auto& kv : node) {
+    const std::string key = kv.first.Scalar();
+    const std::string path = prefix.empty() ? key : absl::StrCat(prefix, ".", key);
+    if (!seen.insert(key).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("duplicate key ", path, " at line ", kv.first.Mark().line + 1));
+    }
+    WQ_RETURN_IF_ERROR(CheckDuplicateKeys(kv.second, path));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ApplyOverride(YAML::Node& root, const std::string& assignment) {
   const size_t eq = assignment.find('=');
   if (eq == std::string::npos || eq == 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("--set ", assignment, ": expected key.path=value"));
+  }
+  // An empty value would read as null, i.e. "keep the default": never what
+  // the user meant.
+  if (assignment.find_first_not_of(" \t", eq + 1) == std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat("--set ", assignment, ": empty value"));
   }
   const std::vector<std::string> parts = absl::StrSplit(assignment.substr(0, eq), '.');
   YAML::Node value;
@@ -374,6 +407,9 @@ absl::StatusOr<RunConfig> ParseRunConfig(const std::string& yaml_text, const std
     return absl::InvalidArgumentError(
         absl::StrCat(source, ": invalid YAML at line ", e.mark.line + 1, ": ", e.msg));
   }
+  if (absl::Status s = CheckDuplicateKeys(root, ""); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": ", s.message()));
+  }
   if (root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
   if (!root.IsMap())
     return absl::InvalidArgumentError(absl::StrCat(source, ": top level must be a map"));
@@ -398,7 +434,8 @@ absl::StatusOr<RunConfig> ParseRunConfig(const std::string& yaml_text, const std
 absl::StatusOr<RunConfig> LoadRunConfig(const std::string& path,
                                         const std::vector<std::string>& overrides) {
   WQ_ASSIGN_OR_RETURN(std::string text, base::ReadFile(path));
-  const std::string base_dir = std::filesystem::absolute(path).parent_path().string();
+  std::error_code ec;
+  const std::string base_dir = std::filesystem::absolute(path, ec).parent_path().string();
   return ParseRunConfig(text, path, overrides, base_dir);
 }
 

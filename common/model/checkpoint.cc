@@ -3,9 +3,11 @@
 // files, checks dtypes/shapes against config.json, and copies the tensors out.
 #include "common/model/checkpoint.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <map>
+#include <string_view>
 #include <utility>
 
 #include <nlohmann/json.hpp>
@@ -33,6 +35,38 @@ std::optional<Dtype> ConfigDtype(const std::string& torch_dtype) {
   if (torch_dtype == "float16") return Dtype::kF16;
   if (torch_dtype == "bfloat16") return Dtype::kBF16;
   return std::nullopt;
+}
+
+// NaN or Inf weights would only show up as a NaN perplexity much later.
+// Checked in slices so the temporary mask stays small (kFiniteSlice bytes)
+// even for a 70B model's 1G-value embedding.
+constexpr int64_t kFiniteSlice = int64_t{1} << 24;
+
+absl::Status CheckFinite(const at::Tensor& t, const std::string& where) {
+  const at::Tensor flat = t.reshape({-1});
+  for (int64_t begin = 0; begin < flat.numel(); begin += kFiniteSlice) {
+    const at::Tensor part = flat.slice(0, begin, std::min(flat.numel(), begin + kFiniteSlice));
+    if (!at::isfinite(part).all().item<bool>()) {
+      return absl::InvalidArgumentError(absl::StrCat(where, "contains NaN or Inf values"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The number of decoder layers the tensor names describe (model.layers.N.*).
+int64_t CheckpointLayers(const std::vector<std::string>& names) {
+  constexpr std::string_view kPrefix = "model.layers.";
+  int64_t layers = 0;
+  for (const std::string& name : names) {
+    if (name.rfind(kPrefix, 0) != 0) continue;
+    int64_t n = 0;
+    size_t i = kPrefix.size();
+    for (; i < name.size() && name[i] >= '0' && name[i] <= '9' && n < (int64_t{1} << 40); ++i) {
+      n = n * 10 + (name[i] - '0');
+    }
+    if (i < name.size() && name[i] == '.') layers = std::max(layers, n + 1);
+  }
+  return layers;
 }
 
 class SafetensorsCheckpoint final : public Checkpoint {
@@ -220,6 +254,7 @@ class SafetensorsCheckpoint final : public Checkpoint {
       if (!bytes.empty()) std::memcpy(raw.data_ptr(), bytes.data(), bytes.size());
       file.ReleasePages(info);
       bytes_read_.fetch_add(static_cast<int64_t>(bytes.size()));
+      WQ_RETURN_IF_ERROR(CheckFinite(raw, where));
       return type == at::kFloat || !widen ? raw : raw.to(at::kFloat);
     } catch (const c10::Error& e) {
       return absl::InternalError(absl::StrCat(where, e.what_without_backtrace()));
@@ -245,6 +280,12 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(const std::string& 
     WQ_RETURN_IF_ERROR(ckpt->OpenSingle());
   } else {
     return absl::NotFoundError(absl::StrCat(dir, ": neither ", kSingleFile, " nor ", kIndexFile));
+  }
+  const int64_t layers = CheckpointLayers(ckpt->TensorNames());
+  if (layers != ckpt->config().num_hidden_layers) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(dir, "/config.json: num_hidden_layers: ", ckpt->config().num_hidden_layers,
+                     ", the checkpoint's tensors hold ", layers, " layers"));
   }
   return std::unique_ptr<Checkpoint>(std::move(ckpt));
 }

@@ -3,6 +3,7 @@
 // others default as transformers' LlamaConfig does. `null` counts as absent.
 #include "common/model/llama_config.h"
 
+#include <cmath>
 #include <limits>
 #include <utility>
 
@@ -74,7 +75,9 @@ class Reader {
     const Json* j = Find(key);
     if (j == nullptr) return required ? Error(key, "missing required key") : absl::OkStatus();
     WQ_ASSIGN_OR_RETURN(double v, Number(key, *j));
-    if (!(v > 0)) return Error(key, absl::StrCat("must be > 0, got ", Show(*j)));
+    if (!(v > 0) || !std::isfinite(v)) {
+      return Error(key, absl::StrCat("must be a finite number > 0, got ", Show(*j)));
+    }
     *out = v;
     return absl::OkStatus();
   }
@@ -145,6 +148,17 @@ absl::StatusOr<LlamaConfig> LlamaConfig::FromJson(const std::string& json_text,
   }
   Reader r(root, source);
   LlamaConfig c;
+  // Only the LLaMA architecture is implemented: another one would run as a
+  // LLaMA and give wrong numbers.
+  std::string model_type = "llama", hidden_act = "silu";
+  WQ_RETURN_IF_ERROR(r.OptionalString("model_type", &model_type));
+  if (model_type != "llama") {
+    return r.Error("model_type", absl::StrCat("unsupported \"", model_type, "\" (only \"llama\")"));
+  }
+  WQ_RETURN_IF_ERROR(r.OptionalString("hidden_act", &hidden_act));
+  if (hidden_act != "silu") {
+    return r.Error("hidden_act", absl::StrCat("unsupported \"", hidden_act, "\" (only \"silu\")"));
+  }
   WQ_RETURN_IF_ERROR(r.RequiredInt("hidden_size", 1, &c.hidden_size));
   WQ_RETURN_IF_ERROR(r.RequiredInt("intermediate_size", 1, &c.intermediate_size));
   WQ_RETURN_IF_ERROR(r.RequiredInt("num_hidden_layers", 1, &c.num_hidden_layers));

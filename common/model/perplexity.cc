@@ -83,6 +83,12 @@ absl::StatusOr<PerplexityResult> ComputePerplexity(const LlamaModel& model,
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   r.nll = r.total_nll / static_cast<double>(r.tokens);
   r.perplexity = std::exp(r.nll);
+  // NaN/Inf logits (weights, activations) must not pass as a "null" perplexity.
+  if (!std::isfinite(r.perplexity)) {
+    return absl::InvalidArgumentError(absl::StrCat("perplexity: not finite (mean NLL ", r.nll,
+                                                   " over ", r.tokens,
+                                                   " tokens): the model's logits hold NaN or Inf"));
+  }
   r.tokens_per_s = r.seconds > 0 ? r.tokens / r.seconds : 0;
   return r;
 }

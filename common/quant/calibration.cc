@@ -69,7 +69,16 @@ absl::StatusOr<at::Tensor> Calibrator::RunStage(const at::Tensor& hidden) {
   };
   try {
     at::NoGradGuard no_grad;
-    return model_.ForwardLayers(hidden.to(model_.device()), first_layer_, end_layer_, &hook);
+    at::Tensor out =
+        model_.ForwardLayers(hidden.to(model_.device()), first_layer_, end_layer_, &hook);
+    // NaN/Inf anywhere inside the layers reaches the residual stream, so one
+    // check of the output (a pass over B*T*H values) covers every statistic.
+    if (!at::isfinite(out).all().item<bool>()) {
+      return absl::InvalidArgumentError(absl::StrCat("calibration: layers [", first_layer_, ", ",
+                                                     end_layer_,
+                                                     ") produce NaN or Inf activations"));
+    }
+    return out;
   } catch (const c10::Error& e) {
     return absl::InternalError(absl::StrCat("calibration: ", e.what_without_backtrace()));
   }

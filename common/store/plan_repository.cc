@@ -152,6 +152,9 @@ absl::StatusOr<PlanManifest> PlanRepository::ParseManifest(absl::string_view jso
 absl::Status PlanRepository::Push(absl::string_view plan_id, const std::vector<PlanObject>& objects,
                                   const std::map<std::string, std::string>& metadata) {
   WQ_RETURN_IF_ERROR(ValidatePlanId(plan_id));
+  if (objects.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("plan '", plan_id, "': no objects to push"));
+  }
   PlanManifest manifest;
   manifest.plan_id = std::string(plan_id);
   manifest.metadata = metadata;
@@ -206,6 +209,9 @@ absl::Status PlanRepository::PushDirectory(absl::string_view plan_id, const std:
     objects.push_back(std::move(o));
   }
   if (ec) return absl::InternalError(absl::StrCat(dir, ": cannot list: ", ec.message()));
+  if (objects.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(dir, ": no files to push"));
+  }
   return Push(plan_id, objects, metadata);
 }
 
@@ -272,15 +278,18 @@ absl::StatusOr<std::vector<PlanObject>> PlanRepository::Pull(absl::string_view p
   return out;
 }
 
-absl::Status PlanRepository::PullToDirectory(absl::string_view plan_id,
-                                             const std::string& out_dir) {
+absl::Status PlanRepository::PullToDirectory(absl::string_view plan_id, const std::string& out_dir,
+                                             bool replace) {
   WQ_ASSIGN_OR_RETURN(PlanManifest manifest, GetManifest(plan_id));
   WQ_ASSIGN_OR_RETURN(std::vector<PlanObject> objects, Pull(plan_id));
-  for (const PlanObject& o : objects) {
-    WQ_RETURN_IF_ERROR(base::WriteFileAtomic(absl::StrCat(out_dir, "/", o.name), o.bytes));
-  }
-  return base::WriteFileAtomic(absl::StrCat(out_dir, "/", kPlanManifestName),
-                               ManifestToJson(manifest));
+  // All verified objects land in `out_dir` at once, or nothing does.
+  return base::WriteDirAtomic(out_dir, replace, [&](const std::string& tmp) -> absl::Status {
+    for (const PlanObject& o : objects) {
+      WQ_RETURN_IF_ERROR(base::WriteFileAtomic(absl::StrCat(tmp, "/", o.name), o.bytes));
+    }
+    return base::WriteFileAtomic(absl::StrCat(tmp, "/", kPlanManifestName),
+                                 ManifestToJson(manifest));
+  });
 }
 
 }  // namespace windquant::store

@@ -78,9 +78,12 @@ class PlanRepository {
   // All objects of the manifest, each checked against its size and sha256
   // (DATA_LOSS naming the plan and the object on mismatch).
   absl::StatusOr<std::vector<PlanObject>> Pull(absl::string_view plan_id);
-  // Pull, then writes every object (and manifest.json) under `out_dir`
-  // atomically. Nothing is written unless all objects verify.
-  absl::Status PullToDirectory(absl::string_view plan_id, const std::string& out_dir);
+  // Pull, then writes every object (and manifest.json) into a temporary
+  // folder renamed to `out_dir` (base::WriteDirAtomic): nothing is written
+  // unless all objects verify and all writes succeed. An existing non-empty
+  // `out_dir` is refused (ALREADY_EXISTS) unless `replace` (replaced whole).
+  absl::Status PullToDirectory(absl::string_view plan_id, const std::string& out_dir,
+                               bool replace = false);
 
   static std::string ManifestToJson(const PlanManifest& manifest);
   static absl::StatusOr<PlanManifest> ParseManifest(absl::string_view json,

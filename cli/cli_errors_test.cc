@@ -1,0 +1,176 @@
+// Bad input to the real `windquant` binary (a child process): each case
+// asserts the exit code, the one-line message naming the culprit (flag, key
+// and line, file) and that nothing was left behind. No model is needed: every
+// case is refused before one would be loaded.
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "common/base/files.h"
+
+namespace windquant::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+struct Result {
+  int rc = -1;
+  std::string err;  // stderr
+};
+
+class CliErrorsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const char* bin = std::getenv("WQ_BINARY_DIR");
+    ASSERT_NE(bin, nullptr) << "WQ_BINARY_DIR (set by ctest)";
+    windquant_ = std::string(bin) + "/cli/windquant";
+    ASSERT_TRUE(fs::exists(windquant_)) << windquant_;
+    dir_ = ::testing::TempDir() + "/wq_cli_errors_test";
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    ASSERT_TRUE(base::WriteFileAtomic(dir_ + "/run.yaml",
+                                      "model: {dir: m}\ncalibration: {text: c.txt}\n"
+                                      "evaluation: {text: e.txt}\n")
+                    .ok());
+  }
+  // Runs windquant with `args` (timeout 60 s: a FIFO must not hang it).
+  Result Run(const std::string& args) {
+    const std::string err_file = dir_ + "/stderr.txt";
+    const std::string cmd = "timeout 60 " + windquant_ + " " + args + " >/dev/null 2>" + err_file;
+    const int status = std::system(cmd.c_str());
+    Result r;
+    r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    r.err = base::ReadFile(err_file).value_or("");
+    return r;
+  }
+  // Exit code 1 and exactly one line naming `culprit`.
+  void ExpectRefused(const std::string& args, const std::string& culprit) {
+    const Result r = Run(args);
+    EXPECT_EQ(r.rc, 1) << args << "\n" << r.err;
+    EXPECT_THAT(r.err, HasSubstr(culprit)) << args;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << "\n" << r.err;
+  }
+
+  std::string windquant_;
+  std::string dir_;
+};
+
+// error-case: cli.bits-non-finite
+TEST_F(CliErrorsTest, NonFiniteBitsAreRefused) {
+  for (const char* v : {"inf", "nan", "-inf"}) {
+    ExpectRefused(std::string("baseline --config run.yaml --method greedy --bits ") + v,
+                  std::string("--bits: must be a finite number, got '") + v + "'");
+  }
+}
+
+// error-case: cli.bits-out-of-range
+TEST_F(CliErrorsTest, BitsOutsideTheConfigRangeAreRefused) {
+  ExpectRefused("baseline --config run.yaml --method greedy --bits 100",
+                "--bits: must be in [1, 16], got 100");
+  ExpectRefused("baseline --config run.yaml --method lagrange --bits 0.5",
+                "--bits: must be in [1, 16], got 0.5");
+}
+
+// error-case: cli.flag-twice
+TEST_F(CliErrorsTest, FlagGivenTwiceIsRefused) {
+  ExpectRefused("baseline --config run.yaml --config other.yaml --method greedy --bits 2",
+                "--config: given more than once");
+}
+
+// error-case: cli.flag-without-value
+TEST_F(CliErrorsTest, ValueFlagWithoutValueIsRefused) {
+  ExpectRefused("export --config run.yaml --plan p.bin --out", "--out: expected a value");
+  ExpectRefused("eval --model m --text", "--text: expected a value");
+}
+
+// error-case: cli.unknown-flag
+TEST_F(CliErrorsTest, UnknownFlagIsRefused) {
+  ExpectRefused("baseline --config run.yaml --method greedy --bitz 2", "unknown flag --bitz");
+}
+
+// error-case: cli.config-duplicate-key
+TEST_F(CliErrorsTest, ConfigWithADuplicateKeyIsRefused) {
+  ASSERT_TRUE(base::WriteFileAtomic(dir_ + "/dup.yaml",
+                                    "model: {dir: m}\ncalibration: {text: c.txt}\n"
+                                    "evaluation: {text: e.txt}\nquant:\n  chunk_size: 64\n"
+                                    "  chunk_size: 128\n")
+                  .ok());
+  ExpectRefused("baseline --config " + dir_ + "/dup.yaml --method greedy --bits 2",
+                "dup.yaml: duplicate key quant.chunk_size at line 6");
+}
+
+// error-case: cli.set-empty-value
+TEST_F(CliErrorsTest, SetWithAnEmptyValueIsRefused) {
+  ExpectRefused("baseline --config " + dir_ + "/run.yaml --method greedy --bits 2 " +
+                    "--set quant.chunk_size=",
+                "--set quant.chunk_size=: empty value");
+}
+
+// error-case: cli.fifo-inputs
+TEST_F(CliErrorsTest, FifoInputsAreRefusedWithoutHanging) {
+  const std::string fifo = dir_ + "/fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  ExpectRefused("baseline --config " + fifo + " --method greedy --bits 2",
+                fifo + ": is a FIFO, not a regular file");
+  ExpectRefused("eval --model " + dir_ + " --text " + fifo,
+                fifo + ": is a FIFO, not a regular file");
+}
+
+// error-case: cli.model-symlink-loop
+TEST_F(CliErrorsTest, SymlinkLoopInTheModelFolderIsAnErrorNotACrash) {
+  const std::string model = dir_ + "/model";
+  fs::create_directories(model);
+  ASSERT_EQ(::symlink("config.json", (model + "/config.json").c_str()), 0);
+  ASSERT_TRUE(base::WriteFileAtomic(dir_ + "/text.txt", "some text\n").ok());
+  ExpectRefused("eval --model " + model + " --text " + dir_ + "/text.txt",
+                model + "/config.json: symlink loop");
+}
+
+// error-case: cli.export-existing-folder
+TEST_F(CliErrorsTest, ExportIntoAnExistingFolderIsRefusedAndTheFolderIsUntouched) {
+  const std::string out = dir_ + "/out";
+  ASSERT_TRUE(base::WriteFileAtomic(out + "/other-plan.txt", "mine").ok());
+  ExpectRefused("export --config run.yaml --plan p.bin --out " + out,
+                out + ": exists and is not empty (replace it whole with --force)");
+  EXPECT_EQ(base::ReadFile(out + "/other-plan.txt").value_or(""), "mine");
+  EXPECT_EQ(std::distance(fs::directory_iterator(out), fs::directory_iterator()), 1);
+}
+
+// error-case: cli.plans-push-empty
+TEST_F(CliErrorsTest, PushOfAnEmptyFolderIsRefusedAndCreatesNoPlan) {
+  fs::create_directories(dir_ + "/empty");
+  const std::string store = dir_ + "/store";
+  ExpectRefused("plans push --store " + store + " --plan p1 --dir " + dir_ + "/empty",
+                dir_ + "/empty: no files to push");
+  EXPECT_FALSE(fs::exists(store + "/plans/p1"));
+}
+
+// error-case: cli.plans-pull-existing-folder
+TEST_F(CliErrorsTest, PullIntoAnExistingFolderIsRefusedWithoutForce) {
+  const std::string store = dir_ + "/store";
+  ASSERT_TRUE(base::WriteFileAtomic(dir_ + "/in/plan.bin", "bytes").ok());
+  ASSERT_EQ(Run("plans push --store " + store + " --plan p1 --dir " + dir_ + "/in").rc, 0);
+  const std::string out = dir_ + "/pulled";
+  ASSERT_TRUE(base::WriteFileAtomic(out + "/mine.txt", "mine").ok());
+  ExpectRefused("plans pull --store " + store + " --plan p1 --out " + out,
+                out + ": exists and is not empty");
+  EXPECT_FALSE(fs::exists(out + "/plan.bin"));
+  const Result forced = Run("plans pull --store " + store + " --plan p1 --out " + out + " --force");
+  EXPECT_EQ(forced.rc, 0) << forced.err;
+  EXPECT_EQ(base::ReadFile(out + "/plan.bin").value_or(""), "bytes");
+  EXPECT_FALSE(fs::exists(out + "/mine.txt"));  // replaced whole
+}
+
+}  // namespace
+}  // namespace windquant::cli

@@ -1,0 +1,76 @@
+// Run config inputs that used to pass silently: a key given twice, an empty
+// --set value, non-finite numbers, a FIFO or a symlink loop as the file.
+// Each case asserts the one-line message naming the file, key and line.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "common/base/files.h"
+#include "common/config/run_config.h"
+#include "gtest/gtest.h"
+
+namespace windquant::config {
+namespace {
+
+constexpr char kMinimal[] =
+    "model: {dir: m}\ncalibration: {text: c.txt}\nevaluation: {text: e.txt}\n";
+
+std::string ErrorOf(const std::string& yaml, const std::vector<std::string>& overrides = {}) {
+  auto c = ParseRunConfig(yaml, "run.yaml", overrides);
+  return c.ok() ? "" : std::string(c.status().message());
+}
+
+// error-case: config.duplicate-key
+TEST(RunConfigErrorsTest, KeyGivenTwiceIsRefusedNamingKeyAndLine) {
+  EXPECT_EQ(ErrorOf(std::string(kMinimal) + "quant:\n  chunk_size: 64\n  chunk_size: 128\n"),
+            "run.yaml: duplicate key quant.chunk_size at line 6");
+  EXPECT_EQ(ErrorOf(std::string(kMinimal) + "seed: 1\nmodel: {dir: n}\n"),
+            "run.yaml: duplicate key model at line 5");
+  EXPECT_EQ(ErrorOf(std::string(kMinimal) + "quant: {chunk_size: 64, chunk_size: 64}\n"),
+            "run.yaml: duplicate key quant.chunk_size at line 4");
+}
+
+// error-case: config.set-empty-value
+TEST(RunConfigErrorsTest, SetWithAnEmptyValueIsRefused) {
+  EXPECT_EQ(ErrorOf(kMinimal, {"quant.chunk_size="}), "--set quant.chunk_size=: empty value");
+  EXPECT_EQ(ErrorOf(kMinimal, {"quant.chunk_size=  "}), "--set quant.chunk_size=  : empty value");
+  EXPECT_EQ(ErrorOf(kMinimal, {"quant.chunk_size=64"}), "");
+}
+
+// error-case: config.non-finite
+TEST(RunConfigErrorsTest, NonFiniteNumbersAreRefusedNamingTheKey) {
+  EXPECT_EQ(ErrorOf(kMinimal, {"ppo.max_grad_norm=.nan"}),
+            "run.yaml: ppo.max_grad_norm: must be a finite number, got '.nan'");
+  EXPECT_EQ(ErrorOf(std::string(kMinimal) + "curriculum: {target_bits: [3.0, .inf]}\n"),
+            "run.yaml: curriculum.target_bits[1]: must be a finite number, got '.inf'");
+  EXPECT_EQ(ErrorOf(kMinimal, {"lagrange.lambda_init=-.Inf"}),
+            "run.yaml: lagrange.lambda_init: must be a finite number, got '-.Inf'");
+}
+
+std::string FreshDir(const std::string& name) {
+  const std::string dir = ::testing::TempDir() + "/wq_run_config_errors_" + name;
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+// error-case: config.file-fifo
+TEST(RunConfigErrorsTest, FifoAsConfigFileIsRefusedWithoutBlocking) {
+  const std::string path = FreshDir("fifo") + "/run.yaml";
+  ASSERT_EQ(::mkfifo(path.c_str(), 0644), 0);
+  auto c = LoadRunConfig(path, {});
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(c.status().message(), path + ": is a FIFO, not a regular file");
+}
+
+// error-case: config.file-symlink-loop
+TEST(RunConfigErrorsTest, SymlinkLoopAsConfigFileIsNamed) {
+  const std::string path = FreshDir("loop") + "/run.yaml";
+  ASSERT_EQ(::symlink(path.c_str(), path.c_str()), 0);
+  auto c = LoadRunConfig(path, {});
+  EXPECT_EQ(c.status().message(), path + ": symlink loop");
+}
+
+}  // namespace
+}  // namespace windquant::config

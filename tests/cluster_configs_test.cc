@@ -1,0 +1,100 @@
+// The cluster configs of configs/ (LLaMA-3-8B and LLaMA-3-70B on nodes of 8 GPUs with
+// 80 GB each, sized in docs/capacity.md) load with the parser the services use, their
+// stages cover the model's decoder layers exactly as the actors split them
+// (actor::StageLayers over the real layer count of the shape), and each stage's memory
+// by the document's formula stays within 90 % of one 80 GB GPU.
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+
+#include "actor/actor_node.h"
+#include "common/config/run_config.h"
+#include "common/model/llama_config.h"
+#include "common/model/synth_checkpoint.h"
+#include "gtest/gtest.h"
+
+namespace windquant {
+namespace {
+
+// An 80 GB GPU less 10 % for the CUDA context, cuBLAS workspaces and the caching
+// allocator's fragmentation (docs/capacity.md, "Memory per stage").
+constexpr double kUsableGpuBytes = 0.9 * 80e9;
+// Fits: FP16 per-row parameters of the six quantized actions + offsets (14 bytes per
+// row per unit) and 5 bytes per salient entry (common/quant/stage_fits.h).
+constexpr double kFitBytesPerRowOfUnit = 14;
+constexpr double kBytesPerSalient = 5;
+
+std::string SourceDir() {
+  const char* dir = std::getenv("WQ_SOURCE_DIR");
+  return dir != nullptr ? dir : ".";
+}
+
+int64_t LayerParams(const model::LlamaConfig& c) {
+  const int64_t q = c.num_attention_heads * c.head_dim, kv = c.num_key_value_heads * c.head_dim;
+  return 2 * c.hidden_size * q + 2 * c.hidden_size * kv + 3 * c.hidden_size * c.intermediate_size;
+}
+
+// Bytes one actor's GPU holds for a stage of `layers` decoder layers (docs/capacity.md,
+// "Memory per stage"): BF16 weights, fits, one layer widened to FP32 for the forward,
+// and the FP32 activations of one micro-batch (the larger of the attention phase:
+// scores + probabilities [B, heads, T, T], and the MLP phase: gate, up and their product
+// [B, T, intermediate]; plus four [B, T, hidden] tensors).
+double StageBytes(const model::LlamaConfig& c, int64_t layers, const config::RunConfig& run) {
+  const double per_layer = static_cast<double>(LayerParams(c));
+  const double weights = per_layer * static_cast<double>(layers);
+  const double fits = weights * (kFitBytesPerRowOfUnit / run.quant.chunk_size +
+                                 kBytesPerSalient * run.quant.salient_fraction);
+  const double b = run.evaluation.batch, t = run.evaluation.context;
+  const double attention = 2.0 * b * static_cast<double>(c.num_attention_heads) * t * t * 4;
+  const double mlp = 3.0 * b * t * static_cast<double>(c.intermediate_size) * 4;
+  const double activations =
+      std::max(attention, mlp) + 4.0 * b * t * static_cast<double>(c.hidden_size) * 4;
+  return 2 * weights + fits + 4 * per_layer + activations;
+}
+
+void CheckClusterConfig(const std::string& file, const std::string& shape, int stages,
+                        int replicas) {
+  SCOPED_TRACE(file);
+  auto run = config::LoadRunConfig(SourceDir() + "/configs/" + file);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->model.device, "cuda");
+  EXPECT_EQ(run->service.stages, stages);
+  EXPECT_EQ(run->service.replicas, replicas);
+  EXPECT_EQ(run->service.actor_addresses.size(), static_cast<size_t>(stages * replicas));
+
+  auto shape_config = model::SynthShapeConfig(shape);
+  ASSERT_TRUE(shape_config.ok()) << shape_config.status();
+  const int64_t layers = shape_config->num_hidden_layers;
+  int64_t next = 0;
+  for (int s = 0; s < run->service.stages; ++s) {
+    auto range = actor::StageLayers(layers, run->service.stages, s);
+    ASSERT_TRUE(range.ok()) << range.status();
+    EXPECT_EQ(range->first, next) << "stage " << s;
+    EXPECT_GT(range->second, range->first) << "stage " << s;
+    next = range->second;
+    EXPECT_LE(StageBytes(*shape_config, range->second - range->first, *run), kUsableGpuBytes)
+        << "stage " << s << " of layers [" << range->first << ", " << range->second << ")";
+  }
+  EXPECT_EQ(next, layers) << "the stages end before the model's last layer";
+}
+
+TEST(ClusterConfigsTest, Llama3_8bIsOneStageSevenReplicas) {
+  CheckClusterConfig("llama3-8b.yaml", "llama3-8b", 1, 7);
+}
+
+TEST(ClusterConfigsTest, Llama3_70bIsThreeStagesTwoReplicas) {
+  CheckClusterConfig("llama3-70b.yaml", "llama3-70b", 3, 2);
+}
+
+// The formula's own check: a 70B model in two stages does not fit 80 GB cards, so the
+// 70B config cannot have fewer stages than it has.
+TEST(ClusterConfigsTest, Llama3_70bNeedsThreeStages) {
+  auto run = config::LoadRunConfig(SourceDir() + "/configs/llama3-70b.yaml");
+  ASSERT_TRUE(run.ok()) << run.status();
+  auto c = model::SynthShapeConfig("llama3-70b");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_GT(StageBytes(*c, c->num_hidden_layers / 2, *run), kUsableGpuBytes);
+}
+
+}  // namespace
+}  // namespace windquant
