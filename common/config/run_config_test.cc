@@ -63,6 +63,8 @@ TEST(RunConfigTest, OutOfRangeNamesKey) {
             "run.yaml: model.dir: is required");
 }
 
+// error-case: config.output-store-scheme
+// error-case: config.output-run-id
 TEST(RunConfigTest, OutputStoreAndRunIdAreCheckedNamingTheKey) {
   EXPECT_EQ(ErrorOf(kMinimal, {"output.store=http://bucket"}),
             "run.yaml: output.store: must be file:///abs/path, s3://bucket[/prefix] or a path");
