@@ -10,6 +10,8 @@
 #include "common/net/channel.h"
 #include "common/net/retry.h"
 #include "common/net/status_convert.h"
+#include "common/quant/quantizer.h"
+#include "common/quant/table_fingerprint.h"
 
 namespace windquant::actor {
 
@@ -43,8 +45,9 @@ absl::StatusOr<std::unique_ptr<ActorNode>> ActorNode::Create(
   wo.salient_fraction = c.quant.salient_fraction;
   wo.cache_dir = c.quant.cache_dir;
   WQ_ASSIGN_OR_RETURN(node->worker_, stage::StageWorker::Create(wo));
-  WQ_ASSIGN_OR_RETURN(std::string key,
-                      ModelKey(c.model.dir, c.quant.chunk_size, c.quant.salient_fraction));
+  quant::QuantizerOptions quantizer;
+  quantizer.salient_fraction = c.quant.salient_fraction;
+  WQ_ASSIGN_OR_RETURN(std::string key, quant::ModelKey(c.model.dir, c.quant.chunk_size, quantizer));
   ActorIdentity& id = node->id_;
   id.stage = stage;
   id.replica = replica;
@@ -113,6 +116,12 @@ absl::Status ActorNode::Connect(std::shared_ptr<grpc::Channel> evaluator, uint32
   ro.episodes_per_version = ro.envs;
   ro.deadline = absl::Milliseconds(svc.rpc_deadline_ms);
   ro.stall_timeout = absl::Milliseconds(svc.evaluation_timeout_ms);
+  // A learner back without the unit table gets this stage's part again.
+  ro.register_table = [this]() -> absl::Status {
+    if (!worker_->fitted()) return absl::FailedPreconditionError("not calibrated yet");
+    WQ_ASSIGN_OR_RETURN(quant::UnitTable table, worker_->table());
+    return RegisterTable(table);
+  };
   rollouts_ =
       std::make_unique<RolloutLoop>(config_, ro, learner_channel_, std::move(evaluator), registry_);
   // A restarted actor with cached fits registers them again.

@@ -8,30 +8,12 @@
 #include "common/base/status_macros.h"
 #include "common/metrics/metric_names.h"
 #include "common/net/status_convert.h"
+#include "common/quant/table_fingerprint.h"
 #include "common/rl/plan_validation.h"
 #include "common/transport/hidden_states_codec.h"
 #include "common/transport/local_activation_transport.h"
 
 namespace windquant::actor {
-
-absl::StatusOr<std::string> ModelKey(const std::string& model_dir, int64_t chunk_size,
-                                     double salient_fraction) {
-  WQ_ASSIGN_OR_RETURN(std::string config, base::ReadFile(model_dir + "/config.json"));
-  std::string key = config;
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(model_dir, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (name.find(".safetensors") != std::string::npos) {
-      absl::StrAppend(&key, "\n", name, ":", entry.file_size(ec));
-    }
-  }
-  absl::StrAppend(&key, "\nchunk_size=", chunk_size, "\nsalient_fraction=", salient_fraction);
-  return base::Sha256Hex(key);
-}
-
-std::string TableFingerprint(const std::string& model_key, const std::string& calibration_fp) {
-  return base::Sha256Hex(absl::StrCat(model_key, "\n", calibration_fp));
-}
 
 ActorService::ActorService(stage::StageWorker* worker, ActorIdentity identity, TableSink on_table,
                            metrics::Registry* registry)
@@ -134,7 +116,7 @@ grpc::Status ActorService::FinishCalibration(grpc::ServerContext* context,
   if (!s.ok()) return net::ToGrpcStatus(s);
   const auto start = std::chrono::steady_clock::now();
   absl::StatusOr<quant::UnitTable> table = worker_->FinishCalibration(
-      TableFingerprint(identity_.model_key, request->calibration_fingerprint()));
+      quant::TableFingerprint(identity_.model_key, request->calibration_fingerprint()));
   if (!table.ok()) return net::ToGrpcStatus(table.status());
   reply->set_fit_seconds(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());

@@ -18,16 +18,9 @@ namespace windquant::actor {
 struct ActorIdentity {
   int stage = 0, replica = 0, stages = 1, replicas = 1;
   std::string actor_id;   // "actor-s<stage>-r<replica>"
-  std::string model_key;  // ModelKey(): model + quant config
+  std::string model_key;  // quant::ModelKey(): model + quant config
   std::string device = "cpu";
 };
-
-// sha256 of the model's config.json and tensor file sizes plus the quant
-// settings: what, besides the calibration data, decides a unit table.
-absl::StatusOr<std::string> ModelKey(const std::string& model_dir, int64_t chunk_size,
-                                     double salient_fraction);
-// The unit table fingerprint: model key + calibration windows.
-std::string TableFingerprint(const std::string& model_key, const std::string& calibration_fp);
 
 class ActorService final : public v1::Actor::Service {
  public:

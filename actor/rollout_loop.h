@@ -1,33 +1,39 @@
 // RolloutLoop: the network side of an actor's rollouts. One thread follows
 // the learner's policy (WatchPolicy; a snapshot is used only when its sha256
 // matches), another fetches the global unit table, runs RolloutWorker
-// episodes, streams them to the learner (StreamTransitions, one ack each) and
-// submits the accepted ones' plans to the evaluator (retrying while it is
-// down). It produces `episodes_per_version` episodes per policy version, then
-// waits for a newer policy (or `stall_timeout`, so lost episodes never stall
-// the run). Both threads reconnect with backoff; every (re)subscription asks
-// for the learner's current snapshot (a restarted learner may be back at an
-// older version) and starts a fresh share of episodes. They stop when the
-// learner says the run is done or on Stop(), which cancels the calls in
-// flight (net::Canceller) and so returns promptly even while a peer is down.
+// episodes, streams them to the learner (one ack each) and submits the
+// accepted ones' plans to the evaluator (retrying while it is down). It
+// produces `episodes_per_version` episodes per policy version, then waits for
+// a newer policy (or `stall_timeout`, so lost episodes never stall the run).
+// Both threads reconnect with backoff; every (re)subscription asks for the
+// learner's current snapshot (a restarted learner may be back at an older
+// version) and starts a fresh share of episodes. Before every subscription
+// the watcher asks the learner's run status; a learner without the unit
+// table (restarted on an empty disk with nothing to restore) gets this
+// actor's part again through `register_table`, so the run goes on. They stop
+// when the learner says the run is done or on Stop(), which cancels the
+// clients' calls in flight and so returns promptly even while a peer is down.
+// The learner and the evaluator are reached through LearnerClient and
+// EvaluatorClient (rollout_clients.h): gRPC ones from channels, or fakes.
 // Metrics (when given a registry): windquant_actor_episodes_total.
+// Memory: one policy (a few KB) and the worker's copy of the unit table.
 // Thread-safety: Start/Stop from one thread.
 #ifndef WINDQUANT_ACTOR_ROLLOUT_LOOP_H_
 #define WINDQUANT_ACTOR_ROLLOUT_LOOP_H_
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "actor/rollout_clients.h"
 #include "common/config/run_config.h"
 #include "common/metrics/registry.h"
 #include "common/net/canceller.h"
 #include "common/rl/rollout_worker.h"
-#include "windquant/v1/evaluator.grpc.pb.h"
-#include "windquant/v1/learner.grpc.pb.h"
 
 namespace windquant::actor {
 
@@ -39,10 +45,17 @@ struct RolloutLoopOptions {
   int episodes_per_version = 1;  // then wait for a new policy
   absl::Duration deadline = absl::Seconds(30);
   absl::Duration stall_timeout = absl::Seconds(60);
+  // Registers this actor's fitted table with the learner (retrying); an
+  // error when there is none yet (not calibrated). Unset: never.
+  std::function<absl::Status()> register_table;
 };
 
 class RolloutLoop {
  public:
+  RolloutLoop(const config::RunConfig& config, RolloutLoopOptions options,
+              std::unique_ptr<LearnerClient> learner, std::unique_ptr<EvaluatorClient> evaluator,
+              metrics::Registry* registry = nullptr);
+  // gRPC clients over the two channels.
   RolloutLoop(const config::RunConfig& config, RolloutLoopOptions options,
               std::shared_ptr<grpc::Channel> learner, std::shared_ptr<grpc::Channel> evaluator,
               metrics::Registry* registry = nullptr);
@@ -52,14 +65,38 @@ class RolloutLoop {
   int64_t episodes_sent() const { return sent_; }
 
  private:
+  // What the rollout thread last produced for.
+  struct Produced {
+    int64_t version = -2;
+    int64_t subscription = 0;
+    int count = 0;
+    absl::Time since = absl::Now();
+  };
+
   void WatchPolicy();
+  // Waits (with backoff) until the learner answers its run status; registers
+  // the table when the learner lacks it. False when stopping or done.
+  bool EnsureTableRegistered();
+  // A snapshot of the stream; `first` of its subscription.
+  void OnSnapshot(const v1::PolicySnapshot& snap, bool* first);
+  // True (and done_ set) when the learner says the run is done.
+  bool RunDone(absl::Duration deadline);
   void Rollouts();
+  // The rollout worker on the learner's merged table; null when stopping.
+  std::unique_ptr<rl::RolloutWorker> FetchWorker();
+  // Waits for a policy to produce for; false when stopping or done.
+  bool WaitForPolicy(Produced* produced);
+  // Streams `e` to the learner; true when it was accepted.
+  bool Deliver(const rl::Episode& e, const quant::UnitTable& table);
+  // Submits the accepted episode's plan to the evaluator (retrying).
+  void Submit(const rl::Episode& e, const quant::UnitTable& table);
   bool Sleep(absl::Duration d);  // false when stopping
+  bool stopping();
 
   const config::RunConfig config_;
   const RolloutLoopOptions options_;
-  std::unique_ptr<v1::Learner::Stub> learner_;
-  std::unique_ptr<v1::Evaluator::Stub> evaluator_;
+  std::unique_ptr<LearnerClient> learner_;
+  std::unique_ptr<EvaluatorClient> evaluator_;
   absl::Mutex mu_;
   std::unique_ptr<rl::Policy> policy_ ABSL_GUARDED_BY(mu_);
   int64_t version_ ABSL_GUARDED_BY(mu_) = -1;
@@ -68,7 +105,7 @@ class RolloutLoop {
   int64_t subscription_ ABSL_GUARDED_BY(mu_) = 0;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   bool done_ ABSL_GUARDED_BY(mu_) = false;
-  net::Canceller cancel_;
+  net::Canceller cancel_;  // the loop's own sleeps
   metrics::Counter* episodes_ = nullptr;
   std::atomic<int64_t> sent_{0};
   std::thread watcher_, roller_;

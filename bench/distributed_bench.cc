@@ -65,6 +65,7 @@
 #include "common/net/server.h"
 #include "common/quant/baselines.h"
 #include "common/quant/quantization_session.h"
+#include "common/quant/table_fingerprint.h"
 #include "common/rl/policy.h"
 #include "common/rl/rollout_worker.h"
 #include "common/rl/state_features.h"
@@ -456,9 +457,10 @@ int RunStageChild(const Flags& f) {
   id.stage = static_cast<int>(f.Num("index", 0));
   id.stages = 1;
   id.actor_id = absl::StrCat("bench-stage-", id.stage);
+  wq::quant::QuantizerOptions quantizer;
+  quantizer.salient_fraction = cfg.quant.salient_fraction;
   id.model_key =
-      OrDie(wq::actor::ModelKey(cfg.model.dir, cfg.quant.chunk_size, cfg.quant.salient_fraction),
-            "model key");
+      OrDie(wq::quant::ModelKey(cfg.model.dir, cfg.quant.chunk_size, quantizer), "model key");
   wq::actor::ActorService service(worker.get(), id, nullptr, nullptr);
   wq::net::ServerOptions so;
   so.address = "127.0.0.1:0";

@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -38,7 +39,11 @@ constexpr char kUsage[] =
     "                     checked against; --model / --text / --context default to the\n"
     "                     config's model.dir / held-out text (evaluation.heldout: file\n"
     "                     and token range) / evaluation.context\n"
-    "  --config FILE      run config (YAML), with --plan\n";
+    "  --quantized DIR    the packed quantized checkpoint of `windquant export` (DIR/quantized):\n"
+    "                     its codes, scales and INT8 salient values decoded to the weights\n"
+    "                     eval --plan applies (instead of --model; tokenizer from DIR)\n"
+    "  --config FILE      run config (YAML), with --plan\n"
+    "  --set K=V          config override (repeatable), with --config\n";
 
 void Print(const job::TextPerplexityRequest& q, const job::TextPerplexity& p, bool json) {
   const model::PerplexityResult& r = p.result;
@@ -67,7 +72,9 @@ absl::Status RunEval(Args& args) {
   q.model_dir = args.Get("model");
   q.text_path = args.Get("text");
   q.plan_path = args.Get("plan");
+  q.quantized_dir = args.Get("quantized");
   const std::string config_path = args.Get("config");
+  const std::vector<std::string> sets = args.GetAll("set");
   const bool context_given = args.Has("context");
   WQ_ASSIGN_OR_RETURN(q.context, args.GetInt("context", q.context));
   WQ_ASSIGN_OR_RETURN(q.max_tokens, args.GetInt("max-tokens", 0));
@@ -79,7 +86,7 @@ absl::Status RunEval(Args& args) {
   config::RunConfig cfg;
   if (!q.plan_path.empty()) {
     if (config_path.empty()) return absl::InvalidArgumentError("--plan needs --config FILE");
-    WQ_ASSIGN_OR_RETURN(cfg, config::LoadRunConfig(config_path));
+    WQ_ASSIGN_OR_RETURN(cfg, config::LoadRunConfig(config_path, sets));
     if (!q.model_dir.empty()) cfg.model.dir = q.model_dir;
     q.model_dir = cfg.model.dir;
     if (q.text_path.empty()) {
@@ -88,8 +95,14 @@ absl::Status RunEval(Args& args) {
     }
     if (!context_given) q.context = cfg.evaluation.context;
     q.config = &cfg;
-  } else if (!config_path.empty()) {
-    return absl::InvalidArgumentError("--config is only used with --plan");
+  } else if (!config_path.empty() || !sets.empty()) {
+    return absl::InvalidArgumentError("--config and --set are only used with --plan");
+  }
+  if (!q.quantized_dir.empty()) {
+    if (!q.model_dir.empty() || !q.plan_path.empty()) {
+      return absl::InvalidArgumentError("--quantized DIR: not with --model or --plan");
+    }
+    q.model_dir = q.quantized_dir;
   }
   if (q.model_dir.empty()) return absl::InvalidArgumentError("--model DIR is required");
   if (q.text_path.empty()) return absl::InvalidArgumentError("--text FILE is required");

@@ -13,6 +13,7 @@
 #include "cli/command.h"
 #include "common/base/status_macros.h"
 #include "common/config/run_config.h"
+#include "common/store/s3_environment.h"
 #include "job/quantize_job.h"
 
 namespace windquant::cli {
@@ -39,7 +40,13 @@ constexpr char kUsage[] =
     "  plans.jsonl, unit_table.pb, status.txt, evaluator-queue/\n"
     "                          the services' run state (every evaluated plan, the merged\n"
     "                          table, the learner's status; cleared unless --resume)\n"
-    "  quantized/, fake_quant/ the exported model (unless --no-export)\n\n"
+    "  quantized/, fake_quant/ the exported model (unless --no-export or output.export: false)\n\n"
+    "With output.store (file:///dir, a path or s3://bucket[/prefix]; S3 credentials from\n"
+    "AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_ENDPOINT_URL, AWS_REGION) the run also goes\n"
+    "to the artifact store as runs/<run id>/: checkpoints and every new best plan while it\n"
+    "trains, then plans/final (the files above); `windquant plans list --store URI` shows\n"
+    "it. Without --resume that is a new run; --resume continues the newest run of this\n"
+    "config (from the store's checkpoint when output.dir has none).\n\n"
     "Plans are selected on evaluation.selection; final numbers are given on\n"
     "evaluation.heldout, text that neither calibration nor selection read.\n\n"
     "flags:\n"
@@ -86,6 +93,7 @@ absl::Status RunQuantize(Args& args) {
   }
   WQ_ASSIGN_OR_RETURN(const config::RunConfig cfg, config::LoadRunConfig(config_path, sets));
   if (cfg.model.threads > 0) at::set_num_threads(cfg.model.threads);  // 0: torch's default
+  options.s3 = store::S3OptionsFromEnvironment();
   options.log = [](const std::string& line) {
     std::fprintf(stderr, "%s\n", line.c_str());
     std::fflush(stderr);
@@ -97,6 +105,7 @@ absl::Status RunQuantize(Args& args) {
     return absl::OkStatus();
   }
   PrintResult(result, cfg.output.dir);
+  if (!result.store_run.empty()) std::printf("pushed to %splans/final\n", result.store_run.c_str());
   return absl::OkStatus();
 }
 

@@ -13,6 +13,7 @@
 #include "common/base/status_macros.h"
 #include "common/model/checkpoint.h"
 #include "common/quant/calibration.h"
+#include "common/quant/table_fingerprint.h"
 
 namespace windquant::evaluator {
 namespace {
@@ -346,12 +347,8 @@ absl::StatusOr<std::vector<quant::UnitTable>> PipelineEvaluator::Calibrate(
 }
 
 std::string PipelineEvaluator::CalibrationFingerprint() const {
-  std::string bytes = absl::StrCat("samples=", options_.calibration_samples,
-                                   " seq_len=", options_.calibration_seq_len,
-                                   " seed=", options_.calibration_seed, "\n");
-  bytes.append(reinterpret_cast<const char*>(calibration_ids_.data()),
-               calibration_ids_.size() * sizeof(int32_t));
-  return base::Sha256Hex(bytes);
+  return quant::CalibrationKey(options_.calibration_samples, options_.calibration_seq_len,
+                               options_.calibration_seed, calibration_ids_);
 }
 
 std::string PipelineEvaluator::PlanKey(const quant::Plan& plan) {

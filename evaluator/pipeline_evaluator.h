@@ -69,8 +69,8 @@ class PipelineEvaluator {
   // Checks that `stages` chain to the whole model: layers [0, L) contiguous.
   absl::Status CheckChain(const std::vector<transport::ActivationTransport*>& stages) const;
 
-  // sha256 of the calibration windows' definition (ids, samples, length,
-  // seed): what the stages' tables depend on besides the model.
+  // quant::CalibrationKey of the calibration windows' definition (ids,
+  // samples, length, seed): what the stages' tables depend on besides the model.
   std::string CalibrationFingerprint() const;
 
   // Calibration pass through `stages`, then every stage fits its shard;

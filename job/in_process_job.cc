@@ -79,8 +79,10 @@ absl::StatusOr<rl::RunResult> RunInProcessJob(const config::RunConfig& config,
   WQ_ASSIGN_OR_RETURN(net::ChannelOptions co, net::ChannelOptionsFromConfig(svc, "in-process"));
   co.registry = &registry;
   Nodes nodes;
+  learner::LearnerNodeOptions lo;
+  lo.publisher = options.publisher;  // the final result is the caller's (quantize's report)
   WQ_ASSIGN_OR_RETURN(nodes.learner,
-                      learner::LearnerNode::Create(config, kLoopback, &registry, log));
+                      learner::LearnerNode::Create(config, kLoopback, &registry, log, lo));
   nodes.learner->core().set_stop_after_updates(options.stop_after_updates);
   WQ_ASSIGN_OR_RETURN(auto learner_channel, net::MakeInProcessChannel(nodes.learner->server(), co));
   std::vector<std::shared_ptr<grpc::Channel>> actor_channels;

@@ -20,6 +20,7 @@
 #include "common/config/run_config.h"
 #include "common/quant/unit_table.h"
 #include "common/rl/training.h"
+#include "learner/run_publisher.h"
 
 namespace windquant::job {
 
@@ -38,6 +39,9 @@ struct InProcessJobOptions {
   // so that the result's plans index it too (the caller measures and exports
   // them with its own fits). Borrowed.
   const quant::UnitTable* expected_table = nullptr;
+  // When set (borrowed): the learner's checkpoints and best plans go to the
+  // artifact store as they are made (LearnerNodeOptions::publisher).
+  learner::RunPublisher* publisher = nullptr;
 };
 
 // Removes the job's run state under output.dir (the learner's checkpoint,

@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/quant/plan_io.h"
+#include "common/quant/quantization_session.h"
 #include "common/rl/synthetic_table.h"
 #include "common/testing/stage_test_util.h"
 #include "common/testing/test_paths.h"
@@ -78,6 +80,31 @@ TEST(InProcessJobTest, TwoStagesTwoReplicasRunTheJobThenResumeDoneAndClear) {
         line.find("4 actors (2 stages x 2 replicas), in-process channels") != std::string::npos;
   }
   EXPECT_TRUE(saw_topology);
+
+  // The learner's best plan (its table merged from the actors' parts) is the
+  // plan of the run config's own session: eval --plan and export accept it.
+  {
+    quant::SessionOptions so;
+    absl::StatusOr<std::unique_ptr<quant::QuantizationSession>> session =
+        quant::QuantizationSession::Create(*c, so);
+    ASSERT_TRUE(session.ok()) << session.status();
+    absl::StatusOr<quant::Plan> best =
+        quant::ReadPlanFile(c->output.dir + "/best/plan.json", (*session)->table());
+    ASSERT_TRUE(best.ok()) << best.status();
+    EXPECT_EQ(best->actions, r->best.actions);
+    // Another calibration is another table: refused with the one-line error.
+    config::RunConfig other_calibration = *c;
+    other_calibration.calibration.seed += 1;
+    so.use_cache = false;
+    auto other = quant::QuantizationSession::Create(other_calibration, so);
+    ASSERT_TRUE(other.ok()) << other.status();
+    absl::StatusOr<quant::Plan> refused =
+        quant::ReadPlanFile(c->output.dir + "/best/plan.json", (*other)->table());
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(refused.status().message().find("plan is for another model or quantization"),
+              std::string::npos)
+        << refused.status();
+  }
 
   // Again on the same output.dir: the learner resumes a finished run (done at
   // once); a table of another layout is refused, naming the mismatch.

@@ -20,6 +20,7 @@
 #include "job/in_process_job.h"
 #include "job/open_session.h"
 #include "job/quantize_report.h"
+#include "learner/run_publisher.h"
 
 namespace windquant::job {
 namespace {
@@ -51,9 +52,11 @@ model::LlamaWeights CloneWeights(const model::LlamaWeights& w) {
 // (DESIGN.md section 5), here in this process with in-process channels.
 absl::StatusOr<rl::RunResult> Train(const config::RunConfig& cfg, const QuantizeOptions& options,
                                     const quant::UnitTable& table,
-                                    const std::string& checkpoint_dir, const Log& log) {
+                                    const std::string& checkpoint_dir, const Log& log,
+                                    learner::RunPublisher* publisher) {
   InProcessJobOptions jo;
   jo.log = log;
+  jo.publisher = publisher;
   jo.stop_after_updates = options.stop_after_updates;
   jo.expected_table = &table;
   const std::string checkpoint = rl::RunCheckpointPath(checkpoint_dir);
@@ -169,6 +172,48 @@ absl::StatusOr<EvaluationSlices> Slices(const config::RunConfig& cfg,
                              session.eval_ids());
 }
 
+// The run in the store (output.store): a new one, or with --resume the one
+// found again (its checkpoint restored when output.dir has none).
+absl::StatusOr<std::unique_ptr<learner::RunPublisher>> OpenStore(const config::RunConfig& cfg,
+                                                                 const QuantizeOptions& options,
+                                                                 const Log& log) {
+  if (cfg.output.store.empty()) return nullptr;
+  learner::RunPublisherOptions po;
+  po.s3 = options.s3;
+  po.fresh = !options.resume;
+  po.log = log;
+  return learner::RunPublisher::Open(cfg, po);
+}
+
+// The result as the run's "final" plan; waits (bounded) for the store.
+absl::Status PushResult(const config::RunConfig& cfg, const QuantizeOptions& options,
+                        const QuantizeResult& out, learner::RunPublisher& publisher, bool exported,
+                        const Log& log) {
+  std::vector<std::string> entries = {"plan.json", "plan.bin", "report.json", "report.html"};
+  if (exported) {
+    entries.push_back("quantized");
+    entries.push_back("fake_quant");
+  }
+  const MeasuredPlan& rl = out.plans.front();
+  const double ppl = out.have_heldout ? rl.heldout_ppl : rl.whole_ppl;
+  publisher.PublishFinal(
+      cfg.output.dir, entries,
+      {{"effective_bits", absl::StrFormat("%.6f", rl.bits)},
+       {"perplexity", absl::StrFormat("%.6f", ppl)},
+       {"perplexity_on", out.have_heldout ? "held-out text" : "whole text"},
+       {"source", "rl"},
+       {"winner", out.winner},
+       {"target_bits", absl::StrFormat("%g", cfg.curriculum.target_bits.back())}});
+  if (!publisher.Flush(options.store_timeout)) {
+    return absl::UnavailableError(
+        absl::StrCat("quantize: the result is in ", cfg.output.dir, " but ", publisher.Describe(),
+                     " did not take it within ", absl::FormatDuration(options.store_timeout),
+                     " (see the store lines above); push it with `windquant plans push`"));
+  }
+  log(absl::StrCat("quantize: result pushed to ", publisher.Describe(), "plans/final"));
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<QuantizeResult> RunQuantizeJob(const config::RunConfig& cfg,
@@ -194,13 +239,21 @@ absl::StatusOr<QuantizeResult> RunQuantizeJob(const config::RunConfig& cfg,
 
   QuantizeResult out;
   out.checkpoint_dir = (std::filesystem::path(cfg.output.dir) / "checkpoint").string();
-  WQ_ASSIGN_OR_RETURN(rl::RunResult tr, Train(cfg, options, table, out.checkpoint_dir, log));
+  WQ_ASSIGN_OR_RETURN(std::unique_ptr<learner::RunPublisher> publisher,
+                      OpenStore(cfg, options, log));
+  if (publisher != nullptr) out.store_run = publisher->Describe();
+  WQ_ASSIGN_OR_RETURN(rl::RunResult tr,
+                      Train(cfg, options, table, out.checkpoint_dir, log, publisher.get()));
   out.updates = tr.updates;
   out.lambda = tr.lambda;
   out.origin = ReturnedPlanOrigin(tr.best.source);
   out.rl_evaluations = tr.evaluations - tr.cache_hits;
   if (tr.stopped_early) {
     out.stopped_early = true;
+    if (publisher != nullptr && !publisher->Flush(options.store_timeout)) {
+      log(absl::StrCat("quantize: the checkpoint did not reach ", publisher->Describe(),
+                       " in time; it is in ", out.checkpoint_dir));
+    }
     return out;
   }
   if (tr.best.actions.empty()) {
@@ -215,8 +268,8 @@ absl::StatusOr<QuantizeResult> RunQuantizeJob(const config::RunConfig& cfg,
   out.winner = PickWinner(out.plans, target, out.have_heldout);
 
   QuantizeReport report;
-  WQ_ASSIGN_OR_RETURN(report.exported,
-                      WriteArtifacts(*session, cfg, tr, target, options.export_model));
+  const bool export_model = options.export_model && cfg.output.export_model;
+  WQ_ASSIGN_OR_RETURN(report.exported, WriteArtifacts(*session, cfg, tr, target, export_model));
   report.config = &cfg;
   report.table = &table;
   report.training = &tr;
@@ -234,6 +287,9 @@ absl::StatusOr<QuantizeResult> RunQuantizeJob(const config::RunConfig& cfg,
   report.train_s = train_s;
   report.total_s = Since(t0);
   WQ_RETURN_IF_ERROR(WriteQuantizeReport(report));
+  if (publisher != nullptr) {
+    WQ_RETURN_IF_ERROR(PushResult(cfg, options, out, *publisher, export_model, log));
+  }
   out.seconds = Since(t0);
   return out;
 }

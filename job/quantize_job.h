@@ -8,7 +8,10 @@
 // artifacts in output.dir: plan.json / plan.bin (source: the returned plan's
 // origin, ReturnedPlanOrigin), report.json / report.html
 // (quantize_report.h) and, unless disabled, the quantized and fake-quant
-// checkpoints.
+// checkpoints. With output.store, the run goes to the artifact store too
+// (learner/run_publisher.h): checkpoints and best plans as they are made,
+// then the result as the run's "final" plan (plan, report, exported model);
+// without --resume it is a new run there.
 // Memory: besides the session (quantization_session.h) and the services'
 // nodes while training runs, one FP copy of the weights for the final
 // measurements (its linears overwritten plan by plan); all released on return.
@@ -23,7 +26,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "common/config/run_config.h"
+#include "common/store/artifact_store.h"
 #include "job/plan_measurement.h"
 #include "job/search_baseline.h"
 
@@ -32,13 +37,17 @@ namespace windquant::job {
 struct QuantizeOptions {
   bool resume = false;       // continue from output.dir/checkpoint (else it is cleared)
   bool use_cache = true;     // unit-table and fit caches (quant.cache_dir), the actors' too
-  bool export_model = true;  // output.dir/quantized and output.dir/fake_quant
+  bool export_model = true;  // output.dir/quantized and output.dir/fake_quant (and output.export)
   // Measure uniform, greedy, lagrange, random and search at the end; search
   // (search_baseline.h) spends as many real plan evaluations on the selection
   // slice as the RL run did (its cache misses, the reference plan included).
   bool baselines = true;
   int64_t stop_after_updates = 0;  // > 0: stop (checkpoint first) after that many updates
   std::function<void(const std::string&)> log;  // progress lines
+  // With output.store: S3 settings, and how long the end waits for the store
+  // to take the result (it retries while the store is down).
+  store::S3Options s3;
+  absl::Duration store_timeout = absl::Minutes(5);
   // Wall times count from here (the caller's start, e.g. before loading the config).
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
 };
@@ -59,11 +68,14 @@ struct QuantizeResult {
   std::string winner;          // "" when no plan is within the target
   bool have_heldout = false;   // the winner metric is the held-out PPL (else whole text)
   double lambda = 0;
-  double seconds = 0;  // since options.start
+  double seconds = 0;     // since options.start
+  std::string store_run;  // with output.store: "<store> runs/<run id>/"
 };
 
 // FAILED_PRECONDITION when no feasible plan was found at the final target;
-// the config's, the session's, the services' and the files' errors.
+// UNAVAILABLE when the store did not take the result within store_timeout
+// (it is in output.dir then); the config's, the session's, the services',
+// the store's and the files' errors.
 absl::StatusOr<QuantizeResult> RunQuantizeJob(const config::RunConfig& config,
                                               const QuantizeOptions& options);
 

@@ -14,6 +14,7 @@
 #include "common/model/llama_model.h"
 #include "common/model/tokenizer.h"
 #include "common/quant/plan_io.h"
+#include "common/quant/quantized_checkpoint.h"
 #include "job/open_session.h"
 
 namespace windquant::job {
@@ -23,10 +24,19 @@ namespace {
 // session's weights shared, a layer dequantized when the forward reaches it (no float32
 // copy of the model).
 absl::StatusOr<std::shared_ptr<const model::LlamaModel>> LoadModel(const TextPerplexityRequest& r,
-                                                                   model::Checkpoint& checkpoint,
                                                                    std::string* plan_id) {
   if (r.plan_path.empty()) {
-    WQ_ASSIGN_OR_RETURN(model::LlamaWeights weights, checkpoint.LoadWeights(model::LoadRequest{}));
+    model::LlamaWeights weights;
+    if (!r.quantized_dir.empty()) {
+      WQ_ASSIGN_OR_RETURN(quant::QuantizedCheckpoint q,
+                          quant::QuantizedCheckpoint::Read(r.quantized_dir));
+      *plan_id = q.metadata.count("plan_id") ? q.metadata.at("plan_id") : "";
+      weights = std::move(q.weights);
+    } else {
+      WQ_ASSIGN_OR_RETURN(std::unique_ptr<model::Checkpoint> checkpoint,
+                          model::Checkpoint::Open(r.model_dir));
+      WQ_ASSIGN_OR_RETURN(weights, checkpoint->LoadWeights(model::LoadRequest{}));
+    }
     try {
       return std::make_shared<const model::LlamaModel>(
           std::move(weights), at::hasCUDA() ? at::Device(at::kCUDA) : at::kCPU);
@@ -55,11 +65,8 @@ absl::StatusOr<TextPerplexity> MeasureTextPerplexity(const TextPerplexityRequest
   WQ_ASSIGN_OR_RETURN(const std::string text, base::ReadFile(r.text_path));
   WQ_ASSIGN_OR_RETURN(std::unique_ptr<model::Tokenizer> tokenizer,
                       model::Tokenizer::FromFile(r.model_dir + "/tokenizer.json"));
-  WQ_ASSIGN_OR_RETURN(std::unique_ptr<model::Checkpoint> checkpoint,
-                      model::Checkpoint::Open(r.model_dir));
   TextPerplexity out;
-  WQ_ASSIGN_OR_RETURN(std::shared_ptr<const model::LlamaModel> llama,
-                      LoadModel(r, *checkpoint, &out.plan_id));
+  WQ_ASSIGN_OR_RETURN(std::shared_ptr<const model::LlamaModel> llama, LoadModel(r, &out.plan_id));
   WQ_ASSIGN_OR_RETURN(
       const std::vector<int32_t> ids,
       config::CutTokenRange(tokenizer->Encode(text, /*add_bos=*/false), r.tokens, "tokens"));

@@ -3,9 +3,10 @@
 // non-overlapping, last partial chunk dropped), optionally with a plan
 // applied: the plan file is checked against the run config's unit table
 // (cached or fitted: quant::QuantizationSession) and its weights applied.
-// Memory: the checkpoint's weights (or the plan's dequantized copy of them),
-// plus the session's when a plan is given, until the call returns.
-// Thread-compatible (reports progress on stderr).
+// With quantized_dir: the packed checkpoint of `windquant export`, decoded.
+// Memory: the checkpoint's weights (float32 for a quantized one) (or the plan's dequantized copy of
+// them), plus the session's when a plan is given, until the call returns. Thread-compatible
+// (reports progress on stderr).
 #ifndef WINDQUANT_JOB_TEXT_PERPLEXITY_H_
 #define WINDQUANT_JOB_TEXT_PERPLEXITY_H_
 
@@ -33,6 +34,9 @@ struct TextPerplexityRequest {
   // it; its model.dir must be `model_dir`. Borrowed.
   std::string plan_path;
   const config::RunConfig* config = nullptr;
+  // Instead of a checkpoint: a quantized one (quant::QuantizedCheckpoint),
+  // decoded to float32 weights; its tokenizer too (model_dir = this).
+  std::string quantized_dir;
   std::function<void(const std::string&)> log;  // the plan's effective bits
 };
 

@@ -77,12 +77,13 @@ void LearnerCore::PublishLocked() {
 
 absl::StatusOr<std::unique_ptr<LearnerCore>> LearnerCore::Create(
     const config::RunConfig& config, std::function<void(const std::string&)> log,
-    metrics::Registry* registry) {
+    metrics::Registry* registry, RunObserver* observer) {
   if (config.curriculum.target_bits.empty()) {
     return absl::InvalidArgumentError("curriculum.target_bits: must not be empty");
   }
   std::unique_ptr<LearnerCore> core(new LearnerCore(config));
   core->log_ = std::move(log);
+  core->observer_ = observer;
   if (registry != nullptr) {
     WQ_ASSIGN_OR_RETURN(core->metrics_, LearnerMetrics::Create(*registry));
   }
@@ -204,6 +205,7 @@ absl::Status LearnerCore::MaybeFinish() {
   Log("learner: done");
   WQ_RETURN_IF_ERROR(WriteCheckpoint());
   WriteStatusFile();
+  if (observer_ != nullptr) observer_->OnDone();
   return absl::OkStatus();
 }
 
@@ -216,6 +218,7 @@ absl::Status LearnerCore::ConsiderLocked(const rl::CandidatePlan& candidate, qua
   if (!best) return absl::OkStatus();
   Log(absl::StrCat("learner: best plan ", plan_id, " (", candidate.source, ") bits ",
                    candidate.evaluation.effective_bits, " ppl ", candidate.evaluation.eval_ppl));
+  if (observer_ != nullptr) observer_->OnBestPlan(best_.best(), *tables_.table());
   PublishLocked();
   return absl::OkStatus();
 }
@@ -453,6 +456,7 @@ absl::Status LearnerCore::WriteCheckpoint() {
   WQ_RETURN_IF_ERROR(rl::WriteRunCheckpoint(CheckpointDir(config_), c));
   Log(absl::StrCat("learner: checkpoint: update ", updates_, " written to ",
                    CheckpointDir(config_)));
+  if (observer_ != nullptr) observer_->OnCheckpoint(updates_, done_);
   return absl::OkStatus();
 }
 

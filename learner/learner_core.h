@@ -48,6 +48,8 @@
 // update is only in the checkpoint), Status().stopped is true and done()
 // stays false (`windquant quantize --stop-after-updates`).
 // Every checkpoint write logs "learner: checkpoint: update N written to DIR".
+// A RunObserver (optional, borrowed) hears of every checkpoint, new best plan
+// and the end of the run.
 // Thread-safety: all methods are thread-safe (one mutex; the PPO update of a
 // tiny policy runs under it). Status(), version() and done() read a snapshot
 // published after every change, so they never wait for a PPO update (a
@@ -78,6 +80,7 @@
 #include "learner/candidate_queue.h"
 #include "learner/held_episodes.h"
 #include "learner/learner_metrics.h"
+#include "learner/run_observer.h"
 #include "learner/run_records.h"
 #include "learner/table_merger.h"
 #include "learner/update_batch.h"
@@ -119,7 +122,7 @@ class LearnerCore {
   // Restores the merged table and the checkpoint found in output.dir.
   static absl::StatusOr<std::unique_ptr<LearnerCore>> Create(
       const config::RunConfig& config, std::function<void(const std::string&)> log,
-      metrics::Registry* registry = nullptr);
+      metrics::Registry* registry = nullptr, RunObserver* observer = nullptr);
 
   // A stage's table (any order, any replica; replicas must agree).
   // INVALID_ARGUMENT naming the field for a table inconsistent with the run.
@@ -203,7 +206,8 @@ class LearnerCore {
 
   const config::RunConfig config_;
   std::function<void(const std::string&)> log_;
-  LearnerMetrics metrics_;  // all nullptr without a registry
+  RunObserver* observer_ = nullptr;  // borrowed; may be null
+  LearnerMetrics metrics_;           // all nullptr without a registry
   mutable absl::Mutex mu_;
   TableMerger tables_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<const rl::UnitCosts> costs_ ABSL_GUARDED_BY(mu_);

@@ -9,9 +9,15 @@
 #include "common/net/channel.h"
 #include "common/net/signal_waiter.h"
 #include "common/service/service_flags.h"
+#include "common/store/s3_environment.h"
 #include "learner/learner_node.h"
+#include "learner/run_publisher.h"
 
 namespace wq = windquant;
+
+namespace {
+constexpr absl::Duration kStoreDrain = absl::Seconds(40);
+}  // namespace
 
 int main(int argc, char** argv) {
   wq::net::SignalWaiter::BlockTerminationSignals();
@@ -26,7 +32,13 @@ int main(int argc, char** argv) {
            "Serves windquant.v1.Learner on service.learner_address; resumes from\n"
            "output.dir/checkpoint when present. Sends its candidate plans (the\n"
            "stage's Lagrangian reference, the greedy plan after each update) to the\n"
-           "evaluator at service.evaluator_address. Prints metrics_port=<port>.\n"
+           "evaluator at service.evaluator_address. When the run is done, writes its\n"
+           "result (plan, report and, with output.export, the quantized model) to\n"
+           "output.dir/final. With output.store (file:// or s3://; S3 credentials from\n"
+           "AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_ENDPOINT_URL, AWS_REGION), pushes\n"
+           "every checkpoint, every new best plan and the result under the run's id, and\n"
+           "on an empty output.dir resumes from the run's newest checkpoint there.\n"
+           "Prints metrics_port=<port>.\n"
            "/metrics (Prometheus text) on service.metrics_address, its port\n"
            "overridden by --metrics-port (0 = a free one).\n";
     return 0;
@@ -35,9 +47,25 @@ int main(int argc, char** argv) {
   if (c.model.threads > 0) at::set_num_threads(c.model.threads);  // 0: torch's default
   // The learner's metrics (windquant_learner_*) and the RPC ones.
   auto& registry = wq::metrics::Registry::Default();
-  auto node = wq::learner::LearnerNode::Create(
-      c, c.service.learner_address, &registry,
-      [](const std::string& line) { std::cerr << line << std::endl; });
+  auto log = [](const std::string& line) { std::cerr << line << std::endl; };
+  // The artifact store: the run's results, and its checkpoint when this disk is lost.
+  std::unique_ptr<wq::learner::RunPublisher> publisher;
+  if (!c.output.store.empty()) {
+    wq::learner::RunPublisherOptions po;
+    po.s3 = wq::store::S3OptionsFromEnvironment();
+    po.log = log;
+    auto opened = wq::learner::RunPublisher::Open(c, po);
+    if (!opened.ok()) {
+      std::cerr << "windquant-learner: " << opened.status().message() << "\n";
+      return 1;
+    }
+    publisher = *std::move(opened);
+  }
+  wq::learner::LearnerNodeOptions node_options;
+  node_options.publisher = publisher.get();
+  node_options.finish_run = true;
+  auto node =
+      wq::learner::LearnerNode::Create(c, c.service.learner_address, &registry, log, node_options);
   if (!node.ok()) {
     std::cerr << "windquant-learner: " << node.status().message() << "\n";
     return 1;
@@ -60,6 +88,9 @@ int main(int argc, char** argv) {
   std::cout << "learner_port=" << server.port() << "\nmetrics_port=" << metrics.port() << std::endl;
   wq::net::SignalWaiter::Wait();
   (*node)->Stop();
+  // What the store has not taken yet gets most of the grace period
+  // (terminationGracePeriodSeconds 60 in deploy/k8s).
+  if (publisher != nullptr) publisher->Stop(kStoreDrain);
   metrics.Stop();
   return 0;
 }

@@ -3,19 +3,49 @@
 #include "common/base/status_macros.h"
 #include "common/net/channel.h"
 #include "common/net/status_convert.h"
+#include "learner/run_finisher.h"
 
 namespace windquant::learner {
 
+// The core's observer: the publisher's, and the end of the run for the finisher.
+class LearnerNode::Observer : public RunObserver {
+ public:
+  explicit Observer(LearnerNode* node) : node_(node) {}
+  void OnCheckpoint(int64_t update, bool done) override {
+    if (node_->options_.publisher != nullptr) node_->options_.publisher->OnCheckpoint(update, done);
+  }
+  void OnBestPlan(const rl::CandidatePlan& best, const quant::UnitTable& table) override {
+    if (node_->options_.publisher != nullptr) node_->options_.publisher->OnBestPlan(best, table);
+  }
+  void OnDone() override {
+    absl::MutexLock lock(&node_->finish_mu_);
+    node_->run_done_ = true;
+  }
+
+ private:
+  LearnerNode* const node_;
+};
+
 absl::StatusOr<std::unique_ptr<LearnerNode>> LearnerNode::Create(
     const config::RunConfig& config, const std::string& address, metrics::Registry* registry,
-    std::function<void(const std::string&)> log) {
+    std::function<void(const std::string&)> log, LearnerNodeOptions options) {
   std::unique_ptr<LearnerNode> node(new LearnerNode());
   node->deadline_ = absl::Milliseconds(config.service.rpc_deadline_ms);
-  WQ_ASSIGN_OR_RETURN(node->core_, LearnerCore::Create(config, std::move(log), registry));
+  node->config_ = config;
+  node->log_ = log;
+  node->options_ = options;
+  node->observer_ = std::make_unique<Observer>(node.get());
+  WQ_ASSIGN_OR_RETURN(node->core_,
+                      LearnerCore::Create(config, std::move(log), registry, node->observer_.get()));
+  if (node->core_->done()) {  // resumed after the end: the result may be missing
+    absl::MutexLock lock(&node->finish_mu_);
+    node->run_done_ = true;
+  }
   node->service_ = std::make_unique<LearnerService>(node->core_.get(), registry);
   WQ_ASSIGN_OR_RETURN(node->server_,
                       net::StartServer(config.service, address, registry, node->service_.get(),
                                        v1::Learner::service_full_name()));
+  if (options.finish_run) node->finisher_ = std::thread([n = node.get()] { n->FinishWhenDone(); });
   node->running_ = true;
   return node;
 }
@@ -48,6 +78,51 @@ absl::Status LearnerNode::SubmitCandidate(const quant::Plan& plan, net::Cancelle
   return net::FromGrpcStatus(evaluator_->SubmitPlan(&ctx, req, &reply));
 }
 
+void LearnerNode::FinishWhenDone() {
+  {
+    absl::MutexLock lock(&finish_mu_);
+    auto ready = [this]()
+                     ABSL_EXCLUSIVE_LOCKS_REQUIRED(finish_mu_) { return run_done_ || stopping_; };
+    finish_mu_.Await(absl::Condition(&ready));
+    if (!run_done_) return;  // stopped before the end
+  }
+  Finish();
+}
+
+void LearnerNode::Finish() {
+  auto log = [this](const std::string& line) {
+    if (log_) log_(line);
+  };
+  RunPublisher* publisher = options_.publisher;
+  if (publisher != nullptr) {
+    absl::StatusOr<bool> there = publisher->HasFinal();
+    if (there.ok() && *there) {
+      log(absl::StrCat("learner: the run's result is in the store already (", publisher->Describe(),
+                       "plans/final)"));
+      return;
+    }
+  }
+  std::shared_ptr<const quant::UnitTable> table = core_->SharedTable();
+  if (table == nullptr) return;  // done implies a table; nothing to write otherwise
+  const std::string dir = config_.output.dir + "/final";
+  const std::string run_id = publisher != nullptr ? publisher->run_id() : "local";
+  absl::StatusOr<FinalArtifacts> final_files =
+      WriteFinalArtifacts(config_, core_->Result(), *table, run_id, dir, log);
+  if (!final_files.ok()) {
+    log(absl::StrCat("learner: final artifacts not written: ", final_files.status().message()));
+    return;
+  }
+  log(absl::StrCat("learner: final artifacts in ", dir));
+  if (publisher == nullptr) return;
+  publisher->PublishFinal(dir, final_files->entries, final_files->metadata);
+  // Waits while the store takes them (retrying while it is down), until Stop.
+  while (!publisher->Flush(absl::Seconds(1))) {
+    absl::MutexLock lock(&finish_mu_);
+    if (stopping_) return;
+  }
+  log(absl::StrCat("learner: final artifacts pushed to ", publisher->Describe(), "plans/final"));
+}
+
 void LearnerNode::StopClients() {
   if (sender_ != nullptr) sender_->Stop();
 }
@@ -56,6 +131,11 @@ void LearnerNode::Stop() {
   if (!running_) return;
   running_ = false;
   StopClients();
+  {
+    absl::MutexLock lock(&finish_mu_);
+    stopping_ = true;
+  }
+  if (finisher_.joinable()) finisher_.join();
   service_->BeginShutdown();
   server_->Drain(absl::Now() + absl::Seconds(5));
 }

@@ -10,6 +10,12 @@
 //   ... (*node)->core().done() ...
 //   (*node)->Stop();
 //
+// With a RunPublisher (output.store) the core's checkpoints and best plans go
+// to the store as they are made; with finish_run, once the run is done (or at
+// Create, for a run that was done before but whose result the store lacks),
+// a thread writes the final artifacts (run_finisher.h) into output.dir/final
+// and pushes them as the run's "final" plan.
+//
 // Thread-safety: Create/Connect/Stop from one thread; core() and server() are
 // thread-safe.
 #ifndef WINDQUANT_LEARNER_LEARNER_NODE_H_
@@ -18,6 +24,9 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
+
+#include "absl/synchronization/mutex.h"
 
 #include "absl/status/statusor.h"
 #include "common/config/run_config.h"
@@ -27,9 +36,17 @@
 #include "learner/candidate_sender.h"
 #include "learner/learner_core.h"
 #include "learner/learner_service.h"
+#include "learner/run_publisher.h"
 #include "windquant/v1/evaluator.grpc.pb.h"
 
 namespace windquant::learner {
+
+struct LearnerNodeOptions {
+  // Borrowed, may be null; must outlive the node.
+  RunPublisher* publisher = nullptr;
+  // Write (and push) the final artifacts when the run is done.
+  bool finish_run = false;
+};
 
 class LearnerNode {
  public:
@@ -38,7 +55,7 @@ class LearnerNode {
   // (metrics) must outlive the node.
   static absl::StatusOr<std::unique_ptr<LearnerNode>> Create(
       const config::RunConfig& config, const std::string& address, metrics::Registry* registry,
-      std::function<void(const std::string&)> log);
+      std::function<void(const std::string&)> log, LearnerNodeOptions options = {});
   ~LearnerNode();
 
   // Starts sending candidate plans to the evaluator behind `evaluator`.
@@ -46,17 +63,31 @@ class LearnerNode {
   // Stops the sender (its calls in flight cancelled); the server still serves.
   // Idempotent.
   void StopClients();
-  // StopClients, then drains the server (in-flight calls finish). Idempotent.
+  // StopClients, then waits for the final artifacts being written (not for
+  // a run still going), then drains the server (in-flight calls finish).
+  // Idempotent.
   void Stop();
 
   LearnerCore& core() { return *core_; }
   net::GrpcServer& server() { return *server_; }
 
  private:
+  class Observer;
   LearnerNode() = default;
   absl::Status SubmitCandidate(const quant::Plan& plan, net::Canceller* cancel);
+  // The finisher thread: waits for the end of the run, then Finish().
+  void FinishWhenDone();
+  void Finish();
 
   absl::Duration deadline_;
+  config::RunConfig config_;
+  std::function<void(const std::string&)> log_;
+  LearnerNodeOptions options_;
+  std::unique_ptr<Observer> observer_;  // outlives core_
+  absl::Mutex finish_mu_;
+  bool run_done_ ABSL_GUARDED_BY(finish_mu_) = false;
+  bool stopping_ ABSL_GUARDED_BY(finish_mu_) = false;
+  std::thread finisher_;
   std::unique_ptr<LearnerCore> core_;
   std::unique_ptr<LearnerService> service_;
   std::unique_ptr<net::GrpcServer> server_;

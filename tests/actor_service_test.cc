@@ -15,6 +15,7 @@
 #include "common/model/perplexity.h"
 #include "common/net/channel.h"
 #include "common/net/server.h"
+#include "common/quant/table_fingerprint.h"
 #include "common/testing/stage_test_util.h"
 #include "common/transport/grpc_activation_transport.h"
 #include "common/transport/hidden_states_codec.h"
@@ -120,7 +121,7 @@ TEST_F(ActorServiceTest, CalibrationOverGrpcRegistersTablesAndPlansEvaluate) {
   auto tables = evaluator_->Calibrate(stages_, "calib");
   ASSERT_TRUE(tables.ok()) << tables.status();
   ASSERT_EQ(registered_.size(), 2u);
-  EXPECT_EQ((*tables)[0].fingerprint, TableFingerprint("key", "calib"));
+  EXPECT_EQ((*tables)[0].fingerprint, quant::TableFingerprint("key", "calib"));
   auto merged = quant::UnitTable::Merge(*tables);
   ASSERT_TRUE(merged.ok()) << merged.status();
   auto info = transports_[1]->Info();

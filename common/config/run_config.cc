@@ -12,6 +12,8 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -79,6 +81,8 @@ void VisitFields(V& v, RunConfig& c) {
   v.Field("training.checkpoint_every_updates", &c.training.checkpoint_every_updates);
   v.Field("output.dir", &c.output.dir);
   v.Field("output.store", &c.output.store);
+  v.Field("output.run_id", &c.output.run_id);
+  v.Field("output.export", &c.output.export_model);
   v.Field("service.learner_address", &c.service.learner_address);
   v.Field("service.evaluator_address", &c.service.evaluator_address);
   v.Field("service.actor_addresses", &c.service.actor_addresses);
@@ -354,6 +358,21 @@ absl::Status CheckDisjointTextRoles(const RunConfig& c) {
   return absl::OkStatus();
 }
 
+// output.*: a directory, a store URI the store can open, a run id usable as
+// an artifact key.
+absl::Status ValidateOutput(const OutputConfig& o) {
+  WQ_RETURN_IF_ERROR(Check(!o.dir.empty(), "output.dir", "is required"));
+  WQ_RETURN_IF_ERROR(
+      Check(o.store.find("://") == std::string::npos || absl::StartsWith(o.store, "file:///") ||
+                absl::StartsWith(o.store, "s3://"),
+            "output.store", "must be file:///abs/path, s3://bucket[/prefix] or a path"));
+  const bool id_chars = std::all_of(o.run_id.begin(), o.run_id.end(), [](char ch) {
+    return absl::ascii_isalnum(ch) || ch == '.' || ch == '_' || ch == '-';
+  });
+  return Check(o.run_id.size() <= 100 && o.run_id.find("..") == std::string::npos && id_chars,
+               "output.run_id", "must be up to 100 of [A-Za-z0-9._-], no '..'");
+}
+
 absl::Status Validate(const RunConfig& c) {
   WQ_RETURN_IF_ERROR(Check(!c.model.dir.empty(), "model.dir", "is required"));
   WQ_RETURN_IF_ERROR(Check(c.model.device == "cpu" || c.model.device == "cuda", "model.device",
@@ -415,7 +434,7 @@ absl::Status Validate(const RunConfig& c) {
                            "training.self_imitation_prob", "must be in (0, 1)"));
   WQ_RETURN_IF_ERROR(Check(c.training.checkpoint_every_updates > 0,
                            "training.checkpoint_every_updates", "must be > 0"));
-  WQ_RETURN_IF_ERROR(Check(!c.output.dir.empty(), "output.dir", "is required"));
+  WQ_RETURN_IF_ERROR(ValidateOutput(c.output));
   WQ_RETURN_IF_ERROR(Check(c.service.stages >= 1, "service.stages", "must be >= 1"));
   WQ_RETURN_IF_ERROR(Check(c.service.replicas >= 1, "service.replicas", "must be >= 1"));
   WQ_RETURN_IF_ERROR(Check(c.service.stage >= -1 && c.service.stage < c.service.stages,

@@ -134,7 +134,15 @@ struct TrainingConfig {
 
 struct OutputConfig {
   std::string dir = "runs/default";
-  std::string store = "file://./artifacts";
+  // Artifact store of the run's results (common/store/run_repository.h):
+  // "file:///abs/dir", a local path or "s3://bucket[/prefix]"; empty = none.
+  std::string store;
+  // The run's id in the store; empty = "<model>-<config digest>-<UTC start>",
+  // found again by a learner restarted with the same config.
+  std::string run_id;
+  // Write the quantized and fake-quant checkpoints at the end of a run
+  // (`quantize --no-export` turns it off too).
+  bool export_model = true;
 };
 
 struct TlsConfig {

@@ -83,6 +83,25 @@ TEST(RunConfigTest, OutOfRangeNamesKey) {
             "run.yaml: model.dir: is required");
 }
 
+// error-case: config.output-store-scheme
+// error-case: config.output-run-id
+TEST(RunConfigTest, OutputStoreAndRunIdAreCheckedNamingTheKey) {
+  EXPECT_EQ(ErrorOf(kMinimal, {"output.store=http://bucket"}),
+            "run.yaml: output.store: must be file:///abs/path, s3://bucket[/prefix] or a path");
+  EXPECT_EQ(ErrorOf(kMinimal, {"output.run_id=a/b"}),
+            "run.yaml: output.run_id: must be up to 100 of [A-Za-z0-9._-], no '..'");
+  EXPECT_EQ(ErrorOf(kMinimal, {"output.run_id=a..b"}),
+            "run.yaml: output.run_id: must be up to 100 of [A-Za-z0-9._-], no '..'");
+  auto c =
+      ParseRunConfig(kMinimal, "run.yaml",
+                     {"output.store=s3://b/p", "output.run_id=r-1.2_x", "output.export=false"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->output.store, "s3://b/p");
+  EXPECT_EQ(c->output.run_id, "r-1.2_x");
+  EXPECT_FALSE(c->output.export_model);
+  EXPECT_TRUE(ParseRunConfig(kMinimal, "run.yaml")->output.store.empty()) << "no store by default";
+}
+
 TEST(RunConfigTest, OverridesApplyBeforeValidation) {
   auto c = ParseRunConfig(kMinimal, "run.yaml", {"quant.chunk_size=64", "env.budget_mode=soft"});
   ASSERT_TRUE(c.ok()) << c.status();

@@ -13,6 +13,7 @@
 #include "common/base/status_macros.h"
 #include "common/model/safetensors_stream_writer.h"
 #include "common/model/safetensors_writer.h"
+#include "common/quant/effective_bits.h"
 #include "common/quant/packing.h"
 #include "common/quant/plan_io.h"
 #include "common/quant/quantized_checkpoint.h"
@@ -53,6 +54,15 @@ std::vector<std::pair<std::string, const at::Tensor*>> FixedTensors(const model:
   return out;
 }
 
+// The dtype of the fixed tensors in the quantized checkpoint: the model's own
+// (config.json torch_dtype: float32, bfloat16), so that the checkpoint reads back to
+// exactly the weights the evaluator used; F16 when it says float16 or nothing.
+model::Dtype FixedDtype(const model::LlamaConfig& c) {
+  if (c.torch_dtype == "float32") return model::Dtype::kF32;
+  if (c.torch_dtype == "bfloat16") return model::Dtype::kBF16;
+  return model::Dtype::kF16;
+}
+
 std::string HalfBytes(const at::Tensor& t) {
   const at::Tensor h = t.detach().to(at::kCPU, at::kHalf).contiguous();
   return std::string(static_cast<const char*>(h.data_ptr()), h.numel() * sizeof(uint16_t));
@@ -77,6 +87,48 @@ absl::Status CopyTokenizerFiles(const std::string& model_dir, const std::string&
   return absl::OkStatus();
 }
 
+// One unit's tensors (docs/quantized-format.md): the codes of its non-salient
+// entries, the salient positions at IndexBits(n) bits each, their INT8 values and
+// scale, the per-row FP16 parameters; FP16 values for action 16.
+absl::Status AddUnit(const StageFits& fits, size_t i, Action action, const std::string& prefix,
+                     const at::Tensor& W, model::SafetensorsWriter* out) {
+  if (action == Action::k16) return out->Add(prefix + ".weight", W, model::Dtype::kF16);
+  const int a = ActionIndex(action);
+  const Unit& u = fits.table().units[i];
+  const StageFits::UnitParams& p = fits.params(i);
+  const SalientSet& sal = p.salient;
+  const std::vector<int8_t> codes = fits.UnitCodes(i, a, W);
+  std::vector<int8_t> kept;
+  kept.reserve(codes.size() - sal.index.size());
+  size_t next = 0;  // salient positions are ascending
+  for (size_t e = 0; e < codes.size(); ++e) {
+    if (next < sal.index.size() && static_cast<size_t>(sal.index[next]) == e) {
+      ++next;
+      continue;
+    }
+    kept.push_back(codes[e]);
+  }
+  WQ_ASSIGN_OR_RETURN(std::vector<uint8_t> packed, PackCodes(action, kept));
+  WQ_RETURN_IF_ERROR(out->AddRaw(prefix + ".codes", model::Dtype::kU8,
+                                 {static_cast<int64_t>(packed.size())},
+                                 std::string(packed.begin(), packed.end())));
+  WQ_RETURN_IF_ERROR(out->AddRaw(prefix + ".scales", model::Dtype::kF16, {u.rows},
+                                 RawBytes(p.scales.data() + (a - 1) * u.rows, u.rows)));
+  if (action == Action::k1) {
+    WQ_RETURN_IF_ERROR(out->AddRaw(prefix + ".offsets", model::Dtype::kF16, {u.rows},
+                                   RawBytes(p.offsets.data(), p.offsets.size())));
+  }
+  if (sal.count() == 0) return absl::OkStatus();
+  const std::vector<uint32_t> index(sal.index.begin(), sal.index.end());
+  WQ_ASSIGN_OR_RETURN(std::vector<uint8_t> positions, PackUint(index, IndexBits(u.n())));
+  WQ_RETURN_IF_ERROR(out->AddRaw(prefix + ".salient_index", model::Dtype::kU8,
+                                 {static_cast<int64_t>(positions.size())},
+                                 std::string(positions.begin(), positions.end())));
+  WQ_RETURN_IF_ERROR(out->AddRaw(prefix + ".salient_values", model::Dtype::kI8, {sal.count()},
+                                 RawBytes(sal.codes.data(), sal.codes.size())));
+  return out->Add(prefix + ".salient_scale", at::full({1}, sal.scale), model::Dtype::kF16);
+}
+
 }  // namespace
 
 absl::Status WriteQuantizedCheckpoint(const ExportInputs& in, const std::string& dir) {
@@ -97,34 +149,10 @@ absl::Status WriteQuantizedCheckpoint(const ExportInputs& in, const std::string&
                                .slice(1, u.col_begin, u.col_begin + u.cols)
                                .to(at::kCPU, at::kFloat)
                                .contiguous();
-      if (action == Action::k16) {
-        WQ_RETURN_IF_ERROR(out.Add(prefix + ".weight", W, model::Dtype::kF16));
-        continue;
-      }
-      const std::vector<int8_t> codes = fits.UnitCodes(i, a, W);
-      WQ_ASSIGN_OR_RETURN(std::vector<uint8_t> packed, PackCodes(action, codes));
-      const int64_t nbytes = static_cast<int64_t>(packed.size());
-      WQ_RETURN_IF_ERROR(out.AddRaw(prefix + ".codes", model::Dtype::kU8, {nbytes},
-                                    std::string(packed.begin(), packed.end())));
-      const StageFits::UnitParams& p = fits.params(i);
-      WQ_RETURN_IF_ERROR(out.AddRaw(prefix + ".scales", model::Dtype::kF16, {u.rows},
-                                    RawBytes(p.scales.data() + (a - 1) * u.rows, u.rows)));
-      if (action == Action::k1) {
-        WQ_RETURN_IF_ERROR(out.AddRaw(prefix + ".offsets", model::Dtype::kF16, {u.rows},
-                                      RawBytes(p.offsets.data(), p.offsets.size())));
-      }
-      const SalientSet& sal = p.salient;
-      if (sal.count() > 0) {
-        WQ_RETURN_IF_ERROR(out.AddRaw(prefix + ".salient_index", model::Dtype::kI32, {sal.count()},
-                                      RawBytes(sal.index.data(), sal.index.size())));
-        WQ_RETURN_IF_ERROR(out.AddRaw(prefix + ".salient_values", model::Dtype::kI8, {sal.count()},
-                                      RawBytes(sal.codes.data(), sal.codes.size())));
-        WQ_RETURN_IF_ERROR(
-            out.Add(prefix + ".salient_scale", at::full({1}, sal.scale), model::Dtype::kF16));
-      }
+      WQ_RETURN_IF_ERROR(AddUnit(fits, i, action, prefix, W, &out));
     }
     for (const auto& [name, tensor] : FixedTensors(w)) {
-      WQ_RETURN_IF_ERROR(out.Add(name, *tensor, model::Dtype::kF16));
+      WQ_RETURN_IF_ERROR(out.Add(name, *tensor, FixedDtype(w.config)));
     }
   } catch (const c10::Error& e) {
     return absl::InternalError(absl::StrCat("export: ", e.what_without_backtrace()));
@@ -132,7 +160,7 @@ absl::Status WriteQuantizedCheckpoint(const ExportInputs& in, const std::string&
   std::vector<std::string> names;
   for (int a : in.plan->actions) names.emplace_back(ActionName(kAllActions[a]));
   out.SetMetadata("windquant_format", kQuantizedFormat);
-  out.SetMetadata("windquant_format_version", "1");
+  out.SetMetadata("windquant_format_version", kQuantizedFormatVersion);
   out.SetMetadata("chunk_size", absl::StrCat(t.chunk_size));
   out.SetMetadata("salient_fraction", absl::StrCat(t.salient_fraction));
   out.SetMetadata("plan_id", in.plan->plan_id);
@@ -142,7 +170,7 @@ absl::Status WriteQuantizedCheckpoint(const ExportInputs& in, const std::string&
   const std::filesystem::path d(dir);
   WQ_RETURN_IF_ERROR(out.Write((d / kQuantizedFileName).string()));
   model::LlamaConfig cfg = w.config;
-  cfg.torch_dtype = "float16";
+  if (FixedDtype(w.config) == model::Dtype::kF16) cfg.torch_dtype = "float16";
   WQ_RETURN_IF_ERROR(base::WriteFileAtomic((d / "config.json").string(), cfg.ToJson()));
   WQ_RETURN_IF_ERROR(base::WriteFileAtomic((d / "plan.json").string(), PlanToJson(*in.plan, t)));
   return CopyTokenizerFiles(in.model_dir, dir);

@@ -1,5 +1,6 @@
 #include "common/quant/packing.h"
 
+#include <cstdint>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -7,8 +8,7 @@
 namespace windquant::quant {
 namespace {
 
-constexpr int kTritsPerByte = 5;
-constexpr uint8_t kMaxTritByte = 242;  // 3^5 - 1
+constexpr uint32_t kTritGroupLimit = 129140163;  // 3^17
 
 absl::Status CheckBits(int bits) {
   if (bits == 1 || bits == 2 || bits == 3 || bits == 4 || bits == 8) return absl::OkStatus();
@@ -47,7 +47,10 @@ absl::StatusOr<CodeLayout> LayoutOf(Action a) {
 }  // namespace
 
 int64_t PackedBitsBytes(int64_t n, int bits) { return (n * bits + 7) / 8; }
-int64_t PackedTritsBytes(int64_t n) { return (n + kTritsPerByte - 1) / kTritsPerByte; }
+int64_t PackedTritsBytes(int64_t n) {
+  return PackedUintBytes((n + kTritsPerGroup - 1) / kTritsPerGroup, kTritGroupBits);
+}
+int64_t PackedUintBytes(int64_t n, int bits) { return (n * bits + 7) / 8; }
 
 absl::StatusOr<int64_t> PackedCodesBytes(Action a, int64_t n) {
   auto layout = LayoutOf(a);
@@ -92,12 +95,57 @@ absl::StatusOr<std::vector<uint8_t>> UnpackBits(absl::Span<const uint8_t> bytes,
   return out;
 }
 
+absl::StatusOr<std::vector<uint8_t>> PackUint(absl::Span<const uint32_t> values, int bits) {
+  if (bits < 1 || bits > 32) {
+    return absl::InvalidArgumentError(absl::StrCat("bits: ", bits, " not in [1, 32]"));
+  }
+  std::vector<uint8_t> out(PackedUintBytes(values.size(), bits), 0);
+  const uint64_t limit = uint64_t{1} << bits;
+  uint64_t bitpos = 0;
+  for (size_t i = 0; i < values.size(); ++i, bitpos += bits) {
+    if (values[i] >= limit) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("values[", i, "]: ", values[i], " does not fit in ", bits, " bits"));
+    }
+    // A value spans at most five bytes (bits <= 32, shifted by < 8).
+    const uint64_t v = uint64_t{values[i]} << (bitpos % 8);
+    for (uint64_t b = bitpos / 8, s = 0; s < (bitpos % 8) + bits; ++b, s += 8) {
+      out[b] |= static_cast<uint8_t>(v >> s);
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<uint32_t>> UnpackUint(absl::Span<const uint8_t> bytes, int bits,
+                                                 int64_t count) {
+  if (bits < 1 || bits > 32) {
+    return absl::InvalidArgumentError(absl::StrCat("bits: ", bits, " not in [1, 32]"));
+  }
+  if (count < 0 || static_cast<int64_t>(bytes.size()) != PackedUintBytes(count, bits)) {
+    return absl::InvalidArgumentError(absl::StrCat("bytes: size ", bytes.size(),
+                                                   " != ", PackedUintBytes(count, bits), " for ",
+                                                   count, " values of ", bits, " bits"));
+  }
+  std::vector<uint32_t> out(count);
+  const uint64_t mask = (uint64_t{1} << bits) - 1;
+  uint64_t bitpos = 0;
+  for (int64_t i = 0; i < count; ++i, bitpos += bits) {
+    uint64_t v = 0;
+    for (uint64_t b = bitpos / 8, s = 0; s < (bitpos % 8) + bits; ++b, s += 8) {
+      v |= uint64_t{bytes[b]} << s;
+    }
+    out[i] = static_cast<uint32_t>((v >> (bitpos % 8)) & mask);
+  }
+  return out;
+}
+
 absl::StatusOr<std::vector<uint8_t>> PackTrits(absl::Span<const uint8_t> trits) {
-  std::vector<uint8_t> out(PackedTritsBytes(trits.size()), 0);
-  for (size_t b = 0; b < out.size(); ++b) {
-    unsigned v = 0;
-    for (int t = kTritsPerByte - 1; t >= 0; --t) {
-      const size_t i = b * kTritsPerByte + t;
+  const size_t groups = (trits.size() + kTritsPerGroup - 1) / kTritsPerGroup;
+  std::vector<uint32_t> values(groups, 0);
+  for (size_t g = 0; g < groups; ++g) {
+    uint32_t v = 0;
+    for (int t = kTritsPerGroup - 1; t >= 0; --t) {
+      const size_t i = g * kTritsPerGroup + t;
       const unsigned trit = i < trits.size() ? trits[i] : 0;
       if (trit > 2) {
         return absl::InvalidArgumentError(
@@ -105,9 +153,9 @@ absl::StatusOr<std::vector<uint8_t>> PackTrits(absl::Span<const uint8_t> trits) 
       }
       v = v * 3 + trit;
     }
-    out[b] = static_cast<uint8_t>(v);
+    values[g] = v;
   }
-  return out;
+  return PackUint(values, kTritGroupBits);
 }
 
 absl::StatusOr<std::vector<uint8_t>> UnpackTrits(absl::Span<const uint8_t> bytes, int64_t count) {
@@ -115,15 +163,18 @@ absl::StatusOr<std::vector<uint8_t>> UnpackTrits(absl::Span<const uint8_t> bytes
     return absl::InvalidArgumentError(absl::StrCat(
         "bytes: size ", bytes.size(), " != ", PackedTritsBytes(count), " for ", count, " trits"));
   }
+  const int64_t groups = (count + kTritsPerGroup - 1) / kTritsPerGroup;
+  absl::StatusOr<std::vector<uint32_t>> values = UnpackUint(bytes, kTritGroupBits, groups);
+  if (!values.ok()) return values.status();
   std::vector<uint8_t> out(count);
-  for (size_t b = 0; b < bytes.size(); ++b) {
-    if (bytes[b] > kMaxTritByte) {
+  for (int64_t g = 0; g < groups; ++g) {
+    uint32_t v = (*values)[g];
+    if (v >= kTritGroupLimit) {
       return absl::InvalidArgumentError(
-          absl::StrCat("bytes[", b, "]: ", bytes[b], " > 242 is not 5 packed trits"));
+          absl::StrCat("group ", g, ": ", v, " >= 3^17 is not 17 packed trits"));
     }
-    unsigned v = bytes[b];
-    for (int t = 0; t < kTritsPerByte; ++t, v /= 3) {
-      const int64_t i = static_cast<int64_t>(b) * kTritsPerByte + t;
+    for (int t = 0; t < kTritsPerGroup; ++t, v /= 3) {
+      const int64_t i = g * kTritsPerGroup + t;
       if (i < count) out[i] = static_cast<uint8_t>(v % 3);
     }
   }

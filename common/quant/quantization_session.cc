@@ -10,6 +10,7 @@
 #include "common/base/status_macros.h"
 #include "common/config/text_range.h"
 #include "common/model/checkpoint.h"
+#include "common/quant/table_fingerprint.h"
 #include "common/quant/unit_table_builder.h"
 #include "common/quant/unit_table_cache.h"
 
@@ -69,6 +70,13 @@ absl::StatusOr<std::unique_ptr<QuantizationSession>> QuantizationSession::Create
   fin.chunk_size = topts.chunk_size;
   fin.quantizer = topts.quantizer;
   WQ_ASSIGN_OR_RETURN(const std::string fingerprint, UnitTableFingerprint(fin));
+  // The table's identity is the one every path computes (table_fingerprint.h);
+  // `fingerprint` (every weight hashed) only keys the cache.
+  WQ_ASSIGN_OR_RETURN(const std::string model_key,
+                      ModelKey(dir, topts.chunk_size, topts.quantizer));
+  const std::string table_fingerprint = TableFingerprint(
+      model_key, CalibrationKey(config.calibration.samples, config.calibration.seq_len,
+                                config.calibration.seed, calib_ids));
 
   const at::Device device =
       config.model.device == "cuda" ? at::Device(at::kCUDA) : at::Device(at::kCPU);
@@ -80,6 +88,7 @@ absl::StatusOr<std::unique_ptr<QuantizationSession>> QuantizationSession::Create
     return absl::InvalidArgumentError(absl::StrCat(dir, ": cannot build the model: ", e.what()));
   }
   auto finish = [&](StageFits fits) -> absl::StatusOr<std::unique_ptr<QuantizationSession>> {
+    fits.set_fingerprint(table_fingerprint);
     WQ_ASSIGN_OR_RETURN(s->stage_, QuantizedStage::Create(
                                        model, std::make_shared<const StageFits>(std::move(fits))));
     return std::move(s);

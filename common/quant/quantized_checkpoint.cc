@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <vector>
 
 #include <ATen/ATen.h>
 
@@ -11,6 +12,7 @@
 #include "common/base/status_macros.h"
 #include "common/model/safetensors.h"
 #include "common/quant/action.h"
+#include "common/quant/effective_bits.h"
 #include "common/quant/packing.h"
 
 namespace windquant::quant {
@@ -65,6 +67,24 @@ class Reader {
     std::memcpy(h.data_ptr(), f_.Data(*info).data(), info->num_bytes());
     return h.to(at::kFloat);
   }
+  // A tensor stored F16, BF16 or F32 (the embeddings and norms: the model's own
+  // dtype) as float32.
+  absl::StatusOr<at::Tensor> Float(const std::string& name,
+                                   const std::vector<int64_t>& shape) const {
+    const model::TensorInfo* found = f_.Find(name);
+    model::Dtype dtype = model::Dtype::kF16;  // what Get names when it is another
+    if (found != nullptr &&
+        (found->dtype == model::Dtype::kF32 || found->dtype == model::Dtype::kBF16)) {
+      dtype = found->dtype;
+    }
+    WQ_ASSIGN_OR_RETURN(const model::TensorInfo* info, Get(name, dtype, shape));
+    const at::ScalarType type = dtype == model::Dtype::kF32    ? at::kFloat
+                                : dtype == model::Dtype::kBF16 ? at::kBFloat16
+                                                               : at::kHalf;
+    at::Tensor t = at::empty(shape, type);
+    std::memcpy(t.data_ptr(), f_.Data(*info).data(), info->num_bytes());
+    return t.to(at::kFloat);
+  }
   template <typename T>
   absl::StatusOr<std::vector<T>> Raw(const std::string& name, model::Dtype dtype,
                                      int64_t count) const {
@@ -78,22 +98,73 @@ class Reader {
   const model::SafetensorsFile& f_;
 };
 
-// Dequantizes one unit exactly as FitUnit does (quantizer.cc): levels * scale (+ offset),
-// before the salient entries (INT8 code * FP16 scale) are put back by Read.
-absl::StatusOr<at::Tensor> ReadUnit(const Reader& r, const std::string& path,
-                                    const std::string& prefix, Action a, int64_t rows,
-                                    int64_t cols) {
+// The unit's salient positions (ascending, in [0, n)) and their values; none when
+// the unit has no salient tensors.
+struct Salient {
+  std::vector<int64_t> index;
+  at::Tensor values;  // float32 [k]: INT8 code * FP16 scale
+};
+
+absl::StatusOr<Salient> ReadSalient(const model::SafetensorsFile& file, const Reader& r,
+                                    const std::string& path, const std::string& prefix, int64_t n) {
+  Salient out;
+  const model::TensorInfo* values = file.Find(prefix + ".salient_values");
+  if (values == nullptr) return out;
+  const int64_t k = values->num_elements();
+  const int bits = IndexBits(n);
+  if (k > n || bits < 1) {
+    return absl::DataLossError(
+        absl::StrCat(path, ": ", prefix, ".salient_values: ", k, " entries in a unit of ", n));
+  }
+  WQ_ASSIGN_OR_RETURN(
+      const std::vector<uint8_t> packed,
+      r.Raw<uint8_t>(prefix + ".salient_index", model::Dtype::kU8, PackedUintBytes(k, bits)));
+  absl::StatusOr<std::vector<uint32_t>> index = UnpackUint(packed, bits, k);
+  if (!index.ok()) {
+    return absl::DataLossError(
+        absl::StrCat(path, ": ", prefix, ".salient_index: ", index.status().message()));
+  }
+  for (int64_t j = 0; j < k; ++j) {
+    const int64_t p = (*index)[j];
+    if (p >= n || (j > 0 && p <= out.index.back())) {
+      return absl::DataLossError(
+          absl::StrCat(path, ": ", prefix, ".salient_index: ", p, " out of range or order"));
+    }
+    out.index.push_back(p);
+  }
+  WQ_ASSIGN_OR_RETURN(std::vector<int8_t> vals,
+                      r.Raw<int8_t>(prefix + ".salient_values", model::Dtype::kI8, k));
+  WQ_ASSIGN_OR_RETURN(const at::Tensor scale, r.Half(prefix + ".salient_scale", {1}));
+  out.values = at::from_blob(vals.data(), {k}, at::kChar).to(at::kFloat) * scale.item<float>();
+  return out;
+}
+
+// Dequantizes one unit exactly as the fits do (stage_fits.h): levels * scale (+ offset)
+// for the non-salient entries, then the salient ones (INT8 code * FP16 scale).
+absl::StatusOr<at::Tensor> ReadUnit(const model::SafetensorsFile& file, const Reader& r,
+                                    const std::string& path, const std::string& prefix, Action a,
+                                    int64_t rows, int64_t cols) {
   if (a == Action::k16) return r.Half(prefix + ".weight", {rows, cols});
   const int64_t n = rows * cols;
-  WQ_ASSIGN_OR_RETURN(const int64_t nbytes, PackedCodesBytes(a, n));
+  WQ_ASSIGN_OR_RETURN(const Salient salient, ReadSalient(file, r, path, prefix, n));
+  const int64_t kept = n - static_cast<int64_t>(salient.index.size());
+  WQ_ASSIGN_OR_RETURN(const int64_t nbytes, PackedCodesBytes(a, kept));
   WQ_ASSIGN_OR_RETURN(const std::vector<uint8_t> packed,
                       r.Raw<uint8_t>(prefix + ".codes", model::Dtype::kU8, nbytes));
-  absl::StatusOr<std::vector<int8_t>> codes = UnpackCodes(a, packed, n);
+  absl::StatusOr<std::vector<int8_t>> codes = UnpackCodes(a, packed, kept);
   if (!codes.ok())
     return absl::DataLossError(
         absl::StrCat(path, ": ", prefix, ".codes: ", codes.status().message()));
-  const at::Tensor q =
-      at::from_blob(const_cast<int8_t*>(codes->data()), {rows, cols}, at::kChar).to(at::kFloat);
+  // Every entry's code; salient positions get one of the action's codes (1), overwritten below.
+  std::vector<int8_t> all(n, 1);
+  for (int64_t e = 0, c = 0, s = 0; e < n; ++e) {
+    if (s < static_cast<int64_t>(salient.index.size()) && salient.index[s] == e) {
+      ++s;
+      continue;
+    }
+    all[e] = (*codes)[c++];
+  }
+  const at::Tensor q = at::from_blob(all.data(), {rows, cols}, at::kChar).to(at::kFloat);
   WQ_ASSIGN_OR_RETURN(const at::Tensor scales, r.Half(prefix + ".scales", {rows}));
   at::Tensor w;
   if (a == Action::k1) {
@@ -104,8 +175,27 @@ absl::StatusOr<at::Tensor> ReadUnit(const Reader& r, const std::string& path,
   } else {
     w = q * scales.unsqueeze(1);
   }
-  // Salient entries are overwritten by the caller (Read).
+  if (!salient.index.empty()) {
+    const at::Tensor index = at::from_blob(const_cast<int64_t*>(salient.index.data()),
+                                           {static_cast<int64_t>(salient.index.size())}, at::kLong);
+    w.view({-1}).index_put_({index}, salient.values);
+  }
   return w;
+}
+
+// The metadata's comma-separated action names as action indices.
+absl::StatusOr<std::vector<int>> ParseActions(const std::string& path, const std::string& names) {
+  std::vector<int> out;
+  for (const std::string& name :
+       std::vector<std::string>(absl::StrSplit(names, ',', absl::SkipEmpty()))) {
+    absl::StatusOr<Action> a = ParseAction(name);
+    if (!a.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": metadata actions: unit ", out.size(),
+                                                     ": unknown action \"", name, "\""));
+    }
+    out.push_back(ActionIndex(*a));
+  }
+  return out;
 }
 
 }  // namespace
@@ -127,23 +217,15 @@ absl::StatusOr<QuantizedCheckpoint> QuantizedCheckpoint::Read(const std::string&
     auto it = out.metadata.find(key);
     return it == out.metadata.end() ? "" : it->second;
   };
-  if (meta("windquant_format") != kQuantizedFormat || meta("windquant_format_version") != "1") {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": not a ", kQuantizedFormat, " file (version 1)"));
+  if (meta("windquant_format") != kQuantizedFormat ||
+      meta("windquant_format_version") != kQuantizedFormatVersion) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": not a ", kQuantizedFormat, " file (version ", kQuantizedFormatVersion, ")"));
   }
   if (!absl::SimpleAtoi(meta("chunk_size"), &out.chunk_size) || out.chunk_size < 1) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": metadata chunk_size: bad value"));
   }
-  for (const std::string& name :
-       std::vector<std::string>(absl::StrSplit(meta("actions"), ',', absl::SkipEmpty()))) {
-    absl::StatusOr<Action> a = ParseAction(name);
-    if (!a.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(path, ": metadata actions: unit ",
-                                                     out.actions.size(), ": unknown action \"",
-                                                     name, "\""));
-    }
-    out.actions.push_back(ActionIndex(*a));
-  }
+  WQ_ASSIGN_OR_RETURN(out.actions, ParseActions(path, meta("actions")));
   const Reader r(*file);
   model::LlamaWeights& w = out.weights;
   w.config = cfg;
@@ -165,36 +247,18 @@ absl::StatusOr<QuantizedCheckpoint> QuantizedCheckpoint::Read(const std::string&
           }
           const Action a = kAllActions[out.actions[unit++]];
           const std::string prefix = UnitTensorPrefix(l, m, c);
-          WQ_ASSIGN_OR_RETURN(at::Tensor u, ReadUnit(r, path, prefix, a, rows, cols));
-          if (a != Action::k16 && file->Find(prefix + ".salient_index") != nullptr) {
-            const int64_t k = file->Find(prefix + ".salient_index")->num_elements();
-            WQ_ASSIGN_OR_RETURN(std::vector<int32_t> idx,
-                                r.Raw<int32_t>(prefix + ".salient_index", model::Dtype::kI32, k));
-            WQ_ASSIGN_OR_RETURN(std::vector<int8_t> vals,
-                                r.Raw<int8_t>(prefix + ".salient_values", model::Dtype::kI8, k));
-            WQ_ASSIGN_OR_RETURN(const at::Tensor sscale, r.Half(prefix + ".salient_scale", {1}));
-            for (int32_t i : idx) {
-              if (i < 0 || i >= rows * cols) {
-                return absl::DataLossError(
-                    absl::StrCat(path, ": ", prefix, ".salient_index: ", i, " out of range"));
-              }
-            }
-            const at::Tensor index = at::from_blob(idx.data(), {k}, at::kInt).to(at::kLong);
-            const at::Tensor values =
-                at::from_blob(vals.data(), {k}, at::kChar).to(at::kFloat) * sscale.item<float>();
-            u.view({-1}).index_put_({index}, values);
-          }
+          WQ_ASSIGN_OR_RETURN(at::Tensor u, ReadUnit(*file, r, path, prefix, a, rows, cols));
           full.slice(1, c0, c0 + cols).copy_(u);
         }
         lw.linear[m] = full;
       }
       WQ_ASSIGN_OR_RETURN(
           lw.input_layernorm,
-          r.Half(absl::StrCat("model.layers.", l, ".input_layernorm.weight"), {cfg.hidden_size}));
+          r.Float(absl::StrCat("model.layers.", l, ".input_layernorm.weight"), {cfg.hidden_size}));
       WQ_ASSIGN_OR_RETURN(
           lw.post_attention_layernorm,
-          r.Half(absl::StrCat("model.layers.", l, ".post_attention_layernorm.weight"),
-                 {cfg.hidden_size}));
+          r.Float(absl::StrCat("model.layers.", l, ".post_attention_layernorm.weight"),
+                  {cfg.hidden_size}));
       w.layers.push_back(std::move(lw));
     }
     if (unit != out.actions.size()) {
@@ -203,12 +267,12 @@ absl::StatusOr<QuantizedCheckpoint> QuantizedCheckpoint::Read(const std::string&
                                                      " entries, the model has ", unit, " units"));
     }
     WQ_ASSIGN_OR_RETURN(w.embed_tokens,
-                        r.Half("model.embed_tokens.weight", {cfg.vocab_size, cfg.hidden_size}));
-    WQ_ASSIGN_OR_RETURN(w.final_norm, r.Half("model.norm.weight", {cfg.hidden_size}));
+                        r.Float("model.embed_tokens.weight", {cfg.vocab_size, cfg.hidden_size}));
+    WQ_ASSIGN_OR_RETURN(w.final_norm, r.Float("model.norm.weight", {cfg.hidden_size}));
     if (cfg.tie_word_embeddings) {
       w.lm_head = w.embed_tokens;
     } else {
-      WQ_ASSIGN_OR_RETURN(w.lm_head, r.Half("lm_head.weight", {cfg.vocab_size, cfg.hidden_size}));
+      WQ_ASSIGN_OR_RETURN(w.lm_head, r.Float("lm_head.weight", {cfg.vocab_size, cfg.hidden_size}));
     }
   } catch (const c10::Error& e) {
     return absl::InternalError(absl::StrCat(path, ": ", e.what_without_backtrace()));

@@ -19,6 +19,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -47,6 +48,9 @@ class StageFits {
   static UnitParams Compact(const UnitFit& fit);
 
   const UnitTable& table() const { return table_; }
+  // The table's identity as plans carry it (table_fingerprint.h); the cache
+  // keys its entries by another one (UnitTableFingerprint).
+  void set_fingerprint(std::string fingerprint) { table_.fingerprint = std::move(fingerprint); }
   int64_t first_layer() const { return table_.first_layer; }
   int64_t end_layer() const { return table_.end_layer; }
   const UnitParams& params(size_t unit_index) const { return params_[unit_index]; }

@@ -77,6 +77,9 @@ struct RunCheckpoint {
 // output goes or how the process runs (output.*, model.threads, service.*,
 // training.checkpoint_every_updates).
 std::string RunFingerprint(const quant::UnitTable& table, const config::RunConfig& config);
+// sha256 of the same config text alone: what a run is before its table
+// exists (the store's run ids start with its first 8 hex digits).
+std::string RunConfigDigest(const config::RunConfig& config);
 
 // Path of the checkpoint file in `dir` (output.dir/checkpoint).
 std::string RunCheckpointPath(const std::string& dir);

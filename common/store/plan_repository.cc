@@ -1,6 +1,8 @@
 #include "common/store/plan_repository.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <set>
 
@@ -55,8 +57,17 @@ absl::Status ValidatePlanId(absl::string_view plan_id) {
   return absl::OkStatus();
 }
 
-std::string PlanRepository::ObjectKey(absl::string_view plan_id, absl::string_view name) {
-  return absl::StrCat(kPlansPrefix, plan_id, "/", name);
+PlanRepository::PlanRepository(ArtifactStore* store, std::string prefix)
+    : store_(store), prefix_(std::move(prefix)) {
+  // A programmer error: prefixes are constants or built by RunRepository.
+  if (!ValidateArtifactPrefix(prefix_).ok() || prefix_.empty() || prefix_.back() != '/') {
+    std::fprintf(stderr, "PlanRepository: bad prefix '%s'\n", prefix_.c_str());
+    std::abort();
+  }
+}
+
+std::string PlanRepository::ObjectKey(absl::string_view plan_id, absl::string_view name) const {
+  return absl::StrCat(prefix_, plan_id, "/", name);
 }
 
 std::string PlanRepository::ManifestToJson(const PlanManifest& manifest) {
@@ -66,6 +77,7 @@ std::string PlanRepository::ManifestToJson(const PlanManifest& manifest) {
   }
   nlohmann::json j = {
       {"format", kPlanManifestFormat}, {"plan_id", manifest.plan_id}, {"objects", objects}};
+  if (!manifest.metadata.empty()) j["metadata"] = manifest.metadata;
   return j.dump(2) + "\n";
 }
 
@@ -124,17 +136,29 @@ absl::StatusOr<PlanManifest> PlanRepository::ParseManifest(absl::string_view jso
     }
     m.objects.push_back(std::move(e));
   }
+  if (auto meta = j.find("metadata"); meta != j.end()) {
+    if (!meta->is_object()) {
+      return absl::DataLossError(absl::StrCat(where, ": metadata: not an object"));
+    }
+    for (auto it = meta->begin(); it != meta->end(); ++it) {
+      if (!it->is_string()) {
+        return absl::DataLossError(absl::StrCat(where, ": metadata.", it.key(), ": not a string"));
+      }
+      m.metadata[it.key()] = it->get<std::string>();
+    }
+  }
   return m;
 }
 
-absl::Status PlanRepository::Push(absl::string_view plan_id,
-                                  const std::vector<PlanObject>& objects) {
+absl::Status PlanRepository::Push(absl::string_view plan_id, const std::vector<PlanObject>& objects,
+                                  const std::map<std::string, std::string>& metadata) {
   WQ_RETURN_IF_ERROR(ValidatePlanId(plan_id));
   if (objects.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("plan '", plan_id, "': no objects to push"));
   }
   PlanManifest manifest;
   manifest.plan_id = std::string(plan_id);
+  manifest.metadata = metadata;
   std::set<std::string> names;
   for (const PlanObject& o : objects) {
     WQ_RETURN_IF_ERROR(ValidateObjectName(plan_id, o.name));
@@ -170,7 +194,8 @@ absl::Status PlanRepository::Push(absl::string_view plan_id,
   return absl::OkStatus();
 }
 
-absl::Status PlanRepository::PushDirectory(absl::string_view plan_id, const std::string& dir) {
+absl::Status PlanRepository::PushDirectory(absl::string_view plan_id, const std::string& dir,
+                                           const std::map<std::string, std::string>& metadata) {
   namespace fs = std::filesystem;
   std::error_code ec;
   if (!fs::is_directory(dir, ec))
@@ -188,16 +213,28 @@ absl::Status PlanRepository::PushDirectory(absl::string_view plan_id, const std:
   if (objects.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(dir, ": no files to push"));
   }
-  return Push(plan_id, objects);
+  return Push(plan_id, objects, metadata);
+}
+
+absl::Status PlanRepository::Delete(absl::string_view plan_id) {
+  WQ_RETURN_IF_ERROR(ValidatePlanId(plan_id));
+  absl::StatusOr<PlanManifest> manifest = GetManifest(plan_id);
+  if (absl::IsNotFound(manifest.status())) return absl::OkStatus();
+  WQ_RETURN_IF_ERROR(store_->Delete(ObjectKey(plan_id, kPlanManifestName)));
+  if (!manifest.ok()) return absl::OkStatus();  // unreadable: its objects stay (invisible)
+  for (const PlanManifestEntry& e : manifest->objects) {
+    store_->Delete(ObjectKey(plan_id, e.name)).IgnoreError();  // best effort: invisible now
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<std::string>> PlanRepository::ListPlans() {
-  WQ_ASSIGN_OR_RETURN(std::vector<std::string> keys, store_->List(kPlansPrefix));
+  WQ_ASSIGN_OR_RETURN(std::vector<std::string> keys, store_->List(prefix_));
   std::vector<std::string> ids;
   const std::string suffix = absl::StrCat("/", kPlanManifestName);
   for (const std::string& key : keys) {
     absl::string_view rest = key;
-    if (!absl::ConsumePrefix(&rest, kPlansPrefix) || !absl::ConsumeSuffix(&rest, suffix)) continue;
+    if (!absl::ConsumePrefix(&rest, prefix_) || !absl::ConsumeSuffix(&rest, suffix)) continue;
     if (ValidatePlanId(rest).ok()) ids.emplace_back(rest);  // also skips nested "a/b"
   }
   std::sort(ids.begin(), ids.end());

@@ -1,7 +1,10 @@
 // PlanRepository: a run's plan artifacts (plan JSON, plan binary, report, ...)
-// on an ArtifactStore, laid out as
-//   plans/<plan_id>/<name>          one object per file
-//   plans/<plan_id>/manifest.json   name, size and sha256 of every object
+// on an ArtifactStore, laid out under a collection prefix (default "plans/";
+// a run's plans and checkpoints use "runs/<run_id>/plans/" and
+// ".../checkpoints/", run_repository.h) as
+//   <prefix><plan_id>/<name>          one object per file
+//   <prefix><plan_id>/manifest.json   name, size and sha256 of every object,
+//                                     and the plan's metadata (strings)
 // The manifest is written LAST, so a plan exists (ListPlans, Pull) only once
 // all its objects are stored: an interrupted push leaves no visible plan.
 // Pull re-hashes every object and refuses on any size/sha256 mismatch.
@@ -11,6 +14,7 @@
 #define WINDQUANT_COMMON_STORE_PLAN_REPOSITORY_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -44,18 +48,28 @@ struct PlanManifestEntry {
 struct PlanManifest {
   std::string plan_id;
   std::vector<PlanManifestEntry> objects;  // sorted by name
+  // Free-form facts about the plan ("effective_bits", "perplexity", ...),
+  // shown by `windquant plans list`; optional in the file.
+  std::map<std::string, std::string> metadata;
 };
 
 class PlanRepository {
  public:
-  explicit PlanRepository(ArtifactStore* store) : store_(store) {}
+  // `prefix`: a valid artifact prefix ending in '/' (CHECKed: callers pass
+  // constants or RunRepository's prefixes).
+  explicit PlanRepository(ArtifactStore* store, std::string prefix = kPlansPrefix);
 
   // Stores `objects` then the manifest. Names are validated artifact keys,
   // unique, and not "manifest.json". On failure the manifest is not written
   // and the objects already written are deleted (best effort).
-  absl::Status Push(absl::string_view plan_id, const std::vector<PlanObject>& objects);
+  absl::Status Push(absl::string_view plan_id, const std::vector<PlanObject>& objects,
+                    const std::map<std::string, std::string>& metadata = {});
   // Push of every regular file under `dir` (names relative to it).
-  absl::Status PushDirectory(absl::string_view plan_id, const std::string& dir);
+  absl::Status PushDirectory(absl::string_view plan_id, const std::string& dir,
+                             const std::map<std::string, std::string>& metadata = {});
+  // Removes a plan: its manifest first (it is no longer visible), then its
+  // objects (best effort). OK when it does not exist.
+  absl::Status Delete(absl::string_view plan_id);
 
   // Ids of complete plans (those with a manifest), sorted.
   absl::StatusOr<std::vector<std::string>> ListPlans();
@@ -74,10 +88,14 @@ class PlanRepository {
   static std::string ManifestToJson(const PlanManifest& manifest);
   static absl::StatusOr<PlanManifest> ParseManifest(absl::string_view json,
                                                     absl::string_view expected_plan_id);
-  static std::string ObjectKey(absl::string_view plan_id, absl::string_view name);
+  // "<prefix><plan_id>/<name>".
+  std::string ObjectKey(absl::string_view plan_id, absl::string_view name) const;
+  const std::string& prefix() const { return prefix_; }
+  ArtifactStore* store() const { return store_; }
 
  private:
   ArtifactStore* store_;
+  std::string prefix_;
 };
 
 }  // namespace windquant::store

@@ -21,6 +21,9 @@ CONFIG="" BIN="" STAGES=2 REPLICAS=1 TIMEOUT=600
 # A test that sources this file may have made its OUT already (passed as --out).
 if [[ "${WQ_RUN_LIB:-0}" != 1 ]]; then OUT=""; else OUT="${OUT:-}"; fi
 SETS=()
+# Extra --set flags of the learner alone (e.g. an output.dir of its own, as a
+# pod has its own disk); LEARNER_DIR is where its status.txt is.
+LEARNER_SETS=("${LEARNER_SETS[@]+"${LEARNER_SETS[@]}"}")
 declare -A PIDS=()
 declare -A METRICS_PORTS=()  # process name -> its /metrics port
 LEARNER_ADDR="" EVALUATOR_ADDR="" ACTOR_ADDRS=()
@@ -75,7 +78,8 @@ plan_topology() {
 }
 
 start_learner() {
-  "$BIN/learner/windquant-learner" "${COMMON[@]}" --metrics-port "${METRICS_PORTS[learner]}" \
+  "$BIN/learner/windquant-learner" "${COMMON[@]}" "${LEARNER_SETS[@]+"${LEARNER_SETS[@]}"}" \
+    --metrics-port "${METRICS_PORTS[learner]}" \
     >>"$OUT/logs/learner.out" 2>>"$OUT/logs/learner.log" &
   PIDS[learner]=$!
 }
@@ -135,7 +139,7 @@ status() {
       "$BIN/cli/windquant" status --learner "$LEARNER_ADDR" --timeout-ms 3000 2>/dev/null && return 0
     done
   fi
-  cat "$OUT/run/status.txt" 2>/dev/null || true
+  cat "${LEARNER_DIR:-$OUT/run}/status.txt" 2>/dev/null || true
 }
 status_field() { status | sed -n "s/^$1=//p"; }
 

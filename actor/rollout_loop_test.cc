@@ -1,0 +1,311 @@
+// RolloutLoop against fakes of its two peers (LearnerClient, EvaluatorClient):
+// episodes go to the learner and the accepted ones' plans to the evaluator,
+// per policy version; stale episodes are not submitted; a full evaluator is
+// retried; a learner that comes back without the unit table gets the actor's
+// part again and a new subscription; the run's end stops the loop; Stop()
+// returns while the learner is down.
+#include "actor/rollout_loop.h"
+
+#include <memory>
+#include <set>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "common/config/run_config.h"
+#include "common/rl/policy.h"
+#include "common/rl/synthetic_table.h"
+#include "common/rl/training.h"
+#include "gtest/gtest.h"
+
+namespace windquant::actor {
+namespace {
+
+constexpr absl::Duration kWait = absl::Seconds(60);
+constexpr int kUnits = 14;
+
+// The learner's side: a policy stream that stays open until EndStreams (then
+// UNAVAILABLE "Socket closed", as the stream of a learner that died ends for
+// the client; OK once the run is done) or Cancel.
+class FakeLearner final : public LearnerClient {
+ public:
+  explicit FakeLearner(const config::RunConfig& config)
+      : table_(rl::testing::SyntheticTable(kUnits, 7)) {
+    auto policy = rl::Policy::Create(rl::PolicyOptionsFromConfig(config));
+    EXPECT_TRUE(policy.ok()) << policy.status();
+    policy_ = *std::move(policy);
+    Publish(1);
+  }
+
+  absl::StatusOr<v1::RunStatus> GetRunStatus(absl::Duration) override {
+    absl::MutexLock lock(&mu_);
+    ++status_calls_;
+    if (!up_) return absl::UnavailableError("learner down");
+    v1::RunStatus s;
+    s.set_done(done_);
+    s.set_unit_table_complete(table_complete_);
+    return s;
+  }
+  absl::StatusOr<quant::UnitTable> GetUnitTable(absl::Duration) override {
+    absl::MutexLock lock(&mu_);
+    if (!up_ || !table_complete_) return absl::UnavailableError("unit table incomplete");
+    return table_;
+  }
+  absl::Status WatchPolicy(const std::string& actor_id, int64_t known_version,
+                           const SnapshotFn& on_snapshot) override {
+    EXPECT_EQ(actor_id, "actor-s0-r0");
+    EXPECT_EQ(known_version, -1) << "every subscription asks for the current snapshot";
+    int generation = 0;
+    {
+      absl::MutexLock lock(&mu_);
+      ++watches_;
+      generation = generation_;
+    }
+    int64_t sent = -1;
+    while (true) {
+      v1::PolicySnapshot snap;
+      {
+        absl::MutexLock lock(&mu_);
+        auto changed = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+          return cancelled_ || generation_ != generation || snapshot_.version() != sent;
+        };
+        mu_.Await(absl::Condition(&changed));
+        if (cancelled_) return absl::CancelledError("cancelled");
+        if (generation_ != generation) {
+          return done_ ? absl::OkStatus() : absl::UnavailableError("Socket closed");
+        }
+        sent = snapshot_.version();
+        snap = snapshot_;
+      }
+      on_snapshot(snap);  // outside the lock: the loop takes its own
+    }
+  }
+  absl::StatusOr<v1::TransitionAck> SendTransitions(const v1::TransitionBatch& batch) override {
+    absl::MutexLock lock(&mu_);
+    batches_.push_back(batch);
+    v1::TransitionAck ack;
+    ack.set_episode_id(batch.episode_id());
+    ack.set_accepted(accept_);
+    if (accept_) accepted_.insert(batch.episode_id());
+    return ack;
+  }
+  void CloseTransitions() override {
+    absl::MutexLock lock(&mu_);
+    ++closes_;
+  }
+  void Cancel() override {
+    absl::MutexLock lock(&mu_);
+    cancelled_ = true;
+  }
+
+  // A new policy version on the open stream.
+  void Publish(int64_t version) {
+    absl::MutexLock lock(&mu_);
+    policy_->set_version(version);
+    const rl::PolicySnapshot s = policy_->Snapshot();
+    snapshot_.set_version(s.version);
+    snapshot_.set_parameters(s.bytes);
+    snapshot_.set_sha256(s.sha256);
+    snapshot_.set_target_bits(3.0);
+  }
+  // The learner process ends (its streams with it); it comes back at once,
+  // without the unit table when `table` is false.
+  void Restart(bool table) {
+    absl::MutexLock lock(&mu_);
+    table_complete_ = table;
+    ++generation_;
+  }
+  void Finish() {
+    absl::MutexLock lock(&mu_);
+    done_ = true;
+    ++generation_;
+  }
+  void set_up(bool up) {
+    absl::MutexLock lock(&mu_);
+    up_ = up;
+  }
+  void set_accept(bool accept) {
+    absl::MutexLock lock(&mu_);
+    accept_ = accept;
+  }
+  void set_table_complete(bool complete) {
+    absl::MutexLock lock(&mu_);
+    table_complete_ = complete;
+  }
+  // Waits until pred() holds (under the lock); false after kWait.
+  template <typename Pred>
+  bool WaitFor(Pred pred) {
+    absl::MutexLock lock(&mu_);
+    auto cond = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return pred(*this); };
+    return mu_.AwaitWithTimeout(absl::Condition(&cond), kWait);
+  }
+
+  absl::Mutex mu_;
+  std::vector<v1::TransitionBatch> batches_ ABSL_GUARDED_BY(mu_);
+  std::set<uint64_t> accepted_ ABSL_GUARDED_BY(mu_);
+  int watches_ ABSL_GUARDED_BY(mu_) = 0;
+  int status_calls_ ABSL_GUARDED_BY(mu_) = 0;
+  int closes_ ABSL_GUARDED_BY(mu_) = 0;
+
+ private:
+  const quant::UnitTable table_;
+  std::unique_ptr<rl::Policy> policy_ ABSL_GUARDED_BY(mu_);
+  v1::PolicySnapshot snapshot_ ABSL_GUARDED_BY(mu_);
+  bool up_ ABSL_GUARDED_BY(mu_) = true;
+  bool table_complete_ ABSL_GUARDED_BY(mu_) = true;
+  bool accept_ ABSL_GUARDED_BY(mu_) = true;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  int generation_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// Records every attempt; the first `full` attempts answer RESOURCE_EXHAUSTED.
+class FakeEvaluator final : public EvaluatorClient {
+ public:
+  explicit FakeEvaluator(int full) : full_(full) {}
+  absl::Status SubmitPlan(const v1::SubmitPlanRequest& request, absl::Duration) override {
+    absl::MutexLock lock(&mu_);
+    ++attempts_;
+    if (attempts_ <= full_) return absl::ResourceExhaustedError("evaluation queue full");
+    submitted_.push_back(request);
+    return absl::OkStatus();
+  }
+  void Cancel() override {}
+  bool WaitForSubmitted(size_t n) {
+    absl::MutexLock lock(&mu_);
+    auto enough = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return submitted_.size() >= n; };
+    return mu_.AwaitWithTimeout(absl::Condition(&enough), kWait);
+  }
+
+  absl::Mutex mu_;
+  std::vector<v1::SubmitPlanRequest> submitted_ ABSL_GUARDED_BY(mu_);
+  int attempts_ ABSL_GUARDED_BY(mu_) = 0;
+
+ private:
+  const int full_;
+};
+
+struct Loop {
+  explicit Loop(int evaluator_full = 0, std::function<absl::Status()> register_table = nullptr) {
+    config.training.seed = 11;
+    auto l = std::make_unique<FakeLearner>(config);
+    auto e = std::make_unique<FakeEvaluator>(evaluator_full);
+    learner = l.get();
+    evaluator = e.get();
+    RolloutLoopOptions o;
+    o.actor_id = "actor-s0-r0";
+    o.envs = 2;
+    o.episodes_per_version = 2;
+    o.deadline = absl::Seconds(5);
+    o.register_table = std::move(register_table);
+    loop = std::make_unique<RolloutLoop>(config, o, std::move(l), std::move(e));
+  }
+  config::RunConfig config;
+  FakeLearner* learner;
+  FakeEvaluator* evaluator;
+  std::unique_ptr<RolloutLoop> loop;
+};
+
+TEST(RolloutLoopTest, EpisodesGoToTheLearnerAndTheirPlansToTheEvaluatorPerVersion) {
+  Loop t(/*evaluator_full=*/2);
+  ASSERT_TRUE(t.loop->Start().ok());
+  ASSERT_TRUE(t.evaluator->WaitForSubmitted(2));
+  t.learner->Publish(2);  // the next version's share
+  ASSERT_TRUE(t.evaluator->WaitForSubmitted(4));
+  t.loop->Stop();
+  absl::MutexLock ll(&t.learner->mu_);
+  absl::MutexLock el(&t.evaluator->mu_);
+  // Two episodes per version: exactly four were produced, two at each version.
+  ASSERT_EQ(t.learner->batches_.size(), 4u);
+  EXPECT_EQ(t.evaluator->submitted_.size(), 4u);
+  EXPECT_EQ(t.evaluator->attempts_, 6) << "the full evaluator is retried, not skipped";
+  EXPECT_EQ(t.loop->episodes_sent(), 4);
+  std::set<uint64_t> ids;
+  for (size_t i = 0; i < 4; ++i) {
+    const v1::TransitionBatch& b = t.learner->batches_[i];
+    EXPECT_EQ(b.policy_version(), i < 2 ? 1 : 2) << "episode " << i;
+    EXPECT_EQ(b.actor_id(), "actor-s0-r0");
+    EXPECT_EQ(b.actions_size(), kUnits) << "one action per unit";
+    ids.insert(b.episode_id());
+    // The evaluator gets the same episode's plan, in the same order.
+    const v1::SubmitPlanRequest& r = t.evaluator->submitted_[i];
+    EXPECT_EQ(r.episode_id(), b.episode_id());
+    EXPECT_EQ(r.actor_id(), "actor-s0-r0");
+    EXPECT_EQ(r.plan().SerializeAsString(), b.plan().SerializeAsString());
+  }
+  EXPECT_EQ(ids.size(), 4u) << "episode ids are unique";
+  EXPECT_EQ(t.learner->closes_, 1) << "the transitions stream is closed on Stop";
+}
+
+TEST(RolloutLoopTest, EpisodesTheLearnerRefusesAreNotSubmitted) {
+  Loop t;
+  t.learner->set_accept(false);  // stale: the learner is at a newer version
+  ASSERT_TRUE(t.loop->Start().ok());
+  ASSERT_TRUE(t.learner->WaitFor([](FakeLearner& l) { return l.batches_.size() >= 2; }));
+  t.learner->set_accept(true);
+  t.learner->Publish(2);
+  ASSERT_TRUE(t.evaluator->WaitForSubmitted(2));
+  t.loop->Stop();
+  absl::MutexLock ll(&t.learner->mu_);
+  absl::MutexLock el(&t.evaluator->mu_);
+  for (const v1::SubmitPlanRequest& r : t.evaluator->submitted_) {
+    EXPECT_TRUE(t.learner->accepted_.count(r.episode_id()))
+        << "episode " << r.episode_id() << " was refused but its plan submitted";
+  }
+  EXPECT_EQ(t.evaluator->submitted_.size(), 2u);
+  EXPECT_EQ(t.loop->episodes_sent(), 2);
+}
+
+TEST(RolloutLoopTest, RegistersItsTableAgainWithALearnerThatCameBackWithoutIt) {
+  absl::Mutex mu;
+  int registrations = 0;
+  FakeLearner* learner = nullptr;
+  Loop t(0, [&]() {
+    absl::MutexLock lock(&mu);
+    ++registrations;
+    learner->set_table_complete(true);  // the learner has it now
+    return absl::OkStatus();
+  });
+  learner = t.learner;
+  ASSERT_TRUE(t.loop->Start().ok());
+  // Subscribed to a learner that has the table: nothing to register.
+  ASSERT_TRUE(t.evaluator->WaitForSubmitted(2));
+  {
+    absl::MutexLock lock(&mu);
+    EXPECT_EQ(registrations, 0);
+  }
+  // The learner restarts on an empty disk: the stream ends, the new one has no table.
+  t.learner->Restart(/*table=*/false);
+  ASSERT_TRUE(t.learner->WaitFor([](FakeLearner& l) { return l.watches_ >= 2; }))
+      << "the actor never subscribed to the restarted learner";
+  // The new subscription starts a fresh share of episodes at the same version.
+  ASSERT_TRUE(t.evaluator->WaitForSubmitted(4));
+  t.loop->Stop();
+  absl::MutexLock lock(&mu);
+  EXPECT_EQ(registrations, 1) << "registered once, before subscribing again";
+}
+
+TEST(RolloutLoopTest, TheRunsEndStopsTheLoop) {
+  Loop t;
+  ASSERT_TRUE(t.loop->Start().ok());
+  ASSERT_TRUE(t.evaluator->WaitForSubmitted(2));
+  t.learner->Finish();
+  // Both threads end by themselves: the rollout thread closes its stream.
+  EXPECT_TRUE(t.learner->WaitFor([](FakeLearner& l) { return l.closes_ == 1; }));
+  absl::MutexLock lock(&t.learner->mu_);
+  EXPECT_EQ(t.learner->watches_, 1) << "no new subscription after the run is done";
+}
+
+TEST(RolloutLoopTest, StopReturnsWhileTheLearnerIsDown) {
+  Loop t;
+  t.learner->set_up(false);
+  ASSERT_TRUE(t.loop->Start().ok());
+  ASSERT_TRUE(t.learner->WaitFor([](FakeLearner& l) { return l.status_calls_ >= 2; }))
+      << "the loop keeps asking a learner that is down";
+  t.loop->Stop();  // returns: the loop's sleeps end on Stop
+  absl::MutexLock lock(&t.learner->mu_);
+  EXPECT_EQ(t.learner->watches_, 0);
+  EXPECT_TRUE(t.learner->batches_.empty());
+}
+
+}  // namespace
+}  // namespace windquant::actor
