@@ -229,7 +229,7 @@ TEST(QuantizedCheckpointRealModelTest, ExportedBytesAreTheCountedBitsForEveryAct
   ASSERT_TRUE(c.ok()) << c.status();
   c->model.dir = m.dir;
   c->calibration.text = m.text_path;
-  c->evaluation.text = m.text_path;
+  c->evaluation.heldout.text = m.text_path;
   c->calibration.samples = 8;  // the bytes do not depend on the fits' values
   c->calibration.seq_len = 128;
   c->quant.cache_dir = "";
