@@ -19,7 +19,7 @@ TEST(WorkDeadlineTest, LayerWeightsOfTheLlama32_1BShape) {
   // q, o 2048x2048; k, v 512x2048; gate, up 8192x2048; down 2048x8192.
   EXPECT_EQ(LayerLinearWeights(Llama32_1B()), 2 * 2048 * 2048 + 2 * 512 * 2048 + 3 * 8192 * 2048);
   model::LlamaConfig explicit_head = Llama32_1B();
-  explicit_head.head_dim = 128;  // the same as 2048 / 32
+  explicit_head.head_dim = 64;  // the same as 2048 / 32
   EXPECT_EQ(LayerLinearWeights(explicit_head), LayerLinearWeights(Llama32_1B()));
 }
 
