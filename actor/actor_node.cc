@@ -25,10 +25,31 @@ absl::StatusOr<std::pair<int64_t, int64_t>> StageLayers(int64_t layers, int stag
   return std::make_pair(first, first + base + (stage < extra ? 1 : 0));
 }
 
+namespace {
+
+// Layers [first, end) of `w`: the same tensors (no copy), no embeddings or head.
+absl::StatusOr<model::LlamaWeights> LayerRange(const model::LlamaWeights& w, int64_t first,
+                                               int64_t end) {
+  const int64_t have_end = w.first_layer + static_cast<int64_t>(w.layers.size());
+  if (first < w.first_layer || end > have_end) {
+    return absl::InvalidArgumentError(absl::StrCat("shared weights hold layers [", w.first_layer,
+                                                   ", ", have_end, "), the stage needs [", first,
+                                                   ", ", end, ")"));
+  }
+  model::LlamaWeights out;
+  out.config = w.config;
+  out.first_layer = first;
+  out.layers.assign(w.layers.begin() + (first - w.first_layer),
+                    w.layers.begin() + (end - w.first_layer));
+  return out;
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<ActorNode>> ActorNode::Create(
     const config::RunConfig& c, int stage, int replica, const std::string& address,
     metrics::Registry* registry, std::function<void(const std::string&)> log,
-    std::shared_ptr<grpc::Channel> learner) {
+    std::shared_ptr<grpc::Channel> learner, const model::LlamaWeights* shared_weights) {
   const config::ServiceConfig& svc = c.service;
   std::unique_ptr<ActorNode> node(new ActorNode());
   node->config_ = c;
@@ -44,7 +65,13 @@ absl::StatusOr<std::unique_ptr<ActorNode>> ActorNode::Create(
   wo.chunk_size = c.quant.chunk_size;
   wo.salient_fraction = c.quant.salient_fraction;
   wo.cache_dir = c.quant.cache_dir;
-  WQ_ASSIGN_OR_RETURN(node->worker_, stage::StageWorker::Create(wo));
+  if (shared_weights != nullptr) {
+    WQ_ASSIGN_OR_RETURN(model::LlamaWeights mine,
+                        LayerRange(*shared_weights, wo.first_layer, wo.end_layer));
+    WQ_ASSIGN_OR_RETURN(node->worker_, stage::StageWorker::FromWeights(std::move(mine), wo));
+  } else {
+    WQ_ASSIGN_OR_RETURN(node->worker_, stage::StageWorker::Create(wo));
+  }
   quant::QuantizerOptions quantizer;
   quantizer.salient_fraction = c.quant.salient_fraction;
   WQ_ASSIGN_OR_RETURN(std::string key, quant::ModelKey(c.model.dir, c.quant.chunk_size, quantizer));

@@ -44,11 +44,14 @@ class ActorNode {
  public:
   // Loads the stage's layers, reloads its cached fits (quant.cache_dir) and
   // serves on `address` (port 0 = a free one). `learner` receives the fitted
-  // table (RegisterUnitTable, retried with backoff).
+  // table (RegisterUnitTable, retried with backoff). With `shared_weights`
+  // (weights of at least the stage's layers, already loaded by the caller, who
+  // keeps them alive) the stage uses those tensors instead of loading its own
+  // copy: in one process every node holds the same weights once.
   static absl::StatusOr<std::unique_ptr<ActorNode>> Create(
       const config::RunConfig& config, int stage, int replica, const std::string& address,
       metrics::Registry* registry, std::function<void(const std::string&)> log,
-      std::shared_ptr<grpc::Channel> learner);
+      std::shared_ptr<grpc::Channel> learner, const model::LlamaWeights* shared_weights = nullptr);
   ~ActorNode();
 
   // Starts the rollout workers (plans to the evaluator behind `evaluator`)
@@ -65,6 +68,7 @@ class ActorNode {
 
   const ActorIdentity& identity() const { return id_; }
   net::GrpcServer& server() { return *server_; }
+  const stage::StageWorker& worker() const { return *worker_; }
 
  private:
   ActorNode() = default;

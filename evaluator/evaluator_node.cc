@@ -9,12 +9,13 @@
 #include "common/model/tokenizer.h"
 #include "common/net/channel.h"
 #include "common/net/status_convert.h"
+#include "common/transport/work_deadline.h"
 
 namespace windquant::evaluator {
 absl::StatusOr<std::unique_ptr<EvaluatorNode>> EvaluatorNode::Create(
     const config::RunConfig& c, const std::string& address, metrics::Registry* registry,
     std::shared_ptr<grpc::Channel> learner, std::vector<std::shared_ptr<grpc::Channel>> actors,
-    std::vector<std::string> actor_names) {
+    std::vector<std::string> actor_names, const model::LlamaWeights* shared_weights) {
   const config::ServiceConfig& svc = c.service;
   if (static_cast<int>(actors.size()) != svc.stages * svc.replicas ||
       actor_names.size() != actors.size()) {
@@ -45,15 +46,26 @@ absl::StatusOr<std::unique_ptr<EvaluatorNode>> EvaluatorNode::Create(
   po.calibration_seq_len = c.calibration.seq_len;
   po.calibration_seed = c.calibration.seed;
   po.calibration_batch = std::max(1, c.evaluation.batch);
-  WQ_ASSIGN_OR_RETURN(node->pipeline_, PipelineEvaluator::Create(c.model.dir, po, std::move(calib),
-                                                                 std::move(eval)));
+  if (shared_weights != nullptr) {
+    model::LlamaWeights head;  // the same tensors, no decoder layer
+    head.config = shared_weights->config;
+    head.embed_tokens = shared_weights->embed_tokens;
+    head.final_norm = shared_weights->final_norm;
+    head.lm_head = shared_weights->lm_head;
+    WQ_ASSIGN_OR_RETURN(
+        node->pipeline_,
+        PipelineEvaluator::FromWeights(std::move(head), po, std::move(calib), std::move(eval)));
+  } else {
+    WQ_ASSIGN_OR_RETURN(node->pipeline_, PipelineEvaluator::Create(
+                                             c.model.dir, po, std::move(calib), std::move(eval)));
+  }
   std::vector<std::vector<transport::ActivationTransport*>> replicas(svc.replicas);
   for (int r = 0; r < svc.replicas; ++r) {
     for (int s = 0; s < svc.stages; ++s) {
       const size_t i = static_cast<size_t>(s * svc.replicas + r);
       node->transports_.push_back(std::make_unique<transport::GrpcActivationTransport>(
           actors[i], absl::StrCat("stage ", s, " replica ", r, " at ", actor_names[i]),
-          node->deadline_));
+          node->deadline_, transport::LayerLinearWeights(node->pipeline_->config())));
       replicas[r].push_back(node->transports_.back().get());
     }
   }

@@ -28,6 +28,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/config/run_config.h"
 #include "common/metrics/registry.h"
+#include "common/model/llama_weights.h"
 #include "common/net/canceller.h"
 #include "common/net/server.h"
 #include "common/transport/grpc_activation_transport.h"
@@ -44,11 +45,13 @@ class EvaluatorNode {
   // `actors`: one channel per actor, stage-major (stage s, replica r at
   // s * replicas + r, as service.actor_addresses), `actor_names` the same
   // order (for error messages). Serves on `address` (port 0 = a free one).
+  // With `shared_weights` (the caller's, kept alive by it) the embeddings,
+  // final norm and lm_head are those tensors instead of a copy loaded here.
   // INVALID_ARGUMENT naming the key for a wrong actor count or unreadable text.
   static absl::StatusOr<std::unique_ptr<EvaluatorNode>> Create(
       const config::RunConfig& config, const std::string& address, metrics::Registry* registry,
       std::shared_ptr<grpc::Channel> learner, std::vector<std::shared_ptr<grpc::Channel>> actors,
-      std::vector<std::string> actor_names);
+      std::vector<std::string> actor_names, const model::LlamaWeights* shared_weights = nullptr);
   ~EvaluatorNode();
 
   // Takes λ from the learner's checkpoint when it has one, then starts the

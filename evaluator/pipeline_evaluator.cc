@@ -14,6 +14,7 @@
 #include "common/model/checkpoint.h"
 #include "common/quant/calibration.h"
 #include "common/quant/table_fingerprint.h"
+#include "common/transport/work_deadline.h"
 
 namespace windquant::evaluator {
 namespace {
@@ -272,8 +273,11 @@ absl::StatusOr<model::PerplexityResult> PipelineEvaluator::Perplexity(
   };
   double total = 0;
   const auto start = std::chrono::steady_clock::now();
+  PassSpec sized = spec;
+  sized.weights = c.num_hidden_layers * transport::LayerLinearWeights(c);
+  sized.tokens = windows * context;
   absl::Status s = RunPipeline(
-      stages, spec, count,
+      stages, sized, count,
       [&](int64_t i) -> absl::StatusOr<at::Tensor> {
         try {
           at::NoGradGuard no_grad;
@@ -325,6 +329,8 @@ absl::StatusOr<std::vector<quant::UnitTable>> PipelineEvaluator::Calibrate(
   PassSpec spec;
   spec.mode = transport::PassMode::kCalibrate;
   spec.model_fingerprint = fingerprint;
+  spec.weights = config().num_hidden_layers * transport::LayerLinearWeights(config());
+  spec.tokens = windows.numel();
   WQ_RETURN_IF_ERROR(RunPipeline(
       stages, spec, count,
       [&](int64_t i) -> absl::StatusOr<at::Tensor> {

@@ -56,7 +56,82 @@ absl::Status SameUnits(const quant::UnitTable& a, const quant::UnitTable& b) {
   return absl::OkStatus();
 }
 
+// Until the learner is done or stopped; progress in updates (of the
+// curriculum's most) run by this process. DEADLINE_EXCEEDED after
+// `stall_timeout` without progress.
+absl::Status WaitForLearner(learner::LearnerCore& core, const config::RunConfig& config,
+                            absl::Duration stall_timeout) {
+  learner::LearnerStatus last = core.Status();
+  const int64_t first_update = last.updates;
+  const int64_t most = static_cast<int64_t>(config.curriculum.max_updates) *
+                       static_cast<int64_t>(config.curriculum.target_bits.size());
+  base::Progress progress(
+      "quantize", static_cast<double>(std::max<int64_t>(1, most - first_update)), "updates");
+  absl::Time moved = absl::Now();
+  while (true) {
+    const learner::LearnerStatus st = core.Status();
+    if (st.done || st.stopped) break;
+    if (st.updates != last.updates || st.episodes != last.episodes ||
+        st.evaluations != last.evaluations || st.table_complete != last.table_complete) {
+      moved = absl::Now();
+      const std::string best = st.best_perplexity > 0 ? absl::StrFormat("%.4f", st.best_perplexity)
+                                                      : std::string("none yet at the final target");
+      progress.Update(static_cast<double>(st.updates - first_update),
+                      absl::StrFormat("stage %d/%d, %d episodes, best PPL %s, lambda %.4f",
+                                      st.curriculum_stage + 1, st.curriculum_stages, st.episodes,
+                                      best, st.lambda));
+      last = st;
+    } else if (absl::Now() - moved > stall_timeout) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "quantize: the job made no progress for ", absl::FormatDuration(stall_timeout),
+          " (updates ", st.updates, ", episodes ", st.episodes, ", unit table ",
+          st.table_complete ? "complete" : "incomplete", "); see the log above"));
+    }
+    absl::SleepFor(absl::Milliseconds(200));
+  }
+  progress.Finish();
+  return absl::OkStatus();
+}
+
+// Replica 0 of every stage: its fits and statistics.
+void CollectActorFits(const Nodes& nodes, const config::ServiceConfig& svc,
+                      std::shared_ptr<const quant::UnitTable> table, ActorFits* out) {
+  *out = ActorFits();
+  out->table = std::move(table);
+  for (int s = 0; s < svc.stages; ++s) {
+    const stage::StageWorker& w = nodes.actors[static_cast<size_t>(s * svc.replicas)]->worker();
+    out->stages.push_back(w.stage());
+    out->stats.push_back(w.activation_stats());
+  }
+}
+
 }  // namespace
+
+absl::StatusOr<std::pair<quant::StageFits, quant::ActivationStats>> MergeActorFits(
+    const ActorFits& fits) {
+  if (fits.table == nullptr) return absl::FailedPreconditionError("no merged unit table");
+  std::vector<quant::StageFits::UnitParams> params;
+  params.reserve(fits.table->units.size());
+  quant::ActivationStats stats;
+  for (size_t s = 0; s < fits.stages.size(); ++s) {
+    if (fits.stages[s] == nullptr) {
+      return absl::FailedPreconditionError(absl::StrCat("stage ", s, " was never fitted"));
+    }
+    const quant::StageFits& f = fits.stages[s]->fits();
+    const quant::ActivationStats& st = fits.stats[s];
+    if (st.layers.empty() || st.first_layer != f.first_layer() ||
+        static_cast<int64_t>(st.layers.size()) != f.end_layer() - f.first_layer()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("stage ", s, " has no activation statistics of its fits"));
+    }
+    if (s == 0) stats.first_layer = st.first_layer;
+    stats.layers.insert(stats.layers.end(), st.layers.begin(), st.layers.end());
+    for (size_t i = 0; i < f.table().units.size(); ++i) params.push_back(f.params(i));
+  }
+  WQ_ASSIGN_OR_RETURN(quant::StageFits merged,
+                      quant::StageFits::Create(*fits.table, std::move(params)));
+  return std::make_pair(std::move(merged), std::move(stats));
+}
 
 absl::Status ClearJobState(const config::RunConfig& config) {
   const std::filesystem::path dir(config.output.dir);
@@ -89,8 +164,9 @@ absl::StatusOr<rl::RunResult> RunInProcessJob(const config::RunConfig& config,
   std::vector<std::string> actor_names;
   for (int s = 0; s < svc.stages; ++s) {  // stage-major, as service.actor_addresses
     for (int r = 0; r < svc.replicas; ++r) {
-      WQ_ASSIGN_OR_RETURN(auto node, actor::ActorNode::Create(config, s, r, kLoopback, &registry,
-                                                              log, learner_channel));
+      WQ_ASSIGN_OR_RETURN(auto node,
+                          actor::ActorNode::Create(config, s, r, kLoopback, &registry, log,
+                                                   learner_channel, options.shared_weights));
       WQ_ASSIGN_OR_RETURN(auto channel, net::MakeInProcessChannel(node->server(), co));
       actor_channels.push_back(std::move(channel));
       actor_names.push_back(absl::StrCat("in-process ", node->identity().actor_id));
@@ -99,7 +175,7 @@ absl::StatusOr<rl::RunResult> RunInProcessJob(const config::RunConfig& config,
   }
   WQ_ASSIGN_OR_RETURN(nodes.evaluator, evaluator::EvaluatorNode::Create(
                                            config, kLoopback, &registry, learner_channel,
-                                           actor_channels, actor_names));
+                                           actor_channels, actor_names, options.shared_weights));
   WQ_ASSIGN_OR_RETURN(auto evaluator_channel,
                       net::MakeInProcessChannel(nodes.evaluator->server(), co));
   log(absl::StrCat("job: learner on ", nodes.learner->server().address(), ", evaluator on ",
@@ -112,45 +188,19 @@ absl::StatusOr<rl::RunResult> RunInProcessJob(const config::RunConfig& config,
   }
   WQ_RETURN_IF_ERROR(nodes.evaluator->Start());
 
-  // Until done or stopped; progress in updates (of the curriculum's most) run
-  // by this process.
   learner::LearnerCore& core = nodes.learner->core();
-  learner::LearnerStatus last = core.Status();
-  const int64_t first_update = last.updates;
-  const int64_t most = static_cast<int64_t>(config.curriculum.max_updates) *
-                       static_cast<int64_t>(config.curriculum.target_bits.size());
-  base::Progress progress(
-      "quantize", static_cast<double>(std::max<int64_t>(1, most - first_update)), "updates");
-  absl::Time moved = absl::Now();
-  while (true) {
-    const learner::LearnerStatus st = core.Status();
-    if (st.done || st.stopped) break;
-    if (st.updates != last.updates || st.episodes != last.episodes ||
-        st.evaluations != last.evaluations || st.table_complete != last.table_complete) {
-      moved = absl::Now();
-      const std::string best = st.best_perplexity > 0 ? absl::StrFormat("%.4f", st.best_perplexity)
-                                                      : std::string("none yet at the final target");
-      progress.Update(static_cast<double>(st.updates - first_update),
-                      absl::StrFormat("stage %d/%d, %d episodes, best PPL %s, lambda %.4f",
-                                      st.curriculum_stage + 1, st.curriculum_stages, st.episodes,
-                                      best, st.lambda));
-      last = st;
-    } else if (absl::Now() - moved > options.stall_timeout) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          "quantize: the job made no progress for ", absl::FormatDuration(options.stall_timeout),
-          " (updates ", st.updates, ", episodes ", st.episodes, ", unit table ",
-          st.table_complete ? "complete" : "incomplete", "); see the log above"));
-    }
-    absl::SleepFor(absl::Milliseconds(200));
-  }
-  progress.Finish();
+  WQ_RETURN_IF_ERROR(WaitForLearner(core, config, options.stall_timeout));
+  std::shared_ptr<const quant::UnitTable> table = core.SharedTable();
   if (options.expected_table != nullptr) {
-    std::shared_ptr<const quant::UnitTable> table = core.SharedTable();
     if (table == nullptr)
       return absl::InternalError("quantize: the job ended without a unit table");
     WQ_RETURN_IF_ERROR(SameUnits(*table, *options.expected_table));
   }
-  return core.Result();
+  absl::StatusOr<rl::RunResult> result = core.Result();
+  if (result.ok() && !result->stopped_early && options.actor_fits != nullptr) {
+    CollectActorFits(nodes, svc, table, options.actor_fits);
+  }
+  return result;
 }
 
 }  // namespace windquant::job

@@ -13,16 +13,30 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/config/run_config.h"
+#include "common/quant/calibration.h"
+#include "common/quant/quantized_stage.h"
+#include "common/quant/stage_fits.h"
 #include "common/quant/unit_table.h"
 #include "common/rl/training.h"
 #include "learner/run_publisher.h"
 
 namespace windquant::job {
+
+// The actors' fits at the end of a job: replica 0 of every stage, in stage
+// order, and the learner's merged table (the stages' units back to back).
+struct ActorFits {
+  std::shared_ptr<const quant::UnitTable> table;
+  std::vector<std::shared_ptr<const quant::QuantizedStage>> stages;
+  std::vector<quant::ActivationStats> stats;  // per stage (empty for cached fits)
+};
 
 struct InProcessJobOptions {
   std::function<void(const std::string&)> log;  // every node's log lines
@@ -42,7 +56,20 @@ struct InProcessJobOptions {
   // When set (borrowed): the learner's checkpoints and best plans go to the
   // artifact store as they are made (LearnerNodeOptions::publisher).
   learner::RunPublisher* publisher = nullptr;
+  // When set: the whole model's weights, already loaded by the caller (who
+  // keeps them alive); the actors' stages and the evaluator's head use these
+  // tensors, so the process holds the weights once. Borrowed.
+  const model::LlamaWeights* shared_weights = nullptr;
+  // When set: filled on success (not when stopped early) with what the
+  // actors fitted, so that the caller does not fit the model again.
+  ActorFits* actor_fits = nullptr;
 };
+
+// The stages' fits and statistics as one StageFits over all layers (units in
+// the merged table's order; copies the ~0.13 bytes per weight of parameters).
+// FAILED_PRECONDITION when a stage is unfitted or has no statistics.
+absl::StatusOr<std::pair<quant::StageFits, quant::ActivationStats>> MergeActorFits(
+    const ActorFits& fits);
 
 // Removes the job's run state under output.dir (the learner's checkpoint,
 // unit_table.pb, plans.jsonl, status.txt and the evaluator's queue) so that

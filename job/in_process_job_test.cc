@@ -6,8 +6,10 @@
 
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -42,6 +44,38 @@ absl::StatusOr<config::RunConfig> JobConfig(const std::string& dir) {
        absl::StrCat("quant.cache_dir=", dir, "/cache")});
 }
 
+// The actors' stages hold the session's tensors (no copy), their fits merge into
+// one table of every layer, which a session adopts under its own fingerprint and
+// which has the layout of the session's own fits.
+void ExpectSharedAndComplete(const ActorFits& fits, quant::QuantizationSession& session) {
+  ASSERT_EQ(fits.stages.size(), 2u);
+  for (const auto& stage : fits.stages) {
+    ASSERT_NE(stage, nullptr);
+    const model::LlamaWeights& w = stage->model().weights();
+    const model::LlamaWeights& all = session.model().weights();
+    EXPECT_EQ(w.layers[0].linear[0].data_ptr(), all.layers[w.first_layer].linear[0].data_ptr());
+  }
+  absl::StatusOr<std::pair<quant::StageFits, quant::ActivationStats>> merged = MergeActorFits(fits);
+  ASSERT_TRUE(merged.ok()) << merged.status();
+  const int64_t layers = session.model().config().num_hidden_layers;
+  EXPECT_EQ(merged->first.end_layer(), layers);
+  EXPECT_EQ(static_cast<int64_t>(merged->second.layers.size()), layers);
+  ASSERT_TRUE(session.AdoptFits(std::move(merged->first), std::move(merged->second)).ok());
+  ASSERT_TRUE(session.fitted());
+  EXPECT_EQ(session.table().fingerprint, session.fingerprint());
+  absl::Status twice = session.AdoptFits(quant::StageFits(), quant::ActivationStats());
+  EXPECT_EQ(twice.code(), absl::StatusCode::kFailedPrecondition) << twice;
+  quant::SessionOptions fit_here;
+  fit_here.use_cache = false;  // AdoptFits wrote the adopted fits there
+  absl::StatusOr<std::unique_ptr<quant::QuantizationSession>> own =
+      quant::QuantizationSession::Create(session.config(), fit_here);
+  ASSERT_TRUE(own.ok()) << own.status();
+  ASSERT_EQ((*own)->table().units.size(), session.table().units.size());
+  for (size_t i = 0; i < session.table().units.size(); ++i) {
+    EXPECT_EQ((*own)->table().units[i].bits, session.table().units[i].bits) << i;
+  }
+}
+
 TEST(InProcessJobTest, TwoStagesTwoReplicasRunTheJobThenResumeDoneAndClear) {
   const std::string dir = ::testing::TempDir() + "/in_process_job_test";
   fs::remove_all(dir);
@@ -52,9 +86,23 @@ TEST(InProcessJobTest, TwoStagesTwoReplicasRunTheJobThenResumeDoneAndClear) {
   o.log = [&log](const std::string& line) { log.push_back(line); };
   o.incarnation_seed = 3;
   o.stall_timeout = absl::Minutes(3);
+  // The nodes use the weights of a session that fits nothing; the actors hand
+  // their fits over.
+  quant::SessionOptions so;
+  so.fit = false;
+  absl::StatusOr<std::unique_ptr<quant::QuantizationSession>> session =
+      quant::QuantizationSession::Create(*c, so);
+  ASSERT_TRUE(session.ok()) << session.status();
+  ASSERT_FALSE((*session)->fitted());
+  o.shared_weights = &(*session)->model().weights();
+  ActorFits fits;
+  o.actor_fits = &fits;
 
   absl::StatusOr<rl::RunResult> r = RunInProcessJob(*c, o);
   ASSERT_TRUE(r.ok()) << r.status();
+  ExpectSharedAndComplete(fits, **session);
+  o.shared_weights = nullptr;
+  o.actor_fits = nullptr;
   EXPECT_EQ(r->updates, kUpdates);
   EXPECT_EQ(r->resumed_from_update, -1);
   ASSERT_EQ(r->curve.size(), static_cast<size_t>(kUpdates));

@@ -6,10 +6,11 @@
 namespace windquant::job {
 
 absl::StatusOr<std::unique_ptr<quant::QuantizationSession>> OpenSession(
-    const config::RunConfig& config, bool use_cache, bool load_eval_text) {
+    const config::RunConfig& config, bool use_cache, bool load_eval_text, bool fit) {
   quant::SessionOptions so;
   so.use_cache = use_cache;
   so.load_eval_text = load_eval_text;
+  so.fit = fit;
   so.log = [](const std::string& line) {
     std::fprintf(stderr, "%s\n", line.c_str());
     std::fflush(stderr);

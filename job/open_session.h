@@ -12,8 +12,9 @@
 
 namespace windquant::job {
 
+// fit = false: no fits unless the cache has them (SessionOptions.fit).
 absl::StatusOr<std::unique_ptr<quant::QuantizationSession>> OpenSession(
-    const config::RunConfig& config, bool use_cache, bool load_eval_text);
+    const config::RunConfig& config, bool use_cache, bool load_eval_text, bool fit = true);
 
 }  // namespace windquant::job
 

@@ -31,34 +31,21 @@ double Since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// A deep copy of the FP weights (the evaluator overwrites its model's linears).
-model::LlamaWeights CloneWeights(const model::LlamaWeights& w) {
-  model::LlamaWeights c = w;
-  for (auto& layer : c.layers) {
-    for (auto& t : layer.linear) t = t.clone();
-  }
-  const bool tied =
-      w.lm_head.defined() && w.embed_tokens.defined() && w.lm_head.is_same(w.embed_tokens);
-  if (c.embed_tokens.defined()) c.embed_tokens = c.embed_tokens.clone();
-  if (tied) {
-    c.lm_head = c.embed_tokens;
-  } else if (c.lm_head.defined()) {
-    c.lm_head = c.lm_head.clone();
-  }
-  return c;
-}
-
 // Training: the learner, evaluator and actor services of the distributed job
 // (DESIGN.md section 5), here in this process with in-process channels.
+// The actors use the session's weights (one copy in the process) and, when
+// the session has no fits yet, hand theirs over in `actor_fits`.
 absl::StatusOr<rl::RunResult> Train(const config::RunConfig& cfg, const QuantizeOptions& options,
-                                    const quant::UnitTable& table,
+                                    const quant::QuantizationSession& session,
                                     const std::string& checkpoint_dir, const Log& log,
-                                    learner::RunPublisher* publisher) {
+                                    learner::RunPublisher* publisher, ActorFits* actor_fits) {
   InProcessJobOptions jo;
   jo.log = log;
   jo.publisher = publisher;
   jo.stop_after_updates = options.stop_after_updates;
-  jo.expected_table = &table;
+  jo.expected_table = session.fitted() ? &session.table() : nullptr;
+  jo.shared_weights = &session.model().weights();
+  jo.actor_fits = session.fitted() ? nullptr : actor_fits;
   const std::string checkpoint = rl::RunCheckpointPath(checkpoint_dir);
   if (options.resume) {
     // A fresh incarnation: episode ids of the run before the restart stay unique.
@@ -155,6 +142,26 @@ absl::StatusOr<std::string> WriteArtifacts(const quant::QuantizationSession& ses
   return (d / "fake_quant").string();
 }
 
+// Gives the session the fits the actors built (the same calibration, so the
+// same fits); fits here only when that is not possible.
+absl::Status TakeActorFits(quant::QuantizationSession& session, const ActorFits& actor_fits,
+                           const Log& log) {
+  if (session.fitted()) return absl::OkStatus();
+  absl::StatusOr<std::pair<quant::StageFits, quant::ActivationStats>> merged =
+      MergeActorFits(actor_fits);
+  if (merged.ok()) {
+    absl::Status s = session.AdoptFits(std::move(merged->first), std::move(merged->second));
+    if (s.ok()) {
+      log(absl::StrFormat("quantize: unit table of %d units from the actors",
+                          session.table().units.size()));
+      return s;
+    }
+    merged = s;
+  }
+  log(absl::StrCat("quantize: fitting the unit table here (", merged.status().message(), ")"));
+  return session.Fit();
+}
+
 // The loss slice (start of the calibration range), the selection slice and
 // the held-out text (the session's eval ids), each from its own text role.
 absl::StatusOr<EvaluationSlices> Slices(const config::RunConfig& cfg,
@@ -220,30 +227,20 @@ absl::StatusOr<QuantizeResult> RunQuantizeJob(const config::RunConfig& cfg,
                                               const QuantizeOptions& options) {
   const auto t0 = options.start;
   const Log log = options.log ? options.log : [](const std::string&) {};
-  WQ_ASSIGN_OR_RETURN(auto session, OpenSession(cfg, options.use_cache, /*load_eval_text=*/true));
-  const quant::UnitTable& table = session->table();
-  const double prepare_s = Since(t0);
-  log(absl::StrFormat("quantize: %d units, %d quantized weights, unit table %s (%.1f s)",
-                      table.units.size(), table.TotalWeights(),
-                      session->from_cache() ? "from cache" : "built", prepare_s));
-  WQ_ASSIGN_OR_RETURN(const EvaluationSlices slices, Slices(cfg, *session));
-  model::LlamaModel eval_model(CloneWeights(session->model().weights()), session->model().device());
-  rl::LocalEvaluatorOptions lo;
-  lo.context = cfg.evaluation.context;
-  lo.batch = cfg.evaluation.batch;
-  WQ_ASSIGN_OR_RETURN(auto evaluator,
-                      rl::LocalPlanEvaluator::Create(&eval_model, &session->fits(), &table,
-                                                     slices.calibration, slices.selection, lo));
-  log(absl::StrFormat("quantize: FP PPL %.4f on the selection slice (%d tokens)",
-                      evaluator->fp_eval_ppl(), slices.selection.size()));
-
+  WQ_ASSIGN_OR_RETURN(auto session, OpenSession(cfg, options.use_cache, /*load_eval_text=*/true,
+                                                /*fit=*/false));
+  log(absl::StrFormat("quantize: model loaded, unit table %s (%.1f s)",
+                      session->from_cache() ? "from cache" : "to be fitted by the actors",
+                      Since(t0)));
   QuantizeResult out;
   out.checkpoint_dir = (std::filesystem::path(cfg.output.dir) / "checkpoint").string();
   WQ_ASSIGN_OR_RETURN(std::unique_ptr<learner::RunPublisher> publisher,
                       OpenStore(cfg, options, log));
   if (publisher != nullptr) out.store_run = publisher->Describe();
-  WQ_ASSIGN_OR_RETURN(rl::RunResult tr,
-                      Train(cfg, options, table, out.checkpoint_dir, log, publisher.get()));
+  ActorFits actor_fits;
+  const auto train_start = std::chrono::steady_clock::now();
+  WQ_ASSIGN_OR_RETURN(rl::RunResult tr, Train(cfg, options, *session, out.checkpoint_dir, log,
+                                              publisher.get(), &actor_fits));
   out.updates = tr.updates;
   out.lambda = tr.lambda;
   out.origin = ReturnedPlanOrigin(tr.best.source);
@@ -260,7 +257,20 @@ absl::StatusOr<QuantizeResult> RunQuantizeJob(const config::RunConfig& cfg,
     return absl::FailedPreconditionError(
         "quantize: no feasible plan was found at the final target");
   }
-  const double train_s = Since(t0) - prepare_s;
+  const double train_s = Since(train_start);
+  WQ_RETURN_IF_ERROR(TakeActorFits(*session, actor_fits, log));
+  actor_fits = ActorFits();  // the actors' copies of the fits go
+  const quant::UnitTable& table = session->table();
+  const double prepare_s = Since(t0) - train_s;
+  WQ_ASSIGN_OR_RETURN(const EvaluationSlices slices, Slices(cfg, *session));
+  rl::LocalEvaluatorOptions lo;
+  lo.context = cfg.evaluation.context;
+  lo.batch = cfg.evaluation.batch;
+  WQ_ASSIGN_OR_RETURN(auto evaluator,
+                      rl::LocalPlanEvaluator::Create(&session->model(), &session->fits(), &table,
+                                                     slices.calibration, slices.selection, lo));
+  log(absl::StrFormat("quantize: FP PPL %.4f on the selection slice (%d tokens)",
+                      evaluator->fp_eval_ppl(), slices.selection.size()));
   const double target = cfg.curriculum.target_bits.back();
   out.have_heldout = HasHeldOut(slices, cfg.evaluation.context);
   WQ_RETURN_IF_ERROR(

@@ -1,9 +1,10 @@
 // RunQuantizeJob: the whole WINDQuant job in one process (DESIGN.md sections
-// 4-5), what `windquant quantize` runs: the run config's calibration and unit
-// table (quant::QuantizationSession, cached, for the final measurements and
-// the export); training by the learner, evaluator and actor services wired
-// with in-process gRPC channels (RunInProcessJob: PPO with the curriculum,
-// warm start and checkpoints); then the best feasible plan and every baseline
+// 4-5), what `windquant quantize` runs: the run config's model, texts and
+// (when cached) unit table (quant::QuantizationSession); training by the
+// learner, evaluator and actor services wired with in-process gRPC channels
+// (RunInProcessJob: PPO with the curriculum, warm start and checkpoints),
+// whose actors fit the unit table and hand it over (it is fitted once, and
+// cached for the next run); then the best feasible plan and every baseline
 // measured at the final target (EvaluationSlices, PickWinner), and the
 // artifacts in output.dir: plan.json / plan.bin (source: the returned plan's
 // origin, ReturnedPlanOrigin), report.json / report.html
@@ -12,9 +13,12 @@
 // (learner/run_publisher.h): checkpoints and best plans as they are made,
 // then the result as the run's "final" plan (plan, report, exported model);
 // without --resume it is a new run there.
-// Memory: besides the session (quantization_session.h) and the services'
-// nodes while training runs, one FP copy of the weights for the final
-// measurements (its linears overwritten plan by plan); all released on return.
+// Memory: one copy of the weights in their stored dtype (2 bytes per weight
+// for BF16), shared by the session, the actors' stages and the evaluator's
+// head; the fits (~0.13 bytes per weight at chunk 128) held by the actors
+// while training and by the session after it (both for a moment while they
+// are handed over); a plan's float32 weights one layer at a time per forward
+// in flight. All released on return.
 // Thread-compatible (sets nothing process-wide: at::set_num_threads is the caller's).
 #ifndef WINDQUANT_JOB_QUANTIZE_JOB_H_
 #define WINDQUANT_JOB_QUANTIZE_JOB_H_

@@ -78,61 +78,104 @@ absl::StatusOr<std::unique_ptr<QuantizationSession>> QuantizationSession::Create
       model_key, CalibrationKey(config.calibration.samples, config.calibration.seq_len,
                                 config.calibration.seed, calib_ids));
 
+  s->fingerprint_ = fingerprint;
+  s->table_fingerprint_ = table_fingerprint;
+  s->use_cache_ = options.use_cache && !config.quant.cache_dir.empty();
+  s->log_ = options.log;
+
   const at::Device device =
       config.model.device == "cuda" ? at::Device(at::kCUDA) : at::Device(at::kCPU);
-  const int64_t num_layers = weights.config.num_hidden_layers;
-  std::shared_ptr<const model::LlamaModel> model;
   try {
-    model = std::make_shared<const model::LlamaModel>(std::move(weights), device);
+    s->model_ = std::make_shared<const model::LlamaModel>(std::move(weights), device);
   } catch (const std::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat(dir, ": cannot build the model: ", e.what()));
   }
-  auto finish = [&](StageFits fits) -> absl::StatusOr<std::unique_ptr<QuantizationSession>> {
-    fits.set_fingerprint(table_fingerprint);
-    WQ_ASSIGN_OR_RETURN(s->stage_, QuantizedStage::Create(
-                                       model, std::make_shared<const StageFits>(std::move(fits))));
-    return std::move(s);
-  };
-
-  UnitTableCache cache(config.quant.cache_dir);
-  if (options.use_cache && !config.quant.cache_dir.empty()) {
-    absl::StatusOr<CachedQuantization> hit = cache.Load(fingerprint, 0, num_layers);
+  if (s->use_cache_) {
+    absl::StatusOr<CachedQuantization> hit =
+        UnitTableCache(config.quant.cache_dir)
+            .Load(fingerprint, 0, s->model_->config().num_hidden_layers);
     if (hit.ok()) {
       s->stats_ = std::move(hit->stats);
       s->from_cache_ = true;
-      log(absl::StrCat("unit table: cache hit ", cache.EntryDir(fingerprint)));
-      return finish(std::move(hit->fits));
+      log(absl::StrCat("unit table: cache hit ",
+                       UnitTableCache(config.quant.cache_dir).EntryDir(fingerprint)));
+      WQ_RETURN_IF_ERROR(s->SetFits(std::move(hit->fits)));
+      return s;
     }
     if (!absl::IsNotFound(hit.status())) {
       log(absl::StrCat("warning: unit table cache entry unusable, recomputing: ",
                        hit.status().message()));
     }
   }
+  if (!options.fit) return s;
+  WQ_RETURN_IF_ERROR(s->Fit());
+  return s;
+}
 
-  log(absl::StrFormat("calibrating on %d x %d tokens", config.calibration.samples,
-                      config.calibration.seq_len));
-  WQ_ASSIGN_OR_RETURN(s->stats_, CalibrateModel(*model, s->calib_windows_, kCalibrationBatch));
+absl::Status QuantizationSession::SetFits(StageFits fits) {
+  fits.set_fingerprint(table_fingerprint_);
+  WQ_ASSIGN_OR_RETURN(
+      stage_, QuantizedStage::Create(model_, std::make_shared<const StageFits>(std::move(fits))));
+  return absl::OkStatus();
+}
+
+absl::Status QuantizationSession::Fit() {
+  if (stage_ != nullptr) return absl::FailedPreconditionError("the session already has fits");
+  UnitTableOptions topts;
+  topts.chunk_size = config_.quant.chunk_size;
+  topts.quantizer.salient_fraction = config_.quant.salient_fraction;
+  auto log = [&](const std::string& line) {
+    if (log_) log_(line);
+  };
+  log(absl::StrFormat("calibrating on %d x %d tokens", config_.calibration.samples,
+                      config_.calibration.seq_len));
+  WQ_ASSIGN_OR_RETURN(stats_, CalibrateModel(*model_, calib_windows_, kCalibrationBatch));
+  const int64_t num_layers = model_->config().num_hidden_layers;
   base::Progress progress(
       "unit table",
-      static_cast<double>(UnitsPerLayer(model->config(), topts.chunk_size) * num_layers), "units");
+      static_cast<double>(UnitsPerLayer(model_->config(), topts.chunk_size) * num_layers), "units");
   topts.progress = [&](int64_t done, int64_t total) {
-    if (options.log) progress.Update(static_cast<double>(done));
+    if (log_) progress.Update(static_cast<double>(done));
     (void)total;
   };
   absl::StatusOr<StageFits> fits;
   try {
-    fits = BuildStageFits(model->weights(), s->stats_, topts, fingerprint);
+    fits = BuildStageFits(model_->weights(), stats_, topts, fingerprint_);
   } catch (const c10::Error& e) {
     return absl::InternalError(absl::StrCat("unit table: ", e.what_without_backtrace()));
   }
   if (!fits.ok()) return fits.status();
-  if (options.log) progress.Finish(absl::StrCat(fits->table().units.size(), " units"));
-  if (options.use_cache && !config.quant.cache_dir.empty()) {
-    absl::Status st = cache.Store(*fits, s->stats_);
-    if (!st.ok())
-      log(absl::StrCat("warning: could not write the unit table cache: ", st.message()));
+  if (log_) progress.Finish(absl::StrCat(fits->table().units.size(), " units"));
+  StoreInCache(*fits);
+  return SetFits(*std::move(fits));
+}
+
+void QuantizationSession::StoreInCache(const StageFits& fits) const {
+  if (!use_cache_) return;
+  absl::Status st = UnitTableCache(config_.quant.cache_dir).Store(fits, stats_);
+  if (!st.ok() && log_) {
+    log_(absl::StrCat("warning: could not write the unit table cache: ", st.message()));
   }
-  return finish(*std::move(fits));
+}
+
+absl::Status QuantizationSession::AdoptFits(StageFits fits, ActivationStats stats) {
+  if (stage_ != nullptr) return absl::FailedPreconditionError("the session already has fits");
+  const int64_t layers = model_->config().num_hidden_layers;
+  if (fits.first_layer() != 0 || fits.end_layer() != layers || stats.first_layer != 0 ||
+      static_cast<int64_t>(stats.layers.size()) != layers) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "fits of layers [", fits.first_layer(), ", ", fits.end_layer(), ") and statistics of ",
+        stats.layers.size(), " layers do not cover the model's ", layers, " layers"));
+  }
+  UnitTable table = fits.table();
+  table.fingerprint = fingerprint_;
+  std::vector<StageFits::UnitParams> params;
+  params.reserve(table.units.size());
+  for (size_t i = 0; i < table.units.size(); ++i) params.push_back(fits.params(i));
+  WQ_ASSIGN_OR_RETURN(StageFits renamed, StageFits::Create(std::move(table), std::move(params)));
+  stats_ = std::move(stats);
+  StoreInCache(renamed);
+  return SetFits(std::move(renamed));
 }
 
 absl::StatusOr<std::shared_ptr<const model::LlamaModel>> QuantizationSession::PlanModel(

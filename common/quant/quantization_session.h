@@ -9,6 +9,7 @@
 // calibration.text (config::ReadTextRange).
 // Owns one QuantizedStage of the whole model (weights + fits + unit table), which
 // other users may share (stage()).
+// With SessionOptions.fit = false the fits come later (AdoptFits).
 // Memory, for the session's life: the weights in their stored dtype (2 bytes per
 // weight for BF16) + the fits (~0.13 bytes per weight at chunk 128) + the token ids;
 // a plan's weights exist one layer at a time inside a forward (4 bytes per weight of
@@ -40,6 +41,10 @@ namespace windquant::quant {
 struct SessionOptions {
   bool use_cache = true;       // read/write config.quant.cache_dir
   bool load_eval_text = true;  // tokenize the held-out text (config.evaluation.heldout)
+  // false: no calibration pass and no fits here (a cache hit is still taken); the
+  // caller hands in fits built elsewhere (AdoptFits), e.g. by the actors of the
+  // one-process job, so that the model is fitted once.
+  bool fit = true;
   // Progress / warning lines (nullptr = silent).
   std::function<void(const std::string&)> log;
 };
@@ -52,10 +57,14 @@ class QuantizationSession {
       const config::RunConfig& config, const SessionOptions& options = {});
 
   const config::RunConfig& config() const { return config_; }
+  // False only between Create with options.fit = false (and no cache hit) and AdoptFits;
+  // table(), fits(), stage() and the plan methods need fits.
+  bool fitted() const { return stage_ != nullptr; }
   const UnitTable& table() const { return stage_->table(); }
   const StageFits& fits() const { return stage_->fits(); }
   // The full-precision model (all layers, embeddings and head).
-  const model::LlamaModel& model() const { return stage_->model(); }
+  const model::LlamaModel& model() const { return *model_; }
+  const std::shared_ptr<const model::LlamaModel>& shared_model() const { return model_; }
   // Weights + fits, to share with other users of the same model.
   const std::shared_ptr<const QuantizedStage>& stage() const { return stage_; }
   const model::Tokenizer& tokenizer() const { return *tokenizer_; }
@@ -67,7 +76,19 @@ class QuantizationSession {
   const std::vector<int32_t>& eval_ids() const { return eval_ids_; }
   // True when the unit table and fits came from the cache (nothing was fitted).
   bool from_cache() const { return from_cache_; }
-  const std::string& fingerprint() const { return table().fingerprint; }
+  // The unit-table fingerprint of the config, model and calibration text.
+  const std::string& fingerprint() const { return fingerprint_; }
+
+  // Takes fits of the whole model computed elsewhere from the same calibration (their
+  // table's fingerprint is replaced by this session's) and the activation statistics
+  // they came from; stores both in the cache when the session uses it.
+  // FAILED_PRECONDITION when the session already has fits; INVALID_ARGUMENT when the
+  // fits do not cover the model's layers.
+  absl::Status AdoptFits(StageFits fits, ActivationStats stats);
+  // The calibration pass and BuildStageFits over every layer (stored in the cache when
+  // the session uses it); what Create does unless options.fit = false.
+  // FAILED_PRECONDITION when the session already has fits.
+  absl::Status Fit();
 
   // The model with the plan applied (one action index per unit): shares the weights,
   // dequantizes a layer when a forward reaches it (QuantizedStage::PlanModel).
@@ -90,8 +111,15 @@ class QuantizationSession {
 
  private:
   QuantizationSession() = default;
+  absl::Status SetFits(StageFits fits);
+  void StoreInCache(const StageFits& fits) const;
 
   config::RunConfig config_;
+  bool use_cache_ = true;
+  std::function<void(const std::string&)> log_;
+  std::string fingerprint_;
+  std::string table_fingerprint_;  // the table's identity (table_fingerprint.h), set on every fit
+  std::shared_ptr<const model::LlamaModel> model_;
   std::shared_ptr<const QuantizedStage> stage_;
   std::unique_ptr<model::Tokenizer> tokenizer_;
   ActivationStats stats_;

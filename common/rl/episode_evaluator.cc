@@ -47,7 +47,7 @@ absl::StatusOr<PlanEvaluation> CachingPlanEvaluator::Evaluate(const std::vector<
 }
 
 absl::StatusOr<std::unique_ptr<LocalPlanEvaluator>> LocalPlanEvaluator::Create(
-    model::LlamaModel* model, const quant::StageFits* fits, const quant::UnitTable* table,
+    const model::LlamaModel* model, const quant::StageFits* fits, const quant::UnitTable* table,
     std::vector<int32_t> calib_ids, std::vector<int32_t> eval_ids,
     const LocalEvaluatorOptions& options) {
   std::unique_ptr<LocalPlanEvaluator> e(new LocalPlanEvaluator());

@@ -72,7 +72,7 @@ class LocalPlanEvaluator : public PlanEvaluator {
   // calib_ids / eval_ids: the slices (texts encoded without BOS, already cut
   // to evaluation.calib_slice_tokens / eval_slice_tokens).
   static absl::StatusOr<std::unique_ptr<LocalPlanEvaluator>> Create(
-      model::LlamaModel* model, const quant::StageFits* fits, const quant::UnitTable* table,
+      const model::LlamaModel* model, const quant::StageFits* fits, const quant::UnitTable* table,
       std::vector<int32_t> calib_ids, std::vector<int32_t> eval_ids,
       const LocalEvaluatorOptions& options);
 
@@ -91,7 +91,7 @@ class LocalPlanEvaluator : public PlanEvaluator {
   // The model to measure: the FP one for empty `actions`, else the plan's.
   absl::StatusOr<std::shared_ptr<const model::LlamaModel>> Model(const std::vector<int>& actions);
 
-  model::LlamaModel* model_ = nullptr;
+  const model::LlamaModel* model_ = nullptr;
   const quant::StageFits* fits_ = nullptr;
   const quant::UnitTable* table_ = nullptr;
   std::vector<int32_t> calib_ids_, eval_ids_;

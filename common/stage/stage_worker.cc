@@ -122,16 +122,17 @@ absl::StatusOr<quant::UnitTable> StageWorker::FinishCalibration(const std::strin
         base::WriteFileAtomic(CachePath(fingerprint, ".table.pb"), proto.SerializeAsString()));
   }
   quant::UnitTable table = fits->table();
-  WQ_RETURN_IF_ERROR(SetFits(*std::move(fits)));
+  WQ_RETURN_IF_ERROR(SetFits(*std::move(fits), std::move(stats)));
   return table;
 }
 
-absl::Status StageWorker::SetFits(quant::StageFits fits) {
+absl::Status StageWorker::SetFits(quant::StageFits fits, quant::ActivationStats stats) {
   WQ_ASSIGN_OR_RETURN(std::shared_ptr<const quant::QuantizedStage> stage,
                       quant::QuantizedStage::Create(
                           model_, std::make_shared<const quant::StageFits>(std::move(fits))));
   absl::MutexLock lock(&mu_);
   stage_ = std::move(stage);
+  stats_ = std::move(stats);
   plans_.clear();
   return absl::OkStatus();
 }
@@ -154,7 +155,7 @@ absl::Status StageWorker::LoadCachedFits(const std::string& fingerprint) {
   WQ_ASSIGN_OR_RETURN(
       quant::StageFits fits,
       quant::StageFits::Load(CachePath(fingerprint, ".fits.safetensors"), std::move(table)));
-  return SetFits(std::move(fits));
+  return SetFits(std::move(fits), quant::ActivationStats());
 }
 
 absl::StatusOr<quant::UnitTable> StageWorker::table() const {
@@ -166,6 +167,11 @@ absl::StatusOr<quant::UnitTable> StageWorker::table() const {
 bool StageWorker::fitted() const {
   absl::MutexLock lock(&mu_);
   return stage_ != nullptr;
+}
+
+quant::ActivationStats StageWorker::activation_stats() const {
+  absl::MutexLock lock(&mu_);
+  return stats_;
 }
 
 std::shared_ptr<const quant::QuantizedStage> StageWorker::stage() const {

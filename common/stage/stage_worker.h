@@ -83,6 +83,9 @@ class StageWorker {
   bool fitted() const;
   // The stage's weights + fits once fitted (nullptr before), to share read-only.
   std::shared_ptr<const quant::QuantizedStage> stage() const;
+  // The activation statistics of the last FinishCalibration (a few KB per layer;
+  // empty before, and when the fits came from the cache).
+  quant::ActivationStats activation_stats() const;
 
   // Runs hidden [B, T, H] through the stage with `plan_id`'s weights. `actions`
   // (one per global unit) is needed the first time a plan id is seen; empty
@@ -103,7 +106,7 @@ class StageWorker {
   absl::StatusOr<std::shared_ptr<const model::LlamaModel>> PlanModel(
       const std::string& plan_id, const std::shared_ptr<const std::vector<int>>& actions);
   std::string CachePath(const std::string& fingerprint, const std::string& suffix) const;
-  absl::Status SetFits(quant::StageFits fits);
+  absl::Status SetFits(quant::StageFits fits, quant::ActivationStats stats);
 
   const StageWorkerOptions options_;
   const std::shared_ptr<const model::LlamaModel> model_;
@@ -113,6 +116,7 @@ class StageWorker {
 
   mutable absl::Mutex mu_;
   std::shared_ptr<const quant::QuantizedStage> stage_ ABSL_GUARDED_BY(mu_);
+  quant::ActivationStats stats_ ABSL_GUARDED_BY(mu_);
   // Most recently used first.
   std::list<std::pair<std::string, std::shared_ptr<const model::LlamaModel>>> plans_
       ABSL_GUARDED_BY(mu_);

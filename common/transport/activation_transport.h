@@ -38,6 +38,11 @@ struct PassSpec {
   std::string plan_id;                              // cache key of the applied weights
   std::string model_fingerprint;                    // must match the stage's table
   std::shared_ptr<const std::vector<int>> actions;  // one per unit of the global order
+  // The pass's work, for transports whose calls have deadlines (work_deadline.h):
+  // the decoder weights of every stage the pass goes through and the tokens it
+  // carries. 0 = unknown (the transport's base deadline alone).
+  int64_t weights = 0;
+  int64_t tokens = 0;
 };
 
 // One micro-batch of hidden states [batch, seq, hidden] (float32, CPU).

@@ -7,6 +7,7 @@
 #include "common/net/channel.h"
 #include "common/net/status_convert.h"
 #include "common/transport/hidden_states_codec.h"
+#include "common/transport/work_deadline.h"
 
 namespace windquant::transport {
 namespace {
@@ -68,8 +69,12 @@ class GrpcStageStream : public StageStream {
 }  // namespace
 
 GrpcActivationTransport::GrpcActivationTransport(std::shared_ptr<grpc::Channel> channel,
-                                                 std::string name, absl::Duration deadline)
-    : stub_(v1::Actor::NewStub(std::move(channel))), name_(std::move(name)), deadline_(deadline) {}
+                                                 std::string name, absl::Duration deadline,
+                                                 int64_t weights_per_layer)
+    : stub_(v1::Actor::NewStub(std::move(channel))),
+      name_(std::move(name)),
+      deadline_(deadline),
+      weights_per_layer_(weights_per_layer) {}
 
 absl::StatusOr<v1::StageInfo> GrpcActivationTransport::Info() {
   grpc::ClientContext context;
@@ -86,16 +91,17 @@ absl::StatusOr<std::pair<int64_t, int64_t>> GrpcActivationTransport::Layers() {
 }
 
 absl::StatusOr<std::unique_ptr<StageStream>> GrpcActivationTransport::Open(const PassSpec& spec) {
+  const absl::Duration deadline = PassDeadline(deadline_, spec.weights, spec.tokens);
   if (spec.mode == PassMode::kCalibrate) {
     using S = GrpcStageStream<v1::CalibrateRequest, v1::CalibrateResponse>;
     return std::unique_ptr<StageStream>(
-        new S([this](grpc::ClientContext* c) { return stub_->Calibrate(c); }, deadline_,
+        new S([this](grpc::ClientContext* c) { return stub_->Calibrate(c); }, deadline,
               [](v1::CalibrateRequest*, bool) {}));
   }
   using S = GrpcStageStream<v1::ForwardRequest, v1::ForwardResponse>;
   PassSpec copy = spec;
   return std::unique_ptr<StageStream>(
-      new S([this](grpc::ClientContext* c) { return stub_->Forward(c); }, deadline_,
+      new S([this](grpc::ClientContext* c) { return stub_->Forward(c); }, deadline,
             [copy](v1::ForwardRequest* req, bool first) {
               req->set_plan_id(copy.plan_id);
               if (first && !copy.plan_id.empty() && copy.actions != nullptr) {
@@ -109,8 +115,13 @@ absl::StatusOr<std::unique_ptr<StageStream>> GrpcActivationTransport::Open(const
 
 absl::StatusOr<quant::UnitTable> GrpcActivationTransport::FinishCalibration(
     const std::string& fingerprint) {
+  int64_t weights = 0;
+  if (weights_per_layer_ > 0) {
+    WQ_ASSIGN_OR_RETURN(auto layers, Layers());
+    weights = (layers.second - layers.first) * weights_per_layer_;
+  }
   grpc::ClientContext context;
-  net::ConfigureContext(context, deadline_);
+  net::ConfigureContext(context, FitDeadline(deadline_, weights));
   v1::FinishCalibrationRequest req;
   req.set_calibration_fingerprint(fingerprint);
   v1::FinishCalibrationReply reply;

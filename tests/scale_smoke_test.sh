@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# Scale (real processes, a real checkpoint with the LLaMA-3.2-1B layer shapes):
+# configs/llama3.2-1b-smoke.yaml on a checkpoint `windquant synth` writes into a
+# temporary directory, run to the end, with the peak resident memory of every
+# process held to <= 2.5 x the BF16 bytes of the decoder layers it owns + 1.5 GiB.
+#   scale_smoke_test.sh BUILD_DIR cut     2 layers, `windquant quantize` (default suite)
+#   scale_smoke_test.sh BUILD_DIR smoke   16 layers, `windquant quantize` with export,
+#                                         <= 45 min (slow)
+#   scale_smoke_test.sh BUILD_DIR local   16 layers, deploy/local with 2 stages x 1
+#                                         replica: every process within the bar for
+#                                         the layers it owns (slow)
+# Peak memory: getrusage(RUSAGE_CHILDREN) of the quantize process; VmHWM in
+# /proc/PID/status of each deploy/local process before it is stopped.
+set -euo pipefail
+BUILD="$1"; MODE="$2"
+SRC="${WQ_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}"
+eval "$("$BUILD/common/testing/wq-test-paths")"
+WQ="$BUILD/cli/windquant"
+TMP=$(mktemp -d /tmp/wq-scale.XXXXXX)
+fail() { echo "FAIL: $*"; echo "files: $TMP"; exit 1; }
+case "$MODE" in
+  cut) LAYERS=2 ;;
+  smoke | local) LAYERS=16 ;;
+  *) echo "scale_smoke_test.sh: mode must be cut, smoke or local" >&2; exit 2 ;;
+esac
+
+# The tokenizer and text of the test model: present wherever the tests run.
+"$WQ" synth --shape llama3.2-1b --layers "$LAYERS" --out "$TMP/model" \
+  --tokenizer "$WQ_TEST_MODEL_DIR" || fail "synth"
+# One text for the three roles, split into disjoint token ranges.
+OVERRIDES=(--set "model.dir=$TMP/model"
+  --set "calibration.text=$WQ_TEST_TEXT" --set "calibration.tokens=[0, 4096]"
+  --set "evaluation.selection.text=$WQ_TEST_TEXT" --set "evaluation.selection.tokens=[4096, 4608]"
+  --set "evaluation.heldout.text=$WQ_TEST_TEXT" --set "evaluation.heldout.tokens=[4608, 5632]"
+  --set "output.dir=$TMP/run"
+  --set "quant.cache_dir=$TMP/cache")
+CONFIG="$SRC/configs/llama3.2-1b-smoke.yaml"
+
+# The bar in bytes for a process owning `layers` decoder layers of the model.
+bar_bytes() {
+  python3 - "$TMP/model/config.json" "$1" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+h, i = c["hidden_size"], c["intermediate_size"]
+hd = c.get("head_dim") or h // c["num_attention_heads"]
+q, kv = c["num_attention_heads"] * hd, c["num_key_value_heads"] * hd
+per_layer = h * (2 * q + 2 * kv) + 3 * h * i
+print(int(2.5 * 2 * per_layer * int(sys.argv[2]) + 1.5 * 2**30))
+PY
+}
+check_peak() {  # name peak_bytes layers
+  local bar; bar=$(bar_bytes "$3")
+  echo "$1: peak resident $(($2 >> 20)) MiB, bar $((bar >> 20)) MiB ($3 layers)"
+  (($2 <= bar)) || fail "$1 peak resident memory $(($2 >> 20)) MiB over the bar $((bar >> 20)) MiB"
+}
+
+if [[ "$MODE" == local ]]; then
+  export WQ_RUN_LIB=1
+  # shellcheck source=../deploy/local/run.sh
+  source "$SRC/deploy/local/run.sh"
+  parse_args --config "$CONFIG" --bin "$BUILD" --stages 2 --replicas 1 --out "$TMP" \
+    --timeout 2700 "${OVERRIDES[@]}"
+  plan_topology
+  trap 'stop_all; echo "logs: $OUT/logs"' EXIT
+  start_all
+  wait_for done '[[ $v == true ]]'
+  status | tee "$OUT/status.txt"
+  declare -A PEAK=()
+  for name in "${!PIDS[@]}"; do
+    kb=$(sed -n 's/^VmHWM:[[:space:]]*\([0-9]*\) kB/\1/p' "/proc/${PIDS[$name]}/status")
+    PEAK[$name]=$((kb * 1024))
+  done
+  stop_all
+  trap - EXIT
+  [[ "$(status_field updates)" -ge 2 ]] || fail "expected 2 PPO updates"
+  ls "$OUT/run/best" | grep -q . || fail "no best plan files"
+  for name in "${!PEAK[@]}"; do
+    layers=0
+    [[ "$name" == actor-* ]] && layers=8
+    check_peak "$name" "${PEAK[$name]}" "$layers"
+  done
+  echo "PASS (logs: $OUT/logs)"
+  rm -rf "$TMP/model"
+  exit 0
+fi
+
+EXTRA=()
+if [[ "$MODE" == cut ]]; then  # the default suite: one update, no baselines
+  EXTRA=(--set "curriculum.min_updates=1" --set "curriculum.max_updates=1" --no-baselines)
+fi
+start=$(date +%s)
+peak=$(python3 - "$WQ" quantize --config "$CONFIG" "${OVERRIDES[@]}" "${EXTRA[@]}" <<'PY'
+import resource, subprocess, sys
+r = subprocess.run(sys.argv[1:], stdout=sys.stderr)
+if r.returncode != 0:
+    sys.exit(r.returncode)
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024)  # ru_maxrss: KiB
+PY
+) || fail "windquant quantize failed"
+wall=$(($(date +%s) - start))
+echo "quantize: $LAYERS layers in $wall s"
+for f in plan.json plan.bin report.json report.html quantized fake_quant; do
+  [[ -e "$TMP/run/$f" ]] || fail "no $f in output.dir"
+done
+check_peak quantize "$peak" "$LAYERS"
+[[ "$MODE" != smoke ]] || ((wall <= 2700)) || fail "the smoke run took $wall s (> 45 min)"
+rm -rf "$TMP"
+echo PASS
