@@ -27,23 +27,15 @@ constexpr char kUsage[] =
     "                             (bits and perplexity); then plans outside runs\n"
     "  show --plan ID             the plan's manifest: size, sha256 and name per object\n"
     "  pull --plan ID [--out DIR] fetch every object, verify size and sha256, write to DIR\n"
-    "                             (default ./<ID>); refuses on any mismatch; all or
-    "
-    "                             nothing; an existing non-empty DIR needs --force
-    "
-    "                             (replaced whole)
-    "
-    "  push --plan ID --dir DIR   upload every file under DIR (outside runs), manifest last
-    "
-    "
-    "
-    "A plan of a run is RUN/PLAN (as `list` prints it), e.g.
-    "
+    "                             (default ./<ID>); refuses on any mismatch; all or\n"
+    "                             nothing; an existing non-empty DIR needs --force\n"
+    "                             (replaced whole)\n"
+    "  push --plan ID --dir DIR   upload every file under DIR (outside runs), manifest last\n"
+    "\n"
+    "A plan of a run is RUN/PLAN (as `list` prints it), e.g.\n"
     "  windquant plans pull --store s3://b/p --plan "
-    "stories260k-1a2b3c4d-20250131T120000.000Z/final
-    "
-    "or --run RUN --plan PLAN; --run RUN alone means RUN/final.
-    "
+    "stories260k-1a2b3c4d-20250131T120000.000Z/final\n"
+    "or --run RUN --plan PLAN; --run RUN alone means RUN/final.\n"
     "\n"
     "flags:\n"
     "  --store URI     file:///abs/path, a local path, or s3://bucket[/prefix]\n"
