@@ -21,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "actor/actor_service.h"
 #include "common/net/server.h"
+#include "common/quant/table_fingerprint.h"
 #include "common/stage/stage_worker.h"
 #include "common/testing/fuzz_driver.h"
 #include "common/transport/hidden_states_codec.h"
@@ -172,7 +173,7 @@ std::vector<std::string> WqFuzzSeeds() {
   planned.set_plan_id("plan-1");
   v1::Plan* plan = planned.mutable_plan();
   plan->set_plan_id("plan-1");
-  plan->set_model_fingerprint(TableFingerprint("fuzz", "calib"));
+  plan->set_model_fingerprint(quant::TableFingerprint("fuzz", "calib"));
   const int units = 2 * (5 * 2 + 2 + 3);  // per layer: q,k,v,gate,up and o read 16, down 24
   for (int u = 0; u < units; ++u) plan->add_actions(2);
   seeds.push_back(WithMethod(kForward, planned));

@@ -12,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "common/base/files.h"
 #include "common/base/status_macros.h"
+#include "common/config/text_range.h"
 #include "common/model/checkpoint.h"
 #include "common/model/llama_model.h"
 #include "common/model/perplexity.h"
@@ -28,13 +29,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// evaluation.final_eval_tokens, or the evaluation slice when it is 0 (the
-// whole text may be long, and the learner's exit waits for this).
-int64_t FinalEvalTokens(const config::RunConfig& c) {
-  return c.evaluation.final_eval_tokens > 0 ? c.evaluation.final_eval_tokens
-                                            : c.evaluation.eval_slice_tokens;
-}
-
 struct ExportedPerplexity {
   std::string model;  // the directory measured, relative to the final dir
   double perplexity = 0, fp_perplexity = 0;
@@ -45,13 +39,16 @@ struct ExportedPerplexity {
 // `windquant eval --model` measures it (job/text_perplexity.cc).
 absl::StatusOr<model::PerplexityResult> CheckpointPerplexity(const config::RunConfig& c,
                                                              const std::string& model_dir) {
-  WQ_ASSIGN_OR_RETURN(const std::string text, base::ReadFile(c.evaluation.text));
   WQ_ASSIGN_OR_RETURN(std::unique_ptr<model::Tokenizer> tokenizer,
                       model::Tokenizer::FromFile(model_dir + "/tokenizer.json"));
+  const config::TextEncoder encode = [&tok = *tokenizer](std::string_view text) {
+    return tok.Encode(text, /*add_bos=*/false);
+  };
+  WQ_ASSIGN_OR_RETURN(const std::vector<int32_t> ids,
+                      config::ReadTextRange(c.evaluation.heldout, "evaluation.heldout", encode));
   WQ_ASSIGN_OR_RETURN(std::unique_ptr<model::Checkpoint> checkpoint,
                       model::Checkpoint::Open(model_dir));
   WQ_ASSIGN_OR_RETURN(model::LlamaWeights weights, checkpoint->LoadWeights(model::LoadRequest{}));
-  const std::vector<int32_t> ids = tokenizer->Encode(text, /*add_bos=*/false);
   std::unique_ptr<model::LlamaModel> llama;
   try {
     llama = std::make_unique<model::LlamaModel>(std::move(weights),
@@ -62,7 +59,6 @@ absl::StatusOr<model::PerplexityResult> CheckpointPerplexity(const config::RunCo
   model::PerplexityOptions options;
   options.context = c.evaluation.context;
   options.batch_size = c.evaluation.batch;
-  options.max_tokens = FinalEvalTokens(c);
   return model::ComputePerplexity(*llama, ids, options);
 }
 
@@ -140,9 +136,9 @@ report::ReportData MakeReport(const config::RunConfig& c, const rl::RunResult& r
   }
   d.wall_time_s = r.seconds;
   d.notes.push_back(absl::StrFormat(
-      "Distributed run %s: perplexities are the evaluator's, on the first %d ids of %s "
-      "(evaluation.eval_slice_tokens); FP from the best plan's relative increase.",
-      run_id, c.evaluation.eval_slice_tokens, c.evaluation.text));
+      "Distributed run %s: perplexities are the evaluator's, on the selection slice of %s "
+      "(evaluation.selection); FP from the best plan's relative increase.",
+      run_id, c.evaluation.selection.text));
   d.notes.push_back(
       absl::StrFormat("Best plan from %s at update %d; %d updates, lambda %.4f%s.", r.best.source,
                       r.best.update, r.updates, r.lambda,
@@ -186,10 +182,10 @@ absl::StatusOr<FinalArtifacts> WriteFinalArtifacts(
     try {
       WQ_ASSIGN_OR_RETURN(ExportedPerplexity x, Export(c, plan, table, dir, log));
       j["exported"] = {{"model", x.model},
-                       {"text", c.evaluation.text},
+                       {"text", c.evaluation.heldout.text},
                        {"context", c.evaluation.context},
                        {"batch", c.evaluation.batch},
-                       {"max_tokens", FinalEvalTokens(c)},
+                       {"token_range", c.evaluation.heldout.tokens},
                        {"tokens", x.tokens},
                        {"perplexity", x.perplexity},
                        {"fp_perplexity", x.fp_perplexity}};
@@ -198,7 +194,7 @@ absl::StatusOr<FinalArtifacts> WriteFinalArtifacts(
       out.metadata["exported_perplexity"] = absl::StrFormat("%.6f", x.perplexity);
       if (log) {
         log(absl::StrFormat("finish: exported %s (PPL %.4f on %s, FP %.4f)", dir_name, x.perplexity,
-                            c.evaluation.text, x.fp_perplexity));
+                            c.evaluation.heldout.text, x.fp_perplexity));
       }
     } catch (const c10::Error& err) {
       return absl::InternalError(absl::StrCat("finish: export: ", err.what_without_backtrace()));

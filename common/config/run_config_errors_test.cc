@@ -14,7 +14,8 @@ namespace windquant::config {
 namespace {
 
 constexpr char kMinimal[] =
-    "model: {dir: m}\ncalibration: {text: c.txt}\nevaluation: {selection: {text: s.txt}, heldout: {text: h.txt}}\n";
+    "model: {dir: m}\ncalibration: {text: c.txt}\nevaluation: {selection: {text: s.txt}, heldout: "
+    "{text: h.txt}}\n";
 
 std::string ErrorOf(const std::string& yaml, const std::vector<std::string>& overrides = {}) {
   auto c = ParseRunConfig(yaml, "run.yaml", overrides);

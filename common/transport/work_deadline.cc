@@ -5,7 +5,7 @@
 namespace windquant::transport {
 
 int64_t LayerLinearWeights(const model::LlamaConfig& c) {
-  const int64_t head_dim = c.head_dim > 0 ? c.head_dim
+  const int64_t head_dim = c.head_dim > 0              ? c.head_dim
                            : c.num_attention_heads > 0 ? c.hidden_size / c.num_attention_heads
                                                        : 0;
   const int64_t q = c.num_attention_heads * head_dim;
@@ -21,9 +21,8 @@ absl::Duration PassDeadline(absl::Duration base, int64_t weights, int64_t tokens
 }
 
 absl::Duration FitDeadline(absl::Duration base, int64_t weights) {
-  return base +
-         absl::Seconds(static_cast<double>(std::max<int64_t>(0, weights)) /
-                       kFitFloorWeightsPerSecond);
+  return base + absl::Seconds(static_cast<double>(std::max<int64_t>(0, weights)) /
+                              kFitFloorWeightsPerSecond);
 }
 
 }  // namespace windquant::transport

@@ -39,7 +39,8 @@ TEST(WorkDeadlineTest, GrowsWithWeightsAndTokens) {
   const absl::Duration one = PassDeadline(base, w, 1024);
   const absl::Duration two = PassDeadline(base, w, 2048);
   EXPECT_GT(one, FitDeadline(base, w));
-  EXPECT_EQ(two - one, absl::Seconds(static_cast<double>(w) * 1024 / kPassFloorWeightTokensPerSecond));
+  EXPECT_EQ(two - one,
+            absl::Seconds(static_cast<double>(w) * 1024 / kPassFloorWeightTokensPerSecond));
   // Half the layers (a stage of two), half the allowance.
   EXPECT_LT(PassDeadline(base, w / 2, 1024), one);
 }
