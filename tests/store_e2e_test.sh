@@ -58,7 +58,7 @@ STORE=s3://wq-e2e/windquant
 
 step "2. deploy/local with output.store=$STORE"
 RUN_SETS=("${TEST_SETS[@]}" --set service.evaluation_timeout_ms=20000 --set model.threads=1
-          --set "curriculum.min_updates=$WQ_TEST_UPDATES" --set "evaluation.final_eval_tokens=2048")
+          --set "curriculum.min_updates=$WQ_TEST_UPDATES")
 parse_args --config "$WQ_TEST_CONFIG" --bin "$BUILD" --stages 1 --replicas 1 \
   --out "$OUT" --timeout 300 "${RUN_SETS[@]}" --set "output.store=$STORE"
 plan_topology
