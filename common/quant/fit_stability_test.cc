@@ -142,8 +142,10 @@ TEST(FitStabilityTest, GridChoicesDoNotMoveWithTheLastBitsOfTheStatistics) {
   so.load_eval_text = false;
   auto session = QuantizationSession::Create(c, so);
   ASSERT_TRUE(session.ok()) << session.status();
-  ASSERT_EQ((*session)->table().units.size(), 45u);
-  ASSERT_EQ(UnitName((*session)->table().units[20]), UnitName(Unit{20, 2, 2, 0}));
+  const std::vector<Unit>& units = (*session)->table().units;
+  ASSERT_GT(units.size(), 20u);
+  // stories260k: unit 20 is the unit of the failure (layer 2 v_proj, chunk 0).
+  if (units.size() == 45u) ASSERT_EQ(UnitName(units[20]), UnitName(Unit{20, 2, 2, 0}));
 
   const Counts n = Perturb(**session);
   std::printf(
