@@ -10,7 +10,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "cli/command.h"
 #include "common/base/status_macros.h"
 #include "common/config/run_config.h"
@@ -30,7 +32,9 @@ constexpr char kUsage[] =
     "  --text FILE        text to evaluate (required)\n"
     "  --context N        window length N incl. BOS (2048; clamped to\n"
     "                     max_position_embeddings)\n"
-    "  --max-tokens N     use only the first N tokens of the text (0 = all)\n"
+    "  --tokens B:E       use only token ids [B, E) of the text (E 0 = the end; default\n"
+    "                     0:0, the whole text), as a run config's text roles do\n"
+    "  --max-tokens N     then only the first N of those tokens (0 = all)\n"
     "  --batch N          windows per forward pass (8)\n"
     "  --threads N        intra-op threads (0 = library default)\n"
     "  --json             print one JSON object instead of text\n"
@@ -67,6 +71,19 @@ void Print(const job::TextPerplexityRequest& q, const job::TextPerplexity& p, bo
   std::printf("throughput   %.0f tokens/s (%.2f s)\n", r.tokens_per_s, r.seconds);
 }
 
+// "B:E" -> {B, E}: non-negative, and E > B unless E is 0 (the end).
+absl::StatusOr<std::vector<int64_t>> ParseTokenRange(const std::string& v) {
+  const std::vector<std::string> parts = absl::StrSplit(v, ':');
+  int64_t b = 0, e = 0;
+  if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &b) || !absl::SimpleAtoi(parts[1], &e) ||
+      b < 0 || e < 0 || (e != 0 && e <= b)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--tokens: expected BEGIN:END with 0 <= BEGIN < END (END 0 = the end), got '",
+                     v, "'"));
+  }
+  return std::vector<int64_t>{b, e};
+}
+
 absl::Status RunEval(Args& args) {
   job::TextPerplexityRequest q;
   q.model_dir = args.Get("model");
@@ -78,6 +95,7 @@ absl::Status RunEval(Args& args) {
   const bool context_given = args.Has("context");
   WQ_ASSIGN_OR_RETURN(q.context, args.GetInt("context", q.context));
   WQ_ASSIGN_OR_RETURN(q.max_tokens, args.GetInt("max-tokens", 0));
+  const std::string token_range = args.Get("tokens");
   WQ_ASSIGN_OR_RETURN(q.batch, args.GetInt("batch", q.batch));
   WQ_ASSIGN_OR_RETURN(const int64_t threads, args.GetInt("threads", 0));
   const bool json = args.Has("json");
@@ -89,7 +107,7 @@ absl::Status RunEval(Args& args) {
     WQ_ASSIGN_OR_RETURN(cfg, config::LoadRunConfig(config_path, sets));
     if (!q.model_dir.empty()) cfg.model.dir = q.model_dir;
     q.model_dir = cfg.model.dir;
-    if (q.text_path.empty()) {
+    if (q.text_path.empty() && token_range.empty()) {
       q.text_path = cfg.evaluation.heldout.text;
       q.tokens = cfg.evaluation.heldout.tokens;
     }
@@ -103,6 +121,9 @@ absl::Status RunEval(Args& args) {
       return absl::InvalidArgumentError("--quantized DIR: not with --model or --plan");
     }
     q.model_dir = q.quantized_dir;
+  }
+  if (!token_range.empty()) {
+    WQ_ASSIGN_OR_RETURN(q.tokens, ParseTokenRange(token_range));
   }
   if (q.model_dir.empty()) return absl::InvalidArgumentError("--model DIR is required");
   if (q.text_path.empty()) return absl::InvalidArgumentError("--text FILE is required");

@@ -131,14 +131,14 @@ for ((i = 0; i < ${#RUN_SETS[@]}; i += 2)); do CONFIG_SETS+=(--set "${RUN_SETS[i
 "$WQ" eval --config "$WQ_TEST_CONFIG" "${CONFIG_SETS[@]}" --set "quant.cache_dir=$OUT/cache" \
   --plan "$OUT/pulled/plan.json" --max-tokens 512 --batch 8 --threads 1 --json >"$OUT/eval-plan.json" 2>"$OUT/logs/eval-plan.log" ||
   fail "eval --plan refused the pulled plan: $(tail -1 "$OUT/logs/eval-plan.log")"
-read -r text context batch max_tokens expected < <(python3 - "$OUT/pulled/report.json" <<'PY'
+read -r text context batch range expected < <(python3 - "$OUT/pulled/report.json" <<'PY'
 import json, sys
 x = json.load(open(sys.argv[1]))["exported"]
-print(x["text"], x["context"], x["batch"], x["max_tokens"], repr(x["perplexity"]))
+print(x["text"], x["context"], x["batch"], "%d:%d" % tuple(x["token_range"]), repr(x["perplexity"]))
 PY
 )
 "$WQ" eval --model "$OUT/pulled/fake_quant" --text "$text" --context "$context" --batch "$batch" \
-  --max-tokens "$max_tokens" --threads 1 --json >"$OUT/eval-model.json" 2>"$OUT/logs/eval-model.log" ||
+  --tokens "$range" --threads 1 --json >"$OUT/eval-model.json" 2>"$OUT/logs/eval-model.log" ||
   fail "eval of the pulled model: $(tail -1 "$OUT/logs/eval-model.log")"
 python3 - "$OUT/eval-model.json" "$expected" <<'PY' || fail "the pulled model's perplexity is not the report's"
 import json, sys
@@ -154,8 +154,8 @@ x = json.load(open(sys.argv[1]))
 print(x["context"], repr(x["perplexity"]))
 PY
 )
-"$WQ" eval --quantized "$OUT/pulled/quantized" --text "$text" --context "$pcontext" --batch 8 \
-  --max-tokens 512 --threads 1 --json >"$OUT/eval-quantized.json" 2>"$OUT/logs/eval-quantized.log" ||
+"$WQ" eval --quantized "$OUT/pulled/quantized" --text "$text" --tokens "$range" \
+  --context "$pcontext" --batch 8 --max-tokens 512 --threads 1 --json >"$OUT/eval-quantized.json" 2>"$OUT/logs/eval-quantized.log" ||
   fail "eval --quantized of the pulled checkpoint: $(tail -1 "$OUT/logs/eval-quantized.log")"
 python3 - "$OUT/eval-quantized.json" "$pexpected" <<'PY' || fail "the packed checkpoint's perplexity is not eval --plan's"
 import json, sys
