@@ -15,11 +15,9 @@
 
 namespace windquant::base {
 
-namespace {
-
 // Opens `path` for reading without blocking on a FIFO and checks that it is a
 // regular file. Returns the descriptor (blocking again) or the error.
-absl::StatusOr<int> OpenRegular(const std::string& path) {
+absl::StatusOr<int> OpenRegularFile(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) {
     const int err = errno;
@@ -45,12 +43,10 @@ absl::StatusOr<int> OpenRegular(const std::string& path) {
   return fd;
 }
 
-}  // namespace
-
 // Only regular files (or symlinks to them) are read: a FIFO would block the
 // open or the read forever, a symlink loop would throw from std::filesystem.
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  absl::StatusOr<int> fd = OpenRegular(path);
+  absl::StatusOr<int> fd = OpenRegularFile(path);
   if (!fd.ok()) return fd.status();
   std::string out;
   char buf[1 << 16];

@@ -11,6 +11,11 @@
 
 namespace windquant::base {
 
+// Opens a regular file (or a symlink to one) for reading, never blocking on a
+// FIFO; the caller closes the descriptor. NOT_FOUND / INVALID_ARGUMENT (a
+// directory, FIFO, ...) / INTERNAL name the path.
+absl::StatusOr<int> OpenRegularFile(const std::string& path);
+
 // Reads a whole file. NOT_FOUND / INTERNAL name the path.
 absl::StatusOr<std::string> ReadFile(const std::string& path);
 

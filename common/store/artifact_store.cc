@@ -6,6 +6,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/base/files.h"
+#include "common/base/status_macros.h"
 #include "common/store/file_artifact_store.h"
 #include "common/store/s3_artifact_store.h"
 
@@ -41,6 +43,22 @@ absl::Status ValidatePath(absl::string_view what, absl::string_view key,
 }
 
 }  // namespace
+
+absl::StatusOr<base::FileDigest> ArtifactStore::PutFile(absl::string_view key,
+                                                        const std::string& local_path) {
+  WQ_ASSIGN_OR_RETURN(std::string bytes, base::ReadFile(local_path));
+  WQ_RETURN_IF_ERROR(Put(key, bytes));
+  return base::FileDigest{static_cast<int64_t>(bytes.size()), base::Sha256Hex(bytes)};
+}
+
+absl::StatusOr<base::FileDigest> ArtifactStore::GetToFile(absl::string_view key,
+                                                          const std::string& local_path) {
+  WQ_ASSIGN_OR_RETURN(std::string bytes, Get(key));
+  base::AtomicFileWriter writer;
+  WQ_RETURN_IF_ERROR(writer.Open(local_path));
+  WQ_RETURN_IF_ERROR(writer.Append(bytes));
+  return writer.Commit();
+}
 
 absl::Status ValidateArtifactKey(absl::string_view key) {
   return ValidatePath("artifact key", key, /*allow_trailing_slash=*/false);

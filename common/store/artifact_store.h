@@ -9,6 +9,7 @@
 #define WINDQUANT_COMMON_STORE_ARTIFACT_STORE_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/base/atomic_file_writer.h"
 
 namespace windquant::store {
 
@@ -41,6 +43,27 @@ class ArtifactStore {
   virtual absl::Status Put(absl::string_view key, absl::string_view bytes) = 0;
   // The object's bytes; NOT_FOUND naming the key when absent.
   virtual absl::StatusOr<std::string> Get(absl::string_view key) = 0;
+
+  // Streaming forms of Put and Get for files of any size (checkpoints of
+  // tens of GB): the bytes go between the local file and the store in
+  // pieces, so memory stays bounded (a chunk or a multipart part) whatever
+  // the file size. Both return the size and SHA-256 of the bytes moved,
+  // computed while streaming, so callers need no second pass to checksum.
+  //
+  // PutFile stores the contents of the regular file `local_path` under `key`
+  // with Put's atomicity (readers see the old or the whole new object; a
+  // failed transfer leaves no new object behind). The file must not change
+  // while it is uploaded (a changed size fails the transfer).
+  // The default reads the whole file and calls Put: backends override it.
+  virtual absl::StatusOr<base::FileDigest> PutFile(absl::string_view key,
+                                                   const std::string& local_path);
+  // GetToFile writes the object into a temporary sibling of `local_path`,
+  // checks the byte count against what the store announced, and renames it
+  // onto `local_path` (created with its parent folders, replaced if present);
+  // on any failure `local_path` is untouched and no temporary remains.
+  // NOT_FOUND naming the key when absent. The default calls Get.
+  virtual absl::StatusOr<base::FileDigest> GetToFile(absl::string_view key,
+                                                     const std::string& local_path);
   // All keys that start with `prefix` (recursive, no delimiter), sorted.
   virtual absl::StatusOr<std::vector<std::string>> List(absl::string_view prefix) = 0;
   virtual absl::StatusOr<bool> Exists(absl::string_view key) = 0;
@@ -69,6 +92,25 @@ struct S3Options {
   // Keys per ListObjectsV2 page (S3 caps it at 1000); small values in tests
   // exercise continuation tokens.
   int list_max_keys = 1000;
+
+  // PutFile: files up to this size go up as one streamed PutObject, larger
+  // ones as a multipart upload. At most kS3MaxSinglePutBytes (5 GiB, S3's
+  // limit on one PUT).
+  int64_t multipart_threshold_bytes = int64_t{64} << 20;
+  // Part size of multipart uploads, in [5 MiB, 5 GiB] (S3's limits for all
+  // parts but the last). A file that would need more than S3's 10,000 parts
+  // gets larger parts (size / 10,000 rounded up to a MiB): 64 MiB parts
+  // carry files up to 625 GiB, e.g. a 70B fake-quant checkpoint in FP32
+  // (~280 GB) as ~4,200 parts.
+  int64_t part_size_bytes = int64_t{64} << 20;
+  // A streamed transfer (PutFile, GetToFile) fails DEADLINE_EXCEEDED when no
+  // byte moved for this long; it has no overall limit (request_timeout_ms
+  // would cut off a large object), every other request keeps that one.
+  int64_t stall_timeout_ms = 60000;
+  // Called after each uploaded part of a multipart upload with the bytes sent
+  // so far and the file size: progress for long uploads. A non-OK status
+  // cancels the upload (it is aborted, like any failed one) and is returned.
+  std::function<absl::Status(absl::string_view key, int64_t done, int64_t total)> on_part;
 };
 
 // Default store when no URI is given.

@@ -15,7 +15,8 @@
 namespace windquant::store {
 namespace fs = std::filesystem;
 
-FileArtifactStore::FileArtifactStore(std::string root) : root_(std::move(root)) {
+FileArtifactStore::FileArtifactStore(std::string root, size_t chunk_bytes)
+    : root_(std::move(root)), chunk_bytes_(chunk_bytes) {
   while (root_.size() > 1 && absl::EndsWith(root_, "/")) root_.pop_back();
 }
 
@@ -38,13 +39,35 @@ bool FileArtifactStore::IsTemporaryName(absl::string_view filename) {
   return all_digits(tail.substr(0, dot)) && all_digits(tail.substr(dot + 1));
 }
 
-absl::Status FileArtifactStore::Put(absl::string_view key, absl::string_view bytes) {
+absl::Status FileArtifactStore::CheckWritableKey(absl::string_view key) const {
   WQ_RETURN_IF_ERROR(ValidateArtifactKey(key));
   if (IsTemporaryName(fs::path(std::string(key)).filename().string())) {
     return absl::InvalidArgumentError(
         absl::StrCat("artifact key '", key, "': name is reserved for temporary files"));
   }
+  return absl::OkStatus();
+}
+
+absl::Status FileArtifactStore::Put(absl::string_view key, absl::string_view bytes) {
+  WQ_RETURN_IF_ERROR(CheckWritableKey(key));
   return base::WriteFileAtomic(PathOf(key), bytes);
+}
+
+absl::StatusOr<base::FileDigest> FileArtifactStore::PutFile(absl::string_view key,
+                                                            const std::string& local_path) {
+  WQ_RETURN_IF_ERROR(CheckWritableKey(key));
+  return base::CopyFileAtomic(local_path, PathOf(key), chunk_bytes_);
+}
+
+absl::StatusOr<base::FileDigest> FileArtifactStore::GetToFile(absl::string_view key,
+                                                              const std::string& local_path) {
+  WQ_RETURN_IF_ERROR(ValidateArtifactKey(key));
+  const std::string path = PathOf(key);
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) {
+    return absl::NotFoundError(absl::StrCat(Describe(), ": no artifact '", key, "'"));
+  }
+  return base::CopyFileAtomic(path, local_path, chunk_bytes_);
 }
 
 absl::StatusOr<std::string> FileArtifactStore::Get(absl::string_view key) {

@@ -2,7 +2,10 @@
 
 #include <curl/curl.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <ctime>
@@ -26,22 +29,76 @@ void GlobalCurlInit() {
   std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
 }
 
-size_t WriteBody(char* data, size_t size, size_t n, void* user) {
-  static_cast<std::string*>(user)->append(data, size * n);
-  return size * n;
-}
-
-struct ReadState {
-  absl::string_view data;
-  size_t offset = 0;
+// What the curl callbacks of one request work on.
+struct Transfer {
+  CURL* curl = nullptr;
+  // Upload body: memory, or `file_left` bytes of `fd` from `file_offset`.
+  absl::string_view memory;
+  size_t memory_offset = 0;
+  int fd = -1;
+  int64_t file_offset = 0, file_left = 0;
+  std::string read_error;
+  // Download: 2xx bodies into `sink` when set.
+  base::AtomicFileWriter* sink = nullptr;
+  std::string write_error;
+  std::string* body = nullptr;
+  std::string* etag = nullptr;
 };
 
+constexpr size_t kMaxBodyInMemoryWithSink = size_t{1} << 20;  // error documents
+
+size_t WriteBody(char* data, size_t size, size_t n, void* user) {
+  auto* t = static_cast<Transfer*>(user);
+  const absl::string_view piece(data, size * n);
+  if (t->sink != nullptr) {
+    long status = 0;
+    curl_easy_getinfo(t->curl, CURLINFO_RESPONSE_CODE, &status);
+    if (status >= 200 && status < 300) {
+      absl::Status st = t->sink->Append(piece);
+      if (!st.ok()) {
+        t->write_error = std::string(st.message());
+        return 0;  // aborts the transfer (CURLE_WRITE_ERROR)
+      }
+      return piece.size();
+    }
+    if (t->body->size() >= kMaxBodyInMemoryWithSink) return piece.size();
+  }
+  t->body->append(piece.data(), piece.size());
+  return piece.size();
+}
+
 size_t ReadBody(char* buffer, size_t size, size_t n, void* user) {
-  auto* state = static_cast<ReadState*>(user);
-  const size_t len = std::min(size * n, state->data.size() - state->offset);
-  std::memcpy(buffer, state->data.data() + state->offset, len);
-  state->offset += len;
-  return len;
+  auto* t = static_cast<Transfer*>(user);
+  if (t->fd < 0) {
+    const size_t len = std::min(size * n, t->memory.size() - t->memory_offset);
+    std::memcpy(buffer, t->memory.data() + t->memory_offset, len);
+    t->memory_offset += len;
+    return len;
+  }
+  const size_t want = static_cast<size_t>(std::min<int64_t>(size * n, t->file_left));
+  if (want == 0) return 0;
+  ssize_t got;
+  do {
+    got = ::pread(t->fd, buffer, want, t->file_offset);
+  } while (got < 0 && errno == EINTR);
+  if (got <= 0) {
+    t->read_error = got < 0 ? std::strerror(errno) : "file shrank while uploading";
+    return CURL_READFUNC_ABORT;
+  }
+  t->file_offset += got;
+  t->file_left -= got;
+  return static_cast<size_t>(got);
+}
+
+size_t HeaderLine(char* data, size_t size, size_t n, void* user) {
+  auto* t = static_cast<Transfer*>(user);
+  absl::string_view line(data, size * n);
+  const size_t colon = line.find(':');
+  if (colon != absl::string_view::npos &&
+      absl::EqualsIgnoreCase(line.substr(0, colon), "etag")) {
+    *t->etag = std::string(absl::StripAsciiWhitespace(line.substr(colon + 1)));
+  }
+  return size * n;
 }
 
 absl::StatusCode CodeForHttp(long status, absl::string_view s3_code) {
@@ -106,6 +163,16 @@ absl::StatusOr<std::unique_ptr<ArtifactStore>> S3ArtifactStore::Create(std::stri
   if (options.region.empty()) options.region = "us-east-1";
   if (options.max_attempts < 1) options.max_attempts = 1;
   if (options.list_max_keys < 1 || options.list_max_keys > 1000) options.list_max_keys = 1000;
+  if (options.part_size_bytes < kS3MinPartBytes || options.part_size_bytes > kS3MaxPartBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("s3 part size ", options.part_size_bytes,
+                                                   ": must be 5 MiB .. 5 GiB"));
+  }
+  if (options.multipart_threshold_bytes < 0 ||
+      options.multipart_threshold_bytes > kS3MaxSinglePutBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("s3 multipart threshold ",
+                                                   options.multipart_threshold_bytes,
+                                                   ": must be 0 .. 5 GiB (one PUT's limit)"));
+  }
   std::string scheme = "https", host;
   if (options.endpoint_url.empty()) {
     if (options.path_style) {
@@ -155,85 +222,140 @@ std::string S3ArtifactStore::FullKey(absl::string_view key) const {
   return prefix_.empty() ? std::string(key) : absl::StrCat(prefix_, "/", key);
 }
 
-absl::StatusOr<S3ArtifactStore::Response> S3ArtifactStore::SendOnce(
-    const std::string& method, const std::string& object_key,
-    const std::vector<std::pair<std::string, std::string>>& query, absl::string_view body) const {
+std::string S3ArtifactStore::Url(const Request& request, std::string* canonical_path) const {
   std::string path = options_.path_style ? absl::StrCat("/", bucket_) : "";
-  if (!object_key.empty() || !options_.path_style) {
-    absl::StrAppend(&path, "/", SigV4Signer::UriEncode(object_key, /*encode_slash=*/false));
+  if (!request.object_key.empty() || !options_.path_style) {
+    absl::StrAppend(&path, "/", SigV4Signer::UriEncode(request.object_key, /*encode_slash=*/false));
   }
-  const std::string query_string = SigV4Signer::CanonicalQueryString(query);
+  const std::string query_string = SigV4Signer::CanonicalQueryString(request.query);
   std::string url = absl::StrCat(scheme_, "://", host_, path);
   if (!query_string.empty()) absl::StrAppend(&url, "?", query_string);
+  *canonical_path = std::move(path);
+  return url;
+}
 
-  SigV4Request request;
-  request.method = method;
-  request.canonical_uri = path;
-  request.query = query;
-  request.payload_sha256_hex = base::Sha256Hex(body);
+struct curl_slist* S3ArtifactStore::SignedHeaders(const Request& request,
+                                                  const std::string& path) const {
+  SigV4Request sig;
+  sig.method = request.method;
+  sig.canonical_uri = path;
+  sig.query = request.query;
+  sig.payload_sha256_hex =
+      request.body_fd >= 0 ? request.body_sha256 : base::Sha256Hex(request.body);
   const std::string amz_date = SigV4Signer::AmzDate(std::time(nullptr));
-  request.headers = {{"host", host_},
-                     {"x-amz-content-sha256", request.payload_sha256_hex},
-                     {"x-amz-date", amz_date}};
+  sig.headers = {{"host", host_},
+                 {"x-amz-content-sha256", sig.payload_sha256_hex},
+                 {"x-amz-date", amz_date}};
   if (!options_.session_token.empty()) {
-    request.headers.emplace_back("x-amz-security-token", options_.session_token);
+    sig.headers.emplace_back("x-amz-security-token", options_.session_token);
   }
-  const SigV4Signature signature = signer_.Sign(request, amz_date);
-
-  CURL* curl = curl_easy_init();
-  if (curl == nullptr) return absl::InternalError("s3: curl_easy_init failed");
+  const SigV4Signature signature = signer_.Sign(sig, amz_date);
   struct curl_slist* headers = nullptr;
-  for (const auto& [name, value] : request.headers) {
+  for (const auto& [name, value] : sig.headers) {
     headers = curl_slist_append(headers, absl::StrCat(name, ": ", value).c_str());
   }
   headers =
       curl_slist_append(headers, absl::StrCat("Authorization: ", signature.authorization).c_str());
   headers = curl_slist_append(headers, "Expect:");  // no 100-continue round trip
-  if (method == "PUT")
+  if (request.method == "PUT" || request.method == "POST") {
     headers = curl_slist_append(headers, "Content-Type: application/octet-stream");
+  }
+  return headers;
+}
 
+absl::StatusOr<S3ArtifactStore::Response> S3ArtifactStore::SendOnce(const Request& request) const {
+  std::string path;
+  const std::string url = Url(request, &path);
+  struct curl_slist* headers = SignedHeaders(request, path);
+  CURL* curl = curl_easy_init();
+  if (curl == nullptr) {
+    curl_slist_free_all(headers);
+    return absl::InternalError("s3: curl_easy_init failed");
+  }
   Response response;
-  ReadState read_state{body, 0};
+  Transfer t;
+  t.curl = curl;
+  t.memory = request.body;
+  t.fd = request.body_fd;
+  t.file_offset = request.body_offset;
+  t.file_left = request.body_length;
+  t.sink = request.sink;
+  t.body = &response.body;
+  t.etag = &response.etag;
+  const bool streamed = request.body_fd >= 0 || request.sink != nullptr;
   curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
   curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
   curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(options_.connect_timeout_ms));
-  curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, static_cast<long>(options_.request_timeout_ms));
+  if (streamed) {  // any size: no overall limit, but no stall longer than stall_timeout_ms
+    curl_easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT, 1L);
+    curl_easy_setopt(curl, CURLOPT_LOW_SPEED_TIME,
+                     static_cast<long>(std::max<int64_t>(1, options_.stall_timeout_ms / 1000)));
+  } else {
+    curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, static_cast<long>(options_.request_timeout_ms));
+  }
   curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, WriteBody);
-  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &response.body);
-  if (method == "PUT") {
+  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &t);
+  curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, HeaderLine);
+  curl_easy_setopt(curl, CURLOPT_HEADERDATA, &t);
+  const std::string& method = request.method;
+  if (method == "PUT" || method == "POST") {
+    const int64_t size = request.body_fd >= 0 ? request.body_length
+                                              : static_cast<int64_t>(request.body.size());
     curl_easy_setopt(curl, CURLOPT_UPLOAD, 1L);
     curl_easy_setopt(curl, CURLOPT_READFUNCTION, ReadBody);
-    curl_easy_setopt(curl, CURLOPT_READDATA, &read_state);
-    curl_easy_setopt(curl, CURLOPT_INFILESIZE_LARGE, static_cast<curl_off_t>(body.size()));
+    curl_easy_setopt(curl, CURLOPT_READDATA, &t);
+    curl_easy_setopt(curl, CURLOPT_INFILESIZE_LARGE, static_cast<curl_off_t>(size));
+    if (method == "POST") curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, "POST");
   } else if (method == "HEAD") {
     curl_easy_setopt(curl, CURLOPT_NOBODY, 1L);
   } else if (method != "GET") {
     curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, method.c_str());
   }
   const CURLcode rc = curl_easy_perform(curl);
-  if (rc == CURLE_OK) curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &response.http_status);
+  if (rc == CURLE_OK) {
+    curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &response.http_status);
+    curl_off_t length = -1;
+    curl_easy_getinfo(curl, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length);
+    response.content_length = static_cast<int64_t>(length);
+  }
   curl_slist_free_all(headers);
   curl_easy_cleanup(curl);
-  if (rc != CURLE_OK) {
-    const std::string what =
-        absl::StrCat("s3 ", method, " s3://", bucket_, object_key.empty() ? "" : "/", object_key,
-                     " via ", scheme_, "://", host_, ": ", curl_easy_strerror(rc));
-    if (rc == CURLE_OPERATION_TIMEDOUT) return absl::DeadlineExceededError(what);
-    return absl::UnavailableError(what);
+  if (rc == CURLE_OK) return response;
+  const std::string what =
+      absl::StrCat("s3 ", method, " s3://", bucket_, request.object_key.empty() ? "" : "/",
+                   request.object_key, " via ", scheme_, "://", host_, ": ");
+  // Local file trouble is not the network's: never retried.
+  if (!t.read_error.empty()) {
+    return absl::InternalError(absl::StrCat(what, request.local_path, ": ", t.read_error));
   }
-  return response;
+  if (!t.write_error.empty()) return absl::InternalError(absl::StrCat(what, t.write_error));
+  if (rc == CURLE_OPERATION_TIMEDOUT) {
+    return absl::DeadlineExceededError(absl::StrCat(what, curl_easy_strerror(rc)));
+  }
+  return absl::UnavailableError(absl::StrCat(what, curl_easy_strerror(rc)));
 }
 
-absl::StatusOr<S3ArtifactStore::Response> S3ArtifactStore::Send(
-    const std::string& method, const std::string& object_key,
-    const std::vector<std::pair<std::string, std::string>>& query, absl::string_view body) const {
+absl::StatusOr<S3ArtifactStore::Response> S3ArtifactStore::Send(const std::string& method,
+                                                                const std::string& object_key,
+                                                                const Query& query,
+                                                                absl::string_view body) const {
+  Request request;
+  request.method = method;
+  request.object_key = object_key;
+  request.query = query;
+  request.body = body;
+  return Send(request);
+}
+
+absl::StatusOr<S3ArtifactStore::Response> S3ArtifactStore::Send(const Request& request) const {
   absl::StatusOr<Response> response;
   for (int attempt = 0; attempt < options_.max_attempts; ++attempt) {
     if (attempt > 0) {  // exponential backoff between retries: 100 ms, 200 ms, ...
       std::this_thread::sleep_for(std::chrono::milliseconds(100 << (attempt - 1)));
     }
-    response = SendOnce(method, object_key, query, body);
+    if (request.sink != nullptr) WQ_RETURN_IF_ERROR(request.sink->Truncate());
+    response = SendOnce(request);
     const bool transient =
         response.ok() ? Retryable(response->http_status) : absl::IsUnavailable(response.status());
     if (!transient) break;
