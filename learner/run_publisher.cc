@@ -58,9 +58,9 @@ absl::Status AddObjects(const fs::path& dir, const std::string& entry,
                         std::vector<store::PlanObject>* out) {
   const fs::path path = dir / entry;
   std::error_code ec;
+  // Files go as paths: Push streams them (exports are GBs; the learner owns no layers).
   if (fs::is_regular_file(path, ec)) {
-    WQ_ASSIGN_OR_RETURN(std::string bytes, base::ReadFile(path.string()));
-    out->push_back({entry, std::move(bytes)});
+    out->push_back(store::PlanObject::File(entry, path.string()));
     return absl::OkStatus();
   }
   if (!fs::is_directory(path, ec))
@@ -68,8 +68,8 @@ absl::Status AddObjects(const fs::path& dir, const std::string& entry,
   for (fs::recursive_directory_iterator it(path, ec), end; it != end; it.increment(ec)) {
     if (ec) break;
     if (!it->is_regular_file(ec)) continue;
-    WQ_ASSIGN_OR_RETURN(std::string bytes, base::ReadFile(it->path().string()));
-    out->push_back({fs::relative(it->path(), dir, ec).generic_string(), std::move(bytes)});
+    out->push_back(store::PlanObject::File(fs::relative(it->path(), dir, ec).generic_string(),
+                                             it->path().string()));
   }
   if (ec) return absl::InternalError(absl::StrCat(path.string(), ": cannot list: ", ec.message()));
   return absl::OkStatus();
@@ -286,7 +286,7 @@ void RunPublisher::PublishFinal(const std::string& dir, const std::vector<std::s
   metadata["created"] = NextTimestamp();
   uploader_->Enqueue({absl::StrCat("plan ", store::kFinalPlanId), "", /*essential=*/true,
                       [this, dir, entries, metadata]() -> absl::Status {
-                        std::vector<store::PlanObject> objects;  // read now: they may be large
+                        std::vector<store::PlanObject> objects;  // paths, streamed by Push
                         for (const std::string& e : entries) {
                           absl::Status st = AddObjects(dir, e, &objects);
                           // A file that is not there cannot come: give the job up.

@@ -10,6 +10,7 @@
 #include <random>
 #include <string>
 
+#include "common/base/atomic_file_writer.h"
 #include "common/base/files.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -126,6 +127,79 @@ TEST_F(FileArtifactStoreTest, FailedRenameLeavesNoTemporary) {
   absl::Status st = store_->Put("d", "cannot replace a directory");
   EXPECT_FALSE(st.ok());
   EXPECT_THAT(AllFiles(), ElementsAre("d/inner"));
+}
+
+std::string RandomBytes(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::string s(n, '\0');
+  for (char& c : s) c = static_cast<char>(rng());
+  return s;
+}
+
+// Streams copy in chunks: a file of several chunks plus a ragged end, with a
+// 4 KiB chunk, comes out byte-identical, with the digest of its bytes.
+TEST_F(FileArtifactStoreTest, PutFileAndGetToFileStreamFilesLargerThanAChunk) {
+  constexpr size_t kChunk = 4096;
+  FileArtifactStore store(root_, kChunk);
+  const std::string bytes = RandomBytes(10 * kChunk + 123, 7);
+  const std::string src = root_ + "-src.bin", dst = root_ + "-out/deep/dst.bin";
+  ASSERT_TRUE(base::WriteFileAtomic(src, bytes).ok());
+  auto put = store.PutFile("ckpt/model.safetensors", src);
+  ASSERT_TRUE(put.ok()) << put.status();
+  EXPECT_EQ(put->size_bytes, static_cast<int64_t>(bytes.size()));
+  EXPECT_EQ(put->sha256_hex, base::Sha256Hex(bytes));
+  EXPECT_EQ(*store.Get("ckpt/model.safetensors"), bytes);
+  auto got = store.GetToFile("ckpt/model.safetensors", dst);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->sha256_hex, base::Sha256Hex(bytes));
+  EXPECT_EQ(*base::ReadFile(dst), bytes);
+  EXPECT_THAT(AllFiles(), ElementsAre("ckpt/model.safetensors"));  // no temporaries
+  fs::remove(src);
+  fs::remove_all(root_ + "-out");
+}
+
+TEST_F(FileArtifactStoreTest, StreamingErrorsNameTheCulpritAndCreateNothing) {
+  auto put = store_->PutFile("x.bin", root_ + "-no-such-file");
+  EXPECT_EQ(put.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(put.status().message(), HasSubstr("-no-such-file"));
+  auto got = store_->GetToFile("missing.bin", root_ + "-out.bin");
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(got.status().message(), HasSubstr("'missing.bin'"));
+  EXPECT_FALSE(fs::exists(root_ + "-out.bin"));
+  EXPECT_EQ(store_->PutFile("../escape", "/dev/null").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(AllFiles(), ElementsAre());
+}
+
+// A transfer that fails half-way (writes refused past 64 KiB, RLIMIT_FSIZE)
+// leaves the old object in place and no temporary, for PutFile and for
+// GetToFile's local file.
+TEST_F(FileArtifactStoreTest, StreamingTransferFailingHalfWayLeavesNoObject) {
+  constexpr size_t kChunk = 4096;
+  const std::string src = root_ + "-src.bin", out_dir = root_ + "-out";
+  ASSERT_TRUE(base::WriteFileAtomic(src, RandomBytes(256 << 10, 9)).ok());
+  ASSERT_TRUE(store_->Put("ckpt.bin", "old content").ok());
+  ASSERT_TRUE(store_->Put("big.bin", RandomBytes(256 << 10, 10)).ok());
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    signal(SIGXFSZ, SIG_IGN);
+    struct rlimit limit = {64 << 10, 64 << 10};
+    if (setrlimit(RLIMIT_FSIZE, &limit) != 0) _exit(3);
+    FileArtifactStore store(root_, kChunk);
+    absl::Status put = store.PutFile("ckpt.bin", src).status();
+    absl::Status get = store.GetToFile("big.bin", out_dir + "/big.bin").status();
+    _exit(absl::IsInternal(put) && absl::IsInternal(get) ? 0 : 2);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  ASSERT_EQ(WEXITSTATUS(status), 0) << "PutFile and GetToFile in the child should fail INTERNAL";
+  EXPECT_EQ(*store_->Get("ckpt.bin"), "old content");
+  EXPECT_THAT(AllFiles(), ElementsAre("big.bin", "ckpt.bin"));
+  EXPECT_TRUE(fs::is_empty(out_dir)) << "no partial or temporary local file";
+  fs::remove(src);
+  fs::remove_all(out_dir);
 }
 
 }  // namespace

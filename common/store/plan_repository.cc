@@ -39,6 +39,29 @@ absl::Status ValidateObjectName(absl::string_view plan_id, absl::string_view nam
   return absl::OkStatus();
 }
 
+// DATA_LOSS naming the plan, the object and `where` it is stored unless
+// `size` and `sha256` match the manifest's entry.
+absl::Status CheckObject(absl::string_view plan_id, const PlanManifestEntry& e,
+                         const std::string& where, int64_t size, const std::string& sha256) {
+  if (size != e.size_bytes) {
+    return absl::DataLossError(absl::StrCat("plan '", plan_id, "': object '", e.name, "': size ",
+                                            size, " bytes, manifest says ", e.size_bytes, " (",
+                                            where, ")"));
+  }
+  if (sha256 != e.sha256) {
+    return absl::DataLossError(absl::StrCat("plan '", plan_id, "': object '", e.name,
+                                            "': sha256 ", sha256, " does not match manifest ",
+                                            e.sha256, " (", where, ")"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ObjectReadError(absl::string_view plan_id, absl::string_view name,
+                             const absl::Status& st) {
+  return absl::Status(absl::IsNotFound(st) ? absl::StatusCode::kDataLoss : st.code(),
+                      absl::StrCat("plan '", plan_id, "': object '", name, "': ", st.message()));
+}
+
 }  // namespace
 
 absl::Status ValidatePlanId(absl::string_view plan_id) {
@@ -156,9 +179,6 @@ absl::Status PlanRepository::Push(absl::string_view plan_id, const std::vector<P
   if (objects.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("plan '", plan_id, "': no objects to push"));
   }
-  PlanManifest manifest;
-  manifest.plan_id = std::string(plan_id);
-  manifest.metadata = metadata;
   std::set<std::string> names;
   for (const PlanObject& o : objects) {
     WQ_RETURN_IF_ERROR(ValidateObjectName(plan_id, o.name));
@@ -166,17 +186,16 @@ absl::Status PlanRepository::Push(absl::string_view plan_id, const std::vector<P
       return absl::InvalidArgumentError(
           absl::StrCat("plan '", plan_id, "': duplicate object '", o.name, "'"));
     }
-    manifest.objects.push_back(
-        {o.name, static_cast<int64_t>(o.bytes.size()), base::Sha256Hex(o.bytes)});
   }
-  std::sort(manifest.objects.begin(), manifest.objects.end(),
-            [](const auto& a, const auto& b) { return a.name < b.name; });
   const std::string manifest_key = ObjectKey(plan_id, kPlanManifestName);
   WQ_ASSIGN_OR_RETURN(bool exists, store_->Exists(manifest_key));
   if (exists) {
     return absl::AlreadyExistsError(
         absl::StrCat("plan '", plan_id, "' already exists in ", store_->Describe()));
   }
+  PlanManifest manifest;
+  manifest.plan_id = std::string(plan_id);
+  manifest.metadata = metadata;
   std::vector<std::string> written;
   auto fail = [&](const absl::Status& st) {
     for (const std::string& key : written) store_->Delete(key).IgnoreError();  // best effort
@@ -185,10 +204,20 @@ absl::Status PlanRepository::Push(absl::string_view plan_id, const std::vector<P
   };
   for (const PlanObject& o : objects) {
     const std::string key = ObjectKey(plan_id, o.name);
-    absl::Status st = store_->Put(key, o.bytes);
-    if (!st.ok()) return fail(st);
-    written.push_back(key);
+    written.push_back(key);  // a failed PutFile may have left a part of it: delete it too
+    if (o.path.empty()) {
+      absl::Status st = store_->Put(key, o.bytes);
+      if (!st.ok()) return fail(st);
+      manifest.objects.push_back(
+          {o.name, static_cast<int64_t>(o.bytes.size()), base::Sha256Hex(o.bytes)});
+      continue;
+    }
+    absl::StatusOr<base::FileDigest> digest = store_->PutFile(key, o.path);
+    if (!digest.ok()) return fail(digest.status());
+    manifest.objects.push_back({o.name, digest->size_bytes, digest->sha256_hex});
   }
+  std::sort(manifest.objects.begin(), manifest.objects.end(),
+            [](const auto& a, const auto& b) { return a.name < b.name; });
   absl::Status st = store_->Put(manifest_key, ManifestToJson(manifest));  // last: commits the plan
   if (!st.ok()) return fail(st);
   return absl::OkStatus();
@@ -206,7 +235,7 @@ absl::Status PlanRepository::PushDirectory(absl::string_view plan_id, const std:
     if (!it->is_regular_file(ec)) continue;
     PlanObject o;
     o.name = fs::relative(it->path(), dir, ec).generic_string();
-    WQ_ASSIGN_OR_RETURN(o.bytes, base::ReadFile(it->path().string()));
+    o.path = it->path().string();  // streamed by Push, never read whole
     objects.push_back(std::move(o));
   }
   if (ec) return absl::InternalError(absl::StrCat(dir, ": cannot list: ", ec.message()));
@@ -257,24 +286,13 @@ absl::StatusOr<std::vector<PlanObject>> PlanRepository::Pull(absl::string_view p
   WQ_ASSIGN_OR_RETURN(PlanManifest manifest, GetManifest(plan_id));
   std::vector<PlanObject> out;
   for (const PlanManifestEntry& e : manifest.objects) {
-    absl::StatusOr<std::string> bytes = store_->Get(ObjectKey(plan_id, e.name));
-    if (!bytes.ok()) {
-      return absl::Status(
-          absl::IsNotFound(bytes.status()) ? absl::StatusCode::kDataLoss : bytes.status().code(),
-          absl::StrCat("plan '", plan_id, "': object '", e.name, "': ", bytes.status().message()));
-    }
-    if (static_cast<int64_t>(bytes->size()) != e.size_bytes) {
-      return absl::DataLossError(absl::StrCat("plan '", plan_id, "': object '", e.name, "': size ",
-                                              bytes->size(), " bytes, manifest says ",
-                                              e.size_bytes));
-    }
-    const std::string sha = base::Sha256Hex(*bytes);
-    if (sha != e.sha256) {
-      return absl::DataLossError(absl::StrCat("plan '", plan_id, "': object '", e.name,
-                                              "': sha256 ", sha, " does not match manifest ",
-                                              e.sha256));
-    }
-    out.push_back({e.name, std::move(*bytes)});
+    const std::string key = ObjectKey(plan_id, e.name);
+    absl::StatusOr<std::string> bytes = store_->Get(key);
+    if (!bytes.ok()) return ObjectReadError(plan_id, e.name, bytes.status());
+    WQ_RETURN_IF_ERROR(CheckObject(plan_id, e, absl::StrCat(store_->Describe(), "/", key),
+                                   static_cast<int64_t>(bytes->size()),
+                                   base::Sha256Hex(*bytes)));
+    out.emplace_back(e.name, std::move(*bytes));
   }
   return out;
 }
@@ -282,11 +300,15 @@ absl::StatusOr<std::vector<PlanObject>> PlanRepository::Pull(absl::string_view p
 absl::Status PlanRepository::PullToDirectory(absl::string_view plan_id, const std::string& out_dir,
                                              bool replace) {
   WQ_ASSIGN_OR_RETURN(PlanManifest manifest, GetManifest(plan_id));
-  WQ_ASSIGN_OR_RETURN(std::vector<PlanObject> objects, Pull(plan_id));
   // All verified objects land in `out_dir` at once, or nothing does.
   return base::WriteDirAtomic(out_dir, replace, [&](const std::string& tmp) -> absl::Status {
-    for (const PlanObject& o : objects) {
-      WQ_RETURN_IF_ERROR(base::WriteFileAtomic(absl::StrCat(tmp, "/", o.name), o.bytes));
+    for (const PlanManifestEntry& e : manifest.objects) {
+      const std::string key = ObjectKey(plan_id, e.name);
+      absl::StatusOr<base::FileDigest> got =
+          store_->GetToFile(key, absl::StrCat(tmp, "/", e.name));
+      if (!got.ok()) return ObjectReadError(plan_id, e.name, got.status());
+      WQ_RETURN_IF_ERROR(CheckObject(plan_id, e, absl::StrCat(store_->Describe(), "/", key),
+                                     got->size_bytes, got->sha256_hex));
     }
     return base::WriteFileAtomic(absl::StrCat(tmp, "/", kPlanManifestName),
                                  ManifestToJson(manifest));

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -35,8 +36,22 @@ inline constexpr size_t kMaxPlanIdBytes = 128;
 absl::Status ValidatePlanId(absl::string_view plan_id);
 
 struct PlanObject {
+  PlanObject() = default;
+  PlanObject(std::string name, std::string bytes)
+      : name(std::move(name)), bytes(std::move(bytes)) {}
+  // An object streamed from the local file `path`.
+  static PlanObject File(std::string name, std::string path) {
+    PlanObject o(std::move(name), "");
+    o.path = std::move(path);
+    return o;
+  }
+
   std::string name;  // relative key under the plan ("plan.json", "report/bits.png")
   std::string bytes;
+  // When non-empty, the object is this local file instead of `bytes`: it is
+  // streamed to the store (ArtifactStore::PutFile) and hashed on the way,
+  // never read whole, so checkpoints of any size cost ~a chunk of memory.
+  std::string path;
 };
 
 struct PlanManifestEntry {
@@ -60,11 +75,14 @@ class PlanRepository {
   explicit PlanRepository(ArtifactStore* store, std::string prefix = kPlansPrefix);
 
   // Stores `objects` then the manifest. Names are validated artifact keys,
-  // unique, and not "manifest.json". On failure the manifest is not written
-  // and the objects already written are deleted (best effort).
+  // unique, and not "manifest.json". File objects (PlanObject::path) are
+  // streamed; their manifest size and sha256 are those of the bytes the
+  // store received, computed while streaming. On failure the manifest is not
+  // written and the objects already written are deleted (best effort).
   absl::Status Push(absl::string_view plan_id, const std::vector<PlanObject>& objects,
                     const std::map<std::string, std::string>& metadata = {});
-  // Push of every regular file under `dir` (names relative to it).
+  // Push of every regular file under `dir` (names relative to it), streamed:
+  // memory stays bounded whatever the files' sizes.
   absl::Status PushDirectory(absl::string_view plan_id, const std::string& dir,
                              const std::map<std::string, std::string>& metadata = {});
   // Removes a plan: its manifest first (it is no longer visible), then its
@@ -76,11 +94,13 @@ class PlanRepository {
   // NOT_FOUND when the plan has no manifest; DATA_LOSS for a bad manifest.
   absl::StatusOr<PlanManifest> GetManifest(absl::string_view plan_id);
   // All objects of the manifest, each checked against its size and sha256
-  // (DATA_LOSS naming the plan and the object on mismatch).
+  // (DATA_LOSS naming the plan, the object and its key on mismatch). Holds
+  // every object in memory: for small plans; PullToDirectory streams.
   absl::StatusOr<std::vector<PlanObject>> Pull(absl::string_view plan_id);
-  // Pull, then writes every object (and manifest.json) into a temporary
-  // folder renamed to `out_dir` (base::WriteDirAtomic): nothing is written
-  // unless all objects verify and all writes succeed. An existing non-empty
+  // Streams every object (ArtifactStore::GetToFile, sha256 computed on the
+  // way) and manifest.json into a temporary folder renamed to `out_dir`
+  // (base::WriteDirAtomic): nothing is written unless all objects verify
+  // (DATA_LOSS as Pull) and all writes succeed. Memory: ~a chunk per object. An existing non-empty
   // `out_dir` is refused (ALREADY_EXISTS) unless `replace` (replaced whole).
   absl::Status PullToDirectory(absl::string_view plan_id, const std::string& out_dir,
                                bool replace = false);

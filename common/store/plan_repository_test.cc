@@ -141,5 +141,52 @@ TEST(PlanRepositoryTest, DirectoryRoundTripOnFileStore) {
   fs::remove_all(tmp);
 }
 
+// File objects stream (with a 1 KiB chunk, the 4 KiB plan.bin takes several);
+// their manifest checksums are computed on the way and checked on a
+// streamed pull, which refuses a corrupted object naming its key and writes
+// nothing.
+TEST(PlanRepositoryTest, StreamedPushAndPullVerifyChecksumsAndNameTheCorruptKey) {
+  const fs::path tmp = fs::temp_directory_path() / ("wq_plan_stream_" + std::to_string(getpid()));
+  fs::remove_all(tmp);
+  std::vector<PlanObject> objects = SampleObjects();
+  for (PlanObject& o : objects) {
+    o.path = (tmp / "in" / o.name).string();
+    ASSERT_TRUE(base::WriteFileAtomic(o.path, o.bytes).ok());
+    o.bytes.clear();  // only the file counts
+  }
+  FileArtifactStore store((tmp / "store").string(), /*chunk_bytes=*/1024);
+  PlanRepository repo(&store);
+  ASSERT_TRUE(repo.Push("p1", objects).ok());
+  auto manifest = repo.GetManifest("p1");
+  ASSERT_TRUE(manifest.ok()) << manifest.status();
+  EXPECT_EQ(manifest->objects[0].name, "plan.bin");
+  EXPECT_EQ(manifest->objects[0].size_bytes, 4096);
+  EXPECT_EQ(manifest->objects[0].sha256, base::Sha256Hex(SampleObjects()[1].bytes));
+  ASSERT_TRUE(repo.PullToDirectory("p1", (tmp / "out").string()).ok());
+  EXPECT_EQ(*base::ReadFile((tmp / "out" / "plan.bin").string()), SampleObjects()[1].bytes);
+
+  std::string flipped = SampleObjects()[1].bytes;
+  flipped[3000] ^= 1;
+  ASSERT_TRUE(store.Put("plans/p1/plan.bin", flipped).ok());
+  absl::Status st = repo.PullToDirectory("p1", (tmp / "out2").string());
+  EXPECT_EQ(st.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(st.message(), HasSubstr("object 'plan.bin': sha256"));
+  EXPECT_THAT(st.message(), HasSubstr(store.Describe() + "/plans/p1/plan.bin"));
+  EXPECT_FALSE(fs::exists(tmp / "out2"));
+  ASSERT_TRUE(store.Put("plans/p1/plan.bin", flipped + "x").ok());
+  EXPECT_THAT(repo.PullToDirectory("p1", (tmp / "out2").string()),
+              StatusIs(absl::StatusCode::kDataLoss, "object 'plan.bin': size 4097 bytes"));
+  ASSERT_TRUE(store.Delete("plans/p1/plan.bin").ok());
+  EXPECT_THAT(repo.PullToDirectory("p1", (tmp / "out2").string()),
+              StatusIs(absl::StatusCode::kDataLoss, "object 'plan.bin'"));
+  EXPECT_FALSE(fs::exists(tmp / "out2"));
+
+  // A file that cannot be read fails the push: no plan, no stray objects.
+  objects[0].path = (tmp / "in" / "gone.json").string();
+  EXPECT_EQ(repo.Push("p2", objects).code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(*store.List("plans/p2/"), ElementsAre());
+  fs::remove_all(tmp);
+}
+
 }  // namespace
 }  // namespace windquant::store

@@ -29,6 +29,7 @@
 #include "common/store/plan_repository.h"
 #include "common/store/s3_artifact_store.h"
 #include "common/testing/http_client.h"
+#include "common/testing/moto_server.h"
 #include "common/testing/shell.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -41,81 +42,13 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-constexpr int kServerStartTimeoutMs = 30000;
-constexpr int kServerStopTimeoutMs = 5000;
-
 using ::windquant::testing::CanConnect;
 using ::windquant::testing::CommandResult;
 using ::windquant::testing::FindOnPath;
+using ::windquant::testing::MotoServer;
 using ::windquant::testing::RunShell;
 
 std::string Quote(const std::string& s) { return absl::StrCat("'", s, "'"); }
-
-// A moto_server child process in its own process group.
-class MotoServer {
- public:
-  ~MotoServer() { Stop(); }
-
-  // Starts on a free port and waits (bounded) until it accepts connections.
-  bool Start(const std::string& binary, const std::string& log_path,
-             const std::map<std::string, std::string>& env = {}) {
-    auto port = ::windquant::testing::PickFreePort();
-    if (!port.ok()) return false;
-    port_ = *port;
-    pid_ = fork();
-    if (pid_ < 0) return false;
-    if (pid_ == 0) {
-      setpgid(0, 0);
-      FILE* log = std::fopen(log_path.c_str(), "w");
-      if (log != nullptr) {
-        dup2(fileno(log), 1);
-        dup2(fileno(log), 2);
-      }
-      for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
-      const std::string port = std::to_string(port_);
-      execl(binary.c_str(), binary.c_str(), "-H", "127.0.0.1", "-p", port.c_str(), nullptr);
-      _exit(127);
-    }
-    setpgid(pid_, pid_);
-    // Bounded readiness poll: the server has no other way to tell us.
-    const auto deadline =
-        std::chrono::steady_clock::now() + std::chrono::milliseconds(kServerStartTimeoutMs);
-    while (std::chrono::steady_clock::now() < deadline) {
-      if (CanConnect(port_)) return true;
-      int status;
-      if (waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        return false;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    Stop();
-    return false;
-  }
-
-  void Stop() {
-    if (pid_ <= 0) return;
-    kill(-pid_, SIGTERM);
-    const auto deadline =
-        std::chrono::steady_clock::now() + std::chrono::milliseconds(kServerStopTimeoutMs);
-    int status;
-    while (waitpid(pid_, &status, WNOHANG) == 0) {
-      if (std::chrono::steady_clock::now() > deadline) {
-        kill(-pid_, SIGKILL);
-        waitpid(pid_, &status, 0);
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    pid_ = -1;
-  }
-
-  std::string endpoint() const { return absl::StrCat("http://127.0.0.1:", port_); }
-
- private:
-  pid_t pid_ = -1;
-  int port_ = -1;
-};
 
 // Delegating store that runs a hook before the Nth Put (and fails it if the
 // hook says so): simulates a crash or an outage in the middle of a push.

@@ -1,0 +1,37 @@
+// MotoServer: a moto_server child process (an S3 lookalike, from the
+// machine's Python) on a free loopback port, in its own process group, for
+// integration tests of the S3 store. Not thread-safe.
+#ifndef WINDQUANT_COMMON_TESTING_MOTO_SERVER_H_
+#define WINDQUANT_COMMON_TESTING_MOTO_SERVER_H_
+
+#include <sys/types.h>
+
+#include <map>
+#include <string>
+
+namespace windquant::testing {
+
+class MotoServer {
+ public:
+  MotoServer() = default;
+  ~MotoServer() { Stop(); }
+  MotoServer(const MotoServer&) = delete;
+  MotoServer& operator=(const MotoServer&) = delete;
+
+  // Starts `binary` on a free port, output to `log_path`, and waits (bounded)
+  // until it accepts connections. False when it did not come up.
+  bool Start(const std::string& binary, const std::string& log_path,
+             const std::map<std::string, std::string>& env = {});
+  // SIGTERM to the group, SIGKILL after a bounded wait. Idempotent.
+  void Stop();
+
+  std::string endpoint() const;
+
+ private:
+  pid_t pid_ = -1;
+  int port_ = -1;
+};
+
+}  // namespace windquant::testing
+
+#endif  // WINDQUANT_COMMON_TESTING_MOTO_SERVER_H_
