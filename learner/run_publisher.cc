@@ -69,7 +69,7 @@ absl::Status AddObjects(const fs::path& dir, const std::string& entry,
     if (ec) break;
     if (!it->is_regular_file(ec)) continue;
     out->push_back(store::PlanObject::File(fs::relative(it->path(), dir, ec).generic_string(),
-                                             it->path().string()));
+                                           it->path().string()));
   }
   if (ec) return absl::InternalError(absl::StrCat(path.string(), ": cannot list: ", ec.message()));
   return absl::OkStatus();

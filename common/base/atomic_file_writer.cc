@@ -74,7 +74,8 @@ absl::Status AtomicFileWriter::Append(absl::string_view data) {
   while (off < data.size()) {
     const ssize_t n = ::write(fd_, data.data() + off, data.size() - off);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return absl::InternalError(absl::StrCat(path_, ": write failed: ", std::strerror(errno)));
+    if (n < 0)
+      return absl::InternalError(absl::StrCat(path_, ": write failed: ", std::strerror(errno)));
     off += static_cast<size_t>(n);
   }
   hasher_.Update(data);

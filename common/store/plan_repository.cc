@@ -49,9 +49,9 @@ absl::Status CheckObject(absl::string_view plan_id, const PlanManifestEntry& e,
                                             where, ")"));
   }
   if (sha256 != e.sha256) {
-    return absl::DataLossError(absl::StrCat("plan '", plan_id, "': object '", e.name,
-                                            "': sha256 ", sha256, " does not match manifest ",
-                                            e.sha256, " (", where, ")"));
+    return absl::DataLossError(absl::StrCat("plan '", plan_id, "': object '", e.name, "': sha256 ",
+                                            sha256, " does not match manifest ", e.sha256, " (",
+                                            where, ")"));
   }
   return absl::OkStatus();
 }
@@ -290,8 +290,7 @@ absl::StatusOr<std::vector<PlanObject>> PlanRepository::Pull(absl::string_view p
     absl::StatusOr<std::string> bytes = store_->Get(key);
     if (!bytes.ok()) return ObjectReadError(plan_id, e.name, bytes.status());
     WQ_RETURN_IF_ERROR(CheckObject(plan_id, e, absl::StrCat(store_->Describe(), "/", key),
-                                   static_cast<int64_t>(bytes->size()),
-                                   base::Sha256Hex(*bytes)));
+                                   static_cast<int64_t>(bytes->size()), base::Sha256Hex(*bytes)));
     out.emplace_back(e.name, std::move(*bytes));
   }
   return out;
@@ -304,8 +303,7 @@ absl::Status PlanRepository::PullToDirectory(absl::string_view plan_id, const st
   return base::WriteDirAtomic(out_dir, replace, [&](const std::string& tmp) -> absl::Status {
     for (const PlanManifestEntry& e : manifest.objects) {
       const std::string key = ObjectKey(plan_id, e.name);
-      absl::StatusOr<base::FileDigest> got =
-          store_->GetToFile(key, absl::StrCat(tmp, "/", e.name));
+      absl::StatusOr<base::FileDigest> got = store_->GetToFile(key, absl::StrCat(tmp, "/", e.name));
       if (!got.ok()) return ObjectReadError(plan_id, e.name, got.status());
       WQ_RETURN_IF_ERROR(CheckObject(plan_id, e, absl::StrCat(store_->Describe(), "/", key),
                                      got->size_bytes, got->sha256_hex));

@@ -94,8 +94,7 @@ size_t HeaderLine(char* data, size_t size, size_t n, void* user) {
   auto* t = static_cast<Transfer*>(user);
   absl::string_view line(data, size * n);
   const size_t colon = line.find(':');
-  if (colon != absl::string_view::npos &&
-      absl::EqualsIgnoreCase(line.substr(0, colon), "etag")) {
+  if (colon != absl::string_view::npos && absl::EqualsIgnoreCase(line.substr(0, colon), "etag")) {
     *t->etag = std::string(absl::StripAsciiWhitespace(line.substr(colon + 1)));
   }
   return size * n;
@@ -164,8 +163,8 @@ absl::StatusOr<std::unique_ptr<ArtifactStore>> S3ArtifactStore::Create(std::stri
   if (options.max_attempts < 1) options.max_attempts = 1;
   if (options.list_max_keys < 1 || options.list_max_keys > 1000) options.list_max_keys = 1000;
   if (options.part_size_bytes < kS3MinPartBytes || options.part_size_bytes > kS3MaxPartBytes) {
-    return absl::InvalidArgumentError(absl::StrCat("s3 part size ", options.part_size_bytes,
-                                                   ": must be 5 MiB .. 5 GiB"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("s3 part size ", options.part_size_bytes, ": must be 5 MiB .. 5 GiB"));
   }
   if (options.multipart_threshold_bytes < 0 ||
       options.multipart_threshold_bytes > kS3MaxSinglePutBytes) {
@@ -243,9 +242,8 @@ struct curl_slist* S3ArtifactStore::SignedHeaders(const Request& request,
   sig.payload_sha256_hex =
       request.body_fd >= 0 ? request.body_sha256 : base::Sha256Hex(request.body);
   const std::string amz_date = SigV4Signer::AmzDate(std::time(nullptr));
-  sig.headers = {{"host", host_},
-                 {"x-amz-content-sha256", sig.payload_sha256_hex},
-                 {"x-amz-date", amz_date}};
+  sig.headers = {
+      {"host", host_}, {"x-amz-content-sha256", sig.payload_sha256_hex}, {"x-amz-date", amz_date}};
   if (!options_.session_token.empty()) {
     sig.headers.emplace_back("x-amz-security-token", options_.session_token);
   }
@@ -300,8 +298,8 @@ absl::StatusOr<S3ArtifactStore::Response> S3ArtifactStore::SendOnce(const Reques
   curl_easy_setopt(curl, CURLOPT_HEADERDATA, &t);
   const std::string& method = request.method;
   if (method == "PUT" || method == "POST") {
-    const int64_t size = request.body_fd >= 0 ? request.body_length
-                                              : static_cast<int64_t>(request.body.size());
+    const int64_t size =
+        request.body_fd >= 0 ? request.body_length : static_cast<int64_t>(request.body.size());
     curl_easy_setopt(curl, CURLOPT_UPLOAD, 1L);
     curl_easy_setopt(curl, CURLOPT_READFUNCTION, ReadBody);
     curl_easy_setopt(curl, CURLOPT_READDATA, &t);

@@ -92,8 +92,8 @@ absl::StatusOr<base::FileDigest> S3ArtifactStore::PutMultipart(
   }
   absl::StatusOr<std::string> upload_id = ParseUploadId(created.body);
   if (!upload_id.ok()) {
-    return absl::DataLossError(absl::StrCat(Describe(), ": ", full_key, ": ",
-                                            upload_id.status().message()));
+    return absl::DataLossError(
+        absl::StrCat(Describe(), ": ", full_key, ": ", upload_id.status().message()));
   }
   base::Sha256Hasher whole;
   absl::Status st = UploadParts(full_key, *upload_id, fd, size, local_path, &whole);
@@ -101,20 +101,19 @@ absl::StatusOr<base::FileDigest> S3ArtifactStore::PutMultipart(
   // Failed or cancelled: free the parts stored so far, so nothing is left
   // billed and invisible.
   absl::StatusOr<Response> aborted = Send("DELETE", full_key, {{"uploadId", *upload_id}}, "");
-  const bool abort_ok = aborted.ok() && (aborted->http_status == 204 ||
-                                         aborted->http_status == 200 ||
-                                         aborted->http_status == 404);
+  const bool abort_ok =
+      aborted.ok() &&
+      (aborted->http_status == 204 || aborted->http_status == 200 || aborted->http_status == 404);
   if (abort_ok) return st;
-  return absl::Status(st.code(), absl::StrCat(st.message(), "; AbortMultipartUpload failed too (",
-                                              aborted.ok() ? absl::StrCat("HTTP ",
-                                                                          aborted->http_status)
-                                                           : aborted.status().message(),
-                                              "): upload ", *upload_id, " stays open"));
+  return absl::Status(st.code(),
+                      absl::StrCat(st.message(), "; AbortMultipartUpload failed too (",
+                                   aborted.ok() ? absl::StrCat("HTTP ", aborted->http_status)
+                                                : aborted.status().message(),
+                                   "): upload ", *upload_id, " stays open"));
 }
 
-absl::Status S3ArtifactStore::UploadParts(const std::string& full_key,
-                                          const std::string& upload_id, int fd, int64_t size,
-                                          const std::string& local_path,
+absl::Status S3ArtifactStore::UploadParts(const std::string& full_key, const std::string& upload_id,
+                                          int fd, int64_t size, const std::string& local_path,
                                           base::Sha256Hasher* whole) const {
   WQ_ASSIGN_OR_RETURN(const int64_t part_size, S3PartSizeFor(size, options_.part_size_bytes));
   std::vector<S3Part> parts;
@@ -134,8 +133,8 @@ absl::Status S3ArtifactStore::UploadParts(const std::string& full_key,
     const std::string what = absl::StrCat("PUT (UploadPart ", number, ")");
     if (r.http_status != 200) return ErrorFor(what, full_key, r);
     if (r.etag.empty()) {
-      return absl::DataLossError(absl::StrCat("s3 ", what, " s3://", bucket_, "/", full_key,
-                                              ": response has no ETag"));
+      return absl::DataLossError(
+          absl::StrCat("s3 ", what, " s3://", bucket_, "/", full_key, ": response has no ETag"));
     }
     parts.push_back({number, r.etag});
     if (options_.on_part) {
@@ -181,7 +180,8 @@ absl::StatusOr<std::vector<S3OpenUpload>> S3ArtifactStore::ListOpenUploads() {
     return absl::Status(uploads.status().code(),
                         absl::StrCat(Describe(), ": ", uploads.status().message()));
   }
-  for (S3OpenUpload& u : *uploads) u.key = u.key.substr(std::min(store_prefix.size(), u.key.size()));
+  for (S3OpenUpload& u : *uploads)
+    u.key = u.key.substr(std::min(store_prefix.size(), u.key.size()));
   return uploads;
 }
 

@@ -13,11 +13,8 @@ namespace {
 constexpr int64_t kMiB = int64_t{1} << 20;
 
 std::string XmlEscape(absl::string_view text) {
-  return absl::StrReplaceAll(text, {{"&", "&amp;"},
-                                    {"<", "&lt;"},
-                                    {">", "&gt;"},
-                                    {"\"", "&quot;"},
-                                    {"'", "&apos;"}});
+  return absl::StrReplaceAll(
+      text, {{"&", "&amp;"}, {"<", "&lt;"}, {">", "&gt;"}, {"\"", "&quot;"}, {"'", "&apos;"}});
 }
 
 absl::StatusOr<std::string> OneText(absl::string_view xml, absl::string_view name) {
@@ -40,11 +37,10 @@ absl::StatusOr<int64_t> S3PartSizeFor(int64_t file_bytes, int64_t configured) {
 }
 
 std::string CompleteMultipartUploadXml(const std::vector<S3Part>& parts) {
-  std::string xml =
-      "<CompleteMultipartUpload xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">";
+  std::string xml = "<CompleteMultipartUpload xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">";
   for (const S3Part& p : parts) {
-    absl::StrAppend(&xml, "<Part><PartNumber>", p.number, "</PartNumber><ETag>",
-                    XmlEscape(p.etag), "</ETag></Part>");
+    absl::StrAppend(&xml, "<Part><PartNumber>", p.number, "</PartNumber><ETag>", XmlEscape(p.etag),
+                    "</ETag></Part>");
   }
   absl::StrAppend(&xml, "</CompleteMultipartUpload>");
   return xml;

@@ -35,7 +35,7 @@ using ::windquant::testing::RunShell;
 using ::windquant::testing::StatusIs;
 
 constexpr int64_t kMiB = int64_t{1} << 20;
-constexpr int64_t kPartBytes = 5 * kMiB;     // S3's smallest part
+constexpr int64_t kPartBytes = 5 * kMiB;          // S3's smallest part
 constexpr int64_t kFileBytes = 12 * kMiB + 1234;  // parts of 5, 5 and ~2 MiB
 
 std::string RandomBytes(size_t n, uint32_t seed) {
@@ -92,7 +92,8 @@ class S3MultipartTest : public ::testing::Test {
   }
   static S3ArtifactStore* S3(ArtifactStore* store) { return static_cast<S3ArtifactStore*>(store); }
   static CommandResult Aws(const std::string& args) {
-    return RunShell(absl::StrCat("'", aws_bin_, "' --endpoint-url ", server_->endpoint(), " ", args));
+    return RunShell(
+        absl::StrCat("'", aws_bin_, "' --endpoint-url ", server_->endpoint(), " ", args));
   }
 
   static std::string moto_bin_, aws_bin_, tmp_, failure_, big_;
@@ -118,8 +119,7 @@ TEST_F(S3MultipartTest, LargeFileGoesUpInPartsAndComesBackByteIdentical) {
   EXPECT_EQ(put->sha256_hex, base::Sha256Hex(big_));
   EXPECT_THAT(progress, ElementsAre(kPartBytes, 2 * kPartBytes, kFileBytes));
   // S3 gives a multipart object the ETag "<md5 of part md5s>-<parts>".
-  CommandResult head =
-      Aws("s3api head-object --bucket wq-mp-ok --key pre/ckpt/model.safetensors");
+  CommandResult head = Aws("s3api head-object --bucket wq-mp-ok --key pre/ckpt/model.safetensors");
   ASSERT_EQ(head.exit_code, 0) << head.output;
   EXPECT_THAT(head.output, HasSubstr("-3\\\""));
   EXPECT_THAT(*S3(store.get())->ListOpenUploads(), ElementsAre());
@@ -134,8 +134,8 @@ TEST_F(S3MultipartTest, LargeFileGoesUpInPartsAndComesBackByteIdentical) {
   const std::string small = big_.substr(0, 3 * kMiB);
   ASSERT_TRUE(base::WriteFileAtomic(tmp_ + "/small.bin", small).ok());
   ASSERT_TRUE(store->PutFile("small.bin", tmp_ + "/small.bin").ok());
-  ASSERT_EQ(Aws(absl::StrCat("s3 cp s3://wq-mp-ok/pre/small.bin ", tmp_, "/small-aws.bin")).exit_code,
-            0);
+  ASSERT_EQ(
+      Aws(absl::StrCat("s3 cp s3://wq-mp-ok/pre/small.bin ", tmp_, "/small-aws.bin")).exit_code, 0);
   EXPECT_TRUE(*base::ReadFile(tmp_ + "/small-aws.bin") == small);
 
   auto missing = store->GetToFile("nope.bin", tmp_ + "/out/nope.bin");
@@ -194,10 +194,11 @@ TEST_F(S3MultipartTest, StreamedPlanPushPullVerifiesAndNamesACorruptedKey) {
   std::string tampered = big_;
   tampered[7 * kMiB] ^= 0x10;
   ASSERT_TRUE(base::WriteFileAtomic(tmp_ + "/tampered.bin", tampered).ok());
-  ASSERT_EQ(Aws(absl::StrCat("s3 cp ", tmp_,
-                             "/tampered.bin s3://wq-mp-plans/plans/big/quantized/model.safetensors"))
-                .exit_code,
-            0);
+  ASSERT_EQ(
+      Aws(absl::StrCat("s3 cp ", tmp_,
+                       "/tampered.bin s3://wq-mp-plans/plans/big/quantized/model.safetensors"))
+          .exit_code,
+      0);
   absl::Status st = repo.PullToDirectory("big", tmp_ + "/plan-out2");
   EXPECT_EQ(st.code(), absl::StatusCode::kDataLoss);
   EXPECT_THAT(st.message(), HasSubstr("object 'quantized/model.safetensors': sha256"));

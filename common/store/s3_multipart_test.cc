@@ -56,8 +56,9 @@ TEST(S3MultipartXmlTest, ParsesUploadIdsAndOpenUploads) {
   ASSERT_EQ(open->size(), 2u);
   EXPECT_EQ((*open)[1].key, "p/b.bin");
   EXPECT_EQ((*open)[1].upload_id, "u2");
-  EXPECT_THAT(*ParseListMultipartUploads("<ListMultipartUploadsResult></ListMultipartUploadsResult>"),
-              ElementsAre());
+  EXPECT_THAT(
+      *ParseListMultipartUploads("<ListMultipartUploadsResult></ListMultipartUploadsResult>"),
+      ElementsAre());
   EXPECT_EQ(ParseListMultipartUploads("<Error/>").status().code(), absl::StatusCode::kDataLoss);
 }
 
