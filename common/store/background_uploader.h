@@ -13,7 +13,8 @@
 // (logged, counted); essential jobs (a run's final artifacts) are never
 // dropped. Stop(drain) waits up to `drain` for the queue to empty, then
 // abandons what is left (logged).
-// Memory: whatever the queued jobs' closures hold (their objects' bytes).
+// Memory: whatever the queued jobs' closures hold (their objects' bytes;
+// file objects, store::PlanObject::File, hold a path and stream when run).
 // Thread-safe.
 #ifndef WINDQUANT_COMMON_STORE_BACKGROUND_UPLOADER_H_
 #define WINDQUANT_COMMON_STORE_BACKGROUND_UPLOADER_H_
