@@ -41,10 +41,17 @@ TEST(TokenDecoderTest, SentencePieceStyleSequence) {
 }
 
 TEST(TokenDecoderTest, MetaspaceDropsTheFirstPrependedSpaceUnlessNever) {
-  EXPECT_EQ(Loaded(R"({"type": "Metaspace"})").Decode({"\xE2\x96\x81" "a", "\xE2\x96\x81" "b"}),
+  EXPECT_EQ(Loaded(R"({"type": "Metaspace"})")
+                .Decode({"\xE2\x96\x81"
+                         "a",
+                         "\xE2\x96\x81"
+                         "b"}),
             "a b");
   EXPECT_EQ(Loaded(R"({"type": "Metaspace", "prepend_scheme": "never"})")
-                .Decode({"\xE2\x96\x81" "a", "\xE2\x96\x81" "b"}),
+                .Decode({"\xE2\x96\x81"
+                         "a",
+                         "\xE2\x96\x81"
+                         "b"}),
             " a b");
 }
 
@@ -52,25 +59,29 @@ TEST(TokenDecoderTest, ByteLevelMapsTheAlphabetBackToBytes) {
   const TokenDecoder d = Loaded(R"({"type": "ByteLevel"})");
   EXPECT_EQ(d.Decode({"hi", "\xC4\xA0there"}), "hi there");
   // Not in the alphabet (like an added token with U+2581): kept verbatim.
-  EXPECT_EQ(d.Decode({"\xE2\x96\x81", "\xC4\xA0" "a"}), "\xE2\x96\x81 a");
+  EXPECT_EQ(d.Decode({"\xE2\x96\x81",
+                      "\xC4\xA0"
+                      "a"}),
+            "\xE2\x96\x81 a");
 }
 
 TEST(TokenDecoderTest, UnsupportedOrMalformedStepsNameTheirPlace) {
   TokenDecoder d;
-  EXPECT_THAT(d.Load(Json::parse(R"({"type": "WordPiece"})"), "x: decoder"),
-              StatusIs(absl::StatusCode::kInvalidArgument, "x: decoder.type WordPiece unsupported"));
-  EXPECT_THAT(d.Load(Json::parse(R"({"type": "Sequence", "decoders": [{"type": "Nope"}]})"),
-                     "x: decoder"),
-              StatusIs(absl::StatusCode::kInvalidArgument, "x: decoder.decoders[0].type Nope"));
+  EXPECT_THAT(
+      d.Load(Json::parse(R"({"type": "WordPiece"})"), "x: decoder"),
+      StatusIs(absl::StatusCode::kInvalidArgument, "x: decoder.type WordPiece unsupported"));
+  EXPECT_THAT(
+      d.Load(Json::parse(R"({"type": "Sequence", "decoders": [{"type": "Nope"}]})"), "x: decoder"),
+      StatusIs(absl::StatusCode::kInvalidArgument, "x: decoder.decoders[0].type Nope"));
   EXPECT_THAT(d.Load(Json::parse(R"({"type": "Sequence"})"), "x: decoder"),
               StatusIs(absl::StatusCode::kInvalidArgument, "x: decoder.decoders missing"));
   EXPECT_THAT(
       d.Load(Json::parse(R"({"type": "Replace", "pattern": {"Regex": " +"}})"), "x: decoder"),
       StatusIs(absl::StatusCode::kInvalidArgument, "x: decoder.pattern: only {\"String\""));
-  EXPECT_THAT(d.Load(Json::parse(R"({"type": "Metaspace", "prepend_scheme": "sometimes"})"),
-                     "x: decoder"),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       "x: decoder.prepend_scheme: unknown value sometimes"));
+  EXPECT_THAT(
+      d.Load(Json::parse(R"({"type": "Metaspace", "prepend_scheme": "sometimes"})"), "x: decoder"),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               "x: decoder.prepend_scheme: unknown value sometimes"));
 }
 
 }  // namespace

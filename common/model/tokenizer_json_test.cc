@@ -25,7 +25,8 @@ TEST(TokenizerJsonTest, StringPatternOnly) {
   EXPECT_EQ(*StringPattern(Json::parse(R"({"String": " "})"), "w"), " ");
   EXPECT_THAT(StringPattern(Json::parse(R"({"Regex": " +"})"), "w"),
               StatusIs(absl::StatusCode::kInvalidArgument, "w.pattern: only"));
-  EXPECT_THAT(StringPattern(Json(), "w"), StatusIs(absl::StatusCode::kInvalidArgument, "w.pattern"));
+  EXPECT_THAT(StringPattern(Json(), "w"),
+              StatusIs(absl::StatusCode::kInvalidArgument, "w.pattern"));
 }
 
 TEST(TokenizerJsonTest, PrependScheme) {

@@ -32,7 +32,8 @@ absl::Status WordSplitter::LoadNormalizer(const Json& j, const std::string& wher
   } else if (type == "Prepend") {
     normalizer_.push_back({NormKind::kPrepend, GetString(j, "prepend"), ""});
   } else if (type == "Replace") {
-    WQ_ASSIGN_OR_RETURN(std::string pattern, tokenizer_json::StringPattern(j.value("pattern", Json()), where));
+    WQ_ASSIGN_OR_RETURN(std::string pattern,
+                        tokenizer_json::StringPattern(j.value("pattern", Json()), where));
     normalizer_.push_back({NormKind::kReplace, pattern, GetString(j, "content")});
   } else {
     return absl::InvalidArgumentError(

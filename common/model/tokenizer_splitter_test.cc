@@ -38,22 +38,32 @@ TEST(WordSplitterTest, Llama2NormalizerPrependsAndReplacesSpaces) {
       {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}]})"),
                                "x: normalizer")
                   .ok());
-  EXPECT_THAT(Words(s, "a b", true), ElementsAre("\xE2\x96\x81" "a\xE2\x96\x81" "b"));
+  EXPECT_THAT(Words(s, "a b", true), ElementsAre("\xE2\x96\x81"
+                                                 "a\xE2\x96\x81"
+                                                 "b"));
   EXPECT_TRUE(Words(s, "", true).empty());  // nothing prepended to nothing
 }
 
 TEST(WordSplitterTest, MetaspaceSplitsBeforeEachReplacement) {
   WordSplitter first;
-  ASSERT_TRUE(first
-                  .LoadPreTokenizer(Json::parse(R"({"type": "Metaspace", "prepend_scheme": "first"})"),
-                                    "x: pre_tokenizer")
-                  .ok());
-  EXPECT_THAT(Words(first, "a b", true), ElementsAre("\xE2\x96\x81" "a", "\xE2\x96\x81" "b"));
-  EXPECT_THAT(Words(first, "a b", false), ElementsAre("a", "\xE2\x96\x81" "b"));
+  ASSERT_TRUE(
+      first
+          .LoadPreTokenizer(Json::parse(R"({"type": "Metaspace", "prepend_scheme": "first"})"),
+                            "x: pre_tokenizer")
+          .ok());
+  EXPECT_THAT(Words(first, "a b", true), ElementsAre("\xE2\x96\x81"
+                                                     "a",
+                                                     "\xE2\x96\x81"
+                                                     "b"));
+  EXPECT_THAT(Words(first, "a b", false), ElementsAre("a",
+                                                      "\xE2\x96\x81"
+                                                      "b"));
   WordSplitter whole;
   ASSERT_TRUE(
       whole.LoadPreTokenizer(Json::parse(R"({"type": "Metaspace", "split": false})"), "x").ok());
-  EXPECT_THAT(Words(whole, "a b", false), ElementsAre("\xE2\x96\x81" "a\xE2\x96\x81" "b"));
+  EXPECT_THAT(Words(whole, "a b", false), ElementsAre("\xE2\x96\x81"
+                                                      "a\xE2\x96\x81"
+                                                      "b"));
 }
 
 TEST(WordSplitterTest, Llama3SplitThenByteLevel) {
@@ -66,7 +76,8 @@ TEST(WordSplitterTest, Llama3SplitThenByteLevel) {
                      {"invert", false}},
                     {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}}}};
   ASSERT_TRUE(s.LoadPreTokenizer(j, "x: pre_tokenizer").ok());
-  EXPECT_THAT(Words(s, "Hi there 123", true), ElementsAre("Hi", "\xC4\xA0there", "\xC4\xA0", "123"));
+  EXPECT_THAT(Words(s, "Hi there 123", true),
+              ElementsAre("Hi", "\xC4\xA0there", "\xC4\xA0", "123"));
 }
 
 TEST(WordSplitterTest, UnsupportedStepsNameTheirPlace) {
@@ -78,11 +89,11 @@ TEST(WordSplitterTest, UnsupportedStepsNameTheirPlace) {
                                  "x: pre_tokenizer"),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        "x: pre_tokenizer.pretokenizers[0].type Whitespace unsupported"));
-  EXPECT_THAT(s.LoadPreTokenizer(Json::parse(R"({"type": "Split", "pattern": {"Regex": "a"},
+  EXPECT_THAT(
+      s.LoadPreTokenizer(Json::parse(R"({"type": "Split", "pattern": {"Regex": "a"},
                   "behavior": "Isolated"})"),
-                                 "x: pre_tokenizer"),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       "only the LLaMA-3 and GPT-2 split regexes"));
+                         "x: pre_tokenizer"),
+      StatusIs(absl::StatusCode::kInvalidArgument, "only the LLaMA-3 and GPT-2 split regexes"));
   EXPECT_THAT(s.LoadPreTokenizer(Json::parse(R"({"type": "Split", "behavior": "Removed"})"),
                                  "x: pre_tokenizer"),
               StatusIs(absl::StatusCode::kInvalidArgument, "only behavior Isolated"));
