@@ -77,9 +77,8 @@ absl::StatusOr<std::vector<int64_t>> ParseTokenRange(const std::string& v) {
   int64_t b = 0, e = 0;
   if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &b) || !absl::SimpleAtoi(parts[1], &e) ||
       b < 0 || e < 0 || (e != 0 && e <= b)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--tokens: expected BEGIN:END with 0 <= BEGIN < END (END 0 = the end), got '",
-                     v, "'"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--tokens: expected BEGIN:END with 0 <= BEGIN < END (END 0 = the end), got '", v, "'"));
   }
   return std::vector<int64_t>{b, e};
 }

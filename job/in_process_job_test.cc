@@ -77,6 +77,46 @@ void ExpectSharedAndComplete(const ActorFits& fits, quant::QuantizationSession& 
   }
 }
 
+// Every evaluated plan is in plans.jsonl; the rollouts ran in several actors.
+void ExpectPlansFromSeveralActors(const std::string& output_dir) {
+  std::ifstream plans(output_dir + "/plans.jsonl");
+  std::set<std::string> actors;
+  int rows = 0;
+  for (std::string line; std::getline(plans, line); ++rows) {
+    const std::string key = "\"actor_id\":\"actor-s";
+    const size_t at = line.find(key);
+    if (at != std::string::npos)
+      actors.insert(line.substr(at + key.size() - 7, 11));  // actor-sX-rY
+  }
+  EXPECT_GE(rows, kUpdates * 4);
+  EXPECT_GE(actors.size(), 2u) << "episodes came from one actor only";
+}
+
+// The learner's best plan (its table merged from the actors' parts) is the
+// plan of the run config's own session: eval --plan and export accept it.
+void ExpectBestPlanFitsTheConfigsTable(const config::RunConfig& c, const rl::RunResult& r) {
+  quant::SessionOptions so;
+  absl::StatusOr<std::unique_ptr<quant::QuantizationSession>> session =
+      quant::QuantizationSession::Create(c, so);
+  ASSERT_TRUE(session.ok()) << session.status();
+  absl::StatusOr<quant::Plan> best =
+      quant::ReadPlanFile(c.output.dir + "/best/plan.json", (*session)->table());
+  ASSERT_TRUE(best.ok()) << best.status();
+  EXPECT_EQ(best->actions, r.best.actions);
+  // Another calibration is another table: refused with the one-line error.
+  config::RunConfig other_calibration = c;
+  other_calibration.calibration.seed += 1;
+  so.use_cache = false;
+  auto other = quant::QuantizationSession::Create(other_calibration, so);
+  ASSERT_TRUE(other.ok()) << other.status();
+  absl::StatusOr<quant::Plan> refused =
+      quant::ReadPlanFile(c.output.dir + "/best/plan.json", (*other)->table());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("plan is for another model or quantization"),
+            std::string::npos)
+      << refused.status();
+}
+
 TEST(InProcessJobTest, TwoStagesTwoReplicasRunTheJobThenResumeDoneAndClear) {
   const std::string dir = ::testing::TempDir() + "/in_process_job_test";
   fs::remove_all(dir);
@@ -111,18 +151,7 @@ TEST(InProcessJobTest, TwoStagesTwoReplicasRunTheJobThenResumeDoneAndClear) {
   ASSERT_FALSE(r->best.actions.empty());
   EXPECT_LE(r->best.evaluation.effective_bits, kTargetBits + kBitsSlack);
   EXPECT_GT(r->best.evaluation.eval_ppl, 1.0);
-  // Every evaluated plan is in plans.jsonl; the rollouts ran in several actors.
-  std::ifstream plans(c->output.dir + "/plans.jsonl");
-  std::set<std::string> actors;
-  int rows = 0;
-  for (std::string line; std::getline(plans, line); ++rows) {
-    const std::string key = "\"actor_id\":\"actor-s";
-    const size_t at = line.find(key);
-    if (at != std::string::npos)
-      actors.insert(line.substr(at + key.size() - 7, 11));  // actor-sX-rY
-  }
-  EXPECT_GE(rows, kUpdates * 4);
-  EXPECT_GE(actors.size(), 2u) << "episodes came from one actor only";
+  ASSERT_NO_FATAL_FAILURE(ExpectPlansFromSeveralActors(c->output.dir));
   bool saw_topology = false;
   for (const auto& line : log) {
     saw_topology |=
@@ -130,30 +159,7 @@ TEST(InProcessJobTest, TwoStagesTwoReplicasRunTheJobThenResumeDoneAndClear) {
   }
   EXPECT_TRUE(saw_topology);
 
-  // The learner's best plan (its table merged from the actors' parts) is the
-  // plan of the run config's own session: eval --plan and export accept it.
-  {
-    quant::SessionOptions so;
-    absl::StatusOr<std::unique_ptr<quant::QuantizationSession>> session =
-        quant::QuantizationSession::Create(*c, so);
-    ASSERT_TRUE(session.ok()) << session.status();
-    absl::StatusOr<quant::Plan> best =
-        quant::ReadPlanFile(c->output.dir + "/best/plan.json", (*session)->table());
-    ASSERT_TRUE(best.ok()) << best.status();
-    EXPECT_EQ(best->actions, r->best.actions);
-    // Another calibration is another table: refused with the one-line error.
-    config::RunConfig other_calibration = *c;
-    other_calibration.calibration.seed += 1;
-    so.use_cache = false;
-    auto other = quant::QuantizationSession::Create(other_calibration, so);
-    ASSERT_TRUE(other.ok()) << other.status();
-    absl::StatusOr<quant::Plan> refused =
-        quant::ReadPlanFile(c->output.dir + "/best/plan.json", (*other)->table());
-    EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_NE(refused.status().message().find("plan is for another model or quantization"),
-              std::string::npos)
-        << refused.status();
-  }
+  ASSERT_NO_FATAL_FAILURE(ExpectBestPlanFitsTheConfigsTable(*c, *r));
 
   // Again on the same output.dir: the learner resumes a finished run (done at
   // once); a table of another layout is refused, naming the mismatch.

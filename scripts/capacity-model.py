@@ -164,14 +164,16 @@ def run_model(key, gpu, precision, as_coded):
                 policy_bytes=ASSUMED["policy_params"] * 4 * actors)
 
 
-def main():
+def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--gpu", choices=sorted(GPUS), default="a100")
     ap.add_argument("--precision", choices=["fp32", "tf32", "bf16"], default="tf32")
     ap.add_argument("--as-coded", action="store_true",
                     help="plan application on the CPU + PCIe (quant::PlanLinears today)")
-    args = ap.parse_args()
-    gpu = GPUS[args.gpu]
+    return ap.parse_args()
+
+
+def print_header(args, gpu):
     eff = gpu[args.precision] * ASSUMED["gpu_flop_efficiency"]
     print(f"GPU {gpu['name']}, {args.precision} {gpu[args.precision] / 1e12:.1f} TFLOP/s x "
           f"{ASSUMED['gpu_flop_efficiency']} = {eff / 1e12:.1f} TFLOP/s effective; this CPU: "
@@ -179,11 +181,9 @@ def main():
           f"{MEASURED['cpu_forward_gflops']} GFLOP/s; scaling factor GPU / CPU forward = "
           f"{eff / (MEASURED['cpu_forward_gflops'] * 1e9):.0f}"
           f"{' (plan applied on the CPU + PCIe, as coded)' if args.as_coded else ''}\n")
-    res = {k: run_model(k, gpu, args.precision, args.as_coded) for k in ("8b", "70b")}
 
-    def row(label, fn):
-        print(f"| {label} | " + " | ".join(fn(res[k]) for k in ("8b", "70b")) + " |")
 
+def print_layout(row):
     print("| | LLaMA-3-8B | LLaMA-3-70B |\n|---|---|---|")
     row("decoder layers x weights per layer", lambda x: f"{x['m']['layers']} x "
         f"{x['p'] / 1e6:.1f}M = {x['p'] * x['m']['layers'] / 1e9:.2f}B")
@@ -193,6 +193,9 @@ def main():
         f"(node of {x['gpus']})")
     row("layers per stage", lambda x: "/".join(
         str(n) for n in stage_split(x['m']['layers'], x['r']['stages'])))
+
+
+def print_memory(row):
     print("\nMemory per stage (GB), largest stage:\n")
     print("| | LLaMA-3-8B | LLaMA-3-70B |\n|---|---|---|")
     names = ["BF16 weights (2 B/weight)", "fits (14/256 + 5 x 0.005 B/weight)",
@@ -205,6 +208,9 @@ def main():
         stage_memory(x['m'], x['r'], max(stage_split(x['m']['layers'],
                                                      x['r']['stages'] - 1)))[4]))
     print(f"\n(usable per GPU: {ASSUMED['usable_gpu_bytes'] / 1e9:.0f} GB)\n")
+
+
+def print_timing(row):
     print("Time per plan evaluation and per PPO update:\n")
     print("| | LLaMA-3-8B | LLaMA-3-70B |\n|---|---|---|")
     row("GFLOP per token in the stages (2 x weights + attention)",
@@ -224,6 +230,9 @@ def main():
         f"{x['t_ppo']:.0f} s")
     row("rollouts (actor CPU)", lambda x: f"{x['t_roll']:.1f} s")
     row("**minutes per PPO update**", lambda x: f"**{x['t_update'] / 60:.2f}**")
+
+
+def print_run(row):
     print("\nPer plan (one run):\n")
     print("| | LLaMA-3-8B | LLaMA-3-70B |\n|---|---|---|")
     row("setup: load + calibration + fits", lambda x: f"{x['t_load']:.0f} + "
@@ -237,6 +246,9 @@ def main():
             wall = x['t_setup'] + 3 * x['r'][attr] * x['t_update'] + x['t_final']
             return f"{wall / 60:.0f} min x {x['gpus']} = **{wall / 3600 * x['gpus']:.1f}**"
         row(f"wall x GPUs held = GPU-hours ({label})", hours)
+
+
+def print_network(row):
     print("\nNetwork per PPO update:\n")
     print("| | LLaMA-3-8B | LLaMA-3-70B |\n|---|---|---|")
     row("hidden states (plans x tokens x 2 x stages x 4H B)", lambda x: f"{gb(x['hidden'])} GB")
@@ -245,6 +257,22 @@ def main():
     row("policy snapshots (to every actor)", lambda x: f"{x['policy_bytes'] / 1e6:.2f} MB")
     row("average rate over the update",
         lambda x: f"{(x['hidden'] + x['transitions']) / x['t_update'] / 1e6:.0f} MB/s")
+
+
+def main():
+    args = parse_args()
+    gpu = GPUS[args.gpu]
+    print_header(args, gpu)
+    res = {k: run_model(k, gpu, args.precision, args.as_coded) for k in ("8b", "70b")}
+
+    def row(label, fn):
+        print(f"| {label} | " + " | ".join(fn(res[k]) for k in ("8b", "70b")) + " |")
+
+    print_layout(row)
+    print_memory(row)
+    print_timing(row)
+    print_run(row)
+    print_network(row)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,8 @@ export WQ_RUN_LIB=1
 source "$SRC/deploy/local/run.sh"
 source "$SRC/tests/distributed_test_config.sh"
 parse_args --config "$WQ_TEST_CONFIG" --bin "$BUILD" --stages "$NSTAGES" \
-  --replicas "$NREPLICAS" --out "$OUT" --timeout 400 "${TEST_SETS[@]}"
+  --replicas "$NREPLICAS" --out "$OUT" --timeout 400 "${TEST_SETS[@]}" \
+  --set "curriculum.min_updates=2"  # two updates whatever the model's PPL ratio
 plan_topology
 trap 'stop_all; echo "logs: $OUT/logs"' EXIT
 start_all

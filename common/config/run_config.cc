@@ -373,7 +373,8 @@ absl::Status ValidateOutput(const OutputConfig& o) {
                "output.run_id", "must be up to 100 of [A-Za-z0-9._-], no '..'");
 }
 
-absl::Status Validate(const RunConfig& c) {
+// model.*, calibration.* and evaluation.*: the model and the texts a run reads.
+absl::Status ValidateModelAndText(const RunConfig& c) {
   WQ_RETURN_IF_ERROR(Check(!c.model.dir.empty(), "model.dir", "is required"));
   WQ_RETURN_IF_ERROR(Check(c.model.device == "cpu" || c.model.device == "cuda", "model.device",
                            "must be cpu or cuda"));
@@ -392,6 +393,11 @@ absl::Status Validate(const RunConfig& c) {
   WQ_RETURN_IF_ERROR(
       Check(c.evaluation.calib_slice_tokens > 0, "evaluation.calib_slice_tokens", "must be > 0"));
   WQ_RETURN_IF_ERROR(Check(c.evaluation.batch > 0, "evaluation.batch", "must be > 0"));
+  return absl::OkStatus();
+}
+
+// quant.*, env.* and lagrange.*: the quantizer, the reward and the prices.
+absl::Status ValidateQuantEnvLagrange(const RunConfig& c) {
   WQ_RETURN_IF_ERROR(Check(c.quant.chunk_size >= 1, "quant.chunk_size", "must be >= 1"));
   WQ_RETURN_IF_ERROR(Check(c.quant.salient_fraction >= 0 && c.quant.salient_fraction < 0.5,
                            "quant.salient_fraction", "must be in [0, 0.5)"));
@@ -413,7 +419,11 @@ absl::Status Validate(const RunConfig& c) {
   WQ_RETURN_IF_ERROR(
       Check(c.lagrange.lambda_init >= 0 && c.lagrange.lambda_init <= c.lagrange.lambda_max,
             "lagrange.lambda_init", "must be in [0, lambda_max]"));
-  WQ_RETURN_IF_ERROR(ValidatePpoConfig(c.ppo));
+  return absl::OkStatus();
+}
+
+// curriculum.* and training.*: the schedule of updates.
+absl::Status ValidateSchedule(const RunConfig& c) {
   WQ_RETURN_IF_ERROR(
       Check(!c.curriculum.target_bits.empty(), "curriculum.target_bits", "must not be empty"));
   for (size_t i = 0; i < c.curriculum.target_bits.size(); ++i) {
@@ -434,7 +444,11 @@ absl::Status Validate(const RunConfig& c) {
                            "training.self_imitation_prob", "must be in (0, 1)"));
   WQ_RETURN_IF_ERROR(Check(c.training.checkpoint_every_updates > 0,
                            "training.checkpoint_every_updates", "must be > 0"));
-  WQ_RETURN_IF_ERROR(ValidateOutput(c.output));
+  return absl::OkStatus();
+}
+
+// service.*: the stage x replica layout, addresses, limits and TLS.
+absl::Status ValidateService(const RunConfig& c) {
   WQ_RETURN_IF_ERROR(Check(c.service.stages >= 1, "service.stages", "must be >= 1"));
   WQ_RETURN_IF_ERROR(Check(c.service.replicas >= 1, "service.replicas", "must be >= 1"));
   WQ_RETURN_IF_ERROR(Check(c.service.stage >= -1 && c.service.stage < c.service.stages,
@@ -454,6 +468,15 @@ absl::Status Validate(const RunConfig& c) {
   WQ_RETURN_IF_ERROR(Check(c.service.tls.cert_file.empty() == c.service.tls.key_file.empty(),
                            "service.tls", "cert_file and key_file go together"));
   return absl::OkStatus();
+}
+
+absl::Status Validate(const RunConfig& c) {
+  WQ_RETURN_IF_ERROR(ValidateModelAndText(c));
+  WQ_RETURN_IF_ERROR(ValidateQuantEnvLagrange(c));
+  WQ_RETURN_IF_ERROR(ValidatePpoConfig(c.ppo));
+  WQ_RETURN_IF_ERROR(ValidateSchedule(c));
+  WQ_RETURN_IF_ERROR(ValidateOutput(c.output));
+  return ValidateService(c);
 }
 
 std::string Resolve(const std::string& base_dir, const std::string& path) {

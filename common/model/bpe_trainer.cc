@@ -100,6 +100,100 @@ Json TokenizerJson(const std::vector<std::string>& tokens,
   return j;
 }
 
+// The words (as token ids, in sorted order so nothing depends on hashing) with their
+// counts, and for every adjacent pair its count weighted by word frequency and the words
+// holding it.
+struct PairIndex {
+  std::vector<std::vector<int32_t>> words;
+  std::vector<int64_t> counts;
+  absl::flat_hash_map<uint64_t, int64_t> pair_count;
+  absl::flat_hash_map<uint64_t, absl::flat_hash_set<int32_t>> pair_words;
+
+  void AddWordPairs(int32_t w, int64_t sign) {
+    const auto& s = words[w];
+    for (size_t i = 0; i + 1 < s.size(); ++i) {
+      uint64_t key = PairKey(s[i], s[i + 1]);
+      pair_count[key] += sign * counts[w];
+      if (sign > 0) pair_words[key].insert(w);
+    }
+  }
+
+  // Rewrites every word holding (left, right) with new_id in its place and drops the
+  // pair; returns the pairs holding new_id whose counts changed, sorted and unique.
+  std::vector<uint64_t> Merge(int32_t left, int32_t right, int32_t new_id) {
+    const uint64_t key = PairKey(left, right);
+    // Sorted for determinism of the caller's heap pushes.
+    std::vector<int32_t> affected(pair_words[key].begin(), pair_words[key].end());
+    std::sort(affected.begin(), affected.end());
+    std::vector<uint64_t> touched;
+    for (int32_t w : affected) {
+      auto& s = words[w];
+      bool has = false;
+      for (size_t i = 0; i + 1 < s.size() && !has; ++i) {
+        has = s[i] == left && s[i + 1] == right;
+      }
+      if (!has) continue;  // stale entry
+      AddWordPairs(w, -1);
+      std::vector<int32_t> out;
+      out.reserve(s.size());
+      for (size_t i = 0; i < s.size(); ++i) {
+        if (i + 1 < s.size() && s[i] == left && s[i + 1] == right) {
+          out.push_back(new_id);
+          ++i;
+        } else {
+          out.push_back(s[i]);
+        }
+      }
+      s = std::move(out);
+      AddWordPairs(w, 1);
+      for (size_t i = 0; i + 1 < s.size(); ++i) {
+        if (s[i] == new_id || s[i + 1] == new_id) touched.push_back(PairKey(s[i], s[i + 1]));
+      }
+    }
+    pair_count.erase(key);
+    pair_words.erase(key);
+    std::sort(touched.begin(), touched.end());
+    touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
+    return touched;
+  }
+};
+
+PairIndex IndexWords(const absl::flat_hash_map<std::string, int64_t>& word_counts) {
+  // Words in a fixed order (sorted) so the result does not depend on hashing.
+  std::vector<std::pair<std::string, int64_t>> sorted(word_counts.begin(), word_counts.end());
+  std::sort(sorted.begin(), sorted.end());
+  PairIndex index;
+  index.words.resize(sorted.size());
+  index.counts.resize(sorted.size());
+  for (size_t w = 0; w < sorted.size(); ++w) {
+    index.counts[w] = sorted[w].second;
+    for (unsigned char b : sorted[w].first) index.words[w].push_back(b);
+  }
+  for (int32_t w = 0; w < static_cast<int32_t>(index.words.size()); ++w) index.AddWordPairs(w, 1);
+  return index;
+}
+
+// The vocabulary being built: the 256 byte-level tokens, then one per new merged string.
+struct Vocabulary {
+  std::vector<std::string> tokens;
+  absl::flat_hash_map<std::string, int32_t> token_ids;
+
+  Vocabulary() : tokens(256) {
+    for (int b = 0; b < 256; ++b) tokens[b] = ByteLevelAlphabet()[b];
+    for (int b = 0; b < 256; ++b) token_ids[tokens[b]] = b;
+  }
+
+  // The id of left's string followed by right's, added when new.
+  int32_t IdOfMerged(int32_t left, int32_t right) {
+    const std::string merged = tokens[left] + tokens[right];
+    if (auto t = token_ids.find(merged); t != token_ids.end()) return t->second;
+    const int32_t new_id = static_cast<int32_t>(tokens.size());
+    tokens.push_back(merged);
+    token_ids[merged] = new_id;
+    return new_id;
+  }
+};
+
 }  // namespace
 
 BpeTrainer::BpeTrainer(BpeTrainerOptions options) : options_(std::move(options)) {}
@@ -122,34 +216,10 @@ absl::StatusOr<std::string> BpeTrainer::Train() {
   }
   const int32_t target_merges = options_.vocab_size - 256 - num_specials;
 
-  // Words in a fixed order (sorted) so the result does not depend on hashing.
-  std::vector<std::pair<std::string, int64_t>> sorted(word_counts_.begin(), word_counts_.end());
-  std::sort(sorted.begin(), sorted.end());
-  std::vector<std::vector<int32_t>> words(sorted.size());
-  std::vector<int64_t> counts(sorted.size());
-  for (size_t w = 0; w < sorted.size(); ++w) {
-    counts[w] = sorted[w].second;
-    for (unsigned char b : sorted[w].first) words[w].push_back(b);
-  }
-
-  std::vector<std::string> tokens(256);
-  for (int b = 0; b < 256; ++b) tokens[b] = ByteLevelAlphabet()[b];
-  absl::flat_hash_map<std::string, int32_t> token_ids;
-  for (int b = 0; b < 256; ++b) token_ids[tokens[b]] = b;
-
-  absl::flat_hash_map<uint64_t, int64_t> pair_count;
-  absl::flat_hash_map<uint64_t, absl::flat_hash_set<int32_t>> pair_words;
-  auto add_word_pairs = [&](int32_t w, int64_t sign) {
-    const auto& s = words[w];
-    for (size_t i = 0; i + 1 < s.size(); ++i) {
-      uint64_t key = PairKey(s[i], s[i + 1]);
-      pair_count[key] += sign * counts[w];
-      if (sign > 0) pair_words[key].insert(w);
-    }
-  };
-  for (int32_t w = 0; w < static_cast<int32_t>(words.size()); ++w) add_word_pairs(w, 1);
+  PairIndex index = IndexWords(word_counts_);
+  Vocabulary vocab;
   std::priority_queue<Candidate> heap;
-  for (const auto& [key, c] : pair_count) {
+  for (const auto& [key, c] : index.pair_count) {
     heap.push({c, static_cast<int32_t>(key >> 32), static_cast<int32_t>(key & 0xFFFFFFFF)});
   }
 
@@ -158,64 +228,23 @@ absl::StatusOr<std::string> BpeTrainer::Train() {
     Candidate top = heap.top();
     heap.pop();
     const uint64_t key = PairKey(top.left, top.right);
-    auto it = pair_count.find(key);
-    const int64_t actual = it == pair_count.end() ? 0 : it->second;
+    auto it = index.pair_count.find(key);
+    const int64_t actual = it == index.pair_count.end() ? 0 : it->second;
     if (actual != top.count) {
       if (actual > 0) heap.push({actual, top.left, top.right});
       continue;
     }
     if (actual < options_.min_frequency) break;
-    const std::string merged = tokens[top.left] + tokens[top.right];
-    int32_t new_id;
-    if (auto t = token_ids.find(merged); t != token_ids.end()) {
-      new_id = t->second;
-    } else {
-      new_id = static_cast<int32_t>(tokens.size());
-      tokens.push_back(merged);
-      token_ids[merged] = new_id;
-    }
+    const int32_t new_id = vocab.IdOfMerged(top.left, top.right);
     merges.emplace_back(top.left, top.right);
-    // Rewrite every word holding the pair; sorted for determinism of the
-    // heap pushes below.
-    std::vector<int32_t> affected(pair_words[key].begin(), pair_words[key].end());
-    std::sort(affected.begin(), affected.end());
-    std::vector<uint64_t> touched;
-    for (int32_t w : affected) {
-      auto& s = words[w];
-      bool has = false;
-      for (size_t i = 0; i + 1 < s.size() && !has; ++i) {
-        has = s[i] == top.left && s[i + 1] == top.right;
-      }
-      if (!has) continue;  // stale entry
-      add_word_pairs(w, -1);
-      std::vector<int32_t> out;
-      out.reserve(s.size());
-      for (size_t i = 0; i < s.size(); ++i) {
-        if (i + 1 < s.size() && s[i] == top.left && s[i + 1] == top.right) {
-          out.push_back(new_id);
-          ++i;
-        } else {
-          out.push_back(s[i]);
-        }
-      }
-      s = std::move(out);
-      add_word_pairs(w, 1);
-      for (size_t i = 0; i + 1 < s.size(); ++i) {
-        if (s[i] == new_id || s[i + 1] == new_id) touched.push_back(PairKey(s[i], s[i + 1]));
-      }
-    }
-    pair_count.erase(key);
-    pair_words.erase(key);
-    std::sort(touched.begin(), touched.end());
-    touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
-    for (uint64_t k : touched) {
-      heap.push(
-          {pair_count[k], static_cast<int32_t>(k >> 32), static_cast<int32_t>(k & 0xFFFFFFFF)});
+    for (uint64_t k : index.Merge(top.left, top.right, new_id)) {
+      heap.push({index.pair_count[k], static_cast<int32_t>(k >> 32),
+                 static_cast<int32_t>(k & 0xFFFFFFFF)});
     }
   }
   num_merges_ = static_cast<int32_t>(merges.size());
-  const int32_t first_special_id = static_cast<int32_t>(tokens.size());
-  return TokenizerJson(tokens, merges, options_.special_tokens, first_special_id).dump(1);
+  const int32_t first_special_id = static_cast<int32_t>(vocab.tokens.size());
+  return TokenizerJson(vocab.tokens, merges, options_.special_tokens, first_special_id).dump(1);
 }
 
 }  // namespace windquant::model

@@ -10,9 +10,12 @@
 
 namespace windquant::model {
 
-absl::StatusOr<PerplexityResult> ComputePerplexity(const LlamaModel& model,
-                                                   const std::vector<int32_t>& ids,
-                                                   const PerplexityOptions& options) {
+namespace {
+
+// The whole model, a usable context and batch size, and ids inside the vocabulary for the
+// first n tokens.
+absl::Status CheckInputs(const LlamaModel& model, const std::vector<int32_t>& ids, int64_t n,
+                         const PerplexityOptions& options) {
   const LlamaConfig& c = model.config();
   const LlamaWeights& w = model.weights();
   if (model.first_layer() != 0 || model.end_layer() != c.num_hidden_layers ||
@@ -27,10 +30,6 @@ absl::StatusOr<PerplexityResult> ComputePerplexity(const LlamaModel& model,
     return absl::InvalidArgumentError(
         absl::StrCat("batch_size: must be >= 1, got ", options.batch_size));
   }
-  const int64_t context = std::min(options.context, c.max_position_embeddings);
-  const int64_t chunk = context - 1;
-  int64_t n = static_cast<int64_t>(ids.size());
-  if (options.max_tokens > 0) n = std::min(n, options.max_tokens);
   for (int64_t i = 0; i < n; ++i) {
     if (ids[i] < 0 || ids[i] >= c.vocab_size) {
       return absl::InvalidArgumentError(absl::StrCat("token id ", ids[i], " at position ", i,
@@ -38,6 +37,50 @@ absl::StatusOr<PerplexityResult> ComputePerplexity(const LlamaModel& model,
                                                      c.vocab_size, ")"));
     }
   }
+  return absl::OkStatus();
+}
+
+// Summed NLL (double) of every window's chunk tokens, each window BOS + chunk ids.
+double SumWindowNll(const LlamaModel& model, const std::vector<int32_t>& ids, int64_t windows,
+                    int64_t context, const PerplexityOptions& options) {
+  const int64_t chunk = context - 1;
+  at::NoGradGuard no_grad;
+  // All windows as one [windows, context] tensor: column 0 is BOS.
+  at::Tensor all = at::empty({windows, context}, at::kLong);
+  {
+    int64_t* p = all.data_ptr<int64_t>();
+    for (int64_t wi = 0; wi < windows; ++wi) {
+      int64_t* row = p + wi * context;
+      row[0] = model.config().bos_token_id;
+      for (int64_t j = 0; j < chunk; ++j) row[1 + j] = ids[wi * chunk + j];
+    }
+  }
+  double total = 0;
+  for (int64_t b0 = 0; b0 < windows; b0 += options.batch_size) {
+    const int64_t nb = std::min(options.batch_size, windows - b0);
+    const at::Tensor batch = all.narrow(0, b0, nb).to(model.device());
+    const at::Tensor logits = model.Logits(batch.narrow(1, 0, chunk));  // [nb, chunk, V]
+    const at::Tensor targets = batch.narrow(1, 1, chunk);
+    // NLL per position in fp32 (log_softmax), summed in double.
+    const at::Tensor logp = at::log_softmax(logits.to(at::kFloat), -1);
+    const at::Tensor nll = -logp.gather(-1, targets.unsqueeze(-1)).squeeze(-1);
+    total += nll.to(at::kDouble).sum().item<double>();
+    if (options.progress) options.progress(b0 + nb, windows, (b0 + nb) * chunk);
+  }
+  return total;
+}
+
+}  // namespace
+
+absl::StatusOr<PerplexityResult> ComputePerplexity(const LlamaModel& model,
+                                                   const std::vector<int32_t>& ids,
+                                                   const PerplexityOptions& options) {
+  const LlamaConfig& c = model.config();
+  int64_t n = static_cast<int64_t>(ids.size());
+  if (options.max_tokens > 0) n = std::min(n, options.max_tokens);
+  if (absl::Status s = CheckInputs(model, ids, n, options); !s.ok()) return s;
+  const int64_t context = std::min(options.context, c.max_position_embeddings);
+  const int64_t chunk = context - 1;
   const int64_t windows = n / chunk;
   if (windows == 0) {
     return absl::InvalidArgumentError(absl::StrCat("only ", n, " tokens: fewer than one window of ",
@@ -50,30 +93,7 @@ absl::StatusOr<PerplexityResult> ComputePerplexity(const LlamaModel& model,
   r.tokens = windows * chunk;
   const auto start = std::chrono::steady_clock::now();
   try {
-    at::NoGradGuard no_grad;
-    // All windows as one [windows, context] tensor: column 0 is BOS.
-    at::Tensor all = at::empty({windows, context}, at::kLong);
-    {
-      int64_t* p = all.data_ptr<int64_t>();
-      for (int64_t wi = 0; wi < windows; ++wi) {
-        int64_t* row = p + wi * context;
-        row[0] = c.bos_token_id;
-        for (int64_t j = 0; j < chunk; ++j) row[1 + j] = ids[wi * chunk + j];
-      }
-    }
-    double total = 0;
-    for (int64_t b0 = 0; b0 < windows; b0 += options.batch_size) {
-      const int64_t nb = std::min(options.batch_size, windows - b0);
-      const at::Tensor batch = all.narrow(0, b0, nb).to(model.device());
-      const at::Tensor logits = model.Logits(batch.narrow(1, 0, chunk));  // [nb, chunk, V]
-      const at::Tensor targets = batch.narrow(1, 1, chunk);
-      // NLL per position in fp32 (log_softmax), summed in double.
-      const at::Tensor logp = at::log_softmax(logits.to(at::kFloat), -1);
-      const at::Tensor nll = -logp.gather(-1, targets.unsqueeze(-1)).squeeze(-1);
-      total += nll.to(at::kDouble).sum().item<double>();
-      if (options.progress) options.progress(b0 + nb, windows, (b0 + nb) * chunk);
-    }
-    r.total_nll = total;
+    r.total_nll = SumWindowNll(model, ids, windows, context, options);
   } catch (const c10::Error& e) {
     return absl::InternalError(
         absl::StrCat("perplexity forward failed: ", e.what_without_backtrace()));

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <memory>
 #include <random>
 #include <system_error>
 
@@ -187,17 +188,94 @@ absl::StatusOr<double> HeldOutPerplexity(const LlamaModel& model, const std::vec
   }
 }
 
+namespace {
+
+absl::Status CheckIds(const std::vector<int32_t>& ids, int64_t vocab) {
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || ids[i] >= vocab) {
+      return absl::InvalidArgumentError(absl::StrCat("pretrain: id ", ids[i], " at position ", i,
+                                                     " is outside [0, vocab=", vocab, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// AdamW with weight decay on the matrices and embeddings (dim >= 2) only.
+std::unique_ptr<torch::optim::AdamW> MakeOptimizer(const std::vector<at::Tensor>& decay,
+                                                   const std::vector<at::Tensor>& no_decay,
+                                                   const PretrainConfig& c) {
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(
+      decay, std::make_unique<torch::optim::AdamWOptions>(
+                 torch::optim::AdamWOptions(c.lr).betas({0.9, 0.95}).weight_decay(c.weight_decay)));
+  groups.emplace_back(no_decay,
+                      std::make_unique<torch::optim::AdamWOptions>(
+                          torch::optim::AdamWOptions(c.lr).betas({0.9, 0.95}).weight_decay(0.0)));
+  return std::make_unique<torch::optim::AdamW>(std::move(groups), torch::optim::AdamWOptions(c.lr));
+}
+
+// c.steps optimizer steps on seeded random windows of `train`, each step's loss appended
+// to result->losses; INTERNAL when the loss stops being finite.
+absl::Status RunSteps(const LlamaModel& model, torch::optim::AdamW& optimizer,
+                      const std::vector<at::Tensor>& all, const std::vector<int32_t>& train,
+                      const PretrainConfig& c, base::Progress& progress, PretrainResult* result) {
+  const int64_t n_train = static_cast<int64_t>(train.size());
+  std::mt19937_64 rng(c.seed ^ 0x9e3779b97f4a7c15ULL);
+  std::uniform_int_distribution<int64_t> start_dist(0, n_train - c.seq_len - 1);
+  const int64_t tokens_per_step = c.batch * c.seq_len;
+  for (int64_t step = 0; step < c.steps; ++step) {
+    const double lr = LearningRateAt(c, step);
+    for (auto& group : optimizer.param_groups()) {
+      static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
+    }
+    std::vector<int64_t> starts(c.batch);
+    for (int64_t& s : starts) s = start_dist(rng);
+    optimizer.zero_grad();
+    at::Tensor loss = WindowLoss(model, Windows(train, starts, c.seq_len));
+    loss.backward();
+    if (c.grad_clip > 0) {
+      torch::nn::utils::clip_grad_norm_(all, c.grad_clip);
+    }
+    optimizer.step();
+    const float l = loss.item<float>();
+    if (!std::isfinite(l)) {
+      return absl::InternalError(
+          absl::StrFormat("pretrain: loss became %f at step %d (lower --lr?)", l, step));
+    }
+    result->losses.push_back(l);
+    progress.Update(static_cast<double>((step + 1) * tokens_per_step),
+                    absl::StrFormat("step %d/%d loss %.3f lr %.2e", step + 1, c.steps, l, lr));
+  }
+  return absl::OkStatus();
+}
+
+// Mean of the last min(10, n) losses.
+double TailMeanLoss(const std::vector<float>& losses) {
+  const size_t tail = std::min<size_t>(10, losses.size());
+  double sum = 0;
+  for (size_t i = losses.size() - tail; i < losses.size(); ++i) sum += losses[i];
+  return sum / tail;
+}
+
+// Detached copies of the model's weights that no longer require grad (tie preserved).
+LlamaWeights DetachedWeights(const LlamaModel& model, const LlamaConfig& config) {
+  LlamaWeights weights = model.weights();
+  for (at::Tensor* t : AllTensors(weights)) *t = t->detach().clone();
+  weights.lm_head =
+      config.tie_word_embeddings ? weights.embed_tokens : model.weights().lm_head.detach().clone();
+  weights.config = config;
+  weights.config.head_dim = model.config().head_dim;
+  return weights;
+}
+
+}  // namespace
+
 Pretrainer::Pretrainer(PretrainConfig config) : config_(std::move(config)) {}
 
 absl::StatusOr<PretrainResult> Pretrainer::Train(const std::vector<int32_t>& ids) const {
   const PretrainConfig& c = config_;
   WQ_RETURN_IF_ERROR(c.Validate());
-  for (size_t i = 0; i < ids.size(); ++i) {
-    if (ids[i] < 0 || ids[i] >= c.vocab) {
-      return absl::InvalidArgumentError(absl::StrCat("pretrain: id ", ids[i], " at position ", i,
-                                                     " is outside [0, vocab=", c.vocab, ")"));
-    }
-  }
+  WQ_RETURN_IF_ERROR(CheckIds(ids, c.vocab));
   const int64_t n = static_cast<int64_t>(ids.size());
   const int64_t n_held = static_cast<int64_t>(std::ceil(n * c.held_out_fraction));
   const int64_t n_train = n - n_held;
@@ -226,69 +304,23 @@ absl::StatusOr<PretrainResult> Pretrainer::Train(const std::vector<int32_t>& ids
     WQ_ASSIGN_OR_RETURN(result.untrained_held_out_ppl,
                         HeldOutPerplexity(model, held, c.seq_len, kEvalBatch, c.eval_max_windows));
 
-    std::vector<torch::optim::OptimizerParamGroup> groups;
-    groups.emplace_back(
-        decay,
-        std::make_unique<torch::optim::AdamWOptions>(
-            torch::optim::AdamWOptions(c.lr).betas({0.9, 0.95}).weight_decay(c.weight_decay)));
-    groups.emplace_back(no_decay,
-                        std::make_unique<torch::optim::AdamWOptions>(
-                            torch::optim::AdamWOptions(c.lr).betas({0.9, 0.95}).weight_decay(0.0)));
-    torch::optim::AdamW optimizer(std::move(groups), torch::optim::AdamWOptions(c.lr));
-
-    std::mt19937_64 rng(c.seed ^ 0x9e3779b97f4a7c15ULL);
-    std::uniform_int_distribution<int64_t> start_dist(0, n_train - c.seq_len - 1);
+    std::unique_ptr<torch::optim::AdamW> optimizer = MakeOptimizer(decay, no_decay, c);
     const int64_t tokens_per_step = c.batch * c.seq_len;
     base::Progress progress("pretrain", static_cast<double>(c.steps * tokens_per_step), "tokens",
                             c.log_interval_s);
     const auto t0 = std::chrono::steady_clock::now();
-    for (int64_t step = 0; step < c.steps; ++step) {
-      const double lr = LearningRateAt(c, step);
-      for (auto& group : optimizer.param_groups()) {
-        static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
-      }
-      std::vector<int64_t> starts(c.batch);
-      for (int64_t& s : starts) s = start_dist(rng);
-      optimizer.zero_grad();
-      at::Tensor loss = WindowLoss(model, Windows(train, starts, c.seq_len));
-      loss.backward();
-      if (c.grad_clip > 0) {
-        torch::nn::utils::clip_grad_norm_(all, c.grad_clip);
-      }
-      optimizer.step();
-      const float l = loss.item<float>();
-      if (!std::isfinite(l)) {
-        return absl::InternalError(
-            absl::StrFormat("pretrain: loss became %f at step %d (lower --lr?)", l, step));
-      }
-      result.losses.push_back(l);
-      progress.Update(static_cast<double>((step + 1) * tokens_per_step),
-                      absl::StrFormat("step %d/%d loss %.3f lr %.2e", step + 1, c.steps, l, lr));
-    }
+    WQ_RETURN_IF_ERROR(RunSteps(model, *optimizer, all, train, c, progress, &result));
     result.train_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     result.tokens_trained = c.steps * tokens_per_step;
     result.first_loss = result.losses.front();
-    const size_t tail = std::min<size_t>(10, result.losses.size());
-    double sum = 0;
-    for (size_t i = result.losses.size() - tail; i < result.losses.size(); ++i) {
-      sum += result.losses[i];
-    }
-    result.final_loss = sum / tail;
+    result.final_loss = TailMeanLoss(result.losses);
     WQ_ASSIGN_OR_RETURN(result.held_out_ppl,
                         HeldOutPerplexity(model, held, c.seq_len, kEvalBatch, c.eval_max_windows));
     progress.Finish(absl::StrFormat("loss %.3f -> %.3f, held-out ppl %.1f -> %.1f",
                                     result.first_loss, result.final_loss,
                                     result.untrained_held_out_ppl, result.held_out_ppl));
-
-    // Hand out detached copies that no longer require grad (tie preserved).
-    result.weights = model.weights();
-    for (at::Tensor* t : AllTensors(result.weights)) *t = t->detach().clone();
-    result.weights.lm_head = result.config.tie_word_embeddings
-                                 ? result.weights.embed_tokens
-                                 : model.weights().lm_head.detach().clone();
-    result.weights.config = result.config;
-    result.weights.config.head_dim = model.config().head_dim;
+    result.weights = DetachedWeights(model, result.config);
   } catch (const std::exception& e) {  // c10::Error and LlamaModel's invalid_argument
     return absl::InternalError(absl::StrCat("pretrain: ", e.what()));
   }

@@ -119,6 +119,134 @@ absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::FromBuffer(std
   return file;
 }
 
+namespace {
+
+// The "__metadata__" entry `v` (null, or an object of strings) into `metadata`.
+absl::Status ParseMetadata(const std::string& p, const nlohmann::json& v,
+                           std::map<std::string, std::string>* metadata) {
+  if (v.is_null()) return absl::OkStatus();
+  if (!v.is_object()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(p, ": __metadata__: expected an object of strings"));
+  }
+  for (auto m = v.begin(); m != v.end(); ++m) {
+    if (!m.value().is_string()) {
+      return absl::InvalidArgumentError(absl::StrCat(p, ": __metadata__.", m.key(),
+                                                     ": expected a string, got ", Show(m.value())));
+    }
+    (*metadata)[m.key()] = m.value().get<std::string>();
+  }
+  return absl::OkStatus();
+}
+
+// The entry's "shape" into info->shape; returns the bytes it needs in info->dtype.
+absl::StatusOr<uint64_t> ParseShape(const std::string& where, const nlohmann::json& v,
+                                    TensorInfo* info) {
+  auto sh = v.find("shape");
+  if (sh == v.end() || !sh->is_array()) {
+    return absl::InvalidArgumentError(absl::StrCat(where, "shape: missing or not an array"));
+  }
+  uint64_t elements = 1;
+  for (const nlohmann::json& d : *sh) {
+    if (!d.is_number_unsigned() || d.get<uint64_t>() > (uint64_t{1} << 62)) {
+      return absl::InvalidArgumentError(absl::StrCat(where, "shape: invalid dimension ", Show(d)));
+    }
+    uint64_t dim = d.get<uint64_t>();
+    if (__builtin_mul_overflow(elements, dim, &elements) || elements > (uint64_t{1} << 62)) {
+      return absl::InvalidArgumentError(absl::StrCat(where, "shape: too many elements"));
+    }
+    info->shape.push_back(static_cast<int64_t>(dim));
+  }
+  uint64_t expected_bytes = 0;
+  if (__builtin_mul_overflow(elements, static_cast<uint64_t>(DtypeSize(info->dtype)),
+                             &expected_bytes)) {
+    return absl::InvalidArgumentError(absl::StrCat(where, "shape: too many bytes"));
+  }
+  return expected_bytes;
+}
+
+// The entry's "data_offsets" into info->begin/end: inside the data_size bytes of data and
+// exactly expected_bytes long.
+absl::Status ParseDataOffsets(const std::string& where, const nlohmann::json& v, uint64_t data_size,
+                              uint64_t expected_bytes, TensorInfo* info) {
+  auto off = v.find("data_offsets");
+  if (off == v.end() || !off->is_array() || off->size() != 2 || !(*off)[0].is_number_unsigned() ||
+      !(*off)[1].is_number_unsigned()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, "data_offsets: expected [begin, end] of unsigned integers"));
+  }
+  info->begin = (*off)[0].get<uint64_t>();
+  info->end = (*off)[1].get<uint64_t>();
+  if (info->end < info->begin) {
+    return absl::DataLossError(
+        absl::StrCat(where, "data_offsets [", info->begin, ", ", info->end, "]: end before begin"));
+  }
+  if (info->end > data_size) {
+    return absl::DataLossError(absl::StrCat(where, "data_offsets [", info->begin, ", ", info->end,
+                                            "] outside the data (", data_size,
+                                            " bytes): truncated file?"));
+  }
+  if (info->end - info->begin != expected_bytes) {
+    return absl::DataLossError(
+        absl::StrCat(where, "data_offsets [", info->begin, ", ", info->end, "] hold ",
+                     info->end - info->begin, " bytes but ", DtypeName(info->dtype), " [",
+                     absl::StrJoin(info->shape, ","), "] needs ", expected_bytes));
+  }
+  return absl::OkStatus();
+}
+
+// One tensor entry of the header (name -> {dtype, shape, data_offsets}).
+absl::StatusOr<TensorInfo> ParseTensor(const std::string& p, const std::string& name,
+                                       const nlohmann::json& v, uint64_t data_size) {
+  const std::string where = absl::StrCat(p, ": tensor ", name, ": ");
+  if (!v.is_object()) {
+    return absl::InvalidArgumentError(absl::StrCat(where, "expected an object, got ", Show(v)));
+  }
+  TensorInfo info;
+  info.name = name;
+  auto dt = v.find("dtype");
+  if (dt == v.end() || !dt->is_string()) {
+    return absl::InvalidArgumentError(absl::StrCat(where, "dtype: missing or not a string"));
+  }
+  absl::StatusOr<Dtype> dtype = DtypeFromName(dt->get<std::string>());
+  if (!dtype.ok()) return absl::InvalidArgumentError(absl::StrCat(where, dtype.status().message()));
+  info.dtype = *dtype;
+  absl::StatusOr<uint64_t> expected_bytes = ParseShape(where, v, &info);
+  if (!expected_bytes.ok()) return expected_bytes.status();
+  absl::Status s = ParseDataOffsets(where, v, data_size, *expected_bytes, &info);
+  if (!s.ok()) return s;
+  return info;
+}
+
+// The tensors (sorted by offsets) cover the data_size bytes of data exactly: no overlap,
+// no gap, nothing after the last.
+absl::Status CheckCoverage(const std::string& p, const std::vector<TensorInfo>& tensors,
+                           uint64_t data_size) {
+  uint64_t covered = 0;
+  const TensorInfo* previous = nullptr;
+  for (const TensorInfo& t : tensors) {
+    if (t.begin < covered) {
+      return absl::DataLossError(absl::StrCat(p, ": tensor ", t.name, ": data_offsets [", t.begin,
+                                              ", ", t.end, "] overlap tensor ", previous->name));
+    }
+    if (t.begin > covered) {
+      return absl::DataLossError(absl::StrCat(p, ": tensor ", t.name, ": data_offsets [", t.begin,
+                                              ", ", t.end, "] leave bytes [", covered, ", ",
+                                              t.begin, ") of the data uncovered"));
+    }
+    covered = t.end;
+    previous = &t;
+  }
+  if (covered != data_size) {
+    return absl::DataLossError(absl::StrCat(
+        p, ": ", data_size - covered, " bytes of data after the last tensor",
+        previous ? absl::StrCat(" (", previous->name, ")") : "", " are not covered by any tensor"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status SafetensorsFile::Parse() {
   const std::string& p = path_;
   if (size_ < 8) {
@@ -150,109 +278,21 @@ absl::Status SafetensorsFile::Parse() {
   }
 
   for (auto it = header.begin(); it != header.end(); ++it) {
-    const std::string& name = it.key();
-    const nlohmann::json& v = it.value();
-    if (name == "__metadata__") {
-      if (v.is_null()) continue;
-      if (!v.is_object()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(p, ": __metadata__: expected an object of strings"));
-      }
-      for (auto m = v.begin(); m != v.end(); ++m) {
-        if (!m.value().is_string()) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              p, ": __metadata__.", m.key(), ": expected a string, got ", Show(m.value())));
-        }
-        metadata_[m.key()] = m.value().get<std::string>();
-      }
+    if (it.key() == "__metadata__") {
+      absl::Status s = ParseMetadata(p, it.value(), &metadata_);
+      if (!s.ok()) return s;
       continue;
     }
-    const std::string where = absl::StrCat(p, ": tensor ", name, ": ");
-    if (!v.is_object()) {
-      return absl::InvalidArgumentError(absl::StrCat(where, "expected an object, got ", Show(v)));
-    }
-    TensorInfo info;
-    info.name = name;
-    auto dt = v.find("dtype");
-    if (dt == v.end() || !dt->is_string()) {
-      return absl::InvalidArgumentError(absl::StrCat(where, "dtype: missing or not a string"));
-    }
-    absl::StatusOr<Dtype> dtype = DtypeFromName(dt->get<std::string>());
-    if (!dtype.ok())
-      return absl::InvalidArgumentError(absl::StrCat(where, dtype.status().message()));
-    info.dtype = *dtype;
-
-    auto sh = v.find("shape");
-    if (sh == v.end() || !sh->is_array()) {
-      return absl::InvalidArgumentError(absl::StrCat(where, "shape: missing or not an array"));
-    }
-    uint64_t elements = 1;
-    for (const nlohmann::json& d : *sh) {
-      if (!d.is_number_unsigned() || d.get<uint64_t>() > (uint64_t{1} << 62)) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(where, "shape: invalid dimension ", Show(d)));
-      }
-      uint64_t dim = d.get<uint64_t>();
-      if (__builtin_mul_overflow(elements, dim, &elements) || elements > (uint64_t{1} << 62)) {
-        return absl::InvalidArgumentError(absl::StrCat(where, "shape: too many elements"));
-      }
-      info.shape.push_back(static_cast<int64_t>(dim));
-    }
-    uint64_t expected_bytes = 0;
-    if (__builtin_mul_overflow(elements, static_cast<uint64_t>(DtypeSize(info.dtype)),
-                               &expected_bytes)) {
-      return absl::InvalidArgumentError(absl::StrCat(where, "shape: too many bytes"));
-    }
-
-    auto off = v.find("data_offsets");
-    if (off == v.end() || !off->is_array() || off->size() != 2 || !(*off)[0].is_number_unsigned() ||
-        !(*off)[1].is_number_unsigned()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(where, "data_offsets: expected [begin, end] of unsigned integers"));
-    }
-    info.begin = (*off)[0].get<uint64_t>();
-    info.end = (*off)[1].get<uint64_t>();
-    if (info.end < info.begin) {
-      return absl::DataLossError(
-          absl::StrCat(where, "data_offsets [", info.begin, ", ", info.end, "]: end before begin"));
-    }
-    if (info.end > data_size) {
-      return absl::DataLossError(absl::StrCat(where, "data_offsets [", info.begin, ", ", info.end,
-                                              "] outside the data (", data_size,
-                                              " bytes): truncated file?"));
-    }
-    if (info.end - info.begin != expected_bytes) {
-      return absl::DataLossError(
-          absl::StrCat(where, "data_offsets [", info.begin, ", ", info.end, "] hold ",
-                       info.end - info.begin, " bytes but ", DtypeName(info.dtype), " [",
-                       absl::StrJoin(info.shape, ","), "] needs ", expected_bytes));
-    }
-    tensors_.push_back(std::move(info));
+    absl::StatusOr<TensorInfo> info = ParseTensor(p, it.key(), it.value(), data_size);
+    if (!info.ok()) return info.status();
+    tensors_.push_back(*std::move(info));
   }
 
   std::sort(tensors_.begin(), tensors_.end(), [](const TensorInfo& a, const TensorInfo& b) {
     return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
   });
-  uint64_t covered = 0;
-  const TensorInfo* previous = nullptr;
-  for (const TensorInfo& t : tensors_) {
-    if (t.begin < covered) {
-      return absl::DataLossError(absl::StrCat(p, ": tensor ", t.name, ": data_offsets [", t.begin,
-                                              ", ", t.end, "] overlap tensor ", previous->name));
-    }
-    if (t.begin > covered) {
-      return absl::DataLossError(absl::StrCat(p, ": tensor ", t.name, ": data_offsets [", t.begin,
-                                              ", ", t.end, "] leave bytes [", covered, ", ",
-                                              t.begin, ") of the data uncovered"));
-    }
-    covered = t.end;
-    previous = &t;
-  }
-  if (covered != data_size) {
-    return absl::DataLossError(absl::StrCat(
-        p, ": ", data_size - covered, " bytes of data after the last tensor",
-        previous ? absl::StrCat(" (", previous->name, ")") : "", " are not covered by any tensor"));
-  }
+  absl::Status covered = CheckCoverage(p, tensors_, data_size);
+  if (!covered.ok()) return covered;
   for (size_t i = 0; i < tensors_.size(); ++i) index_[tensors_[i].name] = i;
   return absl::OkStatus();
 }

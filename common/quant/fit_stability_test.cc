@@ -143,7 +143,9 @@ TEST(FitStabilityTest, LastBitsOfTheStatisticsBarelyMoveTheFits) {
   const std::vector<Unit>& units = (*session)->table().units;
   ASSERT_GT(units.size(), 20u);
   // stories260k: unit 20 is the unit of the failure (layer 2 v_proj, chunk 0).
-  if (units.size() == 45u) ASSERT_EQ(UnitName(units[20]), UnitName(Unit{20, 2, 2, 0}));
+  if (units.size() == 45u) {
+    ASSERT_EQ(UnitName(units[20]), UnitName(Unit{20, 2, 2, 0}));
+  }
 
   const Counts n = Perturb(**session);
   std::printf(

@@ -19,6 +19,55 @@ namespace {
 
 constexpr int64_t kCalibrationBatch = 8;
 
+// The calibration ids of config.calibration and the sha256 (plus token range) of the text
+// they come from.
+struct CalibrationText {
+  std::vector<int32_t> ids;
+  std::string sha;
+};
+
+absl::StatusOr<CalibrationText> ReadCalibration(const config::RunConfig& config,
+                                                const config::TextEncoder& encode) {
+  CalibrationText calib;
+  WQ_ASSIGN_OR_RETURN(calib.ids, config::ReadTextRange(config::CalibrationRange(config.calibration),
+                                                       "calibration", encode, &calib.sha));
+  // The table depends on the part of the file calibration reads.
+  absl::StrAppend(&calib.sha, " tokens=", config.calibration.tokens[0], ",",
+                  config.calibration.tokens[1]);
+  return calib;
+}
+
+// `cache_key` (every weight hashed) only keys the cache; `table` is the table's identity,
+// the one every path computes (table_fingerprint.h).
+struct Fingerprints {
+  std::string cache_key;
+  std::string table;
+};
+
+absl::StatusOr<Fingerprints> ComputeFingerprints(const config::RunConfig& config,
+                                                 const std::string& config_json,
+                                                 const model::LlamaWeights& weights,
+                                                 const CalibrationText& calib) {
+  UnitTableOptions topts;
+  topts.chunk_size = config.quant.chunk_size;
+  topts.quantizer.salient_fraction = config.quant.salient_fraction;
+  FingerprintInputs fin;
+  fin.config_json = config_json;
+  fin.weights = &weights;
+  fin.calibration_text_sha256 = calib.sha;
+  fin.calibration = config.calibration;
+  fin.chunk_size = topts.chunk_size;
+  fin.quantizer = topts.quantizer;
+  Fingerprints f;
+  WQ_ASSIGN_OR_RETURN(f.cache_key, UnitTableFingerprint(fin));
+  WQ_ASSIGN_OR_RETURN(const std::string model_key,
+                      ModelKey(config.model.dir, topts.chunk_size, topts.quantizer));
+  f.table = TableFingerprint(model_key,
+                             CalibrationKey(config.calibration.samples, config.calibration.seq_len,
+                                            config.calibration.seed, calib.ids));
+  return f;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<QuantizationSession>> QuantizationSession::Create(
@@ -39,15 +88,9 @@ absl::StatusOr<std::unique_ptr<QuantizationSession>> QuantizationSession::Create
   const config::TextEncoder encode = [&tok = *s->tokenizer_](std::string_view text) {
     return tok.Encode(text, /*add_bos=*/false);
   };
-  std::string calib_sha;
-  WQ_ASSIGN_OR_RETURN(const std::vector<int32_t> calib_ids,
-                      config::ReadTextRange(config::CalibrationRange(config.calibration),
-                                            "calibration", encode, &calib_sha));
-  // The table depends on the part of the file calibration reads.
-  absl::StrAppend(&calib_sha, " tokens=", config.calibration.tokens[0], ",",
-                  config.calibration.tokens[1]);
+  WQ_ASSIGN_OR_RETURN(const CalibrationText calib, ReadCalibration(config, encode));
   absl::StatusOr<at::Tensor> windows =
-      SampleCalibrationWindows(calib_ids, config.calibration.samples, config.calibration.seq_len,
+      SampleCalibrationWindows(calib.ids, config.calibration.samples, config.calibration.seq_len,
                                config.calibration.seed, weights.config.bos_token_id);
   if (!windows.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("calibration.text (", config.calibration.text,
@@ -59,27 +102,11 @@ absl::StatusOr<std::unique_ptr<QuantizationSession>> QuantizationSession::Create
                                                             "evaluation.heldout", encode));
   }
 
-  UnitTableOptions topts;
-  topts.chunk_size = config.quant.chunk_size;
-  topts.quantizer.salient_fraction = config.quant.salient_fraction;
-  FingerprintInputs fin;
-  fin.config_json = config_json;
-  fin.weights = &weights;
-  fin.calibration_text_sha256 = calib_sha;
-  fin.calibration = config.calibration;
-  fin.chunk_size = topts.chunk_size;
-  fin.quantizer = topts.quantizer;
-  WQ_ASSIGN_OR_RETURN(const std::string fingerprint, UnitTableFingerprint(fin));
-  // The table's identity is the one every path computes (table_fingerprint.h);
-  // `fingerprint` (every weight hashed) only keys the cache.
-  WQ_ASSIGN_OR_RETURN(const std::string model_key,
-                      ModelKey(dir, topts.chunk_size, topts.quantizer));
-  const std::string table_fingerprint = TableFingerprint(
-      model_key, CalibrationKey(config.calibration.samples, config.calibration.seq_len,
-                                config.calibration.seed, calib_ids));
-
+  WQ_ASSIGN_OR_RETURN(const Fingerprints fingerprints,
+                      ComputeFingerprints(config, config_json, weights, calib));
+  const std::string& fingerprint = fingerprints.cache_key;
   s->fingerprint_ = fingerprint;
-  s->table_fingerprint_ = table_fingerprint;
+  s->table_fingerprint_ = fingerprints.table;
   s->use_cache_ = options.use_cache && !config.quant.cache_dir.empty();
   s->log_ = options.log;
 

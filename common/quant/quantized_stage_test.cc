@@ -154,6 +154,76 @@ TEST(QuantizedStageErrorsTest, BadPlansAndMismatchedFitsAreRejected) {
   EXPECT_NE(other.status().message().find("layers [0, 3)"), std::string::npos) << other.status();
 }
 
+// The exporter: the quantized checkpoint reads back to the weights of `planned`, the
+// fake-quant checkpoint holds their FP16 rounding.
+void ExpectExportHoldsThePlan(const QuantizationSession& s, const std::vector<int>& actions,
+                              const model::LlamaModel& planned) {
+  const Plan plan = s.MakePlan(actions, "test", 0);
+  ExportInputs in;
+  in.weights = &s.model().weights();
+  in.table = &s.table();
+  in.fits = &s.fits();
+  in.plan = &plan;
+  in.model_dir = s.config().model.dir;
+  const std::string dir = ::testing::TempDir() + "/quantized_stage_test_export";
+  std::filesystem::remove_all(dir);
+  ASSERT_TRUE(WriteQuantizedCheckpoint(in, dir + "/q").ok());
+  ASSERT_TRUE(WriteFakeQuantCheckpoint(in, dir + "/f").ok());
+  auto back = QuantizedCheckpoint::Read(dir + "/q");
+  ASSERT_TRUE(back.ok()) << back.status();
+  auto fake = model::Checkpoint::Open(dir + "/f");
+  ASSERT_TRUE(fake.ok()) << fake.status();
+  auto fake_w = (*fake)->LoadWeights(model::LoadRequest{});
+  ASSERT_TRUE(fake_w.ok());
+  for (int64_t l = 0; l < s.model().config().num_hidden_layers; ++l) {
+    const auto lin = planned.LayerLinears(l);
+    for (int m = 0; m < model::kNumMatrices; ++m) {
+      // Equal values; not the same bits where the plan has -0 (a small negative weight
+      // rounded to code 0): code 0 reads back as +0.
+      EXPECT_TRUE(at::equal(back->weights.layers[l].linear[m], lin[m])) << l << " " << m;
+      EXPECT_TRUE(BitEqual(fake_w->layers[l].linear[m], lin[m].to(at::kHalf)));
+    }
+  }
+}
+
+// The first quantizer's outputs on every unit of the model, rebuilt from its own
+// parameters by the fast kernel: bit for bit, every action.
+void ExpectFastKernelRebuildsReferenceFits(const QuantizationSession& s) {
+  const UnitTable& t = s.table();
+  for (const Unit& u : t.units) {
+    const at::Tensor W = s.model()
+                             .weights()
+                             .layers[u.layer]
+                             .linear[u.matrix]
+                             .slice(1, u.col_begin, u.col_begin + u.cols)
+                             .contiguous();
+    const at::Tensor act = s.activation_stats()
+                               .at(u.layer, static_cast<model::Matrix>(u.matrix))
+                               .mean_abs.slice(0, u.col_begin, u.col_begin + u.cols)
+                               .contiguous();
+    auto ref = reference::ReferenceFitUnit(W, act, kAllActions);
+    ASSERT_TRUE(ref.ok());
+    SalientSet sal;
+    const at::Tensor idx = ref->salient.index.to(at::kInt).contiguous();
+    sal.index.assign(idx.data_ptr<int32_t>(), idx.data_ptr<int32_t>() + idx.numel());
+    sal.codes.assign(ref->salient.codes.data_ptr<int8_t>(),
+                     ref->salient.codes.data_ptr<int8_t>() + ref->salient.codes.numel());
+    sal.scale = ref->salient.scale;
+    for (const auto& rf : ref->fits) {
+      std::vector<float> scales, offsets;
+      if (rf.scales.defined())
+        scales.assign(rf.scales.data_ptr<float>(), rf.scales.data_ptr<float>() + rf.scales.numel());
+      if (rf.offsets.defined())
+        offsets.assign(rf.offsets.data_ptr<float>(),
+                       rf.offsets.data_ptr<float>() + rf.offsets.numel());
+      at::Tensor out = at::empty({u.rows, u.cols}, at::kFloat);
+      DequantizeKernel(UnitView{W.data_ptr<float>(), u.cols, u.rows, u.cols}, rf.action,
+                       scales.data(), offsets.data(), sal, out.data_ptr<float>(), u.cols);
+      EXPECT_TRUE(BitEqual(out, rf.dequant)) << UnitName(u) << " " << ActionName(rf.action);
+    }
+  }
+}
+
 // The real test model (stories260k, or the default model on a fresh clone) through the
 // session: `eval --plan`'s model, the exporter's two files and the float32 reference
 // agree bit for bit, and the parameters of the first (ATen) quantizer are reconstructed
@@ -192,70 +262,8 @@ TEST(QuantizedStageRealModelTest, EvalPlanExportAndReferenceAgreeBitForBit) {
   ASSERT_TRUE(p_session.ok());
   EXPECT_EQ(p_session->nll, p_ref->nll);
 
-  // The exporter: the quantized checkpoint reads back to the same weights, the
-  // fake-quant checkpoint holds their FP16 rounding.
-  const Plan plan = s.MakePlan(actions, "test", 0);
-  ExportInputs in;
-  in.weights = &s.model().weights();
-  in.table = &s.table();
-  in.fits = &s.fits();
-  in.plan = &plan;
-  in.model_dir = c.model.dir;
-  const std::string dir = ::testing::TempDir() + "/quantized_stage_test_export";
-  std::filesystem::remove_all(dir);
-  ASSERT_TRUE(WriteQuantizedCheckpoint(in, dir + "/q").ok());
-  ASSERT_TRUE(WriteFakeQuantCheckpoint(in, dir + "/f").ok());
-  auto back = QuantizedCheckpoint::Read(dir + "/q");
-  ASSERT_TRUE(back.ok()) << back.status();
-  auto fake = model::Checkpoint::Open(dir + "/f");
-  ASSERT_TRUE(fake.ok()) << fake.status();
-  auto fake_w = (*fake)->LoadWeights(model::LoadRequest{});
-  ASSERT_TRUE(fake_w.ok());
-  for (int64_t l = 0; l < s.model().config().num_hidden_layers; ++l) {
-    const auto lin = (*planned)->LayerLinears(l);
-    for (int m = 0; m < model::kNumMatrices; ++m) {
-      // Equal values; not the same bits where the plan has -0 (a small negative weight
-      // rounded to code 0): code 0 reads back as +0.
-      EXPECT_TRUE(at::equal(back->weights.layers[l].linear[m], lin[m])) << l << " " << m;
-      EXPECT_TRUE(BitEqual(fake_w->layers[l].linear[m], lin[m].to(at::kHalf)));
-    }
-  }
-
-  // The first quantizer's outputs on every unit of the model, rebuilt from its own
-  // parameters by the fast kernel: bit for bit, every action.
-  const UnitTable& t = s.table();
-  for (const Unit& u : t.units) {
-    const at::Tensor W = s.model()
-                             .weights()
-                             .layers[u.layer]
-                             .linear[u.matrix]
-                             .slice(1, u.col_begin, u.col_begin + u.cols)
-                             .contiguous();
-    const at::Tensor act = s.activation_stats()
-                               .at(u.layer, static_cast<model::Matrix>(u.matrix))
-                               .mean_abs.slice(0, u.col_begin, u.col_begin + u.cols)
-                               .contiguous();
-    auto ref = reference::ReferenceFitUnit(W, act, kAllActions);
-    ASSERT_TRUE(ref.ok());
-    SalientSet sal;
-    const at::Tensor idx = ref->salient.index.to(at::kInt).contiguous();
-    sal.index.assign(idx.data_ptr<int32_t>(), idx.data_ptr<int32_t>() + idx.numel());
-    sal.codes.assign(ref->salient.codes.data_ptr<int8_t>(),
-                     ref->salient.codes.data_ptr<int8_t>() + ref->salient.codes.numel());
-    sal.scale = ref->salient.scale;
-    for (const auto& rf : ref->fits) {
-      std::vector<float> scales, offsets;
-      if (rf.scales.defined())
-        scales.assign(rf.scales.data_ptr<float>(), rf.scales.data_ptr<float>() + rf.scales.numel());
-      if (rf.offsets.defined())
-        offsets.assign(rf.offsets.data_ptr<float>(),
-                       rf.offsets.data_ptr<float>() + rf.offsets.numel());
-      at::Tensor out = at::empty({u.rows, u.cols}, at::kFloat);
-      DequantizeKernel(UnitView{W.data_ptr<float>(), u.cols, u.rows, u.cols}, rf.action,
-                       scales.data(), offsets.data(), sal, out.data_ptr<float>(), u.cols);
-      EXPECT_TRUE(BitEqual(out, rf.dequant)) << UnitName(u) << " " << ActionName(rf.action);
-    }
-  }
+  ASSERT_NO_FATAL_FAILURE(ExpectExportHoldsThePlan(s, actions, **planned));
+  ASSERT_NO_FATAL_FAILURE(ExpectFastKernelRebuildsReferenceFits(s));
 }
 
 }  // namespace

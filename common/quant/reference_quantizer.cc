@@ -1,9 +1,11 @@
 #include "common/quant/reference_quantizer.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 
@@ -288,6 +290,109 @@ absl::StatusOr<at::Tensor> ReferenceSalientMask(const at::Tensor& weight,
   }
 }
 
+namespace {
+
+using ActionSet = std::array<bool, kNumActions>;
+
+// Which operators to run: the requested ones plus their seeding chain (quantizer.h).
+ActionSet NeededActions(absl::Span<const Action> actions) {
+  ActionSet need = {};
+  for (Action a : actions) need[ActionIndex(a)] = true;
+  if (need[ActionIndex(Action::k8)]) need[ActionIndex(Action::k4)] = true;
+  if (need[ActionIndex(Action::k4)]) need[ActionIndex(Action::k3)] = true;
+  if (need[ActionIndex(Action::k3)]) {
+    need[ActionIndex(Action::k2)] = true;
+    need[ActionIndex(Action::k1_58)] = true;
+  }
+  return need;
+}
+
+// The fitting weights of w's non-salient entries (salient_mask: true where salient).
+UnitContext MakeUnitContext(const at::Tensor& w, const at::Tensor& s,
+                            const at::Tensor& salient_mask) {
+  UnitContext u;
+  u.w = w;
+  at::Tensor nonsal = salient_mask.logical_not().to(at::kFloat);
+  at::Tensor wt = nonsal * s.square().unsqueeze(0);
+  at::Tensor row_w = wt.sum(1);
+  u.row_valid = (row_w > 0).to(at::kFloat);
+  u.wt = at::where((row_w > 0).unsqueeze(1), wt, nonsal);
+  u.maxabs = (w.abs() * nonsal).amax(1);
+  return u;
+}
+
+// The activation-weighted squared error of the salient INT8 values (0 without any).
+double SalientError(const at::Tensor& w, const at::Tensor& s, const ReferenceSalientSet& salient,
+                    const at::Tensor& salient_values) {
+  if (salient.count <= 0) return 0.0;
+  return ((w.reshape({-1}).index_select(0, salient.index) - salient_values)
+              .to(at::kDouble)
+              .square() *
+          s.to(at::kDouble).square().repeat({w.size(0)}).index_select(0, salient.index))
+      .sum()
+      .item<double>();
+}
+
+// Completes the operators' fits of one unit: the salient values go back into each
+// dequantized matrix, and the error is the unit's relative error (the valid rows' errors
+// plus the salient error, over ErrorDenominator).
+struct FitCollector {
+  int64_t m, c, k;
+  at::Tensor salient_index;
+  at::Tensor salient_values;
+  at::Tensor row_valid;
+  double den;
+  double salient_err;
+  std::map<Action, ReferenceActionFit> done;
+
+  double UnitError(const at::Tensor& row_error) const {
+    if (!(den > 0)) return 0.0;
+    return ((row_error * row_valid).to(at::kDouble).sum().item<double>() + salient_err) / den;
+  }
+  void Finish(Action a, at::Tensor op_dequant, at::Tensor codes, at::Tensor scales,
+              at::Tensor offsets, const at::Tensor& row_error) {
+    ReferenceActionFit f;
+    f.action = a;
+    if (k > 0) op_dequant.view({-1}).index_put_({salient_index}, salient_values);
+    f.dequant = op_dequant;
+    f.codes = codes.to(at::kChar);
+    f.scales = scales;
+    f.offsets = offsets;
+    f.error = UnitError(row_error);
+    f.effective_bits = UnitEffectiveBits(m, c, k, a);
+    done[a] = std::move(f);
+  }
+  void FinishGrid(Action a, const Grid& g, const GridFit& gf) {
+    Finish(a, Levels(g, gf.codes) * gf.scale.unsqueeze(1), gf.codes, gf.scale, at::Tensor(),
+           gf.row_error);
+  }
+};
+
+// The uniform grids 3 <- 4 <- 8 bits, 3 seeded by the 2-bit and ternary scales and each
+// next one by the previous scales.
+void FitUniformChain(const UnitContext& u, const QuantizerOptions& options, const ActionSet& need,
+                     FitCollector* fits) {
+  std::vector<at::Tensor> seeds;
+  if (need[ActionIndex(Action::k3)]) {
+    seeds = {fits->done[Action::k2].scales * 0.5, fits->done[Action::k1_58].scales};
+  }
+  const int uniform_bits[] = {3, 4, 8};
+  const Action uniform_actions[] = {Action::k3, Action::k4, Action::k8};
+  int prev_bits = 0;
+  for (int i = 0; i < 3; ++i) {
+    const Action a = uniform_actions[i];
+    if (!need[ActionIndex(a)]) break;  // the chain 3 <- 4 <- 8 is closed downwards
+    const int b = uniform_bits[i];
+    if (prev_bits > 0)
+      seeds = {fits->done[uniform_actions[i - 1]].scales / double(1 << (b - prev_bits))};
+    const Grid g{-std::ldexp(1.0, b - 1), std::ldexp(1.0, b - 1) - 1, false};
+    fits->FinishGrid(a, g, FitClipGrid(u, g, options, seeds));
+    prev_bits = b;
+  }
+}
+
+}  // namespace
+
 absl::StatusOr<ReferenceUnitFit> ReferenceFitUnit(const at::Tensor& weight,
                                                   const at::Tensor& act_scale,
                                                   absl::Span<const Action> actions,
@@ -305,94 +410,38 @@ absl::StatusOr<ReferenceUnitFit> ReferenceFitUnit(const at::Tensor& weight,
     const int64_t k = SalientCount(m * c, options.salient_fraction);
     at::Tensor salient_values;
     out.salient = MakeSalient(w, s, k, &salient_values);
-
-    // Which operators to run: the requested ones plus their seeding chain (quantizer.h).
-    bool need[kNumActions] = {};
-    for (Action a : actions) need[ActionIndex(a)] = true;
-    if (need[ActionIndex(Action::k8)]) need[ActionIndex(Action::k4)] = true;
-    if (need[ActionIndex(Action::k4)]) need[ActionIndex(Action::k3)] = true;
-    if (need[ActionIndex(Action::k3)]) {
-      need[ActionIndex(Action::k2)] = true;
-      need[ActionIndex(Action::k1_58)] = true;
-    }
-
-    UnitContext u;
-    u.w = w;
-    at::Tensor nonsal = out.salient.mask.logical_not().to(at::kFloat);
-    at::Tensor wt = nonsal * s.square().unsqueeze(0);
-    at::Tensor row_w = wt.sum(1);
-    u.row_valid = (row_w > 0).to(at::kFloat);
-    u.wt = at::where((row_w > 0).unsqueeze(1), wt, nonsal);
-    u.maxabs = (w.abs() * nonsal).amax(1);
-
-    const double den = ErrorDenominator(w, s);
-    const double salient_err =
-        k > 0 ? ((w.reshape({-1}).index_select(0, out.salient.index) - salient_values)
-                     .to(at::kDouble)
-                     .square() *
-                 s.to(at::kDouble).square().repeat({m}).index_select(0, out.salient.index))
-                    .sum()
-                    .item<double>()
-              : 0.0;
-    auto unit_error = [&](const at::Tensor& row_error) {
-      if (!(den > 0)) return 0.0;
-      return ((row_error * u.row_valid).to(at::kDouble).sum().item<double>() + salient_err) / den;
-    };
-
-    std::map<Action, ReferenceActionFit> done;
-    auto finish = [&](Action a, at::Tensor op_dequant, at::Tensor codes, at::Tensor scales,
-                      at::Tensor offsets, const at::Tensor& row_error) {
-      ReferenceActionFit f;
-      f.action = a;
-      if (k > 0) op_dequant.view({-1}).index_put_({out.salient.index}, salient_values);
-      f.dequant = op_dequant;
-      f.codes = codes.to(at::kChar);
-      f.scales = scales;
-      f.offsets = offsets;
-      f.error = unit_error(row_error);
-      f.effective_bits = UnitEffectiveBits(m, c, k, a);
-      done[a] = std::move(f);
-    };
-    auto finish_grid = [&](Action a, const Grid& g, const GridFit& gf) {
-      finish(a, Levels(g, gf.codes) * gf.scale.unsqueeze(1), gf.codes, gf.scale, at::Tensor(),
-             gf.row_error);
-    };
+    const ActionSet need = NeededActions(actions);
+    const UnitContext u = MakeUnitContext(w, s, out.salient.mask);
+    FitCollector fits{m,
+                      c,
+                      k,
+                      out.salient.index,
+                      salient_values,
+                      u.row_valid,
+                      ErrorDenominator(w, s),
+                      SalientError(w, s, out.salient, salient_values),
+                      /*done=*/{}};
 
     const Grid kSeq2{-2, 1, true}, kTern{-1, 1, false};
     if (need[ActionIndex(Action::k1)]) {
       BinaryFit b = FitBinary(u, options);
-      finish(Action::k1, b.codes * b.alpha.unsqueeze(1) + b.beta.unsqueeze(1), b.codes, b.alpha,
-             b.beta, b.row_error);
+      fits.Finish(Action::k1, b.codes * b.alpha.unsqueeze(1) + b.beta.unsqueeze(1), b.codes,
+                  b.alpha, b.beta, b.row_error);
     }
     if (need[ActionIndex(Action::k2)])
-      finish_grid(Action::k2, kSeq2, FitClipGrid(u, kSeq2, options, {}));
-    if (need[ActionIndex(Action::k1_58)]) finish_grid(Action::k1_58, kTern, FitTernary(u, options));
-    std::vector<at::Tensor> seeds;
-    if (need[ActionIndex(Action::k3)]) {
-      seeds = {done[Action::k2].scales * 0.5, done[Action::k1_58].scales};
-    }
-    const int uniform_bits[] = {3, 4, 8};
-    const Action uniform_actions[] = {Action::k3, Action::k4, Action::k8};
-    int prev_bits = 0;
-    for (int i = 0; i < 3; ++i) {
-      const Action a = uniform_actions[i];
-      if (!need[ActionIndex(a)]) break;  // the chain 3 <- 4 <- 8 is closed downwards
-      const int b = uniform_bits[i];
-      if (prev_bits > 0)
-        seeds = {done[uniform_actions[i - 1]].scales / double(1 << (b - prev_bits))};
-      const Grid g{-std::ldexp(1.0, b - 1), std::ldexp(1.0, b - 1) - 1, false};
-      finish_grid(a, g, FitClipGrid(u, g, options, seeds));
-      prev_bits = b;
-    }
+      fits.FinishGrid(Action::k2, kSeq2, FitClipGrid(u, kSeq2, options, {}));
+    if (need[ActionIndex(Action::k1_58)])
+      fits.FinishGrid(Action::k1_58, kTern, FitTernary(u, options));
+    FitUniformChain(u, options, need, &fits);
     if (need[ActionIndex(Action::k16)]) {
       ReferenceActionFit f;
       f.action = Action::k16;
       f.dequant = RoundToHalf(w);
       f.error = ReferenceRelativeError(w, f.dequant, s);
       f.effective_bits = UnitEffectiveBits(m, c, k, Action::k16);
-      done[Action::k16] = std::move(f);
+      fits.done[Action::k16] = std::move(f);
     }
-    for (Action a : actions) out.fits.push_back(done[a]);
+    for (Action a : actions) out.fits.push_back(fits.done[a]);
     return out;
   } catch (const c10::Error& e) {
     return absl::InternalError(absl::StrCat("ReferenceFitUnit: ", e.what_without_backtrace()));

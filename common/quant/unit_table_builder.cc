@@ -93,6 +93,120 @@ int64_t FixedFp16Params(const model::LlamaConfig& c) {
   return n;
 }
 
+namespace {
+
+// The table's header fields for the stage's layers [first, end).
+UnitTable NewTable(const model::LlamaConfig& cfg, int64_t first, int64_t end,
+                   const UnitTableOptions& options, const std::string& fingerprint) {
+  UnitTable table;
+  table.fingerprint = fingerprint;
+  table.first_layer = static_cast<int32_t>(first);
+  table.end_layer = static_cast<int32_t>(end);
+  table.num_layers = static_cast<int32_t>(cfg.num_hidden_layers);
+  table.chunk_size = static_cast<int32_t>(options.chunk_size);
+  table.salient_fraction = options.quantizer.salient_fraction;
+  table.fixed_fp16_params = FixedFp16Params(cfg);
+  return table;
+}
+
+// Unit c of matrix m in layer l from its fit: position, bits and error per action, and
+// the features that do not need the whole layer (mass share is raw until the layer ends).
+void DescribeUnit(const UnitFit& fit, uint32_t id, int64_t l, int m, int64_t c, int64_t rows,
+                  int64_t chunk_size, const model::LlamaConfig& cfg, Unit* u) {
+  u->id = id;
+  u->layer = static_cast<int32_t>(l);
+  u->matrix = m;
+  u->chunk = static_cast<int32_t>(c);
+  u->rows = rows;
+  u->cols = fit.cols;
+  u->col_begin = c * chunk_size;
+  u->salient_count = fit.salient.count();
+  for (int a = 0; a < kNumActions; ++a) {
+    const ActionFit* f = fit.Find(kAllActions[a]);
+    u->bits[a] = f->effective_bits;
+    u->error[a] = f->error;
+  }
+  u->features[kFeatIsAttention] = m <= static_cast<int>(model::Matrix::kO) ? 1.f : 0.f;
+  u->features[kFeatIsMlp] = m > static_cast<int>(model::Matrix::kO) ? 1.f : 0.f;
+  u->features[kFeatDepth] =
+      cfg.num_hidden_layers > 1
+          ? static_cast<float>(l) / static_cast<float>(cfg.num_hidden_layers - 1)
+          : 0.f;
+  const double e2 = u->error[ActionIndex(Action::k2)], e4 = u->error[ActionIndex(Action::k4)];
+  u->features[kFeatErrRatio] =
+      Clip(std::log10(std::max(e2, 1e-12) / std::max(e4, 1e-12)) / 2.0, 0, 1);
+}
+
+// Mass share: unit mass / layer mass, times the units in the layer (1 = average unit),
+// log2-scaled and clipped to [-1, 1].
+void NormalizeMassShare(size_t layer_begin, double layer_mass, UnitTable* table) {
+  const double units_in_layer = static_cast<double>(table->units.size() - layer_begin);
+  for (size_t i = layer_begin; i < table->units.size(); ++i) {
+    float& f = table->units[i].features[kFeatMassShare];
+    const double share = layer_mass > 0 ? f / layer_mass * units_in_layer : 1.0;
+    f = Clip(std::log2(std::max(share, 1e-6)) / 4.0, -1, 1);
+  }
+}
+
+// The units being built for one stage.
+struct StageBuild {
+  const model::LlamaConfig& cfg;
+  const UnitTableOptions& options;
+  int64_t per_layer;
+  UnitTable table;
+  std::vector<StageFits::UnitParams> params;
+};
+
+// Fits every chunk of matrix m of layer l (units appended to build->table and build->params, their
+// raw mass added to *layer_mass); returns the number of units.
+absl::StatusOr<int64_t> FitMatrix(int64_t l, int m, const at::Tensor& stored,
+                                  const LinearInputStats& st, size_t layer_begin,
+                                  double* layer_mass, StageBuild* build) {
+  const int64_t C = build->options.chunk_size;
+  const std::string name = model::LinearTensorName(l, static_cast<model::Matrix>(m));
+  if (!stored.defined() || stored.dim() != 2) {
+    return absl::InvalidArgumentError(absl::StrCat(name, ": missing or not 2-D"));
+  }
+  if (!st.mean_abs.defined() || st.mean_abs.numel() != stored.size(1)) {
+    return absl::InvalidArgumentError(absl::StrCat("calibration statistics missing for ", name));
+  }
+  // The float32 matrix while its units are fitted (a copy only when stored otherwise).
+  const at::Tensor W = stored.to(at::kCPU, at::kFloat).contiguous();
+  const at::Tensor s = st.mean_abs.to(at::kCPU, at::kFloat).contiguous();
+  const int64_t rows = W.size(0), in = W.size(1);
+  const float* wp = W.data_ptr<float>();
+  const float* sp = s.data_ptr<float>();
+  const MatrixStats ms = ComputeMatrixStats(wp, rows * in, sp, in);
+  if (!ms.finite) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        name, ": weights or calibration statistics contain NaN / Inf or a negative scale"));
+  }
+  const std::vector<Action> all(kAllActions.begin(), kAllActions.end());
+  const int64_t chunks = ChunksOf(in, C);
+  std::vector<UnitFit> fits(chunks);
+  std::vector<Unit> units(chunks);
+  at::parallel_for(0, chunks, 1, [&](int64_t b, int64_t e) {
+    for (int64_t c = b; c < e; ++c) {
+      const int64_t c0 = c * C, c1 = std::min<int64_t>(c0 + C, in);
+      const UnitView view{wp + c0, in, rows, c1 - c0};
+      fits[c] = FitUnitKernel(view, sp + c0, all, build->options.quantizer);
+      UnitFeatures(view, sp + c0, ms, &units[c]);
+    }
+  });
+  for (int64_t c = 0; c < chunks; ++c) {
+    Unit& u = units[c];
+    const uint32_t id =
+        static_cast<uint32_t>(l * build->per_layer + (build->table.units.size() - layer_begin));
+    DescribeUnit(fits[c], id, l, m, c, rows, C, build->cfg, &u);
+    *layer_mass += u.features[kFeatMassShare];
+    build->table.units.push_back(u);
+    build->params.push_back(StageFits::Compact(fits[c]));
+  }
+  return chunks;
+}
+
+}  // namespace
+
 absl::StatusOr<StageFits> BuildStageFits(const model::LlamaWeights& weights,
                                          const ActivationStats& stats,
                                          const UnitTableOptions& options,
@@ -108,98 +222,24 @@ absl::StatusOr<StageFits> BuildStageFits(const model::LlamaWeights& weights,
   const int64_t per_layer = UnitsPerLayer(cfg, C);
   const int64_t total = per_layer * (end - first);
 
-  UnitTable table;
-  table.fingerprint = fingerprint;
-  table.first_layer = static_cast<int32_t>(first);
-  table.end_layer = static_cast<int32_t>(end);
-  table.num_layers = static_cast<int32_t>(cfg.num_hidden_layers);
-  table.chunk_size = static_cast<int32_t>(C);
-  table.salient_fraction = options.quantizer.salient_fraction;
-  table.fixed_fp16_params = FixedFp16Params(cfg);
-  std::vector<StageFits::UnitParams> params;
-  params.reserve(total);
-
-  const std::vector<Action> all(kAllActions.begin(), kAllActions.end());
+  StageBuild b{cfg, options, per_layer, NewTable(cfg, first, end, options, fingerprint), {}};
+  b.params.reserve(total);
   at::NoGradGuard no_grad;
   int64_t done = 0;
   for (int64_t l = first; l < end; ++l) {
-    const size_t layer_begin = table.units.size();
+    const size_t layer_begin = b.table.units.size();
     double layer_mass = 0;
     for (int m = 0; m < model::kNumMatrices; ++m) {
-      const std::string name = model::LinearTensorName(l, static_cast<model::Matrix>(m));
-      const LinearInputStats& st = stats.at(l, static_cast<model::Matrix>(m));
-      const at::Tensor& stored = weights.layers[l - first].linear[m];
-      if (!stored.defined() || stored.dim() != 2) {
-        return absl::InvalidArgumentError(absl::StrCat(name, ": missing or not 2-D"));
-      }
-      if (!st.mean_abs.defined() || st.mean_abs.numel() != stored.size(1)) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("calibration statistics missing for ", name));
-      }
-      // The float32 matrix while its units are fitted (a copy only when stored otherwise).
-      const at::Tensor W = stored.to(at::kCPU, at::kFloat).contiguous();
-      const at::Tensor s = st.mean_abs.to(at::kCPU, at::kFloat).contiguous();
-      const int64_t rows = W.size(0), in = W.size(1);
-      const float* wp = W.data_ptr<float>();
-      const float* sp = s.data_ptr<float>();
-      const MatrixStats ms = ComputeMatrixStats(wp, rows * in, sp, in);
-      if (!ms.finite) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            name, ": weights or calibration statistics contain NaN / Inf or a negative scale"));
-      }
-      const int64_t chunks = ChunksOf(in, C);
-      std::vector<UnitFit> fits(chunks);
-      std::vector<Unit> units(chunks);
-      at::parallel_for(0, chunks, 1, [&](int64_t b, int64_t e) {
-        for (int64_t c = b; c < e; ++c) {
-          const int64_t c0 = c * C, c1 = std::min<int64_t>(c0 + C, in);
-          const UnitView view{wp + c0, in, rows, c1 - c0};
-          fits[c] = FitUnitKernel(view, sp + c0, all, options.quantizer);
-          UnitFeatures(view, sp + c0, ms, &units[c]);
-        }
-      });
-      for (int64_t c = 0; c < chunks; ++c) {
-        Unit& u = units[c];
-        const UnitFit& fit = fits[c];
-        u.id = static_cast<uint32_t>(l * per_layer + (table.units.size() - layer_begin));
-        u.layer = static_cast<int32_t>(l);
-        u.matrix = m;
-        u.chunk = static_cast<int32_t>(c);
-        u.rows = rows;
-        u.cols = fit.cols;
-        u.col_begin = c * C;
-        u.salient_count = fit.salient.count();
-        for (int a = 0; a < kNumActions; ++a) {
-          const ActionFit* f = fit.Find(kAllActions[a]);
-          u.bits[a] = f->effective_bits;
-          u.error[a] = f->error;
-        }
-        layer_mass += u.features[kFeatMassShare];
-        u.features[kFeatIsAttention] = m <= static_cast<int>(model::Matrix::kO) ? 1.f : 0.f;
-        u.features[kFeatIsMlp] = m > static_cast<int>(model::Matrix::kO) ? 1.f : 0.f;
-        u.features[kFeatDepth] =
-            cfg.num_hidden_layers > 1
-                ? static_cast<float>(l) / static_cast<float>(cfg.num_hidden_layers - 1)
-                : 0.f;
-        const double e2 = u.error[ActionIndex(Action::k2)], e4 = u.error[ActionIndex(Action::k4)];
-        u.features[kFeatErrRatio] =
-            Clip(std::log10(std::max(e2, 1e-12) / std::max(e4, 1e-12)) / 2.0, 0, 1);
-        table.units.push_back(u);
-        params.push_back(StageFits::Compact(fit));
-      }
+      WQ_ASSIGN_OR_RETURN(
+          const int64_t chunks,
+          FitMatrix(l, m, weights.layers[l - first].linear[m],
+                    stats.at(l, static_cast<model::Matrix>(m)), layer_begin, &layer_mass, &b));
       done += chunks;
       if (options.progress) options.progress(done, total);
     }
-    // Mass share: unit mass / layer mass, times the units in the layer (1 = average unit),
-    // log2-scaled and clipped to [-1, 1].
-    const double units_in_layer = static_cast<double>(table.units.size() - layer_begin);
-    for (size_t i = layer_begin; i < table.units.size(); ++i) {
-      float& f = table.units[i].features[kFeatMassShare];
-      const double share = layer_mass > 0 ? f / layer_mass * units_in_layer : 1.0;
-      f = Clip(std::log2(std::max(share, 1e-6)) / 4.0, -1, 1);
-    }
+    NormalizeMassShare(layer_begin, layer_mass, &b.table);
   }
-  return StageFits::Create(std::move(table), std::move(params));
+  return StageFits::Create(std::move(b.table), std::move(b.params));
 }
 
 }  // namespace windquant::quant
