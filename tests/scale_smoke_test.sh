@@ -59,8 +59,12 @@ if [[ "$MODE" == local ]]; then
   export WQ_RUN_LIB=1
   # shellcheck source=../deploy/local/run.sh
   source "$SRC/deploy/local/run.sh"
+  # No export: it loads and fits every layer in the learner, which owns none
+  # (1.5 GiB bar; the export peaked at ~4.5 GiB there, after `done`, where the
+  # VmHWM below no longer looks). The 70B overlay does the same; export the
+  # pulled plan where the weights fit (`windquant export`).
   parse_args --config "$SMOKE_CONFIG" --bin "$BUILD" --stages 2 --replicas 1 --out "$TMP" \
-    --timeout 2700 "${OVERRIDES[@]}"
+    --timeout 2700 "${OVERRIDES[@]}" --set output.export=false
   plan_topology
   trap 'stop_all; echo "logs: $OUT/logs"' EXIT
   start_all
