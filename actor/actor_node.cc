@@ -7,12 +7,12 @@
 #include "common/base/status_macros.h"
 #include "common/metrics/metric_names.h"
 #include "common/model/llama_config.h"
-#include "common/transport/work_deadline.h"
 #include "common/net/channel.h"
 #include "common/net/retry.h"
 #include "common/net/status_convert.h"
 #include "common/quant/quantizer.h"
 #include "common/quant/table_fingerprint.h"
+#include "common/transport/work_deadline.h"
 
 namespace windquant::actor {
 
@@ -123,9 +123,9 @@ absl::Status ActorNode::RegisterTable(const quant::UnitTable& table) {
   retry.max_attempts = 30;
   // The last stage's registration completes the learner's table (reference
   // plan, warm start) within the call: the deadline follows the units.
-  const absl::Duration deadline = transport::RegisterTableDeadline(
-      absl::Milliseconds(config_.service.rpc_deadline_ms),
-      static_cast<int64_t>(table.units.size()));
+  const absl::Duration deadline =
+      transport::RegisterTableDeadline(absl::Milliseconds(config_.service.rpc_deadline_ms),
+                                       static_cast<int64_t>(table.units.size()));
   return net::FromGrpcStatus(net::RetryWithBackoff(
       [&] {
         grpc::ClientContext ctx;

@@ -471,8 +471,7 @@ TEST_F(LearnerCoreTest, EvaluationWaitFollowsTheWorkThenTheMeasuredTime) {
   const absl::Duration prior = EvaluationWorkPrior(whole_.TotalWeights(), EvaluationTokens(c));
   ASSERT_GT(prior, absl::Seconds(60));
   // One plan out (the reference candidate): it waits behind none.
-  EXPECT_EQ(core->EvaluationWait(),
-            absl::Seconds(1) + EvaluationClock::kSlack * 2 * prior);
+  EXPECT_EQ(core->EvaluationWait(), absl::Seconds(1) + EvaluationClock::kSlack * 2 * prior);
   ASSERT_TRUE(core->SubmitEpisode(MakeEpisode(1, 0)).value());  // two out
   const absl::Duration before = core->EvaluationWait();
   EXPECT_EQ(before, absl::Seconds(1) + EvaluationClock::kSlack * 3 * prior);
