@@ -12,6 +12,7 @@
 #include "common/net/status_convert.h"
 #include "common/quant/quantizer.h"
 #include "common/quant/table_fingerprint.h"
+#include "common/transport/work_deadline.h"
 
 namespace windquant::actor {
 
@@ -120,7 +121,11 @@ absl::Status ActorNode::RegisterTable(const quant::UnitTable& table) {
   v1::RegisterUnitTableReply reply;
   net::RetryPolicy retry;
   retry.max_attempts = 30;
-  const absl::Duration deadline = absl::Milliseconds(config_.service.rpc_deadline_ms);
+  // The last stage's registration completes the learner's table (reference
+  // plan, warm start) within the call: the deadline follows the units.
+  const absl::Duration deadline =
+      transport::RegisterTableDeadline(absl::Milliseconds(config_.service.rpc_deadline_ms),
+                                       static_cast<int64_t>(table.units.size()));
   return net::FromGrpcStatus(net::RetryWithBackoff(
       [&] {
         grpc::ClientContext ctx;

@@ -1,5 +1,6 @@
 #include "actor/rollout_loop.h"
 
+#include <algorithm>
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
@@ -185,7 +186,7 @@ bool RolloutLoop::WaitForPolicy(Produced* p) {
     mu_.AwaitWithTimeout(absl::Condition(&ready), absl::Seconds(1));
     if (stop_ || done_) return false;
     if (!ready()) {
-      if (absl::Now() - p->since < options_.stall_timeout) continue;
+      if (absl::Now() - p->since < std::max(options_.stall_timeout, learner_wait_)) continue;
       p->count = 0;  // stalled: produce more at this version
       p->since = absl::Now();
       continue;
@@ -205,7 +206,11 @@ bool RolloutLoop::Deliver(const rl::Episode& e, const quant::UnitTable& table) {
   rl::EncodeEpisode(e, table, &batch);
   for (int attempt = 0; attempt < 50 && !cancel_.cancelled(); ++attempt) {
     absl::StatusOr<v1::TransitionAck> ack = learner_->SendTransitions(batch);
-    if (ack.ok()) return ack->accepted();  // not accepted: stale
+    if (ack.ok()) {
+      absl::MutexLock lock(&mu_);
+      learner_wait_ = absl::Milliseconds(ack->evaluation_wait_ms());
+      return ack->accepted();  // not accepted: stale
+    }
     if (cancel_.cancelled()) return false;
     std::cerr << options_.actor_id << ": transitions stream: " << ack.status().message()
               << std::endl;

@@ -4,7 +4,9 @@
 // episodes, streams them to the learner (one ack each) and submits the
 // accepted ones' plans to the evaluator (retrying while it is down). It
 // produces `episodes_per_version` episodes per policy version, then waits for
-// a newer policy (or `stall_timeout`, so lost episodes never stall the run).
+// a newer policy (or, so lost episodes never stall the run, the longer of
+// `stall_timeout` and the evaluation wait the learner's last ack named: it
+// follows the evaluator's measured per-plan time, learner/evaluation_clock.h).
 // Both threads reconnect with backoff; every (re)subscription asks for the
 // learner's current snapshot (a restarted learner may be back at an older
 // version) and starts a fresh share of episodes. Before every subscription
@@ -105,6 +107,7 @@ class RolloutLoop {
   int64_t subscription_ ABSL_GUARDED_BY(mu_) = 0;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   bool done_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Duration learner_wait_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();  // last ack's
   net::Canceller cancel_;  // the loop's own sleeps
   metrics::Counter* episodes_ = nullptr;
   std::atomic<int64_t> sent_{0};

@@ -1,7 +1,7 @@
 // ExpiryQueue<T>: values held by id until they are taken or expire. The
 // learner holds an episode until its evaluation arrives and a candidate plan
 // until the evaluator reports it; either may never come (a lost report, an
-// evaluator restart), so both expire after service.evaluation_timeout_ms.
+// evaluator restart), so both expire (the learner's EvaluationClock says when).
 // Besides the map by id, the queue keeps (insertion time, id) in insertion
 // order, so the expired entries are a prefix and expiring costs O(expired)
 // per call, not O(held); ids that left already (taken, erased) are skipped

@@ -56,6 +56,7 @@ LearnerCore::LearnerCore(const config::RunConfig& config)
       curriculum_(config.curriculum),
       lambda_(config.lagrange),
       best_(config.curriculum.target_bits.back(), config.output.dir + "/best"),
+      clock_(absl::Milliseconds(config.service.evaluation_timeout_ms), absl::Now()),
       records_(config.output.dir) {}
 
 void LearnerCore::Log(const std::string& line) const {
@@ -106,6 +107,7 @@ absl::Status LearnerCore::CompleteTable() {
   const quant::UnitTable& table = *tables_.table();
   run_fingerprint_ = rl::RunFingerprint(table, config_);
   WQ_ASSIGN_OR_RETURN(costs_, rl::UnitCosts::Create(table));
+  clock_.set_prior(EvaluationWorkPrior(table.TotalWeights(), EvaluationTokens(config_)));
   absl::StatusOr<rl::RunCheckpoint> ckpt =
       rl::ReadRunCheckpoint(CheckpointDir(config_), run_fingerprint_);
   if (!ckpt.ok() && !absl::IsNotFound(ckpt.status())) return ckpt.status();
@@ -167,8 +169,10 @@ absl::Status LearnerCore::StartStage(bool warm_start) {
 
 void LearnerCore::QueueCandidate(std::vector<int> actions, const std::string& source, double target,
                                  int64_t policy_version) {
+  const absl::Time now = absl::Now();
   candidates_.Queue(std::move(actions), source, target, policy_version,
-                    tables_.table()->fingerprint, absl::Now());
+                    tables_.table()->fingerprint, now);
+  clock_.OnHeld(now, PendingLocked());
 }
 
 std::vector<quant::Plan> LearnerCore::TakeCandidates(absl::Duration timeout) {
@@ -188,6 +192,7 @@ void LearnerCore::DropCandidate(uint64_t episode_id) {
   absl::MutexLock lock(&mu_);
   PublishOnReturn publish(this);
   if (!candidates_.Drop(episode_id)) return;
+  clock_.OnPending(PendingLocked());
   Log(absl::StrCat("learner: candidate ", episode_id & ~rl::kCandidateEpisodeBit, " dropped"));
   if (absl::Status s = MaybeFinish(); !s.ok()) Log(absl::StrCat("learner: ", s.message()));
 }
@@ -248,7 +253,7 @@ std::shared_ptr<const quant::UnitTable> LearnerCore::SharedTable() const {
 }
 
 void LearnerCore::ExpireLocked() {
-  const absl::Time cutoff = absl::Now() - absl::Milliseconds(config_.service.evaluation_timeout_ms);
+  const absl::Time cutoff = clock_.Cutoff(absl::Now());
   for (uint64_t id : held_.Expire(cutoff)) {
     ++expired_;
     Log(absl::StrCat("learner: episode ", id, " expired without evaluation"));
@@ -257,9 +262,19 @@ void LearnerCore::ExpireLocked() {
   for (const quant::Plan& plan : gone) {
     Log(absl::StrCat("learner: candidate ", plan.plan_id, " expired without evaluation"));
   }
+  clock_.OnPending(PendingLocked());
   if (!gone.empty()) {
     if (absl::Status s = MaybeFinish(); !s.ok()) Log(absl::StrCat("learner: ", s.message()));
   }
+}
+
+int64_t LearnerCore::PendingLocked() const {
+  return static_cast<int64_t>(held_.size() + candidates_.pending());
+}
+
+absl::Duration LearnerCore::EvaluationWait() const {
+  absl::MutexLock lock(&mu_);
+  return clock_.QueueBudget();
 }
 
 void LearnerCore::ExpirePending() {
@@ -284,7 +299,9 @@ absl::StatusOr<bool> LearnerCore::SubmitEpisode(rl::Episode episode) {
   if (held_.Seen(episode.episode_id)) return false;
   const double steps = static_cast<double>(episode.steps.size());
   const double lag = static_cast<double>(v - episode.policy_version);
-  held_.Hold(std::move(episode), absl::Now());
+  const absl::Time now = absl::Now();
+  held_.Hold(std::move(episode), now);
+  clock_.OnHeld(now, PendingLocked());
   ++episodes_;
   metrics_.OnEpisode(steps, lag);
   return true;
@@ -302,6 +319,7 @@ absl::StatusOr<bool> LearnerCore::ReportEvaluation(const EvaluationInput& in) {
 absl::StatusOr<bool> LearnerCore::ReportCandidateLocked(const EvaluationInput& in) {
   std::optional<quant::Plan> plan = candidates_.TakeEvaluated(in.episode_id, in.plan_id);
   if (!plan.has_value()) return false;
+  clock_.OnReport(absl::Now(), PendingLocked());
   const rl::PlanEvaluation& pe = in.evaluation;
   ++candidate_evaluations_;
   records_.CountEvaluation(pe.cached);
@@ -331,6 +349,7 @@ absl::StatusOr<bool> LearnerCore::ReportEpisodeLocked(const EvaluationInput& in)
                                                    pe.effective_bits, ")"));
   }
   std::optional<rl::Episode> held = held_.Take(in.episode_id);
+  clock_.OnReport(absl::Now(), PendingLocked());
   rl::Episode& e = *held;
   ++evaluations_;
   records_.CountEvaluation(pe.cached);

@@ -5,7 +5,8 @@
 // - rl::PpoLearner: the policy; UpdateBatch: the evaluated episodes of the
 //   next PPO update (every training.episodes_per_update episodes);
 // - HeldEpisodes: each finished episode held until its evaluation arrives (or
-//   service.evaluation_timeout_ms passes); an episode id is accepted once per
+//   EvaluationClock's wait passes: service.evaluation_timeout_ms plus what the
+//   evaluator's measured per-plan time and queue need); an episode id is accepted once per
 //   run (ids already in plans.jsonl are refused after a restart too);
 // - CandidateQueue: candidate plans for the evaluator: at the start of every
 //   curriculum stage the Lagrangian reference plan of the stage's target
@@ -78,6 +79,7 @@
 #include "common/rl/training.h"
 #include "learner/best_plans.h"
 #include "learner/candidate_queue.h"
+#include "learner/evaluation_clock.h"
 #include "learner/held_episodes.h"
 #include "learner/learner_metrics.h"
 #include "learner/run_observer.h"
@@ -154,6 +156,10 @@ class LearnerCore {
   PublishedPolicy WaitForPolicy(int64_t known_version, absl::Duration timeout);
   int64_t version() const;
   LearnerStatus Status() const;
+  // How long a plan out for evaluation now waits at most before it expires
+  // (EvaluationClock::QueueBudget): actors wait this long for a new policy
+  // before they produce more episodes at the old one.
+  absl::Duration EvaluationWait() const;
   bool done() const;
   // Drops held episodes older than the evaluation timeout (also done lazily).
   void ExpirePending();
@@ -194,6 +200,8 @@ class LearnerCore {
   // stop_after_updates reached: checkpoint (unless `checkpointed`), then stopped_.
   absl::Status StopLocked(bool checkpointed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ExpireLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Plans out for evaluation: held episodes and pending candidates.
+  int64_t PendingLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // output.dir/status.txt: the fields of `windquant status`, one key=value per
   // line, rewritten atomically after each update (for scripts without the CLI).
   void WriteStatusFile() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -220,6 +228,7 @@ class LearnerCore {
   bool stage_started_ ABSL_GUARDED_BY(mu_) = false;  // a policy may be published
   HeldEpisodes held_ ABSL_GUARDED_BY(mu_);
   CandidateQueue candidates_ ABSL_GUARDED_BY(mu_);
+  EvaluationClock clock_ ABSL_GUARDED_BY(mu_);
   UpdateBatch batch_ ABSL_GUARDED_BY(mu_);
   BestPlans best_ ABSL_GUARDED_BY(mu_);
   RunRecords records_ ABSL_GUARDED_BY(mu_);

@@ -456,5 +456,29 @@ TEST_F(LearnerCoreTest, HeldEpisodesAndCandidatesExpire) {
   EXPECT_TRUE(keep->ReportEvaluation(Eval(3, 3.0)).value());
 }
 
+// The wait actors learn from every ack: before any report it follows the work
+// of one evaluation (EvaluationClock's prior) with the reference candidate out;
+// a report replaces the prior by the measured time.
+TEST_F(LearnerCoreTest, EvaluationWaitFollowsTheWorkThenTheMeasuredTime) {
+  config::RunConfig c = TestConfig(dir_ + "/wait");
+  c.training.warm_start = "none";
+  c.service.evaluation_timeout_ms = 1000;
+  // A long selection range: a prior of about an hour, far over any measured time.
+  c.evaluation.selection.tokens = {0, 1000000000};
+  auto core = LearnerCore::Create(c, nullptr).value();
+  for (const auto& s : Stages(whole_))
+    ASSERT_THAT(core->RegisterTable(s.first_layer, 0, s), IsOk());
+  const absl::Duration prior = EvaluationWorkPrior(whole_.TotalWeights(), EvaluationTokens(c));
+  ASSERT_GT(prior, absl::Seconds(60));
+  // One plan out (the reference candidate): it waits behind none.
+  EXPECT_EQ(core->EvaluationWait(), absl::Seconds(1) + EvaluationClock::kSlack * 2 * prior);
+  ASSERT_TRUE(core->SubmitEpisode(MakeEpisode(1, 0)).value());  // two out
+  const absl::Duration before = core->EvaluationWait();
+  EXPECT_EQ(before, absl::Seconds(1) + EvaluationClock::kSlack * 3 * prior);
+  ASSERT_TRUE(core->ReportEvaluation(Eval(1, 3.0)).value());  // measured: far under the prior
+  EXPECT_LT(core->EvaluationWait(), before);
+  EXPECT_GE(core->EvaluationWait(), absl::Seconds(1));
+}
+
 }  // namespace
 }  // namespace windquant::learner

@@ -60,6 +60,7 @@ grpc::Status LearnerService::StreamTransitions(
     ack.set_episode_id(batch.episode_id());
     ack.set_policy_version(core_->version());
     ack.set_accepted(*accepted);
+    ack.set_evaluation_wait_ms(absl::ToInt64Milliseconds(core_->EvaluationWait()));
     if (!stream->Write(ack)) break;
   }
   return grpc::Status::OK;

@@ -86,6 +86,19 @@ void CheckClusterConfig(const std::string& file, const std::string& shape, int s
   EXPECT_GT(static_cast<double>(run->service.max_message_bytes), hidden_bytes + (1 << 20));
 }
 
+// The 70B GPU overlay of deploy/k8s: its micro-batch of float32 hidden states fits.
+TEST(ClusterConfigsTest, Llama3_70bOverlayPassesOneMicroBatch) {
+  auto run = config::LoadRunConfig(SourceDir() + "/deploy/k8s/overlays/llama3-70b-gpu/run.yaml");
+  ASSERT_TRUE(run.ok()) << run.status();
+  auto shape = model::SynthShapeConfig("llama3-70b");
+  ASSERT_TRUE(shape.ok()) << shape.status();
+  const double hidden_bytes = 4.0 * run->evaluation.batch * run->evaluation.context *
+                              static_cast<double>(shape->hidden_size);
+  EXPECT_EQ(hidden_bytes, 256.0 * (1 << 20));
+  EXPECT_GT(static_cast<double>(run->service.max_message_bytes), hidden_bytes + (1 << 20));
+  EXPECT_LT(run->service.max_message_bytes, int64_t{1} << 31);  // gRPC's int limit
+}
+
 TEST(ClusterConfigsTest, Llama3_8bIsOneStageSevenReplicas) {
   CheckClusterConfig("llama3-8b.yaml", "llama3-8b", 1, 7);
 }

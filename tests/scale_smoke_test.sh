@@ -34,7 +34,8 @@ OVERRIDES=(--set "model.dir=$TMP/model"
   --set "evaluation.heldout.text=$WQ_TEST_TEXT" --set "evaluation.heldout.tokens=[4608, 5632]"
   --set "output.dir=$TMP/run"
   --set "quant.cache_dir=$TMP/cache")
-CONFIG="$SRC/configs/llama3.2-1b-smoke.yaml"
+# Not CONFIG: deploy/local/run.sh, sourced below, resets that name.
+SMOKE_CONFIG="$SRC/configs/llama3.2-1b-smoke.yaml"
 
 # The bar in bytes for a process owning `layers` decoder layers of the model.
 bar_bytes() {
@@ -58,8 +59,12 @@ if [[ "$MODE" == local ]]; then
   export WQ_RUN_LIB=1
   # shellcheck source=../deploy/local/run.sh
   source "$SRC/deploy/local/run.sh"
-  parse_args --config "$CONFIG" --bin "$BUILD" --stages 2 --replicas 1 --out "$TMP" \
-    --timeout 2700 "${OVERRIDES[@]}"
+  # No export: it loads and fits every layer in the learner, which owns none
+  # (1.5 GiB bar; the export peaked at ~4.5 GiB there, after `done`, where the
+  # VmHWM below no longer looks). The 70B overlay does the same; export the
+  # pulled plan where the weights fit (`windquant export`).
+  parse_args --config "$SMOKE_CONFIG" --bin "$BUILD" --stages 2 --replicas 1 --out "$TMP" \
+    --timeout 2700 "${OVERRIDES[@]}" --set output.export=false
   plan_topology
   trap 'stop_all; echo "logs: $OUT/logs"' EXIT
   start_all
@@ -89,7 +94,7 @@ if [[ "$MODE" == cut ]]; then  # the default suite: one update, no baselines
   EXTRA=(--set "curriculum.min_updates=1" --set "curriculum.max_updates=1" --no-baselines)
 fi
 start=$(date +%s)
-peak=$(python3 - "$WQ" quantize --config "$CONFIG" "${OVERRIDES[@]}" "${EXTRA[@]}" <<'PY'
+peak=$(python3 - "$WQ" quantize --config "$SMOKE_CONFIG" "${OVERRIDES[@]}" "${EXTRA[@]}" <<'PY'
 import resource, subprocess, sys
 r = subprocess.run(sys.argv[1:], stdout=sys.stderr)
 if r.returncode != 0:

@@ -25,4 +25,9 @@ absl::Duration FitDeadline(absl::Duration base, int64_t weights) {
                               kFitFloorWeightsPerSecond);
 }
 
+absl::Duration RegisterTableDeadline(absl::Duration base, int64_t units) {
+  return base + absl::Seconds(static_cast<double>(std::max<int64_t>(0, units)) /
+                              kTableFloorUnitsPerSecond);
+}
+
 }  // namespace windquant::transport

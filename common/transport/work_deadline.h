@@ -11,6 +11,12 @@
 //          1.2e11 weight x tokens, takes a few seconds: ~3e10)
 //   fit    1e6 weights per second (fit_bench: 1.4e7 with 2 threads); also
 //          charged once per pass, for the plan's layers dequantized in it
+//   table  100 units per second for registering a stage's unit table with
+//          the learner (the last one completes the table: the Lagrangian
+//          reference plan and the warm start's behaviour cloning over every
+//          unit run in the call; 320 units take well under a second)
+// Calls whose work does not grow with the model (status, a plan submitted to
+// the evaluator's queue, a report) keep the base deadline alone.
 #ifndef WINDQUANT_COMMON_TRANSPORT_WORK_DEADLINE_H_
 #define WINDQUANT_COMMON_TRANSPORT_WORK_DEADLINE_H_
 
@@ -23,6 +29,7 @@ namespace windquant::transport {
 
 inline constexpr double kPassFloorWeightTokensPerSecond = 1e9;
 inline constexpr double kFitFloorWeightsPerSecond = 1e6;
+inline constexpr double kTableFloorUnitsPerSecond = 100;
 
 // Decoder linear weights of one layer of `config` (q, k, v, o, gate, up, down).
 int64_t LayerLinearWeights(const model::LlamaConfig& config);
@@ -34,6 +41,9 @@ absl::Duration PassDeadline(absl::Duration base, int64_t weights, int64_t tokens
 
 // base + weights / the fit floor.
 absl::Duration FitDeadline(absl::Duration base, int64_t weights);
+
+// base + units / the table floor.
+absl::Duration RegisterTableDeadline(absl::Duration base, int64_t units);
 
 }  // namespace windquant::transport
 

@@ -45,5 +45,13 @@ TEST(WorkDeadlineTest, GrowsWithWeightsAndTokens) {
   EXPECT_LT(PassDeadline(base, w / 2, 1024), one);
 }
 
+TEST(WorkDeadlineTest, TableRegistrationGrowsWithUnits) {
+  const absl::Duration base = absl::Seconds(30);
+  EXPECT_EQ(RegisterTableDeadline(base, 0), base);
+  EXPECT_EQ(RegisterTableDeadline(base, -1), base);
+  // The 16-layer 1B shape at chunk 128: 2560 units, 25.6 s over the base.
+  EXPECT_EQ(RegisterTableDeadline(base, 2560), base + absl::Milliseconds(25600));
+}
+
 }  // namespace
 }  // namespace windquant::transport
