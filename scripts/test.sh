@@ -13,7 +13,12 @@ export CCACHE_BASEDIR="$PWD"
 export CCACHE_NOHASHDIR=true
 bash scripts/install-deps.sh
 cmake --preset dev >/dev/null
+ccache --zero-stats >/dev/null 2>&1 || true
+build_start=$SECONDS
 cmake --build build/dev -j"$(nproc)"
+echo "test.sh: build in $((SECONDS - build_start)) s; ccache: $(ccache --print-stats 2>/dev/null |
+  awk -F'\t' '$1 == "direct_cache_hit" || $1 == "preprocessed_cache_hit" {h += $2}
+               $1 == "cache_miss" {m = $2} END {printf "%d hits, %d misses", h, m}')"
 cd build/dev
 if [ $# -eq 0 ]; then set -- -LE slow; fi
 ctest --output-on-failure -j"$(nproc)" "$@"
