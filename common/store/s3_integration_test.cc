@@ -93,13 +93,7 @@ class S3IntegrationTest : public ::testing::Test {
       failure_ = "moto_server and/or aws not found on PATH (the machine's Python has both)";
       return;
     }
-    // Credentials for the aws client and moto (dummy; moto accepts any by default).
-    setenv("AWS_ACCESS_KEY_ID", "testing", 1);
-    setenv("AWS_SECRET_ACCESS_KEY", "testing", 1);
-    setenv("AWS_DEFAULT_REGION", "us-east-1", 1);
-    setenv("AWS_CONFIG_FILE", "/dev/null", 1);
-    setenv("AWS_SHARED_CREDENTIALS_FILE", "/dev/null", 1);
-    setenv("AWS_EC2_METADATA_DISABLED", "true", 1);
+    MotoServer::SetDummyAwsEnvironment();
     tmp_ = (fs::temp_directory_path() / absl::StrCat("wq_s3_it_", getpid())).string();
     fs::create_directories(tmp_);
     const std::string moto_version =

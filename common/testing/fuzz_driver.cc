@@ -91,6 +91,21 @@ void FuzzFail(const std::string& what) {
   std::abort();
 }
 
+void CheckRefusedCall(int method, const grpc::Status& s, bool state_changed,
+                      const std::string& state) {
+  if (s.error_message().find('\n') != std::string::npos) {
+    FuzzFail("multi-line error: " + s.error_message());
+  }
+  if (s.error_code() == grpc::StatusCode::INTERNAL || s.error_code() == grpc::StatusCode::UNKNOWN) {
+    FuzzFail("method " + std::to_string(method) + ": code " +
+             std::to_string(static_cast<int>(s.error_code())) + ": " + s.error_message());
+  }
+  if (state_changed) {
+    FuzzFail("method " + std::to_string(method) + " failed (" + s.error_message() +
+             ") but changed " + state);
+  }
+}
+
 }  // namespace windquant::testing
 
 int main(int argc, char** argv) {

@@ -21,6 +21,8 @@
 #include <string>
 #include <vector>
 
+#include <grpcpp/support/status.h>
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
 
 namespace windquant::testing {
@@ -30,6 +32,12 @@ std::vector<std::string> WqFuzzSeeds();
 
 // Aborts with `what` on stderr: a target's invariant failed.
 [[noreturn]] void FuzzFail(const std::string& what);
+
+// The invariants of a refused call `s` to method number `method` of a service: a one-line
+// error, never INTERNAL or UNKNOWN, and no change of state (`state_changed`; `state` names
+// it in the failure, e.g. "the queue"). FuzzFail otherwise.
+void CheckRefusedCall(int method, const grpc::Status& s, bool state_changed,
+                      const std::string& state);
 
 }  // namespace windquant::testing
 

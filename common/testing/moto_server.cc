@@ -76,4 +76,13 @@ void MotoServer::Stop() {
 
 std::string MotoServer::endpoint() const { return absl::StrCat("http://127.0.0.1:", port_); }
 
+void MotoServer::SetDummyAwsEnvironment() {
+  setenv("AWS_ACCESS_KEY_ID", "testing", 1);
+  setenv("AWS_SECRET_ACCESS_KEY", "testing", 1);
+  setenv("AWS_DEFAULT_REGION", "us-east-1", 1);
+  setenv("AWS_CONFIG_FILE", "/dev/null", 1);
+  setenv("AWS_SHARED_CREDENTIALS_FILE", "/dev/null", 1);
+  setenv("AWS_EC2_METADATA_DISABLED", "true", 1);
+}
+
 }  // namespace windquant::testing

@@ -27,6 +27,10 @@ class MotoServer {
 
   std::string endpoint() const;
 
+  // Dummy credentials and settings for moto and the aws client in this process's
+  // environment (moto accepts any key; no config files, no EC2 metadata lookups).
+  static void SetDummyAwsEnvironment();
+
  private:
   pid_t pid_ = -1;
   int port_ = -1;
