@@ -161,7 +161,12 @@ struct ServiceConfig {
   int replica = -1;
   std::string metrics_address = "127.0.0.1:0";
   int64_t max_message_bytes = 64 << 20;
+  // Deadline of control calls; calls whose work follows the model (calibration,
+  // forward passes, unit-table registration) derive theirs from the work
+  // (common/transport/work_deadline.h).
   int64_t rpc_deadline_ms = 30000;
+  // Allowance A added to the learner's derived evaluation wait (learner/evaluation_clock.h:
+  // plans expire after A + 3 x the measured per-plan evaluation time of quiet, not after A).
   int64_t evaluation_timeout_ms = 120000;
   TlsConfig tls;
 };
