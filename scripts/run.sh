@@ -8,6 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # ccache hits across clones (CI builds in a fresh folder).
 export CCACHE_BASEDIR="$PWD"
+export CCACHE_NOHASHDIR=true
 bash scripts/install-deps.sh
 cmake --preset dev >/dev/null
 cmake --build build/dev -j"$(nproc)" --target windquant
