@@ -210,7 +210,7 @@ TEST(LlamaConfigTest, RealModel) {
     EXPECT_THAT(c->eos_token_ids, ElementsAre(2));
     EXPECT_EQ(c->torch_dtype, "float32");
   } else {
-    // The shape scripts/default-model.sh asks `windquant pretrain` for.
+    // The shape `scripts/default-model.sh --small` asks `windquant pretrain` for.
     EXPECT_EQ(c->hidden_size, 128);
     EXPECT_EQ(c->num_hidden_layers, 4);
     EXPECT_EQ(c->num_attention_heads, 4);
