@@ -12,6 +12,7 @@
 
 #include "common/base/atomic_file_writer.h"
 #include "common/base/files.h"
+#include "common/testing/random_bytes.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -21,6 +22,7 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::windquant::testing::RandomBytes;
 
 class FileArtifactStoreTest : public ::testing::Test {
  protected:
@@ -127,13 +129,6 @@ TEST_F(FileArtifactStoreTest, FailedRenameLeavesNoTemporary) {
   absl::Status st = store_->Put("d", "cannot replace a directory");
   EXPECT_FALSE(st.ok());
   EXPECT_THAT(AllFiles(), ElementsAre("d/inner"));
-}
-
-std::string RandomBytes(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::string s(n, '\0');
-  for (char& c : s) c = static_cast<char>(rng());
-  return s;
 }
 
 // Streams copy in chunks: a file of several chunks plus a ragged end, with a

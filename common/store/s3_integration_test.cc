@@ -15,7 +15,6 @@
 #include <filesystem>
 #include <functional>
 #include <map>
-#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -30,6 +29,7 @@
 #include "common/store/s3_artifact_store.h"
 #include "common/testing/http_client.h"
 #include "common/testing/moto_server.h"
+#include "common/testing/random_bytes.h"
 #include "common/testing/shell.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -44,8 +44,8 @@ using ::testing::Not;
 
 using ::windquant::testing::CanConnect;
 using ::windquant::testing::CommandResult;
-using ::windquant::testing::FindOnPath;
 using ::windquant::testing::MotoServer;
+using ::windquant::testing::RandomBytes;
 using ::windquant::testing::RunShell;
 
 std::string Quote(const std::string& s) { return absl::StrCat("'", s, "'"); }
@@ -77,35 +77,20 @@ class InterruptingStore : public ArtifactStore {
   std::function<bool()> hook_;
 };
 
-std::string RandomBytes(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::string s(n, '\0');
-  for (char& c : s) c = static_cast<char>(rng());
-  return s;
-}
-
 class S3IntegrationTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    moto_bin_ = FindOnPath("moto_server");
-    aws_bin_ = FindOnPath("aws");
-    if (moto_bin_.empty() || aws_bin_.empty()) {
-      failure_ = "moto_server and/or aws not found on PATH (the machine's Python has both)";
-      return;
-    }
-    MotoServer::SetDummyAwsEnvironment();
     tmp_ = (fs::temp_directory_path() / absl::StrCat("wq_s3_it_", getpid())).string();
     fs::create_directories(tmp_);
+    server_ = new MotoServer();
+    failure_ = server_->StartForSuite(tmp_ + "/moto.log", &moto_bin_, &aws_bin_);
+    if (!failure_.empty()) return;
     const std::string moto_version =
         RunShell("python3 -c 'import moto; print(moto.__version__)'").output;
     const std::string aws_version = RunShell(Quote(aws_bin_) + " --version").output;
     versions_ = absl::StrCat("moto ", absl::StripAsciiWhitespace(moto_version), " (", moto_bin_,
                              "); ", absl::StripAsciiWhitespace(aws_version));
     std::printf("[ versions ] %s\n", versions_.c_str());
-    server_ = new MotoServer();
-    if (!server_->Start(moto_bin_, tmp_ + "/moto.log")) {
-      failure_ = "moto_server did not start; see " + tmp_ + "/moto.log";
-    }
   }
   static void TearDownTestSuite() {
     delete server_;

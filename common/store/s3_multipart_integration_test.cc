@@ -7,7 +7,6 @@
 
 #include <filesystem>
 #include <memory>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -17,6 +16,7 @@
 #include "common/store/plan_repository.h"
 #include "common/store/s3_artifact_store.h"
 #include "common/testing/moto_server.h"
+#include "common/testing/random_bytes.h"
 #include "common/testing/shell.h"
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
@@ -29,8 +29,8 @@ namespace fs = std::filesystem;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::windquant::testing::CommandResult;
-using ::windquant::testing::FindOnPath;
 using ::windquant::testing::MotoServer;
+using ::windquant::testing::RandomBytes;
 using ::windquant::testing::RunShell;
 using ::windquant::testing::StatusIs;
 
@@ -38,31 +38,16 @@ constexpr int64_t kMiB = int64_t{1} << 20;
 constexpr int64_t kPartBytes = 5 * kMiB;          // S3's smallest part
 constexpr int64_t kFileBytes = 12 * kMiB + 1234;  // parts of 5, 5 and ~2 MiB
 
-std::string RandomBytes(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::string s(n, '\0');
-  for (char& c : s) c = static_cast<char>(rng());
-  return s;
-}
-
 class S3MultipartTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    moto_bin_ = FindOnPath("moto_server");
-    aws_bin_ = FindOnPath("aws");
-    if (moto_bin_.empty() || aws_bin_.empty()) {
-      failure_ = "moto_server and/or aws not found on PATH (the machine's Python has both)";
-      return;
-    }
-    windquant::testing::MotoServer::SetDummyAwsEnvironment();
     tmp_ = (fs::temp_directory_path() / absl::StrCat("wq_s3_mp_", getpid())).string();
     fs::create_directories(tmp_);
     big_ = RandomBytes(kFileBytes, 11);
     if (!base::WriteFileAtomic(tmp_ + "/big.bin", big_).ok()) failure_ = "cannot write big.bin";
     server_ = new MotoServer();
-    if (!server_->Start(moto_bin_, tmp_ + "/moto.log")) {
-      failure_ = "moto_server did not start; see " + tmp_ + "/moto.log";
-    }
+    if (failure_.empty())
+      failure_ = server_->StartForSuite(tmp_ + "/moto.log", &moto_bin_, &aws_bin_);
   }
   static void TearDownTestSuite() {
     delete server_;

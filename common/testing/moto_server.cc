@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/testing/http_client.h"
+#include "common/testing/shell.h"
 
 namespace windquant::testing {
 namespace {
@@ -83,6 +84,18 @@ void MotoServer::SetDummyAwsEnvironment() {
   setenv("AWS_CONFIG_FILE", "/dev/null", 1);
   setenv("AWS_SHARED_CREDENTIALS_FILE", "/dev/null", 1);
   setenv("AWS_EC2_METADATA_DISABLED", "true", 1);
+}
+
+std::string MotoServer::StartForSuite(const std::string& log_path, std::string* moto_bin,
+                                      std::string* aws_bin) {
+  *moto_bin = FindOnPath("moto_server");
+  *aws_bin = FindOnPath("aws");
+  if (moto_bin->empty() || aws_bin->empty()) {
+    return "moto_server and/or aws not found on PATH (the machine's Python has both)";
+  }
+  SetDummyAwsEnvironment();
+  if (!Start(*moto_bin, log_path)) return "moto_server did not start; see " + log_path;
+  return "";
 }
 
 }  // namespace windquant::testing

@@ -31,6 +31,13 @@ class MotoServer {
   // environment (moto accepts any key; no config files, no EC2 metadata lookups).
   static void SetDummyAwsEnvironment();
 
+  // The start of an S3 test suite: finds moto_server and aws on PATH (their
+  // paths into *moto_bin and *aws_bin), sets the dummy AWS environment and
+  // starts the server with its output in `log_path`. Empty when it is up, else
+  // why not (the suite fails each test with it).
+  std::string StartForSuite(const std::string& log_path, std::string* moto_bin,
+                            std::string* aws_bin);
+
  private:
   pid_t pid_ = -1;
   int port_ = -1;
