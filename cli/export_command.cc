@@ -76,14 +76,7 @@ absl::Status RunExport(Args& args) {
   WQ_ASSIGN_OR_RETURN(auto session, job::OpenSession(cfg, !no_cache, /*load_eval_text=*/false));
   WQ_ASSIGN_OR_RETURN(const quant::Plan plan, quant::ReadPlanFile(plan_path, session->table()));
 
-  quant::ExportInputs in;
-  in.weights = &session->model().weights();
-  in.stats = &session->activation_stats();
-  in.table = &session->table();
-  in.fits = &session->fits();
-  in.plan = &plan;
-  in.quantizer.salient_fraction = cfg.quant.salient_fraction;
-  in.model_dir = cfg.model.dir;
+  const quant::ExportInputs in = session->ExportInputsFor(plan);
   const quant::PlanTotals totals = plan.Totals(session->table());
   // All or nothing: both checkpoints are written and checked in a temporary
   // folder that becomes --out only when everything worked.

@@ -123,14 +123,7 @@ absl::StatusOr<std::string> WriteArtifacts(const quant::QuantizationSession& ses
   quant::Plan plan = ReturnedPlan(session.table(), tr, target);
   WQ_RETURN_IF_ERROR(quant::WritePlanFiles(plan, session.table(), cfg.output.dir));
   if (!export_model) return std::string();
-  quant::ExportInputs in;
-  in.weights = &session.model().weights();
-  in.stats = &session.activation_stats();
-  in.table = &session.table();
-  in.fits = &session.fits();
-  in.plan = &plan;
-  in.quantizer.salient_fraction = cfg.quant.salient_fraction;
-  in.model_dir = cfg.model.dir;
+  const quant::ExportInputs in = session.ExportInputsFor(plan);
   const std::filesystem::path d(cfg.output.dir);
   // Each checkpoint folder is replaced whole (a rerun's), never half-written.
   WQ_RETURN_IF_ERROR(base::WriteDirAtomic(

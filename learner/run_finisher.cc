@@ -76,14 +76,7 @@ absl::StatusOr<ExportedPerplexity> Export(const config::RunConfig& c, const quan
         absl::StrCat("export: the run's unit table (fingerprint ", table.fingerprint.substr(0, 12),
                      ") is not the config's (", session->table().fingerprint.substr(0, 12), ")"));
   }
-  quant::ExportInputs in;
-  in.weights = &session->model().weights();
-  in.stats = &session->activation_stats();
-  in.table = &session->table();
-  in.fits = &session->fits();
-  in.plan = &plan;
-  in.quantizer.salient_fraction = c.quant.salient_fraction;
-  in.model_dir = c.model.dir;
+  const quant::ExportInputs in = session->ExportInputsFor(plan);
   WQ_RETURN_IF_ERROR(quant::WriteQuantizedCheckpoint(in, (dir / "quantized").string()));
   WQ_RETURN_IF_ERROR(quant::WriteFakeQuantCheckpoint(in, (dir / "fake_quant").string()));
   ExportedPerplexity out;

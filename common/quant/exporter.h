@@ -20,10 +20,8 @@
 
 #include "absl/status/status.h"
 #include "common/model/llama_weights.h"
-#include "common/quant/calibration.h"
 #include "common/quant/plan.h"
 #include "common/quant/stage_fits.h"
-#include "common/quant/unit_fit.h"
 #include "common/quant/unit_table.h"
 
 namespace windquant::quant {
@@ -34,10 +32,6 @@ struct ExportInputs {
   const StageFits* fits = nullptr;               // the fits of every layer
   const Plan* plan = nullptr;
   std::string model_dir;  // tokenizer files are copied from here
-  // Not read any more (the fits hold every parameter); kept so that callers written
-  // for the re-fitting exporter still compile.
-  const ActivationStats* stats = nullptr;
-  QuantizerOptions quantizer;
 };
 
 // (a) into `dir` (created; files written atomically).

@@ -231,6 +231,16 @@ absl::StatusOr<model::PerplexityResult> QuantizationSession::Perplexity(
   return model::ComputePerplexity(*planned, ids, popts);
 }
 
+ExportInputs QuantizationSession::ExportInputsFor(const Plan& plan) const {
+  ExportInputs in;
+  in.weights = &model().weights();
+  in.table = &table();
+  in.fits = &fits();
+  in.plan = &plan;
+  in.model_dir = config_.model.dir;
+  return in;
+}
+
 Plan QuantizationSession::MakePlan(std::vector<int> actions, std::string source,
                                    double target_bits) const {
   return Plan::Make(table(), std::move(actions), std::move(source), target_bits);

@@ -31,6 +31,7 @@
 #include "common/model/perplexity.h"
 #include "common/model/tokenizer.h"
 #include "common/quant/calibration.h"
+#include "common/quant/exporter.h"
 #include "common/quant/plan.h"
 #include "common/quant/quantized_stage.h"
 #include "common/quant/stage_fits.h"
@@ -108,6 +109,8 @@ class QuantizationSession {
 
   // A Plan for this session's table: fingerprint filled, actions copied.
   Plan MakePlan(std::vector<int> actions, std::string source, double target_bits) const;
+  // What the exporter needs to write `plan` of this session (which must outlive it).
+  ExportInputs ExportInputsFor(const Plan& plan) const;
 
  private:
   QuantizationSession() = default;

@@ -92,7 +92,6 @@ Plan MixedPlan(const UnitTable& t) {
 ExportInputs Inputs(const Fixture& f, const Plan* plan) {
   ExportInputs in;
   in.weights = &f.weights;
-  in.stats = &f.stats;
   in.table = &f.sq.table();
   in.fits = &f.sq;
   in.plan = plan;

@@ -159,12 +159,7 @@ TEST(QuantizedStageErrorsTest, BadPlansAndMismatchedFitsAreRejected) {
 void ExpectExportHoldsThePlan(const QuantizationSession& s, const std::vector<int>& actions,
                               const model::LlamaModel& planned) {
   const Plan plan = s.MakePlan(actions, "test", 0);
-  ExportInputs in;
-  in.weights = &s.model().weights();
-  in.table = &s.table();
-  in.fits = &s.fits();
-  in.plan = &plan;
-  in.model_dir = s.config().model.dir;
+  const ExportInputs in = s.ExportInputsFor(plan);
   const std::string dir = ::testing::TempDir() + "/quantized_stage_test_export";
   std::filesystem::remove_all(dir);
   ASSERT_TRUE(WriteQuantizedCheckpoint(in, dir + "/q").ok());
