@@ -53,6 +53,11 @@ struct InProcessJobOptions {
   // so that the result's plans index it too (the caller measures and exports
   // them with its own fits). Borrowed.
   const quant::UnitTable* expected_table = nullptr;
+  // When set: the run's table identity (QuantizationSession::table_fingerprint);
+  // the learner refuses stage tables of another, so that fits an actor reloaded
+  // from quant.cache_dir for another calibration or build are recalibrated
+  // rather than merged (LearnerCore::ExpectTableFingerprint).
+  std::string expected_fingerprint;
   // When set (borrowed): the learner's checkpoints and best plans go to the
   // artifact store as they are made (LearnerNodeOptions::publisher).
   learner::RunPublisher* publisher = nullptr;

@@ -19,6 +19,7 @@
 #include "common/testing/stage_test_util.h"
 #include "common/testing/test_paths.h"
 #include "gtest/gtest.h"
+#include "job/unit_table_files.h"
 
 namespace windquant::job {
 namespace {
@@ -176,6 +177,46 @@ TEST(InProcessJobTest, TwoStagesTwoReplicasRunTheJobThenResumeDoneAndClear) {
     EXPECT_FALSE(fs::exists(fs::path(c->output.dir) / name)) << name;
   }
   EXPECT_TRUE(fs::exists(dir + "/cache"));
+  fs::remove_all(dir);
+}
+
+// A second run in the same quant.cache_dir with another calibration: every
+// actor first reloads the fits of the first run (its last-fingerprint file)
+// and offers them to the learner; told the run's fingerprint, the learner
+// refuses them, the evaluator's calibration pass fits the actors anew and the
+// run completes on the new calibration's table (before, the learner took the
+// old table and refused the new one: the run waited forever).
+TEST(InProcessJobTest, FitsOfAnotherCalibrationInTheCacheAreRefusedNotMerged) {
+  const std::string dir = ::testing::TempDir() + "/in_process_job_stale_test";
+  fs::remove_all(dir);
+  absl::StatusOr<config::RunConfig> c = JobConfig(dir);
+  ASSERT_TRUE(c.ok()) << c.status();
+  InProcessJobOptions o;
+  o.incarnation_seed = 5;
+  o.stall_timeout = absl::Minutes(2);
+  ASSERT_TRUE(RunInProcessJob(*c, o).ok());
+
+  config::RunConfig other = *c;
+  other.calibration.seed += 1;
+  other.output.dir = dir + "/run2";
+  quant::SessionOptions so;
+  so.fit = false;
+  absl::StatusOr<std::unique_ptr<quant::QuantizationSession>> session =
+      quant::QuantizationSession::Create(other, so);
+  ASSERT_TRUE(session.ok()) << session.status();
+  std::vector<std::string> log;
+  o.log = [&log](const std::string& line) { log.push_back(line); };
+  o.expected_fingerprint = (*session)->table_fingerprint();
+  o.shared_weights = &(*session)->model().weights();
+  absl::StatusOr<rl::RunResult> r = RunInProcessJob(other, o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->updates, kUpdates);
+  absl::StatusOr<quant::UnitTable> table = ReadUnitTableFile(other.output.dir + "/unit_table.pb");
+  ASSERT_TRUE(table.ok()) << table.status();
+  EXPECT_EQ(table->fingerprint, o.expected_fingerprint);
+  int refused = 0;
+  for (const auto& line : log) refused += line.find("is not the run's") != std::string::npos;
+  EXPECT_GE(refused, 1) << "no actor offered the first run's fits";
   fs::remove_all(dir);
 }
 

@@ -44,6 +44,7 @@ absl::StatusOr<rl::RunResult> Train(const config::RunConfig& cfg, const Quantize
   jo.publisher = publisher;
   jo.stop_after_updates = options.stop_after_updates;
   jo.expected_table = session.fitted() ? &session.table() : nullptr;
+  jo.expected_fingerprint = session.table_fingerprint();
   jo.shared_weights = &session.model().weights();
   jo.actor_fits = session.fitted() ? nullptr : actor_fits;
   const std::string checkpoint = rl::RunCheckpointPath(checkpoint_dir);

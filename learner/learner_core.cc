@@ -103,6 +103,11 @@ absl::StatusOr<std::unique_ptr<LearnerCore>> LearnerCore::Create(
   return core;
 }
 
+void LearnerCore::ExpectTableFingerprint(std::string fingerprint) {
+  absl::MutexLock lock(&mu_);
+  tables_.set_expected_fingerprint(std::move(fingerprint));
+}
+
 absl::Status LearnerCore::CompleteTable() {
   const quant::UnitTable& table = *tables_.table();
   run_fingerprint_ = rl::RunFingerprint(table, config_);

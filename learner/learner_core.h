@@ -126,6 +126,9 @@ class LearnerCore {
       const config::RunConfig& config, std::function<void(const std::string&)> log,
       metrics::Registry* registry = nullptr, RunObserver* observer = nullptr);
 
+  // Stage tables of another fingerprint are refused from now on
+  // (TableMerger::set_expected_fingerprint); "" = any.
+  void ExpectTableFingerprint(std::string fingerprint);
   // A stage's table (any order, any replica; replicas must agree).
   // INVALID_ARGUMENT naming the field for a table inconsistent with the run.
   absl::StatusOr<RegisterResult> RegisterTable(int stage, int replica,

@@ -81,6 +81,13 @@ absl::Status TableMerger::CheckRegistration(int stage, int replica,
     return absl::InvalidArgumentError(
         absl::StrCat("replica: ", replica, " outside [0, ", replicas_, ")"));
   }
+  if (!expected_fingerprint_.empty() && table.fingerprint != expected_fingerprint_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("table.model_fingerprint: ", table.fingerprint.substr(0, 12),
+                     " is not the run's ", expected_fingerprint_.substr(0, 12),
+                     " (fits of another calibration, quantization or build: an old "
+                     "quant.cache_dir entry?)"));
+  }
   return CheckShape(table);
 }
 

@@ -41,6 +41,13 @@ class TableMerger {
   // called before the table is written or taken from the saved file.
   using Validator = std::function<absl::Status(const quant::UnitTable&)>;
   void set_validator(Validator v) { validator_ = std::move(v); }
+  // When not empty: every stage table must carry this fingerprint (the caller
+  // knows the run's table identity, e.g. `windquant quantize` from its session),
+  // so that fits an actor reloaded from an old cache entry (another calibration,
+  // quantization or build) are refused instead of becoming the run's table.
+  void set_expected_fingerprint(std::string fingerprint) {
+    expected_fingerprint_ = std::move(fingerprint);
+  }
 
   // Restores the merged table of `path` when the file exists (OK and nothing
   // changes when it does not). DATA_LOSS for a file that is not a UnitTable,
@@ -79,6 +86,7 @@ class TableMerger {
   std::map<int, quant::UnitTable> stage_tables_;
   std::shared_ptr<const quant::UnitTable> table_;
   Validator validator_;
+  std::string expected_fingerprint_;
 };
 
 }  // namespace windquant::learner

@@ -114,6 +114,25 @@ TEST_F(TableMergerTest, RejectsRegistrationsInconsistentWithTheRun) {
                        "table.model_fingerprint: differs from the run's table"));
 }
 
+TEST_F(TableMergerTest, AnExpectedFingerprintRefusesEveryOtherFromTheFirstStageOn) {
+  TableMerger m = Merger();
+  quant::UnitTable stale = stages_[0];
+  stale.fingerprint = "0123456789abcdef-old-calibration";
+  ASSERT_NE(stale.fingerprint, whole_.fingerprint);
+  // Without an expectation the first table sets the run's fingerprint.
+  ASSERT_THAT(m.Register(0, 0, stale, nullptr), IsOk());
+  TableMerger expecting = Merger();
+  expecting.set_expected_fingerprint(whole_.fingerprint);
+  EXPECT_THAT(expecting.Register(0, 0, stale, nullptr),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "table.model_fingerprint: 0123456789ab is not the run's " +
+                           whole_.fingerprint.substr(0, 12)));
+  bool completed = false;
+  for (int s = 0; s < 3; ++s) ASSERT_THAT(expecting.Register(s, 0, stages_[s], &completed), IsOk());
+  EXPECT_TRUE(completed);
+  EXPECT_EQ(expecting.table()->fingerprint, whole_.fingerprint);
+}
+
 TEST_F(TableMergerTest, NoSavedTableIsNoError) {
   TableMerger m = Merger();
   EXPECT_THAT(m.LoadSaved(), IsOk());

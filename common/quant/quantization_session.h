@@ -79,6 +79,9 @@ class QuantizationSession {
   bool from_cache() const { return from_cache_; }
   // The unit-table fingerprint of the config, model and calibration text.
   const std::string& fingerprint() const { return fingerprint_; }
+  // The unit table's identity (table_fingerprint.h) that every plan of this config
+  // carries; known before any fit.
+  const std::string& table_fingerprint() const { return table_fingerprint_; }
 
   // Takes fits of the whole model computed elsewhere from the same calibration (their
   // table's fingerprint is replaced by this session's) and the activation statistics
