@@ -156,10 +156,10 @@ absl::StatusOr<rl::RunResult> RunInProcessJob(const config::RunConfig& config,
   Nodes nodes;
   learner::LearnerNodeOptions lo;
   lo.publisher = options.publisher;  // the final result is the caller's (quantize's report)
+  lo.expected_table_fingerprint = options.expected_fingerprint;
   WQ_ASSIGN_OR_RETURN(nodes.learner,
                       learner::LearnerNode::Create(config, kLoopback, &registry, log, lo));
   nodes.learner->core().set_stop_after_updates(options.stop_after_updates);
-  nodes.learner->core().ExpectTableFingerprint(options.expected_fingerprint);
   WQ_ASSIGN_OR_RETURN(auto learner_channel, net::MakeInProcessChannel(nodes.learner->server(), co));
   std::vector<std::shared_ptr<grpc::Channel>> actor_channels;
   std::vector<std::string> actor_names;

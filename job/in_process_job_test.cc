@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/quant/plan_io.h"
 #include "common/quant/quantization_session.h"
+#include "common/quant/table_fingerprint.h"
 #include "common/rl/synthetic_table.h"
 #include "common/testing/stage_test_util.h"
 #include "common/testing/test_paths.h"
@@ -207,6 +208,8 @@ TEST(InProcessJobTest, FitsOfAnotherCalibrationInTheCacheAreRefusedNotMerged) {
   std::vector<std::string> log;
   o.log = [&log](const std::string& line) { log.push_back(line); };
   o.expected_fingerprint = (*session)->table_fingerprint();
+  // What the distributed learner computes from the config alone.
+  EXPECT_EQ(quant::RunTableFingerprint(other).value_or("error"), o.expected_fingerprint);
   o.shared_weights = &(*session)->model().weights();
   absl::StatusOr<rl::RunResult> r = RunInProcessJob(other, o);
   ASSERT_TRUE(r.ok()) << r.status();

@@ -8,6 +8,7 @@
 #include "common/metrics/http_server.h"
 #include "common/net/channel.h"
 #include "common/net/signal_waiter.h"
+#include "common/quant/table_fingerprint.h"
 #include "common/service/service_flags.h"
 #include "common/store/s3_environment.h"
 #include "learner/learner_node.h"
@@ -64,6 +65,14 @@ int main(int argc, char** argv) {
   wq::learner::LearnerNodeOptions node_options;
   node_options.publisher = publisher.get();
   node_options.finish_run = true;
+  // Actors may hold fits of another calibration or build in their cache:
+  // with the run's fingerprint known, those are refused, not merged.
+  if (auto fp = wq::quant::RunTableFingerprint(c); fp.ok()) {
+    node_options.expected_table_fingerprint = *fp;
+  } else {
+    std::cerr << "windquant-learner: stage tables not checked against the run's fingerprint: "
+              << fp.status().message() << std::endl;
+  }
   auto node =
       wq::learner::LearnerNode::Create(c, c.service.learner_address, &registry, log, node_options);
   if (!node.ok()) {

@@ -37,6 +37,7 @@ absl::StatusOr<std::unique_ptr<LearnerNode>> LearnerNode::Create(
   node->observer_ = std::make_unique<Observer>(node.get());
   WQ_ASSIGN_OR_RETURN(node->core_,
                       LearnerCore::Create(config, std::move(log), registry, node->observer_.get()));
+  node->core_->ExpectTableFingerprint(options.expected_table_fingerprint);
   if (node->core_->done()) {  // resumed after the end: the result may be missing
     absl::MutexLock lock(&node->finish_mu_);
     node->run_done_ = true;

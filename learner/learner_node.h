@@ -46,6 +46,10 @@ struct LearnerNodeOptions {
   RunPublisher* publisher = nullptr;
   // Write (and push) the final artifacts when the run is done.
   bool finish_run = false;
+  // The run's table identity when the caller knows it (quant::RunTableFingerprint):
+  // stage tables of another are refused from the first on (LearnerCore::
+  // ExpectTableFingerprint). "" = any.
+  std::string expected_table_fingerprint;
 };
 
 class LearnerNode {

@@ -60,11 +60,7 @@ absl::StatusOr<Fingerprints> ComputeFingerprints(const config::RunConfig& config
   fin.quantizer = topts.quantizer;
   Fingerprints f;
   WQ_ASSIGN_OR_RETURN(f.cache_key, UnitTableFingerprint(fin));
-  WQ_ASSIGN_OR_RETURN(const std::string model_key,
-                      ModelKey(config.model.dir, topts.chunk_size, topts.quantizer));
-  f.table = TableFingerprint(model_key,
-                             CalibrationKey(config.calibration.samples, config.calibration.seq_len,
-                                            config.calibration.seed, calib.ids));
+  WQ_ASSIGN_OR_RETURN(f.table, RunTableFingerprint(config, calib.ids));
   return f;
 }
 

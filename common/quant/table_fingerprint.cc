@@ -9,6 +9,9 @@
 #include "absl/strings/str_cat.h"
 #include "common/base/files.h"
 #include "common/base/status_macros.h"
+#include "common/config/run_config.h"
+#include "common/config/text_range.h"
+#include "common/model/tokenizer.h"
 #include "common/quant/unit_fit.h"
 
 namespace windquant::quant {
@@ -106,6 +109,29 @@ std::string CalibrationKey(int samples, int seq_len, uint64_t seed,
 
 std::string TableFingerprint(const std::string& model_key, const std::string& calibration_key) {
   return base::Sha256Hex(absl::StrCat(model_key, "\n", calibration_key));
+}
+
+absl::StatusOr<std::string> RunTableFingerprint(const config::RunConfig& config,
+                                                const std::vector<int32_t>& calibration_ids) {
+  QuantizerOptions quantizer;
+  quantizer.salient_fraction = config.quant.salient_fraction;
+  WQ_ASSIGN_OR_RETURN(const std::string model_key,
+                      ModelKey(config.model.dir, config.quant.chunk_size, quantizer));
+  const config::CalibrationConfig& c = config.calibration;
+  return TableFingerprint(model_key, CalibrationKey(c.samples, c.seq_len, c.seed, calibration_ids));
+}
+
+absl::StatusOr<std::string> RunTableFingerprint(const config::RunConfig& config) {
+  WQ_ASSIGN_OR_RETURN(std::unique_ptr<model::Tokenizer> tokenizer,
+                      model::Tokenizer::FromFile(
+                          (std::filesystem::path(config.model.dir) / "tokenizer.json").string()));
+  const config::TextEncoder encode = [&tok = *tokenizer](std::string_view text) {
+    return tok.Encode(text, /*add_bos=*/false);
+  };
+  WQ_ASSIGN_OR_RETURN(
+      const std::vector<int32_t> ids,
+      config::ReadTextRange(config::CalibrationRange(config.calibration), "calibration", encode));
+  return RunTableFingerprint(config, ids);
 }
 
 }  // namespace windquant::quant

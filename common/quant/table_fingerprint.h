@@ -6,7 +6,10 @@
 //   - the actors (stage by stage) and QuantizationSession: ModelKey;
 //   - the evaluator (which owns the calibration text) and QuantizationSession:
 //     CalibrationKey;
-//   - whoever builds a table: TableFingerprint(model key, calibration key).
+//   - whoever builds a table: TableFingerprint(model key, calibration key);
+//   - the learner, which checks every stage table against it: RunTableFingerprint
+//     (both keys from the run config: model.dir's headers and tokenizer, the
+//     calibration text).
 // So a plan made by the distributed learner, by `windquant quantize` or by a
 // baseline is accepted by `windquant eval --plan` and `export` with the run's
 // config, and a plan for another model, calibration or quantization is not.
@@ -34,6 +37,10 @@
 
 #include "absl/status/statusor.h"
 
+namespace windquant::config {
+struct RunConfig;
+}  // namespace windquant::config
+
 namespace windquant::quant {
 
 struct QuantizerOptions;
@@ -50,6 +57,16 @@ std::string CalibrationKey(int samples, int seq_len, uint64_t seed,
                            const std::vector<int32_t>& calibration_ids);
 
 std::string TableFingerprint(const std::string& model_key, const std::string& calibration_key);
+
+// The table fingerprint of a run config: ModelKey of model.dir (quant.chunk_size,
+// quant.salient_fraction) and CalibrationKey of `calibration_ids`, the calibration
+// range's ids. The errors of ModelKey.
+absl::StatusOr<std::string> RunTableFingerprint(const config::RunConfig& config,
+                                                const std::vector<int32_t>& calibration_ids);
+// The same, reading the calibration range with model.dir's tokenizer (what the
+// evaluator calibrates on) without loading any weight; for a node that holds no
+// session (the distributed learner). Errors name the file.
+absl::StatusOr<std::string> RunTableFingerprint(const config::RunConfig& config);
 
 }  // namespace windquant::quant
 
