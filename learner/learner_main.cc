@@ -18,6 +18,17 @@ namespace wq = windquant;
 
 namespace {
 constexpr absl::Duration kStoreDrain = absl::Seconds(40);
+
+// The run's table fingerprint from the config; "" (any) when it cannot be
+// computed. Actors may hold fits of another calibration or build in their
+// cache: with the run's fingerprint known, those are refused, not merged.
+std::string ExpectedTableFingerprint(const wq::config::RunConfig& c) {
+  absl::StatusOr<std::string> fp = wq::quant::RunTableFingerprint(c);
+  if (fp.ok()) return *fp;
+  std::cerr << "windquant-learner: stage tables not checked against the run's fingerprint: "
+            << fp.status().message() << std::endl;
+  return "";
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -65,14 +76,7 @@ int main(int argc, char** argv) {
   wq::learner::LearnerNodeOptions node_options;
   node_options.publisher = publisher.get();
   node_options.finish_run = true;
-  // Actors may hold fits of another calibration or build in their cache:
-  // with the run's fingerprint known, those are refused, not merged.
-  if (auto fp = wq::quant::RunTableFingerprint(c); fp.ok()) {
-    node_options.expected_table_fingerprint = *fp;
-  } else {
-    std::cerr << "windquant-learner: stage tables not checked against the run's fingerprint: "
-              << fp.status().message() << std::endl;
-  }
+  node_options.expected_table_fingerprint = ExpectedTableFingerprint(c);
   auto node =
       wq::learner::LearnerNode::Create(c, c.service.learner_address, &registry, log, node_options);
   if (!node.ok()) {
