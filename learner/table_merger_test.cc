@@ -114,6 +114,7 @@ TEST_F(TableMergerTest, RejectsRegistrationsInconsistentWithTheRun) {
                        "table.model_fingerprint: differs from the run's table"));
 }
 
+// error-case: learner.register.not-the-runs-fingerprint
 TEST_F(TableMergerTest, AnExpectedFingerprintRefusesEveryOtherFromTheFirstStageOn) {
   TableMerger m = Merger();
   quant::UnitTable stale = stages_[0];
