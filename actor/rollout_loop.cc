@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/metrics/metric_names.h"
+#include "common/base/status_macros.h"
 #include "common/net/retry.h"
 #include "common/rl/state_features.h"
 #include "common/rl/training.h"
@@ -121,6 +122,16 @@ void RolloutLoop::OnSnapshot(const v1::PolicySnapshot& snap, bool* first) {
   }
   version_ = s.version;
   target_bits_ = snap.target_bits();
+  plan_model_ = rl::PlanModel{};
+  if (snap.has_plan_model()) {
+    absl::StatusOr<rl::PlanModel> m = rl::PlanModel::FromProto(snap.plan_model());
+    if (m.ok()) {
+      plan_model_ = *std::move(m);
+    } else {
+      std::cerr << options_.actor_id << ": policy " << s.version
+                << " reward model ignored: " << m.status().message() << std::endl;
+    }
+  }
 }
 
 bool RolloutLoop::RunDone(absl::Duration deadline) {
@@ -246,21 +257,39 @@ void RolloutLoop::Submit(const rl::Episode& e, const quant::UnitTable& table) {
   }
 }
 
+absl::StatusOr<std::vector<rl::Episode>> RolloutLoop::RunScreened(rl::RolloutWorker& worker) {
+  absl::MutexLock lock(&mu_);
+  const size_t per_round = static_cast<size_t>(options_.envs);
+  const bool screen = config_.training.screen_samples > 1 && !plan_model_.empty() &&
+                      plan_model_.correction.size() ==
+                          worker.table().units.size() * quant::kNumActions;
+  const int rounds = screen ? config_.training.screen_samples : 1;
+  std::vector<rl::Episode> all;
+  for (int r = 0; r < rounds; ++r) {
+    WQ_ASSIGN_OR_RETURN(std::vector<rl::Episode> e, worker.Run(*policy_, target_bits_));
+    for (rl::Episode& x : e) all.push_back(std::move(x));
+  }
+  if (!screen) return all;
+  if (!screened_) {
+    std::cerr << options_.actor_id << ": screening: " << rounds << " x " << per_round
+              << " samples per " << per_round << " sent, reward model of "
+              << plan_model_.plans << " measured plans" << std::endl;
+    screened_ = true;
+  }
+  return rl::KeepBestPredicted(std::move(all), per_round, plan_model_, worker.table());
+}
+
 void RolloutLoop::Rollouts() {
   std::unique_ptr<rl::RolloutWorker> worker = FetchWorker();
   if (worker == nullptr) return;
   Produced produced;
   while (WaitForPolicy(&produced)) {
-    std::vector<rl::Episode> episodes;
-    {
-      absl::MutexLock lock(&mu_);
-      auto run = worker->Run(*policy_, target_bits_);
-      if (!run.ok()) {
-        std::cerr << options_.actor_id << ": rollout: " << run.status().message() << std::endl;
-        break;
-      }
-      episodes = *std::move(run);
+    absl::StatusOr<std::vector<rl::Episode>> run = RunScreened(*worker);
+    if (!run.ok()) {
+      std::cerr << options_.actor_id << ": rollout: " << run.status().message() << std::endl;
+      break;
     }
+    std::vector<rl::Episode> episodes = *std::move(run);
     produced.count += static_cast<int>(episodes.size());
     if (episodes_ != nullptr) episodes_->Inc(static_cast<double>(episodes.size()));
     for (const rl::Episode& e : episodes) {

@@ -35,6 +35,7 @@
 #include "common/config/run_config.h"
 #include "common/metrics/registry.h"
 #include "common/net/canceller.h"
+#include "common/rl/plan_surrogate.h"
 #include "common/rl/rollout_worker.h"
 
 namespace windquant::actor {
@@ -84,6 +85,9 @@ class RolloutLoop {
   // True (and done_ set) when the learner says the run is done.
   bool RunDone(absl::Duration deadline);
   void Rollouts();
+  // One rollout at the current policy: `envs` episodes, or with a reward
+  // model and training.screen_samples = K > 1, the `envs` best of K x envs.
+  absl::StatusOr<std::vector<rl::Episode>> RunScreened(rl::RolloutWorker& worker);
   // The rollout worker on the learner's merged table; null when stopping.
   std::unique_ptr<rl::RolloutWorker> FetchWorker();
   // Waits for a policy to produce for; false when stopping or done.
@@ -103,6 +107,8 @@ class RolloutLoop {
   std::unique_ptr<rl::Policy> policy_ ABSL_GUARDED_BY(mu_);
   int64_t version_ ABSL_GUARDED_BY(mu_) = -1;
   double target_bits_ ABSL_GUARDED_BY(mu_) = 0;
+  rl::PlanModel plan_model_ ABSL_GUARDED_BY(mu_);  // the snapshot's; empty: no screening
+  bool screened_ ABSL_GUARDED_BY(mu_) = false;     // logged once
   // Incremented by each policy subscription's first snapshot.
   int64_t subscription_ ABSL_GUARDED_BY(mu_) = 0;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;

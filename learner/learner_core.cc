@@ -112,6 +112,10 @@ absl::Status LearnerCore::CompleteTable() {
   const quant::UnitTable& table = *tables_.table();
   run_fingerprint_ = rl::RunFingerprint(table, config_);
   WQ_ASSIGN_OR_RETURN(costs_, rl::UnitCosts::Create(table));
+  fitter_.reset();  // plans measured before a restart are not kept: it learns again
+  if (config_.training.screen_samples > 1) {
+    fitter_ = std::make_unique<rl::PlanModelFitter>(costs_->table());
+  }
   clock_.set_prior(EvaluationWorkPrior(table.TotalWeights(), EvaluationTokens(config_)));
   absl::StatusOr<rl::RunCheckpoint> ckpt =
       rl::ReadRunCheckpoint(CheckpointDir(config_), run_fingerprint_);
@@ -220,6 +224,9 @@ absl::Status LearnerCore::MaybeFinish() {
 }
 
 absl::Status LearnerCore::ConsiderLocked(const rl::CandidatePlan& candidate, quant::Plan plan) {
+  if (fitter_ != nullptr && !candidate.evaluation.cached) {
+    fitter_->Add(candidate.actions, candidate.evaluation.eval_ppl);
+  }
   const bool this_stage =
       !curriculum_.finished() && candidate.target_bits == curriculum_.target_bits();
   const std::string plan_id = plan.plan_id;
@@ -537,6 +544,10 @@ PublishedPolicy LearnerCore::WaitForPolicy(int64_t known_version, absl::Duration
   p.curriculum_stage = curriculum_.stage();
   p.target_bits = curriculum_.target_bits();
   p.lambda = lambda_.batch_lambda();
+  if (fitter_ != nullptr && static_cast<size_t>(plan_model_.plans) != fitter_->size()) {
+    plan_model_ = fitter_->Fit();  // once per measured plan, not per watcher
+  }
+  p.plan_model = plan_model_;
   return p;
 }
 

@@ -75,6 +75,7 @@
 #include "common/rl/episode.h"
 #include "common/rl/lagrange.h"
 #include "common/rl/plan_evaluation.h"
+#include "common/rl/plan_surrogate.h"
 #include "common/rl/ppo.h"
 #include "common/rl/training.h"
 #include "learner/best_plans.h"
@@ -117,6 +118,7 @@ struct PublishedPolicy {
   int curriculum_stage = 0;
   double target_bits = 0;
   double lambda = 0;
+  rl::PlanModel plan_model;  // empty unless training.screen_samples > 1
 };
 
 class LearnerCore {
@@ -222,6 +224,10 @@ class LearnerCore {
   mutable absl::Mutex mu_;
   TableMerger tables_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<const rl::UnitCosts> costs_ ABSL_GUARDED_BY(mu_);
+  // The reward model for screening (training.screen_samples > 1): every plan
+  // measured since the table was completed, and its last fit.
+  std::unique_ptr<rl::PlanModelFitter> fitter_ ABSL_GUARDED_BY(mu_);
+  rl::PlanModel plan_model_ ABSL_GUARDED_BY(mu_);
   std::string run_fingerprint_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<rl::PpoLearner> ppo_ ABSL_GUARDED_BY(mu_);
   rl::Curriculum curriculum_ ABSL_GUARDED_BY(mu_);

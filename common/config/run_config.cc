@@ -78,6 +78,7 @@ void VisitFields(V& v, RunConfig& c) {
   v.Field("training.warm_start_steps", &c.training.warm_start_steps);
   v.Field("training.self_imitation", &c.training.self_imitation);
   v.Field("training.self_imitation_prob", &c.training.self_imitation_prob);
+  v.Field("training.screen_samples", &c.training.screen_samples);
   v.Field("training.checkpoint_every_updates", &c.training.checkpoint_every_updates);
   v.Field("output.dir", &c.output.dir);
   v.Field("output.store", &c.output.store);
@@ -442,6 +443,8 @@ absl::Status ValidateSchedule(const RunConfig& c) {
                            "training.warm_start", "must be none or lagrange"));
   WQ_RETURN_IF_ERROR(Check(c.training.self_imitation_prob > 0 && c.training.self_imitation_prob < 1,
                            "training.self_imitation_prob", "must be in (0, 1)"));
+  WQ_RETURN_IF_ERROR(Check(c.training.screen_samples >= 0 && c.training.screen_samples <= 1024,
+                           "training.screen_samples", "must be in [0, 1024]"));
   WQ_RETURN_IF_ERROR(Check(c.training.checkpoint_every_updates > 0,
                            "training.checkpoint_every_updates", "must be > 0"));
   return absl::OkStatus();

@@ -1,0 +1,77 @@
+// A learned reward model for screening: a model of a plan's log perplexity on
+// the selection slice, fitted on the plans measured so far, so that actors
+// spend real evaluations on the samples it ranks best.
+//   log PPL(plan) ~ bias + scale * log ProxyError(plan) + sum_u correction[u][a_u]
+// The first two terms are the unit table's own guess (the error proxy the
+// Lagrangian plan minimises), fitted by least squares; `correction` is an
+// additive per-(unit, action) term fitted by ridge regression on the residuals
+// in its dual form (kernel = the share of units on which two plans agree),
+// the ridge chosen by leave-one-out error.
+// Cost: Add is O(n U) (the new plan's agreement with every earlier one), Fit
+// O(n^3) for n measured plans of U units, Predict O(U); memory n^2 doubles +
+// n U ints, and the model U x 7 floats (LLaMA-70B at chunk 64: ~97k units,
+// 2.7 MB; a few hundred plans: ~100 MB of ints for the fitter).
+// Thread-compatible.
+#ifndef WINDQUANT_COMMON_RL_PLAN_SURROGATE_H_
+#define WINDQUANT_COMMON_RL_PLAN_SURROGATE_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/quant/unit_table.h"
+#include "common/rl/episode.h"
+
+namespace windquant::v1 {
+class PlanModel;
+}
+
+namespace windquant::rl {
+
+struct PlanModel {
+  double bias = 0, scale = 0;
+  std::vector<float> correction;  // units x quant::kNumActions, row major
+  int32_t plans = 0;              // measured plans it was fitted on; 0 = no model
+  std::vector<uint64_t> measured;  // rl::PlanHash of each, sorted
+
+  bool empty() const { return plans == 0; }
+  // The predicted log perplexity of `actions` (one action index per unit of
+  // `table`, the table the model was fitted for).
+  double Predict(const quant::UnitTable& table, const std::vector<int>& actions) const;
+
+  void ToProto(v1::PlanModel* out) const;
+  // INVALID_ARGUMENT for a non-finite number. (Whether the correction covers
+  // a table is for its user to check: correction.size() == units x 7.)
+  static absl::StatusOr<PlanModel> FromProto(const v1::PlanModel& in);
+};
+
+// The `keep` episodes whose plans `model` predicts best (lowest), plans not
+// measured yet (model.measured) and distinct first; all of them, in order,
+// when there are no more than `keep`.
+std::vector<Episode> KeepBestPredicted(std::vector<Episode> episodes, size_t keep,
+                                       const PlanModel& model, const quant::UnitTable& table);
+
+class PlanModelFitter {
+ public:
+  explicit PlanModelFitter(const quant::UnitTable& table) : table_(table) {}
+
+  // A measured plan and its perplexity; ignored when the perplexity is not
+  // finite and positive or the plan does not cover the table.
+  void Add(const std::vector<int>& actions, double perplexity);
+  // The model of every plan added; empty while fewer than kMinPlans were.
+  PlanModel Fit() const;
+  size_t size() const { return plans_.size(); }
+
+  static constexpr size_t kMinPlans = 4;
+
+ private:
+  const quant::UnitTable& table_;
+  std::vector<std::vector<int>> plans_;
+  std::vector<uint64_t> hashes_;
+  std::vector<double> log_ppl_, log_proxy_;
+  std::vector<std::vector<double>> agreement_;  // lower triangle, [i][j] for j <= i
+};
+
+}  // namespace windquant::rl
+
+#endif  // WINDQUANT_COMMON_RL_PLAN_SURROGATE_H_

@@ -1,0 +1,151 @@
+#include "common/rl/plan_surrogate.h"
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "common/rl/episode_evaluator.h"
+#include "common/rl/synthetic_table.h"
+#include "windquant/v1/types.pb.h"
+
+namespace windquant::rl {
+namespace {
+
+constexpr int kUnits = 40;
+
+// Plans near `base`: 1-4 units moved to a random other action.
+std::vector<int> Near(const std::vector<int>& base, std::mt19937_64& rng) {
+  std::vector<int> p = base;
+  const int k = std::uniform_int_distribution<int>(1, 4)(rng);
+  for (int m = 0; m < k; ++m) {
+    const int u = std::uniform_int_distribution<int>(0, kUnits - 1)(rng);
+    p[u] = std::uniform_int_distribution<int>(1, quant::kNumActions - 1)(rng);
+  }
+  return p;
+}
+
+// The "true" log perplexity: the table's proxy, plus a hidden additive term
+// per (unit, action) that the table's errors do not show.
+struct Truth {
+  const quant::UnitTable& table;
+  std::vector<double> hidden;
+  double LogPpl(const std::vector<int>& a) const {
+    double y = 1.0 + 0.5 * std::log(quant::ProxyError(table, a));
+    for (int u = 0; u < kUnits; ++u) y += hidden[u * quant::kNumActions + a[u]];
+    return y;
+  }
+};
+
+// The share of pairs of `plans` that `model` orders as the truth does.
+double PairAccuracy(const PlanModel& model, const Truth& truth,
+                    const std::vector<std::vector<int>>& plans) {
+  int right = 0, all = 0;
+  for (size_t i = 0; i < plans.size(); ++i) {
+    for (size_t j = i + 1; j < plans.size(); ++j) {
+      const double dt = truth.LogPpl(plans[i]) - truth.LogPpl(plans[j]);
+      if (std::abs(dt) < 1e-9) continue;
+      const double dm = model.Predict(truth.table, plans[i]) - model.Predict(truth.table, plans[j]);
+      right += (dt > 0) == (dm > 0);
+      ++all;
+    }
+  }
+  return static_cast<double>(right) / all;
+}
+
+TEST(PlanModelFitterTest, LearnsWhatTheProxyMissesAndRanksUnseenPlans) {
+  const quant::UnitTable table = testing::SyntheticTable(kUnits, 3);
+  std::mt19937_64 rng(11);
+  Truth truth{table, std::vector<double>(kUnits * quant::kNumActions)};
+  std::normal_distribution<double> noise(0.0, 0.05);
+  for (double& h : truth.hidden) h = noise(rng);
+  const std::vector<int> base(kUnits, 3);
+  PlanModelFitter fitter(table);
+  for (int i = 0; i < 80; ++i) {
+    const std::vector<int> p = Near(base, rng);
+    fitter.Add(p, std::exp(truth.LogPpl(p)));
+  }
+  std::vector<std::vector<int>> unseen;
+  for (int i = 0; i < 40; ++i) unseen.push_back(Near(base, rng));
+  const PlanModel model = fitter.Fit();
+  ASSERT_EQ(model.plans, 80);
+  ASSERT_EQ(model.correction.size(), static_cast<size_t>(kUnits * quant::kNumActions));
+  EXPECT_GT(model.scale, 0.2);  // the proxy's share is found (truth: 0.5)
+  PlanModel prior_only = model;
+  prior_only.correction.clear();
+  const double learned = PairAccuracy(model, truth, unseen);
+  const double prior = PairAccuracy(prior_only, truth, unseen);
+  EXPECT_GT(learned, 0.75);
+  EXPECT_GT(learned, prior + 0.05) << "prior alone " << prior;
+}
+
+TEST(PlanModelFitterTest, NoModelBeforeEnoughPlansAndBadMeasurementsIgnored) {
+  const quant::UnitTable table = testing::SyntheticTable(kUnits, 3);
+  PlanModelFitter fitter(table);
+  const std::vector<int> plan(kUnits, 2);
+  fitter.Add(plan, std::nan(""));
+  fitter.Add(plan, -1.0);
+  fitter.Add(std::vector<int>(kUnits - 1, 2), 10.0);  // not the table's
+  EXPECT_EQ(fitter.size(), 0u);
+  for (size_t i = 0; i + 1 < PlanModelFitter::kMinPlans; ++i) fitter.Add(plan, 10.0 + i);
+  EXPECT_TRUE(fitter.Fit().empty());
+  fitter.Add(std::vector<int>(kUnits, 3), 20.0);
+  EXPECT_FALSE(fitter.Fit().empty());
+}
+
+Episode EpisodeOf(std::vector<int> actions, uint64_t id) {
+  Episode e;
+  e.episode_id = id;
+  e.plan.actions = std::move(actions);
+  return e;
+}
+
+TEST(KeepBestPredictedTest, BestPredictedUnmeasuredDistinctPlansFirst) {
+  const quant::UnitTable table = testing::SyntheticTable(kUnits, 3);
+  PlanModel model;
+  model.plans = 5;
+  model.correction.assign(kUnits * quant::kNumActions, 0.0f);
+  // Action 1 of unit 0 is predicted much better, action 2 a little better.
+  model.correction[0 * quant::kNumActions + 1] = -2.0f;
+  model.correction[0 * quant::kNumActions + 2] = -1.0f;
+  std::vector<int> a(kUnits, 3), b(kUnits, 3), c(kUnits, 3), d(kUnits, 3);
+  a[0] = 1;  // best, but measured
+  b[0] = 2;  // second
+  c[0] = 3;
+  d[0] = 3;
+  d[1] = 4;
+  model.measured = {PlanHash(a)};
+  std::vector<Episode> in = {EpisodeOf(c, 1), EpisodeOf(a, 2), EpisodeOf(b, 3), EpisodeOf(b, 4),
+                             EpisodeOf(d, 5)};
+  const std::vector<Episode> out = KeepBestPredicted(in, 3, model, table);
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(out[0].episode_id, 3u);  // b
+  // Then c and d (unmeasured, distinct) before the repeat of b and the measured a.
+  EXPECT_TRUE((out[1].episode_id == 1 && out[2].episode_id == 5) ||
+              (out[1].episode_id == 5 && out[2].episode_id == 1));
+  EXPECT_EQ(KeepBestPredicted(in, 9, model, table).size(), in.size());
+}
+
+TEST(PlanModelTest, ProtoRoundTripAndNonFiniteRefused) {
+  PlanModel m;
+  m.bias = 1.5;
+  m.scale = 0.25;
+  m.plans = 7;
+  m.correction = {0.5f, -0.25f};
+  m.measured = {3, 1};
+  v1::PlanModel p;
+  m.ToProto(&p);
+  absl::StatusOr<PlanModel> back = PlanModel::FromProto(p);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->bias, 1.5);
+  EXPECT_EQ(back->scale, 0.25);
+  EXPECT_EQ(back->plans, 7);
+  EXPECT_EQ(back->correction, m.correction);
+  EXPECT_EQ(back->measured, (std::vector<uint64_t>{1, 3}));
+  p.set_correction(1, std::nanf(""));
+  EXPECT_FALSE(PlanModel::FromProto(p).ok());
+}
+
+}  // namespace
+}  // namespace windquant::rl
