@@ -5,8 +5,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "common/metrics/metric_names.h"
 #include "common/base/status_macros.h"
+#include "common/metrics/metric_names.h"
 #include "common/net/retry.h"
 #include "common/rl/state_features.h"
 #include "common/rl/training.h"
@@ -171,9 +171,9 @@ std::unique_ptr<rl::RolloutWorker> RolloutLoop::FetchWorker() {
   while (true) {
     absl::StatusOr<quant::UnitTable> table = learner_->GetUnitTable(options_.deadline);
     if (table.ok()) {
-      auto w =
-          rl::RolloutWorker::Create(*table, config_.env, options_.actor_id, options_.actor_index,
-                                    options_.incarnation, options_.envs, config_.training.seed);
+      auto w = rl::RolloutWorker::Create(
+          *table, config_.env, options_.actor_id, options_.actor_index, options_.incarnation,
+          options_.envs * std::max(1, config_.training.screen_samples), config_.training.seed);
       if (w.ok()) {
         std::cerr << options_.actor_id << ": unit table of " << (*w)->table().units.size()
                   << " units" << std::endl;
@@ -259,24 +259,22 @@ void RolloutLoop::Submit(const rl::Episode& e, const quant::UnitTable& table) {
 
 absl::StatusOr<std::vector<rl::Episode>> RolloutLoop::RunScreened(rl::RolloutWorker& worker) {
   absl::MutexLock lock(&mu_);
-  const size_t per_round = static_cast<size_t>(options_.envs);
-  const bool screen = config_.training.screen_samples > 1 && !plan_model_.empty() &&
-                      plan_model_.correction.size() ==
-                          worker.table().units.size() * quant::kNumActions;
-  const int rounds = screen ? config_.training.screen_samples : 1;
-  std::vector<rl::Episode> all;
-  for (int r = 0; r < rounds; ++r) {
-    WQ_ASSIGN_OR_RETURN(std::vector<rl::Episode> e, worker.Run(*policy_, target_bits_));
-    for (rl::Episode& x : e) all.push_back(std::move(x));
+  // The worker runs envs x screen_samples episodes in one batch (FetchWorker).
+  WQ_ASSIGN_OR_RETURN(std::vector<rl::Episode> all, worker.Run(*policy_, target_bits_));
+  const size_t keep = static_cast<size_t>(options_.envs);
+  const bool screen = !plan_model_.empty() && plan_model_.correction.size() ==
+                                                  worker.table().units.size() * quant::kNumActions;
+  if (!screen) {  // no model yet: the first samples, as drawn
+    all.resize(std::min(all.size(), keep));
+    return all;
   }
-  if (!screen) return all;
   if (!screened_) {
-    std::cerr << options_.actor_id << ": screening: " << rounds << " x " << per_round
-              << " samples per " << per_round << " sent, reward model of "
-              << plan_model_.plans << " measured plans" << std::endl;
+    std::cerr << options_.actor_id << ": screening: the best " << keep << " of " << all.size()
+              << " samples by a reward model of " << plan_model_.plans << " measured plans"
+              << std::endl;
     screened_ = true;
   }
-  return rl::KeepBestPredicted(std::move(all), per_round, plan_model_, worker.table());
+  return rl::KeepBestPredicted(std::move(all), keep, plan_model_, worker.table());
 }
 
 void RolloutLoop::Rollouts() {

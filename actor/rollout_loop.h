@@ -85,8 +85,9 @@ class RolloutLoop {
   // True (and done_ set) when the learner says the run is done.
   bool RunDone(absl::Duration deadline);
   void Rollouts();
-  // One rollout at the current policy: `envs` episodes, or with a reward
-  // model and training.screen_samples = K > 1, the `envs` best of K x envs.
+  // One rollout at the current policy: `envs` episodes; with
+  // training.screen_samples = K > 1 and the snapshot's reward model, the
+  // `envs` best of K x envs.
   absl::StatusOr<std::vector<rl::Episode>> RunScreened(rl::RolloutWorker& worker);
   // The rollout worker on the learner's merged table; null when stopping.
   std::unique_ptr<rl::RolloutWorker> FetchWorker();

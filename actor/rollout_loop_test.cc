@@ -107,6 +107,11 @@ class FakeLearner final : public LearnerClient {
     snapshot_.set_sha256(s.sha256);
     snapshot_.set_target_bits(3.0);
   }
+  // The reward model the next snapshots carry.
+  void SetPlanModel(const rl::PlanModel& model) {
+    absl::MutexLock lock(&mu_);
+    model.ToProto(snapshot_.mutable_plan_model());
+  }
   // The learner process ends (its streams with it); it comes back at once,
   // without the unit table when `table` is false.
   void Restart(bool table) {
@@ -185,8 +190,10 @@ class FakeEvaluator final : public EvaluatorClient {
 };
 
 struct Loop {
-  explicit Loop(int evaluator_full = 0, std::function<absl::Status()> register_table = nullptr) {
+  explicit Loop(int evaluator_full = 0, std::function<absl::Status()> register_table = nullptr,
+                int screen_samples = 0) {
     config.training.seed = 11;
+    config.training.screen_samples = screen_samples;
     auto l = std::make_unique<FakeLearner>(config);
     auto e = std::make_unique<FakeEvaluator>(evaluator_full);
     learner = l.get();
@@ -234,6 +241,38 @@ TEST(RolloutLoopTest, EpisodesGoToTheLearnerAndTheirPlansToTheEvaluatorPerVersio
   }
   EXPECT_EQ(ids.size(), 4u) << "episode ids are unique";
   EXPECT_EQ(t.learner->closes_, 1) << "the transitions stream is closed on Stop";
+}
+
+// The preferred action of unit u in the screening test's reward model.
+int Preferred(int u) { return u % 2 == 0 ? 4 : 5; }
+
+int PreferredCount(const v1::TransitionBatch& b) {
+  int n = 0;
+  for (int u = 0; u < b.actions_size(); ++u) n += static_cast<int>(b.actions(u)) == Preferred(u);
+  return n;
+}
+
+TEST(RolloutLoopTest, WithARewardModelTheBestPredictedOfTheSamplesAreSent) {
+  Loop t(0, nullptr, /*screen_samples=*/64);
+  ASSERT_TRUE(t.loop->Start().ok());
+  ASSERT_TRUE(t.evaluator->WaitForSubmitted(2));  // version 1: no model, samples as drawn
+  rl::PlanModel model;
+  model.plans = 10;
+  model.correction.assign(kUnits * quant::kNumActions, 0.0f);
+  for (int u = 0; u < kUnits; ++u) model.correction[u * quant::kNumActions + Preferred(u)] = -1;
+  t.learner->SetPlanModel(model);
+  t.learner->Publish(2);
+  ASSERT_TRUE(t.evaluator->WaitForSubmitted(4));
+  t.loop->Stop();
+  absl::MutexLock ll(&t.learner->mu_);
+  ASSERT_EQ(t.learner->batches_.size(), 4u) << "still two episodes per version";
+  const auto& b = t.learner->batches_;
+  const double drawn = (PreferredCount(b[0]) + PreferredCount(b[1])) / 2.0;
+  const double screened = (PreferredCount(b[2]) + PreferredCount(b[3])) / 2.0;
+  // Of 14 units a sample has ~2 preferred actions; the best 2 of 128 far more (screen_samples 64 x
+  // 2 envs).
+  EXPECT_GE(screened, drawn + 2) << "drawn " << drawn << ", screened " << screened;
+  EXPECT_EQ(b[2].policy_version(), 2);
 }
 
 TEST(RolloutLoopTest, EpisodesTheLearnerRefusesAreNotSubmitted) {

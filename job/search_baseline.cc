@@ -10,8 +10,6 @@
 #include "common/base/status_macros.h"
 #include "common/quant/action.h"
 #include "common/quant/baselines.h"
-#include "common/rl/plan_surrogate.h"
-#include <cstdlib>
 
 namespace windquant::job {
 namespace {
@@ -99,14 +97,9 @@ absl::StatusOr<SearchResult> SearchPlan(const quant::UnitTable& table, const Sea
   std::mt19937_64 rng(options.seed);
   std::map<std::vector<int>, double> seen;  // every measured plan
   SearchResult r;
-  const char* screen_env = std::getenv("WQ_SEARCH_SCREEN");
-  const int screen = screen_env ? std::atoi(screen_env) : 0;
-  rl::PlanModelFitter surrogate(table);
-  rl::PlanModel fitted;
   auto evaluate = [&](const std::vector<int>& plan) -> absl::StatusOr<double> {
     WQ_ASSIGN_OR_RETURN(const double ppl, measure(plan));
     seen.emplace(plan, ppl);
-    surrogate.Add(plan, ppl);
     ++r.evaluations;
     return ppl;
   };
@@ -119,26 +112,10 @@ absl::StatusOr<SearchResult> SearchPlan(const quant::UnitTable& table, const Sea
   while (r.evaluations < options.evaluations && r.proposals < max_proposals) {
     ++r.proposals;
     std::vector<int> candidate = r.actions;
-    if (screen > 1 && !(fitted = surrogate.Fit()).empty()) {
-      double best = HUGE_VAL;
-      std::vector<int> pick;
-      for (int i = 0; i < screen; ++i) {
-        std::vector<int> c = r.actions;
-        if (!Propose(table, budget, options.max_moves, rng, &c) || seen.count(c)) continue;
-        const double y = fitted.Predict(table, c);
-        if (y < best) {
-          best = y;
-          pick = std::move(c);
-        }
-      }
-      if (pick.empty()) continue;
-      candidate = std::move(pick);
-    } else {
     if (!Propose(table, budget, options.max_moves, rng, &candidate)) continue;
     if (seen.count(candidate)) {
       ++r.repeats;
       continue;
-    }
     }
     WQ_ASSIGN_OR_RETURN(const double ppl, evaluate(candidate));
     if (std::isfinite(ppl) && ppl < r.selection_ppl) {

@@ -112,10 +112,10 @@ absl::Status LearnerCore::CompleteTable() {
   const quant::UnitTable& table = *tables_.table();
   run_fingerprint_ = rl::RunFingerprint(table, config_);
   WQ_ASSIGN_OR_RETURN(costs_, rl::UnitCosts::Create(table));
-  fitter_.reset();  // plans measured before a restart are not kept: it learns again
-  if (config_.training.screen_samples > 1) {
-    fitter_ = std::make_unique<rl::PlanModelFitter>(costs_->table());
-  }
+  // The reward model learns again from the plans measured from now on.
+  fitter_ = config_.training.screen_samples > 1
+                ? std::make_unique<rl::PlanModelFitter>(costs_->table())
+                : nullptr;
   clock_.set_prior(EvaluationWorkPrior(table.TotalWeights(), EvaluationTokens(config_)));
   absl::StatusOr<rl::RunCheckpoint> ckpt =
       rl::ReadRunCheckpoint(CheckpointDir(config_), run_fingerprint_);
@@ -544,21 +544,8 @@ PublishedPolicy LearnerCore::WaitForPolicy(int64_t known_version, absl::Duration
   p.curriculum_stage = curriculum_.stage();
   p.target_bits = curriculum_.target_bits();
   p.lambda = lambda_.batch_lambda();
-  if (fitter_ != nullptr && static_cast<size_t>(plan_model_.plans) != fitter_->size()) {
-    plan_model_ = fitter_->Fit();  // once per measured plan, not per watcher
-  }
-  p.plan_model = plan_model_;
+  if (fitter_ != nullptr) p.plan_model = fitter_->Model();
   return p;
-}
-
-int64_t LearnerCore::version() const {
-  absl::MutexLock lock(&status_mu_);
-  return published_.policy_version;
-}
-
-bool LearnerCore::done() const {
-  absl::MutexLock lock(&status_mu_);
-  return published_.done;
 }
 
 LearnerStatus LearnerCore::Status() const {

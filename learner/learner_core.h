@@ -159,13 +159,13 @@ class LearnerCore {
   // Latest policy; blocks until its version differs from `known_version`,
   // the run is done, or `timeout` passes.
   PublishedPolicy WaitForPolicy(int64_t known_version, absl::Duration timeout);
-  int64_t version() const;
+  int64_t version() const { return Status().policy_version; }
   LearnerStatus Status() const;
   // How long a plan out for evaluation now waits at most before it expires
   // (EvaluationClock::QueueBudget): actors wait this long for a new policy
   // before they produce more episodes at the old one.
   absl::Duration EvaluationWait() const;
-  bool done() const;
+  bool done() const { return Status().done; }
   // Drops held episodes older than the evaluation timeout (also done lazily).
   void ExpirePending();
 
@@ -224,10 +224,9 @@ class LearnerCore {
   mutable absl::Mutex mu_;
   TableMerger tables_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<const rl::UnitCosts> costs_ ABSL_GUARDED_BY(mu_);
-  // The reward model for screening (training.screen_samples > 1): every plan
-  // measured since the table was completed, and its last fit.
+  // The reward model for screening (training.screen_samples > 1), fitted on
+  // every plan measured since the table was completed; null when off.
   std::unique_ptr<rl::PlanModelFitter> fitter_ ABSL_GUARDED_BY(mu_);
-  rl::PlanModel plan_model_ ABSL_GUARDED_BY(mu_);
   std::string run_fingerprint_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<rl::PpoLearner> ppo_ ABSL_GUARDED_BY(mu_);
   rl::Curriculum curriculum_ ABSL_GUARDED_BY(mu_);

@@ -72,6 +72,9 @@ TEST(RunConfigTest, OutOfRangeNamesKey) {
             "run.yaml: ppo.clip_ratio: must be in (0, 1)");
   EXPECT_EQ(ErrorOf(std::string(kMinimal) + "curriculum: {target_bits: [2.0, 0.5]}\n"),
             "run.yaml: curriculum.target_bits[1]: must be in [1, 16]");
+  EXPECT_EQ(ErrorOf(kMinimal, {"training.screen_samples=-1"}),
+            "run.yaml: training.screen_samples: must be in [0, 1024]");
+  EXPECT_EQ(ErrorOf(kMinimal, {"training.screen_samples=128"}), "");
   EXPECT_EQ(ErrorOf(kMinimal, {"lagrange.prices=bits"}),
             "run.yaml: lagrange.prices: must be quality or budget");
   EXPECT_EQ(ErrorOf(kMinimal, {"lagrange.prices=budget"}),

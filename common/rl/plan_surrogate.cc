@@ -82,8 +82,7 @@ std::vector<double> RidgeByLeaveOneOut(const std::vector<double>& k, const std::
 
 double PlanModel::Predict(const quant::UnitTable& table, const std::vector<int>& actions) const {
   double y = bias + scale * LogProxy(table, actions);
-  for (size_t u = 0; u < actions.size() && (u + 1) * quant::kNumActions <= correction.size();
-       ++u) {
+  for (size_t u = 0; u < actions.size() && (u + 1) * quant::kNumActions <= correction.size(); ++u) {
     y += correction[u * quant::kNumActions + actions[u]];
   }
   return y;
@@ -126,9 +125,9 @@ std::vector<Episode> KeepBestPredicted(std::vector<Episode> episodes, size_t kee
   std::vector<size_t> first, repeats;
   for (size_t i : order) {
     const std::vector<int>& a = episodes[i].plan.actions;
-    const bool fresh = !std::binary_search(model.measured.begin(), model.measured.end(),
-                                           PlanHash(a)) &&
-                       taken.insert(a).second;
+    const bool fresh =
+        !std::binary_search(model.measured.begin(), model.measured.end(), PlanHash(a)) &&
+        taken.insert(a).second;
     (fresh ? first : repeats).push_back(i);
   }
   first.insert(first.end(), repeats.begin(), repeats.end());
@@ -142,6 +141,9 @@ void PlanModelFitter::Add(const std::vector<int>& actions, double perplexity) {
       actions.empty()) {
     return;
   }
+  for (int a : actions) {
+    if (a < 0 || a >= quant::kNumActions) return;
+  }
   std::vector<double> row(plans_.size() + 1);
   for (size_t j = 0; j < plans_.size(); ++j) {
     int same = 0;
@@ -150,10 +152,18 @@ void PlanModelFitter::Add(const std::vector<int>& actions, double perplexity) {
   }
   row.back() = 1.0;
   agreement_.push_back(std::move(row));
-  plans_.push_back(actions);
+  plans_.emplace_back(actions.begin(), actions.end());
   hashes_.push_back(PlanHash(actions));
   log_ppl_.push_back(std::log(perplexity));
   log_proxy_.push_back(LogProxy(table_, actions));
+}
+
+const PlanModel& PlanModelFitter::Model() {
+  if (model_plans_ != plans_.size()) {
+    model_ = Fit();
+    model_plans_ = plans_.size();
+  }
+  return model_;
 }
 
 PlanModel PlanModelFitter::Fit() const {

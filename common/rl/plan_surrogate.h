@@ -8,9 +8,9 @@
 // in its dual form (kernel = the share of units on which two plans agree),
 // the ridge chosen by leave-one-out error.
 // Cost: Add is O(n U) (the new plan's agreement with every earlier one), Fit
-// O(n^3) for n measured plans of U units, Predict O(U); memory n^2 doubles +
-// n U ints, and the model U x 7 floats (LLaMA-70B at chunk 64: ~97k units,
-// 2.7 MB; a few hundred plans: ~100 MB of ints for the fitter).
+// O(n^3 + n U) for n measured plans of U units, Predict O(U); memory n^2
+// doubles + n U bytes, and the model U x 7 floats (LLaMA-70B at chunk 64:
+// ~97k units, a 2.7 MB model; 300 plans: 29 MB of plans in the fitter).
 // Thread-compatible.
 #ifndef WINDQUANT_COMMON_RL_PLAN_SURROGATE_H_
 #define WINDQUANT_COMMON_RL_PLAN_SURROGATE_H_
@@ -30,8 +30,8 @@ namespace windquant::rl {
 
 struct PlanModel {
   double bias = 0, scale = 0;
-  std::vector<float> correction;  // units x quant::kNumActions, row major
-  int32_t plans = 0;              // measured plans it was fitted on; 0 = no model
+  std::vector<float> correction;   // units x quant::kNumActions, row major
+  int32_t plans = 0;               // measured plans it was fitted on; 0 = no model
   std::vector<uint64_t> measured;  // rl::PlanHash of each, sorted
 
   bool empty() const { return plans == 0; }
@@ -60,16 +60,20 @@ class PlanModelFitter {
   void Add(const std::vector<int>& actions, double perplexity);
   // The model of every plan added; empty while fewer than kMinPlans were.
   PlanModel Fit() const;
+  // Fit(), refitted only when plans were added since the last call.
+  const PlanModel& Model();
   size_t size() const { return plans_.size(); }
 
   static constexpr size_t kMinPlans = 4;
 
  private:
   const quant::UnitTable& table_;
-  std::vector<std::vector<int>> plans_;
+  std::vector<std::vector<uint8_t>> plans_;  // action indices
   std::vector<uint64_t> hashes_;
   std::vector<double> log_ppl_, log_proxy_;
   std::vector<std::vector<double>> agreement_;  // lower triangle, [i][j] for j <= i
+  PlanModel model_;
+  size_t model_plans_ = 0;  // plans model_ was fitted on
 };
 
 }  // namespace windquant::rl

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/quant/baselines.h"
 #include "common/rl/episode_evaluator.h"
 #include "common/rl/synthetic_table.h"
 #include "windquant/v1/types.pb.h"
@@ -76,8 +77,8 @@ TEST(PlanModelFitterTest, LearnsWhatTheProxyMissesAndRanksUnseenPlans) {
   prior_only.correction.clear();
   const double learned = PairAccuracy(model, truth, unseen);
   const double prior = PairAccuracy(prior_only, truth, unseen);
-  EXPECT_GT(learned, 0.75);
-  EXPECT_GT(learned, prior + 0.05) << "prior alone " << prior;
+  EXPECT_GT(learned, 0.65) << "prior alone " << prior;
+  EXPECT_GT(learned, prior + 0.1) << "prior alone " << prior;
 }
 
 TEST(PlanModelFitterTest, NoModelBeforeEnoughPlansAndBadMeasurementsIgnored) {
