@@ -13,6 +13,13 @@
 #include "common/rl/transition_codec.h"
 
 namespace windquant::actor {
+namespace {
+
+// Transitions one screening batch holds (~200 bytes each: ~100 MB); at
+// LLaMA-70B's ~97k units (chunk 64), 5 episodes per batch.
+constexpr int64_t kScreenBatchSteps = int64_t{1} << 19;
+
+}  // namespace
 
 RolloutLoop::RolloutLoop(const config::RunConfig& config, RolloutLoopOptions options,
                          std::unique_ptr<LearnerClient> learner,
@@ -171,9 +178,14 @@ std::unique_ptr<rl::RolloutWorker> RolloutLoop::FetchWorker() {
   while (true) {
     absl::StatusOr<quant::UnitTable> table = learner_->GetUnitTable(options_.deadline);
     if (table.ok()) {
-      auto w = rl::RolloutWorker::Create(
-          *table, config_.env, options_.actor_id, options_.actor_index, options_.incarnation,
-          options_.envs * std::max(1, config_.training.screen_samples), config_.training.seed);
+      // Screening samples are drawn in batches of up to kScreenBatchSteps transitions.
+      const int64_t samples = int64_t{options_.envs} * std::max(1, config_.training.screen_samples);
+      const int64_t batch = std::min<int64_t>(
+          samples, std::max<int64_t>(options_.envs,
+                                     kScreenBatchSteps / std::max<size_t>(1, table->units.size())));
+      auto w = rl::RolloutWorker::Create(*table, config_.env, options_.actor_id,
+                                         options_.actor_index, options_.incarnation,
+                                         static_cast<int>(batch), config_.training.seed);
       if (w.ok()) {
         std::cerr << options_.actor_id << ": unit table of " << (*w)->table().units.size()
                   << " units" << std::endl;
@@ -259,22 +271,29 @@ void RolloutLoop::Submit(const rl::Episode& e, const quant::UnitTable& table) {
 
 absl::StatusOr<std::vector<rl::Episode>> RolloutLoop::RunScreened(rl::RolloutWorker& worker) {
   absl::MutexLock lock(&mu_);
-  // The worker runs envs x screen_samples episodes in one batch (FetchWorker).
-  WQ_ASSIGN_OR_RETURN(std::vector<rl::Episode> all, worker.Run(*policy_, target_bits_));
   const size_t keep = static_cast<size_t>(options_.envs);
   const bool screen = !plan_model_.empty() && plan_model_.correction.size() ==
                                                   worker.table().units.size() * quant::kNumActions;
   if (!screen) {  // no model yet: the first samples, as drawn
-    all.resize(std::min(all.size(), keep));
-    return all;
+    WQ_ASSIGN_OR_RETURN(std::vector<rl::Episode> drawn, worker.Run(*policy_, target_bits_));
+    drawn.resize(std::min(drawn.size(), keep));
+    return drawn;
+  }
+  // envs x screen_samples samples, in batches of the worker's size (FetchWorker).
+  const int64_t samples = int64_t{options_.envs} * config_.training.screen_samples;
+  std::vector<rl::Episode> best;
+  for (int64_t drawn = 0; drawn < samples; drawn += worker.envs()) {
+    WQ_ASSIGN_OR_RETURN(std::vector<rl::Episode> batch, worker.Run(*policy_, target_bits_));
+    for (rl::Episode& e : best) batch.push_back(std::move(e));
+    best = rl::KeepBestPredicted(std::move(batch), keep, plan_model_, worker.table());
   }
   if (!screened_) {
-    std::cerr << options_.actor_id << ": screening: the best " << keep << " of " << all.size()
+    std::cerr << options_.actor_id << ": screening: the best " << keep << " of " << samples
               << " samples by a reward model of " << plan_model_.plans << " measured plans"
               << std::endl;
     screened_ = true;
   }
-  return rl::KeepBestPredicted(std::move(all), keep, plan_model_, worker.table());
+  return best;
 }
 
 void RolloutLoop::Rollouts() {

@@ -32,6 +32,7 @@ class RolloutWorker {
   // Runs `envs` episodes with `policy` at `target_bits` (sampled actions).
   absl::StatusOr<std::vector<Episode>> Run(const Policy& policy, double target_bits);
   const quant::UnitTable& table() const { return costs_->table(); }
+  int envs() const { return envs_; }  // episodes per Run
 
  private:
   RolloutWorker() = default;
