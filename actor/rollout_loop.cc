@@ -13,13 +13,6 @@
 #include "common/rl/transition_codec.h"
 
 namespace windquant::actor {
-namespace {
-
-// Transitions one screening batch holds (~200 bytes each: ~100 MB); at
-// LLaMA-70B's ~97k units (chunk 64), 5 episodes per batch.
-constexpr int64_t kScreenBatchSteps = int64_t{1} << 19;
-
-}  // namespace
 
 RolloutLoop::RolloutLoop(const config::RunConfig& config, RolloutLoopOptions options,
                          std::unique_ptr<LearnerClient> learner,
@@ -178,11 +171,11 @@ std::unique_ptr<rl::RolloutWorker> RolloutLoop::FetchWorker() {
   while (true) {
     absl::StatusOr<quant::UnitTable> table = learner_->GetUnitTable(options_.deadline);
     if (table.ok()) {
-      // Screening samples are drawn in batches of up to kScreenBatchSteps transitions.
+      // Screening samples are drawn in batches of up to screen_batch_steps transitions.
       const int64_t samples = int64_t{options_.envs} * std::max(1, config_.training.screen_samples);
       const int64_t batch = std::min<int64_t>(
-          samples, std::max<int64_t>(options_.envs,
-                                     kScreenBatchSteps / std::max<size_t>(1, table->units.size())));
+          samples, std::max<int64_t>(options_.envs, options_.screen_batch_steps /
+                                                        std::max<int64_t>(1, table->units.size())));
       auto w = rl::RolloutWorker::Create(*table, config_.env, options_.actor_id,
                                          options_.actor_index, options_.incarnation,
                                          static_cast<int>(batch), config_.training.seed);

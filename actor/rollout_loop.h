@@ -48,6 +48,10 @@ struct RolloutLoopOptions {
   int episodes_per_version = 1;  // then wait for a new policy
   absl::Duration deadline = absl::Seconds(30);
   absl::Duration stall_timeout = absl::Seconds(60);
+  // Screening (training.screen_samples) draws its samples in batches of at
+  // most this many transitions (~200 bytes each: ~100 MB; at LLaMA-70B's ~97k
+  // units at chunk 64, 5 episodes per batch).
+  int64_t screen_batch_steps = int64_t{1} << 19;
   // Registers this actor's fitted table with the learner (retrying); an
   // error when there is none yet (not calibrated). Unset: never.
   std::function<absl::Status()> register_table;

@@ -8,6 +8,7 @@
 
 #include <memory>
 #include <set>
+#include <utility>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
@@ -191,7 +192,7 @@ class FakeEvaluator final : public EvaluatorClient {
 
 struct Loop {
   explicit Loop(int evaluator_full = 0, std::function<absl::Status()> register_table = nullptr,
-                int screen_samples = 0) {
+                int screen_samples = 0, int64_t screen_batch_steps = int64_t{1} << 19) {
     config.training.seed = 11;
     config.training.screen_samples = screen_samples;
     auto l = std::make_unique<FakeLearner>(config);
@@ -204,6 +205,7 @@ struct Loop {
     o.episodes_per_version = 2;
     o.deadline = absl::Seconds(5);
     o.register_table = std::move(register_table);
+    o.screen_batch_steps = screen_batch_steps;
     loop = std::make_unique<RolloutLoop>(config, o, std::move(l), std::move(e));
   }
   config::RunConfig config;
@@ -252,27 +254,37 @@ int PreferredCount(const v1::TransitionBatch& b) {
   return n;
 }
 
-TEST(RolloutLoopTest, WithARewardModelTheBestPredictedOfTheSamplesAreSent) {
-  Loop t(0, nullptr, /*screen_samples=*/64);
-  ASSERT_TRUE(t.loop->Start().ok());
-  ASSERT_TRUE(t.evaluator->WaitForSubmitted(2));  // version 1: no model, samples as drawn
+// Sends two episodes at version 1 (no model) and two at version 2 (a model
+// that prefers Preferred(u)); the mean count of preferred actions of each pair.
+std::pair<double, double> PreferredBeforeAndAfterTheModel(Loop& t) {
+  EXPECT_TRUE(t.loop->Start().ok());
+  EXPECT_TRUE(t.evaluator->WaitForSubmitted(2));
   rl::PlanModel model;
   model.plans = 10;
   model.correction.assign(kUnits * quant::kNumActions, 0.0f);
   for (int u = 0; u < kUnits; ++u) model.correction[u * quant::kNumActions + Preferred(u)] = -1;
   t.learner->SetPlanModel(model);
   t.learner->Publish(2);
-  ASSERT_TRUE(t.evaluator->WaitForSubmitted(4));
+  EXPECT_TRUE(t.evaluator->WaitForSubmitted(4));
   t.loop->Stop();
   absl::MutexLock ll(&t.learner->mu_);
-  ASSERT_EQ(t.learner->batches_.size(), 4u) << "still two episodes per version";
   const auto& b = t.learner->batches_;
-  const double drawn = (PreferredCount(b[0]) + PreferredCount(b[1])) / 2.0;
-  const double screened = (PreferredCount(b[2]) + PreferredCount(b[3])) / 2.0;
-  // Of 14 units a sample has ~2 preferred actions; the best 2 of 128 far more (screen_samples 64 x
-  // 2 envs).
-  EXPECT_GE(screened, drawn + 2) << "drawn " << drawn << ", screened " << screened;
+  EXPECT_EQ(b.size(), 4u) << "still two episodes per version";
+  if (b.size() < 4) return {0, 0};
   EXPECT_EQ(b[2].policy_version(), 2);
+  return {(PreferredCount(b[0]) + PreferredCount(b[1])) / 2.0,
+          (PreferredCount(b[2]) + PreferredCount(b[3])) / 2.0};
+}
+
+TEST(RolloutLoopTest, WithARewardModelTheBestPredictedOfTheSamplesAreSent) {
+  // Of 14 units a sample has ~2 preferred actions; the best 2 of 128 (64 x 2
+  // envs) far more: in one batch, and in batches of 4 episodes (56 steps).
+  for (const int64_t batch_steps : {int64_t{1} << 19, int64_t{4 * kUnits}}) {
+    Loop t(0, nullptr, /*screen_samples=*/64, batch_steps);
+    const auto [drawn, screened] = PreferredBeforeAndAfterTheModel(t);
+    EXPECT_GE(screened, drawn + 2) << "drawn " << drawn << ", screened " << screened
+                                   << " (batches of " << batch_steps << " steps)";
+  }
 }
 
 TEST(RolloutLoopTest, EpisodesTheLearnerRefusesAreNotSubmitted) {
