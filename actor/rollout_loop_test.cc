@@ -277,13 +277,16 @@ std::pair<double, double> PreferredBeforeAndAfterTheModel(Loop& t) {
 }
 
 TEST(RolloutLoopTest, WithARewardModelTheBestPredictedOfTheSamplesAreSent) {
-  // Of 14 units a sample has ~2 preferred actions; the best 2 of 128 (64 x 2
-  // envs) far more: in one batch, and in batches of 4 episodes (56 steps).
+  // Of 14 units a drawn sample has ~2 preferred actions (pairs drawn at
+  // version 1 with seeds 11-15: 0-5, mean 1.95; without screening the pair
+  // sent at version 2 had 1.5);
+  // the best 2 of 128 (64 x 2 envs) 5-6.5, in one batch and in batches of 4
+  // episodes (56 steps) alike.
   for (const int64_t batch_steps : {int64_t{1} << 19, int64_t{4 * kUnits}}) {
     Loop t(0, nullptr, /*screen_samples=*/64, batch_steps);
     const auto [drawn, screened] = PreferredBeforeAndAfterTheModel(t);
-    EXPECT_GE(screened, drawn + 2) << "drawn " << drawn << ", screened " << screened
-                                   << " (batches of " << batch_steps << " steps)";
+    EXPECT_GE(screened, 4.5) << "drawn " << drawn << ", screened " << screened << " (batches of "
+                             << batch_steps << " steps)";
   }
 }
 
