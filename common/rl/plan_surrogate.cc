@@ -156,12 +156,20 @@ void PlanModelFitter::Add(const std::vector<int>& actions, double perplexity) {
   hashes_.push_back(PlanHash(actions));
   log_ppl_.push_back(std::log(perplexity));
   log_proxy_.push_back(LogProxy(table_, actions));
+  ++added_;
+  if (plans_.size() > kMaxPlans) {  // the oldest goes
+    plans_.erase(plans_.begin());
+    log_ppl_.erase(log_ppl_.begin());
+    log_proxy_.erase(log_proxy_.begin());
+    agreement_.erase(agreement_.begin());
+    for (std::vector<double>& row : agreement_) row.erase(row.begin());
+  }
 }
 
 const PlanModel& PlanModelFitter::Model() {
-  if (model_plans_ != plans_.size()) {
+  if (model_added_ != added_) {
     model_ = Fit();
-    model_plans_ = plans_.size();
+    model_added_ = added_;
   }
   return model_;
 }

@@ -7,10 +7,10 @@
 // additive per-(unit, action) term fitted by ridge regression on the residuals
 // in its dual form (kernel = the share of units on which two plans agree),
 // the ridge chosen by leave-one-out error.
-// Cost: Add is O(n U) (the new plan's agreement with every earlier one), Fit
-// O(n^3 + n U) for n measured plans of U units, Predict O(U); memory n^2
-// doubles + n U bytes, and the model U x 7 floats (LLaMA-70B at chunk 64:
-// ~97k units, a 2.7 MB model; 300 plans: 29 MB of plans in the fitter).
+// Cost for n <= 256 kept plans of U units (bench/plan_model_bench.cc): Add
+// O(n U) (the new plan's agreement with every kept one), Fit O(n^3 + n U),
+// Predict O(U); memory n^2 doubles + n U bytes, and the model U x 7 floats
+// (LLaMA-70B at chunk 64: ~97k units, a 2.7 MB model, 25 MB of kept plans).
 // Thread-compatible.
 #ifndef WINDQUANT_COMMON_RL_PLAN_SURROGATE_H_
 #define WINDQUANT_COMMON_RL_PLAN_SURROGATE_H_
@@ -56,15 +56,18 @@ class PlanModelFitter {
   explicit PlanModelFitter(const quant::UnitTable& table) : table_(table) {}
 
   // A measured plan and its perplexity; ignored when the perplexity is not
-  // finite and positive or the plan does not cover the table.
+  // finite and positive or the plan does not cover the table. The model is
+  // fitted on the last kMaxPlans plans (the ones near the incumbent; a bound
+  // on the O(n^3) refit and the memory); every plan stays in `measured`.
   void Add(const std::vector<int>& actions, double perplexity);
   // The model of every plan added; empty while fewer than kMinPlans were.
   PlanModel Fit() const;
   // Fit(), refitted only when plans were added since the last call.
   const PlanModel& Model();
-  size_t size() const { return plans_.size(); }
+  size_t size() const { return plans_.size(); }  // kept plans
 
   static constexpr size_t kMinPlans = 4;
+  static constexpr size_t kMaxPlans = 256;
 
  private:
   const quant::UnitTable& table_;
@@ -72,8 +75,9 @@ class PlanModelFitter {
   std::vector<uint64_t> hashes_;
   std::vector<double> log_ppl_, log_proxy_;
   std::vector<std::vector<double>> agreement_;  // lower triangle, [i][j] for j <= i
+  size_t added_ = 0;                            // plans added, kept or not
   PlanModel model_;
-  size_t model_plans_ = 0;  // plans model_ was fitted on
+  size_t model_added_ = 0;  // added_ when model_ was fitted
 };
 
 }  // namespace windquant::rl

@@ -1,5 +1,6 @@
 #include "common/rl/plan_surrogate.h"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -93,6 +94,25 @@ TEST(PlanModelFitterTest, NoModelBeforeEnoughPlansAndBadMeasurementsIgnored) {
   EXPECT_TRUE(fitter.Fit().empty());
   fitter.Add(std::vector<int>(kUnits, 3), 20.0);
   EXPECT_FALSE(fitter.Fit().empty());
+}
+
+TEST(PlanModelFitterTest, FitsTheLastPlansAndRemembersEveryMeasuredOne) {
+  const quant::UnitTable table = testing::SyntheticTable(kUnits, 3);
+  PlanModelFitter fitter(table);
+  std::mt19937_64 rng(4);
+  const std::vector<int> base(kUnits, 3);
+  std::vector<std::vector<int>> plans;
+  for (size_t i = 0; i < PlanModelFitter::kMaxPlans + 20; ++i) {
+    plans.push_back(Near(base, rng));
+    fitter.Add(plans.back(), 10.0 + static_cast<double>(i % 5));
+  }
+  EXPECT_EQ(fitter.size(), PlanModelFitter::kMaxPlans);
+  const PlanModel& m = fitter.Model();
+  EXPECT_EQ(m.plans, static_cast<int32_t>(PlanModelFitter::kMaxPlans));
+  EXPECT_EQ(m.measured.size(), plans.size());
+  EXPECT_TRUE(std::binary_search(m.measured.begin(), m.measured.end(), PlanHash(plans.front())));
+  fitter.Add(Near(base, rng), 12.0);
+  EXPECT_EQ(fitter.Model().measured.size(), plans.size() + 1) << "refitted after an Add";
 }
 
 Episode EpisodeOf(std::vector<int> actions, uint64_t id) {
