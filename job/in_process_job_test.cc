@@ -223,5 +223,28 @@ TEST(InProcessJobTest, FitsOfAnotherCalibrationInTheCacheAreRefusedNotMerged) {
   fs::remove_all(dir);
 }
 
+// training.screen_samples through the whole job: the learner's snapshots carry
+// its reward model once plans were measured, the actors screen their samples
+// with it, and the run completes within the budget.
+TEST(InProcessJobTest, AScreenedRunSendsTheModelToTheActorsAndCompletes) {
+  const std::string dir = ::testing::TempDir() + "/in_process_job_screen_test";
+  fs::remove_all(dir);
+  absl::StatusOr<config::RunConfig> c = JobConfig(dir);
+  ASSERT_TRUE(c.ok()) << c.status();
+  c->training.screen_samples = 8;
+  InProcessJobOptions o;
+  o.incarnation_seed = 9;
+  o.stall_timeout = absl::Minutes(2);
+  ::testing::internal::CaptureStderr();
+  absl::StatusOr<rl::RunResult> r = RunInProcessJob(*c, o);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->updates, kUpdates);
+  ASSERT_FALSE(r->best.actions.empty());
+  EXPECT_LE(r->best.evaluation.effective_bits, kTargetBits + kBitsSlack);
+  EXPECT_NE(err.find("screening: the best"), std::string::npos) << "no actor screened its samples";
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace windquant::job

@@ -544,7 +544,8 @@ PublishedPolicy LearnerCore::WaitForPolicy(int64_t known_version, absl::Duration
   p.curriculum_stage = curriculum_.stage();
   p.target_bits = curriculum_.target_bits();
   p.lambda = lambda_.batch_lambda();
-  if (fitter_ != nullptr) p.plan_model = fitter_->Model();
+  // The model of the plans measured so far, fitted only for a snapshot that is sent.
+  if (fitter_ != nullptr && p.snapshot.version != known_version) p.plan_model = fitter_->Model();
   return p;
 }
 
