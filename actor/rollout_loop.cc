@@ -274,12 +274,8 @@ absl::StatusOr<std::vector<rl::Episode>> RolloutLoop::RunScreened(rl::RolloutWor
   }
   // envs x screen_samples samples, in batches of the worker's size (FetchWorker).
   const int64_t samples = int64_t{options_.envs} * config_.training.screen_samples;
-  std::vector<rl::Episode> best;
-  for (int64_t drawn = 0; drawn < samples; drawn += worker.envs()) {
-    WQ_ASSIGN_OR_RETURN(std::vector<rl::Episode> batch, worker.Run(*policy_, target_bits_));
-    for (rl::Episode& e : best) batch.push_back(std::move(e));
-    best = rl::KeepBestPredicted(std::move(batch), keep, plan_model_, worker.table());
-  }
+  WQ_ASSIGN_OR_RETURN(std::vector<rl::Episode> best,
+                      rl::RunScreened(worker, *policy_, target_bits_, samples, keep, plan_model_));
   if (!screened_) {
     std::cerr << options_.actor_id << ": screening: the best " << keep << " of " << samples
               << " samples by a reward model of " << plan_model_.plans << " measured plans"

@@ -7,18 +7,26 @@
 // policy snapshot. Add's scan is compared with a plain loop that counts equal
 // bytes of two buffers of the same size, measured in the same run (the limit
 // of a byte-wise comparison on this machine).
+// Then an actor's screened rollout (rl::RunScreened, what RolloutLoop runs):
+// envs 4 x K 128 samples in batches of at most 2^19 transitions, at the unit
+// counts of LLaMA-3.2-1B and LLaMA-3-70B at chunk 256, against an unscreened
+// rollout of the 4 episodes; the process's peak resident memory (VmHWM) after.
 // Synthetic tables (synthetic_table.h) of 45 (stories260k), 2,560
 // (LLaMA-3.2-1B at chunk 128), 24,320 (LLaMA-3-70B at chunk 256) and 97,280
 // units (LLaMA-3-70B at chunk 64); plans near one base plan, as in a run.
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "common/base/status_macros.h"
+#include "common/config/run_config.h"
 #include "common/rl/plan_surrogate.h"
 #include "common/rl/synthetic_table.h"
+#include "common/rl/training.h"
 #include "windquant/v1/types.pb.h"
 
 namespace windquant {
@@ -86,6 +94,54 @@ void Run(int units, int plans) {
       predict_s, proto.ByteSizeLong() / 1024.0, sink == 0 ? "" : "");
 }
 
+// The process's peak resident memory in MiB (/proc/self/status VmHWM).
+double PeakMiB() {
+  std::ifstream in("/proc/self/status");
+  std::string key;
+  double kb = 0;
+  while (in >> key) {
+    if (key == "VmHWM:") in >> kb;
+  }
+  return kb / 1024.0;
+}
+
+absl::Status ScreenedRollout(int units) {
+  constexpr int kEnvs = 4, kScreen = 128;
+  constexpr int64_t kBatchSteps = int64_t{1} << 19;  // RolloutLoopOptions' default
+  const quant::UnitTable table = rl::testing::SyntheticTable(units, 1);
+  config::RunConfig config;
+  WQ_ASSIGN_OR_RETURN(std::unique_ptr<rl::Policy> policy,
+                      rl::Policy::Create(rl::PolicyOptionsFromConfig(config)));
+  rl::PlanModelFitter fitter(table);
+  std::mt19937_64 rng(3);
+  for (int i = 0; i < 100; ++i) {
+    std::vector<int> p(units);
+    for (int& a : p) a = std::uniform_int_distribution<int>(2, 5)(rng);
+    fitter.Add(p, 10.0 + i % 7);
+  }
+  const rl::PlanModel model = fitter.Fit();
+  const int64_t batch =
+      std::min<int64_t>(kEnvs * kScreen, std::max<int64_t>(kEnvs, kBatchSteps / units));
+  WQ_ASSIGN_OR_RETURN(std::unique_ptr<rl::RolloutWorker> one,
+                      rl::RolloutWorker::Create(table, config.env, "bench", 0, 0, kEnvs, 1));
+  WQ_ASSIGN_OR_RETURN(
+      std::unique_ptr<rl::RolloutWorker> screened,
+      rl::RolloutWorker::Create(table, config.env, "bench", 0, 0, static_cast<int>(batch), 1));
+  auto start = std::chrono::steady_clock::now();
+  WQ_RETURN_IF_ERROR(one->Run(*policy, 2.0).status());
+  const double plain_s = Seconds(start);
+  start = std::chrono::steady_clock::now();
+  WQ_ASSIGN_OR_RETURN(std::vector<rl::Episode> kept,
+                      rl::RunScreened(*screened, *policy, 2.0, kEnvs * kScreen, kEnvs, model));
+  const double screened_s = Seconds(start);
+  std::printf(
+      "screened rollout: units %6d | %d of %d samples in batches of %lld episodes: %8.2f s, "
+      "%.1f x the unscreened rollout of %d (%.3f s) | process peak RSS %.0f MiB\n",
+      units, static_cast<int>(kept.size()), kEnvs * kScreen, static_cast<long long>(batch),
+      screened_s, screened_s / plain_s, kEnvs, plain_s, PeakMiB());
+  return absl::OkStatus();
+}
+
 }  // namespace
 }  // namespace windquant
 
@@ -96,11 +152,19 @@ int main(int argc, char** argv) {
         "The reward model of training.screen_samples (common/rl/plan_surrogate.h): the\n"
         "learner's cost per measured plan and per refit, an actor's per screened sample,\n"
         "and the model's bytes per policy snapshot, at 45 to 97,280 units and 100 / 300\n"
-        "measured plans (synthetic tables).\n");
+        "measured plans; then an actor's screened rollout (4 of 512 samples) at 2,560 and\n"
+        "24,320 units with the process's peak memory (synthetic tables).\n");
     return 0;
   }
   for (const int units : {45, 2560, 24320, 97280}) {
     for (const int plans : {100, 300}) windquant::Run(units, plans);
+  }
+  for (const int units : {2560, 24320}) {
+    const absl::Status s = windquant::ScreenedRollout(units);
+    if (!s.ok()) {
+      std::fprintf(stderr, "plan_model_bench: %s\n", std::string(s.message()).c_str());
+      return 1;
+    }
   }
   return 0;
 }

@@ -6,6 +6,7 @@
 #include <numeric>
 #include <set>
 
+#include "common/base/status_macros.h"
 #include "common/quant/baselines.h"
 #include "common/rl/episode_evaluator.h"
 #include "windquant/v1/types.pb.h"
@@ -134,6 +135,18 @@ std::vector<Episode> KeepBestPredicted(std::vector<Episode> episodes, size_t kee
   std::vector<Episode> out;
   for (size_t j = 0; j < keep; ++j) out.push_back(std::move(episodes[first[j]]));
   return out;
+}
+
+absl::StatusOr<std::vector<Episode>> RunScreened(RolloutWorker& worker, const Policy& policy,
+                                                 double target_bits, int64_t samples, size_t keep,
+                                                 const PlanModel& model) {
+  std::vector<Episode> best;
+  for (int64_t drawn = 0; drawn < samples; drawn += worker.envs()) {
+    WQ_ASSIGN_OR_RETURN(std::vector<Episode> batch, worker.Run(policy, target_bits));
+    for (Episode& e : best) batch.push_back(std::move(e));
+    best = KeepBestPredicted(std::move(batch), keep, model, worker.table());
+  }
+  return best;
 }
 
 void PlanModelFitter::Add(const std::vector<int>& actions, double perplexity) {

@@ -21,6 +21,8 @@
 #include "absl/status/statusor.h"
 #include "common/quant/unit_table.h"
 #include "common/rl/episode.h"
+#include "common/rl/policy.h"
+#include "common/rl/rollout_worker.h"
 
 namespace windquant::v1 {
 class PlanModel;
@@ -50,6 +52,13 @@ struct PlanModel {
 // when there are no more than `keep`.
 std::vector<Episode> KeepBestPredicted(std::vector<Episode> episodes, size_t keep,
                                        const PlanModel& model, const quant::UnitTable& table);
+
+// The `keep` best (KeepBestPredicted) of at least `samples` episodes that
+// `worker` runs with `policy`, batch after batch (worker.envs() each): memory
+// for one batch plus `keep` episodes.
+absl::StatusOr<std::vector<Episode>> RunScreened(RolloutWorker& worker, const Policy& policy,
+                                                 double target_bits, int64_t samples, size_t keep,
+                                                 const PlanModel& model);
 
 class PlanModelFitter {
  public:
