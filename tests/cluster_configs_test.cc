@@ -4,7 +4,8 @@
 // (actor::StageLayers over the real layer count of the shape), each stage's memory by
 // the document's formula stays within 90 % of one 80 GB GPU, and a micro-batch of hidden
 // states fits service.max_message_bytes. The GPU overlays of deploy/k8s deploy these
-// configs unchanged.
+// configs unchanged, with as many actor pods, and require GPUs whose usable memory holds
+// the largest stage.
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -96,7 +97,25 @@ void CheckClusterConfig(const std::string& file, const std::string& shape, int s
 // config below the header deploy/k8s/generate_overlays.py writes, and its StatefulSet patch
 // (topology.yaml) has service.stages x service.replicas actor pods. The rendered objects
 // are checked against the same configs by deploy/k8s/check_manifests.py.
-void CheckOverlay(const std::string& overlay, const std::string& config_file) {
+// The GPU memory (MiB, the nvidia.com/gpu.memory node label of GPU Feature Discovery) that
+// an overlay's actors require: the first `values: ["N"]` of the StatefulSet patch in its
+// sizes.yaml. -1 when there is none.
+int64_t ActorGpuMemoryMiB(const std::string& sizes) {
+  const size_t sts = sizes.find("kind: StatefulSet");
+  const size_t values = sizes.find("values: [\"", sts);
+  const size_t end = sizes.find("---", sts);
+  int64_t mib = -1;
+  if (sts == std::string::npos || values == std::string::npos || values > end) return -1;
+  const size_t begin = values + std::string("values: [\"").size();
+  if (!absl::SimpleAtoi(sizes.substr(begin, sizes.find('"', begin) - begin), &mib)) return -1;
+  return mib;
+}
+
+// The smallest memory an 80 GB card reports (H100 80GB: 81559 MiB; A100 80GB: 81920).
+constexpr int64_t kSmallest80GbCardMiB = 81559;
+
+void CheckOverlay(const std::string& overlay, const std::string& config_file,
+                  const std::string& shape) {
   SCOPED_TRACE(overlay);
   const std::string dir = SourceDir() + "/deploy/k8s/overlays/" + overlay;
   auto deployed_text = base::ReadFile(dir + "/run.yaml");
@@ -130,14 +149,31 @@ void CheckOverlay(const std::string& overlay, const std::string& config_file) {
     }
   }
   EXPECT_EQ(pods, config->service.stages * config->service.replicas);
+
+  // The node affinity on GPU memory admits the 80 GB cards the config is sized for, and
+  // only cards whose usable 90 % holds the largest stage by the formula above.
+  auto shape_config = model::SynthShapeConfig(shape);
+  auto sizes = base::ReadFile(dir + "/sizes.yaml");
+  ASSERT_TRUE(shape_config.ok()) << shape_config.status();
+  ASSERT_TRUE(sizes.ok()) << sizes.status();
+  double largest = 0;
+  for (int s = 0; s < config->service.stages; ++s) {
+    auto range = actor::StageLayers(shape_config->num_hidden_layers, config->service.stages, s);
+    ASSERT_TRUE(range.ok()) << range.status();
+    largest = std::max(largest, StageBytes(*shape_config, range->second - range->first, *config));
+  }
+  const int64_t mib = ActorGpuMemoryMiB(*sizes);
+  ASSERT_GT(mib, 0) << "no nvidia.com/gpu.memory requirement on the actors in sizes.yaml";
+  EXPECT_GE(0.9 * static_cast<double>(mib) * (1 << 20), largest) << mib << " MiB";
+  EXPECT_LT(mib, kSmallest80GbCardMiB);
 }
 
 TEST(ClusterConfigsTest, Llama3_8bOverlayDeploysItsConfig) {
-  CheckOverlay("llama3-8b-gpu", "llama3-8b.yaml");
+  CheckOverlay("llama3-8b-gpu", "llama3-8b.yaml", "llama3-8b");
 }
 
 TEST(ClusterConfigsTest, Llama3_70bOverlayDeploysItsConfig) {
-  CheckOverlay("llama3-70b-gpu", "llama3-70b.yaml");
+  CheckOverlay("llama3-70b-gpu", "llama3-70b.yaml", "llama3-70b");
 }
 
 TEST(ClusterConfigsTest, Llama3_8bIsOneStageSevenReplicas) {
