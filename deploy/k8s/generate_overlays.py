@@ -81,7 +81,7 @@ def main():
         return 1 if stale else 0
     if sys.argv[1:]:
         print(__doc__)
-        return 2
+        return 0 if sys.argv[1:] in (["--help"], ["-h"]) else 2
     for overlay in OVERLAYS:
         for path, text in expected_files(overlay).items():
             (HERE / path).parent.mkdir(parents=True, exist_ok=True)
