@@ -12,28 +12,28 @@ namespace windquant::learner {
 BestPlans::BestPlans(double final_target_bits, std::string dir)
     : final_target_bits_(final_target_bits), dir_(std::move(dir)) {}
 
-void BestPlans::StartStage() {
-  best_stage_ = rl::CandidatePlan{};
-  stage_reference_ppl_ = 0;
+void BestPlans::StartStep() {
+  best_of_step_ = rl::CandidatePlan{};
+  step_reference_ppl_ = 0;
 }
 
-void BestPlans::Restore(const rl::CandidatePlan& best, const rl::CandidatePlan& best_stage,
-                        double stage_reference_ppl) {
+void BestPlans::Restore(const rl::CandidatePlan& best, const rl::CandidatePlan& best_of_step,
+                        double step_reference_ppl) {
   best_ = best;
-  best_stage_ = best_stage;
-  stage_reference_ppl_ = stage_reference_ppl;
+  best_of_step_ = best_of_step;
+  step_reference_ppl_ = step_reference_ppl;
 }
 
 absl::StatusOr<bool> BestPlans::Consider(const rl::CandidatePlan& candidate, quant::Plan plan,
-                                         bool this_stage, const quant::UnitTable& table) {
+                                         bool this_step, const quant::UnitTable& table) {
   if (candidate.source == "lagrange" && candidate.target_bits == final_target_bits_) {
     reference_ = candidate;
   }
-  if (this_stage && candidate.source == "lagrange") {
-    stage_reference_ppl_ = candidate.evaluation.eval_ppl;
+  if (this_step && candidate.source == "lagrange") {
+    step_reference_ppl_ = candidate.evaluation.eval_ppl;
   }
   if (!rl::ConsiderCandidate(candidate, final_target_bits_, &best_,
-                             this_stage ? &best_stage_ : nullptr)) {
+                             this_step ? &best_of_step_ : nullptr)) {
     return false;
   }
   plan.plan_id = "best";
@@ -42,9 +42,9 @@ absl::StatusOr<bool> BestPlans::Consider(const rl::CandidatePlan& candidate, qua
   return true;
 }
 
-double BestPlans::StageBestPpl() const {
-  return best_stage_.actions.empty() ? std::numeric_limits<double>::infinity()
-                                     : best_stage_.evaluation.eval_ppl;
+double BestPlans::StepBestPpl() const {
+  return best_of_step_.actions.empty() ? std::numeric_limits<double>::infinity()
+                                       : best_of_step_.evaluation.eval_ppl;
 }
 
 }  // namespace windquant::learner

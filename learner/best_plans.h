@@ -4,11 +4,11 @@
 //   the final curriculum target, kept as plan files under `dir` (plan id
 //   "best") whenever it changes;
 // - the curriculum criterion: the best feasible policy plan at the current
-//   stage's target and the stage reference's perplexity (0 until its
+//   step's target and the step reference's perplexity (0 until its
 //   evaluation arrives: no early advance before that). Only plans made for
-//   the current stage compete for it (a late evaluation of an earlier stage's
+//   the current step compete for it (a late evaluation of an earlier step's
 //   plan does not);
-// - the final stage's Lagrangian reference as evaluated (rl::RunResult::
+// - the final step's Lagrangian reference as evaluated (rl::RunResult::
 //   reference; empty when none arrived, e.g. a learner restarted after the
 //   curriculum finished).
 // Thread-compatible (the learner calls it under its mutex).
@@ -30,34 +30,34 @@ class BestPlans {
   // plan's files go (output.dir/best).
   BestPlans(double final_target_bits, std::string dir);
 
-  // A new curriculum stage (not a resumed one): its best and reference
+  // A new curriculum step (not a resumed one): its best and reference
   // perplexity start afresh.
-  void StartStage();
+  void StartStep();
   // The state of a checkpoint.
-  void Restore(const rl::CandidatePlan& best, const rl::CandidatePlan& best_stage,
-               double stage_reference_ppl);
+  void Restore(const rl::CandidatePlan& best, const rl::CandidatePlan& best_of_step,
+               double step_reference_ppl);
 
   // Offers the measured plan `candidate` (its `plan` as the evaluator saw
-  // it). `this_stage`: made for the current stage's target while the
+  // it). `this_step`: made for the current step's target while the
   // curriculum runs. Returns whether it is the new best; its plan files are
   // written then (errors of the write, naming the path).
   absl::StatusOr<bool> Consider(const rl::CandidatePlan& candidate, quant::Plan plan,
-                                bool this_stage, const quant::UnitTable& table);
+                                bool this_step, const quant::UnitTable& table);
 
   // The best feasible plan (actions empty when none).
   const rl::CandidatePlan& best() const { return best_; }
-  const rl::CandidatePlan& best_stage() const { return best_stage_; }
+  const rl::CandidatePlan& best_of_step() const { return best_of_step_; }
   const rl::CandidatePlan& reference() const { return reference_; }
-  double stage_reference_ppl() const { return stage_reference_ppl_; }
-  // The stage's best policy plan's perplexity; +inf when none.
-  double StageBestPpl() const;
+  double step_reference_ppl() const { return step_reference_ppl_; }
+  // The step's best policy plan's perplexity; +inf when none.
+  double StepBestPpl() const;
 
  private:
   const double final_target_bits_;
   const std::string dir_;
   rl::CandidatePlan best_;
-  rl::CandidatePlan best_stage_;
-  double stage_reference_ppl_ = 0;
+  rl::CandidatePlan best_of_step_;
+  double step_reference_ppl_ = 0;
   rl::CandidatePlan reference_;
 };
 

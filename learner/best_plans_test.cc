@@ -11,13 +11,13 @@
 
 #include "common/quant/plan_io.h"
 #include "common/rl/synthetic_table.h"
+#include "common/testing/scoped_test_dir.h"
 #include "common/testing/status_matchers.h"
-#include "learner/scoped_test_dir.h"
 
 namespace windquant::learner {
 namespace {
 
-using ::windquant::learner::testing::ScopedTestDir;
+using ::windquant::testing::ScopedTestDir;
 
 using ::windquant::testing::IsOk;
 
@@ -48,8 +48,8 @@ class BestPlansTest : public ::testing::Test {
     p.target_bits = c.target_bits;
     return p;
   }
-  bool Consider(BestPlans& b, const rl::CandidatePlan& c, bool this_stage) {
-    absl::StatusOr<bool> r = b.Consider(c, PlanOf(c), this_stage, table_);
+  bool Consider(BestPlans& b, const rl::CandidatePlan& c, bool this_step) {
+    absl::StatusOr<bool> r = b.Consider(c, PlanOf(c), this_step, table_);
     EXPECT_THAT(r, IsOk());
     return r.ok() && *r;
   }
@@ -76,31 +76,31 @@ TEST_F(BestPlansTest, KeepsTheLowestPerplexityWithinTheFinalTargetAsPlanFiles) {
   EXPECT_EQ(files->actions, std::vector<int>(table_.units.size(), 3));
 }
 
-// The curriculum criterion: the stage's best policy plan (made for this
-// stage) and its reference's perplexity.
-TEST_F(BestPlansTest, TheStageBestCountsOnlyPolicyPlansOfThisStage) {
+// The curriculum criterion: the step's best policy plan (made for this
+// step) and its reference's perplexity.
+TEST_F(BestPlansTest, TheStepBestCountsOnlyPolicyPlansOfThisStep) {
   BestPlans b(kFinal, dir_);
-  EXPECT_EQ(b.StageBestPpl(), std::numeric_limits<double>::infinity());
-  EXPECT_DOUBLE_EQ(b.stage_reference_ppl(), 0);
+  EXPECT_EQ(b.StepBestPpl(), std::numeric_limits<double>::infinity());
+  EXPECT_DOUBLE_EQ(b.step_reference_ppl(), 0);
   Consider(b, Candidate("lagrange", 3.0, 2.9, 3.0), true);
-  EXPECT_DOUBLE_EQ(b.stage_reference_ppl(), 3.0);
-  EXPECT_EQ(b.StageBestPpl(), std::numeric_limits<double>::infinity());  // no policy plan
-  Consider(b, Candidate("rl", 3.0, 2.9, 2.5), false);  // a late plan of another stage
-  EXPECT_EQ(b.StageBestPpl(), std::numeric_limits<double>::infinity());
-  Consider(b, Candidate("rl", 3.0, 3.5, 2.0), true);  // over the stage's target
-  EXPECT_EQ(b.StageBestPpl(), std::numeric_limits<double>::infinity());
+  EXPECT_DOUBLE_EQ(b.step_reference_ppl(), 3.0);
+  EXPECT_EQ(b.StepBestPpl(), std::numeric_limits<double>::infinity());  // no policy plan
+  Consider(b, Candidate("rl", 3.0, 2.9, 2.5), false);  // a late plan of another step
+  EXPECT_EQ(b.StepBestPpl(), std::numeric_limits<double>::infinity());
+  Consider(b, Candidate("rl", 3.0, 3.5, 2.0), true);  // over the step's target
+  EXPECT_EQ(b.StepBestPpl(), std::numeric_limits<double>::infinity());
   Consider(b, Candidate("rl", 3.0, 2.9, 2.7), true);
-  EXPECT_DOUBLE_EQ(b.StageBestPpl(), 2.7);
+  EXPECT_DOUBLE_EQ(b.StepBestPpl(), 2.7);
   EXPECT_TRUE(b.best().actions.empty());  // 2.9 bits: over the final 2.0
-  b.StartStage();
-  EXPECT_EQ(b.StageBestPpl(), std::numeric_limits<double>::infinity());
-  EXPECT_DOUBLE_EQ(b.stage_reference_ppl(), 0);
+  b.StartStep();
+  EXPECT_EQ(b.StepBestPpl(), std::numeric_limits<double>::infinity());
+  EXPECT_DOUBLE_EQ(b.step_reference_ppl(), 0);
 }
 
-TEST_F(BestPlansTest, RecordsTheFinalStagesReferenceAsEvaluated) {
+TEST_F(BestPlansTest, RecordsTheFinalStepsReferenceAsEvaluated) {
   BestPlans b(kFinal, dir_);
   Consider(b, Candidate("lagrange", 3.0, 2.9, 3.0), true);
-  EXPECT_TRUE(b.reference().actions.empty());  // not the final stage's
+  EXPECT_TRUE(b.reference().actions.empty());  // not the final step's
   Consider(b, Candidate("lagrange", kFinal, 1.95, 4.5), true);
   EXPECT_EQ(b.reference().source, "lagrange");
   EXPECT_DOUBLE_EQ(b.reference().evaluation.eval_ppl, 4.5);
@@ -113,8 +113,8 @@ TEST_F(BestPlansTest, RestoresACheckpointsState) {
   best.target_bits = kFinal;
   b.Restore(best, Candidate("rl", 3.0, 2.9, 2.2), 2.4);
   EXPECT_DOUBLE_EQ(b.best().evaluation.eval_ppl, 5.0);
-  EXPECT_DOUBLE_EQ(b.StageBestPpl(), 2.2);
-  EXPECT_DOUBLE_EQ(b.stage_reference_ppl(), 2.4);
+  EXPECT_DOUBLE_EQ(b.StepBestPpl(), 2.2);
+  EXPECT_DOUBLE_EQ(b.step_reference_ppl(), 2.4);
   EXPECT_FALSE(Consider(b, Candidate("rl", kFinal, 1.9, 5.5), true));
 }
 

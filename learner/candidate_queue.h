@@ -1,5 +1,5 @@
 // CandidateQueue: the learner's candidate plans (the Lagrangian reference at
-// the start of every curriculum stage, the greedy plan of the policy after
+// the start of every curriculum step, the greedy plan of the policy after
 // every PPO update) from queueing to their evaluation. A queued candidate
 // waits in the outbox until TakeOutbox hands it out (for Evaluator.SubmitPlan)
 // and stays pending until its evaluation arrives (TakeEvaluated), the

@@ -1,5 +1,5 @@
 // CandidateSender: sends the learner's candidate plans (LearnerCore::
-// TakeCandidates: the stage's Lagrangian reference, the greedy plan after
+// TakeCandidates: the curriculum step's Lagrangian reference, the greedy plan after
 // each update) to the evaluator with Evaluator.SubmitPlan; the evaluation
 // comes back like an episode's, through Learner.ReportEvaluation. One thread;
 // UNAVAILABLE, DEADLINE_EXCEEDED and RESOURCE_EXHAUSTED (evaluator not up

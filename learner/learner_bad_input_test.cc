@@ -153,7 +153,7 @@ TEST_F(LearnerBadInputTest, RestartedLearnerNamesAUnitTableItCannotRunOn) {
 
 // error-case: learner.merger.validator-refuses
 TEST(TableMergerValidatorTest, RefusedMergedTableIsNeitherKeptNorWritten) {
-  testing::ScopedTestDir temp("wq-merger-validator");
+  ::windquant::testing::ScopedTestDir temp("wq-merger-validator");
   const std::string path = temp.path() + "/unit_table.pb";
   quant::UnitTable whole = rl::testing::SyntheticTable(14, 5);
   whole.num_layers = 2;

@@ -49,14 +49,15 @@ class LearnerCore::PublishOnReturn {
   LearnerCore* const core_;
 };
 
-LearnerCore::LearnerCore(const config::RunConfig& config)
+LearnerCore::LearnerCore(const config::RunConfig& config, std::unique_ptr<PolicyPublisher> policy)
     : config_(config),
       tables_(config.service.stages, config.service.replicas, config.quant.chunk_size,
               TablePath(config)),
+      policy_(std::move(policy)),
       curriculum_(config.curriculum),
       lambda_(config.lagrange),
-      best_(config.curriculum.target_bits.back(), config.output.dir + "/best"),
       clock_(absl::Milliseconds(config.service.evaluation_timeout_ms), absl::Now()),
+      best_(config.curriculum.target_bits.back(), config.output.dir + "/best"),
       records_(config.output.dir) {}
 
 void LearnerCore::Log(const std::string& line) const {
@@ -64,12 +65,8 @@ void LearnerCore::Log(const std::string& line) const {
 }
 
 void LearnerCore::PublishLocked() {
-  {
-    LearnerStatus status = StatusLocked();
-    absl::MutexLock lock(&status_mu_);
-    published_ = std::move(status);
-  }
-  metrics_.SetState(static_cast<double>(ppo_->version()), curriculum_.target_bits(),
+  board_.Publish(StatusLocked());
+  metrics_.SetState(static_cast<double>(policy_->version()), curriculum_.target_bits(),
                     lambda_.lambda());
   if (!best_.best().actions.empty()) {
     metrics_.SetBest(best_.best().evaluation.effective_bits, best_.best().evaluation.eval_ppl);
@@ -82,14 +79,14 @@ absl::StatusOr<std::unique_ptr<LearnerCore>> LearnerCore::Create(
   if (config.curriculum.target_bits.empty()) {
     return absl::InvalidArgumentError("curriculum.target_bits: must not be empty");
   }
-  std::unique_ptr<LearnerCore> core(new LearnerCore(config));
+  WQ_ASSIGN_OR_RETURN(std::unique_ptr<PolicyPublisher> policy, PolicyPublisher::Create(config));
+  std::unique_ptr<LearnerCore> core(new LearnerCore(config, std::move(policy)));
   core->log_ = std::move(log);
   core->observer_ = observer;
   if (registry != nullptr) {
     WQ_ASSIGN_OR_RETURN(core->metrics_, LearnerMetrics::Create(*registry));
   }
   absl::MutexLock lock(&core->mu_);
-  WQ_ASSIGN_OR_RETURN(core->ppo_, rl::CreatePpoLearner(config));
   std::error_code ec;
   std::filesystem::create_directories(config.output.dir, ec);
   // Episodes recorded before a restart are never accepted again.
@@ -111,54 +108,48 @@ void LearnerCore::ExpectTableFingerprint(std::string fingerprint) {
 absl::Status LearnerCore::CompleteTable() {
   const quant::UnitTable& table = *tables_.table();
   run_fingerprint_ = rl::RunFingerprint(table, config_);
-  WQ_ASSIGN_OR_RETURN(costs_, rl::UnitCosts::Create(table));
-  // The reward model learns again from the plans measured from now on.
-  fitter_ = config_.training.screen_samples > 1
-                ? std::make_unique<rl::PlanModelFitter>(costs_->table())
-                : nullptr;
+  WQ_RETURN_IF_ERROR(policy_->SetTable(table));
   clock_.set_prior(EvaluationWorkPrior(table.TotalWeights(), EvaluationTokens(config_)));
   absl::StatusOr<rl::RunCheckpoint> ckpt =
       rl::ReadRunCheckpoint(CheckpointDir(config_), run_fingerprint_);
   if (!ckpt.ok() && !absl::IsNotFound(ckpt.status())) return ckpt.status();
   if (ckpt.ok()) WQ_RETURN_IF_ERROR(RestoreCheckpoint(*ckpt));
-  // A resumed stage whose warm start ran before is not cloned again (the
+  // A resumed step whose warm start ran before is not cloned again (the
   // checkpointed policy has it); its reference is evaluated again (the
   // evaluator caches it), a report in flight at a restart being lost.
-  if (!curriculum_.finished()) {
-    WQ_RETURN_IF_ERROR(StartStage(warm_started_stage_ < curriculum_.stage()));
-  }
-  stage_started_ = true;
+  if (!curriculum_.finished()) WQ_RETURN_IF_ERROR(StartStep(curriculum_.StepIsNew()));
+  policy_ready_ = true;
   WriteStatusFile();
   PublishLocked();
   return absl::OkStatus();
 }
 
 absl::Status LearnerCore::RestoreCheckpoint(const rl::RunCheckpoint& ckpt) {
-  WQ_RETURN_IF_ERROR(ppo_->LoadState(ckpt.learner_state));
-  updates_ = ckpt.update;
-  curriculum_.Restore(ckpt.stage, ckpt.updates_in_stage, ckpt.curriculum_finished);
+  WQ_RETURN_IF_ERROR(policy_->LoadState(ckpt.learner_state));
+  counts_.updates = ckpt.update;
+  curriculum_.Restore(ckpt);
   lambda_.Restore(ckpt.lambda);
   best_.Restore(ckpt.best, ckpt.best_stage, ckpt.stage_reference_ppl);
-  warm_started_stage_ = ckpt.warm_started_stage;
   records_.Restore(ckpt.curve, ckpt.stages);
-  resumed_from_update_ = ckpt.update;
-  done_ = ckpt.curriculum_finished;
-  Log(absl::StrCat("learner: resumed from checkpoint at update ", updates_, ", policy version ",
-                   ppo_->version()));
+  counts_.resumed_from_update = ckpt.update;
+  run_.Restore(ckpt.curriculum_finished);
+  Log(absl::StrCat("learner: resumed from checkpoint at update ", counts_.updates,
+                   ", policy version ", policy_->version()));
   return absl::OkStatus();
 }
 
-absl::Status LearnerCore::StartStage(bool warm_start) {
+absl::Status LearnerCore::StartStep(bool warm_start) {
   const double target = curriculum_.target_bits();
-  if (warm_started_stage_ < curriculum_.stage()) best_.StartStage();  // not a resumed one
-  Log(absl::StrCat("learner: curriculum stage ", curriculum_.stage() + 1, "/",
-                   curriculum_.num_stages(), ", target ", target, " bits"));
+  if (curriculum_.StepIsNew()) best_.StartStep();  // not a resumed one
+  // The log keeps the user-facing word "stage" (as the config keys and status fields do).
+  Log(absl::StrCat("learner: curriculum stage ", curriculum_.step() + 1, "/",
+                   curriculum_.num_steps(), ", target ", target, " bits"));
   absl::StatusOr<quant::Plan> ref = quant::LagrangePlan(*tables_.table(), target);
   if (!ref.ok()) {
     // Without a reference, warm_start = lagrange cannot run.
     Log(absl::StrCat("learner: no reference (lagrange) plan at ", target,
                      " bits: ", ref.status().message(), "; no warm start"));
-    warm_started_stage_ = curriculum_.stage();
+    curriculum_.MarkStepStarted();
     return config_.training.warm_start == "lagrange"
                ? absl::FailedPreconditionError(
                      absl::StrCat("training.warm_start: lagrange needs a reference plan at ",
@@ -166,12 +157,11 @@ absl::Status LearnerCore::StartStage(bool warm_start) {
                : absl::OkStatus();
   }
   if (warm_start && config_.training.warm_start == "lagrange") {
-    WQ_ASSIGN_OR_RETURN(double prob,
-                        rl::WarmStartOnPlan(ppo_->policy(), costs_, config_, target, ref->actions));
+    WQ_ASSIGN_OR_RETURN(double prob, policy_->ClonePlan(target, ref->actions));
     Log(absl::StrCat("learner: warm start: behaviour-cloned the lagrange plan, mean p(action) ",
                      absl::SixDigits(prob)));
   }
-  warm_started_stage_ = curriculum_.stage();
+  curriculum_.MarkStepStarted();
   QueueCandidate(std::move(ref->actions), "lagrange", target, -1);
   return absl::OkStatus();
 }
@@ -189,11 +179,11 @@ std::vector<quant::Plan> LearnerCore::TakeCandidates(absl::Duration timeout) {
   PublishOnReturn publish(this);
   // A stopped learner hands out nothing (and waits the timeout: no busy loop).
   auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return (candidates_.HasOutbox() && !stopped_) || done_;
+    return (candidates_.HasOutbox() && !run_.stopped()) || run_.done();
   };
   mu_.AwaitWithTimeout(absl::Condition(&ready), timeout);
   ExpireLocked();
-  if (stopped_) return {};
+  if (run_.stopped()) return {};
   return candidates_.TakeOutbox();
 }
 
@@ -212,10 +202,10 @@ bool LearnerCore::CandidatePending(uint64_t episode_id) const {
 }
 
 absl::Status LearnerCore::MaybeFinish() {
-  if (done_ || stopped_ || !curriculum_.finished() || candidates_.pending() > 0) {
+  if (!run_.FinishDue(curriculum_.finished(), static_cast<int64_t>(candidates_.pending()))) {
     return absl::OkStatus();
   }
-  done_ = true;
+  run_.MarkDone();
   Log("learner: done");
   WQ_RETURN_IF_ERROR(WriteCheckpoint());
   WriteStatusFile();
@@ -224,14 +214,12 @@ absl::Status LearnerCore::MaybeFinish() {
 }
 
 absl::Status LearnerCore::ConsiderLocked(const rl::CandidatePlan& candidate, quant::Plan plan) {
-  if (fitter_ != nullptr && !candidate.evaluation.cached) {
-    fitter_->Add(candidate.actions, candidate.evaluation.eval_ppl);
-  }
-  const bool this_stage =
+  policy_->AddMeasured(candidate.actions, candidate.evaluation);
+  const bool this_step =
       !curriculum_.finished() && candidate.target_bits == curriculum_.target_bits();
   const std::string plan_id = plan.plan_id;
   WQ_ASSIGN_OR_RETURN(bool best,
-                      best_.Consider(candidate, std::move(plan), this_stage, *tables_.table()));
+                      best_.Consider(candidate, std::move(plan), this_step, *tables_.table()));
   if (!best) return absl::OkStatus();
   Log(absl::StrCat("learner: best plan ", plan_id, " (", candidate.source, ") bits ",
                    candidate.evaluation.effective_bits, " ppl ", candidate.evaluation.eval_ppl));
@@ -267,7 +255,7 @@ std::shared_ptr<const quant::UnitTable> LearnerCore::SharedTable() const {
 void LearnerCore::ExpireLocked() {
   const absl::Time cutoff = clock_.Cutoff(absl::Now());
   for (uint64_t id : held_.Expire(cutoff)) {
-    ++expired_;
+    ++counts_.expired;
     Log(absl::StrCat("learner: episode ", id, " expired without evaluation"));
   }
   const std::vector<quant::Plan> gone = candidates_.Expire(cutoff);
@@ -300,12 +288,12 @@ absl::StatusOr<bool> LearnerCore::SubmitEpisode(rl::Episode episode) {
   PublishOnReturn publish(this);
   if (tables_.table() == nullptr) return absl::UnavailableError("unit table incomplete");
   ExpireLocked();
-  if (done_ || stopped_ || curriculum_.finished()) return false;
-  const int64_t v = ppo_->version();
+  if (run_.done() || run_.stopped() || curriculum_.finished()) return false;
+  const int64_t v = policy_->version();
   // From a policy this learner never had (it restarted from an older
   // checkpoint), or older than max_policy_lag versions.
   if (episode.policy_version > v || episode.policy_version < v - config_.ppo.max_policy_lag) {
-    ++dropped_stale_;
+    ++counts_.dropped_stale;
     return false;
   }
   if (held_.Seen(episode.episode_id)) return false;
@@ -314,7 +302,7 @@ absl::StatusOr<bool> LearnerCore::SubmitEpisode(rl::Episode episode) {
   const absl::Time now = absl::Now();
   held_.Hold(std::move(episode), now);
   clock_.OnHeld(now, PendingLocked());
-  ++episodes_;
+  ++counts_.episodes;
   metrics_.OnEpisode(steps, lag);
   return true;
 }
@@ -322,7 +310,7 @@ absl::StatusOr<bool> LearnerCore::SubmitEpisode(rl::Episode episode) {
 absl::StatusOr<bool> LearnerCore::ReportEvaluation(const EvaluationInput& in) {
   absl::MutexLock lock(&mu_);
   PublishOnReturn publish(this);
-  if (stopped_) return false;
+  if (run_.stopped()) return false;
   return rl::IsCandidateEpisode(in.episode_id) ? ReportCandidateLocked(in)
                                                : ReportEpisodeLocked(in);
 }
@@ -333,13 +321,13 @@ absl::StatusOr<bool> LearnerCore::ReportCandidateLocked(const EvaluationInput& i
   if (!plan.has_value()) return false;
   clock_.OnReport(absl::Now(), PendingLocked());
   const rl::PlanEvaluation& pe = in.evaluation;
-  ++candidate_evaluations_;
+  ++counts_.candidate_evaluations;
   records_.CountEvaluation(pe.cached);
   records_.RecordCandidate(*plan, pe);
   Log(absl::StrCat("learner: candidate ", in.plan_id, " bits ", pe.effective_bits, " ppl ",
                    pe.eval_ppl));
-  const rl::CandidatePlan cand{plan->actions, pe,       plan->target_bits,
-                               plan->source,  updates_, plan->policy_version};
+  const rl::CandidatePlan cand{
+      plan->actions, pe, plan->target_bits, plan->source, counts_.updates, plan->policy_version};
   WQ_RETURN_IF_ERROR(ConsiderLocked(cand, *std::move(plan)));
   WQ_RETURN_IF_ERROR(MaybeFinish());
   return true;
@@ -363,7 +351,7 @@ absl::StatusOr<bool> LearnerCore::ReportEpisodeLocked(const EvaluationInput& in)
   std::optional<rl::Episode> held = held_.Take(in.episode_id);
   clock_.OnReport(absl::Now(), PendingLocked());
   rl::Episode& e = *held;
-  ++evaluations_;
+  ++counts_.evaluations;
   records_.CountEvaluation(pe.cached);
   lambda_.Observe(rl::ConstraintValue(config_.lagrange, pe, target));
   double ret = reward.total;
@@ -372,7 +360,7 @@ absl::StatusOr<bool> LearnerCore::ReportEpisodeLocked(const EvaluationInput& in)
   // Every evaluated plan is recorded; the best feasible one is kept as plan files.
   records_.RecordEpisode(e, in.plan_id, pe, ret);
   {
-    rl::CandidatePlan cand{e.plan.actions, pe, target, "rl", updates_, e.policy_version};
+    rl::CandidatePlan cand{e.plan.actions, pe, target, "rl", counts_.updates, e.policy_version};
     quant::Plan plan = e.plan;
     plan.plan_id = in.plan_id;
     WQ_RETURN_IF_ERROR(ConsiderLocked(cand, std::move(plan)));
@@ -388,52 +376,45 @@ absl::Status LearnerCore::Update() {
   const UpdateBatch::Taken batch = batch_.Take();
   const double batch_lambda = lambda_.batch_lambda();  // the λ this batch was rewarded with
   const auto start = std::chrono::steady_clock::now();
-  WQ_ASSIGN_OR_RETURN(rl::PpoStats stats, ppo_->Update(batch.transitions));
+  WQ_ASSIGN_OR_RETURN(rl::PpoStats stats, policy_->Update(batch.transitions));
   lambda_.EndBatch();  // the next batch's λ
-  ++updates_;
-  ++updates_here_;
+  ++counts_.updates;
+  run_.OnUpdate();
   metrics_.OnUpdate(batch.mean_reward);
   WQ_RETURN_IF_ERROR(SelfImitate());
   {  // The greedy plan of the updated policy is a candidate too.
     const double target = curriculum_.target_bits();
-    WQ_ASSIGN_OR_RETURN(std::vector<int> greedy,
-                        rl::PolicyGreedyPlan(ppo_->policy(), costs_, config_, target));
-    QueueCandidate(std::move(greedy), "rl-greedy", target, ppo_->version());
+    WQ_ASSIGN_OR_RETURN(std::vector<int> greedy, policy_->GreedyPlan(target));
+    QueueCandidate(std::move(greedy), "rl-greedy", target, policy_->version());
   }
   WQ_RETURN_IF_ERROR(AfterUpdate(batch, stats, batch_lambda));
   bool checkpointed = false;
   if (curriculum_.finished() ||
-      updates_ % std::max(1, config_.training.checkpoint_every_updates) == 0) {
+      counts_.updates % std::max(1, config_.training.checkpoint_every_updates) == 0) {
     WQ_RETURN_IF_ERROR(WriteCheckpoint());
     checkpointed = true;
   }
-  if (stop_after_updates_ > 0 && updates_here_ >= stop_after_updates_) {
-    WQ_RETURN_IF_ERROR(StopLocked(checkpointed));
-  }
+  if (run_.StopDue()) WQ_RETURN_IF_ERROR(StopLocked(checkpointed));
   WQ_RETURN_IF_ERROR(MaybeFinish());
   WriteStatusFile();
   PublishLocked();
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  Log(absl::StrCat("learner: update ", updates_, " version ", ppo_->version(), " mean reward ",
-                   batch.mean_reward, " used ", stats.samples_used, " stale ",
+  Log(absl::StrCat("learner: update ", counts_.updates, " version ", policy_->version(),
+                   " mean reward ", batch.mean_reward, " used ", stats.samples_used, " stale ",
                    stats.samples_dropped_stale, " in ", absl::SixDigits(seconds), " s",
-                   done_ ? " (done)" : "", stopped_ ? " (stopped)" : ""));
+                   run_.done() ? " (done)" : "", run_.stopped() ? " (stopped)" : ""));
   return absl::OkStatus();
 }
 
 absl::Status LearnerCore::SelfImitate() {
   if (!config_.training.self_imitation) return absl::OkStatus();
-  // The best plan at the stage's target: the final one's (reference included)
-  // in the last stage, else the best policy plan of the stage.
-  const double target = curriculum_.target_bits();
-  const bool last = std::abs(target - best_.best().target_bits) < 1e-9;
-  const rl::CandidatePlan& best = last ? best_.best() : best_.best_stage();
-  if (best.actions.empty() || best.actions == imitated_) return absl::OkStatus();
-  WQ_RETURN_IF_ERROR(rl::WarmStartOnPlan(ppo_->policy(), costs_, config_, target, best.actions,
-                                         config_.training.self_imitation_prob)
-                         .status());
-  imitated_ = best.actions;
+  const std::vector<int>* plan = curriculum_.SelfImitationPlan(best_.best(), best_.best_of_step());
+  if (plan == nullptr) return absl::OkStatus();
+  WQ_RETURN_IF_ERROR(
+      policy_->ClonePlan(curriculum_.target_bits(), *plan, config_.training.self_imitation_prob)
+          .status());
+  curriculum_.MarkImitated(*plan);
   return absl::OkStatus();
 }
 
@@ -444,8 +425,8 @@ absl::Status LearnerCore::AfterUpdate(const UpdateBatch::Taken& batch, const rl:
   rec.mean_ppl = batch.mean_ppl;
   rec.mean_bits = batch.mean_bits;
   rec.lambda = batch_lambda;
-  rec.update = updates_;
-  rec.stage = curriculum_.stage();
+  rec.update = counts_.updates;
+  rec.stage = curriculum_.step();
   rec.target_bits = curriculum_.target_bits();
   const rl::CandidatePlan& best = best_.best();
   rec.best_ppl = best.actions.empty() ? 0 : best.evaluation.eval_ppl;
@@ -457,13 +438,13 @@ absl::Status LearnerCore::AfterUpdate(const UpdateBatch::Taken& batch, const rl:
   rec.seconds = records_.seconds();
   records_.AddUpdate(rec);
   std::string reason;
-  // The criterion: the stage's best policy plan against its reference.
-  if (curriculum_.OnUpdate(best_.StageBestPpl(), best_.stage_reference_ppl(), &reason)) {
-    records_.AddStageEvent(rl::StageEvent{rec.stage, rec.target_bits, updates_, reason});
+  // The criterion: the step's best policy plan against its reference.
+  if (curriculum_.OnUpdate(best_.StepBestPpl(), best_.step_reference_ppl(), &reason)) {
+    records_.AddStepEvent(rl::StageEvent{rec.stage, rec.target_bits, counts_.updates, reason});
     Log(absl::StrCat("learner: curriculum: ", reason));
-    // A new stage: its reference candidate and warm start before the policy
+    // A new step: its reference candidate and warm start before the policy
     // of this update is published (the lock is held until then).
-    if (!curriculum_.finished()) WQ_RETURN_IF_ERROR(StartStage(true));
+    if (!curriculum_.finished()) WQ_RETURN_IF_ERROR(StartStep(true));
   }
   return absl::OkStatus();
 }
@@ -471,31 +452,28 @@ absl::Status LearnerCore::AfterUpdate(const UpdateBatch::Taken& batch, const rl:
 absl::Status LearnerCore::WriteCheckpoint() {
   rl::RunCheckpoint c;
   c.fingerprint = run_fingerprint_;
-  c.update = updates_;
-  c.stage = curriculum_.stage();
-  c.updates_in_stage = curriculum_.updates_in_stage();
-  c.curriculum_finished = curriculum_.finished();
+  c.update = counts_.updates;
+  curriculum_.SaveTo(&c);
   c.lambda = lambda_.batch_lambda();
   c.rng_seed = config_.training.seed;
-  c.warm_started_stage = warm_started_stage_;
-  WQ_ASSIGN_OR_RETURN(c.learner_state, ppo_->SaveState());
+  WQ_ASSIGN_OR_RETURN(c.learner_state, policy_->SaveState());
   c.best = best_.best();
-  c.best_stage = best_.best_stage();
-  c.stage_reference_ppl = best_.stage_reference_ppl();
+  c.best_stage = best_.best_of_step();
+  c.stage_reference_ppl = best_.step_reference_ppl();
   c.curve = records_.curve();
-  c.stages = records_.stages();
+  c.stages = records_.steps();
   WQ_RETURN_IF_ERROR(rl::WriteRunCheckpoint(CheckpointDir(config_), c));
-  Log(absl::StrCat("learner: checkpoint: update ", updates_, " written to ",
+  Log(absl::StrCat("learner: checkpoint: update ", counts_.updates, " written to ",
                    CheckpointDir(config_)));
-  if (observer_ != nullptr) observer_->OnCheckpoint(updates_, done_);
+  if (observer_ != nullptr) observer_->OnCheckpoint(counts_.updates, run_.done());
   return absl::OkStatus();
 }
 
 absl::Status LearnerCore::StopLocked(bool checkpointed) {
   if (!checkpointed) WQ_RETURN_IF_ERROR(WriteCheckpoint());
-  stopped_ = true;
-  Log(absl::StrCat("learner: stopped after ", updates_here_,
-                   " updates in this process (stop_after_updates), update ", updates_));
+  run_.MarkStopped();
+  Log(absl::StrCat("learner: stopped after ", run_.updates_here(),
+                   " updates in this process (stop_after_updates), update ", counts_.updates));
   WriteStatusFile();
   return absl::OkStatus();
 }
@@ -503,9 +481,9 @@ absl::Status LearnerCore::StopLocked(bool checkpointed) {
 void LearnerCore::set_stop_after_updates(int64_t n) {
   absl::MutexLock lock(&mu_);
   PublishOnReturn publish(this);
-  stop_after_updates_ = std::max<int64_t>(0, n);
-  // Reached already (set late): stop now. updates_here_ > 0 implies a complete table.
-  if (stop_after_updates_ > 0 && !stopped_ && updates_here_ >= stop_after_updates_) {
+  run_.set_stop_after_updates(n);
+  // Reached already (set late): stop now. An update ran, so the table is complete.
+  if (run_.StopDue()) {
     if (absl::Status s = StopLocked(false); !s.ok()) Log(absl::StrCat("learner: ", s.message()));
   }
 }
@@ -516,80 +494,64 @@ rl::RunResult LearnerCore::Result() const {
   r.best = best_.best();
   r.reference = best_.reference();
   r.curve = records_.curve();
-  r.stages = records_.stages();
+  r.stages = records_.steps();
   r.lambda = lambda_.batch_lambda();
-  r.updates = updates_;
-  r.resumed_from_update = resumed_from_update_;
+  r.updates = counts_.updates;
+  r.resumed_from_update = counts_.resumed_from_update;
   r.evaluations = records_.evaluations();
   r.cache_hits = records_.cache_hits();
   r.seconds = records_.seconds();
-  r.stopped_early = stopped_;
+  r.stopped_early = run_.stopped();
   return r;
 }
 
 PublishedPolicy LearnerCore::WaitForPolicy(int64_t known_version, absl::Duration timeout) {
   absl::MutexLock lock(&mu_);
-  // Nothing before the table is complete and the stage started (warm start).
+  // Nothing before the table is complete and the step started (warm start).
   // A stopped learner answers at once, with nothing new.
   auto changed = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return stopped_ || (stage_started_ && (ppo_->version() != known_version || done_));
+    return run_.stopped() ||
+           (policy_ready_ && (policy_->version() != known_version || run_.done()));
   };
   mu_.AwaitWithTimeout(absl::Condition(&changed), timeout);
-  PublishedPolicy p;
-  if (!stage_started_ || stopped_) {
+  if (!policy_ready_ || run_.stopped()) {
+    PublishedPolicy p;
     p.snapshot.version = known_version;  // nothing new
     return p;
   }
-  p.snapshot = ppo_->Snapshot();
-  p.curriculum_stage = curriculum_.stage();
-  p.target_bits = curriculum_.target_bits();
-  p.lambda = lambda_.batch_lambda();
-  // The model of the plans measured so far, fitted only for a snapshot that is sent.
-  if (fitter_ != nullptr && p.snapshot.version != known_version) p.plan_model = fitter_->Model();
-  return p;
+  return policy_->Publish(known_version, curriculum_.step(), curriculum_.target_bits(),
+                          lambda_.batch_lambda());
 }
 
-LearnerStatus LearnerCore::Status() const {
-  absl::MutexLock lock(&status_mu_);
-  return published_;
-}
+LearnerStatus LearnerCore::Status() const { return board_.Get(); }
 
 void LearnerCore::WriteStatusFile() {
-  const LearnerStatus s = StatusLocked();
-  const std::string text = absl::StrCat(
-      "done=", s.done ? "true" : "false",
-      "\nunit_table_complete=", s.table_complete ? "true" : "false",
-      "\ncurriculum_stage=", s.curriculum_stage, "/", s.curriculum_stages,
-      "\ntarget_bits=", s.target_bits, "\nupdates=", s.updates, "\nepisodes=", s.episodes,
-      "\nevaluations=", s.evaluations, "\npolicy_version=", s.policy_version, "\nlambda=", s.lambda,
-      "\nbest_plan_id=", s.best_plan_id, "\nbest_plan_effective_bits=", s.best_bits,
-      "\nbest_plan_perplexity=", s.best_perplexity, "\n");
-  (void)base::WriteFileAtomic(config_.output.dir + "/status.txt", text);
+  (void)base::WriteFileAtomic(config_.output.dir + "/status.txt", StatusFileText(StatusLocked()));
 }
 
 LearnerStatus LearnerCore::StatusLocked() const {
   LearnerStatus s;
-  s.curriculum_stage = curriculum_.stage();
-  s.curriculum_stages = curriculum_.num_stages();
+  s.curriculum_stage = curriculum_.step();
+  s.curriculum_stages = curriculum_.num_steps();
   s.target_bits = curriculum_.target_bits();
-  s.updates = updates_;
-  s.episodes = episodes_;
-  s.evaluations = evaluations_;
-  s.dropped_stale = dropped_stale_;
-  s.expired = expired_;
-  s.policy_version = ppo_->version();
+  s.updates = counts_.updates;
+  s.episodes = counts_.episodes;
+  s.evaluations = counts_.evaluations;
+  s.dropped_stale = counts_.dropped_stale;
+  s.expired = counts_.expired;
+  s.policy_version = policy_->version();
   if (!best_.best().actions.empty()) {
     s.best_plan_id = "best";
     s.best_bits = best_.best().evaluation.effective_bits;
     s.best_perplexity = best_.best().evaluation.eval_ppl;
   }
   s.lambda = lambda_.batch_lambda();
-  s.done = done_;
-  s.stopped = stopped_;
+  s.done = run_.done();
+  s.stopped = run_.stopped();
   s.table_complete = tables_.table() != nullptr;
   s.pending = static_cast<int>(held_.size());
   s.pending_candidates = static_cast<int>(candidates_.pending());
-  s.candidate_evaluations = candidate_evaluations_;
+  s.candidate_evaluations = counts_.candidate_evaluations;
   return s;
 }
 

@@ -1,64 +1,30 @@
-// LearnerCore: the learner's domain object (DESIGN.md section 5); it wires
-// the learner's parts together:
-// - TableMerger: the stage unit tables merged into the global table, kept in
-//   output.dir/unit_table.pb;
-// - rl::PpoLearner: the policy; UpdateBatch: the evaluated episodes of the
-//   next PPO update (every training.episodes_per_update episodes);
-// - HeldEpisodes: each finished episode held until its evaluation arrives (or
-//   EvaluationClock's wait passes: service.evaluation_timeout_ms plus what the
-//   evaluator's measured per-plan time and queue need); an episode id is accepted once per
-//   run (ids already in plans.jsonl are refused after a restart too);
-// - CandidateQueue: candidate plans for the evaluator: at the start of every
-//   curriculum stage the Lagrangian reference plan of the stage's target
-//   (quant::LagrangePlan) and after every PPO update the greedy (argmax) plan
-//   of the new policy (TakeCandidates; ids with rl::kCandidateEpisodeBit);
-//   their evaluations come back through ReportEvaluation and only compete for
-//   the best plan (no PPO batch, no reward);
-// - BestPlans: the best feasible plan (plan files under output.dir/best) and
-//   the curriculum criterion (rl::Curriculum: the stage's best policy plan
-//   against its reference plan);
-// - RunRecords: plans.jsonl (every evaluated plan: no finished plan is lost),
-//   the training curve and the stage history;
-// - rl::RunCheckpoint under output.dir/checkpoint, LearnerMetrics.
-// The episode-end reward is rl::EpisodeEndReward. With training.warm_start =
-// lagrange the policy is behaviour-cloned on the reference plan
-// (rl::WarmStartOnPlan) before the stage's first policy is published; no
-// policy is published before the table is complete and the stage started.
-// When the curriculum finishes, the run is done once the candidates still
-// out are evaluated (or expired). A candidate in flight when the learner
-// stops is lost; a restarted learner queues the stage's reference again.
-// λ (rl::BatchLambda): every episode of one PPO batch
-// is rewarded with the learner's λ at the previous PPO update (lambda_init
-// before the first); each evaluated episode's d then moves λ, and the value at
-// the PPO update is the next batch's (it is the checkpointed λ, so a restarted
-// learner rewards with the same one). The λ an evaluation reports (the
-// evaluator's, already moved by that very plan) is not used for rewards: with
-// it the episodes of one batch got penalties of very different scale. The
-// learner's λ goes back in every ReportEvaluationReply; the evaluator
-// continues from it, so both processes show the same multiplier.
-// Metrics (when given a registry): LearnerMetrics.
-// Result() (rl::RunResult): `best` and `reference` as BestPlans keeps them;
-// `curve` and `stages` as RunRecords; `evaluations` counts the episode and
-// candidate evaluations this process accepted, cached ones included,
-// `cache_hits` those whose report said cached; `seconds` is the wall time
-// since Create; `lambda` is the batch λ (the checkpointed one).
-// set_stop_after_updates(n): after n updates run by this process the
-// checkpoint is written and the learner stops: SubmitEpisode and
-// ReportEvaluation answer false, TakeCandidates hands out nothing,
-// WaitForPolicy returns at once with nothing new (the policy of the last
-// update is only in the checkpoint), Status().stopped is true and done()
-// stays false (`windquant quantize --stop-after-updates`).
-// Every checkpoint write logs "learner: checkpoint: update N written to DIR".
-// A RunObserver (optional, borrowed) hears of every checkpoint, new best plan
-// and the end of the run.
-// Thread-safety: all methods are thread-safe (one mutex; the PPO update of a
-// tiny policy runs under it). Status(), version() and done() read a snapshot
-// published after every change, so they never wait for a PPO update (a
-// status probe with a short deadline must not fail because the learner is
-// busy).
+// LearnerCore: the learner's domain object (DESIGN.md section 5). It takes
+// the pipeline stages' unit tables, the actors' finished episodes and the
+// evaluator's measurements, trains the policy with PPO through the curriculum
+// and keeps the run's results in output.dir; a restarted learner resumes from
+// its checkpoint there. It wires these parts:
+//   TableMerger          the stages' unit tables -> the global table
+//   HeldEpisodes, UpdateBatch        episodes until evaluated, then PPO batches
+//   CandidateQueue       the learner's own plans out for evaluation
+//   EvaluationClock      how long a plan out for evaluation is waited for
+//   CurriculumProgress   the curriculum step, its warm start, self-imitation
+//   PolicyPublisher      the policy, its updates and what actors get of it
+//   rl::BatchLambda      the λ episodes are rewarded with
+//   BestPlans, RunRecords            the best plans, plans.jsonl, the curve
+//   RunLifecycle         running, stopped (stop_after_updates) or done
+//   StatusBoard          the status snapshot readers get without the lock
+// and writes rl::RunCheckpoint (output.dir/checkpoint), status.txt and
+// LearnerMetrics. The contracts are at the methods.
+// Thread-safety: all methods are thread-safe: one mutex, under which even the
+// PPO update of the small policy runs; Status(), version() and done() read the
+// StatusBoard instead, so they never wait for an update.
+// Memory: no model weights; the merged unit table, the policy (see
+// PolicyPublisher), the episodes held and batched until the next update, and
+// the candidate plans out (one action per unit each).
 #ifndef WINDQUANT_LEARNER_LEARNER_CORE_H_
 #define WINDQUANT_LEARNER_LEARNER_CORE_H_
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -70,21 +36,22 @@
 #include "common/config/run_config.h"
 #include "common/metrics/registry.h"
 #include "common/quant/unit_table.h"
-#include "common/rl/curriculum.h"
-#include "common/rl/environment.h"
 #include "common/rl/episode.h"
 #include "common/rl/lagrange.h"
 #include "common/rl/plan_evaluation.h"
-#include "common/rl/plan_surrogate.h"
 #include "common/rl/ppo.h"
 #include "common/rl/training.h"
 #include "learner/best_plans.h"
 #include "learner/candidate_queue.h"
+#include "learner/curriculum_progress.h"
 #include "learner/evaluation_clock.h"
 #include "learner/held_episodes.h"
 #include "learner/learner_metrics.h"
+#include "learner/policy_publisher.h"
+#include "learner/run_lifecycle.h"
 #include "learner/run_observer.h"
 #include "learner/run_records.h"
+#include "learner/status_board.h"
 #include "learner/table_merger.h"
 #include "learner/update_batch.h"
 
@@ -98,32 +65,13 @@ struct EvaluationInput {
   double lambda = 0;  // the evaluator's λ (informational; rewards use the learner's)
 };
 
-struct LearnerStatus {
-  int curriculum_stage = 0, curriculum_stages = 0;
-  double target_bits = 0;
-  int64_t updates = 0, episodes = 0, evaluations = 0, dropped_stale = 0, expired = 0;
-  int64_t policy_version = 0;
-  std::string best_plan_id;
-  double best_bits = 0, best_perplexity = 0;
-  double lambda = 0;
-  bool done = false, table_complete = false;
-  bool stopped = false;  // stop_after_updates reached (done stays false)
-  int pending = 0;
-  int pending_candidates = 0;         // candidate plans queued or at the evaluator
-  int64_t candidate_evaluations = 0;  // candidate plans evaluated
-};
-
-struct PublishedPolicy {
-  rl::PolicySnapshot snapshot;
-  int curriculum_stage = 0;
-  double target_bits = 0;
-  double lambda = 0;
-  rl::PlanModel plan_model;  // empty unless training.screen_samples > 1
-};
-
 class LearnerCore {
  public:
-  // Restores the merged table and the checkpoint found in output.dir.
+  // Restores the merged table and the checkpoint found in output.dir. `log`
+  // gets one line per event; every checkpoint write logs "learner:
+  // checkpoint: update N written to DIR". `registry`: LearnerMetrics when
+  // given. `observer` (borrowed, may be null) hears of every checkpoint, new
+  // best plan and the end of the run.
   static absl::StatusOr<std::unique_ptr<LearnerCore>> Create(
       const config::RunConfig& config, std::function<void(const std::string&)> log,
       metrics::Registry* registry = nullptr, RunObserver* observer = nullptr);
@@ -131,8 +79,11 @@ class LearnerCore {
   // Stage tables of another fingerprint are refused from now on
   // (TableMerger::set_expected_fingerprint); "" = any.
   void ExpectTableFingerprint(std::string fingerprint);
-  // A stage's table (any order, any replica; replicas must agree).
-  // INVALID_ARGUMENT naming the field for a table inconsistent with the run.
+  // A stage's table (any order, any replica; replicas must agree). The last
+  // one completes the table (kept in output.dir/unit_table.pb): the
+  // checkpoint is restored and the curriculum step started (its reference
+  // candidate queued, the warm start run). INVALID_ARGUMENT naming the field
+  // for a table inconsistent with the run.
   absl::StatusOr<RegisterResult> RegisterTable(int stage, int replica,
                                                const quant::UnitTable& table);
   // UNAVAILABLE until every stage registered.
@@ -140,16 +91,28 @@ class LearnerCore {
   // The merged table without a copy; nullptr until every stage registered.
   std::shared_ptr<const quant::UnitTable> SharedTable() const;
 
-  // A finished episode. Returns accepted = false when dropped as stale
-  // (older than max_policy_lag versions) or when the run is done.
+  // A finished episode, held until its evaluation arrives or expires
+  // (EvaluationClock). Returns accepted = false when dropped as stale (older
+  // than ppo.max_policy_lag versions, or newer than this learner's policy),
+  // for an id seen before in this run (plans.jsonl's ids after a restart too)
+  // and when the run is done or stopped. UNAVAILABLE before the table is complete.
   absl::StatusOr<bool> SubmitEpisode(rl::Episode episode);
-  // The evaluation of a held episode or of a candidate plan. false for an
-  // unknown or duplicate one.
+  // The evaluation of a held episode or of a candidate plan; false for an
+  // unknown or duplicate one and when stopped. Every evaluated plan goes to
+  // plans.jsonl and competes for the best plan. An episode also gets its
+  // episode-end reward (rl::EpisodeEndReward) with the batch λ
+  // (rl::BatchLambda: the learner's λ at the previous PPO update, the
+  // checkpointed one; not `input.lambda`, which that very plan already moved)
+  // and joins the PPO batch; its constraint value then moves the learner's λ.
+  // Every training.episodes_per_update episodes a PPO update runs, the greedy
+  // plan of the new policy is queued as a candidate and the curriculum may
+  // step. INVALID_ARGUMENT for a non-finite reward (the episode stays held).
   absl::StatusOr<bool> ReportEvaluation(const EvaluationInput& input);
 
   // Candidate plans not yet handed out, for Evaluator.SubmitPlan (episode_id
-  // and plan_id set); blocks until there is one, the run is done or `timeout`
-  // passes. Also expires old held episodes and candidates.
+  // and plan_id set, ids with rl::kCandidateEpisodeBit); blocks until there is
+  // one, the run is done or `timeout` passes; nothing when stopped. Also
+  // expires old held episodes and candidates.
   std::vector<quant::Plan> TakeCandidates(absl::Duration timeout);
   // The evaluator refused a candidate for good: stop waiting for it.
   void DropCandidate(uint64_t episode_id);
@@ -157,7 +120,9 @@ class LearnerCore {
   bool CandidatePending(uint64_t episode_id) const;
 
   // Latest policy; blocks until its version differs from `known_version`,
-  // the run is done, or `timeout` passes.
+  // the run is done, or `timeout` passes. Nothing new (the snapshot's version
+  // is `known_version`) before the table is complete and the step started,
+  // and at once when stopped (the last update's policy is in the checkpoint).
   PublishedPolicy WaitForPolicy(int64_t known_version, absl::Duration timeout);
   int64_t version() const { return Status().policy_version; }
   LearnerStatus Status() const;
@@ -165,19 +130,37 @@ class LearnerCore {
   // (EvaluationClock::QueueBudget): actors wait this long for a new policy
   // before they produce more episodes at the old one.
   absl::Duration EvaluationWait() const;
+  // The curriculum finished and no candidate is out (after the final
+  // checkpoint); false when stopped.
   bool done() const { return Status().done; }
-  // Drops held episodes older than the evaluation timeout (also done lazily).
+  // Drops held episodes and candidates waited for too long (also done lazily).
   void ExpirePending();
 
-  // The run so far (see the file comment for the fields' meaning).
+  // The run so far: `best` and `reference` as BestPlans keeps them; `curve`
+  // and `stages` as RunRecords; `evaluations` counts the episode and candidate
+  // evaluations this process accepted, cached ones included, `cache_hits`
+  // those whose report said cached; `seconds` is the wall time since Create;
+  // `lambda` is the batch λ (the checkpointed one).
   rl::RunResult Result() const;
-  // Stop after `n` PPO updates run by this process (0 = never), see above.
+  // After `n` PPO updates run by this process (0 = never; reached already:
+  // now) the checkpoint is written and the learner stops: SubmitEpisode and
+  // ReportEvaluation answer false, TakeCandidates hands out nothing,
+  // WaitForPolicy returns at once with nothing new, Status().stopped is true
+  // and done() stays false (`windquant quantize --stop-after-updates`).
   void set_stop_after_updates(int64_t n);
 
  private:
-  explicit LearnerCore(const config::RunConfig& config);
+  // Counts of this run for LearnerStatus and the result.
+  struct Counts {
+    int64_t updates = 0;  // PPO updates of the run (restored from the checkpoint)
+    int64_t resumed_from_update = -1;
+    int64_t episodes = 0, evaluations = 0, candidate_evaluations = 0;
+    int64_t dropped_stale = 0, expired = 0;
+  };
+
+  LearnerCore(const config::RunConfig& config, std::unique_ptr<PolicyPublisher> policy);
   // The table is complete: the checkpoint (if any) is restored and the
-  // stage started.
+  // curriculum step started.
   absl::Status CompleteTable() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status RestoreCheckpoint(const rl::RunCheckpoint& ckpt) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<bool> ReportCandidateLocked(const EvaluationInput& input)
@@ -185,15 +168,15 @@ class LearnerCore {
   absl::StatusOr<bool> ReportEpisodeLocked(const EvaluationInput& input)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status Update() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // After an update: the curve record, the greedy candidate, the curriculum
-  // step (and the next stage's start).
-  // `batch_lambda`: the λ the batch was rewarded with.
+  // After an update: the curve record, the curriculum criterion (and the
+  // next step's start). `batch_lambda`: the λ the batch was rewarded with.
   absl::Status AfterUpdate(const UpdateBatch::Taken& batch, const rl::PpoStats& stats,
                            double batch_lambda) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // training.self_imitation: clones the policy on the stage's best plan if new.
+  // training.self_imitation: clones the best plan into the policy if new.
   absl::Status SelfImitate() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Reference candidate (+ warm start when `warm_start`) of the current stage.
-  absl::Status StartStage(bool warm_start) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The current step's reference candidate (+ warm start when `warm_start`
+  // and training.warm_start = lagrange, behaviour-cloning the reference).
+  absl::Status StartStep(bool warm_start) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void QueueCandidate(std::vector<int> actions, const std::string& source, double target,
                       int64_t policy_version) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Offers a measured plan to BestPlans; logs and publishes a new best.
@@ -202,13 +185,13 @@ class LearnerCore {
   // Curriculum finished and no candidate out: done (final checkpoint).
   absl::Status MaybeFinish() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status WriteCheckpoint() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // stop_after_updates reached: checkpoint (unless `checkpointed`), then stopped_.
+  // stop_after_updates reached: checkpoint (unless `checkpointed`), then stopped.
   absl::Status StopLocked(bool checkpointed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ExpireLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Plans out for evaluation: held episodes and pending candidates.
   int64_t PendingLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // output.dir/status.txt: the fields of `windquant status`, one key=value per
-  // line, rewritten atomically after each update (for scripts without the CLI).
+  // output.dir/status.txt (StatusFileText), rewritten atomically after each
+  // update, best effort.
   void WriteStatusFile() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   LearnerStatus StatusLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Publishes the current state: the status snapshot and the gauges.
@@ -223,37 +206,20 @@ class LearnerCore {
   LearnerMetrics metrics_;           // all nullptr without a registry
   mutable absl::Mutex mu_;
   TableMerger tables_ ABSL_GUARDED_BY(mu_);
-  std::shared_ptr<const rl::UnitCosts> costs_ ABSL_GUARDED_BY(mu_);
-  // The reward model for screening (training.screen_samples > 1), fitted on
-  // every plan measured since the table was completed; null when off.
-  std::unique_ptr<rl::PlanModelFitter> fitter_ ABSL_GUARDED_BY(mu_);
-  std::string run_fingerprint_ ABSL_GUARDED_BY(mu_);
-  std::unique_ptr<rl::PpoLearner> ppo_ ABSL_GUARDED_BY(mu_);
-  rl::Curriculum curriculum_ ABSL_GUARDED_BY(mu_);
+  std::string run_fingerprint_ ABSL_GUARDED_BY(mu_);  // of the complete table and config
+  const std::unique_ptr<PolicyPublisher> policy_ ABSL_GUARDED_BY(mu_);
+  bool policy_ready_ ABSL_GUARDED_BY(mu_) = false;  // table complete, step started
+  CurriculumProgress curriculum_ ABSL_GUARDED_BY(mu_);
   rl::BatchLambda lambda_ ABSL_GUARDED_BY(mu_);
-  int warm_started_stage_ ABSL_GUARDED_BY(mu_) = -1;
-  std::vector<int> imitated_ ABSL_GUARDED_BY(mu_);   // the plan self-imitation last cloned
-  bool stage_started_ ABSL_GUARDED_BY(mu_) = false;  // a policy may be published
   HeldEpisodes held_ ABSL_GUARDED_BY(mu_);
+  UpdateBatch batch_ ABSL_GUARDED_BY(mu_);
   CandidateQueue candidates_ ABSL_GUARDED_BY(mu_);
   EvaluationClock clock_ ABSL_GUARDED_BY(mu_);
-  UpdateBatch batch_ ABSL_GUARDED_BY(mu_);
   BestPlans best_ ABSL_GUARDED_BY(mu_);
   RunRecords records_ ABSL_GUARDED_BY(mu_);
-  int64_t resumed_from_update_ ABSL_GUARDED_BY(mu_) = -1;
-  int64_t updates_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t updates_here_ ABSL_GUARDED_BY(mu_) = 0;  // PPO updates run by this process
-  int64_t episodes_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t evaluations_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t candidate_evaluations_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t dropped_stale_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t expired_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t stop_after_updates_ ABSL_GUARDED_BY(mu_) = 0;
-  bool done_ ABSL_GUARDED_BY(mu_) = false;
-  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
-  // What PublishLocked published last (status_mu_ is taken after mu_, never before).
-  mutable absl::Mutex status_mu_ ABSL_ACQUIRED_AFTER(mu_);
-  LearnerStatus published_ ABSL_GUARDED_BY(status_mu_);
+  RunLifecycle run_ ABSL_GUARDED_BY(mu_);
+  Counts counts_ ABSL_GUARDED_BY(mu_);
+  StatusBoard board_;  // thread-safe; written under mu_ (PublishLocked)
 };
 
 }  // namespace windquant::learner

@@ -1,4 +1,4 @@
-// LearnerCore across restarts: the training curve and stage history
+// LearnerCore across restarts: the training curve and curriculum history
 // (rl::RunResult) that the checkpoint carries, and stop_after_updates.
 #include <algorithm>
 #include <cmath>
@@ -25,10 +25,10 @@ using ::windquant::learner::testing::Stages;
 using ::windquant::learner::testing::TestConfig;
 using ::windquant::testing::IsOk;
 
-// rl::RunResult: one curve record per PPO update, one stage event per
-// curriculum advance, both in the checkpoint; the result of a restarted
+// rl::RunResult: one curve record per PPO update, one rl::StageEvent per
+// curriculum step ended, both in the checkpoint; the result of a restarted
 // learner says where it resumed and goes on with the history. The run: two
-// stages (4.0, then 3.0 bits), each of 1 to 2 updates.
+// curriculum steps (4.0, then 3.0 bits), each of 1 to 2 updates.
 class LearnerCoreHistoryTest : public LearnerCoreTest {
  protected:
   void SetUp() override {
@@ -47,7 +47,7 @@ class LearnerCoreHistoryTest : public LearnerCoreTest {
     return "learner: checkpoint: update " + std::to_string(update) + " written to " +
            config_.output.dir + "/checkpoint";
   }
-  // Evaluates the one queued candidate, the stage's reference (cached).
+  // Evaluates the one queued candidate, the step's reference (cached).
   void ReportReference(LearnerCore& core, double ppl) {
     std::vector<quant::Plan> out = core.TakeCandidates(absl::ZeroDuration());
     ASSERT_EQ(out.size(), 1u);
@@ -64,9 +64,9 @@ class LearnerCoreHistoryTest : public LearnerCoreTest {
     ASSERT_TRUE(core.ReportEvaluation(Eval(id, ppl1)).value());
     ASSERT_TRUE(core.ReportEvaluation(Eval(id + 1, ppl2)).value());
   }
-  // Stage 0: its reference at 9.0, update 1 (episodes at 3.0 and 2.5 PPL),
-  // update 2 (2.0, 2.0); the stage ends after max_updates.
-  void RunStageZero(LearnerCore& core) {
+  // Step 0: its reference at 9.0, update 1 (episodes at 3.0 and 2.5 PPL),
+  // update 2 (2.0, 2.0); the step ends after max_updates.
+  void RunStepZero(LearnerCore& core) {
     for (const auto& s : Stages(whole_))
       ASSERT_THAT(core.RegisterTable(s.first_layer, 0, s), IsOk());
     ASSERT_NO_FATAL_FAILURE(ReportReference(core, 9.0));
@@ -87,7 +87,7 @@ TEST_F(LearnerCoreHistoryTest, CurveRecordsEveryUpdate) {
   EXPECT_EQ(r.updates, 0);
   EXPECT_TRUE(r.curve.empty());
   EXPECT_FALSE(r.stopped_early);
-  // Stage 0 (4.0 bits): its reference is no final-stage reference.
+  // Step 0 (4.0 bits): its reference is no final-step reference.
   ASSERT_NO_FATAL_FAILURE(ReportReference(*core, 9.0));
   EXPECT_TRUE(core->Result().reference.actions.empty());
   ASSERT_NO_FATAL_FAILURE(Batch(*core, 1, 0, 3.0, 2.5));
@@ -117,10 +117,10 @@ TEST_F(LearnerCoreHistoryTest, CurveRecordsEveryUpdate) {
   EXPECT_TRUE(log.Has(CheckpointLine(1)));
 }
 
-TEST_F(LearnerCoreHistoryTest, StageHistoryRecordsEachAdvance) {
+TEST_F(LearnerCoreHistoryTest, StepHistoryRecordsEachAdvance) {
   LogLines log;
   auto core = Start(log);
-  ASSERT_NO_FATAL_FAILURE(RunStageZero(*core));
+  ASSERT_NO_FATAL_FAILURE(RunStepZero(*core));
   const rl::RunResult r = core->Result();
   ASSERT_EQ(r.curve.size(), 2u);
   EXPECT_EQ(r.curve[1].update, 2);
@@ -141,7 +141,7 @@ TEST_F(LearnerCoreHistoryTest, StageHistoryRecordsEachAdvance) {
 
 TEST_F(LearnerCoreHistoryTest, ARestartedLearnerRestoresTheHistory) {
   auto core = Start(LogLines());
-  ASSERT_NO_FATAL_FAILURE(RunStageZero(*core));
+  ASSERT_NO_FATAL_FAILURE(RunStepZero(*core));
   const rl::RunResult before = core->Result();
   core.reset();
   core = Start(LogLines());
@@ -168,18 +168,18 @@ TEST_F(LearnerCoreHistoryTest, ARestartedLearnerRestoresTheHistory) {
 
 TEST_F(LearnerCoreHistoryTest, ARestartedLearnerGoesOnWithTheHistory) {
   auto core = Start(LogLines());
-  ASSERT_NO_FATAL_FAILURE(RunStageZero(*core));
+  ASSERT_NO_FATAL_FAILURE(RunStepZero(*core));
   core.reset();
   LogLines log;
   core = Start(log);
-  // The final stage's reference (queued again by the restarted learner).
+  // The final step's reference (queued again by the restarted learner).
   ASSERT_NO_FATAL_FAILURE(ReportReference(*core, 5.0));
   rl::RunResult r = core->Result();
   EXPECT_EQ(r.reference.source, "lagrange");
   EXPECT_DOUBLE_EQ(r.reference.target_bits, 3.0);
   EXPECT_DOUBLE_EQ(r.reference.evaluation.eval_ppl, 5.0);
   EXPECT_EQ(r.reference.actions, quant::LagrangePlan(whole_, 3.0).value().actions);
-  // Update 3: stage 1's best policy plan (1.8) beats its reference (5.0): finished.
+  // Update 3: step 1's best policy plan (1.8) beats its reference (5.0): finished.
   ASSERT_NO_FATAL_FAILURE(Batch(*core, 5, 2, 1.8, 2.2));
   r = core->Result();
   ASSERT_EQ(r.curve.size(), 3u);

@@ -149,7 +149,7 @@ TEST_F(LearnerCoreTest, CandidatePlansCompeteForTheBestPlanButNeverEnterAPpoBatc
   EXPECT_TRUE(core_->TakeCandidates(absl::ZeroDuration()).empty());  // no table yet
   for (const auto& s : Stages(whole_))
     ASSERT_THAT(core_->RegisterTable(s.first_layer, 0, s), IsOk());
-  // The stage's reference: the Lagrangian plan at the stage's target.
+  // The step's reference: the Lagrangian plan at the step's target.
   std::vector<quant::Plan> out = core_->TakeCandidates(absl::ZeroDuration());
   ASSERT_EQ(out.size(), 1u);
   const quant::Plan ref = out[0];
@@ -329,9 +329,9 @@ TEST_F(LearnerCoreTest, RolloutWorkersOfDifferentActorsSampleDifferentEpisodes) 
   EXPECT_NE(a0[0], a0[1]);     // the envs of one worker
 }
 
-// The curriculum criterion: after min_updates the stage ends once its
-// best policy plan is within advance_ppl_ratio of the stage's reference plan.
-TEST_F(LearnerCoreTest, AStageEndsEarlyOnceAPolicyPlanBeatsItsReference) {
+// The curriculum criterion: after min_updates the step ends once its
+// best policy plan is within advance_ppl_ratio of the step's reference plan.
+TEST_F(LearnerCoreTest, AStepEndsEarlyOnceAPolicyPlanBeatsItsReference) {
   auto run = [&](double reference_ppl) {
     config::RunConfig c = TestConfig(dir_ + "/ref" + std::to_string(reference_ppl));
     auto core = LearnerCore::Create(c, nullptr).value();
@@ -348,7 +348,7 @@ TEST_F(LearnerCoreTest, AStageEndsEarlyOnceAPolicyPlanBeatsItsReference) {
     // Finished: no more episodes accepted (the greedy candidate is still out).
     return !core->SubmitEpisode(MakeEpisode(3, 1)).value();
   };
-  EXPECT_TRUE(run(3.0));   // policy plan 2.0 <= 1.0 x reference 3.0: stage over
+  EXPECT_TRUE(run(3.0));   // policy plan 2.0 <= 1.0 x reference 3.0: step over
   EXPECT_FALSE(run(1.5));  // worse than the reference: up to max_updates
 }
 

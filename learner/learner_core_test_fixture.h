@@ -19,8 +19,8 @@
 
 #include "common/rl/environment.h"
 #include "common/rl/synthetic_table.h"
+#include "common/testing/scoped_test_dir.h"
 #include "learner/learner_core.h"
-#include "learner/scoped_test_dir.h"
 
 namespace windquant::learner::testing {
 
@@ -102,7 +102,7 @@ class LearnerCoreTest : public ::testing::Test {
     return in;
   }
 
-  ScopedTestDir temp_{"wq-learner-core"};
+  ::windquant::testing::ScopedTestDir temp_{"wq-learner-core"};
   std::string dir_;
   quant::UnitTable whole_;
   std::unique_ptr<LearnerCore> core_;

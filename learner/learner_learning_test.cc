@@ -26,8 +26,8 @@
 #include "common/rl/rollout_worker.h"
 #include "common/rl/state_features.h"
 #include "common/rl/synthetic_table.h"
+#include "common/testing/scoped_test_dir.h"
 #include "learner/learner_core.h"
-#include "learner/scoped_test_dir.h"
 
 namespace windquant::learner {
 namespace {
@@ -44,7 +44,7 @@ config::RunConfig LearningConfig(const std::string& dir, std::vector<double> tar
   c.service.replicas = 1;
   c.quant.chunk_size = 256;  // the synthetic table's
   c.curriculum.target_bits = std::move(targets);
-  c.curriculum.min_updates = 1000;  // no early advance: max_updates updates per stage
+  c.curriculum.min_updates = 1000;  // no early advance: max_updates updates per step
   c.curriculum.max_updates = 25;
   c.training.episodes_per_update = 16;
   c.training.warm_start = "none";
@@ -191,7 +191,7 @@ constexpr int kLearnsUpdates = 25;
 void TrainOnSyntheticTable(uint64_t seed, double lr, LearningRun* out) {
   const quant::UnitTable t = rl::testing::SyntheticTable(70, 5);
   rl::testing::SyntheticEvaluator ev(&t);
-  const testing::ScopedTestDir dir("wq-learner-learning-seed" + std::to_string(seed));
+  const ::windquant::testing::ScopedTestDir dir("wq-learner-learning-seed" + std::to_string(seed));
   config::RunConfig c = LearningConfig(dir.path(), {kLearnsTarget});
   c.training.seed = seed;
   c.ppo.learning_rate = lr;
@@ -266,15 +266,15 @@ TEST(LearnerLearningTest, LearnsBetterThanRandomOnSyntheticTable) {
 }
 
 // rl::Trainer's WarmStartNeverEndsWorseThanTheReferencePlan on the learner:
-// each stage's policy is behaviour-cloned on the stage's lagrange reference
+// each step's policy is behaviour-cloned on the step's lagrange reference
 // and the references are evaluated as candidates. The best plan is never worse
-// than the final stage's reference and within the final budget (stage 1's
+// than the final step's reference and within the final budget (step 1's
 // 3.0-bit plans, better than any 2.0-bit plan, must not win).
 TEST(LearnerLearningTest, WarmStartNeverEndsWorseThanTheReferencePlan) {
   const auto start = std::chrono::steady_clock::now();
   const quant::UnitTable t = rl::testing::SyntheticTable(42, 6);
   rl::testing::SyntheticEvaluator ev(&t);
-  const testing::ScopedTestDir dir("wq-learner-learning");
+  const ::windquant::testing::ScopedTestDir dir("wq-learner-learning");
   config::RunConfig c = LearningConfig(dir.path(), {3.0, 2.0});
   c.curriculum.min_updates = 1;
   c.curriculum.max_updates = 2;
@@ -298,32 +298,32 @@ TEST(LearnerLearningTest, WarmStartNeverEndsWorseThanTheReferencePlan) {
   EXPECT_LE(r.best.evaluation.eval_ppl, reference);
   EXPECT_LE(r.best.evaluation.effective_bits, 2.0 + 1e-9);
   EXPECT_LE(t.EffectiveBits(r.best.actions), 2.0 + 1e-9);
-  ASSERT_EQ(r.stages.size(), 2u);  // stage 1 advanced, stage 2 finished
+  ASSERT_EQ(r.stages.size(), 2u);  // step 1 advanced, step 2 finished
   EXPECT_DOUBLE_EQ(r.stages[0].target_bits, 3.0);
   EXPECT_DOUBLE_EQ(r.stages[1].target_bits, 2.0);
   int cloned = 0;
   for (const auto& line : log) cloned += line.find("behaviour-cloned") != std::string::npos;
-  EXPECT_EQ(cloned, 2) << "one warm start per stage";
-  // What the warm start buys: the final stage's episodes, sampled from the
+  EXPECT_EQ(cloned, 2) << "one warm start per step";
+  // What the warm start buys: the final step's episodes, sampled from the
   // policy cloned on its reference, stay within a quarter of the gap between
   // the reference and random plans (without warm start they are as bad as
   // random: 3.13-3.15 against 3.10, training seeds 7 and 8).
   const double random = RandomPlanPpl(t, ev, 2.0, /*seeds=*/20);
   ASSERT_LT(reference, random);
-  int final_stage_batches = 0;
-  double final_stage_ppl = 0;
+  int final_step_batches = 0;
+  double final_step_ppl = 0;
   for (const auto& u : r.curve) {
     if (u.stage != 1) continue;
-    ++final_stage_batches;
-    final_stage_ppl = std::max(final_stage_ppl, u.mean_ppl);
+    ++final_step_batches;
+    final_step_ppl = std::max(final_step_ppl, u.mean_ppl);
     EXPECT_LT(u.mean_ppl - reference, (random - reference) / 4)
         << "update " << u.update << ": batch mean PPL " << u.mean_ppl << ", reference " << reference
         << ", random mean " << random;
   }
-  EXPECT_GE(final_stage_batches, 1);
+  EXPECT_GE(final_step_batches, 1);
   std::cout << "warm start: best " << r.best.evaluation.eval_ppl << " (" << r.best.source << ", "
             << r.best.evaluation.effective_bits << " bits), reference " << reference
-            << ", random mean " << random << ", worst final-stage batch mean " << final_stage_ppl
+            << ", random mean " << random << ", worst final-step batch mean " << final_step_ppl
             << ", updates " << r.updates << "; " << Seconds(start) << " s" << std::endl;
 }
 

@@ -9,10 +9,10 @@
 #include "common/quant/plan_io.h"
 #include "common/rl/synthetic_table.h"
 #include "common/store/run_repository.h"
+#include "common/testing/scoped_test_dir.h"
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "learner/scoped_test_dir.h"
 
 namespace windquant::learner {
 namespace {
@@ -51,7 +51,7 @@ class RunPublisherTest : public ::testing::Test {
     return store::RunRepository(store_.get());
   }
 
-  testing::ScopedTestDir dir_;
+  ::windquant::testing::ScopedTestDir dir_;
   config::RunConfig config_;
   std::unique_ptr<store::ArtifactStore> store_;
 };

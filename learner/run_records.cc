@@ -46,9 +46,9 @@ double RunRecords::seconds() const {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - created_).count();
 }
 
-void RunRecords::Restore(std::vector<rl::UpdateRecord> curve, std::vector<rl::StageEvent> stages) {
+void RunRecords::Restore(std::vector<rl::UpdateRecord> curve, std::vector<rl::StageEvent> steps) {
   curve_ = std::move(curve);
-  stages_ = std::move(stages);
+  steps_ = std::move(steps);
 }
 
 }  // namespace windquant::learner

@@ -8,10 +8,11 @@
 //   misses so far in this process, `best_*` = the best plan when the update
 //   ran, `seconds` = time since the RunRecords of the process that ran it was
 //   made);
-// - the stage history: one rl::StageEvent per curriculum advance;
+// - the curriculum history: one rl::StageEvent per curriculum step ended
+//   (the type keeps its checkpoint name);
 // - this process's evaluation counts (episodes and candidates accepted,
 //   cached ones included, and the cache hits among them) and wall time.
-// Curve and stage history are in the checkpoint and restored on resume.
+// Curve and curriculum history are in the checkpoint and restored on resume.
 // Thread-compatible (the learner calls it under its mutex).
 #ifndef WINDQUANT_LEARNER_RUN_RECORDS_H_
 #define WINDQUANT_LEARNER_RUN_RECORDS_H_
@@ -53,11 +54,11 @@ class RunRecords {
   double seconds() const;
 
   void AddUpdate(const rl::UpdateRecord& record) { curve_.push_back(record); }
-  void AddStageEvent(const rl::StageEvent& event) { stages_.push_back(event); }
+  void AddStepEvent(const rl::StageEvent& event) { steps_.push_back(event); }
   // The history of a checkpoint.
-  void Restore(std::vector<rl::UpdateRecord> curve, std::vector<rl::StageEvent> stages);
+  void Restore(std::vector<rl::UpdateRecord> curve, std::vector<rl::StageEvent> steps);
   const std::vector<rl::UpdateRecord>& curve() const { return curve_; }
-  const std::vector<rl::StageEvent>& stages() const { return stages_; }
+  const std::vector<rl::StageEvent>& steps() const { return steps_; }
 
  private:
   const std::string dir_;
@@ -65,7 +66,7 @@ class RunRecords {
   int64_t evaluations_ = 0;
   int64_t cache_hits_ = 0;
   std::vector<rl::UpdateRecord> curve_;
-  std::vector<rl::StageEvent> stages_;
+  std::vector<rl::StageEvent> steps_;
 };
 
 }  // namespace windquant::learner

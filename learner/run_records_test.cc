@@ -1,5 +1,5 @@
 #include "learner/run_records.h"
-#include "learner/scoped_test_dir.h"
+#include "common/testing/scoped_test_dir.h"
 
 #include <filesystem>
 #include <fstream>
@@ -11,7 +11,7 @@
 namespace windquant::learner {
 namespace {
 
-using ::windquant::learner::testing::ScopedTestDir;
+using ::windquant::testing::ScopedTestDir;
 
 std::vector<std::string> Lines(const std::string& path) {
   std::vector<std::string> out;
@@ -68,17 +68,17 @@ TEST_F(RunRecordsTest, CountsEvaluationsAndKeepsTheHistory) {
   rl::UpdateRecord u;
   u.update = 1;
   r.AddUpdate(u);
-  r.AddStageEvent(rl::StageEvent{0, 3.0, 1, "max_updates"});
+  r.AddStepEvent(rl::StageEvent{0, 3.0, 1, "max_updates"});
   ASSERT_EQ(r.curve().size(), 1u);
-  ASSERT_EQ(r.stages().size(), 1u);
-  EXPECT_EQ(r.stages()[0].reason, "max_updates");
+  ASSERT_EQ(r.steps().size(), 1u);
+  EXPECT_EQ(r.steps()[0].reason, "max_updates");
   // Restore replaces the history (a checkpoint's).
   rl::UpdateRecord u5;
   u5.update = 5;
   r.Restore({u5, u5}, {});
   EXPECT_EQ(r.curve().size(), 2u);
   EXPECT_EQ(r.curve()[0].update, 5);
-  EXPECT_TRUE(r.stages().empty());
+  EXPECT_TRUE(r.steps().empty());
 }
 
 }  // namespace

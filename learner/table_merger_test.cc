@@ -9,13 +9,13 @@
 
 #include "common/base/files.h"
 #include "common/rl/synthetic_table.h"
+#include "common/testing/scoped_test_dir.h"
 #include "common/testing/status_matchers.h"
-#include "learner/scoped_test_dir.h"
 
 namespace windquant::learner {
 namespace {
 
-using ::windquant::learner::testing::ScopedTestDir;
+using ::windquant::testing::ScopedTestDir;
 
 using ::windquant::testing::IsOk;
 using ::windquant::testing::StatusIs;

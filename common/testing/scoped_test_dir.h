@@ -2,9 +2,9 @@
 // ::testing::TempDir(), named after `prefix`, the running test and this
 // process, so that test binaries running at once (ctest -j, other checkouts
 // on the machine) never share one; removed (best effort) when it goes.
-// Test-only, header-only.
-#ifndef WINDQUANT_LEARNER_SCOPED_TEST_DIR_H_
-#define WINDQUANT_LEARNER_SCOPED_TEST_DIR_H_
+// Test-only, header-only; not thread-safe (one per test).
+#ifndef WINDQUANT_COMMON_TESTING_SCOPED_TEST_DIR_H_
+#define WINDQUANT_COMMON_TESTING_SCOPED_TEST_DIR_H_
 
 #include <unistd.h>
 
@@ -14,7 +14,7 @@
 
 #include <gtest/gtest.h>
 
-namespace windquant::learner::testing {
+namespace windquant::testing {
 
 class ScopedTestDir {
  public:
@@ -39,6 +39,6 @@ class ScopedTestDir {
   std::string path_;
 };
 
-}  // namespace windquant::learner::testing
+}  // namespace windquant::testing
 
-#endif  // WINDQUANT_LEARNER_SCOPED_TEST_DIR_H_
+#endif  // WINDQUANT_COMMON_TESTING_SCOPED_TEST_DIR_H_

@@ -1,0 +1,90 @@
+// PolicyPublisher: the policy the learner trains (rl::PpoLearner) and what
+// the actors get of it (PublishedPolicy): the policy snapshot with the
+// curriculum step, λ and, with reward-model screening
+// (training.screen_samples > 1), the model of every plan measured since the
+// unit table was completed (rl::PlanModelFitter), fitted only for a snapshot
+// that is sent. It clones plans into the policy (the step's Lagrangian
+// reference, self-imitation) and finds its greedy plan; both need the unit
+// table (SetTable).
+// Thread-compatible (the learner calls it under its mutex).
+// Memory: no model weights. The policy MLP (ppo.hidden) with its Adam moments,
+// the unit costs (a few numbers per unit and action) and, when screening, at
+// most PlanModelFitter::kMaxPlans measured plans of one byte per unit.
+#ifndef WINDQUANT_LEARNER_POLICY_PUBLISHER_H_
+#define WINDQUANT_LEARNER_POLICY_PUBLISHER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/config/run_config.h"
+#include "common/quant/unit_table.h"
+#include "common/rl/environment.h"
+#include "common/rl/plan_evaluation.h"
+#include "common/rl/plan_surrogate.h"
+#include "common/rl/ppo.h"
+#include "common/rl/training.h"
+
+namespace windquant::learner {
+
+struct PublishedPolicy {
+  rl::PolicySnapshot snapshot;
+  int curriculum_stage = 0;  // the curriculum step (the proto's name)
+  double target_bits = 0;
+  double lambda = 0;
+  rl::PlanModel plan_model;  // empty unless training.screen_samples > 1
+};
+
+class PolicyPublisher {
+ public:
+  // A fresh policy (rl::CreatePpoLearner); errors name the invalid ppo key.
+  static absl::StatusOr<std::unique_ptr<PolicyPublisher>> Create(const config::RunConfig& config);
+
+  // The table is complete (its unit costs); the reward model starts afresh
+  // (it learns from the plans measured from now on). Errors of
+  // rl::UnitCosts::Create.
+  absl::Status SetTable(const quant::UnitTable& table);
+
+  int64_t version() const { return ppo_->version(); }
+  // One PPO update (rl::PpoLearner::Update).
+  absl::StatusOr<rl::PpoStats> Update(const std::vector<rl::Transition>& batch) {
+    return ppo_->Update(batch);
+  }
+  // Behaviour-clones `actions` at `target_bits` into the policy
+  // (rl::WarmStartOnPlan); returns the mean probability of the plan's actions.
+  // FAILED_PRECONDITION before SetTable.
+  absl::StatusOr<double> ClonePlan(double target_bits, const std::vector<int>& actions,
+                                   double target_prob = rl::kWarmStartTargetProb);
+  // The policy's argmax plan at `target_bits`. FAILED_PRECONDITION before SetTable.
+  absl::StatusOr<std::vector<int>> GreedyPlan(double target_bits) const;
+
+  // A measured plan, for the reward model (ignored when not screening and for
+  // a cached evaluation: the evaluator measured that plan before).
+  void AddMeasured(const std::vector<int>& actions, const rl::PlanEvaluation& evaluation);
+  // The current policy for an actor that has `known_version`; the plan model
+  // is fitted and attached only when the snapshot is new to it.
+  PublishedPolicy Publish(int64_t known_version, int curriculum_step, double target_bits,
+                          double lambda);
+
+  // rl::PpoLearner::SaveState / LoadState (the checkpoint's learner_state).
+  absl::StatusOr<std::string> SaveState() const { return ppo_->SaveState(); }
+  absl::Status LoadState(const std::string& bytes) { return ppo_->LoadState(bytes); }
+
+ private:
+  PolicyPublisher(const config::RunConfig& config, std::unique_ptr<rl::PpoLearner> ppo)
+      : config_(config), ppo_(std::move(ppo)) {}
+
+  const config::RunConfig config_;
+  std::unique_ptr<rl::PpoLearner> ppo_;
+  std::shared_ptr<const rl::UnitCosts> costs_;  // null before SetTable
+  // The reward model for screening; null when off (or before SetTable).
+  std::unique_ptr<rl::PlanModelFitter> fitter_;
+};
+
+}  // namespace windquant::learner
+
+#endif  // WINDQUANT_LEARNER_POLICY_PUBLISHER_H_

@@ -1,0 +1,128 @@
+#include "learner/policy_publisher.h"
+
+#include <memory>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "common/rl/synthetic_table.h"
+#include "common/testing/status_matchers.h"
+
+namespace windquant::learner {
+namespace {
+
+using ::windquant::testing::StatusIs;
+
+config::RunConfig TestConfig(int screen_samples) {
+  config::RunConfig c;
+  c.curriculum.target_bits = {3.0};
+  c.ppo.hidden = {16, 16};
+  c.ppo.minibatch_size = 8;
+  c.ppo.epochs = 1;
+  c.training.screen_samples = screen_samples;
+  return c;
+}
+
+std::unique_ptr<PolicyPublisher> Make(const config::RunConfig& c) {
+  absl::StatusOr<std::unique_ptr<PolicyPublisher>> p = PolicyPublisher::Create(c);
+  EXPECT_TRUE(p.ok()) << p.status();
+  return p.ok() ? *std::move(p) : nullptr;
+}
+
+rl::PlanEvaluation Measured(double ppl, bool cached = false) {
+  rl::PlanEvaluation e;
+  e.eval_ppl = ppl;
+  e.effective_bits = 3.0;
+  e.cached = cached;
+  return e;
+}
+
+TEST(PolicyPublisherTest, PlansNeedTheTable) {
+  std::unique_ptr<PolicyPublisher> p = Make(TestConfig(0));
+  ASSERT_NE(p, nullptr);
+  EXPECT_THAT(p->GreedyPlan(3.0).status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition, "unit table"));
+  EXPECT_THAT(p->ClonePlan(3.0, {0}).status(), StatusIs(absl::StatusCode::kFailedPrecondition));
+  const quant::UnitTable table = rl::testing::SyntheticTable(14, 3);
+  ASSERT_TRUE(p->SetTable(table).ok());
+  absl::StatusOr<std::vector<int>> greedy = p->GreedyPlan(3.0);
+  ASSERT_TRUE(greedy.ok()) << greedy.status();
+  EXPECT_EQ(greedy->size(), table.units.size());
+}
+
+// Cloning a plan moves the policy's greedy plan to it (the warm start's
+// point). The greedy plan keeps to the budget unit by unit, so a few units
+// may still differ.
+TEST(PolicyPublisherTest, AClonedPlanBecomesNearlyTheGreedyPlan) {
+  std::unique_ptr<PolicyPublisher> p = Make(TestConfig(0));
+  ASSERT_NE(p, nullptr);
+  const quant::UnitTable table = rl::testing::SyntheticTable(14, 3);
+  ASSERT_TRUE(p->SetTable(table).ok());
+  const std::vector<int> plan = rl::testing::LagrangianPlan(table, 3.0);
+  auto agreeing = [&]() {
+    absl::StatusOr<std::vector<int>> greedy = p->GreedyPlan(3.0);
+    EXPECT_TRUE(greedy.ok()) << greedy.status();
+    int n = 0;
+    for (size_t i = 0; greedy.ok() && i < plan.size(); ++i) n += (*greedy)[i] == plan[i];
+    return n;
+  };
+  const int before = agreeing();
+  absl::StatusOr<double> prob = p->ClonePlan(3.0, plan);
+  ASSERT_TRUE(prob.ok()) << prob.status();
+  EXPECT_GE(*prob, 0.5);
+  const int after = agreeing();
+  EXPECT_GT(after, before);
+  EXPECT_GE(after, 10) << "of 14 units";
+}
+
+TEST(PolicyPublisherTest, NoPlanModelWithoutScreening) {
+  std::unique_ptr<PolicyPublisher> p = Make(TestConfig(0));
+  ASSERT_NE(p, nullptr);
+  const quant::UnitTable table = rl::testing::SyntheticTable(14, 3);
+  ASSERT_TRUE(p->SetTable(table).ok());
+  for (int i = 0; i < 6; ++i) p->AddMeasured(std::vector<int>(14, i % 7), Measured(5.0 + i));
+  const PublishedPolicy out = p->Publish(-1, 1, 2.5, 0.75);
+  EXPECT_EQ(out.snapshot.version, p->version());
+  EXPECT_EQ(out.curriculum_stage, 1);
+  EXPECT_DOUBLE_EQ(out.target_bits, 2.5);
+  EXPECT_DOUBLE_EQ(out.lambda, 0.75);
+  EXPECT_TRUE(out.plan_model.empty());
+}
+
+// With screening the model of the measured plans (cached ones left out) goes
+// with a snapshot the actor does not have yet, and only then.
+TEST(PolicyPublisherTest, ThePlanModelGoesWithANewSnapshotOnly) {
+  std::unique_ptr<PolicyPublisher> p = Make(TestConfig(4));
+  ASSERT_NE(p, nullptr);
+  const quant::UnitTable table = rl::testing::SyntheticTable(14, 3);
+  ASSERT_TRUE(p->SetTable(table).ok());
+  for (int i = 0; i < 6; ++i) {
+    std::vector<int> plan(14, 1);
+    plan[i] = 3;
+    p->AddMeasured(plan, Measured(5.0 + i));
+  }
+  p->AddMeasured(std::vector<int>(14, 6), Measured(50.0, /*cached=*/true));
+  const PublishedPolicy fresh = p->Publish(p->version() - 1, 0, 3.0, 1.0);
+  ASSERT_FALSE(fresh.plan_model.empty());
+  EXPECT_EQ(fresh.plan_model.plans, 6);
+  EXPECT_TRUE(p->Publish(p->version(), 0, 3.0, 1.0).plan_model.empty());
+  // A new table: the model starts afresh.
+  ASSERT_TRUE(p->SetTable(table).ok());
+  EXPECT_TRUE(p->Publish(p->version() - 1, 0, 3.0, 1.0).plan_model.empty());
+}
+
+TEST(PolicyPublisherTest, StateRoundTrips) {
+  std::unique_ptr<PolicyPublisher> a = Make(TestConfig(0));
+  std::unique_ptr<PolicyPublisher> b = Make(TestConfig(0));
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  absl::StatusOr<std::string> state = a->SaveState();
+  ASSERT_TRUE(state.ok()) << state.status();
+  ASSERT_TRUE(b->LoadState(*state).ok());
+  EXPECT_EQ(b->version(), a->version());
+  EXPECT_THAT(b->LoadState("not a state"),
+              StatusIs(absl::StatusCode::kInvalidArgument, "learner state"));
+}
+
+}  // namespace
+}  // namespace windquant::learner
