@@ -256,7 +256,7 @@ TEST_F(MetricsServerTest, StalledClientsDoNotBlockScrapes) {
 // clients that open connections and send nothing cannot lock scrapers out.
 // error-case: metrics.too-many-connections
 TEST_F(MetricsServerTest, IdleConnectionFloodDropsTheOldest) {
-  MetricsServerOptions o = Opts();
+  MetricsServerOptions o = Opts("127.0.0.1", 0, /*threads=*/1);  // one loop: all 8 are its
   o.request_timeout_ms = 120000;
   o.max_connections = 8;
   MetricsServer server(&registry_, o);
