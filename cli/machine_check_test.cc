@@ -74,10 +74,21 @@ TEST_F(MachineCheckTest, MissingDeviceOrTooManyThreadsIsOneLineBeforeAnyWork) {
     ExpectRefused(absl::StrCat(service, "/windquant-", service), "--config run.yaml " + threads, 0,
                   threads_error);
   }
+  // Thread flags: the inputs and the output folder do not exist, so only the check
+  // can be the culprit, and it comes first.
+  const std::string flag = absl::StrCat("--threads ", machine.cores + 1);
+  const std::string flag_error =
+      absl::StrCat("--threads: ", machine.cores + 1, ", more than the ", machine.cores, " cores");
+  ExpectRefused("cli/windquant", "pretrain --text no-such.txt --out out " + flag, 1, flag_error);
+  ExpectRefused("cli/windquant", "eval --model no-such-model --text no-such.txt " + flag, 1,
+                flag_error);
   if (machine.cuda_devices > 0) {
     GTEST_SKIP() << "this machine has a CUDA device: model.device=cuda is legitimate";
   }
   ExpectRefused("cli/windquant", "quantize --config run.yaml --set model.device=cuda", 1,
+                cuda_error);
+  ExpectRefused("cli/windquant",
+                "eval --config run.yaml --set model.device=cuda --plan no-such-plan.json", 1,
                 cuda_error);
   for (const std::string service : {"learner", "evaluator", "actor"}) {
     ExpectRefused(absl::StrCat(service, "/windquant-", service),

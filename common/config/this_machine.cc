@@ -24,21 +24,30 @@ MachineResources ThisMachine() {
   return m;
 }
 
+namespace {
+
+absl::Status CheckThreads(absl::string_view key, int64_t threads, const MachineResources& machine) {
+  if (threads <= machine.cores) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(key, ": ", threads, ", more than the ",
+                                                    machine.cores, " cores of this machine"));
+}
+
+}  // namespace
+
 absl::Status CheckMachineResources(const ModelConfig& model, const MachineResources& machine) {
   if (model.device == "cuda" && machine.cuda_devices < 1) {
     return absl::FailedPreconditionError(
         "model.device: cuda, but this machine has no CUDA device (use cpu)");
   }
-  if (model.threads > machine.cores) {
-    return absl::FailedPreconditionError(absl::StrCat("model.threads: ", model.threads,
-                                                      ", more than the ", machine.cores,
-                                                      " cores of this machine"));
-  }
-  return absl::OkStatus();
+  return CheckThreads("model.threads", model.threads, machine);
 }
 
 absl::Status CheckThisMachine(const ModelConfig& model) {
   return CheckMachineResources(model, ThisMachine());
+}
+
+absl::Status CheckThreadsFlag(absl::string_view flag, int64_t threads) {
+  return CheckThreads(flag, threads, ThisMachine());
 }
 
 }  // namespace windquant::config

@@ -4,7 +4,10 @@
 #ifndef WINDQUANT_COMMON_CONFIG_THIS_MACHINE_H_
 #define WINDQUANT_COMMON_CONFIG_THIS_MACHINE_H_
 
+#include <cstdint>
+
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "common/config/run_config.h"
 
 namespace windquant::config {
@@ -25,6 +28,10 @@ absl::Status CheckMachineResources(const ModelConfig& model, const MachineResour
 
 // CheckMachineResources(model, ThisMachine()): call at start, before any work.
 absl::Status CheckThisMachine(const ModelConfig& model);
+
+// A thread-count flag (`--threads`) against this machine's cores (0 = all):
+// FAILED_PRECONDITION "--threads: 64, more than the 2 cores of this machine".
+absl::Status CheckThreadsFlag(absl::string_view flag, int64_t threads);
 
 }  // namespace windquant::config
 
