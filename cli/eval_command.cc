@@ -16,6 +16,7 @@
 #include "cli/command.h"
 #include "common/base/status_macros.h"
 #include "common/config/run_config.h"
+#include "common/config/this_machine.h"
 #include "job/text_perplexity.h"
 
 namespace windquant::cli {
@@ -111,6 +112,7 @@ absl::Status RunEval(Args& args) {
       q.tokens = cfg.evaluation.heldout.tokens;
     }
     if (!context_given) q.context = cfg.evaluation.context;
+    WQ_RETURN_IF_ERROR(config::CheckThisMachine(cfg.model));
     q.config = &cfg;
   } else if (!config_path.empty() || !sets.empty()) {
     return absl::InvalidArgumentError("--config and --set are only used with --plan");
@@ -136,6 +138,7 @@ absl::Status RunEval(Args& args) {
   }
   if (threads < 0)
     return absl::InvalidArgumentError(absl::StrCat("--threads: must be >= 0, got ", threads));
+  WQ_RETURN_IF_ERROR(config::CheckThreadsFlag("--threads", threads));
   if (threads > 0) at::set_num_threads(static_cast<int>(threads));
   q.log = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
   WQ_ASSIGN_OR_RETURN(const job::TextPerplexity p, job::MeasureTextPerplexity(q));

@@ -95,6 +95,8 @@ absl::Status RunPlans(Args& args) {
 
   WQ_ASSIGN_OR_RETURN(std::unique_ptr<store::ArtifactStore> artifact_store,
                       store::OpenArtifactStore(uri, s3));
+  // Reading a store that is not there is an error, never an empty answer.
+  if (verb != "push") WQ_RETURN_IF_ERROR(artifact_store->CheckExists());
   if (verb == "list") {
     WQ_ASSIGN_OR_RETURN(const std::string listing, store::FormatRunListing(*artifact_store));
     std::fputs(listing.c_str(), stdout);

@@ -13,6 +13,7 @@
 #include "cli/command.h"
 #include "common/base/files.h"
 #include "common/base/status_macros.h"
+#include "common/config/this_machine.h"
 #include "common/model/bpe_trainer.h"
 #include "common/model/pretrainer.h"
 #include "common/model/tokenizer.h"
@@ -88,6 +89,7 @@ absl::Status RunPretrain(Args& args) {
   if (tokenizer_bytes < 0) return absl::InvalidArgumentError("--tokenizer-bytes: must be >= 0");
   if (threads < 0 || threads > 1024)
     return absl::InvalidArgumentError("--threads: must be in [0, 1024]");
+  WQ_RETURN_IF_ERROR(config::CheckThreadsFlag("--threads", threads));
   c.seed = static_cast<uint64_t>(seed);
   c.threads = static_cast<int>(threads);
   c.vocab = vocab;  // provisional, for validating the flags before the slow part

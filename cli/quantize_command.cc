@@ -13,6 +13,7 @@
 #include "cli/command.h"
 #include "common/base/status_macros.h"
 #include "common/config/run_config.h"
+#include "common/config/this_machine.h"
 #include "common/store/s3_environment.h"
 #include "job/quantize_job.h"
 
@@ -92,6 +93,7 @@ absl::Status RunQuantize(Args& args) {
     return absl::InvalidArgumentError("--stop-after-updates: must be >= 0");
   }
   WQ_ASSIGN_OR_RETURN(const config::RunConfig cfg, config::LoadRunConfig(config_path, sets));
+  WQ_RETURN_IF_ERROR(config::CheckThisMachine(cfg.model));            // before any work
   if (cfg.model.threads > 0) at::set_num_threads(cfg.model.threads);  // 0: torch's default
   options.s3 = store::S3OptionsFromEnvironment();
   options.log = [](const std::string& line) {

@@ -1,7 +1,12 @@
 // `windquant status --learner HOST:PORT`: the state of a distributed run
 // (Learner.GetRunStatus), one `key=value` per line, or --json.
-#include <iostream>
+#include <grpc/support/log.h>
 
+#include <iostream>
+#include <string>
+#include <utility>
+
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "cli/command.h"
 #include "common/net/channel.h"
@@ -11,6 +16,20 @@
 namespace windquant::cli {
 namespace {
 
+// The channel library names config keys; here the user gave flags.
+absl::Status NameFlags(const absl::Status& status) {
+  std::string message(status.message());
+  for (const auto& [key, flag] :
+       {std::pair<std::string, std::string>{"service.tls.ca_file", "--ca-file"},
+        {"service.tls.bearer_token_file", "--token-file"}}) {
+    if (absl::StartsWith(message, key)) message = flag + message.substr(key.size());
+  }
+  return absl::Status(status.code(), message);
+}
+
+// --ca-file means TLS verified against that CA: the channel never falls back to
+// plaintext, so a plaintext (or untrusted) learner fails the handshake, and a file
+// that holds no certificate is refused before connecting.
 absl::Status RunStatus(Args& args) {
   const std::string learner = args.Get("learner");
   const std::string token_file = args.Get("token-file");
@@ -21,13 +40,16 @@ absl::Status RunStatus(Args& args) {
   absl::Status finish = args.Finish();
   if (!finish.ok()) return finish;
   if (learner.empty()) return absl::InvalidArgumentError("--learner: required (HOST:PORT)");
+  // gRPC core would also log a failed handshake to stderr; the returned status says it
+  // on the command's one line.
+  gpr_set_log_function([](gpr_log_func_args*) {});
   config::ServiceConfig service;
   service.tls.bearer_token_file = token_file;
   service.tls.ca_file = ca_file;
   absl::StatusOr<net::ChannelOptions> options = net::ChannelOptionsFromConfig(service, learner);
-  if (!options.ok()) return options.status();
+  if (!options.ok()) return NameFlags(options.status());
   absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = net::MakeChannel(*options);
-  if (!channel.ok()) return channel.status();
+  if (!channel.ok()) return NameFlags(channel.status());
   auto stub = v1::Learner::NewStub(*channel);
   grpc::ClientContext ctx;
   net::ConfigureContext(ctx, absl::Milliseconds(*timeout_ms), wait);

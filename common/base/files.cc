@@ -86,9 +86,14 @@ absl::Status WriteFileAtomic(const std::string& path, absl::string_view data) {
     }
     off += static_cast<size_t>(n);
   }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+  // A full disk may only show here (delayed allocation, network file systems).
+  const bool synced = ::fsync(fd) == 0;
+  const int sync_errno = errno;
+  const bool closed = ::close(fd) == 0;  // always, also after a failed fsync
+  if (!synced || !closed) {
+    const std::string err = std::strerror(synced ? errno : sync_errno);
     ::unlink(tmp.c_str());
-    return absl::InternalError(absl::StrCat(path, ": fsync/close failed"));
+    return absl::InternalError(absl::StrCat(path, ": fsync/close failed: ", err));
   }
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     const std::string err = std::strerror(errno);

@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -40,6 +41,8 @@ const char* Reason(int status) {
       return "Request Timeout";
     case 431:
       return "Request Header Fields Too Large";
+    case 503:
+      return "Service Unavailable";
     default:
       return "Error";
   }
@@ -51,41 +54,15 @@ int MillisLeft(absl::Time deadline) {
   return ms <= 0 ? 0 : static_cast<int>(std::min<int64_t>(ms, 60000));
 }
 
-// Waits until `fd` is ready for `events` or the deadline passes.
-bool WaitFor(int fd, short events, absl::Time deadline) {
-  while (true) {
-    pollfd p{fd, events, 0};
-    const int n = poll(&p, 1, MillisLeft(deadline));
-    if (n > 0) return true;
-    if (n == 0) return false;
-    if (errno != EINTR) return false;
-  }
-}
-
-void SendAll(int fd, absl::string_view data, absl::Time deadline) {
-  while (!data.empty()) {
-    const ssize_t n = send(fd, data.data(), data.size(), MSG_NOSIGNAL);
-    if (n > 0) {
-      data.remove_prefix(static_cast<size_t>(n));
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && WaitFor(fd, POLLOUT, deadline)) {
-      continue;
-    }
-    return;  // the client went away or was too slow: nothing more to do
-  }
-}
-
-void Reply(int fd, int status, absl::string_view content_type, absl::string_view body, bool head,
-           absl::Time deadline, absl::string_view extra_header = "") {
+std::string Reply(int status, absl::string_view content_type, absl::string_view body, bool head,
+                  absl::string_view extra_header = "") {
   std::string out = absl::StrCat(
       "HTTP/1.1 ", status, " ", Reason(status), "\r\nContent-Type: ", content_type,
       "\r\nContent-Length: ", body.size(), "\r\nCache-Control: no-store\r\nConnection: close\r\n");
   if (!extra_header.empty()) absl::StrAppend(&out, extra_header, "\r\n");
   absl::StrAppend(&out, "\r\n");
   if (!head) absl::StrAppend(&out, body);
-  SendAll(fd, out, deadline);
+  return out;
 }
 
 // The value of header `name` (case-insensitive) in a request head, or "".
@@ -109,6 +86,118 @@ absl::string_view HeaderValue(absl::string_view head, absl::string_view name) {
 void CloseFd(int& fd) {
   if (fd >= 0) close(fd);
   fd = -1;
+}
+
+// One client connection of a serving loop: it reads the request head, writes the
+// answer, then drains a request body (closing with unread bytes would reset the
+// connection before the client has read the answer). Every step is non-blocking.
+struct Connection {
+  enum class Phase { kHead, kWrite, kDrain };
+  int fd = -1;
+  absl::Time deadline;
+  Phase phase = Phase::kHead;
+  std::string in;
+  std::string out;
+  size_t sent = 0;
+  size_t body_left = 0;  // request body bytes still to drain after the answer
+};
+
+// Sends what the socket takes now; false when the client is gone.
+bool SendSome(Connection& c) {
+  while (c.sent < c.out.size()) {
+    const ssize_t n = send(c.fd, c.out.data() + c.sent, c.out.size() - c.sent, MSG_NOSIGNAL);
+    if (n > 0) {
+      c.sent += static_cast<size_t>(n);
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else {
+      return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+    }
+  }
+  return true;
+}
+
+// Reads what the socket has now into c.in (kHead) or drops it (kDrain); false on EOF
+// or an error.
+bool ReadSome(Connection& c) {
+  char buf[4096];
+  while (true) {
+    const ssize_t n = recv(c.fd, buf, sizeof(buf), 0);
+    if (n > 0) {
+      if (c.phase == Connection::Phase::kHead) {
+        c.in.append(buf, static_cast<size_t>(n));
+        if (c.in.size() > kMaxRequestHead || c.in.find("\r\n\r\n") != std::string::npos) {
+          return true;
+        }
+      } else {
+        c.body_left -= std::min(c.body_left, static_cast<size_t>(n));
+        if (c.body_left == 0) return true;
+      }
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+  }
+}
+
+// After the answer: drain the body if one is announced; false when done.
+bool Finished(Connection& c) {
+  if (c.body_left == 0) return false;
+  c.phase = Connection::Phase::kDrain;
+  return true;
+}
+
+// The answer to a request head ending with one "\r\n"; *body_len: the announced body to drain.
+std::string Answer(const Registry& registry, absl::string_view head, size_t* body_len) {
+  const absl::string_view line = head.substr(0, head.find("\r\n"));
+  const size_t sp1 = line.find(' ');
+  const size_t sp2 = sp1 == absl::string_view::npos ? sp1 : line.find(' ', sp1 + 1);
+  if (sp2 == absl::string_view::npos) return Reply(400, kPlain, "bad request\n", false);
+  const absl::string_view method = line.substr(0, sp1);
+  absl::string_view path = line.substr(sp1 + 1, sp2 - sp1 - 1);
+  path = path.substr(0, path.find('?'));
+  // A body (e.g. of a POST) is read and dropped after the answer.
+  size_t length = 0;
+  if (absl::SimpleAtoi(HeaderValue(head, "Content-Length"), &length) &&
+      length <= kMaxDiscardedBody) {
+    *body_len = length;
+  }
+  const bool is_head = method == "HEAD";
+  const bool is_get = method == "GET";
+  const bool metrics = path == "/metrics";
+  const bool healthz = path == "/healthz";
+  if (!metrics && !healthz) return Reply(404, kPlain, "not found\n", is_head);
+  if (!is_get && !is_head) {
+    return Reply(405, kPlain, "method not allowed\n", false, "Allow: GET, HEAD");
+  }
+  if (healthz) return Reply(200, kPlain, "ok\n", is_head);
+  return Reply(200, kTextContentType, registry.TextExposition(), is_head);
+}
+
+// Moves `c` on after poll() saw it ready; false when it is done (to be closed).
+bool Step(const Registry& registry, Connection& c) {
+  switch (c.phase) {
+    case Connection::Phase::kHead: {
+      if (!ReadSome(c)) return false;
+      const size_t head_end = c.in.find("\r\n\r\n");
+      if (head_end == std::string::npos && c.in.size() <= kMaxRequestHead) return true;
+      if (head_end == std::string::npos) {
+        c.out = Reply(431, kPlain, "request head too large\n", false);
+      } else {
+        size_t body_len = 0;
+        c.out = Answer(registry, absl::string_view(c.in).substr(0, head_end + 2), &body_len);
+        const size_t have = c.in.size() - (head_end + 4);
+        c.body_left = body_len > have ? body_len - have : 0;
+      }
+      c.phase = Connection::Phase::kWrite;
+      return SendSome(c) && (c.sent < c.out.size() || Finished(c));
+    }
+    case Connection::Phase::kWrite:
+      return SendSome(c) && (c.sent < c.out.size() || Finished(c));
+    case Connection::Phase::kDrain:
+      return ReadSome(c) && c.body_left > 0;
+  }
+  return false;
 }
 
 }  // namespace
@@ -162,6 +251,10 @@ absl::Status MetricsServer::Start() {
   }
   if (options_.num_threads < 1) {
     return absl::InvalidArgumentError("metrics server: num_threads must be >= 1");
+  }
+  if (options_.max_connections < options_.num_threads || options_.request_timeout_ms < 1) {
+    return absl::InvalidArgumentError(
+        "metrics server: max_connections must be >= num_threads, request_timeout_ms >= 1");
   }
   absl::MutexLock lock(&mu_);
   if (listen_fd_ >= 0) return absl::FailedPreconditionError("metrics server: already running");
@@ -241,92 +334,65 @@ bool MetricsServer::running() const {
 }
 
 void MetricsServer::Serve(int listen_fd, int wake_fd) const {
+  // Each loop serves many connections at once, so a client that sends nothing (or
+  // half a request, or never reads the answer) holds only its own connection until
+  // request_timeout_ms; at the connection limit the oldest one is dropped for a new
+  // one, so idle connections cannot lock scrapers out either.
+  const size_t max_connections = static_cast<size_t>(
+      std::max(1, options_.max_connections / std::max(1, options_.num_threads)));
+  std::vector<Connection> conns;
+  std::vector<pollfd> fds;
   while (true) {
-    pollfd fds[2] = {{listen_fd, POLLIN, 0}, {wake_fd, POLLIN, 0}};
-    const int n = poll(fds, 2, -1);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return;
+    fds.assign({{listen_fd, POLLIN, 0}, {wake_fd, POLLIN, 0}});
+    absl::Time next = absl::InfiniteFuture();
+    for (const Connection& c : conns) {
+      fds.push_back(
+          {c.fd, c.phase == Connection::Phase::kWrite ? short{POLLOUT} : short{POLLIN}, 0});
+      next = std::min(next, c.deadline);
     }
-    if (fds[1].revents != 0) return;
-    if ((fds[0].revents & (POLLERR | POLLNVAL)) != 0) return;
-    if ((fds[0].revents & POLLIN) == 0) continue;
-    // Non-blocking: another worker may have taken the connection (EAGAIN).
-    const int conn = accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-    if (conn < 0) continue;
-    HandleConnection(conn);
-    close(conn);
-  }
-}
-
-void MetricsServer::HandleConnection(int fd) const {
-  const absl::Time deadline = absl::Now() + absl::Milliseconds(options_.request_timeout_ms);
-  std::string request;
-  size_t head_end = std::string::npos;
-  char buf[4096];
-  while (head_end == std::string::npos) {
-    if (request.size() > kMaxRequestHead) {
-      Reply(fd, 431, kPlain, "request head too large\n", false, deadline);
-      return;
-    }
-    const ssize_t n = recv(fd, buf, sizeof(buf), 0);
-    if (n > 0) {
-      request.append(buf, static_cast<size_t>(n));
-      head_end = request.find("\r\n\r\n");
-      continue;
-    }
-    if (n == 0) return;  // closed before a complete request
-    if (errno == EINTR) continue;
-    if ((errno == EAGAIN || errno == EWOULDBLOCK) && WaitFor(fd, POLLIN, deadline)) continue;
-    if (errno == EAGAIN || errno == EWOULDBLOCK) {
-      Reply(fd, 408, kPlain, "request timeout\n", false, deadline);
-    }
-    return;
-  }
-  const absl::string_view head = absl::string_view(request).substr(0, head_end + 2);
-  const absl::string_view line = head.substr(0, head.find("\r\n"));
-  const size_t sp1 = line.find(' ');
-  const size_t sp2 = sp1 == absl::string_view::npos ? sp1 : line.find(' ', sp1 + 1);
-  if (sp2 == absl::string_view::npos) {
-    Reply(fd, 400, kPlain, "bad request\n", false, deadline);
-    return;
-  }
-  const absl::string_view method = line.substr(0, sp1);
-  absl::string_view path = line.substr(sp1 + 1, sp2 - sp1 - 1);
-  path = path.substr(0, path.find('?'));
-  // A body (e.g. of a POST) is read and dropped so that closing the socket does
-  // not reset the connection before the client has read the answer.
-  size_t body_len = 0;
-  if (absl::SimpleAtoi(HeaderValue(head, "Content-Length"), &body_len) &&
-      body_len <= kMaxDiscardedBody) {
-    size_t have = request.size() - (head_end + 4);
-    while (have < body_len) {
-      const ssize_t n = recv(fd, buf, sizeof(buf), 0);
-      if (n > 0) {
-        have += static_cast<size_t>(n);
-      } else if (n < 0 && errno == EINTR) {
-        continue;
-      } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) &&
-                 WaitFor(fd, POLLIN, deadline)) {
-        continue;
+    const int n =
+        poll(fds.data(), fds.size(), next == absl::InfiniteFuture() ? -1 : MillisLeft(next));
+    if (n < 0 && errno != EINTR) break;
+    if (fds[1].revents != 0) break;
+    if ((fds[0].revents & (POLLERR | POLLNVAL)) != 0) break;
+    const absl::Time now = absl::Now();
+    std::vector<Connection> kept;
+    for (size_t i = 0; i < conns.size(); ++i) {
+      Connection& c = conns[i];
+      if (now >= c.deadline) {  // also a client that trickles bytes
+        if (c.phase == Connection::Phase::kHead) {
+          c.out = Reply(408, kPlain, "request timeout\n", false);
+          SendSome(c);  // one non-blocking try: the client has had its time
+        }
+        CloseFd(c.fd);
+      } else if (n > 0 && fds[i + 2].revents != 0 && !Step(*registry_, c)) {
+        CloseFd(c.fd);
       } else {
-        break;
+        kept.push_back(std::move(c));
       }
     }
+    conns = std::move(kept);
+    if (n <= 0 || (fds[0].revents & POLLIN) == 0) continue;
+    // Non-blocking: another loop may have taken the connection (EAGAIN).
+    const int fd = accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) continue;
+    if (conns.size() >= max_connections) {
+      auto oldest = std::min_element(
+          conns.begin(), conns.end(),
+          [](const Connection& a, const Connection& b) { return a.deadline < b.deadline; });
+      if (oldest->phase == Connection::Phase::kHead) {
+        oldest->out = Reply(503, kPlain, "too many connections\n", false);
+        SendSome(*oldest);  // one non-blocking try
+      }
+      CloseFd(oldest->fd);
+      conns.erase(oldest);
+    }
+    Connection c;
+    c.fd = fd;
+    c.deadline = now + absl::Milliseconds(options_.request_timeout_ms);
+    conns.push_back(std::move(c));
   }
-  const bool is_head = method == "HEAD";
-  const bool is_get = method == "GET";
-  const bool metrics = path == "/metrics";
-  const bool healthz = path == "/healthz";
-  if (!metrics && !healthz) {
-    Reply(fd, 404, kPlain, "not found\n", is_head, deadline);
-  } else if (!is_get && !is_head) {
-    Reply(fd, 405, kPlain, "method not allowed\n", false, deadline, "Allow: GET, HEAD");
-  } else if (healthz) {
-    Reply(fd, 200, kPlain, "ok\n", is_head, deadline);
-  } else {
-    Reply(fd, 200, kTextContentType, registry_->TextExposition(), is_head, deadline);
-  }
+  for (Connection& c : conns) CloseFd(c.fd);
 }
 
 }  // namespace windquant::metrics

@@ -6,6 +6,10 @@
 // Any other path is 404, any other method 405. One request per connection
 // (HTTP/1.1 with "Connection: close"); a request must arrive within
 // request_timeout_ms and its head must fit in 16 KiB (else 408 / 431).
+// No client can hold the server: every loop serves all its connections at once
+// on non-blocking sockets, so clients that connect and send nothing, send half a
+// request or never read the answer delay nobody else, and at max_connections the
+// oldest connection is dropped for a new one.
 //
 // A minimal server of its own on POSIX sockets rather than civetweb: the Debian
 // civetweb is built with a fixed 100 KiB thread stack (USE_STACK_SIZE=102400),
@@ -35,8 +39,13 @@ struct MetricsServerOptions {
   std::string address = "127.0.0.1";
   // 0 = let the kernel pick a free port; read it back with port().
   int port = 0;
+  // Serving loops; each serves many connections at once (non-blocking sockets).
   int num_threads = 2;
+  // Time a connection may take from accept to the end of its answer (else 408).
   int request_timeout_ms = 10000;
+  // Open connections at most (split over the loops); at the limit the oldest
+  // connection is dropped (503) for the new one.
+  int max_connections = 64;
 };
 
 class MetricsServer {
@@ -58,9 +67,9 @@ class MetricsServer {
   bool running() const;
 
  private:
-  // One worker: accepts connections until the wake pipe becomes readable.
+  // One serving loop: accepts and serves connections until the wake pipe becomes
+  // readable.
   void Serve(int listen_fd, int wake_fd) const;
-  void HandleConnection(int fd) const;
 
   Registry* const registry_;
   const MetricsServerOptions options_;

@@ -4,6 +4,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -12,6 +13,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -183,6 +186,102 @@ TEST_F(MetricsServerTest, SilentClientTimesOutWithoutBlockingOthers) {
   EXPECT_EQ(r->status, 200);
   t.join();
   EXPECT_THAT(silent, StartsWith("HTTP/1.1 408"));
+}
+
+// A connected raw socket to 127.0.0.1:`port` that has sent `bytes`, or -1.
+int ConnectAndSend(int port, const std::string& bytes) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(static_cast<uint16_t>(port));
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0) {
+    close(fd);
+    return -1;
+  }
+  if (!bytes.empty() && send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) < 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// What `fd` receives until EOF, waiting at most `timeout` in all.
+std::string ReadUntilClosed(int fd, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  std::string out;
+  char buf[4096];
+  while (absl::Now() < deadline) {
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, static_cast<int>(absl::ToInt64Milliseconds(deadline - absl::Now()))) <= 0) {
+      break;
+    }
+    const ssize_t n = recv(fd, buf, sizeof(buf), 0);
+    if (n <= 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  return out;
+}
+
+// Clients that stall in every way a client can (connect and send nothing, send
+// half a request head, send a request and never read its multi-MB answer) hold
+// the connections for the whole test, yet every scrape is answered at once.
+// error-case: metrics.slow-clients
+TEST_F(MetricsServerTest, StalledClientsDoNotBlockScrapes) {
+  // An exposition of several MB: far more than a socket buffer takes while unread.
+  for (int i = 0; i < 100000; ++i) errors_->Labels({absl::StrCat("CODE_", i)}).Inc();
+  MetricsServerOptions o = Opts();  // two serving loops, as in the services
+  o.request_timeout_ms = 120000;    // the stalled clients are not timed out during the test
+  MetricsServer server(&registry_, o);
+  ASSERT_TRUE(server.Start().ok());
+  std::vector<int> stalled;
+  for (int i = 0; i < 8; ++i) {
+    stalled.push_back(ConnectAndSend(server.port(), ""));
+    stalled.push_back(ConnectAndSend(server.port(), "GET /metr"));
+    stalled.push_back(ConnectAndSend(server.port(), "GET /metrics HTTP/1.1\r\nHost: x\r\n"));
+    stalled.push_back(ConnectAndSend(server.port(), "GET /metrics HTTP/1.1\r\n\r\n"));
+  }
+  for (int fd : stalled) ASSERT_GE(fd, 0);
+  for (int i = 0; i < 5; ++i) {
+    const absl::Time start = absl::Now();
+    auto r = HttpRequest(Url(server, i % 2 == 0 ? "/healthz" : "/metrics"));  // 5 s timeout
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->status, 200);
+    EXPECT_LT(absl::Now() - start, absl::Seconds(4)) << "scrape " << i;
+  }
+  for (int fd : stalled) close(fd);
+}
+
+// At max_connections the oldest connection makes room for a new one (503), so
+// clients that open connections and send nothing cannot lock scrapers out.
+// error-case: metrics.too-many-connections
+TEST_F(MetricsServerTest, IdleConnectionFloodDropsTheOldest) {
+  MetricsServerOptions o = Opts("127.0.0.1", 0, /*threads=*/1);  // one loop: all 8 are its
+  o.request_timeout_ms = 120000;
+  o.max_connections = 8;
+  MetricsServer server(&registry_, o);
+  ASSERT_TRUE(server.Start().ok());
+  std::vector<int> idle;
+  for (int i = 0; i < 40; ++i) {
+    idle.push_back(ConnectAndSend(server.port(), i % 2 == 0 ? "" : "GET /"));
+    ASSERT_GE(idle.back(), 0);
+  }
+  auto r = HttpRequest(Url(server, "/healthz"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->status, 200);
+  // The first connection was dropped with a 503 long before its timeout.
+  EXPECT_THAT(ReadUntilClosed(idle.front(), absl::Seconds(10)),
+              StartsWith("HTTP/1.1 503 Service Unavailable"));
+  for (int fd : idle) close(fd);
+  EXPECT_THAT(MetricsServer(&registry_,
+                            [] {
+                              MetricsServerOptions bad = Opts();
+                              bad.max_connections = 1;
+                              return bad;
+                            }())
+                  .Start(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "metrics server: max_connections must be >= num_threads"));
 }
 
 TEST_F(MetricsServerTest, RawRequestsQueryStringAndGarbage) {

@@ -1,5 +1,11 @@
 #include "common/net/auth.h"
 
+#include <openssl/bio.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -43,6 +49,34 @@ absl::StatusOr<std::string> ReadBearerTokenFile(const std::string& path) {
     }
   }
   return token;
+}
+
+absl::StatusOr<std::string> ReadPemFile(const std::string& path, absl::string_view key,
+                                        PemKind kind) {
+  auto text = base::ReadFile(path);
+  if (!text.ok()) {
+    return absl::Status(text.status().code(), absl::StrCat(key, ": ", text.status().message()));
+  }
+  BIO* bio = BIO_new_mem_buf(text->data(), static_cast<int>(text->size()));
+  if (bio == nullptr) return absl::ResourceExhaustedError(absl::StrCat(key, ": out of memory"));
+  bool parsed = false;
+  if (kind == PemKind::kCertificates) {
+    X509* cert = PEM_read_bio_X509(bio, nullptr, nullptr, nullptr);
+    parsed = cert != nullptr;
+    X509_free(cert);
+  } else {
+    EVP_PKEY* pkey = PEM_read_bio_PrivateKey(bio, nullptr, nullptr, nullptr);
+    parsed = pkey != nullptr;
+    EVP_PKEY_free(pkey);
+  }
+  BIO_free(bio);
+  ERR_clear_error();  // the parser's queue must not leak into gRPC's own TLS errors
+  if (!parsed) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        key, ": ", path, ": no PEM ",
+        kind == PemKind::kCertificates ? "certificate" : "private key", " OpenSSL can parse"));
+  }
+  return *std::move(text);
 }
 
 bool ConstantTimeEquals(absl::string_view a, absl::string_view b) {

@@ -37,6 +37,16 @@ inline constexpr absl::string_view kHealthServicePathPrefix = "/grpc.health.v1.H
 // characters outside printable ASCII). The message never contains the token.
 absl::StatusOr<std::string> ReadBearerTokenFile(const std::string& path);
 
+// What a PEM file given for TLS must hold.
+enum class PemKind { kCertificates, kPrivateKey };
+
+// Reads a PEM file named by `key` ("service.tls.ca_file") and checks that OpenSSL parses
+// it as `kind` (at least one X.509 certificate, or a private key), so that a bogus file is
+// refused before any connection instead of failing (or being skipped) at the handshake.
+// NOT_FOUND / INVALID_ARGUMENT "KEY: PATH: no PEM certificate OpenSSL can parse".
+absl::StatusOr<std::string> ReadPemFile(const std::string& path, absl::string_view key,
+                                        PemKind kind);
+
 // Compares in time independent of where the strings differ.
 bool ConstantTimeEquals(absl::string_view a, absl::string_view b);
 

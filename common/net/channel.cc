@@ -18,17 +18,6 @@ namespace {
 using InterceptorFactories =
     std::vector<std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>>;
 
-absl::StatusOr<std::string> ReadPem(const std::string& path, absl::string_view key) {
-  auto text = base::ReadFile(path);
-  if (!text.ok()) {
-    return absl::Status(text.status().code(), absl::StrCat(key, ": ", text.status().message()));
-  }
-  if (text->find("-----BEGIN") == std::string::npos) {
-    return absl::InvalidArgumentError(absl::StrCat(key, ": ", path, ": not a PEM file"));
-  }
-  return *text;
-}
-
 absl::Status CheckCommon(const ChannelOptions& options) {
   if (options.max_message_bytes <= 0 || options.max_message_bytes > INT32_MAX) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -73,17 +62,21 @@ absl::StatusOr<ChannelOptions> ChannelOptionsFromConfig(const config::ServiceCon
   options.target = target;
   options.max_message_bytes = service.max_message_bytes;
   options.default_deadline = absl::Milliseconds(service.rpc_deadline_ms);
-  // A TLS server (cert_file set) is verified against ca_file.
-  if (!service.tls.cert_file.empty()) {
-    if (service.tls.ca_file.empty()) {
-      return absl::InvalidArgumentError(
-          "service.tls.ca_file: required to verify TLS servers when cert_file is set");
-    }
-    options.ca_file = service.tls.ca_file;
-    if (service.tls.require_client_cert) {
-      options.cert_file = service.tls.cert_file;
-      options.key_file = service.tls.key_file;
-    }
+  // A TLS server (cert_file set) is verified against ca_file. A ca_file alone (a client
+  // such as `windquant status --ca-file`) asks for TLS too: it is never dropped for
+  // plaintext, so a plaintext server fails the handshake instead of being trusted.
+  if (!service.tls.cert_file.empty() && service.tls.ca_file.empty()) {
+    return absl::InvalidArgumentError(
+        "service.tls.ca_file: required to verify TLS servers when cert_file is set");
+  }
+  if (service.tls.require_client_cert && service.tls.cert_file.empty()) {
+    return absl::InvalidArgumentError(
+        "service.tls.require_client_cert: needs cert_file and key_file (the client certificate)");
+  }
+  options.ca_file = service.tls.ca_file;
+  if (service.tls.require_client_cert) {
+    options.cert_file = service.tls.cert_file;
+    options.key_file = service.tls.key_file;
   }
   if (!service.tls.bearer_token_file.empty()) {
     WQ_ASSIGN_OR_RETURN(options.bearer_token, ReadBearerTokenFile(service.tls.bearer_token_file));
@@ -107,13 +100,13 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(const ChannelOptions&
     creds = grpc::InsecureChannelCredentials();
   } else {
     grpc::SslCredentialsOptions ssl;
-    auto ca = ReadPem(options.ca_file, "service.tls.ca_file");
+    auto ca = ReadPemFile(options.ca_file, "service.tls.ca_file", PemKind::kCertificates);
     if (!ca.ok()) return ca.status();
     ssl.pem_root_certs = *std::move(ca);
     if (!options.cert_file.empty()) {
-      auto cert = ReadPem(options.cert_file, "service.tls.cert_file");
+      auto cert = ReadPemFile(options.cert_file, "service.tls.cert_file", PemKind::kCertificates);
       if (!cert.ok()) return cert.status();
-      auto key = ReadPem(options.key_file, "service.tls.key_file");
+      auto key = ReadPemFile(options.key_file, "service.tls.key_file", PemKind::kPrivateKey);
       if (!key.ok()) return key.status();
       ssl.pem_cert_chain = *std::move(cert);
       ssl.pem_private_key = *std::move(key);

@@ -50,13 +50,15 @@ struct ChannelOptions {
 
 // The client side of the `service` section for `target`: TLS files (ca_file verifies the
 // server; cert_file/key_file are presented as client certificate when
-// require_client_cert), bearer_token_file, max_message_bytes, rpc_deadline_ms.
+// require_client_cert), bearer_token_file, max_message_bytes, rpc_deadline_ms. A ca_file
+// alone means TLS (never plaintext); require_client_cert without cert_file is an error.
 // Errors name the key ("service.tls.bearer_token_file: ...").
 absl::StatusOr<ChannelOptions> ChannelOptionsFromConfig(const config::ServiceConfig& service,
                                                         const std::string& target);
 
 // A channel to options.target (connects lazily). Errors: INVALID_ARGUMENT (empty target,
-// cert without key, message size), NOT_FOUND / INVALID_ARGUMENT for PEM files.
+// cert without key, message size), NOT_FOUND / INVALID_ARGUMENT for PEM files (missing,
+// or holding no certificate / key OpenSSL can parse, checked before any connection).
 absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(const ChannelOptions& options);
 // MakeChannel(ChannelOptionsFromConfig(service, target)) with RPC metrics in `registry`
 // (nullptr = none): the channel of every windquant process to a peer.

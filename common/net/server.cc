@@ -110,17 +110,6 @@ class WindquantServerCredentials final : public grpc::ServerCredentials {
   const std::optional<RpcMetrics> metrics_;  // counts refused calls; borrows the registry
 };
 
-absl::StatusOr<std::string> ReadPem(const std::string& path, absl::string_view key) {
-  auto text = base::ReadFile(path);
-  if (!text.ok()) {
-    return absl::Status(text.status().code(), absl::StrCat(key, ": ", text.status().message()));
-  }
-  if (text->find("-----BEGIN") == std::string::npos) {
-    return absl::InvalidArgumentError(absl::StrCat(key, ": ", path, ": not a PEM file"));
-  }
-  return *text;
-}
-
 }  // namespace
 
 absl::StatusOr<ServerOptions> ServerOptionsFromConfig(const config::ServiceConfig& service,
@@ -178,16 +167,22 @@ absl::Status GrpcServer::Start() {
     return absl::InvalidArgumentError(
         "service.tls.require_client_cert: needs cert_file, key_file and ca_file");
   }
+  // A ca_file asks to verify clients, which only a TLS port can: never serve plaintext.
+  if (!o.ca_file.empty() && o.cert_file.empty()) {
+    return absl::InvalidArgumentError(
+        "service.tls.ca_file: set without cert_file and key_file (a plaintext server cannot "
+        "verify clients)");
+  }
   std::string cert_pem, key_pem, ca_pem;
   if (!o.cert_file.empty()) {
-    auto cert = ReadPem(o.cert_file, "service.tls.cert_file");
+    auto cert = ReadPemFile(o.cert_file, "service.tls.cert_file", PemKind::kCertificates);
     if (!cert.ok()) return cert.status();
-    auto key = ReadPem(o.key_file, "service.tls.key_file");
+    auto key = ReadPemFile(o.key_file, "service.tls.key_file", PemKind::kPrivateKey);
     if (!key.ok()) return key.status();
     cert_pem = *std::move(cert);
     key_pem = *std::move(key);
     if (!o.ca_file.empty()) {
-      auto ca = ReadPem(o.ca_file, "service.tls.ca_file");
+      auto ca = ReadPemFile(o.ca_file, "service.tls.ca_file", PemKind::kCertificates);
       if (!ca.ok()) return ca.status();
       ca_pem = *std::move(ca);
     }
@@ -208,6 +203,8 @@ absl::Status GrpcServer::Start() {
   builder.AddListeningPort(o.address, creds, &impl_->port_);
   builder.SetMaxReceiveMessageSize(static_cast<int>(o.max_message_bytes));
   builder.SetMaxSendMessageSize(static_cast<int>(o.max_message_bytes));
+  builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS,
+                             static_cast<int>(absl::ToInt64Milliseconds(o.handshake_timeout)));
   for (auto& [service, name] : impl_->services_) builder.RegisterService(service);
   if (impl_->services_.empty()) builder.RegisterCallbackGenericService(&impl_->no_methods_);
   if (metrics.has_value()) {

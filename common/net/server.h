@@ -14,6 +14,10 @@
 // after Start); TLS or mutual TLS (TlsConfig); a bearer-token check on every call when a
 // token is set (auth.h: UNAUTHENTICATED before any handler; grpc.health.v1 exempt for
 // kubelet probes); RPC metrics (rpc_metrics.h) when given a registry; graceful drain.
+// No client can hold the server: calls run on gRPC's synchronous thread manager with
+// no thread cap (no ResourceQuota), so a stream whose client never writes or reads
+// holds one handler thread while other calls get theirs; a connection that never
+// completes its handshake is closed after handshake_timeout (server_stall_test.cc).
 //
 // Ownership: borrows the services and the registry; both must outlive the server.
 // Thread-safety: Start before any other call except AddService; the rest is thread-safe.
@@ -46,6 +50,10 @@ struct ServerOptions {
   bool require_client_cert = false;
   std::string bearer_token;               // the token itself (not a path); empty = no check
   metrics::Registry* registry = nullptr;  // RPC metrics; nullptr = none
+  // A connection must finish its TLS handshake and send its HTTP/2 settings within
+  // this time, else the server closes it: silent or half-open clients cannot pile up
+  // (gRPC's default is 120 s).
+  absl::Duration handshake_timeout = absl::Seconds(20);
 };
 
 // Maps the `service` section (max message size, tls.*) onto ServerOptions for `address`,
@@ -77,7 +85,9 @@ class GrpcServer {
   void AddService(grpc::Service* service, const std::string& health_name);
 
   // Binds and starts. Errors: FAILED_PRECONDITION (started twice), INVALID_ARGUMENT
-  // (options: message size, cert without key, require_client_cert without ca_file),
+  // (options: message size, cert without key, require_client_cert without ca_file, ca_file
+  // without cert_file: never a plaintext port when TLS was asked for; a PEM file that
+  // OpenSSL cannot parse),
   // NOT_FOUND (a PEM file), UNAVAILABLE (cannot bind the address).
   absl::Status Start();
 

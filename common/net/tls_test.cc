@@ -180,5 +180,96 @@ TEST_F(TlsTest, OptionsFromServiceConfig) {
                "service.tls.bearer_token_file: " + token_file + ": bearer token file is empty"));
 }
 
+// Every setting that asks for security is used or refused, never dropped for less.
+// error-case: net.tls-never-falls-back
+TEST_F(TlsTest, SecuritySettingsAreUsedOrRefusedNeverDropped) {
+  // A plaintext server that answers (the control: plaintext clients get through).
+  server_ = std::make_unique<GrpcServer>(ServerOptions{});
+  server_->AddService(&learner_, kLearner);
+  ASSERT_TRUE(server_->Start().ok());
+  ASSERT_TRUE(Call(Channel(ChannelOptions{})).ok());
+
+  // A client with a CA (from the config, without a server cert of its own, as in
+  // `windquant status --ca-file`) uses TLS: the plaintext server fails the handshake.
+  config::ServiceConfig client;
+  client.tls.ca_file = certs_->ca_cert;
+  auto from_config = ChannelOptionsFromConfig(client, server_->address());
+  ASSERT_TRUE(from_config.ok()) << from_config.status();
+  EXPECT_EQ(from_config->ca_file, certs_->ca_cert);
+  EXPECT_EQ(Call(MakeChannel(*from_config).value(), kFailTimeout).error_code(),
+            grpc::StatusCode::UNAVAILABLE);
+  // ... and so does a client certificate on top.
+  client.tls.cert_file = certs_->client_cert;
+  client.tls.key_file = certs_->client_key;
+  client.tls.require_client_cert = true;
+  from_config = ChannelOptionsFromConfig(client, server_->address());
+  ASSERT_TRUE(from_config.ok()) << from_config.status();
+  EXPECT_EQ(from_config->cert_file, certs_->client_cert);
+  EXPECT_EQ(Call(MakeChannel(*from_config).value(), kFailTimeout).error_code(),
+            grpc::StatusCode::UNAVAILABLE);
+
+  // A client certificate asked for but not given.
+  config::ServiceConfig no_cert;
+  no_cert.tls.ca_file = certs_->ca_cert;
+  no_cert.tls.require_client_cert = true;
+  EXPECT_THAT(ChannelOptionsFromConfig(no_cert, "x:1"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "service.tls.require_client_cert: needs cert_file"));
+
+  // A server given a CA but no certificate of its own would be plaintext: refused.
+  ServerOptions ca_only;
+  ca_only.ca_file = certs_->ca_cert;
+  GrpcServer refused(ca_only);
+  refused.AddService(&learner_, kLearner);
+  EXPECT_THAT(refused.Start(), StatusIs(absl::StatusCode::kInvalidArgument,
+                                        "service.tls.ca_file: set without cert_file"));
+  EXPECT_EQ(refused.port(), 0);
+}
+
+// error-case: net.tls-bogus-pem
+TEST_F(TlsTest, BogusPemFilesAreRefusedBeforeConnecting) {
+  const std::string not_pem = certs_->dir + "/not_pem.crt";
+  const std::string fake_pem = certs_->dir + "/fake_pem.crt";
+  std::ofstream(not_pem) << "hello\n";
+  std::ofstream(fake_pem) << "-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydA==\n"
+                             "-----END CERTIFICATE-----\n";
+  const std::string missing = certs_->dir + "/missing.crt";
+  for (const std::string& bad : {not_pem, fake_pem}) {
+    ChannelOptions ca;
+    ca.target = "127.0.0.1:1";
+    ca.ca_file = bad;
+    EXPECT_THAT(MakeChannel(ca),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         "service.tls.ca_file: " + bad + ": no PEM certificate OpenSSL can parse"));
+    ChannelOptions cert = Tls();
+    cert.target = "127.0.0.1:1";
+    cert.cert_file = bad;
+    cert.key_file = certs_->client_key;
+    EXPECT_THAT(MakeChannel(cert), StatusIs(absl::StatusCode::kInvalidArgument,
+                                            "service.tls.cert_file: " + bad +
+                                                ": no PEM certificate OpenSSL can parse"));
+    // A certificate is no private key.
+    cert.cert_file = certs_->client_cert;
+    cert.key_file = certs_->client_cert;
+    EXPECT_THAT(MakeChannel(cert), StatusIs(absl::StatusCode::kInvalidArgument,
+                                            "service.tls.key_file: " + certs_->client_cert +
+                                                ": no PEM private key OpenSSL can parse"));
+    ServerOptions server;
+    server.cert_file = certs_->server_cert;
+    server.key_file = certs_->server_key;
+    server.ca_file = bad;
+    GrpcServer refused(server);
+    refused.AddService(&learner_, kLearner);
+    EXPECT_THAT(refused.Start(),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         "service.tls.ca_file: " + bad + ": no PEM certificate OpenSSL can parse"));
+  }
+  ChannelOptions gone;
+  gone.target = "127.0.0.1:1";
+  gone.ca_file = missing;
+  EXPECT_THAT(MakeChannel(gone),
+              StatusIs(absl::StatusCode::kNotFound, "service.tls.ca_file: " + missing));
+}
+
 }  // namespace
 }  // namespace windquant::net

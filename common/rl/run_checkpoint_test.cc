@@ -1,5 +1,13 @@
 #include "common/rl/run_checkpoint.h"
 
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -98,6 +106,75 @@ TEST(RunFingerprintTest, IgnoresOutputKeysOnly) {
   quant::UnitTable t2 = t;
   t2.fingerprint = "other";
   EXPECT_NE(RunFingerprint(t, a), RunFingerprint(t2, a));
+}
+
+// A checkpoint whose write fails part-way: the previous one still loads, no
+// temporary is left, and the error names the checkpoint's path.
+void ExpectOldCheckpointSurvives(const std::string& dir, const absl::Status& failed) {
+  EXPECT_FALSE(failed.ok());
+  EXPECT_NE(failed.message().find(RunCheckpointPath(dir)), absl::string_view::npos) << failed;
+  EXPECT_EQ(std::count(failed.message().begin(), failed.message().end(), '\n'), 0) << failed;
+  auto old = ReadRunCheckpoint(dir, "fp");
+  ASSERT_TRUE(old.ok()) << old.status();
+  EXPECT_EQ(old->update, 1);
+  EXPECT_EQ(old->learner_state, "old state");
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    EXPECT_EQ(entry.path().filename(), "run.ckpt") << "left behind: " << entry.path();
+  }
+}
+
+RunCheckpoint Checkpoint(int64_t update, std::string state) {
+  RunCheckpoint c;
+  c.fingerprint = "fp";
+  c.update = update;
+  c.learner_state = std::move(state);
+  return c;
+}
+
+// The file size limit (RLIMIT_FSIZE, SIGXFSZ ignored: write() fails with EFBIG)
+// cuts the new checkpoint off at several places: in its header, in its state.
+// error-case: learner.checkpoint-disk-full
+TEST(RunCheckpointTest, FailedWriteKeepsThePreviousCheckpoint) {
+  const std::string dir = TempDir("full");
+  ASSERT_TRUE(WriteRunCheckpoint(dir, Checkpoint(1, "old state")).ok());
+  const RunCheckpoint next = Checkpoint(2, std::string(1 << 20, 'n'));
+  rlimit saved{};
+  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &saved), 0);
+  const auto previous_handler = signal(SIGXFSZ, SIG_IGN);
+  for (rlim_t limit : {rlim_t{16}, rlim_t{4096}, rlim_t{512 << 10}}) {
+    rlimit small = saved;
+    small.rlim_cur = limit;
+    ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
+    const absl::Status st = WriteRunCheckpoint(dir, next);
+    ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &saved), 0);
+    EXPECT_EQ(st.code(), absl::StatusCode::kInternal) << limit;
+    EXPECT_NE(st.message().find("File too large"), absl::string_view::npos) << st;
+    ExpectOldCheckpointSurvives(dir, st);
+  }
+  signal(SIGXFSZ, previous_handler);
+  // With room again, the next checkpoint replaces the old one.
+  ASSERT_TRUE(WriteRunCheckpoint(dir, next).ok());
+  EXPECT_EQ(ReadRunCheckpoint(dir, "fp")->update, 2);
+  std::filesystem::remove_all(dir);
+}
+
+// A real full file system (a 64 KiB tmpfs, ENOSPC) where this process may mount
+// one (root with CAP_SYS_ADMIN); skipped elsewhere.
+TEST(RunCheckpointTest, FullTmpfsKeepsThePreviousCheckpoint) {
+  const std::string mount_point = TempDir("tmpfs");
+  std::filesystem::create_directories(mount_point);
+  if (mount("tmpfs", mount_point.c_str(), "tmpfs", 0, "size=64k") != 0) {
+    const std::string why = std::strerror(errno);
+    std::filesystem::remove_all(mount_point);
+    GTEST_SKIP() << "cannot mount a tmpfs here: " << why;
+  }
+  const std::string dir = mount_point + "/checkpoint";
+  ASSERT_TRUE(WriteRunCheckpoint(dir, Checkpoint(1, "old state")).ok());
+  const absl::Status st = WriteRunCheckpoint(dir, Checkpoint(2, std::string(1 << 20, 'n')));
+  EXPECT_NE(st.message().find("No space left on device"), absl::string_view::npos) << st;
+  ExpectOldCheckpointSurvives(dir, st);
+  EXPECT_EQ(umount(mount_point.c_str()), 0) << std::strerror(errno);
+  std::filesystem::remove_all(mount_point);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/base/status_macros.h"
+#include "common/config/this_machine.h"
 
 namespace windquant::service {
 
@@ -46,6 +47,8 @@ absl::StatusOr<ServiceFlags> ParseServiceFlags(int argc, char** argv) {
   }
   if (path.empty()) return absl::InvalidArgumentError("--config: required");
   WQ_ASSIGN_OR_RETURN(flags.config, config::LoadRunConfig(path, overrides));
+  // A device or more threads than the machine has: one line now, before any work.
+  WQ_RETURN_IF_ERROR(config::CheckThisMachine(flags.config.model));
   WQ_RETURN_IF_ERROR(metrics::ParseMetricsAddress(flags.config.service.metrics_address,
                                                   "service.metrics_address", &flags.metrics));
   if (metrics_port >= 0) flags.metrics.port = metrics_port;

@@ -69,6 +69,12 @@ class ArtifactStore {
   virtual absl::StatusOr<bool> Exists(absl::string_view key) = 0;
   // Removes the object; deleting an absent key is OK (as in S3).
   virtual absl::Status Delete(absl::string_view key) = 0;
+  // OK when the store's location exists: the root folder (file://); the bucket and,
+  // with a prefix, at least one object under it (s3://, where folders do not exist
+  // apart from their objects). NOT_FOUND naming the location otherwise. Readers
+  // (`plans list/show/pull`) call it so that a mistyped store is an error, never an
+  // empty listing; writers create the location. The default (in-memory stores): OK.
+  virtual absl::Status CheckExists() { return absl::OkStatus(); }
   // "file:///abs/root" or "s3://bucket/prefix", for messages.
   virtual std::string Describe() const = 0;
 };

@@ -102,6 +102,18 @@ absl::Status FileArtifactStore::Delete(absl::string_view key) {
   return absl::OkStatus();
 }
 
+absl::Status FileArtifactStore::CheckExists() {
+  std::error_code ec;
+  const fs::file_status st = fs::status(root_, ec);
+  if (!fs::exists(st)) {
+    return absl::NotFoundError(absl::StrCat(Describe(), ": store root does not exist"));
+  }
+  if (!fs::is_directory(st)) {
+    return absl::NotFoundError(absl::StrCat(Describe(), ": store root is not a directory"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::vector<std::string>> FileArtifactStore::List(absl::string_view prefix) {
   WQ_RETURN_IF_ERROR(ValidateArtifactPrefix(prefix));
   std::vector<std::string> keys;

@@ -30,6 +30,7 @@ class FileArtifactStore : public ArtifactStore {
   absl::StatusOr<std::vector<std::string>> List(absl::string_view prefix) override;
   absl::StatusOr<bool> Exists(absl::string_view key) override;
   absl::Status Delete(absl::string_view key) override;
+  absl::Status CheckExists() override;
   std::string Describe() const override;
 
   const std::string& root() const { return root_; }

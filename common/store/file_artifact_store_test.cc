@@ -103,6 +103,28 @@ TEST_F(FileArtifactStoreTest, LeftoverTemporaryOfACrashedWriterIsInvisible) {
   EXPECT_EQ(store_->Put("a.tmp.1.2", "x").code(), absl::StatusCode::kInvalidArgument);
 }
 
+// error-case: store.missing-root
+TEST_F(FileArtifactStoreTest, MissingRootIsAnErrorNotAnEmptyStore) {
+  fs::create_directories(root_);
+  std::ofstream(root_ + "/file") << "x";
+  // Not there, under a missing parent, a file: each is refused naming the root.
+  for (const std::string& root : {root_ + "/missing", root_ + "/a/b", root_ + "/file"}) {
+    FileArtifactStore store(root);
+    absl::Status st = store.CheckExists();
+    EXPECT_EQ(st.code(), absl::StatusCode::kNotFound) << root;
+    EXPECT_THAT(st.message(), HasSubstr("file://" + root + ": store root ")) << st;
+    EXPECT_THAT(*store.List(""), ::testing::IsEmpty()) << "List alone cannot tell";
+  }
+  EXPECT_THAT(FileArtifactStore(root_ + "/file").CheckExists().message(),
+              HasSubstr(": store root is not a directory"));
+  fs::remove(root_ + "/file");
+  // An existing empty folder is an empty store; so is it after a write.
+  fs::create_directories(root_);
+  EXPECT_TRUE(store_->CheckExists().ok());
+  ASSERT_TRUE(store_->Put("plans/p1/plan.json", "{}").ok());
+  EXPECT_TRUE(store_->CheckExists().ok());
+}
+
 TEST_F(FileArtifactStoreTest, WriteInterruptedByTheFileSizeLimitKeepsOldContent) {
   ASSERT_TRUE(store_->Put("ckpt.bin", "old content").ok());
   // A child process whose writes fail past 4 KiB (RLIMIT_FSIZE, EFBIG):

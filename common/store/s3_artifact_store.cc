@@ -406,6 +406,29 @@ absl::Status S3ArtifactStore::Delete(absl::string_view key) {
   return absl::OkStatus();
 }
 
+absl::Status S3ArtifactStore::CheckExists() {
+  // One ListObjectsV2 of at most one key answers both: a missing bucket is 404
+  // NoSuchBucket, a prefix without objects an empty page.
+  const std::string store_prefix = prefix_.empty() ? "" : absl::StrCat(prefix_, "/");
+  WQ_ASSIGN_OR_RETURN(
+      Response r,
+      Send("GET", "", {{"list-type", "2"}, {"prefix", store_prefix}, {"max-keys", "1"}}, ""));
+  if (r.http_status == 404 && ParseS3Error(r.body).code == "NoSuchBucket") {
+    return absl::NotFoundError(absl::StrCat("s3://", bucket_, ": bucket does not exist"));
+  }
+  if (r.http_status != 200) return ErrorFor("GET (ListObjectsV2)", "", r);
+  absl::StatusOr<S3ListPage> page = ParseListObjectsV2(r.body);
+  if (!page.ok()) {
+    return absl::Status(page.status().code(),
+                        absl::StrCat(Describe(), ": ", page.status().message()));
+  }
+  if (!prefix_.empty() && page->objects.empty()) {
+    return absl::NotFoundError(absl::StrCat(Describe(), ": no objects under prefix '", prefix_,
+                                            "/' (a mistyped prefix?)"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::vector<std::string>> S3ArtifactStore::List(absl::string_view prefix) {
   WQ_RETURN_IF_ERROR(ValidateArtifactPrefix(prefix));
   const std::string store_prefix = prefix_.empty() ? "" : absl::StrCat(prefix_, "/");

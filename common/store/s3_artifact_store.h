@@ -56,6 +56,7 @@ class S3ArtifactStore : public ArtifactStore {
   absl::StatusOr<std::vector<std::string>> List(absl::string_view prefix) override;
   absl::StatusOr<bool> Exists(absl::string_view key) override;
   absl::Status Delete(absl::string_view key) override;
+  absl::Status CheckExists() override;
   std::string Describe() const override;
 
   // CreateBucket; OK if this account already owns it.

@@ -168,6 +168,33 @@ TEST_F(S3IntegrationTest, CrudListingPaginationAndErrors) {
   EXPECT_EQ(store->Put("../escape", "x").code(), absl::StatusCode::kInvalidArgument);
 }
 
+// error-case: store.missing-bucket-prefix
+TEST_F(S3IntegrationTest, MissingBucketOrPrefixIsAnErrorNotAnEmptyStore) {
+  const S3Options o = Options(server_->endpoint());
+  auto existing = Open("s3://wq-exists/runs", o);
+  ASSERT_NE(existing, nullptr);
+  ASSERT_TRUE(static_cast<S3ArtifactStore*>(existing.get())->CreateBucket().ok());
+  // An existing bucket without prefix is a store, empty or not.
+  auto bucket = Open("s3://wq-exists", o);
+  EXPECT_TRUE(bucket->CheckExists().ok()) << bucket->CheckExists();
+  // A prefix with no object under it is no store (S3 has no empty folders).
+  absl::Status st = existing->CheckExists();
+  EXPECT_EQ(st.code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(st.message(), HasSubstr("s3://wq-exists/runs: no objects under prefix 'runs/'"));
+  ASSERT_TRUE(existing->Put("a/b", "x").ok());
+  EXPECT_TRUE(existing->CheckExists().ok()) << existing->CheckExists();
+  // "run" is a prefix of "runs/a/b" as a string, not as a folder.
+  st = Open("s3://wq-exists/run", o)->CheckExists();
+  EXPECT_EQ(st.code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(st.message(), HasSubstr("s3://wq-exists/run: no objects under prefix 'run/'"));
+  // A missing bucket, with and without prefix.
+  for (const std::string uri : {"s3://wq-no-such-bucket", "s3://wq-no-such-bucket/runs"}) {
+    st = Open(uri, o)->CheckExists();
+    EXPECT_EQ(st.code(), absl::StatusCode::kNotFound) << uri;
+    EXPECT_THAT(st.message(), HasSubstr("s3://wq-no-such-bucket: bucket does not exist")) << uri;
+  }
+}
+
 TEST_F(S3IntegrationTest, ByteIdenticalWithTheAwsCli) {
   auto store = Open("s3://wq-cross/prefix", Options(server_->endpoint()));
   ASSERT_NE(store, nullptr);
