@@ -149,6 +149,7 @@ absl::Status ActorNode::Connect(std::shared_ptr<grpc::Channel> evaluator, uint32
   ro.deadline = absl::Milliseconds(svc.rpc_deadline_ms);
   ro.stall_timeout = absl::Milliseconds(svc.evaluation_timeout_ms);
   // A learner back without the unit table gets this stage's part again.
+  ro.log = log_;
   ro.register_table = [this]() -> absl::Status {
     if (!worker_->fitted()) return absl::FailedPreconditionError("not calibrated yet");
     WQ_ASSIGN_OR_RETURN(quant::UnitTable table, worker_->table());

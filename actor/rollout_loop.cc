@@ -1,7 +1,6 @@
 #include "actor/rollout_loop.h"
 
 #include <algorithm>
-#include <iostream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -67,6 +66,10 @@ bool RolloutLoop::Sleep(absl::Duration d) {
   return !(stop_ || done_);
 }
 
+void RolloutLoop::Log(absl::string_view line) const {
+  options_.log(absl::StrCat(options_.actor_id, line));
+}
+
 bool RolloutLoop::stopping() {
   absl::MutexLock lock(&mu_);
   return stop_ || done_;
@@ -81,14 +84,13 @@ bool RolloutLoop::EnsureTableRegistered() {
       if (run->done()) {
         absl::MutexLock lock(&mu_);
         done_ = true;
-        std::cerr << options_.actor_id << ": run done" << std::endl;
+        Log(": run done");
         return false;
       }
       // Fails while this actor has no table yet (calibration registers it then).
       if (!run->unit_table_complete() && options_.register_table &&
           options_.register_table().ok()) {
-        std::cerr << options_.actor_id << ": registered its unit table again (the learner "
-                  << "had none)" << std::endl;
+        Log(": registered its unit table again (the learner had none)");
       }
       return true;
     }
@@ -106,8 +108,7 @@ void RolloutLoop::OnSnapshot(const v1::PolicySnapshot& snap, bool* first) {
   absl::MutexLock lock(&mu_);
   absl::Status st = policy_->LoadSnapshot(s);
   if (!st.ok()) {
-    std::cerr << options_.actor_id << ": policy " << s.version << " rejected: " << st.message()
-              << std::endl;
+    Log(absl::StrCat(": policy ", s.version, " rejected: ", st.message()));
     return;
   }
   if (*first) {
@@ -115,8 +116,7 @@ void RolloutLoop::OnSnapshot(const v1::PolicySnapshot& snap, bool* first) {
     // this actor's share of episodes starts afresh.
     ++subscription_;
     if (subscription_ > 1) {
-      std::cerr << options_.actor_id << ": re-subscribed at policy version " << s.version
-                << std::endl;
+      Log(absl::StrCat(": re-subscribed at policy version ", s.version));
     }
     *first = false;
   }
@@ -128,8 +128,7 @@ void RolloutLoop::OnSnapshot(const v1::PolicySnapshot& snap, bool* first) {
     if (m.ok()) {
       plan_model_ = *std::move(m);
     } else {
-      std::cerr << options_.actor_id << ": policy " << s.version
-                << " reward model ignored: " << m.status().message() << std::endl;
+      Log(absl::StrCat(": policy ", s.version, " reward model ignored: ", m.status().message()));
     }
   }
 }
@@ -139,7 +138,7 @@ bool RolloutLoop::RunDone(absl::Duration deadline) {
   if (!run.ok() || !run->done()) return false;
   absl::MutexLock lock(&mu_);
   done_ = true;
-  std::cerr << options_.actor_id << ": run done" << std::endl;
+  Log(": run done");
   return true;
 }
 
@@ -158,7 +157,7 @@ void RolloutLoop::WatchPolicy() {
     // A clean end means the run is done (the learner closes streams then).
     if (RunDone(std::min(options_.deadline, absl::Seconds(5)))) return;
     if (!status.ok()) {
-      std::cerr << options_.actor_id << ": policy stream: " << status.message() << std::endl;
+      Log(absl::StrCat(": policy stream: ", status.message()));
     }
     if (!Sleep(backoff)) return;
     backoff = std::min(backoff * 2, absl::Seconds(2));
@@ -180,11 +179,10 @@ std::unique_ptr<rl::RolloutWorker> RolloutLoop::FetchWorker() {
                                          options_.actor_index, options_.incarnation,
                                          static_cast<int>(batch), config_.training.seed);
       if (w.ok()) {
-        std::cerr << options_.actor_id << ": unit table of " << (*w)->table().units.size()
-                  << " units" << std::endl;
+        Log(absl::StrCat(": unit table of ", (*w)->table().units.size(), " units"));
         return *std::move(w);
       }
-      std::cerr << options_.actor_id << ": " << w.status().message() << std::endl;
+      Log(absl::StrCat(": ", w.status().message()));
     }
     if (!Sleep(backoff)) return nullptr;
     backoff = std::min(backoff * 2, absl::Seconds(2));
@@ -228,8 +226,7 @@ bool RolloutLoop::Deliver(const rl::Episode& e, const quant::UnitTable& table) {
       return ack->accepted();  // not accepted: stale
     }
     if (cancel_.cancelled()) return false;
-    std::cerr << options_.actor_id << ": transitions stream: " << ack.status().message()
-              << std::endl;
+    Log(absl::StrCat(": transitions stream: ", ack.status().message()));
     if (absl::IsInvalidArgument(ack.status())) return false;
     if (!Sleep(absl::Milliseconds(200))) return false;
   }
@@ -257,8 +254,7 @@ void RolloutLoop::Submit(const rl::Episode& e, const quant::UnitTable& table) {
       },
       retry, cancel_.Sleeper());
   if (!s.ok() && !cancel_.cancelled()) {
-    std::cerr << options_.actor_id << ": plan " << e.plan.plan_id
-              << " not submitted: " << s.message() << std::endl;
+    Log(absl::StrCat(": plan ", e.plan.plan_id, " not submitted: ", s.message()));
   }
 }
 
@@ -277,9 +273,8 @@ absl::StatusOr<std::vector<rl::Episode>> RolloutLoop::RunScreened(rl::RolloutWor
   WQ_ASSIGN_OR_RETURN(std::vector<rl::Episode> best,
                       rl::RunScreened(worker, *policy_, target_bits_, samples, keep, plan_model_));
   if (!screened_) {
-    std::cerr << options_.actor_id << ": screening: the best " << keep << " of " << samples
-              << " samples by a reward model of " << plan_model_.plans << " measured plans"
-              << std::endl;
+    Log(absl::StrCat(": screening: the best ", keep, " of ", samples,
+                     " samples by a reward model of ", plan_model_.plans, " measured plans"));
     screened_ = true;
   }
   return best;
@@ -292,7 +287,7 @@ void RolloutLoop::Rollouts() {
   while (WaitForPolicy(&produced)) {
     absl::StatusOr<std::vector<rl::Episode>> run = RunScreened(*worker);
     if (!run.ok()) {
-      std::cerr << options_.actor_id << ": rollout: " << run.status().message() << std::endl;
+      Log(absl::StrCat(": rollout: ", run.status().message()));
       break;
     }
     std::vector<rl::Episode> episodes = *std::move(run);

@@ -29,9 +29,11 @@
 #include <string>
 #include <thread>
 
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "actor/rollout_clients.h"
+#include "common/base/log.h"
 #include "common/config/run_config.h"
 #include "common/metrics/registry.h"
 #include "common/net/canceller.h"
@@ -55,6 +57,8 @@ struct RolloutLoopOptions {
   // Registers this actor's fitted table with the learner (retrying); an
   // error when there is none yet (not calibrated). Unset: never.
   std::function<absl::Status()> register_table;
+  // Where the loop's lines go (each starts with actor_id).
+  base::LogSink log = base::LogToStderr;
 };
 
 class RolloutLoop {
@@ -103,6 +107,7 @@ class RolloutLoop {
   void Submit(const rl::Episode& e, const quant::UnitTable& table);
   bool Sleep(absl::Duration d);  // false when stopping
   bool stopping();
+  void Log(absl::string_view line) const;  // actor_id + line to options_.log
 
   const config::RunConfig config_;
   const RolloutLoopOptions options_;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "common/quant/plan_io.h"
 #include "common/quant/quantization_session.h"
 #include "common/quant/table_fingerprint.h"
@@ -235,9 +236,13 @@ TEST(InProcessJobTest, AScreenedRunSendsTheModelToTheActorsAndCompletes) {
   InProcessJobOptions o;
   o.incarnation_seed = 9;
   o.stall_timeout = absl::Minutes(2);
-  ::testing::internal::CaptureStderr();
+  absl::Mutex mu;
+  std::string err;  // every node's log lines
+  o.log = [&](const std::string& line) {
+    absl::MutexLock lock(&mu);
+    absl::StrAppend(&err, line, "\n");
+  };
   absl::StatusOr<rl::RunResult> r = RunInProcessJob(*c, o);
-  const std::string err = ::testing::internal::GetCapturedStderr();
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->updates, kUpdates);
   ASSERT_FALSE(r->best.actions.empty());

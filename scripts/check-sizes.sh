@@ -21,7 +21,7 @@ if [ -z "$CTAGS" ] || ! "$CTAGS" --version 2>/dev/null | grep -q "Universal Ctag
   exit 1
 fi
 mapfile -t files < <(git ls-files --cached --others --exclude-standard -- \
-  '*.cc' '*.h' '*.cu' '*.proto' '*.py' '*.sh' '*.js' '*.cmake' 'CMakeLists.txt' '*/CMakeLists.txt' \
+  '*.cc' '*.h' '*.inc' '*.cu' '*.proto' '*.py' '*.sh' '*.js' '*.cmake' 'CMakeLists.txt' '*/CMakeLists.txt' \
   | grep -v '^bench/' | grep -v '^build/' | sort -u)
 existing=()
 for f in "${files[@]}"; do [ -f "$f" ] && existing+=("$f"); done
@@ -29,9 +29,9 @@ for f in "${files[@]}"; do [ -f "$f" ] && existing+=("$f"); done
 # "file <path> <lines>" per file, "function <path> <name> <lines> <first line>" per function.
 measure() {
   wc -l "${existing[@]}" | awk '$2 != "total" { print "file", $2, $1 }'
-  printf '%s\n' "${existing[@]}" | grep -E '\.(cc|h|cu|py)$' \
+  printf '%s\n' "${existing[@]}" | grep -E '\.(cc|h|inc|cu|py)$' \
     | "$CTAGS" -L - -o - --fields=+neKZ --kinds-C++=f --kinds-Python=fm \
-        --langmap=C++:+.cu 2>/dev/null \
+        --langmap=C++:+.cu.inc 2>/dev/null \
     | awk -F'\t' '
       {
         name = $1; file = $2; line = ""; end = ""; scope = "";

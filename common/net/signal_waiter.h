@@ -8,10 +8,11 @@
 //     server.Drain(absl::Now() + absl::Seconds(20));
 //   }
 //
-// Signals are blocked in every thread (the mask is inherited by threads created later)
-// and taken synchronously with sigwait, so no handler runs and nothing polls or sleeps.
-// A thread created before BlockTerminationSignals keeps the default action (the process
-// would die on SIGTERM without draining): call it first.
+// Signals are blocked in the calling thread and in every thread created after it (the
+// mask is inherited); a handler that only writes the signal to a pipe takes them on a
+// thread that does not block them (one a shared library started before main), and Wait
+// reads that pipe, so the process never dies of SIGTERM while it is not in Wait (starting
+// up, draining). Nothing polls or sleeps. Call BlockTerminationSignals first in main.
 // Thread-safety: Wait may be called from one thread at a time.
 #ifndef WINDQUANT_COMMON_NET_SIGNAL_WAITER_H_
 #define WINDQUANT_COMMON_NET_SIGNAL_WAITER_H_

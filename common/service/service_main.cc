@@ -1,0 +1,53 @@
+#include "common/service/service_main.h"
+
+#include <ATen/Parallel.h>
+
+#include <iostream>
+
+#include "absl/strings/str_cat.h"
+#include "common/metrics/http_server.h"
+#include "common/net/signal_waiter.h"
+#include "common/service/service_flags.h"
+
+namespace windquant::service {
+
+int RunServiceMain(int argc, char** argv, const ServiceMainOptions& options) {
+  net::SignalWaiter::BlockTerminationSignals();
+  auto fail = [&](const absl::Status& s, int code) {
+    std::cerr << options.name << ": " << s.message() << std::endl;
+    return code;
+  };
+  absl::StatusOr<ServiceFlags> flags = ParseServiceFlags(argc, argv);
+  if (!flags.ok()) return fail(flags.status(), 2);
+  if (flags->help) {
+    std::cout << options.usage
+              << "/metrics (Prometheus text) on service.metrics_address, its port\n"
+                 "overridden by --metrics-port (0 = a free one). Exit codes: 0 after\n"
+                 "SIGTERM/SIGINT, 2 for bad flags or config, 1 when starting fails.\n";
+    return 0;
+  }
+  const config::RunConfig& c = flags->config;
+  if (c.model.threads > 0) at::set_num_threads(c.model.threads);  // 0: torch's default
+  metrics::Registry& registry = metrics::Registry::Default();
+  const base::LogSink log = [](const std::string& line) { std::cerr << line << std::endl; };
+  absl::StatusOr<std::unique_ptr<Service>> service = options.create(c, &registry, log);
+  if (!service.ok()) {
+    return fail(service.status(), absl::IsInvalidArgument(service.status()) ? 2 : 1);
+  }
+  metrics::MetricsServer metrics(&registry, flags->metrics);
+  if (absl::Status s = metrics.Start(); !s.ok()) return fail(s, 1);
+  if (absl::Status s = (*service)->Start(); !s.ok()) {
+    (*service)->Stop();
+    return fail(s, 1);
+  }
+  std::cout << options.port_key << "=" << (*service)->port() << "\nmetrics_port=" << metrics.port()
+            << std::endl;
+  log(absl::StrCat(options.name, ": serving on port ", (*service)->port(), ", /metrics on port ",
+                   metrics.port()));
+  net::SignalWaiter::Wait();
+  (*service)->Stop();
+  metrics.Stop();
+  return 0;
+}
+
+}  // namespace windquant::service
