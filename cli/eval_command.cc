@@ -46,7 +46,8 @@ constexpr char kUsage[] =
     "                     and token range) / evaluation.context\n"
     "  --quantized DIR    the packed quantized checkpoint of `windquant export` (DIR/quantized):\n"
     "                     its codes, scales and INT8 salient values decoded to the weights\n"
-    "                     eval --plan applies (instead of --model; tokenizer from DIR)\n"
+    "                     eval --plan applies, one layer at a time inside each forward\n"
+    "                     (instead of --model; tokenizer from DIR)\n"
     "  --config FILE      run config (YAML), with --plan\n"
     "  --set K=V          config override (repeatable), with --config\n";
 

@@ -5,13 +5,12 @@
 #include <string>
 #include <vector>
 
-#include <ATen/ATen.h>
-
 #include "absl/strings/str_cat.h"
 #include "cli/command.h"
 #include "common/base/output_dir.h"
 #include "common/base/status_macros.h"
 #include "common/config/run_config.h"
+#include "common/model/checkpoint.h"
 #include "common/quant/exporter.h"
 #include "common/quant/plan_io.h"
 #include "common/quant/quantization_session.h"
@@ -30,7 +29,10 @@ constexpr char kUsage[] =
     "                   values), config.json, tokenizer files, plan.json\n"
     "  DIR/fake_quant/  Hugging Face checkpoint (config.json torch_dtype float16,\n"
     "                   model.safetensors F16, tokenizer files)\n"
-    "The quantized checkpoint is read back and checked to equal the evaluated weights.\n\n"
+    "The quantized checkpoint is read back and checked to equal the evaluated weights.\n"
+    "With the unit table in the cache (quant.cache_dir) the model is read one decoder layer\n"
+    "at a time (peak memory ~ one layer in float32, not the model); without it the whole\n"
+    "model is loaded to calibrate and fit it first.\n\n"
     "flags:\n"
     "  --config FILE        run config (YAML), required\n"
     "  --set K=V            config override (repeatable)\n"
@@ -39,26 +41,6 @@ constexpr char kUsage[] =
     "  --fake-quant-only    write only DIR/fake_quant\n"
     "  --force              replace an existing non-empty DIR whole (refused otherwise)\n"
     "  --no-cache           ignore the unit-table cache\n";
-
-// The quantized checkpoint in `qdir` read back equals the evaluated weights;
-// errors name `shown` (where the folder will be).
-absl::Status CheckReadBack(const quant::QuantizationSession& session, const quant::Plan& plan,
-                           const std::string& qdir, const std::string& shown) {
-  WQ_ASSIGN_OR_RETURN(const quant::QuantizedCheckpoint back,
-                      quant::QuantizedCheckpoint::Read(qdir));
-  WQ_ASSIGN_OR_RETURN(const auto planned, session.PlanModel(plan.actions));
-  for (size_t l = 0; l < back.weights.layers.size(); ++l) {
-    const auto applied = planned->LayerLinears(static_cast<int64_t>(l));  // one layer at a time
-    for (int m = 0; m < model::kNumMatrices; ++m) {
-      if (!at::equal(back.weights.layers[l].linear[m], applied[m].to(at::kCPU))) {
-        return absl::InternalError(absl::StrCat(
-            shown, ": read-back of ", model::LinearTensorName(l, static_cast<model::Matrix>(m)),
-            " differs from the evaluated weights"));
-      }
-    }
-  }
-  return absl::OkStatus();
-}
 
 absl::Status RunExport(Args& args) {
   const std::string config_path = args.Get("config");
@@ -73,18 +55,41 @@ absl::Status RunExport(Args& args) {
   }
   WQ_RETURN_IF_ERROR(base::CheckOutputDir(out, force));  // before the long part
   WQ_ASSIGN_OR_RETURN(config::RunConfig cfg, config::LoadRunConfig(config_path, sets));
-  WQ_ASSIGN_OR_RETURN(auto session, job::OpenSession(cfg, !no_cache, /*load_eval_text=*/false));
-  WQ_ASSIGN_OR_RETURN(const quant::Plan plan, quant::ReadPlanFile(plan_path, session->table()));
-
-  const quant::ExportInputs in = session->ExportInputsFor(plan);
-  const quant::PlanTotals totals = plan.Totals(session->table());
+  // With the unit table cached, the model is streamed from its checkpoint one layer at a
+  // time; otherwise a session loads it whole to calibrate and fit it.
+  WQ_ASSIGN_OR_RETURN(const std::unique_ptr<model::Checkpoint> checkpoint,
+                      model::Checkpoint::Open(cfg.model.dir));
+  absl::StatusOr<quant::StageFits> cached = absl::NotFoundError("--no-cache");
+  if (!no_cache) cached = quant::QuantizationSession::LoadCachedFits(cfg, *checkpoint);
+  std::unique_ptr<quant::QuantizationSession> session;
+  if (!cached.ok()) {
+    if (!absl::IsNotFound(cached.status())) {
+      std::fprintf(stderr, "warning: unit table cache entry unusable: %s\n",
+                   std::string(cached.status().message()).c_str());
+    }
+    std::fprintf(stderr, "unit table not cached: loading the whole model to fit it\n");
+    WQ_ASSIGN_OR_RETURN(session, job::OpenSession(cfg, !no_cache, /*load_eval_text=*/false));
+  }
+  const quant::UnitTable& table = session != nullptr ? session->table() : cached->table();
+  WQ_ASSIGN_OR_RETURN(const quant::Plan plan, quant::ReadPlanFile(plan_path, table));
+  quant::ExportInputs in;
+  if (session != nullptr) {
+    in = session->ExportInputsFor(plan);
+  } else {
+    in.checkpoint = checkpoint.get();
+    in.table = &table;
+    in.fits = &*cached;
+    in.plan = &plan;
+    in.model_dir = cfg.model.dir;
+  }
+  const quant::PlanTotals totals = plan.Totals(table);
   // All or nothing: both checkpoints are written and checked in a temporary
   // folder that becomes --out only when everything worked.
   WQ_RETURN_IF_ERROR(base::WriteDirAtomic(out, force, [&](const std::string& tmp) -> absl::Status {
     if (!fake_only) {
       const std::string qdir = tmp + "/quantized";
       WQ_RETURN_IF_ERROR(quant::WriteQuantizedCheckpoint(in, qdir));
-      WQ_RETURN_IF_ERROR(CheckReadBack(*session, plan, qdir, out + "/quantized"));
+      WQ_RETURN_IF_ERROR(quant::VerifyQuantizedCheckpoint(in, qdir, out + "/quantized"));
     }
     return quant::WriteFakeQuantCheckpoint(in, tmp + "/fake_quant");
   }));

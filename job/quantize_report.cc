@@ -38,7 +38,8 @@ json SummaryJson(const QuantizeReport& r) {
   report["fingerprint"] = r.fingerprint;
   report["target_bits"] = r.target_bits;
   report["bits_note"] =
-      "effective bits of the quantized decoder linears; embeddings, norms and lm_head stay FP16";
+      "effective bits of the quantized decoder linears; embeddings, norms and lm_head keep the "
+      "model's dtype (plan.json whole_model_bits counts them as stored)";
   report["tokens"] = {{"selection", s.selection.size()},
                       {"heldout", s.heldout.size()},
                       {"whole", s.selection.size() + s.heldout.size()},

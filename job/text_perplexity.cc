@@ -25,14 +25,17 @@ namespace {
 // copy of the model).
 absl::StatusOr<std::shared_ptr<const model::LlamaModel>> LoadModel(const TextPerplexityRequest& r,
                                                                    std::string* plan_id) {
+  if (!r.quantized_dir.empty()) {
+    // Decoded one layer at a time inside each forward (no float32 copy of the model).
+    WQ_ASSIGN_OR_RETURN(std::shared_ptr<const quant::QuantizedCheckpoint> q,
+                        quant::QuantizedCheckpoint::Open(r.quantized_dir));
+    *plan_id = q->plan_id();
+    return quant::QuantizedCheckpoint::Model(std::move(q),
+                                             at::hasCUDA() ? at::Device(at::kCUDA) : at::kCPU);
+  }
   if (r.plan_path.empty()) {
     model::LlamaWeights weights;
-    if (!r.quantized_dir.empty()) {
-      WQ_ASSIGN_OR_RETURN(quant::QuantizedCheckpoint q,
-                          quant::QuantizedCheckpoint::Read(r.quantized_dir));
-      *plan_id = q.metadata.count("plan_id") ? q.metadata.at("plan_id") : "";
-      weights = std::move(q.weights);
-    } else {
+    {
       WQ_ASSIGN_OR_RETURN(std::unique_ptr<model::Checkpoint> checkpoint,
                           model::Checkpoint::Open(r.model_dir));
       WQ_ASSIGN_OR_RETURN(weights, checkpoint->LoadWeights(model::LoadRequest{}));

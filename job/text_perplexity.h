@@ -4,9 +4,10 @@
 // applied: the plan file is checked against the run config's unit table
 // (cached or fitted: quant::QuantizationSession) and its weights applied.
 // With quantized_dir: the packed checkpoint of `windquant export`, decoded.
-// Memory: the checkpoint's weights (float32 for a quantized one) (or the plan's dequantized copy of
-// them), plus the session's when a plan is given, until the call returns. Thread-compatible
-// (reports progress on stderr).
+// Memory: the checkpoint's weights in their stored dtype, plus the session's fits when a
+// plan is given, plus one layer's float32 linears inside a forward; a quantized checkpoint
+// keeps its fixed tensors as float32 and decodes one layer at a time. Until the call
+// returns. Thread-compatible (reports progress on stderr).
 #ifndef WINDQUANT_JOB_TEXT_PERPLEXITY_H_
 #define WINDQUANT_JOB_TEXT_PERPLEXITY_H_
 
@@ -35,7 +36,7 @@ struct TextPerplexityRequest {
   std::string plan_path;
   const config::RunConfig* config = nullptr;
   // Instead of a checkpoint: a quantized one (quant::QuantizedCheckpoint),
-  // decoded to float32 weights; its tokenizer too (model_dir = this).
+  // decoded a layer at a time; its tokenizer too (model_dir = this).
   std::string quantized_dir;
   std::function<void(const std::string&)> log;  // the plan's effective bits
 };

@@ -2,7 +2,10 @@
 # Scale (real processes, a real checkpoint with the LLaMA-3.2-1B layer shapes):
 # configs/llama3.2-1b-smoke.yaml on a checkpoint `windquant synth` writes into a
 # temporary directory, run to the end, with the peak resident memory of every
-# process held to <= 2.5 x the BF16 bytes of the decoder layers it owns + 1.5 GiB.
+# process held to <= 2.5 x the BF16 bytes of the decoder layers it owns + 1.5 GiB;
+# in cut and smoke mode the plan is then exported again from the cached unit table and
+# its packed checkpoint measured with eval --quantized, each held to 1.5 GiB + 3 x one
+# layer's float32 weights (they stream a layer at a time), at eval --plan's perplexity.
 #   scale_smoke_test.sh BUILD_DIR cut     2 layers, `windquant quantize` (default suite)
 #   scale_smoke_test.sh BUILD_DIR smoke   16 layers, `windquant quantize` with export,
 #                                         <= 45 min (slow)
@@ -37,7 +40,8 @@ OVERRIDES=(--set "model.dir=$TMP/model"
 # Not CONFIG: deploy/local/run.sh, sourced below, resets that name.
 SMOKE_CONFIG="$SRC/configs/llama3.2-1b-smoke.yaml"
 
-# The bar in bytes for a process owning `layers` decoder layers of the model.
+# The bar in bytes for a process owning `layers` decoder layers of the model
+# ("stream": 1.5 GiB + 3 x one layer's float32 weights, whatever the layer count).
 bar_bytes() {
   python3 - "$TMP/model/config.json" "$1" <<'PY'
 import json, sys
@@ -46,7 +50,20 @@ h, i = c["hidden_size"], c["intermediate_size"]
 hd = c.get("head_dim") or h // c["num_attention_heads"]
 q, kv = c["num_attention_heads"] * hd, c["num_key_value_heads"] * hd
 per_layer = h * (2 * q + 2 * kv) + 3 * h * i
-print(int(2.5 * 2 * per_layer * int(sys.argv[2]) + 1.5 * 2**30))
+if sys.argv[2] == "stream":
+    print(int(3 * 4 * per_layer + 1.5 * 2**30))
+else:
+    print(int(2.5 * 2 * per_layer * int(sys.argv[2]) + 1.5 * 2**30))
+PY
+}
+# Runs a command; prints its peak resident bytes (its output goes to stderr).
+run_peak() {
+  python3 - "$@" <<'PY'
+import resource, subprocess, sys
+r = subprocess.run(sys.argv[1:], stdout=sys.stderr)
+if r.returncode != 0:
+    sys.exit(r.returncode)
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024)  # ru_maxrss: KiB
 PY
 }
 check_peak() {  # name peak_bytes layers
@@ -94,20 +111,33 @@ if [[ "$MODE" == cut ]]; then  # the default suite: one update, no baselines
   EXTRA=(--set "curriculum.min_updates=1" --set "curriculum.max_updates=1" --no-baselines)
 fi
 start=$(date +%s)
-peak=$(python3 - "$WQ" quantize --config "$SMOKE_CONFIG" "${OVERRIDES[@]}" "${EXTRA[@]}" <<'PY'
-import resource, subprocess, sys
-r = subprocess.run(sys.argv[1:], stdout=sys.stderr)
-if r.returncode != 0:
-    sys.exit(r.returncode)
-print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024)  # ru_maxrss: KiB
-PY
-) || fail "windquant quantize failed"
+peak=$(run_peak "$WQ" quantize --config "$SMOKE_CONFIG" "${OVERRIDES[@]}" "${EXTRA[@]}") ||
+  fail "windquant quantize failed"
 wall=$(($(date +%s) - start))
 echo "quantize: $LAYERS layers in $wall s"
 for f in plan.json plan.bin report.json report.html quantized fake_quant; do
   [[ -e "$TMP/run/$f" ]] || fail "no $f in output.dir"
 done
 check_peak quantize "$peak" "$LAYERS"
+# The run's plan exported again from the cached unit table (the checkpoint streamed a
+# layer at a time) and its packed checkpoint measured (decoded a layer at a time): both
+# within 1.5 GiB + 3 x one layer's float32 weights, and eval --quantized = eval --plan.
+peak=$(run_peak "$WQ" export --config "$SMOKE_CONFIG" "${OVERRIDES[@]}" \
+  --plan "$TMP/run/plan.json" --out "$TMP/export") || fail "windquant export failed"
+check_peak export "$peak" stream
+peak=$(run_peak "$WQ" eval --quantized "$TMP/export/quantized" --text "$WQ_TEST_TEXT" \
+  --tokens 4608:5632 --context 128 --json 2>"$TMP/evalq.json") || fail "eval --quantized failed"
+check_peak "eval --quantized" "$peak" stream
+"$WQ" eval --config "$SMOKE_CONFIG" "${OVERRIDES[@]}" --plan "$TMP/run/plan.json" --json \
+  >"$TMP/evalp.json" || fail "eval --plan failed"
+python3 - "$TMP/evalq.json" "$TMP/evalp.json" <<'PY' || fail "eval --quantized is not eval --plan"
+import json, sys
+# The JSON line (run_peak sends the command's stdout to stderr, with its progress).
+q, p = (json.loads([l for l in open(f) if l.startswith("{")][-1])["perplexity"]
+        for f in sys.argv[1:])
+print(f"eval --quantized {q:.6f}, eval --plan {p:.6f}")
+sys.exit(0 if abs(q - p) <= 1e-6 * p else 1)
+PY
 [[ "$MODE" != smoke ]] || ((wall <= 2700)) || fail "the smoke run took $wall s (> 45 min)"
 rm -rf "$TMP"
 echo PASS

@@ -7,7 +7,7 @@
 // tensors in that order; Finish checks that every declared byte arrived,
 // fsyncs and renames the temporary file onto `path` (a reader never sees a
 // half-written file).
-// Memory: none beyond the header text. Thread-compatible.
+// Memory: the declared tensor list and the header text. Thread-compatible.
 #ifndef WINDQUANT_COMMON_MODEL_SAFETENSORS_STREAM_WRITER_H_
 #define WINDQUANT_COMMON_MODEL_SAFETENSORS_STREAM_WRITER_H_
 
@@ -63,6 +63,7 @@ class SafetensorsStreamWriter {
   std::vector<StreamTensor> tensors_;
   std::vector<uint64_t> ends_;  // cumulative end offset of each tensor
   uint64_t data_offset_ = 0, data_size_ = 0, written_ = 0;
+  size_t cursor_ = 0;  // first tensor whose end is past written_ (current())
   bool finished_ = false;
 };
 

@@ -1,13 +1,18 @@
 #include "common/model/safetensors_writer.h"
 
 #include <cstring>
+#include <map>
+#include <memory>
 #include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/base/files.h"
+#include "common/base/status_macros.h"
+#include "common/model/safetensors_stream_writer.h"
 
 namespace windquant::model {
 
@@ -102,7 +107,17 @@ std::string SafetensorsWriter::Serialize() const {
 }
 
 absl::Status SafetensorsWriter::Write(const std::string& path) const {
-  return base::WriteFileAtomic(path, Serialize());
+  // Streamed (the same bytes as Serialize(), written atomically): no second copy of the
+  // file in memory.
+  std::vector<StreamTensor> tensors;
+  tensors.reserve(entries_.size());
+  for (const Entry& e : entries_) tensors.push_back({e.name, e.dtype, e.shape});
+  std::map<std::string, std::string> metadata = metadata_;
+  if (metadata.find("format") == metadata.end()) return base::WriteFileAtomic(path, Serialize());
+  WQ_ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsStreamWriter> out,
+                      SafetensorsStreamWriter::Open(path, std::move(tensors), metadata));
+  for (const Entry& e : entries_) WQ_RETURN_IF_ERROR(out->Append(e.bytes));
+  return out->Finish();
 }
 
 }  // namespace windquant::model

@@ -3,8 +3,9 @@
 // WriteFileAtomic). The header is padded with spaces so the data starts
 // 8-byte aligned; tensors are laid out back to back in the order they were
 // added; the metadata carries {"format": "pt"} (transformers requires it).
-// Used by pretrain / export and by the tests that build bad files.
-// Thread-compatible.
+// Used by pretrain, the fits and the unit-table cache, and by the tests that build bad
+// files. Memory: every added tensor's bytes until the writer goes (a file too large for
+// that: SafetensorsStreamWriter). Thread-compatible.
 #ifndef WINDQUANT_COMMON_MODEL_SAFETENSORS_WRITER_H_
 #define WINDQUANT_COMMON_MODEL_SAFETENSORS_WRITER_H_
 
@@ -37,7 +38,8 @@ class SafetensorsWriter {
 
   // The complete file contents.
   std::string Serialize() const;
-  // Serialize() written to `path` atomically (parent directories created).
+  // Serialize()'s bytes written to `path` atomically (parent directories created),
+  // streamed from the entries (no serialised copy in memory).
   absl::Status Write(const std::string& path) const;
 
   size_t num_tensors() const { return entries_.size(); }

@@ -36,6 +36,7 @@ std::string RunCommand(const std::string& cmd, int* rc) {
 struct ModelCounts {
   int64_t units = 0;
   double fixed_params = 0;
+  double fixed_param_bits = 16;  // as stored: 32 for a float32 model, else 16
 };
 ModelCounts CountsFromConfig(const std::string& dir, int64_t chunk) {
   const nlohmann::json j = nlohmann::json::parse(*base::ReadFile(dir + "/config.json"));
@@ -49,6 +50,7 @@ ModelCounts CountsFromConfig(const std::string& dir, int64_t chunk) {
   ModelCounts c;
   c.units = L * (5 * chunks(H) + chunks(nh * hd) + chunks(I));
   c.fixed_params = static_cast<double>(V * H * (tied ? 1 : 2) + H * (2 * L + 1));
+  c.fixed_param_bits = j.value("torch_dtype", "") == "float32" ? 32 : 16;
   return c;
 }
 
@@ -96,9 +98,12 @@ TEST(BaselineCliTest, RealModelAtTwoBitsRecountsExactly) {
     EXPECT_GT(eff, 1.9) << method << ": the budget should be nearly spent";
     EXPECT_NEAR(plan["totals"]["effective_bits"].get<double>(), eff, 1e-12);
     EXPECT_NEAR(report["effective_bits"].get<double>(), eff, 1e-12);
-    // Whole model: + 16 bits for each FP16 parameter (embeddings, norms, untied head).
+    // Whole model: + each fixed parameter (embeddings, norms, untied head) at the bits of
+    // the dtype it is stored in (stories260k: float32, 32 bits).
     const double fixed = counts.fixed_params;
-    EXPECT_NEAR(report["whole_model_bits"].get<double>(), (bits + 16 * fixed) / (n + fixed), 1e-9);
+    EXPECT_NEAR(report["whole_model_bits"].get<double>(),
+                (bits + counts.fixed_param_bits * fixed) / (n + fixed), 1e-9);
+    EXPECT_EQ(plan["totals"]["fixed_param_bits"].get<double>(), counts.fixed_param_bits);
     const double ppl = report["perplexity"];
     EXPECT_GT(ppl, 1.0);
     EXPECT_LT(ppl, 1e4);

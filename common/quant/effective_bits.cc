@@ -49,4 +49,13 @@ double UnitBitsPerWeight(int64_t rows, int64_t cols, int64_t salient_count, Acti
   return n > 0 ? UnitEffectiveBits(rows, cols, salient_count, a) / static_cast<double>(n) : 0.0;
 }
 
+int FixedParamBits(const std::string& torch_dtype) { return torch_dtype == "float32" ? 32 : 16; }
+
+double WholeModelBits(double unit_bits, int64_t unit_weights, int64_t fixed_params,
+                      int fixed_param_bits) {
+  const double n = static_cast<double>(unit_weights + fixed_params);
+  if (n <= 0) return 0.0;
+  return (unit_bits + static_cast<double>(fixed_params) * fixed_param_bits) / n;
+}
+
 }  // namespace windquant::quant

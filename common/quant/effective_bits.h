@@ -5,6 +5,7 @@
 #define WINDQUANT_COMMON_QUANT_EFFECTIVE_BITS_H_
 
 #include <cstdint>
+#include <string>
 
 #include "common/quant/action.h"
 
@@ -50,6 +51,20 @@ double UnitEffectiveBits(int64_t rows, int64_t cols, int64_t salient_count, Acti
 
 // UnitEffectiveBits / n (0 for an empty unit).
 double UnitBitsPerWeight(int64_t rows, int64_t cols, int64_t salient_count, Action a);
+
+// Bits of one fixed parameter (embeddings, RMSNorm weights, lm_head: not quantized) as
+// the quantized checkpoint stores it, which is the model's own dtype (config.json
+// torch_dtype): 32 for "float32", 16 for "bfloat16", "float16" or none. Counting what is
+// written (not a nominal FP16) keeps the exported model bit-identical to the evaluated
+// one and makes whole-model bits equal the bytes of the file (exporter.h).
+int FixedParamBits(const std::string& torch_dtype);
+
+// Whole-model bits per parameter: the quantized linears' bits (sum of UnitEffectiveBits
+// over `unit_weights` entries) plus `fixed_params` stored at `fixed_param_bits` each,
+// over all parameters: (unit_bits + fixed_params * fixed_param_bits) /
+// (unit_weights + fixed_params); 0 for an empty model.
+double WholeModelBits(double unit_bits, int64_t unit_weights, int64_t fixed_params,
+                      int fixed_param_bits);
 
 }  // namespace windquant::quant
 

@@ -91,5 +91,18 @@ TEST(EffectiveBitsTest, NoSalientMeansNoUnitScale) {
   EXPECT_EQ(UnitBitsPerWeight(0, 32, 0, Action::k4), 0.0);
 }
 
+// The fixed tensors count at the bits of the dtype the quantized checkpoint stores them in.
+TEST(EffectiveBitsTest, FixedParamsCountAtTheirStoredBits) {
+  EXPECT_EQ(FixedParamBits("float32"), 32);
+  EXPECT_EQ(FixedParamBits("bfloat16"), 16);
+  EXPECT_EQ(FixedParamBits("float16"), 16);
+  EXPECT_EQ(FixedParamBits(""), 16);
+  // stories260k at 2 bits: 1000 linear bits over 500 weights, 100 fixed params in F32:
+  // (1000 + 3200) / 600 = 7.0.
+  EXPECT_DOUBLE_EQ(WholeModelBits(1000, 500, 100, 32), 7.0);
+  EXPECT_DOUBLE_EQ(WholeModelBits(1000, 500, 100, 16), 2600.0 / 600);
+  EXPECT_EQ(WholeModelBits(0, 0, 0, 16), 0.0);
+}
+
 }  // namespace
 }  // namespace windquant::quant

@@ -5,6 +5,7 @@
 #include "absl/strings/str_join.h"
 #include "common/base/files.h"
 #include "common/model/llama_weights.h"
+#include "common/quant/effective_bits.h"
 #include "windquant/v1/types.pb.h"
 
 namespace windquant::quant {
@@ -62,9 +63,8 @@ PlanTotals Plan::Totals(const UnitTable& table) const {
   t.quantized_weights = table.TotalWeights();
   t.effective_bits =
       t.quantized_weights > 0 ? t.total_bits / static_cast<double>(t.quantized_weights) : 0;
-  const double n_all = static_cast<double>(t.quantized_weights + table.fixed_fp16_params);
-  t.whole_model_bits =
-      n_all > 0 ? (t.total_bits + 16.0 * static_cast<double>(table.fixed_fp16_params)) / n_all : 0;
+  t.whole_model_bits = WholeModelBits(t.total_bits, t.quantized_weights, table.fixed_fp16_params,
+                                      table.fixed_param_bits);
   return t;
 }
 

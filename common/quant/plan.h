@@ -26,7 +26,9 @@ struct PlanTotals {
   double total_bits = 0;          // sum over units of bits(u, a_u)
   int64_t quantized_weights = 0;  // sum of n over units
   double effective_bits = 0;      // total_bits / quantized_weights (the plan's "bits")
-  double whole_model_bits = 0;    // incl. FP16 embeddings/norms/lm_head (UnitTable::WholeModelBits)
+  // incl. embeddings/norms/lm_head at their stored bits (UnitTable::WholeModelBits): the
+  // quantized checkpoint's tensor bytes * 8 / all parameters.
+  double whole_model_bits = 0;
   std::array<int64_t, kNumActions> action_counts{};  // units per action index
 };
 

@@ -67,6 +67,7 @@ std::string PlanToJson(const Plan& plan, const UnitTable& table) {
               {"total_bits", t.total_bits},
               {"quantized_weights", t.quantized_weights},
               {"fixed_fp16_params", table.fixed_fp16_params},
+              {"fixed_param_bits", table.fixed_param_bits},
               {"action_counts", counts}}},
             {"units", units}};
   return j.dump(1) + "\n";

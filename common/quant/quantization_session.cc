@@ -44,20 +44,27 @@ struct Fingerprints {
   std::string table;
 };
 
-absl::StatusOr<Fingerprints> ComputeFingerprints(const config::RunConfig& config,
-                                                 const std::string& config_json,
-                                                 const model::LlamaWeights& weights,
-                                                 const CalibrationText& calib) {
+// What the cache key hashes besides the weights.
+FingerprintInputs CacheKeyInputs(const config::RunConfig& config, const std::string& config_json,
+                                 const CalibrationText& calib) {
   UnitTableOptions topts;
   topts.chunk_size = config.quant.chunk_size;
   topts.quantizer.salient_fraction = config.quant.salient_fraction;
   FingerprintInputs fin;
   fin.config_json = config_json;
-  fin.weights = &weights;
   fin.calibration_text_sha256 = calib.sha;
   fin.calibration = config.calibration;
   fin.chunk_size = topts.chunk_size;
   fin.quantizer = topts.quantizer;
+  return fin;
+}
+
+absl::StatusOr<Fingerprints> ComputeFingerprints(const config::RunConfig& config,
+                                                 const std::string& config_json,
+                                                 const model::LlamaWeights& weights,
+                                                 const CalibrationText& calib) {
+  FingerprintInputs fin = CacheKeyInputs(config, config_json, calib);
+  fin.weights = &weights;
   Fingerprints f;
   WQ_ASSIGN_OR_RETURN(f.cache_key, UnitTableFingerprint(fin));
   WQ_ASSIGN_OR_RETURN(f.table, RunTableFingerprint(config, calib.ids));
@@ -133,6 +140,28 @@ absl::StatusOr<std::unique_ptr<QuantizationSession>> QuantizationSession::Create
   if (!options.fit) return s;
   WQ_RETURN_IF_ERROR(s->Fit());
   return s;
+}
+
+absl::StatusOr<StageFits> QuantizationSession::LoadCachedFits(const config::RunConfig& config,
+                                                              const model::Checkpoint& checkpoint) {
+  if (config.quant.cache_dir.empty()) return absl::NotFoundError("quant.cache_dir: not set");
+  const std::filesystem::path dir(config.model.dir);
+  WQ_ASSIGN_OR_RETURN(const std::string config_json,
+                      base::ReadFile((dir / "config.json").string()));
+  WQ_ASSIGN_OR_RETURN(const std::unique_ptr<model::Tokenizer> tokenizer,
+                      model::Tokenizer::FromFile((dir / "tokenizer.json").string()));
+  const config::TextEncoder encode = [&tok = *tokenizer](std::string_view text) {
+    return tok.Encode(text, /*add_bos=*/false);
+  };
+  WQ_ASSIGN_OR_RETURN(const CalibrationText calib, ReadCalibration(config, encode));
+  WQ_ASSIGN_OR_RETURN(const std::string cache_key,
+                      UnitTableFingerprint(CacheKeyInputs(config, config_json, calib), checkpoint));
+  WQ_ASSIGN_OR_RETURN(const std::string table_fingerprint, RunTableFingerprint(config, calib.ids));
+  WQ_ASSIGN_OR_RETURN(CachedQuantization hit,
+                      UnitTableCache(config.quant.cache_dir)
+                          .Load(cache_key, 0, checkpoint.config().num_hidden_layers));
+  hit.fits.set_fingerprint(table_fingerprint);
+  return std::move(hit.fits);
 }
 
 absl::Status QuantizationSession::SetFits(StageFits fits) {

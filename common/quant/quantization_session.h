@@ -27,6 +27,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/config/run_config.h"
+#include "common/model/checkpoint.h"
 #include "common/model/llama_model.h"
 #include "common/model/perplexity.h"
 #include "common/model/tokenizer.h"
@@ -109,6 +110,15 @@ class QuantizationSession {
   absl::StatusOr<model::PerplexityResult> Perplexity(const std::vector<int>& actions,
                                                      const std::vector<int32_t>& ids,
                                                      int64_t max_tokens) const;
+
+  // The fits (with the unit table) of `config` from the unit-table cache, without a
+  // session: `checkpoint` (config.model.dir's) is hashed one decoder layer at a time, so
+  // memory is one layer plus the embeddings plus the fits, for a model of any size (what
+  // `windquant export` streams from). The table carries the fingerprint every plan of
+  // the config carries. NOT_FOUND on a cache miss or without quant.cache_dir; DATA_LOSS
+  // for an unusable entry; errors of the model folder and calibration text as Create's.
+  static absl::StatusOr<StageFits> LoadCachedFits(const config::RunConfig& config,
+                                                  const model::Checkpoint& checkpoint);
 
   // A Plan for this session's table: fingerprint filled, actions copied.
   Plan MakePlan(std::vector<int> actions, std::string source, double target_bits) const;

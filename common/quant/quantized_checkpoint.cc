@@ -1,7 +1,11 @@
 #include "common/quant/quantized_checkpoint.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <stdexcept>
+#include <utility>
 #include <vector>
 
 #include <ATen/ATen.h>
@@ -198,6 +202,54 @@ absl::StatusOr<std::vector<int>> ParseActions(const std::string& path, const std
   return out;
 }
 
+// Checks (without decoding) that unit `prefix` has the tensors its action implies, with
+// their dtypes and sizes.
+absl::Status CheckUnit(const model::SafetensorsFile& file, const Reader& r, const std::string& path,
+                       const std::string& prefix, Action a, int64_t rows, int64_t cols) {
+  if (a == Action::k16) return r.Get(prefix + ".weight", model::Dtype::kF16, {rows, cols}).status();
+  const int64_t n = rows * cols;
+  int64_t k = 0;
+  if (const model::TensorInfo* values = file.Find(prefix + ".salient_values"); values != nullptr) {
+    k = values->num_elements();
+    if (k > n || IndexBits(n) < 1) {
+      return absl::DataLossError(
+          absl::StrCat(path, ": ", prefix, ".salient_values: ", k, " entries in a unit of ", n));
+    }
+    WQ_RETURN_IF_ERROR(r.Get(prefix + ".salient_values", model::Dtype::kI8, {k}).status());
+    WQ_RETURN_IF_ERROR(
+        r.Get(prefix + ".salient_index", model::Dtype::kU8, {PackedUintBytes(k, IndexBits(n))})
+            .status());
+    WQ_RETURN_IF_ERROR(r.Get(prefix + ".salient_scale", model::Dtype::kF16, {1}).status());
+  }
+  WQ_ASSIGN_OR_RETURN(const int64_t nbytes, PackedCodesBytes(a, n - k));
+  WQ_RETURN_IF_ERROR(r.Get(prefix + ".codes", model::Dtype::kU8, {nbytes}).status());
+  WQ_RETURN_IF_ERROR(r.Get(prefix + ".scales", model::Dtype::kF16, {rows}).status());
+  if (a == Action::k1) {
+    WQ_RETURN_IF_ERROR(r.Get(prefix + ".offsets", model::Dtype::kF16, {rows}).status());
+  }
+  return absl::OkStatus();
+}
+
+// Columns chunk by chunk of matrix m: the number of units of one matrix.
+int64_t Chunks(int64_t in, int64_t chunk) { return (in + chunk - 1) / chunk; }
+
+// model::LinearSource of a quantized checkpoint: each layer decoded when a forward
+// reaches it. Open validated every tensor, so a failure here is corrupt code data.
+class DecodedLinears : public model::LinearSource {
+ public:
+  explicit DecodedLinears(std::shared_ptr<const QuantizedCheckpoint> ckpt)
+      : ckpt_(std::move(ckpt)) {}
+  std::array<at::Tensor, model::kNumMatrices> Linears(
+      int64_t layer, const model::LayerWeights& /*stored*/) const override {
+    absl::StatusOr<std::array<at::Tensor, model::kNumMatrices>> out = ckpt_->DecodeLayer(layer);
+    if (!out.ok()) throw std::runtime_error(std::string(out.status().message()));
+    return *std::move(out);
+  }
+
+ private:
+  std::shared_ptr<const QuantizedCheckpoint> ckpt_;
+};
+
 }  // namespace
 
 std::string UnitTensorPrefix(int64_t layer, int matrix, int64_t chunk) {
@@ -206,52 +258,122 @@ std::string UnitTensorPrefix(int64_t layer, int matrix, int64_t chunk) {
   return absl::StrCat(name, ".chunk.", chunk);
 }
 
-absl::StatusOr<QuantizedCheckpoint> QuantizedCheckpoint::Read(const std::string& dir) {
-  const std::string path = (std::filesystem::path(dir) / kQuantizedFileName).string();
-  WQ_ASSIGN_OR_RETURN(model::LlamaConfig cfg, model::LlamaConfig::FromDirectory(dir));
-  WQ_ASSIGN_OR_RETURN(std::unique_ptr<model::SafetensorsFile> file,
-                      model::SafetensorsFile::Open(path));
-  QuantizedCheckpoint out;
-  out.metadata = file->metadata();
+QuantizedCheckpoint::~QuantizedCheckpoint() = default;
+
+std::string QuantizedCheckpoint::plan_id() const {
+  auto it = metadata_.find("plan_id");
+  return it == metadata_.end() ? "" : it->second;
+}
+
+absl::StatusOr<std::unique_ptr<QuantizedCheckpoint>> QuantizedCheckpoint::Open(
+    const std::string& dir) {
+  std::unique_ptr<QuantizedCheckpoint> out(new QuantizedCheckpoint());
+  out->path_ = (std::filesystem::path(dir) / kQuantizedFileName).string();
+  const std::string& path = out->path_;
+  WQ_ASSIGN_OR_RETURN(out->config_, model::LlamaConfig::FromDirectory(dir));
+  WQ_ASSIGN_OR_RETURN(out->file_, model::SafetensorsFile::Open(path));
+  out->metadata_ = out->file_->metadata();
   auto meta = [&](const std::string& key) -> std::string {
-    auto it = out.metadata.find(key);
-    return it == out.metadata.end() ? "" : it->second;
+    auto it = out->metadata_.find(key);
+    return it == out->metadata_.end() ? "" : it->second;
   };
   if (meta("windquant_format") != kQuantizedFormat ||
       meta("windquant_format_version") != kQuantizedFormatVersion) {
     return absl::InvalidArgumentError(absl::StrCat(
         path, ": not a ", kQuantizedFormat, " file (version ", kQuantizedFormatVersion, ")"));
   }
-  if (!absl::SimpleAtoi(meta("chunk_size"), &out.chunk_size) || out.chunk_size < 1) {
+  if (!absl::SimpleAtoi(meta("chunk_size"), &out->chunk_size_) || out->chunk_size_ < 1) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": metadata chunk_size: bad value"));
   }
-  WQ_ASSIGN_OR_RETURN(out.actions, ParseActions(path, meta("actions")));
-  const Reader r(*file);
-  model::LlamaWeights& w = out.weights;
+  WQ_ASSIGN_OR_RETURN(out->actions_, ParseActions(path, meta("actions")));
+  const model::LlamaConfig& cfg = out->config_;
+  int64_t per_layer = 0;
+  for (int m = 0; m < model::kNumMatrices; ++m) {
+    per_layer += Chunks(InFeatures(cfg, m), out->chunk_size_);
+  }
+  const int64_t units = per_layer * cfg.num_hidden_layers;
+  if (static_cast<int64_t>(out->actions_.size()) != units) {
+    return absl::InvalidArgumentError(absl::StrCat(path,
+                                                   ": metadata actions: ", out->actions_.size(),
+                                                   " entries, the model has ", units, " units"));
+  }
+  for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) {
+    out->layer_first_unit_.push_back(l * per_layer);
+  }
+  WQ_RETURN_IF_ERROR(out->CheckTensors());
+  return out;
+}
+
+absl::Status QuantizedCheckpoint::CheckTensors() const {
+  const Reader r(*file_);
+  const model::LlamaConfig& cfg = config_;
+  size_t unit = 0;
+  for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) {
+    for (int m = 0; m < model::kNumMatrices; ++m) {
+      const int64_t rows = OutFeatures(cfg, m), in = InFeatures(cfg, m);
+      for (int64_t c = 0, c0 = 0; c0 < in; ++c, c0 += chunk_size_) {
+        const int64_t cols = std::min(chunk_size_, in - c0);
+        WQ_RETURN_IF_ERROR(CheckUnit(*file_, r, path_, UnitTensorPrefix(l, m, c),
+                                     kAllActions[actions_[unit++]], rows, cols));
+      }
+    }
+  }
+  try {
+    // The fixed tensors are small next to the linears; reading them checks them.
+    WQ_RETURN_IF_ERROR(FixedWeights().status());
+  } catch (const c10::Error& e) {
+    return absl::InternalError(absl::StrCat(path_, ": ", e.what_without_backtrace()));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::array<at::Tensor, model::kNumMatrices>> QuantizedCheckpoint::DecodeLayer(
+    int64_t l) const {
+  const model::LlamaConfig& cfg = config_;
+  if (l < 0 || l >= cfg.num_hidden_layers) {
+    return absl::InvalidArgumentError(absl::StrCat(path_, ": no decoder layer ", l));
+  }
+  const Reader r(*file_);
+  std::array<at::Tensor, model::kNumMatrices> out;
+  size_t unit = layer_first_unit_[l];
+  // The layer's tensors are contiguous in the file: release their pages at the end.
+  model::TensorInfo span;
+  span.begin = UINT64_MAX;
+  try {
+    at::NoGradGuard no_grad;
+    for (int m = 0; m < model::kNumMatrices; ++m) {
+      const int64_t rows = OutFeatures(cfg, m), in = InFeatures(cfg, m);
+      at::Tensor full = at::empty({rows, in}, at::kFloat);
+      for (int64_t c = 0, c0 = 0; c0 < in; ++c, c0 += chunk_size_) {
+        const int64_t cols = std::min(chunk_size_, in - c0);
+        const Action a = kAllActions[actions_[unit++]];
+        const std::string prefix = UnitTensorPrefix(l, m, c);
+        WQ_ASSIGN_OR_RETURN(at::Tensor u, ReadUnit(*file_, r, path_, prefix, a, rows, cols));
+        full.slice(1, c0, c0 + cols).copy_(u);
+        const model::TensorInfo* first =
+            file_->Find(prefix + (a == Action::k16 ? ".weight" : ".codes"));
+        span.begin = std::min(span.begin, first->begin);
+        span.end = std::max(span.end, first->end);
+      }
+      out[m] = full;
+    }
+  } catch (const c10::Error& e) {
+    return absl::InternalError(absl::StrCat(path_, ": ", e.what_without_backtrace()));
+  }
+  if (span.begin < span.end) file_->ReleasePages(span);
+  return out;
+}
+
+absl::StatusOr<model::LlamaWeights> QuantizedCheckpoint::FixedWeights() const {
+  const model::LlamaConfig& cfg = config_;
+  const Reader r(*file_);
+  model::LlamaWeights w;
   w.config = cfg;
   w.first_layer = 0;
-  size_t unit = 0;
   try {
     at::NoGradGuard no_grad;
     for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) {
       model::LayerWeights lw;
-      for (int m = 0; m < model::kNumMatrices; ++m) {
-        const int64_t rows = OutFeatures(cfg, m), in = InFeatures(cfg, m);
-        at::Tensor full = at::empty({rows, in}, at::kFloat);
-        for (int64_t c = 0, c0 = 0; c0 < in; ++c, c0 += out.chunk_size) {
-          const int64_t cols = std::min(out.chunk_size, in - c0);
-          if (unit >= out.actions.size()) {
-            return absl::InvalidArgumentError(
-                absl::StrCat(path, ": metadata actions: ", out.actions.size(),
-                             " entries, the model has more units"));
-          }
-          const Action a = kAllActions[out.actions[unit++]];
-          const std::string prefix = UnitTensorPrefix(l, m, c);
-          WQ_ASSIGN_OR_RETURN(at::Tensor u, ReadUnit(*file, r, path, prefix, a, rows, cols));
-          full.slice(1, c0, c0 + cols).copy_(u);
-        }
-        lw.linear[m] = full;
-      }
       WQ_ASSIGN_OR_RETURN(
           lw.input_layernorm,
           r.Float(absl::StrCat("model.layers.", l, ".input_layernorm.weight"), {cfg.hidden_size}));
@@ -260,11 +382,6 @@ absl::StatusOr<QuantizedCheckpoint> QuantizedCheckpoint::Read(const std::string&
           r.Float(absl::StrCat("model.layers.", l, ".post_attention_layernorm.weight"),
                   {cfg.hidden_size}));
       w.layers.push_back(std::move(lw));
-    }
-    if (unit != out.actions.size()) {
-      return absl::InvalidArgumentError(absl::StrCat(path,
-                                                     ": metadata actions: ", out.actions.size(),
-                                                     " entries, the model has ", unit, " units"));
     }
     WQ_ASSIGN_OR_RETURN(w.embed_tokens,
                         r.Float("model.embed_tokens.weight", {cfg.vocab_size, cfg.hidden_size}));
@@ -275,9 +392,29 @@ absl::StatusOr<QuantizedCheckpoint> QuantizedCheckpoint::Read(const std::string&
       WQ_ASSIGN_OR_RETURN(w.lm_head, r.Float("lm_head.weight", {cfg.vocab_size, cfg.hidden_size}));
     }
   } catch (const c10::Error& e) {
-    return absl::InternalError(absl::StrCat(path, ": ", e.what_without_backtrace()));
+    return absl::InternalError(absl::StrCat(path_, ": ", e.what_without_backtrace()));
   }
-  return out;
+  return w;
+}
+
+absl::StatusOr<model::LlamaWeights> QuantizedCheckpoint::ReadAll() const {
+  WQ_ASSIGN_OR_RETURN(model::LlamaWeights w, FixedWeights());
+  for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {
+    WQ_ASSIGN_OR_RETURN(w.layers[l].linear, DecodeLayer(l));
+  }
+  return w;
+}
+
+absl::StatusOr<std::shared_ptr<const model::LlamaModel>> QuantizedCheckpoint::Model(
+    std::shared_ptr<const QuantizedCheckpoint> checkpoint, at::Device device) {
+  WQ_ASSIGN_OR_RETURN(model::LlamaWeights fixed, checkpoint->FixedWeights());
+  const std::string path = checkpoint->path_;
+  try {
+    return std::make_shared<const model::LlamaModel>(
+        std::move(fixed), device, std::make_shared<const DecodedLinears>(std::move(checkpoint)));
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": cannot build the model: ", e.what()));
+  }
 }
 
 }  // namespace windquant::quant

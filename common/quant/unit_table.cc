@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/base/status_macros.h"
+#include "common/quant/effective_bits.h"
 #include "windquant/v1/types.pb.h"
 
 namespace windquant::quant {
@@ -25,9 +26,7 @@ double UnitTable::EffectiveBits(const std::vector<int>& actions) const {
 double UnitTable::WholeModelBits(const std::vector<int>& actions) const {
   double bits = 0;
   for (size_t i = 0; i < units.size() && i < actions.size(); ++i) bits += units[i].bits[actions[i]];
-  bits += 16.0 * static_cast<double>(fixed_fp16_params);
-  const double n = static_cast<double>(TotalWeights() + fixed_fp16_params);
-  return n > 0 ? bits / n : 0.0;
+  return quant::WholeModelBits(bits, TotalWeights(), fixed_fp16_params, fixed_param_bits);
 }
 
 absl::Status UnitTable::Validate() const {
@@ -99,6 +98,7 @@ void UnitTable::ToProto(v1::UnitTable* out) const {
   out->set_chunk_size(chunk_size);
   out->set_salient_fraction(salient_fraction);
   out->set_fixed_fp16_params(fixed_fp16_params);
+  out->set_fixed_param_bits(fixed_param_bits);
   for (const Unit& u : units) {
     v1::UnitInfo* p = out->add_units();
     p->set_id(u.id);
@@ -124,6 +124,8 @@ absl::StatusOr<UnitTable> UnitTable::FromProto(const v1::UnitTable& proto) {
   t.chunk_size = proto.chunk_size();
   t.salient_fraction = proto.salient_fraction();
   t.fixed_fp16_params = proto.fixed_fp16_params();
+  // 0: a table from before the field, which counted them at 16 bits.
+  t.fixed_param_bits = proto.fixed_param_bits() > 0 ? proto.fixed_param_bits() : 16;
   if (t.first_layer < 0 || t.end_layer < t.first_layer || t.end_layer > t.num_layers) {
     return absl::InvalidArgumentError("unit_table: layer range out of bounds");
   }

@@ -62,13 +62,17 @@ class UnitTable {
   int32_t num_layers = 0;
   int32_t chunk_size = 0;
   double salient_fraction = 0;
-  int64_t fixed_fp16_params = 0;  // embeddings, norms, lm_head (FP16, not in average bits)
+  // Embeddings, norms, lm_head: not quantized, not in the average bits. (The name is
+  // historical: they are stored and counted at fixed_param_bits, the model's dtype.)
+  int64_t fixed_fp16_params = 0;
+  int32_t fixed_param_bits = 16;  // FixedParamBits(torch_dtype) (effective_bits.h)
   std::vector<Unit> units;
 
   int64_t TotalWeights() const;
   // Effective bits of a plan (one action index per unit): sum bits / sum n.
   double EffectiveBits(const std::vector<int>& actions) const;
-  // Bits over the whole model: quantized linears + 16 * fixed_fp16_params.
+  // Bits over the whole model: quantized linears + fixed_param_bits * fixed_fp16_params
+  // (quant::WholeModelBits), i.e. the tensor bytes of the quantized checkpoint * 8.
   double WholeModelBits(const std::vector<int>& actions) const;
 
   // Checks ids are 0..N-1 in order, arrays finite, layers within range.

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/base/status_macros.h"
+#include "common/quant/effective_bits.h"
 #include "common/quant/fit_kernels.h"
 
 namespace windquant::quant {
@@ -106,6 +107,7 @@ UnitTable NewTable(const model::LlamaConfig& cfg, int64_t first, int64_t end,
   table.chunk_size = static_cast<int32_t>(options.chunk_size);
   table.salient_fraction = options.quantizer.salient_fraction;
   table.fixed_fp16_params = FixedFp16Params(cfg);
+  table.fixed_param_bits = FixedParamBits(cfg.torch_dtype);
   return table;
 }
 

@@ -84,6 +84,44 @@ std::string StatsName(int64_t layer, int matrix) {
 
 }  // namespace
 
+namespace {
+
+void HashLayer(Hasher& h, int64_t l, const model::LayerWeights& lw) {
+  for (int m = 0; m < model::kNumMatrices; ++m) {
+    h.AddTensor(model::LinearTensorName(l, static_cast<model::Matrix>(m)), lw.linear[m]);
+  }
+  h.AddTensor(absl::StrCat("model.layers.", l, ".input_layernorm.weight"), lw.input_layernorm);
+  h.AddTensor(absl::StrCat("model.layers.", l, ".post_attention_layernorm.weight"),
+              lw.post_attention_layernorm);
+}
+
+// Everything after the decoder layers: `head`'s embeddings / final norm / lm_head, the
+// calibration and the quant config.
+std::string HashRest(Hasher& h, const model::LlamaWeights& head, const FingerprintInputs& in) {
+  h.AddTensor("model.embed_tokens.weight", head.embed_tokens);
+  h.AddTensor("model.norm.weight", head.final_norm);
+  h.AddTensor("lm_head.weight", head.lm_head);
+  h.AddField(in.calibration_text_sha256);
+  h.AddNumber(in.calibration.samples);
+  h.AddNumber(in.calibration.seq_len);
+  h.AddField(absl::StrCat(in.calibration.seed));
+  h.AddNumber(static_cast<double>(in.chunk_size));
+  const QuantizerOptions& q = in.quantizer;
+  for (double v :
+       {q.salient_fraction, static_cast<double>(q.clip_grid_points), q.clip_min_ratio,
+        static_cast<double>(q.ternary_grid_points), q.ternary_min_ratio, q.ternary_max_ratio,
+        static_cast<double>(q.refine_steps), static_cast<double>(q.binarize_steps), q.switch_margin,
+        static_cast<double>(q.fp16_neighbors)}) {
+    // %.17g: two configs that differ in any bit hash differently.
+    char buf[64];
+    std::snprintf(buf, sizeof(buf), "%.17g", v);
+    h.AddField(buf);
+  }
+  return h.Hex();
+}
+
+}  // namespace
+
 absl::StatusOr<std::string> UnitTableFingerprint(const FingerprintInputs& in) {
   if (in.weights == nullptr) return absl::InvalidArgumentError("fingerprint: no weights");
   try {
@@ -93,36 +131,35 @@ absl::StatusOr<std::string> UnitTableFingerprint(const FingerprintInputs& in) {
     const model::LlamaWeights& w = *in.weights;
     h.AddNumber(static_cast<double>(w.first_layer));
     for (size_t i = 0; i < w.layers.size(); ++i) {
-      const int64_t l = w.first_layer + static_cast<int64_t>(i);
-      for (int m = 0; m < model::kNumMatrices; ++m) {
-        h.AddTensor(model::LinearTensorName(l, static_cast<model::Matrix>(m)),
-                    w.layers[i].linear[m]);
-      }
-      h.AddTensor(absl::StrCat("model.layers.", l, ".input_layernorm.weight"),
-                  w.layers[i].input_layernorm);
-      h.AddTensor(absl::StrCat("model.layers.", l, ".post_attention_layernorm.weight"),
-                  w.layers[i].post_attention_layernorm);
+      HashLayer(h, w.first_layer + static_cast<int64_t>(i), w.layers[i]);
     }
-    h.AddTensor("model.embed_tokens.weight", w.embed_tokens);
-    h.AddTensor("model.norm.weight", w.final_norm);
-    h.AddTensor("lm_head.weight", w.lm_head);
-    h.AddField(in.calibration_text_sha256);
-    h.AddNumber(in.calibration.samples);
-    h.AddNumber(in.calibration.seq_len);
-    h.AddField(absl::StrCat(in.calibration.seed));
-    h.AddNumber(static_cast<double>(in.chunk_size));
-    const QuantizerOptions& q = in.quantizer;
-    for (double v :
-         {q.salient_fraction, static_cast<double>(q.clip_grid_points), q.clip_min_ratio,
-          static_cast<double>(q.ternary_grid_points), q.ternary_min_ratio, q.ternary_max_ratio,
-          static_cast<double>(q.refine_steps), static_cast<double>(q.binarize_steps),
-          q.switch_margin, static_cast<double>(q.fp16_neighbors)}) {
-      // %.17g: two configs that differ in any bit hash differently.
-      char buf[64];
-      std::snprintf(buf, sizeof(buf), "%.17g", v);
-      h.AddField(buf);
+    return HashRest(h, w, in);
+  } catch (const c10::Error& e) {
+    return absl::InternalError(absl::StrCat("fingerprint: ", e.what_without_backtrace()));
+  }
+}
+
+absl::StatusOr<std::string> UnitTableFingerprint(const FingerprintInputs& in,
+                                                 const model::Checkpoint& checkpoint) {
+  try {
+    Hasher h;
+    h.AddField("windquant.unit_table.v2");
+    h.AddField(in.config_json);
+    h.AddNumber(0.0);
+    for (int64_t l = 0; l < checkpoint.config().num_hidden_layers; ++l) {
+      model::LoadRequest r;
+      r.first_layer = l;
+      r.end_layer = l + 1;
+      r.embeddings = false;
+      r.head = false;
+      WQ_ASSIGN_OR_RETURN(const model::LlamaWeights w, checkpoint.LoadWeights(r));
+      HashLayer(h, l, w.layers[0]);
     }
-    return h.Hex();
+    model::LoadRequest r;
+    r.first_layer = 0;
+    r.end_layer = 0;
+    WQ_ASSIGN_OR_RETURN(const model::LlamaWeights head, checkpoint.LoadWeights(r));
+    return HashRest(h, head, in);
   } catch (const c10::Error& e) {
     return absl::InternalError(absl::StrCat("fingerprint: ", e.what_without_backtrace()));
   }
@@ -163,6 +200,10 @@ absl::StatusOr<CachedQuantization> UnitTableCache::Load(const std::string& finge
     if (!proto.ParseFromString(bytes)) {
       return absl::DataLossError(
           absl::StrCat((d / kTableFile).string(), ": not a windquant.v1.UnitTable"));
+    }
+    if (proto.fixed_param_bits() == 0) {  // counted the fixed tensors at 16 bits: refit
+      return absl::NotFoundError(
+          absl::StrCat((d / kTableFile).string(), ": a table without fixed_param_bits"));
     }
     absl::StatusOr<UnitTable> t = UnitTable::FromProto(proto);
     if (!t.ok())

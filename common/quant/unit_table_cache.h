@@ -28,6 +28,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/config/run_config.h"
+#include "common/model/checkpoint.h"
 #include "common/model/llama_weights.h"
 #include "common/quant/calibration.h"
 #include "common/quant/stage_fits.h"
@@ -47,6 +48,11 @@ struct FingerprintInputs {
 
 // Lowercase hex SHA-256 as described above. INTERNAL on a torch/OpenSSL error.
 absl::StatusOr<std::string> UnitTableFingerprint(const FingerprintInputs& in);
+// The same fingerprint of the whole model of `checkpoint` (in.weights unused), read one
+// decoder layer at a time: memory is one layer in its stored dtype plus the embeddings,
+// whatever the model's size. Errors: the checkpoint's (naming file and tensor).
+absl::StatusOr<std::string> UnitTableFingerprint(const FingerprintInputs& in,
+                                                 const model::Checkpoint& checkpoint);
 
 // What the cache holds for one fingerprint.
 struct CachedQuantization {

@@ -256,10 +256,11 @@ std::string HeatMapSection(const ReportData& d) {
   svg.TextPx(kLeft - 6, mean_y + mean_h / 2.0 + 4, "mean", "end", 11, "#333", true);
   HeatLegend(svg, kLeft, grid_w, legend_y);
   h += svg.Finish();
-  absl::StrAppend(&h,
-                  "<p class=\"small\">Rows: decoder layers; columns: the seven linear "
-                  "weights of a layer. Embeddings, final norm and lm_head stay FP16 and "
-                  "are not counted in the bits.</p>\n");
+  absl::StrAppend(
+      &h,
+      "<p class=\"small\">Rows: decoder layers; columns: the seven linear "
+      "weights of a layer. Embeddings, final norm and lm_head keep the model's dtype and "
+      "are not counted in the bits.</p>\n");
   return h;
 }
 
