@@ -18,6 +18,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/metrics/process_metrics.h"
 #include "common/metrics/text_format.h"
 
 namespace windquant::metrics {
@@ -171,7 +172,8 @@ std::string Answer(const Registry& registry, absl::string_view head, size_t* bod
     return Reply(405, kPlain, "method not allowed\n", false, "Allow: GET, HEAD");
   }
   if (healthz) return Reply(200, kPlain, "ok\n", is_head);
-  return Reply(200, kTextContentType, registry.TextExposition(), is_head);
+  // The registry's families, then the standard process_* ones (memory, CPU) of this process.
+  return Reply(200, kTextContentType, registry.TextExposition() + ProcessMetricsText(), is_head);
 }
 
 // Moves `c` on after poll() saw it ready; false when it is done (to be closed).

@@ -1,7 +1,8 @@
 // MetricsServer: the HTTP endpoint of every windquant process.
 //
 // Serves exactly two resources and nothing else (no files, no directory listings):
-//   GET/HEAD /metrics  -> the registry in text format 0.0.4 (text_format.h)
+//   GET/HEAD /metrics  -> the registry in text format 0.0.4 (text_format.h), then the
+//                         process_* families of this process (process_metrics.h)
 //   GET/HEAD /healthz  -> "ok"
 // Any other path is 404, any other method 405. One request per connection
 // (HTTP/1.1 with "Connection: close"); a request must arrive within

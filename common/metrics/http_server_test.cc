@@ -59,7 +59,9 @@ TEST_F(MetricsServerTest, ServesMetricsOnEphemeralPort) {
   ASSERT_TRUE(response.ok()) << response.status();
   EXPECT_EQ(response->status, 200);
   EXPECT_THAT(response->content_type, StartsWith("text/plain; version=0.0.4"));
-  EXPECT_EQ(response->body, registry_.TextExposition());
+  // The registry's exposition, then this process's standard process_* families.
+  EXPECT_THAT(response->body, StartsWith(registry_.TextExposition()));
+  EXPECT_THAT(response->body, HasSubstr("\n# TYPE process_resident_memory_bytes gauge\n"));
   EXPECT_THAT(response->body, HasSubstr("\nwindquant_learner_episodes_total 42\n"));
   EXPECT_THAT(response->body, HasSubstr("windquant_net_rpc_errors_total{code=\"UNAVAILABLE\"} 1"));
 }
