@@ -45,17 +45,28 @@ TEST(DeployRunConfigTest, CpuSmallIsTwoCpuStages) {
   EXPECT_EQ(c.service.actor_addresses.size(), 2u);
 }
 
-TEST(DeployRunConfigTest, Llama70bIsEightStagesTwoReplicasOnCuda) {
+// The GPU overlays deploy configs/llama3-70b.yaml and configs/llama3-8b.yaml
+// (deploy/k8s/generate_overlays.py; tests/cluster_configs_test.cc compares them).
+TEST(DeployRunConfigTest, Llama70bIsThreeStagesTwoReplicasOnCuda) {
   RunConfig c = Load("overlays/llama3-70b-gpu/run.yaml");
   EXPECT_EQ(c.model.device, "cuda");
-  EXPECT_EQ(c.service.stages, 8);
+  EXPECT_EQ(c.service.stages, 3);
   EXPECT_EQ(c.service.replicas, 2);
   EXPECT_EQ(c.service.stage, -1);
   EXPECT_EQ(c.quant.chunk_size, 256);
   // Stage-major: entry s*replicas + r is pod ordinal r*stages + s.
-  ASSERT_EQ(c.service.actor_addresses.size(), 16u);
-  EXPECT_EQ(c.service.actor_addresses[1], "windquant-actors-8.windquant-actors:50053");
+  ASSERT_EQ(c.service.actor_addresses.size(), 6u);
+  EXPECT_EQ(c.service.actor_addresses[1], "windquant-actors-3.windquant-actors:50053");
   EXPECT_EQ(c.service.actor_addresses[2], "windquant-actors-1.windquant-actors:50053");
+}
+
+TEST(DeployRunConfigTest, Llama8bIsOneStageSevenReplicasOnCuda) {
+  RunConfig c = Load("overlays/llama3-8b-gpu/run.yaml");
+  EXPECT_EQ(c.model.device, "cuda");
+  EXPECT_EQ(c.service.stages, 1);
+  EXPECT_EQ(c.service.replicas, 7);
+  ASSERT_EQ(c.service.actor_addresses.size(), 7u);
+  EXPECT_EQ(c.service.actor_addresses[6], "windquant-actors-6.windquant-actors:50053");
 }
 
 }  // namespace

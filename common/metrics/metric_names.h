@@ -25,13 +25,23 @@ struct MetricSpec {
   absl::Span<const double> bounds = {};  // histograms only, base units
 };
 
-// Bucket bounds.
-// Evaluating one plan (perplexity over the calibration set) takes 0.1 s .. minutes.
-inline constexpr double kEvaluationDurationBoundsSeconds[] = {0.1, 0.25, 0.5, 1,   2.5, 5,
-                                                              10,  25,   50,  100, 250, 500};
-// One stage forward pass of one micro-batch on an actor.
+// Bucket bounds. The slowest expected calls are those of LLaMA-3-70B as
+// configs/llama3-70b.yaml lays it out (3 stages of up to 27 layers, micro-batches of
+// 2 x 2048 tokens, 12 micro-batches per plan) while the actors compute on their pods' 8 CPU
+// cores, as the code does today (docs/capacity.md, "Not implemented"): at 240 GFLOP/s (4 x
+// the 60 GFLOP/s measured on 2 cores) one stage forward is 4096 tokens x 48.0 GFLOP
+// (142.27 GFLOP per token over 80 layers, x 27/80) = 820 s, plus ~20 s of plan application
+// = ~840 s; one plan is (12 + 3 - 1) of them = ~11,800 s. On the GPUs the same calls take
+// 2.8 s and 39 s, and the tests' tiny models take milliseconds, so the bounds
+// span both ends.
+//
+// Evaluating one plan (calibration-slice loss + selection perplexity): 0.1 s .. ~3.3 h.
+inline constexpr double kEvaluationDurationBoundsSeconds[] = {
+    0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 25000};
+// One stage forward pass of one micro-batch on an actor: 0.5 ms .. ~14 min.
 inline constexpr double kForwardDurationBoundsSeconds[] = {
-    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5};
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,
+    2.5,    5,     10,     25,    50,   100,   250,  500, 1000, 2500};
 // Policy versions between the policy that acted and the learner's current one.
 inline constexpr double kPolicyLagBoundsVersions[] = {0, 1, 2, 3, 4, 6, 8, 12, 16, 32};
 

@@ -37,6 +37,31 @@ TEST(MetricNamesTest, CatalogueHasTheOperatorMetrics) {
   EXPECT_EQ(names.size(), 19u);
 }
 
+// The latency buckets reach the slowest calls expected at 70B (the derivation is next to
+// the bounds in metric_names.h) with room for a pod at half that speed, and still resolve
+// the tests' millisecond calls.
+TEST(MetricNamesTest, LatencyBucketsSpanTinyModelsTo70bOnCpu) {
+  constexpr double kSlowest70bStageForwardSeconds = 840;
+  constexpr double kSlowest70bEvaluationSeconds = 11800;
+  for (const MetricSpec* spec :
+       {&kActorForwardDurationSeconds, &kEvaluatorEvaluationDurationSeconds}) {
+    SCOPED_TRACE(spec->name);
+    ASSERT_FALSE(spec->bounds.empty());
+    for (size_t i = 1; i < spec->bounds.size(); ++i) {
+      EXPECT_LT(spec->bounds[i - 1], spec->bounds[i]) << "bound " << i;
+    }
+    Registry registry;
+    auto family = HistogramFamily(registry, *spec);
+    ASSERT_TRUE(family.ok()) << family.status();
+  }
+  EXPECT_EQ(kActorForwardDurationSeconds.bounds.size(), 21u);
+  EXPECT_LE(kActorForwardDurationSeconds.bounds.front(), 0.001);
+  EXPECT_GE(kActorForwardDurationSeconds.bounds.back(), 2 * kSlowest70bStageForwardSeconds);
+  EXPECT_EQ(kEvaluatorEvaluationDurationSeconds.bounds.size(), 17u);
+  EXPECT_LE(kEvaluatorEvaluationDurationSeconds.bounds.front(), 0.1);
+  EXPECT_GE(kEvaluatorEvaluationDurationSeconds.bounds.back(), 2 * kSlowest70bEvaluationSeconds);
+}
+
 TEST(MetricNamesTest, RegistersAllIdempotently) {
   Registry registry;
   ASSERT_TRUE(RegisterWindquantMetrics(registry).ok());

@@ -2,8 +2,10 @@
 """Checks deploy/grafana against a LIVE windquant /metrics endpoint.
 
 1. Static: uid "windquant-run", schemaVersion, the DS_PROMETHEUS datasource variable used
-   by every panel and query, unique panel ids/refIds, no overlapping panels, the panels
-   operators rely on, the provisioning YAML files.
+   by every panel and query, the `run` variable (label_values of the `run` label) that every
+   windquant and process selector filters on, unique panel ids/refIds, no overlapping panels,
+   the panels operators rely on (process memory/CPU and GPU panels included), the
+   provisioning YAML files.
 2. PromQL: every query parses (`promtool check rules` on the queries as recording rules,
    Grafana's $__rate_interval replaced by 5m).
 3. Live: either starts the exporter command (a process that serves the windquant catalogue
@@ -14,8 +16,13 @@
    (`_bucket/_sum/_count` are stripped and must belong to a histogram that exposes them),
    that every catalogue metric of common/metrics/metric_names.h is on the dashboard,
    and that every scrape lints clean with `promtool check metrics`. The exporter must exit
-   0 on SIGTERM.
-4. Self-test: a misspelled metric and a non-windquant metric must be reported.
+   0 on SIGTERM. Metrics of other exporters: the standard process metrics
+   (process_resident_memory_bytes, process_cpu_seconds_total) must have their standard
+   type, and must be exported as soon as an endpoint exports any process_* family (until
+   the windquant processes export them this is printed as a NOTE); NVIDIA dcgm-exporter
+   names (DCGM_FI_*) must be among its documented fields (not scraped here).
+4. Self-test: a misspelled metric, a non-windquant metric, a misspelled dcgm-exporter
+   field and a misspelled process metric must be reported.
 
 Usage: check_dashboard.py --exporter CMD [ARGS...]
        check_dashboard.py --urls URL [URL...]
@@ -43,11 +50,23 @@ REQUIRED_TITLES = [
     "Episodes rate", "Transitions ingested rate", "PPO updates", "Policy version and lag",
     "Mean episode reward", "Lambda", "Curriculum target bit-width",
     "Best plan bit-width and perplexity", "Evaluation latency", "Evaluation queue depth",
-    "Actor forward latency", "Connected actors", "Bytes on the wire", "RPC errors by code"]
+    "Actor forward latency", "Connected actors", "Bytes on the wire", "RPC errors by code",
+    "Process resident memory", "Process CPU", "GPU utilization", "GPU memory used"]
 HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count")
 PROMQL_KEYWORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "offset",
                    "bool", "and", "or", "unless", "inf", "nan", "atan2"}
-GRAFANA_VARS = {"$__rate_interval": "5m", "$__interval": "1m", "$__range": "1h"}
+GRAFANA_VARS = {"$__rate_interval": "5m", "$__interval": "1m", "$__range": "1h", "$run": ".*"}
+RUN_MATCHER = 'run=~"$run"'
+# The standard process collector's names and types (Prometheus client libraries).
+PROCESS_METRICS = {"process_resident_memory_bytes": "gauge", "process_cpu_seconds_total": "counter",
+                   "process_virtual_memory_bytes": "gauge", "process_start_time_seconds": "gauge",
+                   "process_open_fds": "gauge", "process_max_fds": "gauge"}
+# Fields NVIDIA dcgm-exporter exports with its default counters (default-counters.csv).
+DCGM_METRICS = {"DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_MEM_COPY_UTIL", "DCGM_FI_DEV_FB_USED",
+                "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_GPU_TEMP",
+                "DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_MEM_CLOCK", "DCGM_FI_DEV_XID_ERRORS",
+                "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "DCGM_FI_DEV_ENC_UTIL",
+                "DCGM_FI_DEV_DEC_UTIL", "DCGM_FI_DEV_MEMORY_TEMP", "DCGM_FI_DEV_PCIE_REPLAY_COUNTER"}
 
 
 def missing_tool(message):
@@ -122,6 +141,28 @@ def check_static(d):
     for title in REQUIRED_TITLES:
         if title not in titles:
             f.append(f"missing panel {title!r}")
+    return f + check_run_variable(d)
+
+
+def check_run_variable(d):
+    """The `run` variable exists, and every windquant/process selector filters on it (queries
+    of other exporters join a windquant selector that does)."""
+    f = []
+    runs = [v for v in d.get("templating", {}).get("list", []) if v.get("name") == "run"]
+    if not runs or runs[0].get("type") != "query" or \
+            runs[0].get("datasource") != {"type": "prometheus", "uid": DS_REF} or \
+            not re.fullmatch(r"label_values\(windquant_\w+, run\)", str(runs[0].get("query"))) or \
+            runs[0].get("includeAll") is not True or runs[0].get("allValue") != ".*":
+        f.append("templating must define run: a query variable on DS_PROMETHEUS, "
+                 "label_values(windquant_<metric>, run), includeAll with allValue .*")
+    for p, t in queries(d):
+        expr = t.get("expr", "")
+        selectors = re.findall(r"\b((?:windquant|process)_[a-z0-9_]+)(\{[^}]*\})?", expr)
+        for name, labels in selectors:
+            if RUN_MATCHER not in labels:
+                f.append(f"panel {p.get('title')!r} {t.get('refId')}: {name} lacks {RUN_MATCHER}")
+        if not selectors:
+            f.append(f"panel {p.get('title')!r} {t.get('refId')}: no windquant selector filters on the run")
     return f
 
 
@@ -189,9 +230,22 @@ def parse_exposition(text):
     return types, samples
 
 
-def check_names(used, types, samples):
+def check_names(used, types, samples, notes=None):
     f = []
+    exports_process = any(n.startswith("process_") for n in types)
     for name in sorted(used):
+        if name in PROCESS_METRICS:
+            if name in types and types[name] != PROCESS_METRICS[name]:
+                f.append(f"{name}: exported as a {types[name]}, the standard is {PROCESS_METRICS[name]}")
+            elif name not in types and exports_process:
+                f.append(f"{name}: not exported, although other process_* metrics are")
+            elif name not in types and notes is not None:
+                notes.append(f"{name}: not exported by these endpoints yet")
+            continue
+        if name.startswith("DCGM_"):
+            if name not in DCGM_METRICS:
+                f.append(f"{name}: not a dcgm-exporter default field")
+            continue
         if not name.startswith("windquant_"):
             f.append(f"{name}: not a windquant metric")
             continue
@@ -266,15 +320,26 @@ def main():
         if code != 0:
             findings.append(f"exporter exit status on SIGTERM: {code}, expected 0")
         source = f"exporter {os.path.basename(exporter[0])} on port {port}"
-    findings += check_names(used, types, samples)
+    notes = []
+    findings += check_names(used, types, samples, notes)
 
-    # Self-test: the name check must catch a typo'd and a foreign metric.
-    probe = check_names(metric_names("rate(windquant_learner_target_bits[5m]) + up"), types, samples)
-    if len(probe) != 2:
-        findings.append(f"self-test: expected 2 findings for a typo and a foreign metric, got {probe}")
+    # Self-test: the name check must catch typos and foreign metrics.
+    probe = check_names(metric_names("rate(windquant_learner_target_bits[5m]) + up + "
+                                     "DCGM_FI_DEV_GPU_UTILIZATION + process_resident_memory"),
+                        types, samples)
+    if len(probe) != 4:
+        findings.append(f"self-test: expected 4 findings for two typos and two foreign metrics, "
+                        f"got {probe}")
+    probe = check_run_variable({"panels": [{"title": "p", "targets": [
+        {"refId": "A", "expr": "windquant_learner_lambda + on () process_cpu_seconds_total{run=~\"$run\"}"},
+        {"refId": "B", "expr": "DCGM_FI_DEV_GPU_UTIL"}]}]})
+    if len(probe) != 3:
+        findings.append(f"self-test: expected 3 run-variable findings, got {probe}")
 
     print(f"dashboard {DASHBOARD.name}: {len(exprs)} queries, {len(used)} metric names "
           f"({len(stripped)} families); {source}: {len(types)} families exported")
+    for m in notes:
+        print("NOTE", m)
     for m in findings:
         print("FAIL", m)
     return 1 if findings else 0

@@ -9,10 +9,13 @@
      @kubernetes-models/prometheus-operator), checked by the TypeScript compiler with
      strict object-literal checks: an unknown field, a wrong type or a missing required
      field is an error (deploy/k8s/typecheck/, installed with `npm ci` into the build tree).
-2. Structural rules the schemas cannot express (see RULES below): learner replicas 1 +
-   Recreate, gRPC probes on the serving port, StatefulSet serviceName = a headless Service,
-   selectors match template labels, every ConfigMap/Secret/PVC reference resolves to a
-   rendered (generated, hash-suffixed) object, the actor topology matches run.yaml, ...
+   Kinds the shared schemas lack (NetworkPolicy) are checked with the TypeScript types.
+2. Structural rules the schemas cannot express: learner replicas 1 + Recreate, gRPC probes
+   on the serving port, StatefulSet serviceName = a headless Service, selectors match
+   template labels, every ConfigMap/Secret/PVC reference resolves to a rendered (generated,
+   hash-suffixed) object, the actor topology matches run.yaml, ...; and those of
+   cluster_rules.py (digests, GPU scheduling, disruption budget, state volumes,
+   NetworkPolicies, ServiceMonitor, overlays generated from configs/).
 3. Self-test: known-bad mutations of a rendered overlay must be reported, so a rule that
    silently stopped checking fails the test.
 
@@ -28,6 +31,10 @@ import re
 import shutil
 import subprocess
 import sys
+
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+from cluster_rules import (METRICS_PORT, ROLES, find, ident, pod_spec, role_of, selects)
+import cluster_rules
 
 HERE = pathlib.Path(__file__).resolve().parent
 SOURCE_DIR = pathlib.Path(os.environ.get("WQ_SOURCE_DIR", HERE.parent.parent))
@@ -50,12 +57,7 @@ def shared_dir():
 SHARED_DIR = shared_dir()
 SCHEMA_ROOT = (SHARED_DIR or SOURCE_DIR.parent / "shared") / "k8s-schemas"
 K8S_VERSION_DIR = "v1.29.0-standalone-strict"
-TARGETS = ["base", "overlays/cpu-small", "overlays/llama3-70b-gpu"]
-
-# Role -> (binary, gRPC port). Metrics are on 9464 everywhere.
-ROLES = {"learner": ("windquant-learner", 50051), "evaluator": ("windquant-evaluator", 50052),
-         "actor": ("windquant-actor", 50053)}
-METRICS_PORT = 9464
+TARGETS = ["base", "overlays/cpu-small", "overlays/llama3-8b-gpu", "overlays/llama3-70b-gpu"]
 CONFIG_PATH = "/etc/windquant/run.yaml"
 POD_INDEX_FIELD = "metadata.labels['apps.kubernetes.io/pod-index']"
 GENERATED = re.compile(r"^(windquant-run|windquant-store)-[a-z0-9]{10}$")
@@ -112,14 +114,24 @@ class JsonSchemaBackend:
             missing(f"jsonschema is not installed for {sys.executable} (use the pyenv python3)")
         self._validator_class = Draft7Validator
         self._validators = {}
+        self._fallback = None
 
     def describe(self):
-        return str(SCHEMA_ROOT / K8S_VERSION_DIR)
+        return str(SCHEMA_ROOT / K8S_VERSION_DIR) + (
+            f"; kinds without a schema there: {self._fallback.describe()}" if self._fallback else "")
 
     def errors(self, doc_sets):
-        """{label: [finding]} for {label: [doc]}."""
-        return {label: [f"schema {ident(d)} {e}" for d in docs for e in self._doc_errors(d)]
+        """{label: [finding]} for {label: [doc]}. The kinds ../shared has no schema for
+        (NetworkPolicy) go to the TypeScript API types of the same Kubernetes version."""
+        found = {label: [f"schema {ident(d)} {e}" for d in docs if schema_path(d).exists()
+                         for e in self._doc_errors(d)] for label, docs in doc_sets.items()}
+        rest = {label: [d for d in docs if not schema_path(d).exists()]
                 for label, docs in doc_sets.items()}
+        if any(rest.values()):
+            self._fallback = self._fallback or TypeScriptBackend()
+            for label, more in self._fallback.errors(rest).items():
+                found[label] += more
+        return found
 
     def _doc_errors(self, doc):
         path = schema_path(doc)
@@ -217,23 +229,6 @@ class TypeScriptBackend:
         return findings
 
 
-def ident(doc):
-    return f"{doc['kind']}/{doc['metadata'].get('name')}"
-
-
-def pod_spec(doc):
-    return doc["spec"]["template"]["spec"]
-
-
-def role_of(doc):
-    return doc["spec"]["template"]["metadata"].get("labels", {}).get(
-        "app.kubernetes.io/component")
-
-
-def selects(selector, labels):
-    return bool(selector) and all(labels.get(k) == v for k, v in selector.items())
-
-
 def run_config(docs):
     """The run.yaml of the rendered windquant-run ConfigMap (None if absent)."""
     for d in docs:
@@ -263,7 +258,7 @@ def check_rules(docs, target):
         check_workload(f, w, services, cfg, names, by_kind)
     check_services(f, services, workloads, cfg)
     check_monitoring(f, by_kind, services, target)
-    return f
+    return f + cluster_rules.check_cluster(docs, target, cfg)
 
 
 def check_workload(f, w, services, cfg, names, by_kind):
@@ -378,11 +373,7 @@ def check_services(f, services, workloads, cfg):
 
 
 def check_monitoring(f, by_kind, services, target):
-    """The weights volume is read-only; ServiceMonitors scrape the three Services."""
-    for pvc in by_kind.get("PersistentVolumeClaim", []):
-        if pvc["spec"].get("accessModes") != ["ReadOnlyMany"]:
-            f.append(f"{ident(pvc)}: the weights volume must be ReadOnlyMany")
-
+    """ServiceMonitors scrape the three Services."""
     for sm in by_kind.get("ServiceMonitor", []):
         selected = [s for s in services if selects(sm["spec"]["selector"].get("matchLabels"),
                                                    s["metadata"].get("labels", {}))]
@@ -450,13 +441,6 @@ def check_target(docs, target, schema_findings):
     return schema_findings + [f"rule {m}" for m in check_rules(docs, target)]
 
 
-def find(docs, kind, component=None):
-    for d in docs:
-        if d["kind"] == kind and (component is None or role_of(d) == component):
-            return d
-    raise KeyError(kind)
-
-
 # Each mutation breaks one thing; check_target must report a finding containing `expect`
 # (UNKNOWN_FIELD / WRONG_TYPE: the schema backend's own wording).
 UNKNOWN_FIELD, WRONG_TYPE = object(), object()
@@ -490,24 +474,20 @@ MUTATIONS = [
 ]
 
 
-def mutated(docs):
-    """{"mutation: NAME": broken copy of docs} for every mutation."""
-    out = {}
-    for name, _, mutate in MUTATIONS:
-        broken = copy.deepcopy(docs)
-        mutate(broken)
-        out[f"mutation: {name}"] = broken
-    return out
+MUTATIONS += [(name, UNKNOWN_FIELD if expect == "unknown field" else expect, mutate)
+              for name, expect, mutate in cluster_rules.MUTATIONS]
 
 
-def self_test(broken_sets, schema, target, backend):
+def self_test(broken_sets, schema, target):
+    wording = {UNKNOWN_FIELD: (JsonSchemaBackend.unknown_field, TypeScriptBackend.unknown_field),
+               WRONG_TYPE: (JsonSchemaBackend.wrong_type, TypeScriptBackend.wrong_type)}
     failures = []
     for name, expect, _ in MUTATIONS:
         label = f"mutation: {name}"
         found = check_target(broken_sets[label], target, schema[label])
-        want = {UNKNOWN_FIELD: backend.unknown_field, WRONG_TYPE: backend.wrong_type}.get(expect, expect)
-        if not any(want in m for m in found):
-            failures.append(f"self-test '{name}': no finding containing {want!r} (got {found})")
+        wants = wording.get(expect, (expect,))
+        if not any(want in m for m in found for want in wants):
+            failures.append(f"self-test '{name}': no finding containing {wants} (got {found})")
     return failures
 
 
@@ -522,11 +502,11 @@ def main():
     backend = JsonSchemaBackend() if (SCHEMA_ROOT / K8S_VERSION_DIR).is_dir() else TypeScriptBackend()
     version = subprocess.run(cmd[:1] + (["version", "--client"] if cmd[0] == "kubectl" else ["version"]),
                              capture_output=True, text=True).stdout.strip().replace("\n", ", ")
-    print(f"renderer: {' '.join(cmd)} ({version}); API check: {backend.name}, {backend.describe()}")
     rendered = {target: render(cmd, target) for target in TARGETS}
     self_test_target = "overlays/llama3-70b-gpu"
-    broken_sets = mutated(rendered[self_test_target])
+    broken_sets = cluster_rules.mutated(rendered[self_test_target], MUTATIONS)
     schema = backend.errors({**rendered, **broken_sets})  # one tsc run for all of them
+    print(f"renderer: {' '.join(cmd)} ({version}); API check: {backend.name}, {backend.describe()}")
     failures = []
     for target, docs in rendered.items():
         findings = check_target(docs, target, schema[target])
@@ -534,7 +514,7 @@ def main():
         print(f"{target}: {len(docs)} objects ({', '.join(kinds)}), {len(findings)} findings")
         failures += [f"{target}: {m}" for m in findings]
     failures += [f"{self_test_target}: {m}"
-                 for m in self_test(broken_sets, schema, self_test_target, backend)]
+                 for m in self_test(broken_sets, schema, self_test_target)]
     for m in failures:
         print("FAIL", m)
     print(f"self-test: {len(MUTATIONS)} mutations")
