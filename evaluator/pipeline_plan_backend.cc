@@ -16,12 +16,12 @@ absl::StatusOr<rl::SliceMeasurement> PipelinePlanBackend::Measure(const quant::P
   }
   const PipelineEvaluatorOptions& o = evaluator_->options();
   rl::SliceMeasurement m;
-  WQ_ASSIGN_OR_RETURN(m.calibration, evaluator_->Perplexity(stages_, spec,
-                                                            evaluator_->calibration_ids(),
-                                                            o.calib_slice_tokens));
-  WQ_ASSIGN_OR_RETURN(m.evaluation, evaluator_->Perplexity(stages_, spec,
-                                                           evaluator_->evaluation_ids(),
-                                                           o.eval_slice_tokens));
+  WQ_ASSIGN_OR_RETURN(
+      m.calibration,
+      evaluator_->Perplexity(stages_, spec, evaluator_->calibration_ids(), o.calib_slice_tokens));
+  WQ_ASSIGN_OR_RETURN(
+      m.evaluation,
+      evaluator_->Perplexity(stages_, spec, evaluator_->evaluation_ids(), o.eval_slice_tokens));
   return m;
 }
 

@@ -31,8 +31,8 @@ class FakePlanBackend : public PlanBackend {
   // The mean NLL of the model running `plan` (nullptr: FP) on either slice.
   static double Nll(const quant::Plan* plan) {
     if (plan == nullptr) return kFpNll;
-    return kFpNll + kNllPerActionStep * std::accumulate(plan->actions.begin(),
-                                                        plan->actions.end(), 0);
+    return kFpNll +
+           kNllPerActionStep * std::accumulate(plan->actions.begin(), plan->actions.end(), 0);
   }
 
   absl::StatusOr<SliceMeasurement> Measure(const quant::Plan* plan) override {

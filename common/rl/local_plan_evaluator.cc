@@ -13,8 +13,8 @@ absl::StatusOr<std::unique_ptr<LocalPlanEvaluator>> LocalPlanEvaluator::Create(
   model::PerplexityOptions ppl;
   ppl.context = options.context;
   ppl.batch_size = options.batch;
-  std::unique_ptr<LocalPlanEvaluator> e(new LocalPlanEvaluator(
-      model, fits, table, std::move(calib_ids), std::move(eval_ids), ppl));
+  std::unique_ptr<LocalPlanEvaluator> e(
+      new LocalPlanEvaluator(model, fits, table, std::move(calib_ids), std::move(eval_ids), ppl));
   WQ_ASSIGN_OR_RETURN(e->reference_, e->core_.Reference(e->backend_));
   return e;
 }

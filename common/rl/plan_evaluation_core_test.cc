@@ -11,8 +11,8 @@
 namespace windquant::rl {
 namespace {
 
-using ::windquant::testing::StatusIs;
 using testing::FakePlanBackend;
+using ::windquant::testing::StatusIs;
 
 quant::Plan PlanOf(std::vector<int> actions, std::string fingerprint = "m") {
   quant::Plan p;
