@@ -15,6 +15,7 @@
 #include "common/quant/calibration.h"
 #include "common/quant/table_fingerprint.h"
 #include "common/transport/work_deadline.h"
+#include "evaluator/pipeline_plan_backend.h"
 
 namespace windquant::evaluator {
 namespace {
@@ -153,7 +154,8 @@ PipelineEvaluator::PipelineEvaluator(model::LlamaWeights head_weights,
     : options_(options),
       head_(std::move(head_weights)),
       calibration_ids_(std::move(calibration_ids)),
-      evaluation_ids_(std::move(evaluation_ids)) {}
+      evaluation_ids_(std::move(evaluation_ids)),
+      core_(options.result_cache_size) {}
 
 absl::StatusOr<std::unique_ptr<PipelineEvaluator>> PipelineEvaluator::Create(
     const std::string& model_dir, const PipelineEvaluatorOptions& options,
@@ -242,34 +244,19 @@ absl::StatusOr<model::PerplexityResult> PipelineEvaluator::Perplexity(
     const std::vector<int32_t>& ids, int64_t max_tokens) {
   WQ_RETURN_IF_ERROR(CheckChain(stages));
   const model::LlamaConfig& c = config();
-  const int64_t context = std::min(options_.context, c.max_position_embeddings);
-  const int64_t chunk = context - 1;
   int64_t n = static_cast<int64_t>(ids.size());
   if (max_tokens > 0) n = std::min(n, max_tokens);
   WQ_RETURN_IF_ERROR(CheckTokenIds(ids, n, c.vocab_size));
-  const int64_t windows = n / chunk;
-  if (windows == 0) {
-    return absl::InvalidArgumentError(absl::StrCat("only ", n, " tokens: fewer than one window of ",
-                                                   chunk, " (context ", context, " - BOS)"));
-  }
-  model::PerplexityResult r;
-  r.context = context;
-  r.windows = windows;
-  r.tokens = windows * chunk;
+  WQ_ASSIGN_OR_RETURN(model::PerplexityResult r,
+                      model::PerplexityWindows(n, options_.context, c.max_position_embeddings));
+  const int64_t context = r.context, chunk = context - 1, windows = r.windows;
   const int64_t batch = options_.batch_size;
   const int64_t count = (windows + batch - 1) / batch;
-  // Window w is [BOS] + ids[w*chunk, (w+1)*chunk): inputs are its first
-  // `chunk` tokens, targets its last `chunk`.
+  // Micro-batch i holds windows [i * batch, i * batch + nb): inputs are their
+  // first `chunk` tokens, targets their last `chunk`.
   auto window_rows = [&](int64_t i) {
-    const int64_t w0 = i * batch, nb = std::min(batch, windows - w0);
-    at::Tensor all = at::empty({nb, context}, at::kLong);
-    int64_t* p = all.data_ptr<int64_t>();
-    for (int64_t wi = 0; wi < nb; ++wi) {
-      int64_t* row = p + wi * context;
-      row[0] = c.bos_token_id;
-      for (int64_t j = 0; j < chunk; ++j) row[1 + j] = ids[(w0 + wi) * chunk + j];
-    }
-    return all;
+    const int64_t w0 = i * batch;
+    return model::WindowRows(ids, w0, std::min(batch, windows - w0), context, c.bos_token_id);
   };
   double total = 0;
   const auto start = std::chrono::steady_clock::now();
@@ -293,27 +280,15 @@ absl::StatusOr<model::PerplexityResult> PipelineEvaluator::Perplexity(
           if (hidden.dim() != 3 || hidden.size(0) != targets.size(0) || hidden.size(1) != chunk) {
             return absl::DataLossError("stage output has the wrong shape");
           }
-          const at::Tensor logits = head_.Head(hidden);
-          const at::Tensor logp = at::log_softmax(logits.to(at::kFloat), -1);
-          const at::Tensor nll = -logp.gather(-1, targets.unsqueeze(-1)).squeeze(-1);
-          total += nll.to(at::kDouble).sum().item<double>();
+          total += model::SumTargetNll(head_.Head(hidden), targets);
           return absl::OkStatus();
         } catch (const c10::Error& e) {
           return absl::InternalError(absl::StrCat("head: ", e.what_without_backtrace()));
         }
       });
   WQ_RETURN_IF_ERROR(s);
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  r.total_nll = total;
-  r.nll = total / static_cast<double>(r.tokens);
-  r.perplexity = std::exp(r.nll);
-  // NaN/Inf logits (weights, activations) must not pass as a "null" perplexity.
-  if (!std::isfinite(r.perplexity)) {
-    return absl::InvalidArgumentError(absl::StrCat("perplexity: not finite (mean NLL ", r.nll,
-                                                   " over ", r.tokens,
-                                                   " tokens): the model's logits hold NaN or Inf"));
-  }
-  r.tokens_per_s = r.seconds > 0 ? r.tokens / r.seconds : 0;
+  WQ_RETURN_IF_ERROR(model::FinishPerplexity(
+      total, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), &r));
   return r;
 }
 
@@ -366,59 +341,14 @@ std::string PipelineEvaluator::PlanKey(const quant::Plan& plan) {
 
 absl::StatusOr<PlanEvaluation> PipelineEvaluator::Reference(
     const std::vector<ActivationTransport*>& stages) {
-  {
-    absl::MutexLock lock(&mu_);
-    if (reference_.has_value()) return *reference_;
-  }
-  PassSpec spec;  // empty plan id: full precision
-  WQ_ASSIGN_OR_RETURN(auto loss,
-                      Perplexity(stages, spec, calibration_ids_, options_.calib_slice_tokens));
-  WQ_ASSIGN_OR_RETURN(auto ppl,
-                      Perplexity(stages, spec, evaluation_ids_, options_.eval_slice_tokens));
-  PlanEvaluation ref;
-  ref.calib_nll = loss.nll;
-  ref.eval_nll = ppl.nll;
-  ref.eval_ppl = ppl.perplexity;
-  ref.tokens = loss.tokens + ppl.tokens;
-  ref.seconds = loss.seconds + ppl.seconds;
-  absl::MutexLock lock(&mu_);
-  reference_ = ref;
-  return ref;
+  PipelinePlanBackend backend(this, stages);
+  return core_.Reference(backend);
 }
 
 absl::StatusOr<PlanEvaluation> PipelineEvaluator::Evaluate(
     const std::vector<ActivationTransport*>& stages, const quant::Plan& plan) {
-  const std::string key = PlanKey(plan);
-  {
-    absl::MutexLock lock(&mu_);
-    auto it = cache_.find(key);
-    if (it != cache_.end()) {
-      PlanEvaluation hit = it->second;
-      hit.cached = true;
-      return hit;
-    }
-  }
-  WQ_ASSIGN_OR_RETURN(PlanEvaluation ref, Reference(stages));
-  PassSpec spec;
-  spec.plan_id = key;
-  spec.model_fingerprint = plan.model_fingerprint;
-  spec.actions = std::make_shared<const std::vector<int>>(plan.actions);
-  WQ_ASSIGN_OR_RETURN(auto loss,
-                      Perplexity(stages, spec, calibration_ids_, options_.calib_slice_tokens));
-  WQ_ASSIGN_OR_RETURN(auto ppl,
-                      Perplexity(stages, spec, evaluation_ids_, options_.eval_slice_tokens));
-  PlanEvaluation e;
-  e.calib_nll = loss.nll;
-  e.loss_increase = loss.nll - ref.calib_nll;
-  e.eval_nll = ppl.nll;
-  e.eval_ppl = ppl.perplexity;
-  e.relative_ppl_increase = ppl.perplexity / ref.eval_ppl - 1.0;
-  e.tokens = loss.tokens + ppl.tokens;
-  e.seconds = loss.seconds + ppl.seconds;
-  absl::MutexLock lock(&mu_);
-  if (cache_.size() >= options_.result_cache_size) cache_.erase(cache_.begin());
-  cache_[key] = e;
-  return e;
+  PipelinePlanBackend backend(this, stages);
+  return core_.Evaluate(backend, plan);
 }
 
 }  // namespace windquant::evaluator

@@ -5,11 +5,13 @@
 // micro-batches in flight at once (micro-batch m+1 is on stage 0 while m is on
 // stage 1). It
 //   - runs the calibration pass and has every stage fit its shard;
-//   - evaluates plans: mean NLL on a calibration slice (the loss-increase term)
-//     and perplexity on an evaluation slice (the PPL term), both with exactly
-//     the protocol of model::ComputePerplexity (BOS + chunk windows, NLL in
-//     double), against the full-precision reference computed once;
-//   - caches the results of identical plans (same fingerprint and actions).
+//   - measures perplexity through the stages with exactly the protocol of
+//     model::ComputePerplexity (BOS + chunk windows, NLL in double);
+//   - evaluates plans with rl::PlanEvaluationCore over a PipelinePlanBackend
+//     per replica: mean NLL on a calibration slice (the loss-increase term)
+//     and perplexity on an evaluation slice (the PPL term) against the
+//     full-precision reference measured once, identical plans (same
+//     fingerprint and actions) answered from one cache for all replicas.
 // The λ update is not here (it belongs to whoever orders evaluations).
 //
 // Thread-safety: all methods are thread-safe; passes over different replicas
@@ -19,19 +21,17 @@
 
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "common/model/llama_model.h"
 #include "common/model/perplexity.h"
 #include "common/quant/plan.h"
 #include "common/quant/unit_table.h"
 #include "common/rl/plan_evaluation.h"
+#include "common/rl/plan_evaluation_core.h"
 #include "common/transport/activation_transport.h"
 
 namespace windquant::evaluator {
@@ -45,7 +45,7 @@ struct PipelineEvaluatorOptions {
   int calibration_seq_len = 256;      //   of this many tokens (incl. BOS)
   uint64_t calibration_seed = 0;
   int64_t calibration_batch = 8;    //   windows per micro-batch
-  size_t result_cache_size = 4096;  // plans remembered
+  size_t result_cache_size = 4096;  // plans remembered (rl::PlanCache, oldest out first)
 };
 
 using rl::PlanEvaluation;
@@ -65,6 +65,10 @@ class PipelineEvaluator {
 
   const model::LlamaConfig& config() const { return head_.config(); }
   const PipelineEvaluatorOptions& options() const { return options_; }
+  // The calibration text (the loss term's slice is its first
+  // options().calib_slice_tokens) and the evaluation text (the PPL term's).
+  const std::vector<int32_t>& calibration_ids() const { return calibration_ids_; }
+  const std::vector<int32_t>& evaluation_ids() const { return evaluation_ids_; }
 
   // Checks that `stages` chain to the whole model: layers [0, L) contiguous.
   absl::Status CheckChain(const std::vector<transport::ActivationTransport*>& stages) const;
@@ -95,7 +99,7 @@ class PipelineEvaluator {
       const std::vector<transport::ActivationTransport*>& stages, const quant::Plan& plan);
 
   // The stage-side plan id of `plan`: a digest of fingerprint + actions, so
-  // identical plans share applied weights and cache entries.
+  // identical plans share applied weights on the stages.
   static std::string PlanKey(const quant::Plan& plan);
 
  private:
@@ -114,9 +118,7 @@ class PipelineEvaluator {
   const std::vector<int32_t> calibration_ids_;
   const std::vector<int32_t> evaluation_ids_;
 
-  absl::Mutex mu_;
-  std::optional<PlanEvaluation> reference_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, PlanEvaluation> cache_ ABSL_GUARDED_BY(mu_);
+  rl::PlanEvaluationCore core_;  // the reference and the cache of every replica
 };
 
 }  // namespace windquant::evaluator

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "common/rl/episode_evaluator.h"
+#include "common/rl/local_plan_evaluator.h"
 #include "job/evaluation_slices.h"
 
 namespace windquant::job {

@@ -41,6 +41,28 @@ struct PerplexityResult {
   double tokens_per_s = 0;  // predicted tokens / seconds
 };
 
+// The windows of the protocol for the first `n` ids: the context clamped to
+// `max_position_embeddings`, windows = n / (context - 1), tokens = windows *
+// (context - 1) filled in; INVALID_ARGUMENT when the ids do not fill one
+// window. Every perplexity (in one process or through a pipeline of stages)
+// starts here.
+absl::StatusOr<PerplexityResult> PerplexityWindows(int64_t n, int64_t context,
+                                                   int64_t max_position_embeddings);
+
+// Windows [first, first + count) as a [count, context] int64 tensor: column 0
+// is `bos`, then window w's chunk ids[w * (context - 1), (w + 1) * (context - 1)).
+at::Tensor WindowRows(const std::vector<int32_t>& ids, int64_t first, int64_t count,
+                      int64_t context, int64_t bos);
+
+// Summed NLL (nats, accumulated in double) of `targets` [b, t] under `logits`
+// [b, t, V]: log_softmax in float32, one gather, summed in double.
+double SumTargetNll(const at::Tensor& logits, const at::Tensor& targets);
+
+// Ends a perplexity started by PerplexityWindows: total_nll, nll, perplexity,
+// seconds and tokens_per_s. INVALID_ARGUMENT when the perplexity is not
+// finite (the model's logits hold NaN or Inf), so it never passes as a number.
+absl::Status FinishPerplexity(double total_nll, double seconds, PerplexityResult* result);
+
 // Runs the protocol above with `model` (which must hold embeddings, every
 // decoder layer and the head). Gradients are not recorded.
 // Errors: INVALID_ARGUMENT when the model is a partial stage, the options

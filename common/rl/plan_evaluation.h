@@ -1,7 +1,8 @@
 // PlanEvaluation: one plan's measured quality (DESIGN.md section 4, the
-// inputs of the episode-end reward), the one type for it: the evaluator's
-// PipelineEvaluator and rl::LocalPlanEvaluator measure it, the learner keeps
-// it with its candidate plans (and checkpoints it, run_checkpoint.h).
+// inputs of the episode-end reward), the one type for it: PlanEvaluationCore
+// assembles it from what a PlanBackend measured (in this process or through a
+// pipeline), the learner keeps it with its candidate plans (and checkpoints
+// it, run_checkpoint.h).
 #ifndef WINDQUANT_COMMON_RL_PLAN_EVALUATION_H_
 #define WINDQUANT_COMMON_RL_PLAN_EVALUATION_H_
 
