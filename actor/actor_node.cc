@@ -12,6 +12,7 @@
 #include "common/net/status_convert.h"
 #include "common/quant/quantizer.h"
 #include "common/quant/table_fingerprint.h"
+#include "common/rl/training.h"
 #include "common/transport/work_deadline.h"
 
 namespace windquant::actor {
@@ -140,6 +141,10 @@ absl::Status ActorNode::RegisterTable(const quant::UnitTable& table) {
 absl::Status ActorNode::Connect(std::shared_ptr<grpc::Channel> evaluator, uint32_t incarnation) {
   const config::ServiceConfig& svc = config_.service;
   RolloutLoopOptions ro;
+  ro.policy = rl::PolicyOptionsFromConfig(config_);
+  ro.env = config_.env;
+  ro.seed = config_.training.seed;
+  ro.screen_samples = config_.training.screen_samples;
   ro.actor_id = id_.actor_id;
   ro.actor_index = id_.stage * svc.replicas + id_.replica;
   ro.incarnation = incarnation;
@@ -156,7 +161,7 @@ absl::Status ActorNode::Connect(std::shared_ptr<grpc::Channel> evaluator, uint32
     return RegisterTable(table);
   };
   rollouts_ =
-      std::make_unique<RolloutLoop>(config_, ro, learner_channel_, std::move(evaluator), registry_);
+      std::make_unique<RolloutLoop>(ro, learner_channel_, std::move(evaluator), registry_);
   // A restarted actor with cached fits registers them again.
   registrar_ = std::thread([this] {
     if (!worker_->fitted()) return;

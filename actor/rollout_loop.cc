@@ -13,11 +13,9 @@
 
 namespace windquant::actor {
 
-RolloutLoop::RolloutLoop(const config::RunConfig& config, RolloutLoopOptions options,
-                         std::unique_ptr<LearnerClient> learner,
+RolloutLoop::RolloutLoop(RolloutLoopOptions options, std::unique_ptr<LearnerClient> learner,
                          std::unique_ptr<EvaluatorClient> evaluator, metrics::Registry* registry)
-    : config_(config),
-      options_(std::move(options)),
+    : options_(std::move(options)),
       learner_(std::move(learner)),
       evaluator_(std::move(evaluator)) {
   if (registry != nullptr) {
@@ -26,17 +24,16 @@ RolloutLoop::RolloutLoop(const config::RunConfig& config, RolloutLoopOptions opt
   }
 }
 
-RolloutLoop::RolloutLoop(const config::RunConfig& config, RolloutLoopOptions options,
-                         std::shared_ptr<grpc::Channel> learner,
+RolloutLoop::RolloutLoop(RolloutLoopOptions options, std::shared_ptr<grpc::Channel> learner,
                          std::shared_ptr<grpc::Channel> evaluator, metrics::Registry* registry)
-    : RolloutLoop(config, std::move(options),
+    : RolloutLoop(std::move(options),
                   std::make_unique<GrpcLearnerClient>(std::move(learner)),
                   std::make_unique<GrpcEvaluatorClient>(std::move(evaluator)), registry) {}
 
 RolloutLoop::~RolloutLoop() { Stop(); }
 
 absl::Status RolloutLoop::Start() {
-  auto policy = rl::Policy::Create(rl::PolicyOptionsFromConfig(config_));
+  auto policy = rl::Policy::Create(options_.policy);
   if (!policy.ok()) return policy.status();
   {
     absl::MutexLock lock(&mu_);
@@ -171,13 +168,13 @@ std::unique_ptr<rl::RolloutWorker> RolloutLoop::FetchWorker() {
     absl::StatusOr<quant::UnitTable> table = learner_->GetUnitTable(options_.deadline);
     if (table.ok()) {
       // Screening samples are drawn in batches of up to screen_batch_steps transitions.
-      const int64_t samples = int64_t{options_.envs} * std::max(1, config_.training.screen_samples);
+      const int64_t samples = int64_t{options_.envs} * std::max(1, options_.screen_samples);
       const int64_t batch = std::min<int64_t>(
           samples, std::max<int64_t>(options_.envs, options_.screen_batch_steps /
                                                         std::max<int64_t>(1, table->units.size())));
-      auto w = rl::RolloutWorker::Create(*table, config_.env, options_.actor_id,
+      auto w = rl::RolloutWorker::Create(*table, options_.env, options_.actor_id,
                                          options_.actor_index, options_.incarnation,
-                                         static_cast<int>(batch), config_.training.seed);
+                                         static_cast<int>(batch), options_.seed);
       if (w.ok()) {
         Log(absl::StrCat(": unit table of ", (*w)->table().units.size(), " units"));
         return *std::move(w);
@@ -269,7 +266,7 @@ absl::StatusOr<std::vector<rl::Episode>> RolloutLoop::RunScreened(rl::RolloutWor
     return drawn;
   }
   // envs x screen_samples samples, in batches of the worker's size (FetchWorker).
-  const int64_t samples = int64_t{options_.envs} * config_.training.screen_samples;
+  const int64_t samples = int64_t{options_.envs} * options_.screen_samples;
   WQ_ASSIGN_OR_RETURN(std::vector<rl::Episode> best,
                       rl::RunScreened(worker, *policy_, target_bits_, samples, keep, plan_model_));
   if (!screened_) {

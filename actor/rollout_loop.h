@@ -38,11 +38,18 @@
 #include "common/metrics/registry.h"
 #include "common/net/canceller.h"
 #include "common/rl/plan_surrogate.h"
+#include "common/rl/policy.h"
 #include "common/rl/rollout_worker.h"
 
 namespace windquant::actor {
 
 struct RolloutLoopOptions {
+  rl::PolicyOptions policy;  // the learner's policy shape (its snapshots load into it)
+  config::EnvConfig env;     // the decision process the episodes run
+  uint64_t seed = 0;         // training.seed: the rollout worker's sample stream
+  // training.screen_samples: with K > 1 and the snapshot's reward model, the
+  // `envs` best-predicted of K x envs samples are sent.
+  int screen_samples = 0;
   std::string actor_id;
   int actor_index = 0;
   uint32_t incarnation = 0;
@@ -63,13 +70,11 @@ struct RolloutLoopOptions {
 
 class RolloutLoop {
  public:
-  RolloutLoop(const config::RunConfig& config, RolloutLoopOptions options,
-              std::unique_ptr<LearnerClient> learner, std::unique_ptr<EvaluatorClient> evaluator,
-              metrics::Registry* registry = nullptr);
+  RolloutLoop(RolloutLoopOptions options, std::unique_ptr<LearnerClient> learner,
+              std::unique_ptr<EvaluatorClient> evaluator, metrics::Registry* registry = nullptr);
   // gRPC clients over the two channels.
-  RolloutLoop(const config::RunConfig& config, RolloutLoopOptions options,
-              std::shared_ptr<grpc::Channel> learner, std::shared_ptr<grpc::Channel> evaluator,
-              metrics::Registry* registry = nullptr);
+  RolloutLoop(RolloutLoopOptions options, std::shared_ptr<grpc::Channel> learner,
+              std::shared_ptr<grpc::Channel> evaluator, metrics::Registry* registry = nullptr);
   ~RolloutLoop();
   absl::Status Start();
   void Stop();
@@ -109,7 +114,6 @@ class RolloutLoop {
   bool stopping();
   void Log(absl::string_view line) const;  // actor_id + line to options_.log
 
-  const config::RunConfig config_;
   const RolloutLoopOptions options_;
   std::unique_ptr<LearnerClient> learner_;
   std::unique_ptr<EvaluatorClient> evaluator_;

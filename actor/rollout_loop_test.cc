@@ -200,13 +200,17 @@ struct Loop {
     learner = l.get();
     evaluator = e.get();
     RolloutLoopOptions o;
+    o.policy = rl::PolicyOptionsFromConfig(config);
+    o.env = config.env;
+    o.seed = config.training.seed;
+    o.screen_samples = config.training.screen_samples;
     o.actor_id = "actor-s0-r0";
     o.envs = 2;
     o.episodes_per_version = 2;
     o.deadline = absl::Seconds(5);
     o.register_table = std::move(register_table);
     o.screen_batch_steps = screen_batch_steps;
-    loop = std::make_unique<RolloutLoop>(config, o, std::move(l), std::move(e));
+    loop = std::make_unique<RolloutLoop>(o, std::move(l), std::move(e));
   }
   config::RunConfig config;
   FakeLearner* learner;

@@ -1,7 +1,9 @@
-// LlamaWeights: the float32 tensors of a LLaMA model, or of a stage of it
-// (layers [first_layer, first_layer + layers.size())). Produced by
-// Checkpoint::LoadWeights, consumed by LlamaModel. Tensors follow the Hugging
-// Face layout: Linear weights are [out_features, in_features].
+// LlamaWeights: the tensors of a LLaMA model, or of a stage of it (layers
+// [first_layer, first_layer + layers.size())), in the checkpoint's stored dtype
+// (F32, F16 or BF16) unless the loader was asked to widen them to float32.
+// Produced by Checkpoint::LoadWeights, consumed by LlamaModel (which widens a layer
+// at a time when it computes). Tensors follow the Hugging Face layout: Linear
+// weights are [out_features, in_features].
 #ifndef WINDQUANT_COMMON_MODEL_LLAMA_WEIGHTS_H_
 #define WINDQUANT_COMMON_MODEL_LLAMA_WEIGHTS_H_
 
