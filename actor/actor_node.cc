@@ -50,8 +50,8 @@ absl::StatusOr<model::LlamaWeights> LayerRange(const model::LlamaWeights& w, int
 
 absl::StatusOr<std::unique_ptr<ActorNode>> ActorNode::Create(
     const config::RunConfig& c, int stage, int replica, const std::string& address,
-    metrics::Registry* registry, std::function<void(const std::string&)> log,
-    std::shared_ptr<grpc::Channel> learner, const model::LlamaWeights* shared_weights) {
+    metrics::Registry* registry, base::LogSink log, std::shared_ptr<grpc::Channel> learner,
+    const model::LlamaWeights* shared_weights) {
   const config::ServiceConfig& svc = c.service;
   std::unique_ptr<ActorNode> node(new ActorNode());
   node->config_ = c;
@@ -160,8 +160,7 @@ absl::Status ActorNode::Connect(std::shared_ptr<grpc::Channel> evaluator, uint32
     WQ_ASSIGN_OR_RETURN(quant::UnitTable table, worker_->table());
     return RegisterTable(table);
   };
-  rollouts_ =
-      std::make_unique<RolloutLoop>(ro, learner_channel_, std::move(evaluator), registry_);
+  rollouts_ = std::make_unique<RolloutLoop>(ro, learner_channel_, std::move(evaluator), registry_);
   // A restarted actor with cached fits registers them again.
   registrar_ = std::thread([this] {
     if (!worker_->fitted()) return;

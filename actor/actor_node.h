@@ -25,6 +25,7 @@
 #include "absl/status/statusor.h"
 #include "actor/actor_service.h"
 #include "actor/rollout_loop.h"
+#include "common/base/log.h"
 #include "common/config/run_config.h"
 #include "common/metrics/registry.h"
 #include "common/net/canceller.h"
@@ -50,8 +51,8 @@ class ActorNode {
   // copy: in one process every node holds the same weights once.
   static absl::StatusOr<std::unique_ptr<ActorNode>> Create(
       const config::RunConfig& config, int stage, int replica, const std::string& address,
-      metrics::Registry* registry, std::function<void(const std::string&)> log,
-      std::shared_ptr<grpc::Channel> learner, const model::LlamaWeights* shared_weights = nullptr);
+      metrics::Registry* registry, base::LogSink log, std::shared_ptr<grpc::Channel> learner,
+      const model::LlamaWeights* shared_weights = nullptr);
   ~ActorNode();
 
   // Starts the rollout workers (plans to the evaluator behind `evaluator`)
@@ -76,7 +77,7 @@ class ActorNode {
 
   config::RunConfig config_;
   ActorIdentity id_;
-  std::function<void(const std::string&)> log_;
+  base::LogSink log_;
   metrics::Registry* registry_ = nullptr;
   std::string last_fp_path_;  // fingerprint of the last fitted table ("" = no cache)
   std::unique_ptr<stage::StageWorker> worker_;

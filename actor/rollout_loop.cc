@@ -15,9 +15,7 @@ namespace windquant::actor {
 
 RolloutLoop::RolloutLoop(RolloutLoopOptions options, std::unique_ptr<LearnerClient> learner,
                          std::unique_ptr<EvaluatorClient> evaluator, metrics::Registry* registry)
-    : options_(std::move(options)),
-      learner_(std::move(learner)),
-      evaluator_(std::move(evaluator)) {
+    : options_(std::move(options)), learner_(std::move(learner)), evaluator_(std::move(evaluator)) {
   if (registry != nullptr) {
     auto family = metrics::CounterFamily(*registry, metrics::kActorEpisodesTotal);
     if (family.ok()) episodes_ = &(*family)->Get();
@@ -26,8 +24,7 @@ RolloutLoop::RolloutLoop(RolloutLoopOptions options, std::unique_ptr<LearnerClie
 
 RolloutLoop::RolloutLoop(RolloutLoopOptions options, std::shared_ptr<grpc::Channel> learner,
                          std::shared_ptr<grpc::Channel> evaluator, metrics::Registry* registry)
-    : RolloutLoop(std::move(options),
-                  std::make_unique<GrpcLearnerClient>(std::move(learner)),
+    : RolloutLoop(std::move(options), std::make_unique<GrpcLearnerClient>(std::move(learner)),
                   std::make_unique<GrpcEvaluatorClient>(std::move(evaluator)), registry) {}
 
 RolloutLoop::~RolloutLoop() { Stop(); }
@@ -172,9 +169,9 @@ std::unique_ptr<rl::RolloutWorker> RolloutLoop::FetchWorker() {
       const int64_t batch = std::min<int64_t>(
           samples, std::max<int64_t>(options_.envs, options_.screen_batch_steps /
                                                         std::max<int64_t>(1, table->units.size())));
-      auto w = rl::RolloutWorker::Create(*table, options_.env, options_.actor_id,
-                                         options_.actor_index, options_.incarnation,
-                                         static_cast<int>(batch), options_.seed);
+      auto w =
+          rl::RolloutWorker::Create(*table, options_.env, options_.actor_id, options_.actor_index,
+                                    options_.incarnation, static_cast<int>(batch), options_.seed);
       if (w.ok()) {
         Log(absl::StrCat(": unit table of ", (*w)->table().units.size(), " units"));
         return *std::move(w);

@@ -17,6 +17,7 @@
 #include <gtest/gtest.h>
 
 #include "common/base/files.h"
+#include "common/testing/shell.h"
 
 namespace windquant::cli {
 namespace {
@@ -24,10 +25,7 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
-struct Result {
-  int rc = -1;
-  std::string err;  // stderr
-};
+using Result = testing::CommandOutput;
 
 class CliErrorsTest : public ::testing::Test {
  protected:
@@ -45,19 +43,11 @@ class CliErrorsTest : public ::testing::Test {
                     .ok());
   }
   // Runs windquant with `args` (timeout 60 s: a FIFO must not hang it).
-  Result Run(const std::string& args) {
-    const std::string err_file = dir_ + "/stderr.txt";
-    const std::string cmd = "timeout 60 " + windquant_ + " " + args + " >/dev/null 2>" + err_file;
-    const int status = std::system(cmd.c_str());
-    Result r;
-    r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    r.err = base::ReadFile(err_file).value_or("");
-    return r;
-  }
+  Result Run(const std::string& args) { return testing::RunInDir(dir_, windquant_ + " " + args); }
   // Exit code 1 and exactly one line naming `culprit`.
   void ExpectRefused(const std::string& args, const std::string& culprit) {
     const Result r = Run(args);
-    EXPECT_EQ(r.rc, 1) << args << "\n" << r.err;
+    EXPECT_EQ(r.exit_code, 1) << args << "\n" << r.err;
     EXPECT_THAT(r.err, HasSubstr(culprit)) << args;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << "\n" << r.err;
   }
@@ -162,14 +152,14 @@ TEST_F(CliErrorsTest, PushOfAnEmptyFolderIsRefusedAndCreatesNoPlan) {
 TEST_F(CliErrorsTest, PullIntoAnExistingFolderIsRefusedWithoutForce) {
   const std::string store = dir_ + "/store";
   ASSERT_TRUE(base::WriteFileAtomic(dir_ + "/in/plan.bin", "bytes").ok());
-  ASSERT_EQ(Run("plans push --store " + store + " --plan p1 --dir " + dir_ + "/in").rc, 0);
+  ASSERT_EQ(Run("plans push --store " + store + " --plan p1 --dir " + dir_ + "/in").exit_code, 0);
   const std::string out = dir_ + "/pulled";
   ASSERT_TRUE(base::WriteFileAtomic(out + "/mine.txt", "mine").ok());
   ExpectRefused("plans pull --store " + store + " --plan p1 --out " + out,
                 out + ": exists and is not empty");
   EXPECT_FALSE(fs::exists(out + "/plan.bin"));
   const Result forced = Run("plans pull --store " + store + " --plan p1 --out " + out + " --force");
-  EXPECT_EQ(forced.rc, 0) << forced.err;
+  EXPECT_EQ(forced.exit_code, 0) << forced.err;
   EXPECT_EQ(base::ReadFile(out + "/plan.bin").value_or(""), "bytes");
   EXPECT_FALSE(fs::exists(out + "/mine.txt"));  // replaced whole
 }

@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/base/files.h"
 #include "common/config/this_machine.h"
+#include "common/testing/shell.h"
 
 namespace windquant::cli {
 namespace {
@@ -44,11 +45,9 @@ class MachineCheckTest : public ::testing::Test {
   void ExpectRefused(const std::string& binary, const std::string& args, int rc,
                      const std::string& culprit) {
     ASSERT_TRUE(fs::exists(bin_ + "/" + binary)) << binary;
-    const std::string cmd = absl::StrCat("cd ", dir_, " && timeout 60 ", bin_, "/", binary, " ",
-                                         args, " >/dev/null 2>err.txt");
-    const int status = std::system(cmd.c_str());
-    const int got = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    const std::string err = base::ReadFile(dir_ + "/err.txt").value_or("");
+    const testing::CommandOutput r = testing::RunInDir(dir_, bin_ + "/" + binary + " " + args);
+    const int got = r.exit_code;
+    const std::string& err = r.err;
     if (rc > 0) {
       EXPECT_EQ(got, rc) << binary << " " << args << "\n" << err;
     } else {  // the services' own codes for a refused start (1 or 2)

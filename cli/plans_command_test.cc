@@ -18,6 +18,7 @@
 #include "common/store/artifact_store.h"
 #include "common/store/s3_artifact_store.h"
 #include "common/testing/moto_server.h"
+#include "common/testing/shell.h"
 
 namespace windquant::cli {
 namespace {
@@ -25,10 +26,7 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
-struct Result {
-  int rc = -1;
-  std::string out, err;
-};
+using Result = testing::CommandOutput;
 
 class PlansCommandTest : public ::testing::Test {
  protected:
@@ -51,19 +49,12 @@ class PlansCommandTest : public ::testing::Test {
     ASSERT_TRUE(fs::exists(windquant_)) << windquant_;
   }
   Result Plans(const std::string& args) {
-    const std::string cmd = absl::StrCat("cd ", *tmp_, " && timeout 60 ", windquant_, " plans ",
-                                         args, " >out.txt 2>err.txt");
-    const int status = std::system(cmd.c_str());
-    Result r;
-    r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    r.out = base::ReadFile(*tmp_ + "/out.txt").value_or("");
-    r.err = base::ReadFile(*tmp_ + "/err.txt").value_or("");
-    return r;
+    return testing::RunInDir(*tmp_, windquant_ + " plans " + args);
   }
   // Exit 1, nothing on stdout, one line naming `culprit`.
   void ExpectRefused(const std::string& args, const std::string& culprit) {
     const Result r = Plans(args);
-    EXPECT_EQ(r.rc, 1) << args << "\n" << r.out << r.err;
+    EXPECT_EQ(r.exit_code, 1) << args << "\n" << r.out << r.err;
     EXPECT_EQ(r.out, "") << args;
     EXPECT_THAT(r.err, HasSubstr(culprit)) << args;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << "\n" << r.err;
@@ -94,7 +85,7 @@ TEST_F(PlansCommandTest, MissingFileStoreIsAnError) {
   // An existing empty store lists nothing, successfully.
   fs::create_directories(*tmp_ + "/empty-store");
   const Result r = Plans("list --store " + *tmp_ + "/empty-store");
-  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(r.exit_code, 0) << r.err;
 }
 
 // error-case: cli.plans-missing-bucket-prefix
@@ -120,7 +111,7 @@ TEST_F(PlansCommandTest, MissingBucketOrPrefixIsAnError) {
   // The control: the right prefix and the bucket alone are stores.
   for (const std::string uri : {"s3://wq-plans-cli/team", "s3://wq-plans-cli"}) {
     const Result r = Plans("list --store " + uri + endpoint);
-    EXPECT_EQ(r.rc, 0) << uri << "\n" << r.err;
+    EXPECT_EQ(r.exit_code, 0) << uri << "\n" << r.err;
   }
 }
 

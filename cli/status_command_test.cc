@@ -16,6 +16,7 @@
 #include "common/base/files.h"
 #include "common/net/server.h"
 #include "common/net/test_certs.h"
+#include "common/testing/shell.h"
 #include "windquant/v1/learner.grpc.pb.h"
 
 namespace windquant::cli {
@@ -32,10 +33,7 @@ class FakeLearner final : public v1::Learner::Service {
   }
 };
 
-struct Result {
-  int rc = -1;
-  std::string out, err;
-};
+using Result = testing::CommandOutput;
 
 class StatusCommandTest : public ::testing::Test {
  protected:
@@ -58,20 +56,13 @@ class StatusCommandTest : public ::testing::Test {
     ASSERT_TRUE(s.ok()) << s;
   }
   Result Status(const std::string& flags) {
-    const std::string cmd = "timeout 60 " + windquant_ + " status --learner " + server_->address() +
-                            " --timeout-ms 5000 " + flags + " >" + dir_ + "/out.txt 2>" + dir_ +
-                            "/err.txt";
-    const int status = std::system(cmd.c_str());
-    Result r;
-    r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    r.out = base::ReadFile(dir_ + "/out.txt").value_or("");
-    r.err = base::ReadFile(dir_ + "/err.txt").value_or("");
-    return r;
+    return testing::RunInDir(dir_, windquant_ + " status --learner " + server_->address() +
+                                       " --timeout-ms 5000 " + flags);
   }
   // Exit 1, nothing on stdout, one line on stderr naming `culprit`.
   void ExpectRefused(const std::string& flags, const std::string& culprit) {
     const Result r = Status(flags);
-    EXPECT_EQ(r.rc, 1) << flags << "\n" << r.out << r.err;
+    EXPECT_EQ(r.exit_code, 1) << flags << "\n" << r.out << r.err;
     EXPECT_EQ(r.out, "") << flags;
     EXPECT_THAT(r.err, HasSubstr(culprit)) << flags;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << flags << "\n" << r.err;
@@ -88,7 +79,7 @@ TEST_F(StatusCommandTest, SecurityFlagsAreUsedOrTheCommandFails) {
   StartLearner(net::ServerOptions{});  // plaintext
   // The control: the learner answers plaintext clients.
   Result plain = Status("");
-  ASSERT_EQ(plain.rc, 0) << plain.err;
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
   EXPECT_THAT(plain.out, HasSubstr("episodes=7"));
 
   // A valid CA against the plaintext learner: TLS is attempted, the handshake fails.
@@ -116,7 +107,7 @@ TEST_F(StatusCommandTest, CaFileVerifiesATlsLearner) {
   tls.key_file = certs_.server_key;
   StartLearner(tls);
   const Result r = Status("--ca-file " + certs_.ca_cert);
-  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("episodes=7"));
   // A CA that did not sign the learner's certificate.
   ExpectRefused("--ca-file " + certs_.rogue_cert, "learner " + server_->address() + ": ");

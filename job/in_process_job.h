@@ -20,6 +20,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/base/log.h"
 #include "common/config/run_config.h"
 #include "common/quant/calibration.h"
 #include "common/quant/quantized_stage.h"
@@ -39,8 +40,8 @@ struct ActorFits {
 };
 
 struct InProcessJobOptions {
-  std::function<void(const std::string&)> log;  // every node's log lines
-  int64_t stop_after_updates = 0;               // LearnerCore::set_stop_after_updates
+  base::LogSink log;               // every node's log lines
+  int64_t stop_after_updates = 0;  // LearnerCore::set_stop_after_updates
   // The sampling streams of the actors (ActorNode::Connect's incarnation is
   // derived from it and the actor's index): the same value and config give
   // the same episodes.

@@ -25,8 +25,6 @@
 namespace windquant::job {
 namespace {
 
-using Log = std::function<void(const std::string&)>;
-
 double Since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -37,7 +35,7 @@ double Since(std::chrono::steady_clock::time_point t0) {
 // the session has no fits yet, hand theirs over in `actor_fits`.
 absl::StatusOr<rl::RunResult> Train(const config::RunConfig& cfg, const QuantizeOptions& options,
                                     const quant::QuantizationSession& session,
-                                    const std::string& checkpoint_dir, const Log& log,
+                                    const std::string& checkpoint_dir, const base::LogSink& log,
                                     learner::RunPublisher* publisher, ActorFits* actor_fits) {
   InProcessJobOptions jo;
   jo.log = log;
@@ -72,7 +70,7 @@ absl::StatusOr<rl::RunResult> Train(const config::RunConfig& cfg, const Quantize
 // evaluations, each on the selection slice.
 absl::StatusOr<SearchResult> Search(const quant::UnitTable& table, double target, uint64_t seed,
                                     int64_t evaluations, rl::LocalPlanEvaluator& evaluator,
-                                    const EvaluationSlices& slices, const Log& log) {
+                                    const EvaluationSlices& slices, const base::LogSink& log) {
   SearchOptions so;
   so.target_bits = target;
   so.evaluations = std::max<int64_t>(1, evaluations);
@@ -97,7 +95,7 @@ absl::StatusOr<SearchResult> Search(const quant::UnitTable& table, double target
 absl::Status MeasureAll(const quant::UnitTable& table, const rl::RunResult& tr,
                         const QuantizeOptions& options, double target, uint64_t seed,
                         rl::LocalPlanEvaluator& evaluator, const EvaluationSlices& slices,
-                        const Log& log, QuantizeResult* out) {
+                        const base::LogSink& log, QuantizeResult* out) {
   out->plans.push_back({"rl", tr.best.actions});
   if (options.baselines) {
     WQ_ASSIGN_OR_RETURN(auto baselines, BaselinesAt(table, target, seed));
@@ -139,7 +137,7 @@ absl::StatusOr<std::string> WriteArtifacts(const quant::QuantizationSession& ses
 // Gives the session the fits the actors built (the same calibration, so the
 // same fits); fits here only when that is not possible.
 absl::Status TakeActorFits(quant::QuantizationSession& session, const ActorFits& actor_fits,
-                           const Log& log) {
+                           const base::LogSink& log) {
   if (session.fitted()) return absl::OkStatus();
   absl::StatusOr<std::pair<quant::StageFits, quant::ActivationStats>> merged =
       MergeActorFits(actor_fits);
@@ -177,7 +175,7 @@ absl::StatusOr<EvaluationSlices> Slices(const config::RunConfig& cfg,
 // found again (its checkpoint restored when output.dir has none).
 absl::StatusOr<std::unique_ptr<learner::RunPublisher>> OpenStore(const config::RunConfig& cfg,
                                                                  const QuantizeOptions& options,
-                                                                 const Log& log) {
+                                                                 const base::LogSink& log) {
   if (cfg.output.store.empty()) return nullptr;
   learner::RunPublisherOptions po;
   po.s3 = options.s3;
@@ -189,7 +187,7 @@ absl::StatusOr<std::unique_ptr<learner::RunPublisher>> OpenStore(const config::R
 // The result as the run's "final" plan; waits (bounded) for the store.
 absl::Status PushResult(const config::RunConfig& cfg, const QuantizeOptions& options,
                         const QuantizeResult& out, learner::RunPublisher& publisher, bool exported,
-                        const Log& log) {
+                        const base::LogSink& log) {
   std::vector<std::string> entries = {"plan.json", "plan.bin", "report.json", "report.html"};
   if (exported) {
     entries.push_back("quantized");
@@ -220,7 +218,7 @@ absl::Status PushResult(const config::RunConfig& cfg, const QuantizeOptions& opt
 absl::StatusOr<QuantizeResult> RunQuantizeJob(const config::RunConfig& cfg,
                                               const QuantizeOptions& options) {
   const auto t0 = options.start;
-  const Log log = options.log ? options.log : [](const std::string&) {};
+  const base::LogSink log = options.log ? options.log : [](const std::string&) {};
   WQ_ASSIGN_OR_RETURN(auto session, OpenSession(cfg, options.use_cache, /*load_eval_text=*/true,
                                                 /*fit=*/false));
   log(absl::StrFormat("quantize: model loaded, unit table %s (%.1f s)",

@@ -31,6 +31,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/base/log.h"
 #include "common/config/run_config.h"
 #include "common/store/artifact_store.h"
 #include "job/plan_measurement.h"
@@ -47,7 +48,7 @@ struct QuantizeOptions {
   // slice as the RL run did (its cache misses, the reference plan included).
   bool baselines = true;
   int64_t stop_after_updates = 0;  // > 0: stop (checkpoint first) after that many updates
-  std::function<void(const std::string&)> log;  // progress lines
+  base::LogSink log;               // progress lines
   // With output.store: S3 settings, and how long the end waits for the store
   // to take the result (it retries while the store is down).
   store::S3Options s3;

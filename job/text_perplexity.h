@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/base/log.h"
 #include "common/config/run_config.h"
 #include "common/model/perplexity.h"
 
@@ -38,7 +39,7 @@ struct TextPerplexityRequest {
   // Instead of a checkpoint: a quantized one (quant::QuantizedCheckpoint),
   // decoded a layer at a time; its tokenizer too (model_dir = this).
   std::string quantized_dir;
-  std::function<void(const std::string&)> log;  // the plan's effective bits
+  base::LogSink log;  // the plan's effective bits
 };
 
 struct TextPerplexity {

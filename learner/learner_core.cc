@@ -73,9 +73,10 @@ void LearnerCore::PublishLocked() {
   }
 }
 
-absl::StatusOr<std::unique_ptr<LearnerCore>> LearnerCore::Create(
-    const config::RunConfig& config, std::function<void(const std::string&)> log,
-    metrics::Registry* registry, RunObserver* observer) {
+absl::StatusOr<std::unique_ptr<LearnerCore>> LearnerCore::Create(const config::RunConfig& config,
+                                                                 base::LogSink log,
+                                                                 metrics::Registry* registry,
+                                                                 RunObserver* observer) {
   if (config.curriculum.target_bits.empty()) {
     return absl::InvalidArgumentError("curriculum.target_bits: must not be empty");
   }

@@ -33,6 +33,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/base/log.h"
 #include "common/config/run_config.h"
 #include "common/metrics/registry.h"
 #include "common/quant/unit_table.h"
@@ -72,9 +73,10 @@ class LearnerCore {
   // checkpoint: update N written to DIR". `registry`: LearnerMetrics when
   // given. `observer` (borrowed, may be null) hears of every checkpoint, new
   // best plan and the end of the run.
-  static absl::StatusOr<std::unique_ptr<LearnerCore>> Create(
-      const config::RunConfig& config, std::function<void(const std::string&)> log,
-      metrics::Registry* registry = nullptr, RunObserver* observer = nullptr);
+  static absl::StatusOr<std::unique_ptr<LearnerCore>> Create(const config::RunConfig& config,
+                                                             base::LogSink log,
+                                                             metrics::Registry* registry = nullptr,
+                                                             RunObserver* observer = nullptr);
 
   // Stage tables of another fingerprint are refused from now on
   // (TableMerger::set_expected_fingerprint); "" = any.
@@ -201,7 +203,7 @@ class LearnerCore {
   class PublishOnReturn;
 
   const config::RunConfig config_;
-  std::function<void(const std::string&)> log_;
+  base::LogSink log_;
   RunObserver* observer_ = nullptr;  // borrowed; may be null
   LearnerMetrics metrics_;           // all nullptr without a registry
   mutable absl::Mutex mu_;

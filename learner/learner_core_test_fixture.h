@@ -17,6 +17,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/base/log.h"
 #include "common/rl/environment.h"
 #include "common/rl/synthetic_table.h"
 #include "common/testing/scoped_test_dir.h"
@@ -126,7 +127,7 @@ inline std::map<uint64_t, double> RecordedRewards(const std::string& dir) {
 // Log lines of a LearnerCore (its log callback).
 struct LogLines {
   std::shared_ptr<std::vector<std::string>> lines = std::make_shared<std::vector<std::string>>();
-  std::function<void(const std::string&)> fn() const {
+  base::LogSink fn() const {
     auto l = lines;
     return [l](const std::string& line) { l->push_back(line); };
   }

@@ -26,9 +26,11 @@ class LearnerNode::Observer : public RunObserver {
   LearnerNode* const node_;
 };
 
-absl::StatusOr<std::unique_ptr<LearnerNode>> LearnerNode::Create(
-    const config::RunConfig& config, const std::string& address, metrics::Registry* registry,
-    std::function<void(const std::string&)> log, LearnerNodeOptions options) {
+absl::StatusOr<std::unique_ptr<LearnerNode>> LearnerNode::Create(const config::RunConfig& config,
+                                                                 const std::string& address,
+                                                                 metrics::Registry* registry,
+                                                                 base::LogSink log,
+                                                                 LearnerNodeOptions options) {
   std::unique_ptr<LearnerNode> node(new LearnerNode());
   node->deadline_ = absl::Milliseconds(config.service.rpc_deadline_ms);
   node->config_ = config;

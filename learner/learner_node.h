@@ -27,6 +27,7 @@
 #include <thread>
 
 #include "absl/synchronization/mutex.h"
+#include "common/base/log.h"
 
 #include "absl/status/statusor.h"
 #include "common/config/run_config.h"
@@ -57,9 +58,11 @@ class LearnerNode {
   // The core (resumed from output.dir when a checkpoint is there) and the
   // Learner service serving on `address` (port 0 = a free one). `registry`
   // (metrics) must outlive the node.
-  static absl::StatusOr<std::unique_ptr<LearnerNode>> Create(
-      const config::RunConfig& config, const std::string& address, metrics::Registry* registry,
-      std::function<void(const std::string&)> log, LearnerNodeOptions options = {});
+  static absl::StatusOr<std::unique_ptr<LearnerNode>> Create(const config::RunConfig& config,
+                                                             const std::string& address,
+                                                             metrics::Registry* registry,
+                                                             base::LogSink log,
+                                                             LearnerNodeOptions options = {});
   ~LearnerNode();
 
   // Starts sending candidate plans to the evaluator behind `evaluator`.
@@ -85,7 +88,7 @@ class LearnerNode {
 
   absl::Duration deadline_;
   config::RunConfig config_;
-  std::function<void(const std::string&)> log_;
+  base::LogSink log_;
   LearnerNodeOptions options_;
   std::unique_ptr<Observer> observer_;  // outlives core_
   absl::Mutex finish_mu_;

@@ -66,7 +66,7 @@ absl::StatusOr<model::PerplexityResult> CheckpointPerplexity(const config::RunCo
 // model's perplexity.
 absl::StatusOr<ExportedPerplexity> Export(const config::RunConfig& c, const quant::Plan& plan,
                                           const quant::UnitTable& table, const fs::path& dir,
-                                          const std::function<void(const std::string&)>& log) {
+                                          const base::LogSink& log) {
   quant::SessionOptions so;
   so.log = log;
   WQ_ASSIGN_OR_RETURN(std::unique_ptr<quant::QuantizationSession> session,
@@ -145,8 +145,7 @@ report::ReportData MakeReport(const config::RunConfig& c, const rl::RunResult& r
 
 absl::StatusOr<FinalArtifacts> WriteFinalArtifacts(
     const config::RunConfig& c, const rl::RunResult& r, const quant::UnitTable& table,
-    const std::string& run_id, const std::string& dir_name,
-    const std::function<void(const std::string&)>& log) {
+    const std::string& run_id, const std::string& dir_name, const base::LogSink& log) {
   if (r.best.actions.empty()) {
     return absl::FailedPreconditionError("finish: the run has no feasible plan");
   }

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/base/log.h"
 #include "common/config/run_config.h"
 #include "common/quant/unit_table.h"
 #include "common/rl/training.h"
@@ -45,8 +46,7 @@ struct FinalArtifacts {
 // errors of the session, the export and the files.
 absl::StatusOr<FinalArtifacts> WriteFinalArtifacts(
     const config::RunConfig& config, const rl::RunResult& result, const quant::UnitTable& table,
-    const std::string& run_id, const std::string& dir,
-    const std::function<void(const std::string&)>& log);
+    const std::string& run_id, const std::string& dir, const base::LogSink& log);
 
 }  // namespace windquant::learner
 

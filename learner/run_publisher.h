@@ -38,6 +38,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/base/log.h"
 #include "common/config/run_config.h"
 #include "common/store/artifact_store.h"
 #include "common/store/background_uploader.h"
@@ -51,7 +52,7 @@ struct RunPublisherOptions {
   bool fresh = false;   // a new run: neither find one in the store nor restore
   absl::Duration restore_timeout = absl::Seconds(60);
   store::UploaderOptions uploader;
-  std::function<void(const std::string&)> log;
+  base::LogSink log;
 };
 
 class RunPublisher : public RunObserver {
@@ -98,7 +99,7 @@ class RunPublisher : public RunObserver {
   void Log(const std::string& line) const;
 
   config::RunConfig config_;
-  std::function<void(const std::string&)> log_;
+  base::LogSink log_;
   std::unique_ptr<store::ArtifactStore> store_;
   std::unique_ptr<store::RunRepository> runs_;
   std::string run_id_;

@@ -26,6 +26,7 @@
 #include <ATen/ATen.h>
 
 #include "absl/status/statusor.h"
+#include "common/base/log.h"
 #include "common/config/run_config.h"
 #include "common/model/checkpoint.h"
 #include "common/model/llama_model.h"
@@ -48,7 +49,7 @@ struct SessionOptions {
   // one-process job, so that the model is fitted once.
   bool fit = true;
   // Progress / warning lines (nullptr = silent).
-  std::function<void(const std::string&)> log;
+  base::LogSink log;
 };
 
 class QuantizationSession {
@@ -132,7 +133,7 @@ class QuantizationSession {
 
   config::RunConfig config_;
   bool use_cache_ = true;
-  std::function<void(const std::string&)> log_;
+  base::LogSink log_;
   std::string fingerprint_;
   std::string table_fingerprint_;  // the table's identity (table_fingerprint.h), set on every fit
   std::shared_ptr<const model::LlamaModel> model_;

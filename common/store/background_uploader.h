@@ -28,6 +28,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/base/log.h"
 
 namespace windquant::store {
 
@@ -42,7 +43,7 @@ struct UploaderOptions {
   size_t max_queued = 16;
   absl::Duration initial_backoff = absl::Seconds(1);
   absl::Duration max_backoff = absl::Seconds(30);
-  std::function<void(const std::string&)> log;  // failures, drops, recoveries
+  base::LogSink log;  // failures, drops, recoveries
 };
 
 struct UploaderStats {

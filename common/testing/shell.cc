@@ -5,6 +5,8 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 
 namespace windquant::testing {
 
@@ -32,6 +34,29 @@ CommandResult RunShell(const std::string& command) {
   while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) r.output.append(buf, n);
   const int status = pclose(pipe);
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+namespace {
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+}  // namespace
+
+CommandOutput RunInDir(const std::string& dir, const std::string& command, int timeout_s) {
+  const std::string out = dir + "/.stdout", err = dir + "/.stderr";
+  const std::string line = "cd '" + dir + "' && timeout " + std::to_string(timeout_s) + " " +
+                           command + " >'" + out + "' 2>'" + err + "'";
+  const int status = std::system(line.c_str());
+  CommandOutput r;
+  if (status != -1) r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.out = Slurp(out);
+  r.err = Slurp(err);
   return r;
 }
 

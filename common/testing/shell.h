@@ -18,6 +18,16 @@ struct CommandResult {
 // Runs `command` with /bin/sh and captures its stdout and stderr.
 CommandResult RunShell(const std::string& command);
 
+struct CommandOutput {
+  int exit_code = -1;  // 128 + the signal when killed; 124 when it ran out of time
+  std::string out, err;
+};
+
+// Runs `command` with /bin/sh in the existing folder `dir`, under coreutils' `timeout`
+// (so a command that hangs fails the test instead of blocking it), with stdout and
+// stderr captured apart (through dir/.stdout and dir/.stderr).
+CommandOutput RunInDir(const std::string& dir, const std::string& command, int timeout_s = 60);
+
 }  // namespace windquant::testing
 
 #endif  // WINDQUANT_COMMON_TESTING_SHELL_H_
