@@ -2,7 +2,6 @@
 
 #include <chrono>
 #include <filesystem>
-#include <iostream>
 #include <optional>
 
 #include "absl/strings/match.h"
@@ -37,8 +36,10 @@ std::string Serialize(const QueuedPlan& q) {
 EvaluationQueue::EvaluationQueue(PipelineEvaluator* evaluator,
                                  std::vector<std::vector<transport::ActivationTransport*>> replicas,
                                  const config::LagrangeConfig& lagrange, std::string queue_dir,
-                                 size_t max_queue, ReportFn report, metrics::Registry* registry)
-    : evaluator_(evaluator),
+                                 size_t max_queue, ReportFn report, metrics::Registry* registry,
+                                 base::LogSink log)
+    : log_(std::move(log)),
+      evaluator_(evaluator),
       replicas_(std::move(replicas)),
       queue_dir_(std::move(queue_dir)),
       max_queue_(max_queue),
@@ -106,8 +107,7 @@ absl::Status EvaluationQueue::Start() {
     }
     absl::MutexLock lock(&mu_);
     if (!queue_.empty()) {
-      std::cerr << "evaluator: " << queue_.size() << " plans pending from before the restart"
-                << std::endl;
+      log_(absl::StrCat("evaluator: ", queue_.size(), " plans pending from before the restart"));
     }
   }
   for (size_t r = 0; r < replicas_.size(); ++r) {
@@ -203,11 +203,11 @@ bool EvaluationQueue::CalibrateReplica(size_t r) {
   absl::StatusOr<std::vector<quant::UnitTable>> tables =
       evaluator_->Calibrate(replicas_[r], evaluator_->CalibrationFingerprint());
   if (!tables.ok()) {
-    std::cerr << "evaluator: replica " << r << " calibration: " << tables.status().message()
-              << " (retrying)" << std::endl;
+    log_(absl::StrCat("evaluator: replica ", r, " calibration: ", tables.status().message(),
+                      " (retrying)"));
     return false;
   }
-  std::cerr << "evaluator: replica " << r << " calibrated" << std::endl;
+  log_(absl::StrCat("evaluator: replica ", r, " calibrated"));
   absl::MutexLock lock(&mu_);
   calibrated_[r] = true;
   return true;
@@ -225,8 +225,8 @@ std::optional<QueuedPlan> EvaluationQueue::PopPlan() {
 }
 
 void EvaluationQueue::Requeue(size_t r, QueuedPlan q, const absl::Status& error) {
-  std::cerr << "evaluator: replica " << r << " plan " << q.plan.plan_id << ": " << error.message()
-            << " (requeued)" << std::endl;
+  log_(absl::StrCat("evaluator: replica ", r, " plan ", q.plan.plan_id, ": ", error.message(),
+                    " (requeued)"));
   const bool lost_fits =
       absl::IsFailedPrecondition(error) || absl::StrContains(error.message(), "not fitted");
   const bool bad_plan = absl::IsInvalidArgument(error) && !lost_fits;
@@ -274,13 +274,13 @@ bool EvaluationQueue::Deliver(const Report& report, size_t r) {
     if (!transient) {
       // The learner refused it (e.g. INVALID_ARGUMENT naming a field): sending
       // it again cannot help.
-      std::cerr << "evaluator: report of episode " << report.episode_id
-                << " refused: " << s.message() << " (dropped)" << std::endl;
+      log_(absl::StrCat("evaluator: report of episode ", report.episode_id,
+                        " refused: ", s.message(), " (dropped)"));
       return true;
     }
     if (!absl::IsCancelled(s) && (attempt == 1 || attempt % 10 == 0)) {
-      std::cerr << "evaluator: replica " << r << " report of episode " << report.episode_id << ": "
-                << s.message() << " (attempt " << attempt << ", retrying)" << std::endl;
+      log_(absl::StrCat("evaluator: replica ", r, " report of episode ", report.episode_id, ": ",
+                        s.message(), " (attempt ", attempt, ", retrying)"));
     }
     if (WaitOrStop(backoff)) return false;
     backoff = std::min(backoff * 2, absl::Seconds(5));

@@ -29,6 +29,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "common/base/log.h"
 #include "common/config/run_config.h"
 #include "common/metrics/registry.h"
 #include "common/rl/lagrange.h"
@@ -56,7 +57,8 @@ class EvaluationQueue {
   EvaluationQueue(PipelineEvaluator* evaluator,
                   std::vector<std::vector<transport::ActivationTransport*>> replicas,
                   const config::LagrangeConfig& lagrange, std::string queue_dir, size_t max_queue,
-                  ReportFn report, metrics::Registry* registry = nullptr);
+                  ReportFn report, metrics::Registry* registry = nullptr,
+                  base::LogSink log = base::LogToStderr);
   ~EvaluationQueue();
 
   void set_lambda(double lambda);
@@ -72,6 +74,7 @@ class EvaluationQueue {
   void Stop();
 
  private:
+  const base::LogSink log_;
   void Worker(size_t replica);
   // The calibration pass of `replica`; false (logged) when it failed.
   bool CalibrateReplica(size_t replica);

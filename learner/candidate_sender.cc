@@ -1,15 +1,14 @@
 #include "learner/candidate_sender.h"
 
 #include <deque>
-#include <iostream>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 
 namespace windquant::learner {
 
-CandidateSender::CandidateSender(LearnerCore* core, SubmitFn submit)
-    : core_(core), submit_(std::move(submit)) {}
+CandidateSender::CandidateSender(LearnerCore* core, SubmitFn submit, base::LogSink log)
+    : core_(core), submit_(std::move(submit)), log_(std::move(log)) {}
 
 CandidateSender::~CandidateSender() { Stop(); }
 
@@ -46,8 +45,8 @@ void CandidateSender::Loop() {
     const bool transient = absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s) ||
                            absl::IsResourceExhausted(s) || absl::IsCancelled(s);
     if (!transient) {
-      std::cerr << "learner: candidate " << plan.plan_id
-                << " refused by the evaluator: " << s.message() << " (dropped)" << std::endl;
+      log_(absl::StrCat("learner: candidate ", plan.plan_id,
+                        " refused by the evaluator: ", s.message(), " (dropped)"));
       core_->DropCandidate(plan.episode_id);
       todo.pop_front();
       continue;

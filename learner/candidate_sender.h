@@ -16,6 +16,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "common/base/log.h"
 #include "common/net/canceller.h"
 #include "common/quant/plan.h"
 #include "learner/learner_core.h"
@@ -27,7 +28,7 @@ class CandidateSender {
   // One attempt to submit `plan` (its episode_id and plan_id set); `cancel`
   // is the sender's Canceller (register the call's context with it).
   using SubmitFn = std::function<absl::Status(const quant::Plan& plan, net::Canceller* cancel)>;
-  CandidateSender(LearnerCore* core, SubmitFn submit);
+  CandidateSender(LearnerCore* core, SubmitFn submit, base::LogSink log = base::LogToStderr);
   ~CandidateSender();
 
   void Start();
@@ -39,6 +40,7 @@ class CandidateSender {
 
   LearnerCore* const core_;
   const SubmitFn submit_;
+  const base::LogSink log_;
   net::Canceller cancel_;
   std::thread thread_;
 };

@@ -60,9 +60,11 @@ void LearnerNode::Connect(std::shared_ptr<grpc::Channel> evaluator) {
   // Candidate plans go to the evaluator; their reports come back through
   // Learner.ReportEvaluation like an episode's.
   sender_ = std::make_unique<CandidateSender>(
-      core_.get(), [this](const quant::Plan& plan, net::Canceller* cancel) {
+      core_.get(),
+      [this](const quant::Plan& plan, net::Canceller* cancel) {
         return SubmitCandidate(plan, cancel);
-      });
+      },
+      log_);
   sender_->Start();
 }
 
