@@ -23,6 +23,7 @@ namespace {
 
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
+using ::windquant::testing::ConnectLoopback;
 using ::windquant::testing::HttpRequest;
 using ::windquant::testing::StatusIs;
 
@@ -157,16 +158,8 @@ TEST_F(MetricsServerTest, ConcurrentScrapesWhileUpdating) {
 
 // A raw connection that sends `request` and reads the answer until EOF.
 std::string RawExchange(int port, const std::string& request) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_port = htons(static_cast<uint16_t>(port));
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0) {
-    close(fd);
-    return "connect failed";
-  }
-  if (!request.empty()) (void)send(fd, request.data(), request.size(), MSG_NOSIGNAL);
+  const int fd = ConnectLoopback(port, request);
+  if (fd < 0) return "connect failed";
   std::string out;
   char buf[1024];
   ssize_t n;
@@ -188,24 +181,6 @@ TEST_F(MetricsServerTest, SilentClientTimesOutWithoutBlockingOthers) {
   EXPECT_EQ(r->status, 200);
   t.join();
   EXPECT_THAT(silent, StartsWith("HTTP/1.1 408"));
-}
-
-// A connected raw socket to 127.0.0.1:`port` that has sent `bytes`, or -1.
-int ConnectAndSend(int port, const std::string& bytes) {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_port = htons(static_cast<uint16_t>(port));
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0) {
-    close(fd);
-    return -1;
-  }
-  if (!bytes.empty() && send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) < 0) {
-    close(fd);
-    return -1;
-  }
-  return fd;
 }
 
 // What `fd` receives until EOF, waiting at most `timeout` in all.
@@ -238,10 +213,10 @@ TEST_F(MetricsServerTest, StalledClientsDoNotBlockScrapes) {
   ASSERT_TRUE(server.Start().ok());
   std::vector<int> stalled;
   for (int i = 0; i < 8; ++i) {
-    stalled.push_back(ConnectAndSend(server.port(), ""));
-    stalled.push_back(ConnectAndSend(server.port(), "GET /metr"));
-    stalled.push_back(ConnectAndSend(server.port(), "GET /metrics HTTP/1.1\r\nHost: x\r\n"));
-    stalled.push_back(ConnectAndSend(server.port(), "GET /metrics HTTP/1.1\r\n\r\n"));
+    stalled.push_back(ConnectLoopback(server.port(), ""));
+    stalled.push_back(ConnectLoopback(server.port(), "GET /metr"));
+    stalled.push_back(ConnectLoopback(server.port(), "GET /metrics HTTP/1.1\r\nHost: x\r\n"));
+    stalled.push_back(ConnectLoopback(server.port(), "GET /metrics HTTP/1.1\r\n\r\n"));
   }
   for (int fd : stalled) ASSERT_GE(fd, 0);
   for (int i = 0; i < 5; ++i) {
@@ -265,7 +240,7 @@ TEST_F(MetricsServerTest, IdleConnectionFloodDropsTheOldest) {
   ASSERT_TRUE(server.Start().ok());
   std::vector<int> idle;
   for (int i = 0; i < 40; ++i) {
-    idle.push_back(ConnectAndSend(server.port(), i % 2 == 0 ? "" : "GET /"));
+    idle.push_back(ConnectLoopback(server.port(), i % 2 == 0 ? "" : "GET /"));
     ASSERT_GE(idle.back(), 0);
   }
   auto r = HttpRequest(Url(server, "/healthz"));

@@ -16,6 +16,7 @@
 #include "absl/time/time.h"
 #include "common/net/channel.h"
 #include "common/net/server.h"
+#include "common/testing/http_client.h"
 #include "gtest/gtest.h"
 #include "windquant/v1/learner.grpc.pb.h"
 
@@ -58,20 +59,6 @@ class StallLearner final : public v1::Learner::Service {
   int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   int target_ ABSL_GUARDED_BY(mu_) = 0;
 };
-
-int Connect(int port, const std::string& bytes) {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_port = htons(static_cast<uint16_t>(port));
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0) {
-    close(fd);
-    return -1;
-  }
-  if (!bytes.empty()) (void)send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
-  return fd;
-}
 
 // True when the peer closes `fd` within `timeout` (what it sent before is dropped).
 bool ClosedByPeerWithin(int fd, absl::Duration timeout) {
@@ -128,8 +115,8 @@ TEST(GrpcServerStallTest, StalledStreamsAndConnectionsDoNotBlockCalls) {
   // Connections that send nothing, half the HTTP/2 preface, or garbage.
   std::vector<int> raw;
   for (int i = 0; i < 16; ++i) {
-    raw.push_back(Connect(server.port(), ""));
-    raw.push_back(Connect(server.port(), "PRI * HTTP/2.0\r\n"));
+    raw.push_back(testing::ConnectLoopback(server.port(), ""));
+    raw.push_back(testing::ConnectLoopback(server.port(), "PRI * HTTP/2.0\r\n"));
     ASSERT_GE(raw[raw.size() - 1], 0);
     ASSERT_GE(raw[raw.size() - 2], 0);
   }
@@ -153,8 +140,8 @@ TEST(GrpcServerStallTest, ConnectionsThatNeverHandshakeAreClosed) {
   GrpcServer server(options);
   server.AddService(&learner, v1::Learner::service_full_name());
   ASSERT_TRUE(server.Start().ok());
-  const int silent = Connect(server.port(), "");
-  const int half = Connect(server.port(), "PRI * HTTP/2.0\r\n");
+  const int silent = testing::ConnectLoopback(server.port(), "");
+  const int half = testing::ConnectLoopback(server.port(), "PRI * HTTP/2.0\r\n");
   ASSERT_GE(silent, 0);
   ASSERT_GE(half, 0);
   EXPECT_TRUE(ClosedByPeerWithin(silent, absl::Seconds(20)));

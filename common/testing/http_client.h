@@ -30,6 +30,10 @@ absl::StatusOr<int> PickFreePort();
 // Whether a TCP connection to 127.0.0.1:`port` is accepted now.
 bool CanConnect(int port);
 
+// A raw TCP socket connected to 127.0.0.1:`port` that has sent `bytes` (slow- and
+// stalled-client tests); -1 when the connection or the send fails. The caller closes it.
+int ConnectLoopback(int port, const std::string& bytes = "");
+
 }  // namespace windquant::testing
 
 #endif  // WINDQUANT_COMMON_TESTING_HTTP_CLIENT_H_
