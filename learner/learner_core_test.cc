@@ -314,7 +314,7 @@ TEST_F(LearnerCoreTest, RolloutWorkersOfDifferentActorsSampleDifferentEpisodes) 
   po.hidden_sizes = {16, 16};
   auto policy = rl::Policy::Create(po).value();
   auto plans = [&](int actor_index, uint32_t incarnation) {
-    auto w = rl::RolloutWorker::Create(whole_, config::EnvConfig(), "a", actor_index, incarnation,
+    auto w = rl::RolloutWorker::Create(whole_, rl::EnvironmentOptions(), "a", actor_index, incarnation,
                                        /*envs=*/2, /*seed=*/0)
                  .value();
     std::vector<std::vector<int>> out;

@@ -34,7 +34,7 @@
 #include <ATen/ATen.h>
 
 #include "absl/status/statusor.h"
-#include "common/config/run_config.h"
+#include "common/rl/environment_options.h"
 #include "common/quant/unit_table.h"
 #include "common/rl/policy.h"
 #include "common/rl/ppo.h"
@@ -51,8 +51,8 @@ struct EnvOptions {
   double skip_penalty = 0.05;
 };
 
-// EnvOptions from the run config's env section and a curriculum target.
-EnvOptions MakeEnvOptions(const config::EnvConfig& env, double target_bits);
+// EnvOptions of the decision process (the run config's env section) at a curriculum target.
+EnvOptions MakeEnvOptions(const EnvironmentOptions& env, double target_bits);
 
 // Per-unit costs precomputed from a UnitTable (suffix sums for masking).
 class UnitCosts {

@@ -14,7 +14,7 @@ double Finite(double x) { return std::isfinite(x) ? x : kBrokenPlanPenalty; }
 
 }  // namespace
 
-EpisodeReward EpisodeEndReward(const config::EnvConfig& env, const PlanEvaluation& e, double lambda,
+EpisodeReward EpisodeEndReward(const EnvironmentOptions& env, const PlanEvaluation& e, double lambda,
                                double target_bits, std::string_view prices) {
   EpisodeReward r;
   r.bit_reduction = (16.0 - e.effective_bits) / 16.0;
