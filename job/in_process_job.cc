@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "actor/actor_node.h"
+#include "common/base/split_mix64.h"
 #include "common/base/progress.h"
 #include "common/base/status_macros.h"
 #include "common/metrics/registry.h"
@@ -184,7 +185,7 @@ absl::StatusOr<rl::RunResult> RunInProcessJob(const config::RunConfig& config,
                    svc.stages, " stages x ", svc.replicas, " replicas), in-process channels"));
   nodes.learner->Connect(evaluator_channel);
   for (size_t i = 0; i < nodes.actors.size(); ++i) {
-    const uint64_t mixed = rl::SplitMix64(options.incarnation_seed ^ rl::SplitMix64(i + 1));
+    const uint64_t mixed = base::SplitMix64(options.incarnation_seed ^ base::SplitMix64(i + 1));
     WQ_RETURN_IF_ERROR(nodes.actors[i]->Connect(evaluator_channel, static_cast<uint32_t>(mixed)));
   }
   WQ_RETURN_IF_ERROR(nodes.evaluator->Start());

@@ -11,6 +11,7 @@
 #include "common/base/output_dir.h"
 #include "common/base/progress.h"
 #include "common/base/status_macros.h"
+#include "common/config/run_digest.h"
 #include "common/config/text_range.h"
 #include "common/quant/exporter.h"
 #include "common/quant/plan_io.h"
@@ -276,7 +277,7 @@ absl::StatusOr<QuantizeResult> RunQuantizeJob(const config::RunConfig& cfg,
   report.table = &table;
   report.training = &tr;
   report.slices = &slices;
-  report.fingerprint = rl::RunFingerprint(table, cfg);
+  report.fingerprint = config::RunFingerprint(table.fingerprint, cfg);
   report.target_bits = target;
   report.fp = out.fp;
   report.plans = out.plans;

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/base/files.h"
 #include "common/base/status_macros.h"
+#include "common/config/run_digest.h"
 #include "common/quant/baselines.h"
 #include "common/rl/environment.h"
 #include "common/rl/episode_evaluator.h"
@@ -108,7 +109,7 @@ void LearnerCore::ExpectTableFingerprint(std::string fingerprint) {
 
 absl::Status LearnerCore::CompleteTable() {
   const quant::UnitTable& table = *tables_.table();
-  run_fingerprint_ = rl::RunFingerprint(table, config_);
+  run_fingerprint_ = config::RunFingerprint(table.fingerprint, config_);
   WQ_RETURN_IF_ERROR(policy_->SetTable(table));
   clock_.set_prior(EvaluationWorkPrior(table.TotalWeights(), EvaluationTokens(config_)));
   absl::StatusOr<rl::RunCheckpoint> ckpt =

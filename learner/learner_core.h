@@ -41,7 +41,7 @@
 #include "common/rl/lagrange.h"
 #include "common/rl/plan_evaluation.h"
 #include "common/rl/ppo.h"
-#include "common/rl/training.h"
+#include "common/rl/run_result.h"
 #include "learner/best_plans.h"
 #include "learner/candidate_queue.h"
 #include "learner/curriculum_progress.h"

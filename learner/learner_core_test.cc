@@ -17,7 +17,8 @@
 #include "common/rl/policy.h"
 #include "common/rl/rollout_worker.h"
 #include "common/rl/state_features.h"
-#include "common/rl/training.h"
+#include "common/rl/greedy_plan.h"
+#include "common/rl/run_policy.h"
 #include "common/testing/status_matchers.h"
 #include "learner/learner_core_test_fixture.h"
 
@@ -364,9 +365,9 @@ TEST_F(LearnerCoreTest, WarmStartClonesTheLagrangianPlanBeforeTheFirstPolicy) {
       EXPECT_THAT(core->RegisterTable(s.first_layer, 0, s), IsOk());
     const PublishedPolicy p = core->WaitForPolicy(-1, absl::ZeroDuration());
     EXPECT_EQ(p.snapshot.version, 0);
-    auto ppo = rl::CreatePpoLearner(c).value();
+    auto ppo = rl::CreatePpoLearner(c.ppo, c.training.seed).value();
     EXPECT_THAT(ppo->policy().LoadSnapshot(p.snapshot), IsOk());
-    const std::vector<int> greedy = rl::PolicyGreedyPlan(ppo->policy(), costs, c, 3.0).value();
+    const std::vector<int> greedy = rl::PolicyGreedyPlan(ppo->policy(), costs, c.env, 3.0).value();
     EXPECT_EQ(greedy.size(), lagrange.size());
     int same = 0;
     for (size_t i = 0; i < greedy.size() && i < lagrange.size(); ++i)
@@ -397,9 +398,9 @@ TEST_F(LearnerCoreTest, SelfImitationClonesThePolicyOnTheBestPlan) {
     for (uint64_t id : {1, 2}) EXPECT_TRUE(core->ReportEvaluation(Eval(id, 2.0)).value());
     const PublishedPolicy p = core->WaitForPolicy(0, absl::ZeroDuration());
     EXPECT_EQ(p.snapshot.version, 1);
-    auto ppo = rl::CreatePpoLearner(c).value();
+    auto ppo = rl::CreatePpoLearner(c.ppo, c.training.seed).value();
     EXPECT_THAT(ppo->policy().LoadSnapshot(p.snapshot), IsOk());
-    const std::vector<int> greedy = rl::PolicyGreedyPlan(ppo->policy(), costs, c, 3.0).value();
+    const std::vector<int> greedy = rl::PolicyGreedyPlan(ppo->policy(), costs, c.env, 3.0).value();
     int same = 0;
     for (size_t i = 0; i < greedy.size() && i < cheapest.size(); ++i)
       same += greedy[i] == cheapest[i];

@@ -25,6 +25,7 @@
 #include "common/rl/policy.h"
 #include "common/rl/rollout_worker.h"
 #include "common/rl/state_features.h"
+#include "common/rl/run_policy.h"
 #include "common/rl/synthetic_table.h"
 #include "common/testing/scoped_test_dir.h"
 #include "learner/learner_core.h"
@@ -101,7 +102,7 @@ absl::Status Drive(LearnerCore& core, const quant::UnitTable& table, const confi
       rl::RolloutWorker::Create(table, c.env, "actor-0", /*actor_index=*/0,
                                 /*incarnation=*/1, c.training.episodes_per_update, c.training.seed);
   if (!worker.ok()) return worker.status();
-  auto policy = rl::Policy::Create(rl::PolicyOptionsFromConfig(c));  // as actor::RolloutLoop
+  auto policy = rl::Policy::Create(rl::RunPolicyOptions(c.ppo, c.training.seed));  // as actor::RolloutLoop
   if (!policy.ok()) return policy.status();
 
   std::set<std::vector<int>> measured;  // the evaluator's cache

@@ -13,7 +13,7 @@ absl::Status NoTable() { return absl::FailedPreconditionError("policy: unit tabl
 
 absl::StatusOr<std::unique_ptr<PolicyPublisher>> PolicyPublisher::Create(
     const config::RunConfig& config) {
-  WQ_ASSIGN_OR_RETURN(std::unique_ptr<rl::PpoLearner> ppo, rl::CreatePpoLearner(config));
+  WQ_ASSIGN_OR_RETURN(std::unique_ptr<rl::PpoLearner> ppo, rl::CreatePpoLearner(config.ppo, config.training.seed));
   return std::unique_ptr<PolicyPublisher>(new PolicyPublisher(config, std::move(ppo)));
 }
 
@@ -29,12 +29,13 @@ absl::StatusOr<double> PolicyPublisher::ClonePlan(double target_bits,
                                                   const std::vector<int>& actions,
                                                   double target_prob) {
   if (costs_ == nullptr) return NoTable();
-  return rl::WarmStartOnPlan(ppo_->policy(), costs_, config_, target_bits, actions, target_prob);
+  return rl::WarmStartOnPlan(ppo_->policy(), costs_, config_.env, config_.training.warm_start_steps,
+                             target_bits, actions, target_prob);
 }
 
 absl::StatusOr<std::vector<int>> PolicyPublisher::GreedyPlan(double target_bits) const {
   if (costs_ == nullptr) return NoTable();
-  return rl::PolicyGreedyPlan(ppo_->policy(), costs_, config_, target_bits);
+  return rl::PolicyGreedyPlan(ppo_->policy(), costs_, config_.env, target_bits);
 }
 
 void PolicyPublisher::AddMeasured(const std::vector<int>& actions,

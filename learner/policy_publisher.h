@@ -27,7 +27,8 @@
 #include "common/rl/plan_evaluation.h"
 #include "common/rl/plan_surrogate.h"
 #include "common/rl/ppo.h"
-#include "common/rl/training.h"
+#include "common/rl/run_policy.h"
+#include "common/rl/warm_start.h"
 
 namespace windquant::learner {
 

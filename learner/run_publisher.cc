@@ -9,6 +9,7 @@
 #include "absl/strings/strip.h"
 #include "common/base/files.h"
 #include "common/base/status_macros.h"
+#include "common/config/run_digest.h"
 #include "common/quant/plan.h"
 #include "common/quant/plan_io.h"
 
@@ -134,7 +135,7 @@ void RunPublisher::Log(const std::string& line) const {
 
 absl::Status RunPublisher::ResolveRunId(bool fresh) {
   const std::string prefix = absl::StrCat(ModelName(config_.model.dir), "-",
-                                          rl::RunConfigDigest(config_).substr(0, 8), "-");
+                                          config::RunConfigDigest(config_).substr(0, 8), "-");
   const std::string id_file = config_.output.dir + "/run_id";
   std::string id = config_.output.run_id;
   if (id.empty() && !fresh && base::PathExists(id_file)) {
@@ -163,7 +164,7 @@ absl::Status RunPublisher::ResolveRunId(bool fresh) {
   } else {
     r.run_id = id;
     r.model = ModelName(config_.model.dir);
-    r.config_digest = rl::RunConfigDigest(config_);
+    r.config_digest = config::RunConfigDigest(config_);
     r.target_bits =
         config_.curriculum.target_bits.empty() ? 0 : config_.curriculum.target_bits.back();
     r.created = store::RunRepository::FormatTime(now);

@@ -4,7 +4,7 @@
 // Run id: output.run_id when set; else output.dir/run_id when there (the
 // local run goes on); else, unless the run is to start fresh, the newest run
 // of the store whose id starts with "<model>-<first 8 hex of
-// rl::RunConfigDigest>-" (a learner restarted elsewhere with the same config
+// config::RunConfigDigest>-" (a learner restarted elsewhere with the same config
 // finds its run); else a new one, that prefix + the UTC start time. The id is
 // written to output.dir/run_id.
 //

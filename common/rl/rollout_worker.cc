@@ -2,7 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/base/status_macros.h"
-#include "common/rl/training.h"
+#include "common/base/split_mix64.h"
 
 namespace windquant::rl {
 
@@ -21,7 +21,7 @@ absl::StatusOr<std::unique_ptr<RolloutWorker>> RolloutWorker::Create(
   // the high 32, so an unmixed seed ^ id_base_ gave every actor (and every
   // incarnation) the same sample stream: the actors of one policy version
   // sampled the same episodes.
-  w->generator_ = MakeGenerator(SplitMix64(seed ^ SplitMix64(w->id_base_)));
+  w->generator_ = MakeGenerator(base::SplitMix64(seed ^ base::SplitMix64(w->id_base_)));
   return w;
 }
 

@@ -5,7 +5,7 @@
 // Episode ids: (actor index + 1) << 48 | incarnation << 32 | counter, unique
 // across actors and across restarts of one actor. Each worker samples with its
 // own generator, seeded from (seed, actor index, incarnation) through
-// rl::SplitMix64, so that workers of one policy version sample different
+// base::SplitMix64, so that workers of one policy version sample different
 // episodes.
 // Thread-compatible.
 #ifndef WINDQUANT_COMMON_RL_ROLLOUT_WORKER_H_
