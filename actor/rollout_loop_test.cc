@@ -14,8 +14,8 @@
 #include "absl/synchronization/mutex.h"
 #include "common/config/run_config.h"
 #include "common/rl/policy.h"
-#include "common/rl/synthetic_table.h"
 #include "common/rl/run_policy.h"
+#include "common/rl/synthetic_table.h"
 #include "gtest/gtest.h"
 
 namespace windquant::actor {

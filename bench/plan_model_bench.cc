@@ -25,8 +25,8 @@
 #include "common/base/status_macros.h"
 #include "common/config/run_config.h"
 #include "common/rl/plan_surrogate.h"
-#include "common/rl/synthetic_table.h"
 #include "common/rl/run_policy.h"
+#include "common/rl/synthetic_table.h"
 #include "windquant/v1/types.pb.h"
 
 namespace windquant {

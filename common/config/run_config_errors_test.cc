@@ -51,8 +51,10 @@ TEST(RunConfigErrorsTest, NonFiniteNumbersAreRefusedNamingTheKey) {
 
 // The ppo keys are checked here, once (rl::PpoLearner takes them as they are).
 TEST(RunConfigErrorsTest, PpoKeysAreValidatedNamingTheKey) {
-  EXPECT_EQ(ErrorOf(kMinimal, {"ppo.clip_ratio=1.5"}), "run.yaml: ppo.clip_ratio: must be in (0, 1)");
-  EXPECT_EQ(ErrorOf(kMinimal, {"ppo.minibatch_size=0"}), "run.yaml: ppo.minibatch_size: must be > 0");
+  EXPECT_EQ(ErrorOf(kMinimal, {"ppo.clip_ratio=1.5"}),
+            "run.yaml: ppo.clip_ratio: must be in (0, 1)");
+  EXPECT_EQ(ErrorOf(kMinimal, {"ppo.minibatch_size=0"}),
+            "run.yaml: ppo.minibatch_size: must be > 0");
   EXPECT_EQ(ErrorOf(kMinimal, {"ppo.max_policy_lag=-1"}),
             "run.yaml: ppo.max_policy_lag: must be >= 0");
   EXPECT_EQ(ErrorOf(kMinimal, {"ppo.hidden=[]"}),

@@ -25,12 +25,12 @@ std::string RunConfigDigest(const RunConfig& config) {
   return base::Sha256Hex(RunDefiningText(config));
 }
 
-std::string RunFingerprint(std::string_view table_fingerprint, std::string_view run_defining_text) {
-  return base::Sha256Hex(
-      absl::StrCat("unit_table=", table_fingerprint, "\n", run_defining_text));
+std::string RunFingerprint(const std::string& table_fingerprint,
+                           const std::string& run_defining_text) {
+  return base::Sha256Hex(absl::StrCat("unit_table=", table_fingerprint, "\n", run_defining_text));
 }
 
-std::string RunFingerprint(std::string_view table_fingerprint, const RunConfig& config) {
+std::string RunFingerprint(const std::string& table_fingerprint, const RunConfig& config) {
   return RunFingerprint(table_fingerprint, RunDefiningText(config));
 }
 

@@ -8,7 +8,6 @@
 #define WINDQUANT_COMMON_CONFIG_RUN_DIGEST_H_
 
 #include <string>
-#include <string_view>
 
 namespace windquant::config {
 
@@ -20,8 +19,9 @@ std::string RunDefiningText(const RunConfig& config);
 // store's run ids start with its first 8 hex digits).
 std::string RunConfigDigest(const RunConfig& config);
 // sha256 over the unit table's fingerprint and the run-defining text.
-std::string RunFingerprint(std::string_view table_fingerprint, std::string_view run_defining_text);
-std::string RunFingerprint(std::string_view table_fingerprint, const RunConfig& config);
+std::string RunFingerprint(const std::string& table_fingerprint,
+                           const std::string& run_defining_text);
+std::string RunFingerprint(const std::string& table_fingerprint, const RunConfig& config);
 
 }  // namespace windquant::config
 

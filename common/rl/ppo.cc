@@ -186,9 +186,8 @@ absl::Status AddTargets(Policy& policy, const PpoOptions& options, Samples* s) {
 
 // One optimiser step on the rows `idx` of `s`; adds its losses and
 // diagnostics to `sums`.
-absl::Status MinibatchStep(Policy& policy, torch::optim::Adam& optimizer,
-                           const PpoOptions& options, const Samples& s, const at::Tensor& idx,
-                           MinibatchSums* sums) {
+absl::Status MinibatchStep(Policy& policy, torch::optim::Adam& optimizer, const PpoOptions& options,
+                           const Samples& s, const at::Tensor& idx, MinibatchSums* sums) {
   absl::StatusOr<EvaluateResult> ev = policy.Evaluate(
       s.states.index_select(0, idx), s.masks.index_select(0, idx), s.actions.index_select(0, idx));
   if (!ev.ok()) return ev.status();
@@ -220,9 +219,8 @@ absl::Status MinibatchStep(Policy& policy, torch::optim::Adam& optimizer,
 
 // options.epochs epochs of shuffled minibatches over `samples` (the shuffle
 // from `rng`); the means over the minibatches go to `stats`.
-absl::Status RunEpochs(Policy& policy, torch::optim::Adam& optimizer,
-                       const PpoOptions& options, std::mt19937_64& rng,
-                       const Samples& samples, PpoStats* stats) {
+absl::Status RunEpochs(Policy& policy, torch::optim::Adam& optimizer, const PpoOptions& options,
+                       std::mt19937_64& rng, const Samples& samples, PpoStats* stats) {
   const int64_t used = samples.states.size(0);
   std::vector<int64_t> perm(used);
   MinibatchSums sums;

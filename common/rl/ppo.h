@@ -27,8 +27,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "common/rl/ppo_options.h"
 #include "common/rl/policy.h"
+#include "common/rl/ppo_options.h"
 
 namespace windquant::rl {
 
@@ -124,8 +124,7 @@ class PpoLearner {
 
  private:
   struct Impl;
-  PpoLearner(const PpoOptions& options, uint64_t shuffle_seed,
-             std::unique_ptr<Policy> policy);
+  PpoLearner(const PpoOptions& options, uint64_t shuffle_seed, std::unique_ptr<Policy> policy);
 
   PpoOptions options_;
   std::unique_ptr<Policy> policy_;

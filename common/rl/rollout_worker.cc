@@ -1,8 +1,8 @@
 #include "common/rl/rollout_worker.h"
 
 #include "absl/strings/str_cat.h"
-#include "common/base/status_macros.h"
 #include "common/base/split_mix64.h"
+#include "common/base/status_macros.h"
 
 namespace windquant::rl {
 

@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/rl/environment_options.h"
 #include "common/rl/environment.h"
+#include "common/rl/environment_options.h"
 #include "common/rl/episode.h"
 #include "common/rl/policy.h"
 

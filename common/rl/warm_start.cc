@@ -73,9 +73,8 @@ absl::StatusOr<double> BehaviourClone(Policy& policy, const std::vector<Transiti
 }
 
 absl::StatusOr<double> WarmStartOnPlan(Policy& policy, std::shared_ptr<const UnitCosts> costs,
-                                       const EnvironmentOptions& env, int steps,
-                                       double target_bits, const std::vector<int>& plan,
-                                       double target_prob) {
+                                       const EnvironmentOptions& env, int steps, double target_bits,
+                                       const std::vector<int>& plan, double target_prob) {
   WQ_ASSIGN_OR_RETURN(std::vector<Transition> demo,
                       ReplayPlan(std::move(costs), MakeEnvOptions(env, target_bits), plan));
   return BehaviourClone(policy, demo, steps, kWarmStartLearningRate, target_prob);

@@ -35,8 +35,8 @@ absl::StatusOr<double> BehaviourClone(Policy& policy, const std::vector<Transiti
 // (training.warm_start_steps), the warm start's learning rate and
 // `target_prob`). Returns the mean probability of the plan's actions.
 absl::StatusOr<double> WarmStartOnPlan(Policy& policy, std::shared_ptr<const UnitCosts> costs,
-                                       const EnvironmentOptions& env, int steps,
-                                       double target_bits, const std::vector<int>& plan,
+                                       const EnvironmentOptions& env, int steps, double target_bits,
+                                       const std::vector<int>& plan,
                                        double target_prob = kWarmStartTargetProb);
 
 }  // namespace windquant::rl
