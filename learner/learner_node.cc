@@ -111,8 +111,14 @@ void LearnerNode::Finish() {
   if (table == nullptr) return;  // done implies a table; nothing to write otherwise
   const std::string dir = config_.output.dir + "/final";
   const std::string run_id = publisher != nullptr ? publisher->run_id() : "local";
+  FinishOptions fo;
+  fo.actors = options_.export_actors;
+  fo.export_options.model_dir = config_.model.dir;
+  fo.export_options.rpc_deadline = deadline_;
+  fo.export_options.log = log;
+  fo.log = log;
   absl::StatusOr<FinalArtifacts> final_files =
-      WriteFinalArtifacts(config_, core_->Result(), *table, run_id, dir, log);
+      WriteFinalArtifacts(config_, core_->Result(), *table, run_id, dir, fo);
   if (!final_files.ok()) {
     log(absl::StrCat("learner: final artifacts not written: ", final_files.status().message()));
     return;

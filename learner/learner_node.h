@@ -25,6 +25,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/synchronization/mutex.h"
 #include "common/base/log.h"
@@ -35,6 +36,7 @@
 #include "common/net/server.h"
 #include "grpcpp/channel.h"
 #include "learner/candidate_sender.h"
+#include "learner/export_assembler.h"
 #include "learner/learner_core.h"
 #include "learner/learner_service.h"
 #include "learner/run_publisher.h"
@@ -51,6 +53,9 @@ struct LearnerNodeOptions {
   // stage tables of another are refused from the first on (LearnerCore::
   // ExpectTableFingerprint). "" = any.
   std::string expected_table_fingerprint;
+  // With output.export: the actors of every stage (stage-major), from which the
+  // final export is assembled (run_finisher.h).
+  std::vector<ExportStageActors> export_actors;
 };
 
 class LearnerNode {
