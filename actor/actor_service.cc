@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "actor/stage_exporter.h"
 #include "common/base/files.h"
 #include "common/base/status_macros.h"
 #include "common/metrics/metric_names.h"
@@ -12,7 +13,6 @@
 #include "common/rl/plan_validation.h"
 #include "common/transport/hidden_states_codec.h"
 #include "common/transport/local_activation_transport.h"
-#include "actor/stage_exporter.h"
 
 namespace windquant::actor {
 

@@ -22,9 +22,9 @@ absl::StatusOr<StageExportRequest> StageExportRequestFromProto(const v1::ExportS
   out.share = {r.first_layer(), r.end_layer(), r.embeddings(), r.head()};
   if (r.chunk_bytes() != 0 &&
       (r.chunk_bytes() < kMinExportChunkBytes || r.chunk_bytes() > kMaxExportChunkBytes)) {
-    return absl::InvalidArgumentError(absl::StrCat("chunk_bytes: ", r.chunk_bytes(),
-                                                   " outside [", kMinExportChunkBytes, ", ",
-                                                   kMaxExportChunkBytes, "]"));
+    return absl::InvalidArgumentError(absl::StrCat("chunk_bytes: ", r.chunk_bytes(), " outside [",
+                                                   kMinExportChunkBytes, ", ", kMaxExportChunkBytes,
+                                                   "]"));
   }
   if (r.chunk_bytes() != 0) out.chunk_bytes = static_cast<size_t>(r.chunk_bytes());
   out.actions.reserve(r.plan().actions_size());
@@ -37,8 +37,7 @@ absl::StatusOr<StageExportRequest> StageExportRequestFromProto(const v1::ExportS
   return out;
 }
 
-absl::Status StageExporter::Export(const StageExportRequest& request,
-                                   const ChunkSink& sink) const {
+absl::Status StageExporter::Export(const StageExportRequest& request, const ChunkSink& sink) const {
   const std::shared_ptr<const quant::QuantizedStage> stage = worker_->stage();
   if (stage == nullptr) {
     return absl::FailedPreconditionError("export: the stage is not fitted yet");
@@ -51,10 +50,9 @@ absl::Status StageExporter::Export(const StageExportRequest& request,
   }
   WQ_RETURN_IF_ERROR(stage->fits().CheckPlan(request.actions));
   const model::LlamaConfig& config = worker_->config();
-  WQ_ASSIGN_OR_RETURN(
-      std::vector<model::StreamTensor> declared,
-      quant::DeclarePart(request.file, request.part, share, config, stage->table(),
-                         request.actions));
+  WQ_ASSIGN_OR_RETURN(std::vector<model::StreamTensor> declared,
+                      quant::DeclarePart(request.file, request.part, share, config, stage->table(),
+                                         request.actions));
   // Memory-mapped: only the headers are read until a fixed tensor is asked for.
   std::unique_ptr<model::Checkpoint> checkpoint;
   if (request.part == quant::ExportPart::kFixed && (share.embeddings || share.head)) {

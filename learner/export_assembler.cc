@@ -124,9 +124,8 @@ absl::StatusOr<std::vector<StageSource>> PickStages(const ExportAssemblerOptions
 // Pulls one part from its stage into `out`; returns the bytes received.
 absl::StatusOr<uint64_t> PullPart(const ExportAssemblerOptions& o, const StageSource& stage,
                                   quant::ExportFile file, quant::ExportPart part,
-                                  const v1::Plan& plan, uint64_t expected,
-                                  absl::Duration stall, absl::Duration whole,
-                                  model::SafetensorsStreamWriter* out) {
+                                  const v1::Plan& plan, uint64_t expected, absl::Duration stall,
+                                  absl::Duration whole, model::SafetensorsStreamWriter* out) {
   const std::string what = absl::StrCat(stage.name, " (", quant::ExportFileName(file), " ",
                                         quant::ExportPartName(part), ")");
   v1::ExportStageRequest req;
@@ -167,8 +166,8 @@ absl::StatusOr<uint64_t> PullPart(const ExportAssemblerOptions& o, const StageSo
     }
     st = reader->Finish();
     if (watch.fired()) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          "export: ", what, " sent nothing for ", absl::FormatDuration(stall)));
+      return absl::DeadlineExceededError(
+          absl::StrCat("export: ", what, " sent nothing for ", absl::FormatDuration(stall)));
     }
   }
   if (mismatch) {
@@ -182,8 +181,8 @@ absl::StatusOr<uint64_t> PullPart(const ExportAssemblerOptions& o, const StageSo
                         absl::StrCat("export: ", what, ": ", st.error_message()));
   }
   if (received != expected) {
-    return absl::DataLossError(absl::StrCat("export: ", what, " sent ", received, " of ",
-                                            expected, " bytes"));
+    return absl::DataLossError(
+        absl::StrCat("export: ", what, " sent ", received, " of ", expected, " bytes"));
   }
   return received;
 }
@@ -229,9 +228,10 @@ absl::StatusOr<std::pair<uint64_t, uint64_t>> WriteFolder(const FileJob& j, quan
     fs::create_directories(tmp.path, ec);
     if (ec) return absl::InternalError(absl::StrCat(tmp.path.string(), ": ", ec.message()));
   }
-  WQ_ASSIGN_OR_RETURN(auto out, model::SafetensorsStreamWriter::Open(
-                                    (tmp.path / quant::ExportTensorFile(file)).string(),
-                                    std::move(tensors), quant::FileMetadata(file, j.table, j.plan)));
+  WQ_ASSIGN_OR_RETURN(auto out,
+                      model::SafetensorsStreamWriter::Open(
+                          (tmp.path / quant::ExportTensorFile(file)).string(), std::move(tensors),
+                          quant::FileMetadata(file, j.table, j.plan)));
   const absl::Duration base = j.o.rpc_deadline;
   const int64_t layer = transport::LayerLinearWeights(j.config);
   const absl::Duration stall =
@@ -239,15 +239,15 @@ absl::StatusOr<std::pair<uint64_t, uint64_t>> WriteFolder(const FileJob& j, quan
   uint64_t pulled = 0;
   for (const auto& [s, part] : quant::PartOrder(file, j.stages.size())) {
     const StageSource& stage = j.stages[s];
-    WQ_ASSIGN_OR_RETURN(std::vector<model::StreamTensor> declared,
-                        quant::DeclarePart(file, part, stage.share, j.config, j.table,
-                                           j.plan.actions));
+    WQ_ASSIGN_OR_RETURN(
+        std::vector<model::StreamTensor> declared,
+        quant::DeclarePart(file, part, stage.share, j.config, j.table, j.plan.actions));
     uint64_t expected = 0;
     for (const model::StreamTensor& t : declared) expected += t.num_bytes();
     const int64_t layers = stage.share.end_layer - stage.share.first_layer;
     const absl::Duration whole = transport::FitDeadline(base, layers * layer) + 4 * stall;
-    WQ_ASSIGN_OR_RETURN(const uint64_t got, PullPart(j.o, stage, file, part, j.plan_proto,
-                                                     expected, stall, whole, out.get()));
+    WQ_ASSIGN_OR_RETURN(const uint64_t got, PullPart(j.o, stage, file, part, j.plan_proto, expected,
+                                                     stall, whole, out.get()));
     pulled += got;
   }
   WQ_RETURN_IF_ERROR(out->Finish());
@@ -266,20 +266,20 @@ absl::StatusOr<std::pair<uint64_t, uint64_t>> WriteFolder(const FileJob& j, quan
 
 absl::StatusOr<ExportSummary> AssembleExport(const ExportAssemblerOptions& options,
                                              const std::vector<ExportStageActors>& stages,
-                                             const quant::UnitTable& table,
-                                             const quant::Plan& plan, const std::string& dir) {
+                                             const quant::UnitTable& table, const quant::Plan& plan,
+                                             const std::string& dir) {
+  const absl::Time start = absl::Now();
   WQ_ASSIGN_OR_RETURN(const model::LlamaConfig config,
                       model::LlamaConfig::FromDirectory(options.model_dir));
   if (table.first_layer != 0 || table.end_layer != config.num_hidden_layers) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("export: the unit table covers layers [", table.first_layer, ", ",
-                     table.end_layer, ") of ", config.num_hidden_layers));
+    return absl::FailedPreconditionError(absl::StrCat("export: the unit table covers layers [",
+                                                      table.first_layer, ", ", table.end_layer,
+                                                      ") of ", config.num_hidden_layers));
   }
   if (table.fixed_param_bits != quant::FixedParamBits(config.torch_dtype)) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("export: the unit table counts embeddings and norms at ",
-                     table.fixed_param_bits, " bits, ", options.model_dir, " stores them at ",
-                     quant::FixedParamBits(config.torch_dtype)));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "export: the unit table counts embeddings and norms at ", table.fixed_param_bits, " bits, ",
+        options.model_dir, " stores them at ", quant::FixedParamBits(config.torch_dtype)));
   }
   WQ_RETURN_IF_ERROR(plan.Validate(table, absl::StrCat("plan ", plan.plan_id)));
   WQ_ASSIGN_OR_RETURN(const std::vector<StageSource> sources,
@@ -292,8 +292,8 @@ absl::StatusOr<ExportSummary> AssembleExport(const ExportAssemblerOptions& optio
   std::array<TempDir, 2> tmp;
   for (size_t f = 0; f < files.size(); ++f) {
     const quant::ExportFile file = files[f];
-    tmp[f].path = fs::path(dir) / absl::StrCat(".", quant::ExportFileName(file), ".partial.",
-                                               getpid());
+    tmp[f].path =
+        fs::path(dir) / absl::StrCat(".", quant::ExportFileName(file), ".partial.", getpid());
     WQ_ASSIGN_OR_RETURN(const auto written, WriteFolder(job, file, tmp[f]));
     (file == quant::ExportFile::kQuantized ? summary.quantized_bytes : summary.fake_quant_bytes) =
         written.first;
@@ -309,6 +309,7 @@ absl::StatusOr<ExportSummary> AssembleExport(const ExportAssemblerOptions& optio
     WQ_RETURN_IF_ERROR(RenameInto(tmp[f].path, fs::path(dir) / quant::ExportFileName(files[f])));
     tmp[f].keep = true;
   }
+  summary.seconds = absl::ToDoubleSeconds(absl::Now() - start);
   return summary;
 }
 

@@ -51,6 +51,7 @@ struct ExportStageActors {
 struct ExportSummary {
   uint64_t quantized_bytes = 0, fake_quant_bytes = 0;  // file sizes
   uint64_t pulled_bytes = 0;                           // data bytes received from actors
+  double seconds = 0;                                  // wall time of the whole export
 };
 
 // Writes the two folders for `plan` (of the merged `table`). FAILED_PRECONDITION when
@@ -59,8 +60,8 @@ struct ExportSummary {
 // part); I/O errors naming the file.
 absl::StatusOr<ExportSummary> AssembleExport(const ExportAssemblerOptions& options,
                                              const std::vector<ExportStageActors>& stages,
-                                             const quant::UnitTable& table,
-                                             const quant::Plan& plan, const std::string& dir);
+                                             const quant::UnitTable& table, const quant::Plan& plan,
+                                             const std::string& dir);
 
 }  // namespace windquant::learner
 

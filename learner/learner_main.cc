@@ -2,6 +2,7 @@
 // keeps the best plan and checkpoints (DESIGN.md section 5). The process's
 // skeleton (flags, /metrics, signals, exit codes) is common/service/service_main.h.
 #include <algorithm>
+
 #include "common/base/status_macros.h"
 #include "common/net/channel.h"
 #include "common/quant/table_fingerprint.h"
@@ -67,7 +68,8 @@ class LearnerService : public wq::service::Service {
       const size_t stage = i / static_cast<size_t>(std::max(1, c.service.replicas));
       if (node_options.export_actors.size() <= stage) node_options.export_actors.emplace_back();
       const std::string& address = c.service.actor_addresses[i];
-      WQ_ASSIGN_OR_RETURN(auto channel, wq::net::MakeChannelFromConfig(c.service, address, registry));
+      WQ_ASSIGN_OR_RETURN(auto channel,
+                          wq::net::MakeChannelFromConfig(c.service, address, registry));
       node_options.export_actors[stage].channels.push_back(std::move(channel));
       node_options.export_actors[stage].names.push_back(absl::StrCat("actor ", address));
     }

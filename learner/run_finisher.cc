@@ -118,19 +118,20 @@ absl::StatusOr<FinalArtifacts> WriteFinalArtifacts(
                      {"measured_on", "evaluation.selection"},
                      {"text", c.evaluation.selection.text},
                      {"token_range", c.evaluation.selection.tokens},
-                     {"eval_slice_tokens", c.evaluation.eval_slice_tokens},
                      {"context", c.evaluation.context},
                      {"batch", c.evaluation.batch},
                      {"quantized_bytes", x.quantized_bytes},
                      {"fake_quant_bytes", x.fake_quant_bytes},
-                     {"bytes_pulled_from_actors", x.pulled_bytes}};
+                     {"bytes_pulled_from_actors", x.pulled_bytes},
+                     {"export_seconds", x.seconds}};
     out.entries.push_back("quantized");
     out.entries.push_back("fake_quant");
     out.metadata["exported_perplexity"] = absl::StrFormat("%.6f", e.eval_ppl);
     if (log) {
       log(absl::StrFormat(
-          "finish: exported %s from %d stages (%d bytes pulled; evaluator's PPL %.4f on %s)",
-          dir_name, options.actors.size(), x.pulled_bytes, e.eval_ppl,
+          "finish: exported %s from %d stages in %.1f s (%d bytes pulled; evaluator's PPL %.4f "
+          "on %s)",
+          dir_name, options.actors.size(), x.seconds, x.pulled_bytes, e.eval_ppl,
           c.evaluation.selection.text));
     }
   }

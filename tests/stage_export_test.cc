@@ -16,6 +16,7 @@
 #include "common/model/checkpoint.h"
 #include "common/net/channel.h"
 #include "common/net/server.h"
+#include "common/quant/export_layout.h"
 #include "common/quant/exporter.h"
 #include "common/testing/scoped_test_dir.h"
 #include "common/testing/stage_test_util.h"
@@ -199,8 +200,8 @@ TEST_F(StageExportTest, AssembledFromStagesIsByteIdenticalToOneProcessExport) {
   EXPECT_GT(summary->pulled_bytes, 0u);
   EXPECT_LT(summary->pulled_bytes, summary->quantized_bytes + summary->fake_quant_bytes);
   // The packed file decodes to exactly the weights the plan applies.
-  const absl::Status verified = quant::VerifyQuantizedCheckpoint(
-      in, dir.path() + "/dist/quantized", "assembled");
+  const absl::Status verified =
+      quant::VerifyQuantizedCheckpoint(in, dir.path() + "/dist/quantized", "assembled");
   EXPECT_TRUE(verified.ok()) << verified;
 }
 

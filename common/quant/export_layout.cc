@@ -163,8 +163,8 @@ class SourceReader {
     WQ_RETURN_IF_ERROR(NeedCheckpoint(head ? "model.norm" : "model.embed_tokens"));
     if (head && s_.config->tie_word_embeddings) {
       model::LlamaWeights out;
-      WQ_ASSIGN_OR_RETURN(out.final_norm, s_.checkpoint->LoadTensor("model.norm.weight",
-                                                                    {s_.config->hidden_size}));
+      WQ_ASSIGN_OR_RETURN(out.final_norm,
+                          s_.checkpoint->LoadTensor("model.norm.weight", {s_.config->hidden_size}));
       return out;
     }
     model::LoadRequest r;
@@ -231,7 +231,8 @@ absl::Status StreamLayers(ExportFile file, const ExportShare& share, const PartS
     }
     fits.ApplyToLayer(l, *s.actions, &lin);
     for (int m = 0; m < model::kNumMatrices; ++m) {
-      WQ_RETURN_IF_ERROR(AppendTensor(out, model::LinearTensorName(l, static_cast<model::Matrix>(m)),
+      WQ_RETURN_IF_ERROR(AppendTensor(out,
+                                      model::LinearTensorName(l, static_cast<model::Matrix>(m)),
                                       lin[m], model::Dtype::kF16));
     }
   }
@@ -253,7 +254,8 @@ ExportShare WholeModelShare(const model::LlamaConfig& config) {
 
 std::vector<std::pair<size_t, ExportPart>> PartOrder(ExportFile file, size_t num_shares) {
   std::vector<std::pair<size_t, ExportPart>> out;
-  const ExportPart first = file == ExportFile::kQuantized ? ExportPart::kLayers : ExportPart::kFixed;
+  const ExportPart first =
+      file == ExportFile::kQuantized ? ExportPart::kLayers : ExportPart::kFixed;
   const ExportPart second = first == ExportPart::kLayers ? ExportPart::kFixed : ExportPart::kLayers;
   for (size_t s = 0; s < num_shares; ++s) out.emplace_back(s, first);
   for (size_t s = 0; s < num_shares; ++s) out.emplace_back(s, second);
@@ -266,9 +268,11 @@ model::Dtype FixedDtype(const model::LlamaConfig& c) {
   return model::Dtype::kF16;
 }
 
-absl::StatusOr<std::vector<model::StreamTensor>> DeclarePart(
-    ExportFile file, ExportPart part, const ExportShare& share, const model::LlamaConfig& c,
-    const UnitTable& table, const std::vector<int>& actions) {
+absl::StatusOr<std::vector<model::StreamTensor>> DeclarePart(ExportFile file, ExportPart part,
+                                                             const ExportShare& share,
+                                                             const model::LlamaConfig& c,
+                                                             const UnitTable& table,
+                                                             const std::vector<int>& actions) {
   if (share.first_layer < 0 || share.end_layer < share.first_layer ||
       share.end_layer > c.num_hidden_layers) {
     return absl::InvalidArgumentError(absl::StrCat("export: layers [", share.first_layer, ", ",
@@ -305,9 +309,8 @@ absl::StatusOr<std::vector<model::StreamTensor>> DeclarePart(
   for (const Unit& u : table.units) {
     if (u.layer < share.first_layer || u.layer >= share.end_layer) continue;
     if (u.id >= actions.size() || actions[u.id] < 0 || actions[u.id] >= kNumActions) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("export: no valid action for unit ", u.id, " (plan of ", actions.size(),
-                       " units)"));
+      return absl::InvalidArgumentError(absl::StrCat("export: no valid action for unit ", u.id,
+                                                     " (plan of ", actions.size(), " units)"));
     }
     WQ_ASSIGN_OR_RETURN(std::vector<model::StreamTensor> ut,
                         UnitTensors(u, kAllActions[actions[u.id]]));
@@ -316,9 +319,11 @@ absl::StatusOr<std::vector<model::StreamTensor>> DeclarePart(
   return out;
 }
 
-absl::StatusOr<std::vector<model::StreamTensor>> DeclareFile(
-    ExportFile file, const std::vector<ExportShare>& shares, const model::LlamaConfig& config,
-    const UnitTable& table, const std::vector<int>& actions) {
+absl::StatusOr<std::vector<model::StreamTensor>> DeclareFile(ExportFile file,
+                                                             const std::vector<ExportShare>& shares,
+                                                             const model::LlamaConfig& config,
+                                                             const UnitTable& table,
+                                                             const std::vector<int>& actions) {
   int64_t next = 0;
   for (size_t s = 0; s < shares.size(); ++s) {
     if (shares[s].first_layer != next || shares[s].embeddings != (s == 0) ||
@@ -424,9 +429,9 @@ absl::Status PartSink::Append(std::string_view bytes) {
 
 absl::Status PartSink::Finish() {
   if (written_ != bytes_declared()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "export: ", bytes_declared() - written_, " bytes of the part missing (tensor ",
-        cursor_ < declared_.size() ? declared_[cursor_].name : "?", ")"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("export: ", bytes_declared() - written_, " bytes of the part missing (tensor ",
+                     cursor_ < declared_.size() ? declared_[cursor_].name : "?", ")"));
   }
   if (!buffer_.empty()) WQ_RETURN_IF_ERROR(out_(buffer_));
   buffer_.clear();
@@ -435,13 +440,12 @@ absl::Status PartSink::Finish() {
 
 absl::Status StreamPart(ExportFile file, ExportPart part, const ExportShare& share,
                         const PartSource& source, PartSink* sink) {
-  if (source.config == nullptr || (part == ExportPart::kLayers &&
-                                   (source.fits == nullptr || source.actions == nullptr))) {
+  if (source.config == nullptr ||
+      (part == ExportPart::kLayers && (source.fits == nullptr || source.actions == nullptr))) {
     return absl::InvalidArgumentError("export: a part needs the config, and fits and plan");
   }
-  if (part == ExportPart::kLayers &&
-      (share.first_layer < source.fits->first_layer() ||
-       share.end_layer > source.fits->end_layer())) {
+  if (part == ExportPart::kLayers && (share.first_layer < source.fits->first_layer() ||
+                                      share.end_layer > source.fits->end_layer())) {
     return absl::InvalidArgumentError(absl::StrCat(
         "export: fits of layers [", source.fits->first_layer(), ", ", source.fits->end_layer(),
         ") cannot export layers [", share.first_layer, ", ", share.end_layer, ")"));

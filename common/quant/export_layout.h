@@ -64,13 +64,17 @@ model::Dtype FixedDtype(const model::LlamaConfig& config);
 // The tensors of one part in file order. `table` holds at least the share's units (the
 // global table or a stage's), `actions` one action index per global unit.
 // INVALID_ARGUMENT for a share outside the model or an action out of range.
-absl::StatusOr<std::vector<model::StreamTensor>> DeclarePart(
-    ExportFile file, ExportPart part, const ExportShare& share, const model::LlamaConfig& config,
-    const UnitTable& table, const std::vector<int>& actions);
+absl::StatusOr<std::vector<model::StreamTensor>> DeclarePart(ExportFile file, ExportPart part,
+                                                             const ExportShare& share,
+                                                             const model::LlamaConfig& config,
+                                                             const UnitTable& table,
+                                                             const std::vector<int>& actions);
 // Every tensor of the file for `shares` (which must tile the layers, in order).
-absl::StatusOr<std::vector<model::StreamTensor>> DeclareFile(
-    ExportFile file, const std::vector<ExportShare>& shares, const model::LlamaConfig& config,
-    const UnitTable& table, const std::vector<int>& actions);
+absl::StatusOr<std::vector<model::StreamTensor>> DeclareFile(ExportFile file,
+                                                             const std::vector<ExportShare>& shares,
+                                                             const model::LlamaConfig& config,
+                                                             const UnitTable& table,
+                                                             const std::vector<int>& actions);
 // The __metadata__ of the file (`table` global).
 std::map<std::string, std::string> FileMetadata(ExportFile file, const UnitTable& table,
                                                 const Plan& plan);
@@ -114,7 +118,7 @@ struct PartSource {
   const model::LlamaConfig* config = nullptr;
   const model::LlamaWeights* weights = nullptr;
   const model::Checkpoint* checkpoint = nullptr;
-  const StageFits* fits = nullptr;          // covers the share's layers (kLayers)
+  const StageFits* fits = nullptr;            // covers the share's layers (kLayers)
   const std::vector<int>* actions = nullptr;  // one per global unit
 };
 
