@@ -154,13 +154,15 @@ PY
   --tokens "$range" --threads 1 --json >"$OUT/eval-model.json" 2>"$OUT/logs/eval-model.log" ||
   fail "eval of the pulled fake-quant model: $(tail -1 "$OUT/logs/eval-model.log")"
 # The packed checkpoint, decoded, is the model `eval --plan` measured (same settings).
-read -r pcontext pexpected < <(python3 - "$OUT/eval-plan.json" <<'PY'
-import json, sys
+# eval --plan measures the config's held-out range (evaluation.heldout.tokens).
+read -r ptext prange pcontext pexpected < <(python3 - "$OUT/eval-plan.json" "$WQ_TEST_CONFIG" <<'PY'
+import json, sys, yaml
 x = json.load(open(sys.argv[1]))
-print(x["context"], repr(x["perplexity"]))
+b, e = yaml.safe_load(open(sys.argv[2]))["evaluation"]["heldout"]["tokens"]
+print(x["text"], "%d:%d" % (b, e), x["context"], repr(x["perplexity"]))
 PY
 )
-"$WQ" eval --quantized "$OUT/pulled/quantized" --text "$text" --tokens "$range" \
+"$WQ" eval --quantized "$OUT/pulled/quantized" --text "$ptext" --tokens "$prange" \
   --context "$pcontext" --batch 8 --max-tokens 512 --threads 1 --json >"$OUT/eval-quantized.json" 2>"$OUT/logs/eval-quantized.log" ||
   fail "eval --quantized of the pulled checkpoint: $(tail -1 "$OUT/logs/eval-quantized.log")"
 python3 - "$OUT/eval-quantized.json" "$pexpected" <<'PY' || fail "the packed checkpoint's perplexity is not eval --plan's"
