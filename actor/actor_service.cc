@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "actor/stage_exporter.h"
 #include "common/base/files.h"
 #include "common/base/status_macros.h"
 #include "common/metrics/metric_names.h"
@@ -144,6 +145,29 @@ grpc::Status ActorService::GetStageInfo(grpc::ServerContext* context,
   reply->set_unit_table_ready(table.ok());
   reply->set_device(identity_.device);
   return grpc::Status::OK;
+}
+
+grpc::Status ActorService::ExportStage(grpc::ServerContext* context,
+                                       const v1::ExportStageRequest* request,
+                                       grpc::ServerWriter<v1::ExportStageChunk>* writer) {
+  absl::StatusOr<StageExportRequest> r = StageExportRequestFromProto(*request);
+  if (!r.ok()) return net::ToGrpcStatus(r.status());
+  if (absl::StatusOr<std::shared_ptr<const std::vector<int>>> plan =
+          CheckPlan(request->plan(), request->plan().plan_id(), *worker_);
+      !plan.ok()) {
+    return net::ToGrpcStatus(plan.status());
+  }
+  const StageExporter exporter(worker_, {worker_->model_dir()});
+  v1::ExportStageChunk chunk;
+  const absl::Status s =
+      exporter.Export(*r, [&](std::string_view bytes, uint64_t part_bytes) -> absl::Status {
+        if (context->IsCancelled()) return absl::CancelledError("export: the caller went away");
+        chunk.set_data(bytes.data(), bytes.size());
+        chunk.set_part_bytes(part_bytes);
+        if (!writer->Write(chunk)) return absl::CancelledError("export: the stream closed");
+        return absl::OkStatus();
+      });
+  return net::ToGrpcStatus(s);
 }
 
 }  // namespace windquant::actor

@@ -39,6 +39,9 @@ class ActorService final : public v1::Actor::Service {
                                  v1::FinishCalibrationReply* reply) override;
   grpc::Status GetStageInfo(grpc::ServerContext* context, const v1::StageInfoRequest* request,
                             v1::StageInfo* reply) override;
+  // Streams a part of the export from the stage (stage_exporter.h).
+  grpc::Status ExportStage(grpc::ServerContext* context, const v1::ExportStageRequest* request,
+                           grpc::ServerWriter<v1::ExportStageChunk>* writer) override;
 
  private:
   stage::StageWorker* const worker_;

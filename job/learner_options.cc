@@ -65,8 +65,9 @@ learner::LearnerNodeOptions LearnerNodeOptionsFrom(const config::RunConfig& c, b
   if (write_final) {
     o.write_final = [c](const rl::RunResult& result, const quant::UnitTable& table,
                         const std::string& run_id, const std::string& dir,
-                        const base::LogSink& log) {
-      return learner::WriteFinalArtifacts(c, result, table, run_id, dir, log);
+                        learner::FinishOptions options) {
+      options.export_options.model_dir = c.model.dir;
+      return learner::WriteFinalArtifacts(c, result, table, run_id, dir, options);
     };
   }
   return o;

@@ -1,6 +1,8 @@
 // windquant-learner: merges the unit table, runs PPO, publishes policies,
 // keeps the best plan and checkpoints (DESIGN.md section 5). The process's
 // skeleton (flags, /metrics, signals, exit codes) is common/service/service_main.h.
+#include <algorithm>
+
 #include "common/base/status_macros.h"
 #include "common/net/channel.h"
 #include "common/quant/table_fingerprint.h"
@@ -61,6 +63,17 @@ class LearnerService : public wq::service::Service {
         wq::job::LearnerNodeOptionsFrom(c, /*write_final=*/true);
     node_options.publisher = s->publisher_.get();
     node_options.expected_table_fingerprint = ExpectedTableFingerprint(c, log);
+    // The export of the result is pulled from the actors (service.actor_addresses,
+    // stage-major).
+    for (size_t i = 0; i < c.service.actor_addresses.size(); ++i) {
+      const size_t stage = i / static_cast<size_t>(std::max(1, c.service.replicas));
+      if (node_options.export_actors.size() <= stage) node_options.export_actors.emplace_back();
+      const std::string& address = c.service.actor_addresses[i];
+      WQ_ASSIGN_OR_RETURN(auto channel,
+                          wq::net::MakeChannelFromConfig(c.service, address, registry));
+      node_options.export_actors[stage].channels.push_back(std::move(channel));
+      node_options.export_actors[stage].names.push_back(absl::StrCat("actor ", address));
+    }
     WQ_ASSIGN_OR_RETURN(s->node_,
                         wq::learner::LearnerNode::Create(std::move(node_options),
                                                          c.service.learner_address, registry, log));

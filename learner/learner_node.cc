@@ -108,8 +108,13 @@ void LearnerNode::Finish() {
   if (table == nullptr) return;  // done implies a table; nothing to write otherwise
   const std::string dir = options_.core.dir + "/final";
   const std::string run_id = publisher != nullptr ? publisher->run_id() : "local";
+  FinishOptions fo;
+  fo.actors = options_.export_actors;
+  fo.export_options.rpc_deadline = options_.rpc_deadline;
+  fo.export_options.log = log;
+  fo.log = log;
   absl::StatusOr<FinalArtifacts> final_files =
-      options_.write_final(core_->Result(), *table, run_id, dir, log);
+      options_.write_final(core_->Result(), *table, run_id, dir, fo);
   if (!final_files.ok()) {
     log(absl::StrCat("learner: final artifacts not written: ", final_files.status().message()));
     return;

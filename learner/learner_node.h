@@ -26,6 +26,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -35,6 +36,7 @@
 #include "common/net/server.h"
 #include "grpcpp/channel.h"
 #include "learner/candidate_sender.h"
+#include "learner/export_assembler.h"
 #include "learner/learner_core.h"
 #include "learner/learner_service.h"
 #include "learner/run_finisher.h"
@@ -45,9 +47,10 @@ namespace windquant::learner {
 
 // Writes the final artifacts of the done run `result` (on `table`) into `dir`
 // (the run's config is the writer's: job/learner_options.h binds it).
+// The node fills the options' actors (export_actors), deadline and log.
 using FinalWriter = std::function<absl::StatusOr<FinalArtifacts>(
     const rl::RunResult& result, const quant::UnitTable& table, const std::string& run_id,
-    const std::string& dir, const base::LogSink& log)>;
+    const std::string& dir, FinishOptions options)>;
 
 struct LearnerNodeOptions {
   LearnerCore::Options core;  // also core.dir: output.dir (final/ goes there)
@@ -64,6 +67,9 @@ struct LearnerNodeOptions {
   // stage tables of another are refused from the first on (LearnerCore::
   // ExpectTableFingerprint). "" = any.
   std::string expected_table_fingerprint;
+  // With output.export: the actors of every stage (stage-major), from which the
+  // final export is assembled (run_finisher.h).
+  std::vector<ExportStageActors> export_actors;
 };
 
 class LearnerNode {

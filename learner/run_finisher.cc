@@ -1,10 +1,7 @@
 #include "learner/run_finisher.h"
 
-#include <ATen/ATen.h>
-
 #include <cmath>
 #include <filesystem>
-#include <memory>
 
 #include <nlohmann/json.hpp>
 
@@ -13,14 +10,7 @@
 #include "common/base/files.h"
 #include "common/base/status_macros.h"
 #include "common/config/run_digest.h"
-#include "common/config/text_range.h"
-#include "common/model/checkpoint.h"
-#include "common/model/llama_model.h"
-#include "common/model/perplexity.h"
-#include "common/model/tokenizer.h"
-#include "common/quant/exporter.h"
 #include "common/quant/plan_io.h"
-#include "common/quant/quantization_session.h"
 #include "common/report/html_report.h"
 #include "common/report/report_data.h"
 #include "common/rl/run_checkpoint.h"
@@ -29,67 +19,6 @@ namespace windquant::learner {
 namespace {
 
 namespace fs = std::filesystem;
-
-struct ExportedPerplexity {
-  std::string model;  // the directory measured, relative to the final dir
-  double perplexity = 0, fp_perplexity = 0;
-  int64_t tokens = 0;
-};
-
-// The perplexity of the checkpoint in `model_dir` on the evaluation text, as
-// `windquant eval --model` measures it (job/text_perplexity.cc).
-absl::StatusOr<model::PerplexityResult> CheckpointPerplexity(const config::RunConfig& c,
-                                                             const std::string& model_dir) {
-  WQ_ASSIGN_OR_RETURN(std::unique_ptr<model::Tokenizer> tokenizer,
-                      model::Tokenizer::FromFile(model_dir + "/tokenizer.json"));
-  const config::TextEncoder encode = [&tok = *tokenizer](std::string_view text) {
-    return tok.Encode(text, /*add_bos=*/false);
-  };
-  WQ_ASSIGN_OR_RETURN(const std::vector<int32_t> ids,
-                      config::ReadTextRange(c.evaluation.heldout, "evaluation.heldout", encode));
-  WQ_ASSIGN_OR_RETURN(std::unique_ptr<model::Checkpoint> checkpoint,
-                      model::Checkpoint::Open(model_dir));
-  WQ_ASSIGN_OR_RETURN(model::LlamaWeights weights, checkpoint->LoadWeights(model::LoadRequest{}));
-  std::unique_ptr<model::LlamaModel> llama;
-  try {
-    llama = std::make_unique<model::LlamaModel>(std::move(weights),
-                                                at::hasCUDA() ? at::Device(at::kCUDA) : at::kCPU);
-  } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat(model_dir, ": cannot build the model: ", e.what()));
-  }
-  model::PerplexityOptions options;
-  options.context = c.evaluation.context;
-  options.batch_size = c.evaluation.batch;
-  return model::ComputePerplexity(*llama, ids, options);
-}
-
-// quantized/ and fake_quant/ from the run config's session; the fake-quant
-// model's perplexity.
-absl::StatusOr<ExportedPerplexity> Export(const config::RunConfig& c, const quant::Plan& plan,
-                                          const quant::UnitTable& table, const fs::path& dir,
-                                          const base::LogSink& log) {
-  quant::SessionOptions so;
-  so.log = log;
-  WQ_ASSIGN_OR_RETURN(std::unique_ptr<quant::QuantizationSession> session,
-                      quant::QuantizationSession::Create(c, so));
-  if (session->table().fingerprint != table.fingerprint) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("export: the run's unit table (fingerprint ", table.fingerprint.substr(0, 12),
-                     ") is not the config's (", session->table().fingerprint.substr(0, 12), ")"));
-  }
-  const quant::ExportInputs in = session->ExportInputsFor(plan);
-  WQ_RETURN_IF_ERROR(quant::WriteQuantizedCheckpoint(in, (dir / "quantized").string()));
-  WQ_RETURN_IF_ERROR(quant::WriteFakeQuantCheckpoint(in, (dir / "fake_quant").string()));
-  ExportedPerplexity out;
-  out.model = "fake_quant";
-  WQ_ASSIGN_OR_RETURN(model::PerplexityResult q,
-                      CheckpointPerplexity(c, (dir / "fake_quant").string()));
-  out.perplexity = q.perplexity;
-  out.tokens = q.tokens;
-  WQ_ASSIGN_OR_RETURN(model::PerplexityResult fp, CheckpointPerplexity(c, c.model.dir));
-  out.fp_perplexity = fp.perplexity;
-  return out;
-}
 
 report::ReportData MakeReport(const config::RunConfig& c, const rl::RunResult& r,
                               const quant::UnitTable& table, const std::string& run_id) {
@@ -146,7 +75,8 @@ report::ReportData MakeReport(const config::RunConfig& c, const rl::RunResult& r
 
 absl::StatusOr<FinalArtifacts> WriteFinalArtifacts(
     const config::RunConfig& c, const rl::RunResult& r, const quant::UnitTable& table,
-    const std::string& run_id, const std::string& dir_name, const base::LogSink& log) {
+    const std::string& run_id, const std::string& dir_name, const FinishOptions& options) {
+  const base::LogSink& log = options.log;
   if (r.best.actions.empty()) {
     return absl::FailedPreconditionError("finish: the run has no feasible plan");
   }
@@ -172,25 +102,38 @@ absl::StatusOr<FinalArtifacts> WriteFinalArtifacts(
   j["run_id"] = run_id;
   j["plan_id"] = plan.plan_id;
   if (c.output.export_model) {
-    try {
-      WQ_ASSIGN_OR_RETURN(ExportedPerplexity x, Export(c, plan, table, dir, log));
-      j["exported"] = {{"model", x.model},
-                       {"text", c.evaluation.heldout.text},
-                       {"context", c.evaluation.context},
-                       {"batch", c.evaluation.batch},
-                       {"token_range", c.evaluation.heldout.tokens},
-                       {"tokens", x.tokens},
-                       {"perplexity", x.perplexity},
-                       {"fp_perplexity", x.fp_perplexity}};
-      out.entries.push_back("quantized");
-      out.entries.push_back("fake_quant");
-      out.metadata["exported_perplexity"] = absl::StrFormat("%.6f", x.perplexity);
-      if (log) {
-        log(absl::StrFormat("finish: exported %s (PPL %.4f on %s, FP %.4f)", dir_name, x.perplexity,
-                            c.evaluation.heldout.text, x.fp_perplexity));
-      }
-    } catch (const c10::Error& err) {
-      return absl::InternalError(absl::StrCat("finish: export: ", err.what_without_backtrace()));
+    if (options.actors.empty()) {
+      return absl::FailedPreconditionError(
+          "finish: output.export is on but the learner has no channels to the actors");
+    }
+    WQ_ASSIGN_OR_RETURN(
+        const ExportSummary x,
+        AssembleExport(options.export_options, options.actors, table, plan, dir.string()));
+    // What was measured: the evaluator's perplexity of this plan as the actors apply it
+    // (the weights the quantized checkpoint decodes to; fake_quant rounds them to F16),
+    // not a reload of the exported model by the learner.
+    j["exported"] = {{"model", "fake_quant"},
+                     {"quantized", "quantized"},
+                     {"perplexity", e.eval_ppl},
+                     {"measured_by", "evaluator"},
+                     {"measured_on", "evaluation.selection"},
+                     {"text", c.evaluation.selection.text},
+                     {"token_range", c.evaluation.selection.tokens},
+                     {"context", c.evaluation.context},
+                     {"batch", c.evaluation.batch},
+                     {"quantized_bytes", x.quantized_bytes},
+                     {"fake_quant_bytes", x.fake_quant_bytes},
+                     {"bytes_pulled_from_actors", x.pulled_bytes},
+                     {"export_seconds", x.seconds}};
+    out.entries.push_back("quantized");
+    out.entries.push_back("fake_quant");
+    out.metadata["exported_perplexity"] = absl::StrFormat("%.6f", e.eval_ppl);
+    if (log) {
+      log(absl::StrFormat(
+          "finish: exported %s from %d stages in %.1f s (%d bytes pulled; evaluator's PPL %.4f "
+          "on %s)",
+          dir_name, options.actors.size(), x.seconds, x.pulled_bytes, e.eval_ppl,
+          c.evaluation.selection.text));
     }
   }
   WQ_RETURN_IF_ERROR(base::WriteFileAtomic((dir / "report.json").string(), j.dump(2) + "\n"));

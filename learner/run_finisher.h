@@ -7,18 +7,13 @@
 //                            evaluator's perplexity (evaluation slice), bits
 //                            per unit, the training curve; report.json also
 //                            has "run_id" and, when exported, "exported"
-//   quantized/, fake_quant/  with output.export: the exported model
-//                            (quant::WriteQuantizedCheckpoint and
-//                            WriteFakeQuantCheckpoint)
-// With output.export the learner opens the run config's QuantizationSession
-// (model, calibration, fits; from quant.cache_dir when cached) for the export
-// and measures the exported fake-quant checkpoint as `windquant eval --model
-// DIR --text evaluation.text --context evaluation.context --batch
-// evaluation.batch --max-tokens N` does (N = evaluation.final_eval_tokens, or
-// evaluation.eval_slice_tokens when that is 0); that number is report.json's
-// "exported.perplexity".
-// Memory: with the export, the session's (all weights in float32 plus the
-// fits) until it returns; otherwise the plan and report only.
+//   quantized/, fake_quant/  with output.export: the exported model, assembled from
+//                            the stages' actors (export_assembler.h): the learner
+//                            owns no layers and loads no weights; report.json's
+//                            "exported" gives the evaluator's perplexity of the plan
+//                            (the weights the actors apply, on evaluation.selection)
+//                            and the bytes pulled
+// Memory: the plan, the report and the assembler's one chunk.
 // Stateless; thread-compatible.
 #ifndef WINDQUANT_LEARNER_RUN_FINISHER_H_
 #define WINDQUANT_LEARNER_RUN_FINISHER_H_
@@ -33,6 +28,7 @@
 #include "common/config/run_config.h"
 #include "common/quant/unit_table.h"
 #include "common/rl/run_result.h"
+#include "learner/export_assembler.h"
 
 namespace windquant::learner {
 
@@ -41,12 +37,19 @@ struct FinalArtifacts {
   std::map<std::string, std::string> metadata;  // for the store's manifest
 };
 
+struct FinishOptions {
+  // The actors of every stage (stage-major), for the export; empty = none reachable.
+  std::vector<ExportStageActors> actors;
+  ExportAssemblerOptions export_options;
+  base::LogSink log;
+};
+
 // Writes the files above into `dir`. FAILED_PRECONDITION when the run has no
-// feasible plan or the session's table is another one than `table`; the
-// errors of the session, the export and the files.
+// feasible plan, or with output.export and no actors; the errors of the export
+// (nothing of it is left in `dir` then) and of the files.
 absl::StatusOr<FinalArtifacts> WriteFinalArtifacts(
     const config::RunConfig& config, const rl::RunResult& result, const quant::UnitTable& table,
-    const std::string& run_id, const std::string& dir, const base::LogSink& log);
+    const std::string& run_id, const std::string& dir, const FinishOptions& options);
 
 }  // namespace windquant::learner
 

@@ -10,8 +10,9 @@
 #   scale_smoke_test.sh BUILD_DIR smoke   16 layers, `windquant quantize` with export,
 #                                         <= 45 min (slow)
 #   scale_smoke_test.sh BUILD_DIR local   16 layers, deploy/local with 2 stages x 1
-#                                         replica: every process within the bar for
-#                                         the layers it owns (slow)
+#                                         replica and export on (the learner assembles
+#                                         it from the actors): every process within
+#                                         the bar for the layers it owns (slow)
 # Peak memory: getrusage(RUSAGE_CHILDREN) of the quantize process; VmHWM in
 # /proc/PID/status of each deploy/local process before it is stopped.
 set -euo pipefail
@@ -76,17 +77,29 @@ if [[ "$MODE" == local ]]; then
   export WQ_RUN_LIB=1
   # shellcheck source=../deploy/local/run.sh
   source "$SRC/deploy/local/run.sh"
-  # No export: it loads and fits every layer in the learner, which owns none
-  # (1.5 GiB bar; the export peaked at ~4.5 GiB there, after `done`, where the
-  # VmHWM below no longer looks). The 70B overlay does the same; export the
-  # pulled plan where the weights fit (`windquant export`).
+  # With the export: the learner, which owns no layers, assembles quantized/ and
+  # fake_quant/ from the parts each actor streams (learner/export_assembler.h), so
+  # every process stays within the bar of the layers it owns. One update (the fewest
+  # the config allows) keeps the run short.
   parse_args --config "$SMOKE_CONFIG" --bin "$BUILD" --stages 2 --replicas 1 --out "$TMP" \
-    --timeout 2700 "${OVERRIDES[@]}" --set output.export=false
+    --timeout 2700 "${OVERRIDES[@]}" --set output.export=true \
+    --set curriculum.min_updates=1 --set curriculum.max_updates=1
   plan_topology
   trap 'stop_all; echo "logs: $OUT/logs"' EXIT
+  start=$(date +%s)
   start_all
   wait_for done '[[ $v == true ]]'
   status | tee "$OUT/status.txt"
+  # After `done` the learner writes the final result: wait for it before reading VmHWM.
+  FINAL="$OUT/run/final"
+  until [[ -f "$FINAL/report.json" ]]; do
+    grep -q "final artifacts not written" "$OUT/logs/learner.log" &&
+      fail "learner: $(grep "final artifacts not written" "$OUT/logs/learner.log" | tail -1)"
+    kill -0 "${PIDS[learner]}" 2>/dev/null || fail "the learner exited before the export"
+    (($(date +%s) - start <= 2700)) || fail "no final result after 45 min"
+    sleep 2
+  done
+  wall=$(($(date +%s) - start))
   declare -A PEAK=()
   for name in "${!PIDS[@]}"; do
     kb=$(sed -n 's/^VmHWM:[[:space:]]*\([0-9]*\) kB/\1/p' "/proc/${PIDS[$name]}/status")
@@ -94,13 +107,38 @@ if [[ "$MODE" == local ]]; then
   done
   stop_all
   trap - EXIT
-  [[ "$(status_field updates)" -ge 2 ]] || fail "expected 2 PPO updates"
+  echo "local: run and export in $wall s"
+  [[ "$(status_field updates)" -ge 1 ]] || fail "expected a PPO update"
   ls "$OUT/run/best" | grep -q . || fail "no best plan files"
+  for f in quantized/quantized.safetensors quantized/plan.json quantized/config.json \
+           fake_quant/model.safetensors fake_quant/config.json; do
+    [[ -f "$FINAL/$f" ]] || fail "the final result lacks $f"
+  done
+  ls -a "$FINAL" | grep -q partial && fail "a partial export folder was left in $FINAL"
+  python3 - "$FINAL/report.json" <<'PY' || fail "report.json has no exported section"
+import json, sys
+x = json.load(open(sys.argv[1]))["exported"]
+print("exported: evaluator's PPL %.4f on %s; quantized %d bytes, fake_quant %d bytes, "
+      "%d bytes pulled from the actors" % (x["perplexity"], x["measured_on"],
+      x["quantized_bytes"], x["fake_quant_bytes"], x["bytes_pulled_from_actors"]))
+PY
   for name in "${!PEAK[@]}"; do
     layers=0
     [[ "$name" == actor-* ]] && layers=8
     check_peak "$name" "${PEAK[$name]}" "$layers"
   done
+  # The assembled packed checkpoint is the plan the evaluator measured: decoded a
+  # layer at a time on the selection slice, it gives the evaluator's perplexity.
+  "$WQ" eval --quantized "$FINAL/quantized" --text "$WQ_TEST_TEXT" --tokens 4096:4608 \
+    --context 128 --batch 8 --json >"$TMP/evalq.json" 2>"$OUT/logs/evalq.log" ||
+    fail "eval --quantized of the assembled checkpoint: $(tail -1 "$OUT/logs/evalq.log")"
+  python3 - "$TMP/evalq.json" "$FINAL/report.json" <<'PY' || fail "assembled checkpoint != evaluator"
+import json, sys
+q = json.loads([l for l in open(sys.argv[1]) if l.startswith("{")][-1])["perplexity"]
+p = json.load(open(sys.argv[2]))["exported"]["perplexity"]
+print(f"eval --quantized of the assembled checkpoint {q:.6f}, the evaluator's {p:.6f}")
+sys.exit(0 if abs(q - p) <= 1e-3 * p else 1)
+PY
   echo "PASS (logs: $OUT/logs)"
   rm -rf "$TMP/model"
   exit 0

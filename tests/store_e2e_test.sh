@@ -131,30 +131,38 @@ for ((i = 0; i < ${#RUN_SETS[@]}; i += 2)); do CONFIG_SETS+=(--set "${RUN_SETS[i
 "$WQ" eval --config "$WQ_TEST_CONFIG" "${CONFIG_SETS[@]}" --set "quant.cache_dir=$OUT/cache" \
   --plan "$OUT/pulled/plan.json" --max-tokens 512 --batch 8 --threads 1 --json >"$OUT/eval-plan.json" 2>"$OUT/logs/eval-plan.log" ||
   fail "eval --plan refused the pulled plan: $(tail -1 "$OUT/logs/eval-plan.log")"
+# report.json's exported perplexity is the evaluator's measurement of the plan (on the
+# selection slice, as the actors apply it); the pulled packed checkpoint decodes to
+# those weights, so `eval --quantized` on the same slice gives it.
 read -r text context batch range expected < <(python3 - "$OUT/pulled/report.json" <<'PY'
 import json, sys
 x = json.load(open(sys.argv[1]))["exported"]
 print(x["text"], x["context"], x["batch"], "%d:%d" % tuple(x["token_range"]), repr(x["perplexity"]))
 PY
 )
-"$WQ" eval --model "$OUT/pulled/fake_quant" --text "$text" --context "$context" --batch "$batch" \
-  --tokens "$range" --threads 1 --json >"$OUT/eval-model.json" 2>"$OUT/logs/eval-model.log" ||
-  fail "eval of the pulled model: $(tail -1 "$OUT/logs/eval-model.log")"
-python3 - "$OUT/eval-model.json" "$expected" <<'PY' || fail "the pulled model's perplexity is not the report's"
+"$WQ" eval --quantized "$OUT/pulled/quantized" --text "$text" --context "$context" --batch "$batch" \
+  --tokens "$range" --threads 1 --json >"$OUT/eval-selection.json" 2>"$OUT/logs/eval-selection.log" ||
+  fail "eval of the pulled model: $(tail -1 "$OUT/logs/eval-selection.log")"
+python3 - "$OUT/eval-selection.json" "$expected" <<'PY' || fail "the pulled model's perplexity is not the report's"
 import json, sys
 got = json.load(open(sys.argv[1]))["perplexity"]
 want = float(sys.argv[2])
-print(f"pulled model: perplexity {got:.9g}, report.json {want:.9g}")
+print(f"pulled packed checkpoint on the selection slice: perplexity {got:.9g}, report.json {want:.9g}")
 assert abs(got - want) <= 1e-6 * want, (got, want)
 PY
+"$WQ" eval --model "$OUT/pulled/fake_quant" --text "$text" --context "$context" --batch "$batch" \
+  --tokens "$range" --threads 1 --json >"$OUT/eval-model.json" 2>"$OUT/logs/eval-model.log" ||
+  fail "eval of the pulled fake-quant model: $(tail -1 "$OUT/logs/eval-model.log")"
 # The packed checkpoint, decoded, is the model `eval --plan` measured (same settings).
-read -r pcontext pexpected < <(python3 - "$OUT/eval-plan.json" <<'PY'
-import json, sys
+# eval --plan measures the config's held-out range (evaluation.heldout.tokens).
+read -r ptext prange pcontext pexpected < <(python3 - "$OUT/eval-plan.json" "$WQ_TEST_CONFIG" <<'PY'
+import json, sys, yaml
 x = json.load(open(sys.argv[1]))
-print(x["context"], repr(x["perplexity"]))
+b, e = yaml.safe_load(open(sys.argv[2]))["evaluation"]["heldout"]["tokens"]
+print(x["text"], "%d:%d" % (b, e), x["context"], repr(x["perplexity"]))
 PY
 )
-"$WQ" eval --quantized "$OUT/pulled/quantized" --text "$text" --tokens "$range" \
+"$WQ" eval --quantized "$OUT/pulled/quantized" --text "$ptext" --tokens "$prange" \
   --context "$pcontext" --batch 8 --max-tokens 512 --threads 1 --json >"$OUT/eval-quantized.json" 2>"$OUT/logs/eval-quantized.log" ||
   fail "eval --quantized of the pulled checkpoint: $(tail -1 "$OUT/logs/eval-quantized.log")"
 python3 - "$OUT/eval-quantized.json" "$pexpected" <<'PY' || fail "the packed checkpoint's perplexity is not eval --plan's"

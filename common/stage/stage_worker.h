@@ -65,6 +65,8 @@ class StageWorker {
   int64_t first_layer() const { return model_->first_layer(); }
   int64_t end_layer() const { return model_->end_layer(); }
   const model::LlamaConfig& config() const { return model_->config(); }
+  // The checkpoint the stage's layers come from (its other tensors are read from there).
+  const std::string& model_dir() const { return options_.model_dir; }
 
   // Starts a calibration pass (discarding one in progress).
   void StartCalibration();
