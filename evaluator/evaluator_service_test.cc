@@ -72,7 +72,7 @@ class EvaluatorServiceTest : public ::testing::Test {
   void SetUp() override {
     ASSERT_NE(pipeline_, nullptr);
     queue_dir_ = temp_.path() + "/queue";
-    config::LagrangeConfig lagrange;
+    rl::LagrangeOptions lagrange;
     lagrange.lambda_init = 0.375;
     // Never started: submitted plans stay queued (and on disk), so depth is observable.
     queue_ = std::make_unique<EvaluationQueue>(
