@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "cli/command.h"
+#include "common/base/location_check.h"
 #include "common/base/output_dir.h"
 #include "common/base/status_macros.h"
 #include "common/config/run_config.h"
@@ -98,7 +99,10 @@ absl::Status RunBaseline(Args& args) {
   const bool json = args.Has("json"), force = args.Has("force");
   WQ_RETURN_IF_ERROR(args.Finish());
   if (config_path.empty()) return absl::InvalidArgumentError("--config is required (see --help)");
-  if (!out.empty()) WQ_RETURN_IF_ERROR(base::CheckOutputDir(out, force));
+  if (!out.empty()) {
+    WQ_RETURN_IF_ERROR(base::CheckOutputParent(out, "--out"));
+    WQ_RETURN_IF_ERROR(base::CheckOutputDir(out, force));
+  }
   job::BaselineSpec spec;
   spec.method = method;
   spec.bits = bits;
@@ -115,6 +119,7 @@ absl::Status RunBaseline(Args& args) {
   }
 
   WQ_ASSIGN_OR_RETURN(config::RunConfig cfg, config::LoadRunConfig(config_path, sets));
+  WQ_RETURN_IF_ERROR(base::CheckInputDir(cfg.model.dir, "model.dir"));
   WQ_ASSIGN_OR_RETURN(auto session, job::OpenSession(cfg, !no_cache, /*load_eval_text=*/!no_eval));
   const quant::UnitTable& table = session->table();
   nlohmann::json search_json;

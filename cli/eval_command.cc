@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "cli/command.h"
+#include "common/base/location_check.h"
 #include "common/base/status_macros.h"
 #include "common/config/run_config.h"
 #include "common/config/this_machine.h"
@@ -88,6 +89,7 @@ absl::StatusOr<std::vector<int64_t>> ParseTokenRange(const std::string& v) {
 absl::Status RunEval(Args& args) {
   job::TextPerplexityRequest q;
   q.model_dir = args.Get("model");
+  std::string model_flag = "--model";  // what names the model folder in errors
   q.text_path = args.Get("text");
   q.plan_path = args.Get("plan");
   q.quantized_dir = args.Get("quantized");
@@ -107,6 +109,7 @@ absl::Status RunEval(Args& args) {
     if (config_path.empty()) return absl::InvalidArgumentError("--plan needs --config FILE");
     WQ_ASSIGN_OR_RETURN(cfg, config::LoadRunConfig(config_path, sets));
     if (!q.model_dir.empty()) cfg.model.dir = q.model_dir;
+    if (q.model_dir.empty()) model_flag = "model.dir";
     q.model_dir = cfg.model.dir;
     if (q.text_path.empty() && token_range.empty()) {
       q.text_path = cfg.evaluation.heldout.text;
@@ -123,6 +126,7 @@ absl::Status RunEval(Args& args) {
       return absl::InvalidArgumentError("--quantized DIR: not with --model or --plan");
     }
     q.model_dir = q.quantized_dir;
+    model_flag = "--quantized";
   }
   if (!token_range.empty()) {
     WQ_ASSIGN_OR_RETURN(q.tokens, ParseTokenRange(token_range));
@@ -141,6 +145,7 @@ absl::Status RunEval(Args& args) {
     return absl::InvalidArgumentError(absl::StrCat("--threads: must be >= 0, got ", threads));
   WQ_RETURN_IF_ERROR(config::CheckThreadsFlag("--threads", threads));
   if (threads > 0) at::set_num_threads(static_cast<int>(threads));
+  WQ_RETURN_IF_ERROR(base::CheckInputDir(q.model_dir, model_flag));
   q.log = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
   WQ_ASSIGN_OR_RETURN(const job::TextPerplexity p, job::MeasureTextPerplexity(q));
   Print(q, p, json);

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "cli/command.h"
+#include "common/base/location_check.h"
 #include "common/base/output_dir.h"
 #include "common/base/status_macros.h"
 #include "common/config/run_config.h"
@@ -53,8 +54,10 @@ absl::Status RunExport(Args& args) {
   if (config_path.empty() || plan_path.empty() || out.empty()) {
     return absl::InvalidArgumentError("--config, --plan and --out are required (see --help)");
   }
+  WQ_RETURN_IF_ERROR(base::CheckOutputParent(out, "--out"));
   WQ_RETURN_IF_ERROR(base::CheckOutputDir(out, force));  // before the long part
   WQ_ASSIGN_OR_RETURN(config::RunConfig cfg, config::LoadRunConfig(config_path, sets));
+  WQ_RETURN_IF_ERROR(base::CheckInputDir(cfg.model.dir, "model.dir"));
   // With the unit table cached, the model is streamed from its checkpoint one layer at a
   // time; otherwise a session loads it whole to calibrate and fit it.
   WQ_ASSIGN_OR_RETURN(const std::unique_ptr<model::Checkpoint> checkpoint,

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "cli/command.h"
+#include "common/base/location_check.h"
 #include "common/base/status_macros.h"
 #include "common/store/artifact_store.h"
 #include "common/store/plan_repository.h"
@@ -92,6 +93,10 @@ absl::Status RunPlans(Args& args) {
   WQ_RETURN_IF_ERROR(ResolvePlan(verb, &run_id, &plan_id));
   if (verb == "push" && in_dir.empty())
     return absl::InvalidArgumentError("push: --dir is required");
+  if (verb == "push") WQ_RETURN_IF_ERROR(base::CheckInputDir(in_dir, "--dir"));
+  if (verb == "pull" && !out_dir.empty()) {
+    WQ_RETURN_IF_ERROR(base::CheckOutputParent(out_dir, "--out"));
+  }
 
   WQ_ASSIGN_OR_RETURN(std::unique_ptr<store::ArtifactStore> artifact_store,
                       store::OpenArtifactStore(uri, s3));

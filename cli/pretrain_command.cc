@@ -12,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "cli/command.h"
 #include "common/base/files.h"
+#include "common/base/location_check.h"
 #include "common/base/status_macros.h"
 #include "common/config/this_machine.h"
 #include "common/model/bpe_trainer.h"
@@ -90,6 +91,7 @@ absl::Status RunPretrain(Args& args) {
   if (threads < 0 || threads > 1024)
     return absl::InvalidArgumentError("--threads: must be in [0, 1024]");
   WQ_RETURN_IF_ERROR(config::CheckThreadsFlag("--threads", threads));
+  WQ_RETURN_IF_ERROR(base::CheckOutputParent(out, "--out"));
   c.seed = static_cast<uint64_t>(seed);
   c.threads = static_cast<int>(threads);
   c.vocab = vocab;  // provisional, for validating the flags before the slow part

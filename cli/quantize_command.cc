@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cli/command.h"
+#include "common/base/location_check.h"
 #include "common/base/status_macros.h"
 #include "common/config/run_config.h"
 #include "common/config/this_machine.h"
@@ -93,7 +94,9 @@ absl::Status RunQuantize(Args& args) {
     return absl::InvalidArgumentError("--stop-after-updates: must be >= 0");
   }
   WQ_ASSIGN_OR_RETURN(const config::RunConfig cfg, config::LoadRunConfig(config_path, sets));
-  WQ_RETURN_IF_ERROR(config::CheckThisMachine(cfg.model));            // before any work
+  WQ_RETURN_IF_ERROR(config::CheckThisMachine(cfg.model));  // before any work
+  WQ_RETURN_IF_ERROR(base::CheckInputDir(cfg.model.dir, "model.dir"));
+  WQ_RETURN_IF_ERROR(base::CheckOutputParent(cfg.output.dir, "output.dir"));
   if (cfg.model.threads > 0) at::set_num_threads(cfg.model.threads);  // 0: torch's default
   options.s3 = store::S3OptionsFromEnvironment();
   options.log = [](const std::string& line) {

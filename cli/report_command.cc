@@ -5,6 +5,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "cli/command.h"
+#include "common/base/location_check.h"
 #include "common/report/html_report.h"
 #include "common/report/report_data.h"
 
@@ -21,6 +22,8 @@ absl::Status RunReport(Args& args) {
     // Default: report.html next to the input.
     const size_t slash = in.rfind('/');
     out = slash == std::string::npos ? "report.html" : in.substr(0, slash + 1) + "report.html";
+  } else if (absl::Status parent = base::CheckOutputParent(out, "--out"); !parent.ok()) {
+    return parent;
   }
   absl::StatusOr<report::ReportData> data = report::ReadReportJson(in);
   if (!data.ok()) return data.status();

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_format.h"
 #include "cli/command.h"
+#include "common/base/location_check.h"
 #include "common/base/progress.h"
 #include "common/base/status_macros.h"
 #include "common/model/synth_checkpoint.h"
@@ -48,6 +49,8 @@ absl::Status RunSynth(Args& args) {
   if (o.out_dir.empty()) return absl::InvalidArgumentError("--out: required (see --help)");
   if (seed < 0) return absl::InvalidArgumentError("--seed: must be >= 0");
   if (shard_mb < 1) return absl::InvalidArgumentError("--shard-mb: must be >= 1");
+  WQ_RETURN_IF_ERROR(base::CheckOutputParent(o.out_dir, "--out"));
+  WQ_RETURN_IF_ERROR(base::CheckInputDir(o.tokenizer_dir, "--tokenizer"));
   o.seed = static_cast<uint64_t>(seed);
   o.shard_bytes = shard_mb << 20;
   std::unique_ptr<base::Progress> progress;

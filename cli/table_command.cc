@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "cli/command.h"
+#include "common/base/location_check.h"
 #include "common/base/status_macros.h"
 #include "common/config/run_config.h"
 #include "job/open_session.h"
@@ -52,7 +53,9 @@ absl::Status Build(Args& args) {
   WQ_RETURN_IF_ERROR(args.Finish(1));
   if (config_path.empty()) return absl::InvalidArgumentError("build: --config is required");
   if (out.empty()) return absl::InvalidArgumentError("build: --out is required");
+  WQ_RETURN_IF_ERROR(base::CheckOutputParent(out, "--out"));
   WQ_ASSIGN_OR_RETURN(config::RunConfig cfg, config::LoadRunConfig(config_path, sets));
+  WQ_RETURN_IF_ERROR(base::CheckInputDir(cfg.model.dir, "model.dir"));
   WQ_ASSIGN_OR_RETURN(auto session, job::OpenSession(cfg, !no_cache, /*load_eval_text=*/false));
   WQ_RETURN_IF_ERROR(job::WriteUnitTableFile(session->table(), out));
   std::printf("wrote %s: %zu units, fingerprint %s (%s)\n", out.c_str(),
@@ -107,6 +110,7 @@ absl::Status RebasePlan(Args& args) {
   if (plan_path.empty() || from.empty() || to.empty() || out.empty()) {
     return absl::InvalidArgumentError("rebase-plan: --plan, --from, --to and --out are required");
   }
+  WQ_RETURN_IF_ERROR(base::CheckOutputParent(out, "--out"));
   WQ_ASSIGN_OR_RETURN(const job::RebasedPlan r, job::RebasePlanFile(plan_path, from, to, out));
   std::printf(
       "wrote %s/plan.json, plan.bin: plan %s, %zu units, effective bits %.6f (%.6f on %s)\n",

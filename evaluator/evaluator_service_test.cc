@@ -14,6 +14,7 @@
 #include "common/net/server.h"
 #include "common/net/status_convert.h"
 #include "common/quant/action.h"
+#include "common/testing/scoped_test_dir.h"
 #include "common/testing/stage_test_util.h"
 #include "common/testing/status_matchers.h"
 #include "gtest/gtest.h"
@@ -70,9 +71,7 @@ class EvaluatorServiceTest : public ::testing::Test {
 
   void SetUp() override {
     ASSERT_NE(pipeline_, nullptr);
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    queue_dir_ = ::testing::TempDir() + "/wq-evaluator-service-" + info->name();
-    std::filesystem::remove_all(queue_dir_);
+    queue_dir_ = temp_.path() + "/queue";
     rl::LagrangeOptions lagrange;
     lagrange.lambda_init = 0.375;
     // Never started: submitted plans stay queued (and on disk), so depth is observable.
@@ -133,6 +132,7 @@ class EvaluatorServiceTest : public ::testing::Test {
   }
 
   static Pipeline* pipeline_;
+  ::windquant::testing::ScopedTestDir temp_{"wq-evaluator-service"};
   std::string queue_dir_;
   absl::Mutex mu_;
   bool table_ready_ ABSL_GUARDED_BY(mu_) = true;

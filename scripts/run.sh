@@ -13,4 +13,5 @@ bash scripts/install-deps.sh
 cmake --preset dev >/dev/null
 cmake --build build/dev -j"$(nproc)" --target windquant
 bash scripts/default-model.sh build/dev/cli/windquant
+mkdir -p runs  # output.dir's parent: windquant creates only runs/default itself
 exec build/dev/cli/windquant quantize --config configs/default.yaml "$@"

@@ -104,6 +104,7 @@ if [[ "$MODE" == table ]]; then
   # forward of 8, so the two really sum in different orders.
   SETS_ONE=("${TEST_SETS[@]}" --set "evaluation.batch=${WQ_EQUIV_BATCH:-3}")
   t0=$(now)
+  mkdir -p "$WORK/one"
   "$WQ" table build --config "$CFG" "${SETS_ONE[@]}" --set "quant.cache_dir=$WORK/one/cache" \
     --out "$WORK/one/unit_table.pb" 2>"$WORK/one-build.log" || { cat "$WORK/one-build.log"; fail "one-process table"; }
   echo "one process: table built in $(secs "$t0") s"

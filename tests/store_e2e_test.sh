@@ -112,6 +112,7 @@ PY
 grep -q "^run $RUN_ID  done " "$OUT/plans-list.txt" || fail "run $RUN_ID not listed as done"
 bests=$(grep -c "^  $RUN_ID/best-" "$OUT/plans-list.txt" || true)
 ((bests >= 1)) || fail "no best plan in the store"
+mkdir -p "$OUT/bests"
 for p in $(sed -n "s|^  $RUN_ID/\(best-[0-9a-f]*\) .*|\1|p" "$OUT/plans-list.txt"); do
   "$WQ" plans pull --store "$STORE" --plan "$RUN_ID/$p" --out "$OUT/bests/$p" >/dev/null ||
     fail "cannot pull $p"

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "absl/status/status.h"
+#include "common/testing/scoped_test_dir.h"
 #include "gtest/gtest.h"
 
 namespace windquant::base {
@@ -40,13 +41,6 @@ TEST(FilesTest, Sha256OfKnownString) {
 }
 
 // A fresh directory under the test's temp dir.
-std::string FreshDir(const std::string& name) {
-  const std::string dir = ::testing::TempDir() + "/wq_files_test_" + name;
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir;
-}
-
 int CountEntries(const std::string& dir) {
   int n = 0;
   std::error_code ec;
@@ -59,7 +53,8 @@ int CountEntries(const std::string& dir) {
 
 // error-case: file.fifo
 TEST(FilesTest, FifoIsRefusedWithoutBlocking) {
-  const std::string dir = FreshDir("fifo");
+  const ::windquant::testing::ScopedTestDir test_dir("wq-files");
+  const std::string dir = test_dir.path();
   const std::string fifo = dir + "/model.safetensors";
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
   auto data = ReadFile(fifo);
@@ -69,7 +64,8 @@ TEST(FilesTest, FifoIsRefusedWithoutBlocking) {
 
 // error-case: file.symlink-loop
 TEST(FilesTest, SymlinkLoopIsNamedAndNothingThrows) {
-  const std::string dir = FreshDir("loop");
+  const ::windquant::testing::ScopedTestDir test_dir("wq-files");
+  const std::string dir = test_dir.path();
   const std::string a = dir + "/a", b = dir + "/b";
   ASSERT_EQ(::symlink(b.c_str(), a.c_str()), 0);
   ASSERT_EQ(::symlink(a.c_str(), b.c_str()), 0);
@@ -81,14 +77,16 @@ TEST(FilesTest, SymlinkLoopIsNamedAndNothingThrows) {
 
 // error-case: file.directory
 TEST(FilesTest, DirectoryIsNotAFile) {
-  const std::string dir = FreshDir("isdir");
+  const ::windquant::testing::ScopedTestDir test_dir("wq-files");
+  const std::string dir = test_dir.path();
   auto data = ReadFile(dir);
   EXPECT_EQ(data.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(data.status().message(), dir + ": is a directory, not a file");
 }
 
 TEST(FilesTest, SymlinkToARegularFileIsRead) {
-  const std::string dir = FreshDir("link");
+  const ::windquant::testing::ScopedTestDir test_dir("wq-files");
+  const std::string dir = test_dir.path();
   ASSERT_TRUE(WriteFileAtomic(dir + "/real", "xyz").ok());
   ASSERT_EQ(::symlink((dir + "/real").c_str(), (dir + "/link").c_str()), 0);
   EXPECT_EQ(ReadFile(dir + "/link").value(), "xyz");
@@ -96,7 +94,8 @@ TEST(FilesTest, SymlinkToARegularFileIsRead) {
 
 // error-case: output.dir-failed-fill
 TEST(FilesTest, WriteDirAtomicLeavesNothingWhenFillFails) {
-  const std::string root = FreshDir("dir_fail");
+  const ::windquant::testing::ScopedTestDir test_dir("wq-files");
+  const std::string root = test_dir.path();
   const std::string out = root + "/out";
   absl::Status s = WriteDirAtomic(out, false, [](const std::string& tmp) {
     EXPECT_TRUE(WriteFileAtomic(tmp + "/half.bin", "half").ok());
@@ -108,7 +107,8 @@ TEST(FilesTest, WriteDirAtomicLeavesNothingWhenFillFails) {
 
 // error-case: output.dir-exists
 TEST(FilesTest, WriteDirAtomicRefusesOrReplacesAnExistingFolderWhole) {
-  const std::string root = FreshDir("dir_replace");
+  const ::windquant::testing::ScopedTestDir test_dir("wq-files");
+  const std::string root = test_dir.path();
   const std::string out = root + "/out";
   ASSERT_TRUE(WriteFileAtomic(out + "/old.bin", "old").ok());
   auto fill = [](const std::string& tmp) { return WriteFileAtomic(tmp + "/new.bin", "new"); };

@@ -8,6 +8,7 @@
 
 #include "common/base/files.h"
 #include "common/config/run_config.h"
+#include "common/testing/scoped_test_dir.h"
 #include "gtest/gtest.h"
 
 namespace windquant::config {
@@ -61,16 +62,10 @@ TEST(RunConfigErrorsTest, PpoKeysAreValidatedNamingTheKey) {
             "run.yaml: ppo.hidden: must list at least one layer size");
 }
 
-std::string FreshDir(const std::string& name) {
-  const std::string dir = ::testing::TempDir() + "/wq_run_config_errors_" + name;
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir;
-}
-
 // error-case: config.file-fifo
 TEST(RunConfigErrorsTest, FifoAsConfigFileIsRefusedWithoutBlocking) {
-  const std::string path = FreshDir("fifo") + "/run.yaml";
+  const ::windquant::testing::ScopedTestDir test_dir("wq-run-config-errors");
+  const std::string path = test_dir.path() + "/run.yaml";
   ASSERT_EQ(::mkfifo(path.c_str(), 0644), 0);
   auto c = LoadRunConfig(path, {});
   EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
@@ -79,7 +74,8 @@ TEST(RunConfigErrorsTest, FifoAsConfigFileIsRefusedWithoutBlocking) {
 
 // error-case: config.file-symlink-loop
 TEST(RunConfigErrorsTest, SymlinkLoopAsConfigFileIsNamed) {
-  const std::string path = FreshDir("loop") + "/run.yaml";
+  const ::windquant::testing::ScopedTestDir test_dir("wq-run-config-errors");
+  const std::string path = test_dir.path() + "/run.yaml";
   ASSERT_EQ(::symlink(path.c_str(), path.c_str()), 0);
   auto c = LoadRunConfig(path, {});
   EXPECT_EQ(c.status().message(), path + ": symlink loop");

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/base/files.h"
 #include "common/model/safetensors_writer.h"
+#include "common/testing/scoped_test_dir.h"
 #include "common/testing/status_matchers.h"
 #include "common/testing/test_paths.h"
 
@@ -93,12 +94,6 @@ void WriteCheckpoint(const std::string& dir, LlamaConfig c, const TensorMap& wei
   ASSERT_TRUE(base::WriteFileAtomic(dir + "/model.safetensors.index.json", index.dump(2)).ok());
 }
 
-std::string FreshDir(const std::string& name) {
-  const std::string dir = ::testing::TempDir() + "/checkpoint_test_" + name;
-  EXPECT_EQ(std::system(("rm -rf '" + dir + "'").c_str()), 0);
-  return dir;
-}
-
 // Every tensor of `w` against `expected` after rounding through `dtype`.
 void ExpectWeightsEqual(const LlamaWeights& w, const TensorMap& expected, Dtype dtype) {
   auto round = [&](const at::Tensor& t) {
@@ -141,8 +136,9 @@ struct RoundTripCase {
 class CheckpointRoundTripTest : public ::testing::TestWithParam<RoundTripCase> {};
 
 TEST_P(CheckpointRoundTripTest, LoadsWhatWasWritten) {
+  const ::windquant::testing::ScopedTestDir test_dir("wq-checkpoint");
   const RoundTripCase& p = GetParam();
-  const std::string dir = FreshDir(p.name);
+  const std::string dir = test_dir.path() + "/" + p.name;
   LlamaConfig c = TinyConfig(p.tied);
   TensorMap weights = RandomWeights(c, 42);
   WriteCheckpoint(dir, c, weights, p.dtype, p.shards);
@@ -184,7 +180,8 @@ INSTANTIATE_TEST_SUITE_P(Formats, CheckpointRoundTripTest,
                          [](const auto& info) { return std::string(info.param.name); });
 
 TEST(CheckpointTest, LayerRangeReadsOnlyItsTensors) {
-  const std::string dir = FreshDir("range");
+  const ::windquant::testing::ScopedTestDir test_dir("wq-checkpoint");
+  const std::string dir = test_dir.path() + "/range";
   LlamaConfig c = TinyConfig(false);
   TensorMap weights = RandomWeights(c, 7);
   WriteCheckpoint(dir, c, weights, Dtype::kF32, 2);
@@ -206,7 +203,8 @@ TEST(CheckpointTest, LayerRangeReadsOnlyItsTensors) {
 }
 
 TEST(CheckpointTest, TiedHeadOnlyLoadsEmbeddingsAsLmHead) {
-  const std::string dir = FreshDir("tied_head");
+  const ::windquant::testing::ScopedTestDir test_dir("wq-checkpoint");
+  const std::string dir = test_dir.path() + "/tied_head";
   LlamaConfig c = TinyConfig(true);
   TensorMap weights = RandomWeights(c, 3);
   WriteCheckpoint(dir, c, weights, Dtype::kF32);
@@ -222,7 +220,8 @@ TEST(CheckpointTest, TiedHeadOnlyLoadsEmbeddingsAsLmHead) {
 }
 
 TEST(CheckpointTest, RejectsBadLoadRequest) {
-  const std::string dir = FreshDir("bad_request");
+  const ::windquant::testing::ScopedTestDir test_dir("wq-checkpoint");
+  const std::string dir = test_dir.path() + "/bad_request";
   LlamaConfig c = TinyConfig(true);
   WriteCheckpoint(dir, c, RandomWeights(c, 1), Dtype::kF32);
   auto ckpt = Checkpoint::Open(dir);
@@ -256,7 +255,8 @@ std::string LoadError(const std::string& dir) {
 }
 
 TEST(CheckpointErrorsTest, MissingTensor) {
-  const std::string dir = FreshDir("missing_tensor");
+  const ::windquant::testing::ScopedTestDir test_dir("wq-checkpoint");
+  const std::string dir = test_dir.path() + "/missing_tensor";
   LlamaConfig c = TinyConfig(false);
   TensorMap weights = RandomWeights(c, 1);
   weights.erase(LinearTensorName(2, Matrix::kDown));
@@ -268,7 +268,7 @@ TEST(CheckpointErrorsTest, MissingTensor) {
   ASSERT_TRUE(ckpt.ok());
   EXPECT_EQ((*ckpt)->LoadTensor("nope", {}).status().code(), absl::StatusCode::kNotFound);
   // Untied without lm_head.
-  const std::string dir2 = FreshDir("missing_lm_head");
+  const std::string dir2 = test_dir.path() + "/missing_lm_head";
   TensorMap w2 = RandomWeights(c, 1);
   w2.erase("lm_head.weight");
   WriteCheckpoint(dir2, c, w2, Dtype::kF32);
@@ -276,7 +276,8 @@ TEST(CheckpointErrorsTest, MissingTensor) {
 }
 
 TEST(CheckpointErrorsTest, ShapeDisagreesWithConfig) {
-  const std::string dir = FreshDir("bad_shape");
+  const ::windquant::testing::ScopedTestDir test_dir("wq-checkpoint");
+  const std::string dir = test_dir.path() + "/bad_shape";
   LlamaConfig c = TinyConfig(true);
   TensorMap weights = RandomWeights(c, 1);
   weights[LinearTensorName(1, Matrix::kK)] = at::randn({16, 16});  // GQA wants [8, 16]
@@ -294,7 +295,8 @@ TEST(CheckpointErrorsTest, ShapeDisagreesWithConfig) {
 }
 
 TEST(CheckpointErrorsTest, DtypeDisagreesWithConfig) {
-  const std::string dir = FreshDir("bad_dtype");
+  const ::windquant::testing::ScopedTestDir test_dir("wq-checkpoint");
+  const std::string dir = test_dir.path() + "/bad_dtype";
   LlamaConfig c = TinyConfig(true);
   WriteCheckpoint(dir, c, RandomWeights(c, 1), Dtype::kF16);
   // Claim float32 in config.json while the file holds F16.
@@ -304,7 +306,7 @@ TEST(CheckpointErrorsTest, DtypeDisagreesWithConfig) {
   EXPECT_THAT(LoadError(dir),
               HasSubstr("dtype F16 disagrees with config.json torch_dtype float32"));
   // A non-float tensor where a weight belongs.
-  const std::string dir2 = FreshDir("int_weight");
+  const std::string dir2 = test_dir.path() + "/int_weight";
   ASSERT_TRUE(base::WriteFileAtomic(dir2 + "/config.json", c.ToJson()).ok());
   SafetensorsWriter w;
   ASSERT_TRUE(w.AddRaw("model.norm.weight", Dtype::kI8, {16}, std::string(16, '\1')).ok());
@@ -316,7 +318,8 @@ TEST(CheckpointErrorsTest, DtypeDisagreesWithConfig) {
 }
 
 TEST(CheckpointErrorsTest, UnknownDtype) {
-  const std::string dir = FreshDir("unknown_dtype");
+  const ::windquant::testing::ScopedTestDir test_dir("wq-checkpoint");
+  const std::string dir = test_dir.path() + "/unknown_dtype";
   ASSERT_TRUE(base::WriteFileAtomic(dir + "/config.json", TinyConfig(true).ToJson()).ok());
   std::string header =
       R"({"model.norm.weight":{"dtype":"Q4_0","shape":[16],"data_offsets":[0,16]}})";
@@ -329,7 +332,8 @@ TEST(CheckpointErrorsTest, UnknownDtype) {
 }
 
 TEST(CheckpointErrorsTest, TruncatedFile) {
-  const std::string dir = FreshDir("truncated");
+  const ::windquant::testing::ScopedTestDir test_dir("wq-checkpoint");
+  const std::string dir = test_dir.path() + "/truncated";
   LlamaConfig c = TinyConfig(true);
   WriteCheckpoint(dir, c, RandomWeights(c, 1), Dtype::kF32);
   auto bytes = base::ReadFile(dir + "/model.safetensors");
@@ -346,7 +350,8 @@ TEST(CheckpointErrorsTest, TruncatedFile) {
 }
 
 TEST(CheckpointErrorsTest, OverlappingAndUncoveredOffsets) {
-  const std::string dir = FreshDir("overlap");
+  const ::windquant::testing::ScopedTestDir test_dir("wq-checkpoint");
+  const std::string dir = test_dir.path() + "/overlap";
   ASSERT_TRUE(base::WriteFileAtomic(dir + "/config.json", TinyConfig(true).ToJson()).ok());
   auto write = [&](const std::string& header, size_t data) {
     std::string file(8, '\0');
@@ -366,7 +371,8 @@ TEST(CheckpointErrorsTest, OverlappingAndUncoveredOffsets) {
 }
 
 TEST(CheckpointErrorsTest, InvalidJsonHeader) {
-  const std::string dir = FreshDir("bad_json");
+  const ::windquant::testing::ScopedTestDir test_dir("wq-checkpoint");
+  const std::string dir = test_dir.path() + "/bad_json";
   ASSERT_TRUE(base::WriteFileAtomic(dir + "/config.json", TinyConfig(true).ToJson()).ok());
   std::string header = "{\"a\": nope}";
   std::string file(8, '\0');
@@ -376,7 +382,8 @@ TEST(CheckpointErrorsTest, InvalidJsonHeader) {
 }
 
 TEST(CheckpointErrorsTest, MissingShardFile) {
-  const std::string dir = FreshDir("missing_shard");
+  const ::windquant::testing::ScopedTestDir test_dir("wq-checkpoint");
+  const std::string dir = test_dir.path() + "/missing_shard";
   LlamaConfig c = TinyConfig(true);
   WriteCheckpoint(dir, c, RandomWeights(c, 1), Dtype::kF32, 3);
   ASSERT_EQ(std::remove((dir + "/model-00002-of-00003.safetensors").c_str()), 0);
@@ -386,7 +393,8 @@ TEST(CheckpointErrorsTest, MissingShardFile) {
 }
 
 TEST(CheckpointErrorsTest, IndexNamesTensorMissingFromShard) {
-  const std::string dir = FreshDir("index_mismatch");
+  const ::windquant::testing::ScopedTestDir test_dir("wq-checkpoint");
+  const std::string dir = test_dir.path() + "/index_mismatch";
   LlamaConfig c = TinyConfig(true);
   WriteCheckpoint(dir, c, RandomWeights(c, 1), Dtype::kF32, 2);
   auto text = base::ReadFile(dir + "/model.safetensors.index.json");
@@ -411,7 +419,8 @@ TEST(CheckpointErrorsTest, IndexNamesTensorMissingFromShard) {
 }
 
 TEST(CheckpointErrorsTest, NoWeightsOrConfig) {
-  const std::string dir = FreshDir("empty");
+  const ::windquant::testing::ScopedTestDir test_dir("wq-checkpoint");
+  const std::string dir = test_dir.path() + "/empty";
   EXPECT_THAT(OpenError(dir), HasSubstr(dir + "/config.json"));
   ASSERT_TRUE(base::WriteFileAtomic(dir + "/config.json", TinyConfig(true).ToJson()).ok());
   EXPECT_EQ(OpenError(dir), dir + ": neither model.safetensors nor model.safetensors.index.json");

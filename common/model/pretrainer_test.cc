@@ -11,6 +11,7 @@
 #include "common/model/checkpoint.h"
 #include "common/model/llama_model.h"
 #include "common/model/safetensors.h"
+#include "common/testing/scoped_test_dir.h"
 #include "common/testing/status_matchers.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -60,12 +61,6 @@ PretrainConfig TinyConfig() {
   c.bos_id = 1;
   c.eos_id = 2;
   return c;
-}
-
-std::string TempDir(const std::string& name) {
-  const std::string dir = ::testing::TempDir() + "/pretrainer_test_" + name;
-  fs::remove_all(dir);
-  return dir;
 }
 
 TEST(PretrainConfigTest, DefaultIntermediateIsAbout2_7xRoundedTo32) {
@@ -125,6 +120,7 @@ TEST(PretrainerTest, RejectsIdsOutsideVocabAndTooShortStreams) {
 }
 
 TEST(PretrainerTest, TinyRunLowersLossAndWritesReloadableHfFolder) {
+  const ::windquant::testing::ScopedTestDir test_dir("wq-pretrainer");
   const PretrainConfig config = TinyConfig();
   const std::vector<int32_t> ids = TextIds(40);  // ~18k ids, 5% held out
   absl::StatusOr<PretrainResult> r = Pretrainer(config).Train(ids);
@@ -138,7 +134,7 @@ TEST(PretrainerTest, TinyRunLowersLossAndWritesReloadableHfFolder) {
   EXPECT_FALSE(r->weights.embed_tokens.requires_grad());
   EXPECT_TRUE(r->weights.lm_head.is_same(r->weights.embed_tokens));
 
-  const std::string dir = TempDir("hf");
+  const std::string dir = test_dir.path() + "/hf";
   PretrainedModelInfo info{"built-in test text", R"({"model": {"type": "BPE"}})", "stamp-1"};
   // Written twice: the second write replaces the first directory whole.
   ASSERT_TRUE(WritePretrainedModel(dir, config, *r, info).ok());

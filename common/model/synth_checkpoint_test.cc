@@ -12,21 +12,16 @@
 #include "common/model/llama_model.h"
 #include "common/model/safetensors.h"
 #include "common/model/safetensors_stream_writer.h"
+#include "common/testing/scoped_test_dir.h"
 #include "gtest/gtest.h"
 
 namespace windquant::model {
 namespace {
 
-std::string FreshDir(const std::string& name) {
-  const std::string d = ::testing::TempDir() + "/synth_test_" + name;
-  std::filesystem::remove_all(d);
-  return d;
-}
-
 // A byte-level BPE tokenizer.json with a vocabulary of 260 ids (256 bytes + merges +
-// specials), enough for the synth to size its embeddings from.
-std::string TokenizerDir() {
-  const std::string dir = ::testing::TempDir() + "/synth_test_tokenizer";
+// specials), enough for the synth to size its embeddings from; in `parent`/tokenizer.
+std::string TokenizerDir(const std::string& parent) {
+  const std::string dir = parent + "/tokenizer";
   std::filesystem::create_directories(dir);
   nlohmann::json vocab = nlohmann::json::object();
   // GPT-2 bytes_to_unicode for the printable ASCII range is the identity.
@@ -46,7 +41,8 @@ std::string TokenizerDir() {
 }
 
 TEST(SafetensorsStreamWriterTest, WritesWhatSafetensorsFileReadsAndChecksSizes) {
-  const std::string path = FreshDir("stream") + "/a.safetensors";
+  const ::windquant::testing::ScopedTestDir test_dir("wq-synth-checkpoint");
+  const std::string path = test_dir.path() + "/a.safetensors";
   auto w = SafetensorsStreamWriter::Open(
       path, {{"x", Dtype::kF32, {2, 3}}, {"y", Dtype::kI8, {5}}, {"z", Dtype::kBF16, {0}}},
       {{"k", "v"}});
@@ -109,12 +105,13 @@ TEST(SynthCheckpointTest, ShapesAreTheRealOnes) {
 // forward pass runs, with realistic weight statistics; the same seed gives the same
 // bytes, and a 1-layer cut holds the first layer of a 2-layer one.
 TEST(SynthCheckpointTest, WritesALoadableShardedBf16Checkpoint) {
-  const std::string tok = TokenizerDir();
+  const ::windquant::testing::ScopedTestDir test_dir("wq-synth-checkpoint");
+  const std::string tok = TokenizerDir(test_dir.path());
   SynthOptions o;
   o.shape = "llama3.2-1b";
   o.layers = 1;
   o.tokenizer_dir = tok;
-  o.out_dir = FreshDir("one");
+  o.out_dir = test_dir.path() + "/one";
   o.shard_bytes = 64 << 20;  // several shards
   int64_t last_done = 0, total = 0;
   o.progress = [&](int64_t done, int64_t t) {
@@ -160,7 +157,7 @@ TEST(SynthCheckpointTest, WritesALoadableShardedBf16Checkpoint) {
 
   // Deterministic in (seed, name): the 2-layer cut's layer 0 is the 1-layer cut's.
   o.layers = 2;
-  o.out_dir = FreshDir("two");
+  o.out_dir = test_dir.path() + "/two";
   o.progress = nullptr;
   ASSERT_TRUE(WriteSynthCheckpoint(o).ok());
   auto two = Checkpoint::Open(o.out_dir);
@@ -172,15 +169,16 @@ TEST(SynthCheckpointTest, WritesALoadableShardedBf16Checkpoint) {
 }
 
 TEST(SynthCheckpointTest, RejectsBadOptionsNamingThem) {
+  const ::windquant::testing::ScopedTestDir test_dir("wq-synth-checkpoint");
   SynthOptions o;
-  o.tokenizer_dir = TokenizerDir();
-  o.out_dir = FreshDir("bad");
+  o.tokenizer_dir = TokenizerDir(test_dir.path());
+  o.out_dir = test_dir.path() + "/bad";
   o.layers = 17;
   auto r = WriteSynthCheckpoint(o);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(r.status().message().find("--layers"), std::string::npos) << r.status();
   o.layers = 1;
-  o.tokenizer_dir = FreshDir("no_tokenizer");
+  o.tokenizer_dir = test_dir.path() + "/no_tokenizer";
   r = WriteSynthCheckpoint(o);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kNotFound);
   EXPECT_NE(r.status().message().find("tokenizer.json"), std::string::npos) << r.status();

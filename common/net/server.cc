@@ -4,6 +4,7 @@
 #include <grpc/grpc_security.h>
 #include <grpc/slice.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <optional>
 
@@ -14,8 +15,10 @@
 #include "common/base/status_macros.h"
 #include "common/net/auth.h"
 #include "common/net/rpc_metrics.h"
+#include "common/net/stream_idle_reaper.h"
 #include "grpcpp/generic/async_generic_service.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/resource_quota.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
@@ -110,6 +113,29 @@ class WindquantServerCredentials final : public grpc::ServerCredentials {
   const std::optional<RpcMetrics> metrics_;  // counts refused calls; borrows the registry
 };
 
+// max_threads, max_streams_per_connection, keepalive (ServerOptions).
+absl::Status ApplyConcurrencyBounds(const ServerOptions& o, grpc::ServerBuilder* builder) {
+  if (o.max_threads < 2 || o.max_streams_per_connection < 1 ||
+      o.stream_idle_timeout <= absl::ZeroDuration() || o.keepalive_time <= absl::ZeroDuration() ||
+      o.keepalive_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        "server: max_threads >= 2, max_streams_per_connection >= 1 and positive durations");
+  }
+  grpc::ResourceQuota quota("windquant-server");
+  quota.SetMaxThreads(o.max_threads);
+  builder->SetResourceQuota(quota);
+  builder->AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, o.max_streams_per_connection);
+  const auto ms = [](absl::Duration d) {
+    return static_cast<int>(std::min<int64_t>(absl::ToInt64Milliseconds(d), INT32_MAX));
+  };
+  builder->AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, ms(o.keepalive_time));
+  builder->AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, ms(o.keepalive_timeout));
+  // Ping connections whose streams are all stalled too (no data frames flow).
+  builder->AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder->AddChannelArgument(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<ServerOptions> ServerOptionsFromConfig(const config::ServiceConfig& service,
@@ -136,6 +162,7 @@ class GrpcServer::Impl {
   // Registered when no service is: grpc++ refuses a server without methods, and a
   // health-only server is legitimate. Answers UNIMPLEMENTED to every call.
   grpc::CallbackGenericService no_methods_;
+  std::unique_ptr<StreamIdleReaper> idle_reaper_;  // outlives server_ (declared first)
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   absl::Mutex mu_;
@@ -205,13 +232,18 @@ absl::Status GrpcServer::Start() {
   builder.SetMaxSendMessageSize(static_cast<int>(o.max_message_bytes));
   builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS,
                              static_cast<int>(absl::ToInt64Milliseconds(o.handshake_timeout)));
+  WQ_RETURN_IF_ERROR(ApplyConcurrencyBounds(o, &builder));
   for (auto& [service, name] : impl_->services_) builder.RegisterService(service);
   if (impl_->services_.empty()) builder.RegisterCallbackGenericService(&impl_->no_methods_);
-  if (metrics.has_value()) {
-    std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> f;
-    f.push_back(std::make_unique<RpcMetricsServerInterceptorFactory>(*metrics));
-    builder.experimental().SetInterceptorCreators(std::move(f));
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> f;
+  if (o.stream_idle_timeout != absl::InfiniteDuration()) {
+    impl_->idle_reaper_ = std::make_unique<StreamIdleReaper>(o.stream_idle_timeout);
+    f.push_back(impl_->idle_reaper_->InterceptorFactory());  // first: see its header
   }
+  if (metrics.has_value()) {
+    f.push_back(std::make_unique<RpcMetricsServerInterceptorFactory>(*metrics));
+  }
+  if (!f.empty()) builder.experimental().SetInterceptorCreators(std::move(f));
   impl_->server_ = builder.BuildAndStart();
   if (impl_->server_ == nullptr || impl_->port_ == 0) {
     impl_->server_.reset();

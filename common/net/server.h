@@ -14,10 +14,14 @@
 // after Start); TLS or mutual TLS (TlsConfig); a bearer-token check on every call when a
 // token is set (auth.h: UNAUTHENTICATED before any handler; grpc.health.v1 exempt for
 // kubelet probes); RPC metrics (rpc_metrics.h) when given a registry; graceful drain.
-// No client can hold the server: calls run on gRPC's synchronous thread manager with
-// no thread cap (no ResourceQuota), so a stream whose client never writes or reads
-// holds one handler thread while other calls get theirs; a connection that never
-// completes its handshake is closed after handshake_timeout (server_stall_test.cc).
+// No client can hold the server (server_stall_test.cc): at most max_threads handler
+// threads run at once (a grpc::ResourceQuota; past it a call fails at once with
+// RESOURCE_EXHAUSTED, which clients retry with backoff, while grpc.health.v1 runs on
+// gRPC's callback threads and keeps answering); one connection has at most
+// max_streams_per_connection streams open; a stream that sends and receives nothing for
+// stream_idle_timeout is cancelled (stream_idle_reaper.h), freeing its thread; the server
+// pings idle connections (keepalive) and closes those whose peer is gone; a connection
+// that never completes its handshake is closed after handshake_timeout.
 //
 // Ownership: borrows the services and the registry; both must outlive the server.
 // Thread-safety: Start before any other call except AddService; the rest is thread-safe.
@@ -54,6 +58,20 @@ struct ServerOptions {
   // this time, else the server closes it: silent or half-open clients cannot pile up
   // (gRPC's default is 120 s).
   absl::Duration handshake_timeout = absl::Seconds(20);
+  // Bounded concurrency. Handler threads at once (streams in flight hold one each: the
+  // learner's two per actor, the actors' Forward/Calibrate passes); the rest are refused
+  // with RESOURCE_EXHAUSTED rather than growing the process without bound.
+  int max_threads = 256;
+  // HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS: further streams of a connection wait at
+  // its client.
+  int max_streams_per_connection = 100;
+  // A streaming call with no message either way for this long is cancelled (its
+  // clients reconnect); InfiniteDuration() = never.
+  absl::Duration stream_idle_timeout = absl::Minutes(10);
+  // The server pings a connection after keepalive_time without activity and closes it
+  // when the ping is not answered within keepalive_timeout (a vanished peer).
+  absl::Duration keepalive_time = absl::Minutes(1);
+  absl::Duration keepalive_timeout = absl::Seconds(20);
 };
 
 // Maps the `service` section (max message size, tls.*) onto ServerOptions for `address`,

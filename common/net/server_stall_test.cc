@@ -7,16 +7,22 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/net/channel.h"
+#include "common/net/health_client.h"
 #include "common/net/server.h"
 #include "common/testing/http_client.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
 #include "windquant/v1/learner.grpc.pb.h"
 
@@ -37,6 +43,8 @@ class StallLearner final : public v1::Learner::Service {
     {
       absl::MutexLock lock(&mu_);
       ++in_flight_;
+      ++entered_;
+      max_in_flight_ = std::max(max_in_flight_, in_flight_);
     }
     v1::TransitionBatch batch;
     while (stream->Read(&batch)) {
@@ -47,17 +55,34 @@ class StallLearner final : public v1::Learner::Service {
   }
   // Waits (bounded) until `n` streams are inside the handler.
   bool AwaitInFlight(int n, absl::Duration timeout) {
+    return Await([n](const StallLearner* l) { return l->in_flight_ >= n; }, timeout);
+  }
+  // Waits (bounded) until at most `n` streams are inside the handler.
+  bool AwaitInFlightAtMost(int n, absl::Duration timeout) {
+    return Await([n](const StallLearner* l) { return l->in_flight_ <= n; }, timeout);
+  }
+  // Waits (bounded) until `n` streams have entered the handler in all.
+  bool AwaitEntered(int n, absl::Duration timeout) {
+    return Await([n](const StallLearner* l) { return l->entered_ >= n; }, timeout);
+  }
+  int max_in_flight() {
     absl::MutexLock lock(&mu_);
-    target_ = n;
-    return mu_.AwaitWithTimeout(absl::Condition(this, &StallLearner::Reached), timeout);
+    return max_in_flight_;
   }
 
  private:
-  absl::Mutex mu_;
-  bool Reached() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return in_flight_ >= target_; }
+  bool Await(std::function<bool(const StallLearner*)> predicate, absl::Duration timeout) {
+    absl::MutexLock lock(&mu_);
+    predicate_ = std::move(predicate);
+    return mu_.AwaitWithTimeout(absl::Condition(this, &StallLearner::Reached), timeout);
+  }
+  bool Reached() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return predicate_(this); }
 
+  absl::Mutex mu_;
+  std::function<bool(const StallLearner*)> predicate_ ABSL_GUARDED_BY(mu_);
   int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
-  int target_ ABSL_GUARDED_BY(mu_) = 0;
+  int entered_ ABSL_GUARDED_BY(mu_) = 0;
+  int max_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 // True when the peer closes `fd` within `timeout` (what it sent before is dropped).
@@ -75,10 +100,76 @@ bool ClosedByPeerWithin(int fd, absl::Duration timeout) {
   return false;
 }
 
-grpc::Status Status(const std::string& address) {
+// Streams that are opened on one channel and then never written to: each on a thread
+// of its own that waits for the server to end it (opening a stream blocks while its
+// connection is at its stream limit) and keeps its status.
+class StalledStreams {
+ public:
+  StalledStreams(v1::Learner::Stub* stub, int n) {
+    for (int i = 0; i < n; ++i) {
+      contexts_.push_back(std::make_unique<grpc::ClientContext>());
+      ConfigureContext(*contexts_.back(), absl::Seconds(120));
+    }
+    for (int i = 0; i < n; ++i) {
+      threads_.emplace_back([this, stub, context = contexts_[i].get()] {
+        auto stream = stub->StreamTransitions(context);
+        v1::TransitionAck ack;
+        while (stream->Read(&ack)) {
+        }
+        const grpc::Status status = stream->Finish();
+        absl::MutexLock lock(&mu_);
+        ended_.push_back(status);
+      });
+    }
+  }
+  ~StalledStreams() { CancelAndJoin(); }
+
+  // Waits (bounded) until the server ended `n` of the streams.
+  bool AwaitEnded(int n, absl::Duration timeout) {
+    absl::MutexLock lock(&mu_);
+    target_ = n;
+    return mu_.AwaitWithTimeout(absl::Condition(this, &StalledStreams::Reached), timeout);
+  }
+  // The statuses of the streams ended so far.
+  std::vector<grpc::Status> ended() {
+    absl::MutexLock lock(&mu_);
+    return ended_;
+  }
+  void CancelAndJoin() {
+    for (auto& context : contexts_) context->TryCancel();
+    for (auto& thread : threads_) {
+      if (thread.joinable()) thread.join();
+    }
+  }
+
+ private:
+  bool Reached() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return static_cast<int>(ended_.size()) >= target_;
+  }
+
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts_;
+  std::vector<std::thread> threads_;
+  absl::Mutex mu_;
+  std::vector<grpc::Status> ended_ ABSL_GUARDED_BY(mu_);
+  int target_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+std::string Codes(const std::vector<grpc::Status>& statuses) {
+  std::string out;
+  for (const grpc::Status& s : statuses) out += std::to_string(s.error_code()) + " ";
+  return out;
+}
+
+// GetRunStatus; `own_connection`: on a connection of its own (channels to one target
+// share their connection otherwise).
+grpc::Status Status(const std::string& address, bool own_connection = false) {
   ChannelOptions options;
   options.target = address;
-  auto stub = v1::Learner::NewStub(MakeChannel(options).value());
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  auto stub = v1::Learner::NewStub(
+      own_connection ? grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args)
+                     : MakeChannel(options).value());
   grpc::ClientContext context;
   ConfigureContext(context, absl::Seconds(5));
   v1::RunStatus reply;
@@ -150,6 +241,103 @@ TEST(GrpcServerStallTest, ConnectionsThatNeverHandshakeAreClosed) {
   close(half);
   // A client that does handshake is served as before.
   EXPECT_TRUE(Status(server.address()).ok());
+}
+
+// error-case: net.bounded-concurrency
+TEST(GrpcServerStallTest, StreamsPastTheThreadCapAreRefusedAndOthersAreAnswered) {
+  StallLearner learner;
+  ServerOptions options;
+  options.max_threads = 6;
+  GrpcServer server(options);
+  server.AddService(&learner, v1::Learner::service_full_name());
+  ASSERT_TRUE(server.Start().ok());
+  ChannelOptions channel_options;
+  channel_options.target = server.address();
+  auto stub = v1::Learner::NewStub(MakeChannel(channel_options).value());
+  constexpr int kStreams = 20;
+  StalledStreams stalled(stub.get(), kStreams);
+  // A stream past the cap is refused at once; the others hold their handler threads.
+  ASSERT_TRUE(stalled.AwaitEnded(kStreams - options.max_threads, absl::Seconds(30)))
+      << "streams past the cap were not refused: " << Codes(stalled.ended());
+  for (const grpc::Status& s : stalled.ended()) {
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
+  }
+  EXPECT_LE(learner.max_in_flight(), options.max_threads);
+  EXPECT_GE(learner.max_in_flight(), 1);
+  // Everything else is answered within a deadline: health (gRPC's callback threads) says
+  // SERVING; a unary call gets its answer or RESOURCE_EXHAUSTED at once, never a hang.
+  for (int i = 0; i < 3; ++i) {
+    const absl::Time start = absl::Now();
+    auto health = CheckHealth(MakeChannel(channel_options).value(), "", absl::Seconds(5));
+    ASSERT_TRUE(health.ok()) << health.status();
+    EXPECT_EQ(*health, grpc::health::v1::HealthCheckResponse::SERVING);
+    const grpc::Status s = Status(server.address());
+    EXPECT_TRUE(s.ok() || s.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED)
+        << s.error_code() << ": " << s.error_message();
+    EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  }
+  stalled.CancelAndJoin();
+  server.Shutdown(absl::Now() + absl::Seconds(5));
+}
+
+// error-case: net.stream-idle-timeout
+TEST(GrpcServerStallTest, IdleStreamsAreCancelledAndBusyOnesAreNot) {
+  StallLearner learner;
+  ServerOptions options;
+  options.stream_idle_timeout = absl::Milliseconds(200);
+  GrpcServer server(options);
+  server.AddService(&learner, v1::Learner::service_full_name());
+  ASSERT_TRUE(server.Start().ok());
+  ChannelOptions channel_options;
+  channel_options.target = server.address();
+  auto stub = v1::Learner::NewStub(MakeChannel(channel_options).value());
+  constexpr int kStreams = 8;
+  StalledStreams stalled(stub.get(), kStreams);
+  // The server ends every stalled stream (these clients cancel nothing) and frees the
+  // handler threads they held.
+  ASSERT_TRUE(stalled.AwaitEnded(kStreams, absl::Seconds(30))) << Codes(stalled.ended());
+  for (const grpc::Status& s : stalled.ended()) {
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::CANCELLED) << s.error_message();
+  }
+  EXPECT_TRUE(learner.AwaitEntered(kStreams, absl::Seconds(30)));
+  EXPECT_TRUE(learner.AwaitInFlightAtMost(0, absl::Seconds(30)));
+  // A stream that keeps sending for 5 idle timeouts is left alone.
+  grpc::ClientContext context;
+  ConfigureContext(context, absl::Seconds(60));
+  auto busy = stub->StreamTransitions(&context);
+  const absl::Time until = absl::Now() + 5 * options.stream_idle_timeout;
+  int64_t sent = 0;
+  while (absl::Now() < until) {
+    ASSERT_TRUE(busy->Write(v1::TransitionBatch())) << "after " << sent << " messages";
+    ++sent;
+  }
+  busy->WritesDone();
+  const grpc::Status s = busy->Finish();
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  EXPECT_TRUE(Status(server.address()).ok());
+  server.Shutdown(absl::Now() + absl::Seconds(5));
+}
+
+// error-case: net.streams-per-connection
+TEST(GrpcServerStallTest, OneConnectionCannotOpenMoreThanItsStreams) {
+  StallLearner learner;
+  ServerOptions options;
+  options.max_streams_per_connection = 4;
+  GrpcServer server(options);
+  server.AddService(&learner, v1::Learner::service_full_name());
+  ASSERT_TRUE(server.Start().ok());
+  ChannelOptions channel_options;
+  channel_options.target = server.address();
+  auto stub = v1::Learner::NewStub(MakeChannel(channel_options).value());
+  StalledStreams stalled(stub.get(), 12);
+  ASSERT_TRUE(learner.AwaitInFlight(4, absl::Seconds(30)));
+  EXPECT_TRUE(Status(server.address(), /*own_connection=*/true).ok());  // another is served
+  // The other eight wait at their client: neither in a handler nor refused.
+  EXPECT_EQ(learner.max_in_flight(), 4);
+  EXPECT_TRUE(stalled.ended().empty()) << Codes(stalled.ended());
+  stalled.CancelAndJoin();
+  EXPECT_EQ(stalled.ended().size(), 12u);
+  server.Shutdown(absl::Now() + absl::Seconds(5));
 }
 
 }  // namespace

@@ -60,6 +60,7 @@ TEST(BaselineCliTest, RealModelAtTwoBitsRecountsExactly) {
   ASSERT_TRUE(std::filesystem::exists(windquant)) << windquant;
   const std::string tmp = ::testing::TempDir() + "/baseline_cli_test";
   std::filesystem::remove_all(tmp);
+  std::filesystem::create_directories(tmp);  // --out's parent (only the leaf is created)
 
   for (const char* method : {"lagrange", "greedy"}) {
     const std::string out = tmp + "/" + method;
@@ -118,6 +119,7 @@ TEST(BaselineCliTest, SearchMeasuresExactlyEvalsPlansWithinTheBudget) {
   const std::string windquant = testing::BinaryDir() + "/cli/windquant";
   const std::string tmp = ::testing::TempDir() + "/baseline_cli_search_test";
   std::filesystem::remove_all(tmp);
+  std::filesystem::create_directories(tmp);  // --out's parent (only the leaf is created)
   const std::string cmd = windquant + " baseline --config " + m.config +
                           " --method search --evals 6 --seed 1 --bits 2.0 --out " + tmp +
                           "/plan --json --max-tokens 2048 --set quant.cache_dir=" + tmp +

@@ -5,6 +5,7 @@
 
 #include "common/base/files.h"
 #include "common/quant/effective_bits.h"
+#include "common/testing/scoped_test_dir.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 
@@ -54,13 +55,6 @@ Plan MixedPlan(const UnitTable& t) {
   return p;
 }
 
-std::string TempDir(const std::string& name) {
-  const std::string d = ::testing::TempDir() + "/plan_io_test_" + name;
-  std::filesystem::remove_all(d);
-  std::filesystem::create_directories(d);
-  return d;
-}
-
 TEST(PlanTest, TotalsMatchAnIndependentRecount) {
   const UnitTable t = TestTable();
   const Plan p = MixedPlan(t);
@@ -83,9 +77,10 @@ TEST(PlanTest, TotalsMatchAnIndependentRecount) {
 }
 
 TEST(PlanIoTest, JsonAndBinaryRoundTrip) {
+  const ::windquant::testing::ScopedTestDir test_dir("wq-plan-io");
   const UnitTable t = TestTable();
   const Plan p = MixedPlan(t);
-  const std::string dir = TempDir("roundtrip");
+  const std::string dir = test_dir.path();
   ASSERT_TRUE(WritePlanFiles(p, t, dir).ok());
   for (const char* f : {"plan.json", "plan.bin"}) {
     auto q = ReadPlanFile(dir + "/" + f, t);

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/base/files.h"
 #include "common/quant/quantizer.h"
+#include "common/testing/scoped_test_dir.h"
 #include "gtest/gtest.h"
 
 namespace windquant::quant {
@@ -17,11 +18,7 @@ namespace fs = std::filesystem;
 // little-endian header length, the header, then `data`.
 class ModelDir {
  public:
-  explicit ModelDir(const std::string& name) : dir_(::testing::TempDir() + "/" + name) {
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  ~ModelDir() { fs::remove_all(dir_); }
+  explicit ModelDir(const std::string& name) : temp_(name), dir_(temp_.path()) {}
   void Write(const std::string& config, const std::string& header, const std::string& data,
              const std::string& file = "model.safetensors") {
     ASSERT_TRUE(base::WriteFileAtomic(dir_ + "/config.json", config).ok());
@@ -32,6 +29,7 @@ class ModelDir {
   const std::string& dir() const { return dir_; }
 
  private:
+  ::windquant::testing::ScopedTestDir temp_;
   std::string dir_;
 };
 

@@ -9,6 +9,7 @@
 #include "common/base/files.h"
 #include "common/quant/quantization_session.h"
 #include "common/quant/unit_table_builder.h"
+#include "common/testing/scoped_test_dir.h"
 #include "common/testing/test_paths.h"
 #include "gtest/gtest.h"
 
@@ -61,12 +62,6 @@ FingerprintInputs Inputs(const model::LlamaWeights* w) {
   return in;
 }
 
-std::string FreshDir(const std::string& name) {
-  const std::string d = ::testing::TempDir() + "/unit_table_cache_test_" + name;
-  std::filesystem::remove_all(d);
-  return d;
-}
-
 TEST(UnitTableFingerprintTest, ChangesWithEveryInput) {
   const model::LlamaWeights w = TinyWeights(1);
   const FingerprintInputs base_in = Inputs(&w);
@@ -99,13 +94,14 @@ TEST(UnitTableFingerprintTest, ChangesWithEveryInput) {
 }
 
 TEST(UnitTableCacheTest, StoreLoadRoundTripAndNotFound) {
+  const ::windquant::testing::ScopedTestDir test_dir("wq-unit-table-cache");
   const model::LlamaWeights w = TinyWeights(2);
   const ActivationStats stats = RandomStats(w);
   UnitTableOptions o;
   o.chunk_size = 8;
   auto sq = BuildStageFits(w, stats, o, "abc123");
   ASSERT_TRUE(sq.ok()) << sq.status();
-  UnitTableCache cache(FreshDir("roundtrip"));
+  UnitTableCache cache(test_dir.path() + "/roundtrip");
   EXPECT_TRUE(absl::IsNotFound(cache.Load("abc123", 0, 2).status()));
   ASSERT_TRUE(cache.Store(*sq, stats).ok());
   auto hit = cache.Load("abc123", 0, 2);
@@ -137,13 +133,14 @@ TEST(UnitTableCacheTest, StoreLoadRoundTripAndNotFound) {
 }
 
 TEST(UnitTableCacheTest, CorruptedFileIsDataLoss) {
+  const ::windquant::testing::ScopedTestDir test_dir("wq-unit-table-cache");
   const model::LlamaWeights w = TinyWeights(3);
   const ActivationStats stats = RandomStats(w);
   UnitTableOptions o;
   o.chunk_size = 8;
   auto sq = BuildStageFits(w, stats, o, "fp1");
   ASSERT_TRUE(sq.ok());
-  const std::string dir = FreshDir("corrupt");
+  const std::string dir = test_dir.path() + "/corrupt";
   UnitTableCache cache(dir);
   for (const char* f :
        {"unit_table.pb", "fits.safetensors", "act_stats.safetensors", "manifest.json"}) {
@@ -165,6 +162,7 @@ TEST(UnitTableCacheTest, CorruptedFileIsDataLoss) {
 // clone): the second run fits nothing, a corrupted cache is recomputed, another
 // quant config misses the cache.
 TEST(QuantizationSessionTest, CacheHitFitsNothingAndCorruptionRecomputes) {
+  const ::windquant::testing::ScopedTestDir test_dir("wq-unit-table-cache");
   const testing::TestModel m = testing::RealModel();
   config::RunConfig c;
   c.model.dir = m.dir;
@@ -175,7 +173,7 @@ TEST(QuantizationSessionTest, CacheHitFitsNothingAndCorruptionRecomputes) {
   c.evaluation.heldout.text = c.calibration.text;
   c.evaluation.context = 64;
   c.quant.chunk_size = 32;
-  c.quant.cache_dir = FreshDir("session");
+  c.quant.cache_dir = test_dir.path() + "/session";
   SessionOptions so;
   std::vector<std::string> lines;
   so.log = [&](const std::string& l) { lines.push_back(l); };

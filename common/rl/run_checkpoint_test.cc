@@ -13,6 +13,7 @@
 
 #include "common/base/files.h"
 #include "common/rl/synthetic_table.h"
+#include "common/testing/scoped_test_dir.h"
 #include "common/testing/status_matchers.h"
 #include "gtest/gtest.h"
 
@@ -22,14 +23,8 @@ namespace {
 using ::windquant::testing::StatusIs;
 constexpr absl::StatusCode kInvalid = absl::StatusCode::kInvalidArgument;
 
-std::string TempDir(const std::string& name) {
-  const auto dir = std::filesystem::temp_directory_path() /
-                   ("wq_run_ckpt_" + name + "_" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
-  return dir.string();
-}
-
 TEST(RunCheckpointTest, RoundTrip) {
+  const ::windquant::testing::ScopedTestDir test_dir("wq-run-checkpoint");
   RunCheckpoint c;
   c.fingerprint = "abc123";
   c.update = 7;
@@ -47,7 +42,7 @@ TEST(RunCheckpointTest, RoundTrip) {
   c.best_stage.evaluation.eval_ppl = std::numeric_limits<double>::infinity();
   c.curve.push_back(UpdateRecord{7, 1, 2.5, -0.5, 6.0, 2.4, 5.5, 1.99, 3.25});
   c.stages.push_back({0, 3.0, 5, "max_updates"});
-  const std::string dir = TempDir("rt");
+  const std::string dir = test_dir.path() + "/rt";
   ASSERT_TRUE(WriteRunCheckpoint(dir, c).ok());
   auto r = ReadRunCheckpoint(dir, "abc123");
   ASSERT_TRUE(r.ok()) << r.status();
@@ -66,18 +61,18 @@ TEST(RunCheckpointTest, RoundTrip) {
   EXPECT_DOUBLE_EQ(r->curve[0].mean_ppl, 6.0);
   ASSERT_EQ(r->stages.size(), 1u);
   EXPECT_EQ(r->stages[0].reason, "max_updates");
-  std::filesystem::remove_all(dir);
 }
 
 TEST(RunCheckpointTest, RefusesAnotherRunsCheckpoint) {
+  const ::windquant::testing::ScopedTestDir test_dir("wq-run-checkpoint");
   RunCheckpoint c;
   c.fingerprint = "aaaaaaaaaaaaaaaa";
-  const std::string dir = TempDir("fp");
+  const std::string dir = test_dir.path() + "/fp";
   ASSERT_TRUE(WriteRunCheckpoint(dir, c).ok());
   auto r = ReadRunCheckpoint(dir, "bbbbbbbbbbbbbbbb");
   EXPECT_THAT(r, StatusIs(absl::StatusCode::kFailedPrecondition, "different run"));
   EXPECT_THAT(r, StatusIs(absl::StatusCode::kFailedPrecondition, RunCheckpointPath(dir)));
-  EXPECT_THAT(ReadRunCheckpoint(TempDir("none"), "x"),
+  EXPECT_THAT(ReadRunCheckpoint(test_dir.path() + "/none", "x"),
               StatusIs(absl::StatusCode::kNotFound, ": no checkpoint"));
   // Corruption is detected.
   auto bytes = *base::ReadFile(RunCheckpointPath(dir));
@@ -90,7 +85,6 @@ TEST(RunCheckpointTest, RefusesAnotherRunsCheckpoint) {
   EXPECT_THAT(ReadRunCheckpoint(dir, c.fingerprint),
               StatusIs(absl::StatusCode::kDataLoss,
                        RunCheckpointPath(dir) + ": not a windquant run checkpoint"));
-  std::filesystem::remove_all(dir);
 }
 
 // A checkpoint whose write fails part-way: the previous one still loads, no
@@ -120,7 +114,8 @@ RunCheckpoint Checkpoint(int64_t update, std::string state) {
 // cuts the new checkpoint off at several places: in its header, in its state.
 // error-case: learner.checkpoint-disk-full
 TEST(RunCheckpointTest, FailedWriteKeepsThePreviousCheckpoint) {
-  const std::string dir = TempDir("full");
+  const ::windquant::testing::ScopedTestDir test_dir("wq-run-checkpoint");
+  const std::string dir = test_dir.path() + "/full";
   ASSERT_TRUE(WriteRunCheckpoint(dir, Checkpoint(1, "old state")).ok());
   const RunCheckpoint next = Checkpoint(2, std::string(1 << 20, 'n'));
   rlimit saved{};
@@ -140,17 +135,16 @@ TEST(RunCheckpointTest, FailedWriteKeepsThePreviousCheckpoint) {
   // With room again, the next checkpoint replaces the old one.
   ASSERT_TRUE(WriteRunCheckpoint(dir, next).ok());
   EXPECT_EQ(ReadRunCheckpoint(dir, "fp")->update, 2);
-  std::filesystem::remove_all(dir);
 }
 
 // A real full file system (a 64 KiB tmpfs, ENOSPC) where this process may mount
 // one (root with CAP_SYS_ADMIN); skipped elsewhere.
 TEST(RunCheckpointTest, FullTmpfsKeepsThePreviousCheckpoint) {
-  const std::string mount_point = TempDir("tmpfs");
+  const ::windquant::testing::ScopedTestDir test_dir("wq-run-checkpoint");
+  const std::string mount_point = test_dir.path() + "/tmpfs";
   std::filesystem::create_directories(mount_point);
   if (mount("tmpfs", mount_point.c_str(), "tmpfs", 0, "size=64k") != 0) {
     const std::string why = std::strerror(errno);
-    std::filesystem::remove_all(mount_point);
     GTEST_SKIP() << "cannot mount a tmpfs here: " << why;
   }
   const std::string dir = mount_point + "/checkpoint";
@@ -159,7 +153,6 @@ TEST(RunCheckpointTest, FullTmpfsKeepsThePreviousCheckpoint) {
   EXPECT_NE(st.message().find("No space left on device"), absl::string_view::npos) << st;
   ExpectOldCheckpointSurvives(dir, st);
   EXPECT_EQ(umount(mount_point.c_str()), 0) << std::strerror(errno);
-  std::filesystem::remove_all(mount_point);
 }
 
 }  // namespace

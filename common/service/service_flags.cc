@@ -5,6 +5,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/base/location_check.h"
 #include "common/base/status_macros.h"
 #include "common/config/this_machine.h"
 
@@ -49,6 +50,10 @@ absl::StatusOr<ServiceFlags> ParseServiceFlags(int argc, char** argv) {
   WQ_ASSIGN_OR_RETURN(flags.config, config::LoadRunConfig(path, overrides));
   // A device or more threads than the machine has: one line now, before any work.
   WQ_RETURN_IF_ERROR(config::CheckThisMachine(flags.config.model));
+  // Every role opens the model folder and writes under output.dir: a mistyped path is
+  // one line now, not a failure after the other services connected.
+  WQ_RETURN_IF_ERROR(base::CheckInputDir(flags.config.model.dir, "model.dir"));
+  WQ_RETURN_IF_ERROR(base::CheckOutputParent(flags.config.output.dir, "output.dir"));
   WQ_RETURN_IF_ERROR(metrics::ParseMetricsAddress(flags.config.service.metrics_address,
                                                   "service.metrics_address", &flags.metrics));
   if (metrics_port >= 0) flags.metrics.port = metrics_port;

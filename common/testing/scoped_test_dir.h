@@ -8,6 +8,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <string>
 #include <system_error>
@@ -20,8 +21,15 @@ class ScopedTestDir {
  public:
   explicit ScopedTestDir(const std::string& prefix) {
     const ::testing::TestInfo* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = ::testing::TempDir() + "/" + prefix + "-" + std::to_string(::getpid());
-    if (info != nullptr) path_ += std::string("-") + info->test_suite_name() + "." + info->name();
+    path_ = ::testing::TempDir();  // "/tmp/": no "//" in the paths tests compare
+    if (path_.empty() || path_.back() != '/') path_ += "/";
+    path_ += prefix + "-" + std::to_string(::getpid());
+    if (info != nullptr) {
+      // Parameterized tests are named "Prefix/Suite.Test/0": one folder, not nested ones.
+      std::string name = std::string(info->test_suite_name()) + "." + info->name();
+      std::replace(name.begin(), name.end(), '/', '_');
+      path_ += "-" + name;
+    }
     std::error_code ec;
     std::filesystem::remove_all(path_, ec);
     std::filesystem::create_directories(path_, ec);
