@@ -300,7 +300,17 @@ absl::Status AppendUnits(const ExportInputs& in, const ModelSource& src,
   const UnitTable& t = *in.table;
   size_t i = 0;
   for (int64_t l = 0; l < t.num_layers; ++l) {
-    WQ_ASSIGN_OR_RETURN(const model::LayerWeights lw, src.Layer(l));
+    WQ_ASSIGN_OR_RETURN(model::LayerWeights lw, src.Layer(l));
+    if (in.fits->compensation() != nullptr) {
+      // With error compensation the codes are those of the compensated weights each
+      // entry was quantized from, as the plan's evaluation computes them.
+      std::array<at::Tensor, model::kNumMatrices> lin, from;
+      for (int m = 0; m < model::kNumMatrices; ++m) {
+        lin[m] = lw.linear[m].to(at::kCPU, at::kFloat, false, /*copy=*/true).contiguous();
+      }
+      in.fits->ApplyToLayer(l, in.plan->actions, &lin, &from);
+      for (int m = 0; m < model::kNumMatrices; ++m) lw.linear[m] = from[m];
+    }
     for (; i < t.units.size() && t.units[i].layer == l; ++i) {
       const Unit& u = t.units[i];
       const at::Tensor W = lw.linear[u.matrix]
