@@ -74,9 +74,9 @@ at::Tensor ReferenceCompensate(const TestLinear& t, const at::Tensor& u) {
     const ActionFit* af = t.fits[k].Find(cu.action);
     for (int64_t j = cu.col_begin; j < cu.col_begin + cu.cols; ++j) {
       const at::Tensor cols = w.slice(1, cu.col_begin, cu.col_begin + cu.cols).contiguous();
-      const at::Tensor q = reference::ReferenceDequantize(cols, cu.action, af->scales,
-                                                          af->offsets, *cu.salient)
-                               .select(1, j - cu.col_begin);
+      const at::Tensor q =
+          reference::ReferenceDequantize(cols, cu.action, af->scales, af->offsets, *cu.salient)
+              .select(1, j - cu.col_begin);
       const at::Tensor e = (w.select(1, j) - q) / u[j][j];
       w.select(1, j).copy_(q);
       if (j + 1 < in) {
@@ -103,8 +103,7 @@ TEST(GptqTest, QuantizeEntryIsTheKernelsDequantization) {
                      offsets.data(), SalientSet{}, out.data(), cols);
     for (int64_t r = 0; r < rows; ++r) {
       for (int64_t c = 0; c < cols; ++c) {
-        ASSERT_EQ(QuantizeEntry(a, w[r][c].item<float>(), scales[r], offsets[r]),
-                  out[r * cols + c])
+        ASSERT_EQ(QuantizeEntry(a, w[r][c].item<float>(), scales[r], offsets[r]), out[r * cols + c])
             << ActionName(a) << " at " << r << "," << c;
       }
     }
@@ -144,18 +143,16 @@ TEST(GptqTest, FastPathIsTheColumnByColumnDefinitionBitForBit) {
       const ColumnUnit& cu = t.units[k];
       const at::Tensor f = from.slice(1, cu.col_begin, cu.col_begin + cu.cols).contiguous();
       at::Tensor deq = at::empty_like(f);
-      DequantizeKernel(UnitView{f.data_ptr<float>(), cu.cols, rows, cu.cols}, cu.action,
-                       cu.scales, cu.offsets, *cu.salient, deq.data_ptr<float>(), cu.cols);
-      EXPECT_TRUE(at::equal(deq, w.slice(1, cu.col_begin, cu.col_begin + cu.cols)))
-          << "unit " << k;
+      DequantizeKernel(UnitView{f.data_ptr<float>(), cu.cols, rows, cu.cols}, cu.action, cu.scales,
+                       cu.offsets, *cu.salient, deq.data_ptr<float>(), cu.cols);
+      EXPECT_TRUE(at::equal(deq, w.slice(1, cu.col_begin, cu.col_begin + cu.cols))) << "unit " << k;
     }
   }
 }
 
 TEST(GptqTest, DiagonalHessianChangesNothing) {
   const TestLinear t = MakeLinear(9, 50, 16, {Action::k2, Action::k3}, 11);
-  absl::StatusOr<at::Tensor> u =
-      InverseHessianFactor(at::diag(at::rand({50}) + 0.5), 0.01, "diag");
+  absl::StatusOr<at::Tensor> u = InverseHessianFactor(at::diag(at::rand({50}) + 0.5), 0.01, "diag");
   ASSERT_TRUE(u.ok()) << u.status();
   at::Tensor w = t.w.clone();
   CompensateLinear(t.units, *u, &w, nullptr);

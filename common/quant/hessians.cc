@@ -20,8 +20,7 @@ absl::StatusOr<at::Tensor> HessianCollector::RunStage(const at::Tensor& hidden) 
   model::LinearInputHook hook = [&](int64_t layer, model::Matrix m, const at::Tensor& input) {
     // k, v and up read the input of q and gate (LlamaModel's hook contract).
     if (m == model::Matrix::kK || m == model::Matrix::kV || m == model::Matrix::kUp) return;
-    const at::Tensor x =
-        input.reshape({-1, input.size(-1)}).to(at::kCPU, at::kDouble).contiguous();
+    const at::Tensor x = input.reshape({-1, input.size(-1)}).to(at::kCPU, at::kDouble).contiguous();
     at::Tensor& sum = sums_[layer - first_layer_][static_cast<int>(InputKindOf(m))];
     if (!sum.defined()) sum = at::zeros({x.size(1), x.size(1)}, at::kDouble);
     sum.addmm_(x.t(), x);

@@ -151,10 +151,10 @@ void StageFits::ApplyToLayer(int64_t layer, const std::vector<int>& actions,
                    });
 }
 
-void StageFits::ApplyCompensated(int64_t layer, size_t begin, size_t end,
-                                 const std::vector<int>& actions,
-                                 std::array<at::Tensor, model::kNumMatrices>* linears,
-                                 std::array<at::Tensor, model::kNumMatrices>* quantized_from) const {
+void StageFits::ApplyCompensated(
+    int64_t layer, size_t begin, size_t end, const std::vector<int>& actions,
+    std::array<at::Tensor, model::kNumMatrices>* linears,
+    std::array<at::Tensor, model::kNumMatrices>* quantized_from) const {
   for (int m = 0; m < model::kNumMatrices; ++m) {
     std::vector<std::vector<float>> scales, offsets;
     std::vector<ColumnUnit> units;

@@ -16,8 +16,8 @@
 // Memory: the stage's weights in their stored dtype (2 bytes per weight for
 // BF16) and, once fitted, its StageFits (~0.13 bytes per weight at chunk 128),
 // for the worker's life (with compensation also the inverse-Hessian factors, 4 bytes x
-// in^2 per input kind per layer: quant/gptq.h); during a forward, 4 bytes per weight of the layer being
-// computed, per concurrent forward.
+// in^2 per input kind per layer: quant/gptq.h); during a forward, 4 bytes per weight of the layer
+// being computed, per concurrent forward.
 //
 // Thread-safety: all methods are thread-safe. Forward calls run concurrently;
 // calibration calls are serialised.
