@@ -8,7 +8,6 @@
 #include "common/metrics/metric_names.h"
 #include "common/net/retry.h"
 #include "common/rl/state_features.h"
-#include "common/rl/training.h"
 #include "common/rl/transition_codec.h"
 
 namespace windquant::actor {

@@ -44,9 +44,9 @@
 namespace windquant::actor {
 
 struct RolloutLoopOptions {
-  rl::PolicyOptions policy;  // the learner's policy shape (its snapshots load into it)
-  config::EnvConfig env;     // the decision process the episodes run
-  uint64_t seed = 0;         // training.seed: the rollout worker's sample stream
+  rl::PolicyOptions policy;    // the learner's policy shape (its snapshots load into it)
+  rl::EnvironmentOptions env;  // the decision process the episodes run
+  uint64_t seed = 0;           // training.seed: the rollout worker's sample stream
   // training.screen_samples: with K > 1 and the snapshot's reward model, the
   // `envs` best-predicted of K x envs samples are sent.
   int screen_samples = 0;

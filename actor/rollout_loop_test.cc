@@ -14,8 +14,8 @@
 #include "absl/synchronization/mutex.h"
 #include "common/config/run_config.h"
 #include "common/rl/policy.h"
+#include "common/rl/run_policy.h"
 #include "common/rl/synthetic_table.h"
-#include "common/rl/training.h"
 #include "gtest/gtest.h"
 
 namespace windquant::actor {
@@ -31,7 +31,7 @@ class FakeLearner final : public LearnerClient {
  public:
   explicit FakeLearner(const config::RunConfig& config)
       : table_(rl::testing::SyntheticTable(kUnits, 7)) {
-    auto policy = rl::Policy::Create(rl::PolicyOptionsFromConfig(config));
+    auto policy = rl::Policy::Create(rl::RunPolicyOptions(config.ppo, config.training.seed));
     EXPECT_TRUE(policy.ok()) << policy.status();
     policy_ = *std::move(policy);
     Publish(1);
@@ -200,7 +200,7 @@ struct Loop {
     learner = l.get();
     evaluator = e.get();
     RolloutLoopOptions o;
-    o.policy = rl::PolicyOptionsFromConfig(config);
+    o.policy = rl::RunPolicyOptions(config.ppo, config.training.seed);
     o.env = config.env;
     o.seed = config.training.seed;
     o.screen_samples = config.training.screen_samples;

@@ -25,8 +25,8 @@
 #include "common/base/status_macros.h"
 #include "common/config/run_config.h"
 #include "common/rl/reward_model.h"
+#include "common/rl/run_policy.h"
 #include "common/rl/synthetic_table.h"
-#include "common/rl/training.h"
 #include "windquant/v1/types.pb.h"
 
 namespace windquant {
@@ -111,7 +111,7 @@ absl::Status ScreenedRollout(int units) {
   const quant::UnitTable table = rl::testing::SyntheticTable(units, 1);
   config::RunConfig config;
   WQ_ASSIGN_OR_RETURN(std::unique_ptr<rl::Policy> policy,
-                      rl::Policy::Create(rl::PolicyOptionsFromConfig(config)));
+                      rl::Policy::Create(rl::RunPolicyOptions(config.ppo, config.training.seed)));
   rl::RewardModelFitter fitter(table);
   std::mt19937_64 rng(3);
   for (int i = 0; i < 100; ++i) {

@@ -21,13 +21,15 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "common/config/run_config.h"
 #include "common/quant/unit_table.h"
 #include "common/rl/environment.h"
+#include "common/rl/environment_options.h"
 #include "common/rl/plan_evaluation.h"
 #include "common/rl/ppo.h"
+#include "common/rl/ppo_options.h"
 #include "common/rl/reward_model.h"
-#include "common/rl/training.h"
+#include "common/rl/run_policy.h"
+#include "common/rl/warm_start.h"
 
 namespace windquant::learner {
 
@@ -41,8 +43,17 @@ struct PublishedPolicy {
 
 class PolicyPublisher {
  public:
-  // A fresh policy (rl::CreatePpoLearner); errors name the invalid ppo key.
-  static absl::StatusOr<std::unique_ptr<PolicyPublisher>> Create(const config::RunConfig& config);
+  // What it reads (the keys it is built from: job/learner_options.h).
+  struct Options {
+    rl::PpoOptions ppo;          // ppo.*: the policy network and its PPO updates
+    rl::EnvironmentOptions env;  // env.*: the episodes ClonePlan replays and GreedyPlan runs
+    uint64_t seed = 0;           // training.seed: the initial weights and the PPO shuffle
+    int warm_start_steps = 200;  // training.warm_start_steps: Adam steps of one ClonePlan at most
+    int screen_samples = 0;      // training.screen_samples: > 1 = fit the reward model
+  };
+
+  // A fresh policy (rl::CreatePpoLearner); errors of the policy's options.
+  static absl::StatusOr<std::unique_ptr<PolicyPublisher>> Create(const Options& options);
 
   // The table is complete (its unit costs); the reward model starts afresh
   // (it learns from the plans measured from now on). Errors of
@@ -75,10 +86,10 @@ class PolicyPublisher {
   absl::Status LoadState(const std::string& bytes) { return ppo_->LoadState(bytes); }
 
  private:
-  PolicyPublisher(const config::RunConfig& config, std::unique_ptr<rl::PpoLearner> ppo)
-      : config_(config), ppo_(std::move(ppo)) {}
+  PolicyPublisher(const Options& options, std::unique_ptr<rl::PpoLearner> ppo)
+      : options_(options), ppo_(std::move(ppo)) {}
 
-  const config::RunConfig config_;
+  const Options options_;
   std::unique_ptr<rl::PpoLearner> ppo_;
   std::shared_ptr<const rl::UnitCosts> costs_;  // null before SetTable
   // The reward model for screening; null when off (or before SetTable).

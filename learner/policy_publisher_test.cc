@@ -13,17 +13,16 @@ namespace {
 
 using ::windquant::testing::StatusIs;
 
-config::RunConfig TestConfig(int screen_samples) {
-  config::RunConfig c;
-  c.curriculum.target_bits = {3.0};
-  c.ppo.hidden = {16, 16};
-  c.ppo.minibatch_size = 8;
-  c.ppo.epochs = 1;
-  c.training.screen_samples = screen_samples;
-  return c;
+PolicyPublisher::Options TestOptions(int screen_samples) {
+  PolicyPublisher::Options o;
+  o.ppo.hidden = {16, 16};
+  o.ppo.minibatch_size = 8;
+  o.ppo.epochs = 1;
+  o.screen_samples = screen_samples;
+  return o;
 }
 
-std::unique_ptr<PolicyPublisher> Make(const config::RunConfig& c) {
+std::unique_ptr<PolicyPublisher> Make(const PolicyPublisher::Options& c) {
   absl::StatusOr<std::unique_ptr<PolicyPublisher>> p = PolicyPublisher::Create(c);
   EXPECT_TRUE(p.ok()) << p.status();
   return p.ok() ? *std::move(p) : nullptr;
@@ -38,7 +37,7 @@ rl::PlanEvaluation Measured(double ppl, bool cached = false) {
 }
 
 TEST(PolicyPublisherTest, PlansNeedTheTable) {
-  std::unique_ptr<PolicyPublisher> p = Make(TestConfig(0));
+  std::unique_ptr<PolicyPublisher> p = Make(TestOptions(0));
   ASSERT_NE(p, nullptr);
   EXPECT_THAT(p->GreedyPlan(3.0).status(),
               StatusIs(absl::StatusCode::kFailedPrecondition, "unit table"));
@@ -54,7 +53,7 @@ TEST(PolicyPublisherTest, PlansNeedTheTable) {
 // point). The greedy plan keeps to the budget unit by unit, so a few units
 // may still differ.
 TEST(PolicyPublisherTest, AClonedPlanBecomesNearlyTheGreedyPlan) {
-  std::unique_ptr<PolicyPublisher> p = Make(TestConfig(0));
+  std::unique_ptr<PolicyPublisher> p = Make(TestOptions(0));
   ASSERT_NE(p, nullptr);
   const quant::UnitTable table = rl::testing::SyntheticTable(14, 3);
   ASSERT_TRUE(p->SetTable(table).ok());
@@ -76,7 +75,7 @@ TEST(PolicyPublisherTest, AClonedPlanBecomesNearlyTheGreedyPlan) {
 }
 
 TEST(PolicyPublisherTest, NoRewardModelWithoutScreening) {
-  std::unique_ptr<PolicyPublisher> p = Make(TestConfig(0));
+  std::unique_ptr<PolicyPublisher> p = Make(TestOptions(0));
   ASSERT_NE(p, nullptr);
   const quant::UnitTable table = rl::testing::SyntheticTable(14, 3);
   ASSERT_TRUE(p->SetTable(table).ok());
@@ -92,7 +91,7 @@ TEST(PolicyPublisherTest, NoRewardModelWithoutScreening) {
 // With screening the model of the measured plans (cached ones left out) goes
 // with a snapshot the actor does not have yet, and only then.
 TEST(PolicyPublisherTest, TheRewardModelGoesWithANewSnapshotOnly) {
-  std::unique_ptr<PolicyPublisher> p = Make(TestConfig(4));
+  std::unique_ptr<PolicyPublisher> p = Make(TestOptions(4));
   ASSERT_NE(p, nullptr);
   const quant::UnitTable table = rl::testing::SyntheticTable(14, 3);
   ASSERT_TRUE(p->SetTable(table).ok());
@@ -112,8 +111,8 @@ TEST(PolicyPublisherTest, TheRewardModelGoesWithANewSnapshotOnly) {
 }
 
 TEST(PolicyPublisherTest, StateRoundTrips) {
-  std::unique_ptr<PolicyPublisher> a = Make(TestConfig(0));
-  std::unique_ptr<PolicyPublisher> b = Make(TestConfig(0));
+  std::unique_ptr<PolicyPublisher> a = Make(TestOptions(0));
+  std::unique_ptr<PolicyPublisher> b = Make(TestOptions(0));
   ASSERT_NE(a, nullptr);
   ASSERT_NE(b, nullptr);
   absl::StatusOr<std::string> state = a->SaveState();
