@@ -67,6 +67,7 @@ absl::StatusOr<std::unique_ptr<ActorNode>> ActorNode::Create(
   wo.chunk_size = c.quant.chunk_size;
   wo.salient_fraction = c.quant.salient_fraction;
   wo.cache_dir = c.quant.cache_dir;
+  wo.compensation = c.quant.compensation;
   if (shared_weights != nullptr) {
     WQ_ASSIGN_OR_RETURN(model::LlamaWeights mine,
                         LayerRange(*shared_weights, wo.first_layer, wo.end_layer));

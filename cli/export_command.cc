@@ -62,15 +62,19 @@ absl::Status RunExport(Args& args) {
   // time; otherwise a session loads it whole to calibrate and fit it.
   WQ_ASSIGN_OR_RETURN(const std::unique_ptr<model::Checkpoint> checkpoint,
                       model::Checkpoint::Open(cfg.model.dir));
-  absl::StatusOr<quant::StageFits> cached = absl::NotFoundError("--no-cache");
-  if (!no_cache) cached = quant::QuantizationSession::LoadCachedFits(cfg, *checkpoint);
+  // Error compensation needs the calibration Hessians, hence the model: a session.
+  const bool stream = !no_cache && cfg.quant.compensation == "none";
+  absl::StatusOr<quant::StageFits> cached =
+      absl::NotFoundError(no_cache ? "--no-cache" : "quant.compensation");
+  if (stream) cached = quant::QuantizationSession::LoadCachedFits(cfg, *checkpoint);
   std::unique_ptr<quant::QuantizationSession> session;
   if (!cached.ok()) {
     if (!absl::IsNotFound(cached.status())) {
       std::fprintf(stderr, "warning: unit table cache entry unusable: %s\n",
                    std::string(cached.status().message()).c_str());
     }
-    std::fprintf(stderr, "unit table not cached: loading the whole model to fit it\n");
+    std::fprintf(stderr, "%s: loading the whole model\n",
+                 stream ? "unit table not cached" : "error compensation or --no-cache");
     WQ_ASSIGN_OR_RETURN(session, job::OpenSession(cfg, !no_cache, /*load_eval_text=*/false));
   }
   const quant::UnitTable& table = session != nullptr ? session->table() : cached->table();

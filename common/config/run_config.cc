@@ -45,6 +45,7 @@ void VisitFields(V& v, RunConfig& c) {
   v.Field("quant.chunk_size", &c.quant.chunk_size);
   v.Field("quant.salient_fraction", &c.quant.salient_fraction);
   v.Field("quant.cache_dir", &c.quant.cache_dir);
+  v.Field("quant.compensation", &c.quant.compensation);
   v.Field("env.budget_mode", &c.env.budget_mode);
   v.Field("env.step_saving_weight", &c.env.step_saving_weight);
   v.Field("env.skip_penalty", &c.env.skip_penalty);
@@ -402,6 +403,8 @@ absl::Status ValidateQuantEnvLagrange(const RunConfig& c) {
   WQ_RETURN_IF_ERROR(Check(c.quant.chunk_size >= 1, "quant.chunk_size", "must be >= 1"));
   WQ_RETURN_IF_ERROR(Check(c.quant.salient_fraction >= 0 && c.quant.salient_fraction < 0.5,
                            "quant.salient_fraction", "must be in [0, 0.5)"));
+  WQ_RETURN_IF_ERROR(Check(c.quant.compensation == "none" || c.quant.compensation == "gptq",
+                           "quant.compensation", "must be none or gptq"));
   WQ_RETURN_IF_ERROR(Check(c.env.budget_mode == "hard" || c.env.budget_mode == "soft",
                            "env.budget_mode", "must be hard or soft"));
   for (double w :

@@ -61,6 +61,10 @@ struct QuantConfig {
   int chunk_size = 256;
   double salient_fraction = 0.005;
   std::string cache_dir = ".cache/unit-tables";
+  // Applying a plan: none (every unit rounded on its own) | gptq (each linear quantized
+  // column by column in unit order, the rounding error carried into the columns not yet
+  // quantized through the calibration Hessian of its input; common/quant/gptq.h).
+  std::string compensation = "none";
 };
 
 struct TrainingConfig {

@@ -211,7 +211,18 @@ absl::Status StreamLayers(ExportFile file, const ExportShare& share, const PartS
   size_t i = 0;
   while (i < units.size() && units[i].layer < share.first_layer) ++i;
   for (int64_t l = share.first_layer; l < share.end_layer; ++l) {
-    WQ_ASSIGN_OR_RETURN(const model::LayerWeights lw, src.Layer(l));
+    WQ_ASSIGN_OR_RETURN(model::LayerWeights lw, src.Layer(l));
+    if (file == ExportFile::kQuantized && fits.compensation() != nullptr) {
+      // With error compensation the codes are those of the compensated weights each
+      // entry was quantized from, as the plan's evaluation computes them.
+      std::array<at::Tensor, model::kNumMatrices> lin, from;
+      for (int m = 0; m < model::kNumMatrices; ++m) {
+        lin[m] = lw.linear[m].to(at::kCPU, at::kFloat, /*non_blocking=*/false, /*copy=*/true);
+        lin[m] = lin[m].contiguous();
+      }
+      fits.ApplyToLayer(l, *s.actions, &lin, &from);
+      for (int m = 0; m < model::kNumMatrices; ++m) lw.linear[m] = from[m];
+    }
     if (file == ExportFile::kQuantized) {
       for (; i < units.size() && units[i].layer == l; ++i) {
         const Unit& u = units[i];

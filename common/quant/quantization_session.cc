@@ -10,6 +10,7 @@
 #include "common/base/status_macros.h"
 #include "common/config/text_range.h"
 #include "common/model/checkpoint.h"
+#include "common/quant/hessians.h"
 #include "common/quant/table_fingerprint.h"
 #include "common/quant/unit_table_builder.h"
 #include "common/quant/unit_table_cache.h"
@@ -166,6 +167,19 @@ absl::StatusOr<StageFits> QuantizationSession::LoadCachedFits(const config::RunC
 
 absl::Status QuantizationSession::SetFits(StageFits fits) {
   fits.set_fingerprint(table_fingerprint_);
+  if (config_.quant.compensation == "gptq") {
+    // The Hessians come from the same calibration windows as the statistics; they are
+    // not cached (a pass over the windows costs less than their in^2 floats on disk).
+    if (log_) log_("error compensation (quant.compensation: gptq): calibration Hessians");
+    WQ_ASSIGN_OR_RETURN(const StageHessians hessians,
+                        CollectModelHessians(*model_, calib_windows_, kCalibrationBatch));
+    absl::StatusOr<GptqFactors> factors = GptqFactors::Create(hessians);
+    if (!factors.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("quant.compensation: gptq: ", factors.status().message()));
+    }
+    fits.set_compensation(std::make_shared<const GptqFactors>(*std::move(factors)));
+  }
   WQ_ASSIGN_OR_RETURN(
       stage_, QuantizedStage::Create(model_, std::make_shared<const StageFits>(std::move(fits))));
   return absl::OkStatus();

@@ -13,7 +13,9 @@
 // Memory, for the session's life: the weights in their stored dtype (2 bytes per
 // weight for BF16) + the fits (~0.13 bytes per weight at chunk 128) + the token ids;
 // a plan's weights exist one layer at a time inside a forward (4 bytes per weight of
-// one layer). Thread-safety: const methods may be called concurrently.
+// one layer); with quant.compensation: gptq also the inverse-Hessian factors
+// (gptq.h: 4 bytes x in^2 per input kind per layer). Thread-safety: const methods may be called
+// concurrently.
 #ifndef WINDQUANT_COMMON_QUANT_QUANTIZATION_SESSION_H_
 #define WINDQUANT_COMMON_QUANT_QUANTIZATION_SESSION_H_
 

@@ -125,9 +125,17 @@ std::vector<float> StageFits::Offsets(size_t i, int action) const {
 }
 
 void StageFits::ApplyToLayer(int64_t layer, const std::vector<int>& actions,
-                             std::array<at::Tensor, model::kNumMatrices>* linears) const {
+                             std::array<at::Tensor, model::kNumMatrices>* linears,
+                             std::array<at::Tensor, model::kNumMatrices>* quantized_from) const {
   const size_t begin = layer_begin_[layer - table_.first_layer];
   const size_t end = layer_begin_[layer - table_.first_layer + 1];
+  if (quantized_from != nullptr) {
+    for (int m = 0; m < model::kNumMatrices; ++m) (*quantized_from)[m] = (*linears)[m].clone();
+  }
+  if (compensation_ != nullptr) {
+    ApplyCompensated(layer, begin, end, actions, linears, quantized_from);
+    return;
+  }
   at::parallel_for(static_cast<int64_t>(begin), static_cast<int64_t>(end), 1,
                    [&](int64_t b, int64_t e) {
                      for (int64_t i = b; i < e; ++i) {
@@ -141,6 +149,32 @@ void StageFits::ApplyToLayer(int64_t layer, const std::vector<int>& actions,
                                         params_[i].salient, base, w.size(1));
                      }
                    });
+}
+
+void StageFits::ApplyCompensated(
+    int64_t layer, size_t begin, size_t end, const std::vector<int>& actions,
+    std::array<at::Tensor, model::kNumMatrices>* linears,
+    std::array<at::Tensor, model::kNumMatrices>* quantized_from) const {
+  for (int m = 0; m < model::kNumMatrices; ++m) {
+    std::vector<std::vector<float>> scales, offsets;
+    std::vector<ColumnUnit> units;
+    for (size_t i = begin; i < end; ++i) {
+      const Unit& u = table_.units[i];
+      if (u.matrix != m) continue;
+      const int a = actions[u.id];
+      scales.push_back(Scales(i, a));
+      offsets.push_back(Offsets(i, a));
+      units.push_back({u.col_begin, u.cols, kAllActions[a], nullptr, nullptr, &params_[i].salient});
+    }
+    for (size_t k = 0; k < units.size(); ++k) {
+      units[k].scales = scales[k].empty() ? nullptr : scales[k].data();
+      units[k].offsets = offsets[k].empty() ? nullptr : offsets[k].data();
+    }
+    if (units.empty()) continue;
+    CompensateLinear(units, compensation_->Factor(layer, static_cast<model::Matrix>(m)),
+                     &(*linears)[m], quantized_from ? &(*quantized_from)[m] : nullptr,
+                     compensation_->options());
+  }
 }
 
 at::Tensor StageFits::DequantizeUnit(size_t i, int action, const at::Tensor& weight) const {

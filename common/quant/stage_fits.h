@@ -18,12 +18,14 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/model/llama_weights.h"
+#include "common/quant/gptq.h"
 #include "common/quant/unit_fit.h"
 #include "common/quant/unit_table.h"
 
@@ -61,12 +63,24 @@ class StageFits {
   // with action indices in [0, kNumActions).
   absl::Status CheckPlan(const std::vector<int>& actions) const;
 
+  // Error compensation for ApplyToLayer (gptq.h): null (the default) rounds every unit
+  // on its own; set before the fits are shared. The factors must cover the stage's layers.
+  void set_compensation(std::shared_ptr<const GptqFactors> factors) {
+    compensation_ = std::move(factors);
+  }
+  const GptqFactors* compensation() const { return compensation_.get(); }
+
   // Replaces, in `linears` (decoder `layer`'s seven float32 [out, in] contiguous tensors
   // holding its full-precision weights), the columns of every unit of the layer by the
-  // dequantized values of its action in `actions` (global unit ids), exactly as the fit
-  // scored them. The plan must have passed CheckPlan. Parallel over units.
+  // dequantized values of its action in `actions` (global unit ids): without compensation
+  // exactly as the fit scored them (parallel over units); with it, each linear column by
+  // column with the error carried on (CompensateLinear; parallel over rows). When
+  // `quantized_from` is not null it receives the weights each entry was quantized from
+  // (the full-precision ones without compensation): the exporter's codes are theirs.
+  // The plan must have passed CheckPlan.
   void ApplyToLayer(int64_t layer, const std::vector<int>& actions,
-                    std::array<at::Tensor, model::kNumMatrices>* linears) const;
+                    std::array<at::Tensor, model::kNumMatrices>* linears,
+                    std::array<at::Tensor, model::kNumMatrices>* quantized_from = nullptr) const;
 
   // One unit's dequantized values [rows, cols] float32 from its full-precision columns
   // `weight` (the slow path of the tests and the exporter's check).
@@ -87,10 +101,15 @@ class StageFits {
 
  private:
   StageFits(UnitTable table, std::vector<UnitParams> params);
+  // ApplyToLayer with compensation_ over the layer's units [begin, end).
+  void ApplyCompensated(int64_t layer, size_t begin, size_t end, const std::vector<int>& actions,
+                        std::array<at::Tensor, model::kNumMatrices>* linears,
+                        std::array<at::Tensor, model::kNumMatrices>* quantized_from) const;
 
   UnitTable table_;
   std::vector<UnitParams> params_;
   std::vector<size_t> layer_begin_;  // [layer - first_layer]: index of its first unit
+  std::shared_ptr<const GptqFactors> compensation_;
 };
 
 }  // namespace windquant::quant

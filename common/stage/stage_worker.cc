@@ -68,6 +68,10 @@ absl::Status StageWorker::CheckHidden(const at::Tensor& hidden, const std::strin
 void StageWorker::StartCalibration() {
   absl::MutexLock lock(&calib_mu_);
   calibrator_ = std::make_unique<quant::Calibrator>(*model_, first_layer(), end_layer());
+  hessians_.reset();
+  if (options_.compensation == "gptq") {
+    hessians_ = std::make_unique<quant::HessianCollector>(*model_, first_layer(), end_layer());
+  }
 }
 
 absl::StatusOr<at::Tensor> StageWorker::Calibrate(const at::Tensor& hidden) {
@@ -76,6 +80,7 @@ absl::StatusOr<at::Tensor> StageWorker::Calibrate(const at::Tensor& hidden) {
   if (calibrator_ == nullptr) {
     return absl::FailedPreconditionError("calibration pass not started");
   }
+  if (hessians_ != nullptr) WQ_RETURN_IF_ERROR(hessians_->RunStage(hidden).status());
   return calibrator_->RunStage(hidden);
 }
 
@@ -88,6 +93,7 @@ std::string StageWorker::CachePath(const std::string& fingerprint,
 
 absl::StatusOr<quant::UnitTable> StageWorker::FinishCalibration(const std::string& fingerprint) {
   quant::ActivationStats stats;
+  std::shared_ptr<const quant::GptqFactors> factors;
   {
     absl::MutexLock lock(&calib_mu_);
     if (calibrator_ == nullptr) {
@@ -95,6 +101,12 @@ absl::StatusOr<quant::UnitTable> StageWorker::FinishCalibration(const std::strin
     }
     stats = calibrator_->Finish();
     calibrator_.reset();
+    if (hessians_ != nullptr) {
+      WQ_ASSIGN_OR_RETURN(const quant::StageHessians h, hessians_->Finish());
+      hessians_.reset();
+      WQ_ASSIGN_OR_RETURN(quant::GptqFactors f, quant::GptqFactors::Create(h));
+      factors = std::make_shared<const quant::GptqFactors>(std::move(f));
+    }
   }
   for (const auto& layer : stats.layers) {
     for (const auto& s : layer) {
@@ -122,6 +134,7 @@ absl::StatusOr<quant::UnitTable> StageWorker::FinishCalibration(const std::strin
         base::WriteFileAtomic(CachePath(fingerprint, ".table.pb"), proto.SerializeAsString()));
   }
   quant::UnitTable table = fits->table();
+  fits->set_compensation(std::move(factors));
   WQ_RETURN_IF_ERROR(SetFits(*std::move(fits), std::move(stats)));
   return table;
 }
@@ -139,6 +152,9 @@ absl::Status StageWorker::SetFits(quant::StageFits fits, quant::ActivationStats 
 
 absl::Status StageWorker::LoadCachedFits(const std::string& fingerprint) {
   if (options_.cache_dir.empty()) return absl::NotFoundError("no fit cache configured");
+  if (options_.compensation != "none") {
+    return absl::NotFoundError("error compensation needs the calibration pass");
+  }
   const std::string table_path = CachePath(fingerprint, ".table.pb");
   if (!std::filesystem::exists(table_path)) {
     return absl::NotFoundError(absl::StrCat("no cached fits at ", table_path));

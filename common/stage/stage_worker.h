@@ -15,8 +15,9 @@
 // waiting for a new calibration pass.
 // Memory: the stage's weights in their stored dtype (2 bytes per weight for
 // BF16) and, once fitted, its StageFits (~0.13 bytes per weight at chunk 128),
-// for the worker's life; during a forward, 4 bytes per weight of the layer being
-// computed, per concurrent forward.
+// for the worker's life (with compensation also the inverse-Hessian factors, 4 bytes x
+// in^2 per input kind per layer: quant/gptq.h); during a forward, 4 bytes per weight of the layer
+// being computed, per concurrent forward.
 //
 // Thread-safety: all methods are thread-safe. Forward calls run concurrently;
 // calibration calls are serialised.
@@ -36,6 +37,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/model/llama_model.h"
 #include "common/quant/calibration.h"
+#include "common/quant/hessians.h"
 #include "common/quant/quantized_stage.h"
 #include "common/quant/stage_fits.h"
 #include "common/quant/unit_table.h"
@@ -51,6 +53,10 @@ struct StageWorkerOptions {
   double salient_fraction = 0.005;
   std::string cache_dir;    // empty = no fit cache
   int plan_cache_size = 4;  // plans kept applied
+  // quant.compensation: "gptq" collects the calibration Hessians in the calibration pass
+  // and applies plans with error compensation (quant/gptq.h); the fit cache is then not
+  // read (the Hessians are not cached).
+  std::string compensation = "none";
 };
 
 class StageWorker {
@@ -115,6 +121,7 @@ class StageWorker {
 
   mutable absl::Mutex calib_mu_;
   std::unique_ptr<quant::Calibrator> calibrator_ ABSL_GUARDED_BY(calib_mu_);
+  std::unique_ptr<quant::HessianCollector> hessians_ ABSL_GUARDED_BY(calib_mu_);
 
   mutable absl::Mutex mu_;
   std::shared_ptr<const quant::QuantizedStage> stage_ ABSL_GUARDED_BY(mu_);

@@ -1,0 +1,256 @@
+// Error compensation (gptq.h) against its slow, obvious definition: one column at a
+// time in ATen, each column quantized by the reference dequantization of its unit
+// (reference_quantizer.h) and its error carried into every later column at once. The
+// fast path (row groups, lazy blocks) gives every entry the same float32 operations in
+// the same order (there is no reduction), so the two must agree bit for bit. The factor
+// is checked against float64 algebra within kFactorTolerance, and on the real model
+// the packed export decodes bit for bit to the compensated weights the evaluation uses.
+#include "common/quant/gptq.h"
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "common/config/run_config.h"
+#include "common/quant/exporter.h"
+#include "common/quant/fit_kernels.h"
+#include "common/quant/hessians.h"
+#include "common/quant/quantization_session.h"
+#include "common/quant/quantizer.h"
+#include "common/quant/reference_quantizer.h"
+#include "common/testing/test_paths.h"
+#include "gtest/gtest.h"
+
+namespace windquant::quant {
+namespace {
+
+constexpr double kFactorTolerance = 1e-5;  // U^T U vs (H + damp)^-1, relative to max
+
+// Correlated inputs X [n, in] (a random mixing of independent columns) and H = 2/n X^T X.
+at::Tensor CorrelatedHessian(int64_t in, int64_t n, uint64_t seed) {
+  at::manual_seed(seed);
+  const at::Tensor x = at::randn({n, in}).mm(at::randn({in, in}) * 0.3 + at::eye(in));
+  return x.t().mm(x) * (2.0 / static_cast<double>(n));
+}
+
+// A linear of `rows` x `in` cut in units of `chunk` columns, each fitted for its action.
+struct TestLinear {
+  at::Tensor w;
+  std::vector<UnitFit> fits;
+  std::vector<ColumnUnit> units;
+};
+
+TestLinear MakeLinear(int64_t rows, int64_t in, int64_t chunk, const std::vector<Action>& actions,
+                      uint64_t seed) {
+  at::manual_seed(seed);
+  TestLinear t;
+  t.w = at::randn({rows, in}) * 0.1;
+  const at::Tensor s = at::rand({in}) + 0.1;
+  QuantizerOptions o;
+  o.salient_fraction = 0.02;
+  for (int64_t c0 = 0, k = 0; c0 < in; c0 += chunk, ++k) {
+    const int64_t c = std::min(chunk, in - c0);
+    absl::StatusOr<UnitFit> f = FitUnit(t.w.slice(1, c0, c0 + c).contiguous(),
+                                        s.slice(0, c0, c0 + c).contiguous(), kAllActions, o);
+    EXPECT_TRUE(f.ok()) << f.status();
+    t.fits.push_back(*f);
+    t.units.push_back({c0, c, actions[k % actions.size()], nullptr, nullptr, nullptr});
+  }
+  for (size_t k = 0; k < t.units.size(); ++k) {
+    const ActionFit* af = t.fits[k].Find(t.units[k].action);
+    t.units[k].scales = af->scales.empty() ? nullptr : af->scales.data();
+    t.units[k].offsets = af->offsets.empty() ? nullptr : af->offsets.data();
+    t.units[k].salient = &t.fits[k].salient;
+  }
+  return t;
+}
+
+// The definition, one column at a time.
+at::Tensor ReferenceCompensate(const TestLinear& t, const at::Tensor& u) {
+  at::Tensor w = t.w.clone();
+  const int64_t in = w.size(1);
+  for (size_t k = 0; k < t.units.size(); ++k) {
+    const ColumnUnit& cu = t.units[k];
+    const ActionFit* af = t.fits[k].Find(cu.action);
+    for (int64_t j = cu.col_begin; j < cu.col_begin + cu.cols; ++j) {
+      const at::Tensor cols = w.slice(1, cu.col_begin, cu.col_begin + cu.cols).contiguous();
+      const at::Tensor q =
+          reference::ReferenceDequantize(cols, cu.action, af->scales, af->offsets, *cu.salient)
+              .select(1, j - cu.col_begin);
+      const at::Tensor e = (w.select(1, j) - q) / u[j][j];
+      w.select(1, j).copy_(q);
+      if (j + 1 < in) {
+        at::Tensor rest = w.slice(1, j + 1, in);
+        rest.copy_(rest - e.unsqueeze(1) * u[j].slice(0, j + 1, in).unsqueeze(0));
+      }
+    }
+  }
+  return w;
+}
+
+TEST(GptqTest, QuantizeEntryIsTheKernelsDequantization) {
+  at::manual_seed(3);
+  const int64_t rows = 16, cols = 40;
+  at::Tensor w = at::randn({rows, cols}) * 0.2;
+  // Entries on rounding midpoints and past the clamp for a scale of 0.0625.
+  w[0].copy_(at::arange(cols).to(at::kFloat) * 0.03125 - 0.6);
+  std::vector<float> scales(rows, 0.0625f), offsets(rows);
+  for (int64_t r = 1; r < rows; ++r) scales[r] = RoundToHalf(0.01f + 0.013f * r);
+  for (int64_t r = 0; r < rows; ++r) offsets[r] = RoundToHalf(0.01f * (r - 8));
+  for (Action a : kAllActions) {
+    std::vector<float> out(rows * cols);
+    DequantizeKernel(UnitView{w.data_ptr<float>(), cols, rows, cols}, a, scales.data(),
+                     offsets.data(), SalientSet{}, out.data(), cols);
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t c = 0; c < cols; ++c) {
+        ASSERT_EQ(QuantizeEntry(a, w[r][c].item<float>(), scales[r], offsets[r]), out[r * cols + c])
+            << ActionName(a) << " at " << r << "," << c;
+      }
+    }
+  }
+}
+
+TEST(GptqTest, FactorIsTheCholeskyOfTheDampedInverse) {
+  const at::Tensor h = CorrelatedHessian(48, 400, 5);
+  absl::StatusOr<at::Tensor> u = InverseHessianFactor(h, 0.01, "test");
+  ASSERT_TRUE(u.ok()) << u.status();
+  const at::Tensor hd = h.to(at::kDouble);
+  const at::Tensor damped = hd + at::eye(48, at::kDouble) * (0.01 * hd.diagonal().mean());
+  const at::Tensor want = at::inverse(damped);
+  const at::Tensor ud = u->to(at::kDouble);
+  EXPECT_TRUE(at::equal(at::triu(*u), *u));
+  const double err = (ud.t().mm(ud) - want).abs().max().item<double>();
+  EXPECT_LE(err, kFactorTolerance * want.abs().max().item<double>());
+}
+
+TEST(GptqTest, FastPathIsTheColumnByColumnDefinitionBitForBit) {
+  const int64_t rows = 21, in = 100;
+  const std::vector<Action> actions = {Action::k2, Action::k3, Action::k1_58, Action::k1,
+                                       Action::k4};
+  const TestLinear t = MakeLinear(rows, in, 24, actions, 7);
+  absl::StatusOr<at::Tensor> u = InverseHessianFactor(CorrelatedHessian(in, 300, 8), 0.01, "t");
+  ASSERT_TRUE(u.ok()) << u.status();
+  const at::Tensor want = ReferenceCompensate(t, *u);
+  for (const GptqOptions& o : {GptqOptions{0.01, 128, 16}, GptqOptions{0.01, 7, 5},
+                               GptqOptions{0.01, 1, 1}, GptqOptions{0.01, 33, 64}}) {
+    at::Tensor w = t.w.clone();
+    at::Tensor from = at::empty_like(w);
+    CompensateLinear(t.units, *u, &w, &from, o);
+    EXPECT_TRUE(at::equal(w, want)) << "block " << o.block_columns << " group " << o.row_group
+                                    << ": max diff " << (w - want).abs().max().item<float>();
+    // The exporter's codes: the kernel's dequantization of `from` is the result.
+    for (size_t k = 0; k < t.units.size(); ++k) {
+      const ColumnUnit& cu = t.units[k];
+      const at::Tensor f = from.slice(1, cu.col_begin, cu.col_begin + cu.cols).contiguous();
+      at::Tensor deq = at::empty_like(f);
+      DequantizeKernel(UnitView{f.data_ptr<float>(), cu.cols, rows, cu.cols}, cu.action, cu.scales,
+                       cu.offsets, *cu.salient, deq.data_ptr<float>(), cu.cols);
+      EXPECT_TRUE(at::equal(deq, w.slice(1, cu.col_begin, cu.col_begin + cu.cols))) << "unit " << k;
+    }
+  }
+}
+
+TEST(GptqTest, DiagonalHessianChangesNothing) {
+  const TestLinear t = MakeLinear(9, 50, 16, {Action::k2, Action::k3}, 11);
+  absl::StatusOr<at::Tensor> u = InverseHessianFactor(at::diag(at::rand({50}) + 0.5), 0.01, "diag");
+  ASSERT_TRUE(u.ok()) << u.status();
+  at::Tensor w = t.w.clone();
+  CompensateLinear(t.units, *u, &w, nullptr);
+  for (size_t k = 0; k < t.units.size(); ++k) {
+    const ColumnUnit& cu = t.units[k];
+    const at::Tensor cols = t.w.slice(1, cu.col_begin, cu.col_begin + cu.cols).contiguous();
+    const ActionFit* af = t.fits[k].Find(cu.action);
+    const at::Tensor plain =
+        reference::ReferenceDequantize(cols, cu.action, af->scales, af->offsets, *cu.salient);
+    EXPECT_TRUE(at::equal(plain, w.slice(1, cu.col_begin, cu.col_begin + cu.cols)));
+  }
+}
+
+// What compensation is for: the output error tr(D H D^T), D = W - What, on the inputs of
+// H, is lower than rounding every unit on its own.
+TEST(GptqTest, LowersTheOutputErrorOnCorrelatedInputs) {
+  for (Action a : {Action::k2, Action::k3}) {
+    const int64_t in = 96;
+    const TestLinear t = MakeLinear(32, in, 32, {a}, 13);
+    const at::Tensor h = CorrelatedHessian(in, 500, 14);
+    absl::StatusOr<at::Tensor> u = InverseHessianFactor(h, 0.01, "t");
+    ASSERT_TRUE(u.ok()) << u.status();
+    at::Tensor comp = t.w.clone();
+    CompensateLinear(t.units, *u, &comp, nullptr);
+    at::Tensor plain = t.w.clone();
+    for (size_t k = 0; k < t.units.size(); ++k) {
+      const ColumnUnit& cu = t.units[k];
+      const ActionFit* af = t.fits[k].Find(cu.action);
+      at::Tensor cols = plain.slice(1, cu.col_begin, cu.col_begin + cu.cols);
+      cols.copy_(reference::ReferenceDequantize(cols.contiguous(), cu.action, af->scales,
+                                                af->offsets, *cu.salient));
+    }
+    auto out_err = [&](const at::Tensor& q) {
+      const at::Tensor d = (t.w - q).to(at::kDouble);
+      return d.mm(h.to(at::kDouble)).mul(d).sum().item<double>();
+    };
+    EXPECT_LT(out_err(comp), 0.8 * out_err(plain)) << ActionName(a);
+  }
+}
+
+TEST(GptqTest, FactorsNameTheLayerAndInputOfABadHessian) {
+  StageHessians h;
+  h.first_layer = 2;
+  h.layers.resize(1);
+  for (int k = 0; k < kNumInputKinds; ++k) h.layers[0][k] = at::eye(4) * 2;
+  h.layers[0][static_cast<int>(InputKind::kDown)] = at::full({4, 4}, NAN);
+  absl::StatusOr<GptqFactors> f = GptqFactors::Create(h);
+  ASSERT_EQ(f.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(f.status().message().find("layer 2 down input"), std::string::npos) << f.status();
+  h.layers[0][static_cast<int>(InputKind::kDown)] = at::Tensor();
+  f = GptqFactors::Create(h);
+  ASSERT_EQ(f.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(f.status().message().find("missing"), std::string::npos) << f.status();
+}
+
+// On the real model with quant.compensation: gptq, a mixed plan's packed export decodes
+// bit for bit to the weights the evaluation applies (VerifyQuantizedCheckpoint), and the
+// compensated model is another model than the uncompensated one.
+TEST(GptqRealModelTest, ExportIsTheEvaluatedCompensatedModelBitForBit) {
+  const testing::TestModel m = testing::RealModel();
+  absl::StatusOr<config::RunConfig> c = config::LoadRunConfig(m.config);
+  ASSERT_TRUE(c.ok()) << c.status();
+  c->model.dir = m.dir;
+  c->calibration.text = m.text_path;
+  c->evaluation.heldout.text = m.text_path;
+  c->calibration.samples = 8;
+  c->calibration.seq_len = 128;
+  c->quant.cache_dir = "";
+  c->quant.compensation = "gptq";
+  SessionOptions so;
+  so.use_cache = false;
+  auto session = QuantizationSession::Create(*c, so);
+  ASSERT_TRUE(session.ok()) << session.status();
+  const QuantizationSession& s = **session;
+  ASSERT_NE(s.fits().compensation(), nullptr);
+  std::vector<int> actions(s.table().units.size());
+  for (size_t i = 0; i < actions.size(); ++i) actions[i] = 1 + static_cast<int>((i * 3) % 6);
+  const Plan plan = s.MakePlan(actions, "test", 0);
+  const ExportInputs in = s.ExportInputsFor(plan);
+  const std::string dir = ::testing::TempDir() + "/gptq_export";
+  std::filesystem::remove_all(dir);
+  ASSERT_TRUE(WriteQuantizedCheckpoint(in, dir).ok());
+  const absl::Status verified = VerifyQuantizedCheckpoint(in, dir, dir);
+  EXPECT_TRUE(verified.ok()) << verified;
+
+  // Without the factors the same fits give other weights for this plan.
+  std::array<at::Tensor, model::kNumMatrices> with, without;
+  for (int k = 0; k < model::kNumMatrices; ++k) {
+    with[k] = s.model().weights().layers[0].linear[k].to(at::kFloat).clone().contiguous();
+    without[k] = with[k].clone();
+  }
+  s.fits().ApplyToLayer(0, actions, &with);
+  StageFits plain = s.fits();
+  plain.set_compensation(nullptr);
+  plain.ApplyToLayer(0, actions, &without);
+  EXPECT_FALSE(at::equal(with[static_cast<int>(model::Matrix::kDown)],
+                         without[static_cast<int>(model::Matrix::kDown)]));
+}
+
+}  // namespace
+}  // namespace windquant::quant
