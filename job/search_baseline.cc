@@ -108,8 +108,7 @@ class LocalSearch {
     // A non-finite perplexity (a broken plan) is never better than anything.
     r_.selection_ppl = incumbent_ppl_ = Finite(r_.start_ppl);
     r_.best_after.push_back(r_.selection_ppl);
-    const int64_t max_proposals =
-        kProposalsPerEvaluation * o_.evaluations * std::max(1, o_.screen);
+    const int64_t max_proposals = kProposalsPerEvaluation * o_.evaluations * std::max(1, o_.screen);
     const int kick_moves = o_.kick_moves > 0 ? o_.kick_moves : 2 * o_.max_moves;
     while (r_.evaluations < o_.evaluations && r_.proposals < max_proposals) {
       const bool kick = o_.restart_after > 0 && stale_ >= o_.restart_after;
@@ -155,8 +154,7 @@ class LocalSearch {
   // The next plan to measure, from `from`: the first new proposal, or with
   // screening the best-predicted of up to o_.screen distinct new ones. False
   // when none was found (counted in proposals; the caller tries again).
-  bool Draw(const std::vector<int>& from, int kick, int64_t max_proposals,
-            std::vector<int>* out) {
+  bool Draw(const std::vector<int>& from, int kick, int64_t max_proposals, std::vector<int>* out) {
     const int want = std::max(1, o_.screen);
     const rl::PlanModel* model = nullptr;
     if (fitter_.has_value() && !fitter_->Model().empty()) model = &fitter_->Model();

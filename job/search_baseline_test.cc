@@ -118,9 +118,7 @@ TEST(SearchBaselineTest, RestartsLeaveALocalOptimumThePlainSearchStaysOn) {
   auto start = quant::LagrangePlan(t, 17.0);
   ASSERT_TRUE(start.ok()) << start.status();
   ASSERT_EQ(Moved(start->actions), 0) << "the start must be the all-16-bit plan";
-  PlanMeasure measure = [](const std::vector<int>& a) -> absl::StatusOr<double> {
-    return Trap(a);
-  };
+  PlanMeasure measure = [](const std::vector<int>& a) -> absl::StatusOr<double> { return Trap(a); };
   SearchOptions o;
   o.target_bits = 17.0;
   o.evaluations = 40;

@@ -162,6 +162,7 @@ absl::StatusOr<FinalArtifacts> WriteFinalArtifacts(
                   {"perplexity_on", "evaluation slice"},
                   {"plan_id", plan.plan_id},
                   {"source", r.best.source},
+                  {"rl_real_evaluations", absl::StrCat(r.real_evaluations)},
                   {"update", absl::StrCat(r.best.update)},
                   {"target_bits", absl::StrFormat("%g", target)}};
 
@@ -170,6 +171,8 @@ absl::StatusOr<FinalArtifacts> WriteFinalArtifacts(
   nlohmann::json j = nlohmann::json::parse(report::ToJson(data));
   j["run_id"] = run_id;
   j["plan_id"] = plan.plan_id;
+  j["returned_plan_origin"] = r.best.source;
+  j["rl_real_evaluations"] = r.real_evaluations;  // the whole run's, resumes included
   if (c.output.export_model) {
     try {
       WQ_ASSIGN_OR_RETURN(ExportedPerplexity x, Export(c, plan, table, dir, log));
