@@ -12,7 +12,7 @@
 #include "common/net/status_convert.h"
 #include "common/quant/quantizer.h"
 #include "common/quant/table_fingerprint.h"
-#include "common/rl/training.h"
+#include "common/rl/run_policy.h"
 #include "common/transport/work_deadline.h"
 
 namespace windquant::actor {
@@ -141,7 +141,7 @@ absl::Status ActorNode::RegisterTable(const quant::UnitTable& table) {
 absl::Status ActorNode::Connect(std::shared_ptr<grpc::Channel> evaluator, uint32_t incarnation) {
   const config::ServiceConfig& svc = config_.service;
   RolloutLoopOptions ro;
-  ro.policy = rl::PolicyOptionsFromConfig(config_);
+  ro.policy = rl::RunPolicyOptions(config_.ppo, config_.training.seed);
   ro.env = config_.env;
   ro.seed = config_.training.seed;
   ro.screen_samples = config_.training.screen_samples;

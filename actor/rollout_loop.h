@@ -37,16 +37,16 @@
 #include "common/config/run_config.h"
 #include "common/metrics/registry.h"
 #include "common/net/canceller.h"
-#include "common/rl/plan_surrogate.h"
 #include "common/rl/policy.h"
+#include "common/rl/reward_model.h"
 #include "common/rl/rollout_worker.h"
 
 namespace windquant::actor {
 
 struct RolloutLoopOptions {
-  rl::PolicyOptions policy;  // the learner's policy shape (its snapshots load into it)
-  config::EnvConfig env;     // the decision process the episodes run
-  uint64_t seed = 0;         // training.seed: the rollout worker's sample stream
+  rl::PolicyOptions policy;    // the learner's policy shape (its snapshots load into it)
+  rl::EnvironmentOptions env;  // the decision process the episodes run
+  uint64_t seed = 0;           // training.seed: the rollout worker's sample stream
   // training.screen_samples: with K > 1 and the snapshot's reward model, the
   // `envs` best-predicted of K x envs samples are sent.
   int screen_samples = 0;
@@ -121,8 +121,8 @@ class RolloutLoop {
   std::unique_ptr<rl::Policy> policy_ ABSL_GUARDED_BY(mu_);
   int64_t version_ ABSL_GUARDED_BY(mu_) = -1;
   double target_bits_ ABSL_GUARDED_BY(mu_) = 0;
-  rl::PlanModel plan_model_ ABSL_GUARDED_BY(mu_);  // the snapshot's; empty: no screening
-  bool screened_ ABSL_GUARDED_BY(mu_) = false;     // logged once
+  rl::RewardModel reward_model_ ABSL_GUARDED_BY(mu_);  // the snapshot's; empty: no screening
+  bool screened_ ABSL_GUARDED_BY(mu_) = false;         // logged once
   // Incremented by each policy subscription's first snapshot.
   int64_t subscription_ ABSL_GUARDED_BY(mu_) = 0;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;

@@ -73,6 +73,7 @@
 #include "common/stage/stage_worker.h"
 #include "common/transport/grpc_activation_transport.h"
 #include "evaluator/pipeline_evaluator.h"
+#include "job/learner_options.h"
 #include "learner/learner_core.h"
 #include "learner/learner_service.h"
 #include "windquant/v1/learner.grpc.pb.h"
@@ -497,7 +498,8 @@ Learner StartLearner(wq::config::RunConfig cfg, const wq::quant::UnitTable& tabl
   cfg.service.replicas = 1;
   cfg.service.evaluation_timeout_ms = g_hold_ms;
   Learner l;
-  l.core = OrDie(wq::learner::LearnerCore::Create(cfg, nullptr), "learner core");
+  l.core = OrDie(wq::learner::LearnerCore::Create(wq::job::LearnerCoreOptionsFrom(cfg), nullptr),
+                 "learner core");
   OrDie(l.core->RegisterTable(0, 0, table).status(), "register table");
   if (serve) {
     l.service = std::make_unique<wq::learner::LearnerService>(l.core.get());

@@ -218,8 +218,8 @@ struct Limits {
 
 // ---- one table ------------------------------------------------------------------------
 
-config::PpoConfig MakePpoConfig(const Options& o) {
-  config::PpoConfig p;  // the run config's defaults
+rl::PpoOptions MakePpoConfig(const Options& o) {
+  rl::PpoOptions p;  // the run config's defaults
   p.epochs = static_cast<int>(o.epochs);
   p.minibatch_size = static_cast<int>(o.minibatch);
   return p;

@@ -35,7 +35,7 @@ std::string Serialize(const QueuedPlan& q) {
 
 EvaluationQueue::EvaluationQueue(PipelineEvaluator* evaluator,
                                  std::vector<std::vector<transport::ActivationTransport*>> replicas,
-                                 const config::LagrangeConfig& lagrange, std::string queue_dir,
+                                 const rl::LagrangeOptions& lagrange, std::string queue_dir,
                                  size_t max_queue, ReportFn report, metrics::Registry* registry,
                                  base::LogSink log)
     : log_(std::move(log)),
@@ -250,7 +250,7 @@ Report EvaluationQueue::Record(const QueuedPlan& q, const PlanEvaluation& e) {
   // A learner's candidate plan (no episode behind it) leaves λ as it is.
   report.lambda = rl::IsCandidateEpisode(q.plan.episode_id)
                       ? lagrange_.lambda()
-                      : lagrange_.Update(rl::ConstraintValue(lagrange_.config(), report.evaluation,
+                      : lagrange_.Update(rl::ConstraintValue(lagrange_.options(), report.evaluation,
                                                              q.plan.target_bits));
   if (lambda_gauge_ != nullptr) lambda_gauge_->Set(report.lambda);
   ++evaluated_;

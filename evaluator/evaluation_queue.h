@@ -56,7 +56,7 @@ class EvaluationQueue {
   using TableFn = std::function<void(const std::vector<quant::UnitTable>&)>;
   EvaluationQueue(PipelineEvaluator* evaluator,
                   std::vector<std::vector<transport::ActivationTransport*>> replicas,
-                  const config::LagrangeConfig& lagrange, std::string queue_dir, size_t max_queue,
+                  const rl::LagrangeOptions& lagrange, std::string queue_dir, size_t max_queue,
                   ReportFn report, metrics::Registry* registry = nullptr,
                   base::LogSink log = base::LogToStderr);
   ~EvaluationQueue();

@@ -104,7 +104,7 @@ class EvaluationQueueTest : public ::testing::Test {
   }
 
   std::string dir_;
-  config::LagrangeConfig lagrange_;
+  rl::LagrangeOptions lagrange_;
   size_t units_ = 0;
   std::unique_ptr<PipelineEvaluator> evaluator_;
   testing::LocalStages local_;

@@ -125,7 +125,7 @@ struct Harness {
     auto tables = pipeline->Calibrate(stages, pipeline->CalibrationFingerprint());
     if (!tables.ok()) FuzzFail(std::string(tables.status().message()));
     table = quant::UnitTable::Merge(*tables).value();
-    config::LagrangeConfig lagrange;
+    rl::LagrangeOptions lagrange;
     queue = std::make_unique<EvaluationQueue>(
         pipeline.get(), std::vector<std::vector<transport::ActivationTransport*>>{stages}, lagrange,
         queue_dir, 8, [](const Report&) { return absl::OkStatus(); });

@@ -73,7 +73,7 @@ class EvaluatorServiceTest : public ::testing::Test {
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
     queue_dir_ = ::testing::TempDir() + "/wq-evaluator-service-" + info->name();
     std::filesystem::remove_all(queue_dir_);
-    config::LagrangeConfig lagrange;
+    rl::LagrangeOptions lagrange;
     lagrange.lambda_init = 0.375;
     // Never started: submitted plans stay queued (and on disk), so depth is observable.
     queue_ = std::make_unique<EvaluationQueue>(

@@ -9,11 +9,13 @@
 #include "absl/strings/str_format.h"
 #include "actor/actor_node.h"
 #include "common/base/progress.h"
+#include "common/base/split_mix64.h"
 #include "common/base/status_macros.h"
 #include "common/metrics/registry.h"
 #include "common/net/channel.h"
 #include "common/rl/policy.h"
 #include "evaluator/evaluator_node.h"
+#include "job/learner_options.h"
 #include "learner/learner_node.h"
 
 namespace windquant::job {
@@ -154,11 +156,12 @@ absl::StatusOr<rl::RunResult> RunInProcessJob(const config::RunConfig& config,
   WQ_ASSIGN_OR_RETURN(net::ChannelOptions co, net::ChannelOptionsFromConfig(svc, "in-process"));
   co.registry = &registry;
   Nodes nodes;
-  learner::LearnerNodeOptions lo;
-  lo.publisher = options.publisher;  // the final result is the caller's (quantize's report)
+  // The final result is the caller's (quantize's report): no final writer.
+  learner::LearnerNodeOptions lo = LearnerNodeOptionsFrom(config, /*write_final=*/false);
+  lo.publisher = options.publisher;
   lo.expected_table_fingerprint = options.expected_fingerprint;
   WQ_ASSIGN_OR_RETURN(nodes.learner,
-                      learner::LearnerNode::Create(config, kLoopback, &registry, log, lo));
+                      learner::LearnerNode::Create(std::move(lo), kLoopback, &registry, log));
   nodes.learner->core().set_stop_after_updates(options.stop_after_updates);
   WQ_ASSIGN_OR_RETURN(auto learner_channel, net::MakeInProcessChannel(nodes.learner->server(), co));
   std::vector<std::shared_ptr<grpc::Channel>> actor_channels;
@@ -184,7 +187,7 @@ absl::StatusOr<rl::RunResult> RunInProcessJob(const config::RunConfig& config,
                    svc.stages, " stages x ", svc.replicas, " replicas), in-process channels"));
   nodes.learner->Connect(evaluator_channel);
   for (size_t i = 0; i < nodes.actors.size(); ++i) {
-    const uint64_t mixed = rl::SplitMix64(options.incarnation_seed ^ rl::SplitMix64(i + 1));
+    const uint64_t mixed = base::SplitMix64(options.incarnation_seed ^ base::SplitMix64(i + 1));
     WQ_RETURN_IF_ERROR(nodes.actors[i]->Connect(evaluator_channel, static_cast<uint32_t>(mixed)));
   }
   WQ_RETURN_IF_ERROR(nodes.evaluator->Start());

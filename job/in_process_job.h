@@ -26,7 +26,7 @@
 #include "common/quant/quantized_stage.h"
 #include "common/quant/stage_fits.h"
 #include "common/quant/unit_table.h"
-#include "common/rl/training.h"
+#include "common/rl/run_result.h"
 #include "learner/run_publisher.h"
 
 namespace windquant::job {

@@ -11,6 +11,7 @@
 #include "common/base/output_dir.h"
 #include "common/base/progress.h"
 #include "common/base/status_macros.h"
+#include "common/config/run_digest.h"
 #include "common/config/text_range.h"
 #include "common/quant/exporter.h"
 #include "common/quant/plan_io.h"
@@ -18,6 +19,7 @@
 #include "common/rl/run_checkpoint.h"
 #include "job/baseline_plans.h"
 #include "job/in_process_job.h"
+#include "job/learner_options.h"
 #include "job/open_session.h"
 #include "job/quantize_report.h"
 #include "learner/run_publisher.h"
@@ -193,11 +195,11 @@ absl::StatusOr<std::unique_ptr<learner::RunPublisher>> OpenStore(const config::R
                                                                  const QuantizeOptions& options,
                                                                  const base::LogSink& log) {
   if (cfg.output.store.empty()) return nullptr;
-  learner::RunPublisherOptions po;
+  learner::RunPublisherOptions po = RunPublisherOptionsFrom(cfg);
   po.s3 = options.s3;
   po.fresh = !options.resume;
   po.log = log;
-  return learner::RunPublisher::Open(cfg, po);
+  return learner::RunPublisher::Open(std::move(po));
 }
 
 // The result as the run's "final" plan; waits (bounded) for the store.
@@ -241,7 +243,7 @@ QuantizeReport MakeReport(const config::RunConfig& cfg, const quant::UnitTable& 
   report.table = &table;
   report.training = &tr;
   report.slices = &slices;
-  report.fingerprint = rl::RunFingerprint(table, cfg);
+  report.fingerprint = config::RunFingerprint(table.fingerprint, cfg);
   report.target_bits = cfg.curriculum.target_bits.back();
   report.fp = out.fp;
   report.plans = out.plans;

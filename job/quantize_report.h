@@ -17,7 +17,7 @@
 #include "common/quant/plan.h"
 #include "common/quant/unit_table.h"
 #include "common/report/report_data.h"
-#include "common/rl/training.h"
+#include "common/rl/run_result.h"
 #include "job/evaluation_slices.h"
 #include "job/plan_measurement.h"
 #include "job/search_baseline.h"
@@ -29,7 +29,7 @@ struct QuantizeReport {
   const quant::UnitTable* table = nullptr;
   const rl::RunResult* training = nullptr;
   const EvaluationSlices* slices = nullptr;
-  std::string fingerprint;          // rl::RunFingerprint of the run
+  std::string fingerprint;          // config::RunFingerprint of the run
   double target_bits = 0;           // the final curriculum target
   MeasuredPlan fp;                  // the full-precision model
   std::vector<MeasuredPlan> plans;  // the RL plan first, then the baselines

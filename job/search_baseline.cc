@@ -12,7 +12,7 @@
 #include "common/base/status_macros.h"
 #include "common/quant/action.h"
 #include "common/quant/baselines.h"
-#include "common/rl/plan_surrogate.h"
+#include "common/rl/reward_model.h"
 
 namespace windquant::job {
 namespace {
@@ -156,7 +156,7 @@ class LocalSearch {
   // when none was found (counted in proposals; the caller tries again).
   bool Draw(const std::vector<int>& from, int kick, int64_t max_proposals, std::vector<int>* out) {
     const int want = std::max(1, o_.screen);
-    const rl::PlanModel* model = nullptr;
+    const rl::RewardModel* model = nullptr;
     if (fitter_.has_value() && !fitter_->Model().empty()) model = &fitter_->Model();
     std::set<std::vector<int>> drawn;
     double best = HUGE_VAL;
@@ -189,8 +189,8 @@ class LocalSearch {
   const PlanMeasure& measure_;
   const double budget_;
   std::mt19937_64 rng_;
-  std::optional<rl::PlanModelFitter> fitter_;  // screening's reward model
-  std::map<std::vector<int>, double> seen_;    // every measured plan
+  std::optional<rl::RewardModelFitter> fitter_;  // screening's reward model
+  std::map<std::vector<int>, double> seen_;      // every measured plan
   std::vector<int> incumbent_;
   double incumbent_ppl_ = HUGE_VAL;
   int64_t stale_ = 0;  // measured proposals in a row that did not beat the incumbent

@@ -24,7 +24,7 @@
 // is kept apart and returned).
 // Screening (screen = K > 1): each proposal is the one of K distinct,
 // not yet measured proposals that a reward model of the plans measured so far
-// (rl::PlanModelFitter, the model RL's actors screen with) predicts best; the
+// (rl::RewardModelFitter, the model RL's actors screen with) predicts best; the
 // first one while the model has too few plans. Only the chosen one is
 // measured, so the budget of real evaluations is the same.
 // Thread-compatible (calls `measure` on the caller's thread).

@@ -5,7 +5,7 @@
 
 #include "common/base/status_macros.h"
 #include "common/quant/plan_io.h"
-#include "common/rl/training.h"
+#include "common/rl/candidate_plan.h"
 
 namespace windquant::learner {
 

@@ -20,7 +20,7 @@
 #include "absl/status/statusor.h"
 #include "common/quant/plan.h"
 #include "common/quant/unit_table.h"
-#include "common/rl/run_checkpoint.h"
+#include "common/rl/candidate_plan.h"
 
 namespace windquant::learner {
 

@@ -13,7 +13,6 @@
 #include <utility>
 #include <vector>
 
-#include "common/config/run_config.h"
 #include "common/rl/curriculum.h"
 #include "common/rl/run_checkpoint.h"
 
@@ -21,7 +20,7 @@ namespace windquant::learner {
 
 class CurriculumProgress {
  public:
-  explicit CurriculumProgress(const config::CurriculumConfig& config) : curriculum_(config) {}
+  explicit CurriculumProgress(const rl::CurriculumOptions& config) : curriculum_(config) {}
 
   int step() const { return curriculum_.step(); }
   int num_steps() const { return curriculum_.num_steps(); }

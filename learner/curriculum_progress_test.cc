@@ -8,8 +8,8 @@
 namespace windquant::learner {
 namespace {
 
-config::CurriculumConfig TwoSteps() {
-  config::CurriculumConfig c;
+rl::CurriculumOptions TwoSteps() {
+  rl::CurriculumOptions c;
   c.target_bits = {3.0, 2.0};
   c.min_updates = 1;
   c.max_updates = 2;

@@ -10,13 +10,6 @@ absl::Duration EvaluationWorkPrior(int64_t weights, int64_t tokens) {
   return transport::PassDeadline(absl::ZeroDuration(), weights, tokens);
 }
 
-int64_t EvaluationTokens(const config::RunConfig& c) {
-  const std::vector<int64_t>& r = c.evaluation.selection.tokens;
-  int64_t selection = int64_t{c.evaluation.context} * std::max(1, c.evaluation.batch);
-  if (r.size() == 2 && r[1] > r[0]) selection = r[1] - r[0];
-  return selection + std::max<int64_t>(0, c.evaluation.calib_slice_tokens);
-}
-
 void EvaluationClock::OnHeld(absl::Time now, int64_t pending) {
   if (pending_ <= 0 && pending > 0) busy_since_ = now;
   OnPending(pending);

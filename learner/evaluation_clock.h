@@ -27,7 +27,6 @@
 #include <cstdint>
 
 #include "absl/time/time.h"
-#include "common/config/run_config.h"
 
 namespace windquant::learner {
 
@@ -35,10 +34,6 @@ namespace windquant::learner {
 // through `weights` decoder weights at the floor rates of work_deadline.h
 // (transport::PassDeadline without its base).
 absl::Duration EvaluationWorkPrior(int64_t weights, int64_t tokens);
-// The tokens one evaluation carries: the selection range (context x batch
-// when it runs to the end of the text, whose length the learner does not
-// read) and the calibration loss slice.
-int64_t EvaluationTokens(const config::RunConfig& config);
 
 class EvaluationClock {
  public:

@@ -23,7 +23,7 @@ namespace {
 using ::testing::HasSubstr;
 using ::windquant::learner::testing::LearnerCoreTest;
 using ::windquant::learner::testing::Stages;
-using ::windquant::learner::testing::TestConfig;
+using ::windquant::learner::testing::TestOptions;
 using ::windquant::testing::IsOk;
 using ::windquant::testing::StatusIs;
 
@@ -131,7 +131,7 @@ TEST_F(LearnerBadInputTest, RestartedLearnerNamesABadUnitTableFile) {
   core_.reset();
   for (const std::string& bytes : {std::string(), std::string("\xff\xff\xff garbage", 12)}) {
     ASSERT_THAT(base::WriteFileAtomic(TablePath(), bytes), IsOk());
-    auto again = LearnerCore::Create(TestConfig(dir_), nullptr);
+    auto again = LearnerCore::Create(TestOptions(dir_), nullptr);
     ASSERT_FALSE(again.ok());
     EXPECT_THAT(std::string(again.status().message()), HasSubstr(TablePath()));
     EXPECT_EQ(std::string(again.status().message()).find('\n'), std::string::npos);
@@ -146,7 +146,7 @@ TEST_F(LearnerBadInputTest, RestartedLearnerNamesAUnitTableItCannotRunOn) {
   v1::UnitTable proto;
   wrong_chunk.ToProto(&proto);
   ASSERT_THAT(base::WriteFileAtomic(TablePath(), proto.SerializeAsString()), IsOk());
-  auto again = LearnerCore::Create(TestConfig(dir_), nullptr);
+  auto again = LearnerCore::Create(TestOptions(dir_), nullptr);
   EXPECT_THAT(again.status(), StatusIs(absl::StatusCode::kInvalidArgument, "table.chunk_size"));
   EXPECT_THAT(std::string(again.status().message()), HasSubstr(TablePath()));
 }

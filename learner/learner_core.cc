@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/base/files.h"
 #include "common/base/status_macros.h"
+#include "common/config/run_digest.h"
 #include "common/quant/baselines.h"
 #include "common/rl/environment.h"
 #include "common/rl/episode_evaluator.h"
@@ -18,15 +19,15 @@
 namespace windquant::learner {
 namespace {
 
-std::string TablePath(const config::RunConfig& c) { return c.output.dir + "/unit_table.pb"; }
-std::string CheckpointDir(const config::RunConfig& c) { return c.output.dir + "/checkpoint"; }
+std::string TablePath(const LearnerCore::Options& o) { return o.dir + "/unit_table.pb"; }
+std::string CheckpointDir(const LearnerCore::Options& o) { return o.dir + "/checkpoint"; }
 
 // What CompleteTable needs of a merged table, checked before the table is
 // kept: a table the run cannot finish with is refused, not saved.
-absl::Status CheckRunnable(const config::RunConfig& config, const quant::UnitTable& table) {
+absl::Status CheckRunnable(const LearnerCore::Options& options, const quant::UnitTable& table) {
   WQ_RETURN_IF_ERROR(rl::UnitCosts::Create(table).status());
-  if (config.training.warm_start != "lagrange") return absl::OkStatus();
-  for (double target : config.curriculum.target_bits) {
+  if (!options.warm_start) return absl::OkStatus();
+  for (double target : options.curriculum.target_bits) {
     absl::Status s = quant::LagrangePlan(table, target).status();
     if (!s.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("unit table: no lagrange plan at ", target,
@@ -49,16 +50,15 @@ class LearnerCore::PublishOnReturn {
   LearnerCore* const core_;
 };
 
-LearnerCore::LearnerCore(const config::RunConfig& config, std::unique_ptr<PolicyPublisher> policy)
-    : config_(config),
-      tables_(config.service.stages, config.service.replicas, config.quant.chunk_size,
-              TablePath(config)),
+LearnerCore::LearnerCore(const Options& options, std::unique_ptr<PolicyPublisher> policy)
+    : options_(options),
+      tables_(options.stages, options.replicas, options.chunk_size, TablePath(options)),
       policy_(std::move(policy)),
-      curriculum_(config.curriculum),
-      lambda_(config.lagrange),
-      clock_(absl::Milliseconds(config.service.evaluation_timeout_ms), absl::Now()),
-      best_(config.curriculum.target_bits.back(), config.output.dir + "/best"),
-      records_(config.output.dir) {}
+      curriculum_(options.curriculum),
+      lambda_(options.lagrange),
+      clock_(options.evaluation_allowance, absl::Now()),
+      best_(options.curriculum.target_bits.back(), options.dir + "/best"),
+      records_(options.dir) {}
 
 void LearnerCore::Log(const std::string& line) const {
   if (log_) log_(line);
@@ -73,15 +73,13 @@ void LearnerCore::PublishLocked() {
   }
 }
 
-absl::StatusOr<std::unique_ptr<LearnerCore>> LearnerCore::Create(const config::RunConfig& config,
+absl::StatusOr<std::unique_ptr<LearnerCore>> LearnerCore::Create(const Options& options,
                                                                  base::LogSink log,
                                                                  metrics::Registry* registry,
                                                                  RunObserver* observer) {
-  if (config.curriculum.target_bits.empty()) {
-    return absl::InvalidArgumentError("curriculum.target_bits: must not be empty");
-  }
-  WQ_ASSIGN_OR_RETURN(std::unique_ptr<PolicyPublisher> policy, PolicyPublisher::Create(config));
-  std::unique_ptr<LearnerCore> core(new LearnerCore(config, std::move(policy)));
+  WQ_ASSIGN_OR_RETURN(std::unique_ptr<PolicyPublisher> policy,
+                      PolicyPublisher::Create(options.policy));
+  std::unique_ptr<LearnerCore> core(new LearnerCore(options, std::move(policy)));
   core->log_ = std::move(log);
   core->observer_ = observer;
   if (registry != nullptr) {
@@ -89,10 +87,10 @@ absl::StatusOr<std::unique_ptr<LearnerCore>> LearnerCore::Create(const config::R
   }
   absl::MutexLock lock(&core->mu_);
   std::error_code ec;
-  std::filesystem::create_directories(config.output.dir, ec);
+  std::filesystem::create_directories(options.dir, ec);
   // Episodes recorded before a restart are never accepted again.
   for (uint64_t id : core->records_.RecordedEpisodeIds()) core->held_.MarkSeen(id);
-  const config::RunConfig* run = &core->config_;  // lives as long as tables_
+  const Options* run = &core->options_;  // lives as long as tables_
   core->tables_.set_validator(
       [run](const quant::UnitTable& table) { return CheckRunnable(*run, table); });
   WQ_RETURN_IF_ERROR(core->tables_.LoadSaved());
@@ -108,11 +106,11 @@ void LearnerCore::ExpectTableFingerprint(std::string fingerprint) {
 
 absl::Status LearnerCore::CompleteTable() {
   const quant::UnitTable& table = *tables_.table();
-  run_fingerprint_ = rl::RunFingerprint(table, config_);
+  run_fingerprint_ = config::RunFingerprint(table.fingerprint, options_.run_config_text);
   WQ_RETURN_IF_ERROR(policy_->SetTable(table));
-  clock_.set_prior(EvaluationWorkPrior(table.TotalWeights(), EvaluationTokens(config_)));
+  clock_.set_prior(EvaluationWorkPrior(table.TotalWeights(), options_.evaluation_tokens));
   absl::StatusOr<rl::RunCheckpoint> ckpt =
-      rl::ReadRunCheckpoint(CheckpointDir(config_), run_fingerprint_);
+      rl::ReadRunCheckpoint(CheckpointDir(options_), run_fingerprint_);
   if (!ckpt.ok() && !absl::IsNotFound(ckpt.status())) return ckpt.status();
   if (ckpt.ok()) WQ_RETURN_IF_ERROR(RestoreCheckpoint(*ckpt));
   // A resumed step whose warm start ran before is not cloned again (the
@@ -151,13 +149,12 @@ absl::Status LearnerCore::StartStep(bool warm_start) {
     Log(absl::StrCat("learner: no reference (lagrange) plan at ", target,
                      " bits: ", ref.status().message(), "; no warm start"));
     curriculum_.MarkStepStarted();
-    return config_.training.warm_start == "lagrange"
-               ? absl::FailedPreconditionError(
-                     absl::StrCat("training.warm_start: lagrange needs a reference plan at ",
-                                  target, " bits: ", ref.status().message()))
-               : absl::OkStatus();
+    return options_.warm_start ? absl::FailedPreconditionError(absl::StrCat(
+                                     "training.warm_start: lagrange needs a reference plan at ",
+                                     target, " bits: ", ref.status().message()))
+                               : absl::OkStatus();
   }
-  if (warm_start && config_.training.warm_start == "lagrange") {
+  if (warm_start && options_.warm_start) {
     WQ_ASSIGN_OR_RETURN(double prob, policy_->ClonePlan(target, ref->actions));
     Log(absl::StrCat("learner: warm start: behaviour-cloned the lagrange plan, mean p(action) ",
                      absl::SixDigits(prob)));
@@ -295,7 +292,8 @@ absl::StatusOr<bool> LearnerCore::SubmitEpisode(rl::Episode episode) {
   const int64_t v = policy_->version();
   // From a policy this learner never had (it restarted from an older
   // checkpoint), or older than max_policy_lag versions.
-  if (episode.policy_version > v || episode.policy_version < v - config_.ppo.max_policy_lag) {
+  if (episode.policy_version > v ||
+      episode.policy_version < v - options_.policy.ppo.max_policy_lag) {
     ++counts_.dropped_stale;
     return false;
   }
@@ -350,8 +348,8 @@ absl::StatusOr<bool> LearnerCore::ReportEpisodeLocked(const EvaluationInput& in)
   const double target =
       peek->plan.target_bits > 0 ? peek->plan.target_bits : curriculum_.target_bits();
   // The batch's λ (rl::BatchLambda), not the evaluator's in.lambda.
-  const rl::EpisodeReward reward = rl::EpisodeEndReward(config_.env, pe, lambda_.batch_lambda(),
-                                                        target, config_.lagrange.prices);
+  const rl::EpisodeReward reward = rl::EpisodeEndReward(
+      options_.policy.env, pe, lambda_.batch_lambda(), target, options_.lagrange.prices);
   // Checked before anything changes: the episode stays held (and expires).
   if (!std::isfinite(reward.total)) {
     return absl::InvalidArgumentError(absl::StrCat("reward: not finite for episode ", in.episode_id,
@@ -363,7 +361,7 @@ absl::StatusOr<bool> LearnerCore::ReportEpisodeLocked(const EvaluationInput& in)
   rl::Episode& e = *held;
   ++counts_.evaluations;
   records_.CountEvaluation(pe.cached);
-  lambda_.Observe(rl::ConstraintValue(config_.lagrange, pe, target));
+  lambda_.Observe(rl::ConstraintValue(options_.lagrange, pe, target));
   double ret = reward.total;
   for (const auto& t : e.steps) ret += t.reward;
   e.steps.back().reward += static_cast<float>(reward.total);
@@ -376,7 +374,7 @@ absl::StatusOr<bool> LearnerCore::ReportEpisodeLocked(const EvaluationInput& in)
     WQ_RETURN_IF_ERROR(ConsiderLocked(cand, std::move(plan)));
   }
   batch_.Add(std::move(e.steps), ret, pe.eval_ppl, pe.effective_bits);
-  if (batch_.episodes() >= config_.training.episodes_per_update && !curriculum_.finished()) {
+  if (batch_.episodes() >= options_.episodes_per_update && !curriculum_.finished()) {
     WQ_RETURN_IF_ERROR(Update());
   }
   return true;
@@ -400,7 +398,7 @@ absl::Status LearnerCore::Update() {
   WQ_RETURN_IF_ERROR(AfterUpdate(batch, stats, batch_lambda));
   bool checkpointed = false;
   if (curriculum_.finished() ||
-      counts_.updates % std::max(1, config_.training.checkpoint_every_updates) == 0) {
+      counts_.updates % std::max(1, options_.checkpoint_every_updates) == 0) {
     WQ_RETURN_IF_ERROR(WriteCheckpoint());
     checkpointed = true;
   }
@@ -418,12 +416,11 @@ absl::Status LearnerCore::Update() {
 }
 
 absl::Status LearnerCore::SelfImitate() {
-  if (!config_.training.self_imitation) return absl::OkStatus();
+  if (!options_.self_imitation) return absl::OkStatus();
   const std::vector<int>* plan = curriculum_.SelfImitationPlan(best_.best(), best_.best_of_step());
   if (plan == nullptr) return absl::OkStatus();
   WQ_RETURN_IF_ERROR(
-      policy_->ClonePlan(curriculum_.target_bits(), *plan, config_.training.self_imitation_prob)
-          .status());
+      policy_->ClonePlan(curriculum_.target_bits(), *plan, options_.self_imitation_prob).status());
   curriculum_.MarkImitated(*plan);
   return absl::OkStatus();
 }
@@ -465,16 +462,16 @@ absl::Status LearnerCore::WriteCheckpoint() {
   c.update = counts_.updates;
   curriculum_.SaveTo(&c);
   c.lambda = lambda_.batch_lambda();
-  c.rng_seed = config_.training.seed;
+  c.rng_seed = options_.policy.seed;
   WQ_ASSIGN_OR_RETURN(c.learner_state, policy_->SaveState());
   c.best = best_.best();
   c.best_stage = best_.best_of_step();
   c.stage_reference_ppl = best_.step_reference_ppl();
   c.curve = records_.curve();
   c.stages = records_.steps();
-  WQ_RETURN_IF_ERROR(rl::WriteRunCheckpoint(CheckpointDir(config_), c));
+  WQ_RETURN_IF_ERROR(rl::WriteRunCheckpoint(CheckpointDir(options_), c));
   Log(absl::StrCat("learner: checkpoint: update ", counts_.updates, " written to ",
-                   CheckpointDir(config_)));
+                   CheckpointDir(options_)));
   if (observer_ != nullptr) observer_->OnCheckpoint(counts_.updates, run_.done());
   return absl::OkStatus();
 }
@@ -537,7 +534,7 @@ PublishedPolicy LearnerCore::WaitForPolicy(int64_t known_version, absl::Duration
 LearnerStatus LearnerCore::Status() const { return board_.Get(); }
 
 void LearnerCore::WriteStatusFile() {
-  (void)base::WriteFileAtomic(config_.output.dir + "/status.txt", StatusFileText(StatusLocked()));
+  (void)base::WriteFileAtomic(options_.dir + "/status.txt", StatusFileText(StatusLocked()));
 }
 
 LearnerStatus LearnerCore::StatusLocked() const {

@@ -35,14 +35,15 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/base/log.h"
-#include "common/config/run_config.h"
 #include "common/metrics/registry.h"
 #include "common/quant/unit_table.h"
+#include "common/rl/curriculum_options.h"
 #include "common/rl/episode.h"
 #include "common/rl/lagrange.h"
+#include "common/rl/lagrange_options.h"
 #include "common/rl/plan_evaluation.h"
 #include "common/rl/ppo.h"
-#include "common/rl/training.h"
+#include "common/rl/run_result.h"
 #include "learner/best_plans.h"
 #include "learner/candidate_queue.h"
 #include "learner/curriculum_progress.h"
@@ -69,12 +70,40 @@ struct EvaluationInput {
 
 class LearnerCore {
  public:
-  // Restores the merged table and the checkpoint found in output.dir. `log`
+  // What the learner reads, with the keys it is built from (job/learner_options.h).
+  struct Options {
+    // output.dir: unit_table.pb, checkpoint/, best/, plans.jsonl, status.txt.
+    std::string dir = "runs/default";
+    int stages = 1;                    // service.stages: the stage tables that make the table
+    int replicas = 1;                  // service.replicas: replicas of each stage (they must agree)
+    int chunk_size = 256;              // quant.chunk_size: the stage tables' chunk size
+    rl::CurriculumOptions curriculum;  // curriculum.*
+    rl::LagrangeOptions lagrange;      // lagrange.*
+    // ppo.*, env.*, training.seed, training.warm_start_steps and
+    // training.screen_samples; the learner also reads ppo.max_policy_lag (stale
+    // episodes), env.* (episode-end rewards) and the seed (checkpoint).
+    PolicyPublisher::Options policy;
+    int episodes_per_update = 16;      // training.episodes_per_update
+    bool warm_start = true;            // training.warm_start: lagrange (true) or none
+    bool self_imitation = false;       // training.self_imitation
+    double self_imitation_prob = 0.9;  // training.self_imitation_prob
+    int checkpoint_every_updates = 5;  // training.checkpoint_every_updates
+    // service.evaluation_timeout_ms: EvaluationClock's allowance.
+    absl::Duration evaluation_allowance = absl::Milliseconds(120000);
+    // The tokens one evaluation carries (evaluation.*; job::EvaluationTokens):
+    // EvaluationClock's prior. The default is that of the default config.
+    int64_t evaluation_tokens = 256 * 16 + 8192;
+    // config::RunDefiningText of the run: with the table's fingerprint the
+    // run fingerprint a checkpoint must match (config::RunFingerprint).
+    std::string run_config_text;
+  };
+
+  // Restores the merged table and the checkpoint found in options.dir. `log`
   // gets one line per event; every checkpoint write logs "learner:
   // checkpoint: update N written to DIR". `registry`: LearnerMetrics when
   // given. `observer` (borrowed, may be null) hears of every checkpoint, new
   // best plan and the end of the run.
-  static absl::StatusOr<std::unique_ptr<LearnerCore>> Create(const config::RunConfig& config,
+  static absl::StatusOr<std::unique_ptr<LearnerCore>> Create(const Options& options,
                                                              base::LogSink log,
                                                              metrics::Registry* registry = nullptr,
                                                              RunObserver* observer = nullptr);
@@ -162,7 +191,7 @@ class LearnerCore {
     int64_t late = 0;  // evaluations of expired plans (measured, so counted)
   };
 
-  LearnerCore(const config::RunConfig& config, std::unique_ptr<PolicyPublisher> policy);
+  LearnerCore(const Options& options, std::unique_ptr<PolicyPublisher> policy);
   // The table is complete: the checkpoint (if any) is restored and the
   // curriculum step started.
   absl::Status CompleteTable() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -204,7 +233,7 @@ class LearnerCore {
 
   class PublishOnReturn;
 
-  const config::RunConfig config_;
+  const Options options_;
   base::LogSink log_;
   RunObserver* observer_ = nullptr;  // borrowed; may be null
   LearnerMetrics metrics_;           // all nullptr without a registry

@@ -22,7 +22,7 @@ using ::windquant::learner::testing::LearnerCoreTest;
 using ::windquant::learner::testing::LogLines;
 using ::windquant::learner::testing::RecordedRewards;
 using ::windquant::learner::testing::Stages;
-using ::windquant::learner::testing::TestConfig;
+using ::windquant::learner::testing::TestOptions;
 using ::windquant::testing::IsOk;
 
 // rl::RunResult: one curve record per PPO update, one rl::StageEvent per
@@ -33,19 +33,19 @@ class LearnerCoreHistoryTest : public LearnerCoreTest {
  protected:
   void SetUp() override {
     LearnerCoreTest::SetUp();
-    config_ = TestConfig(dir_ + "/history");
+    config_ = TestOptions(dir_ + "/history");
     config_.curriculum.target_bits = {4.0, 3.0};
     config_.curriculum.min_updates = 1;
     config_.curriculum.max_updates = 2;
-    config_.training.warm_start = "none";
+    config_.warm_start = false;
   }
 
   std::unique_ptr<LearnerCore> Start(const LogLines& log) {
     return LearnerCore::Create(config_, log.fn()).value();
   }
   std::string CheckpointLine(int update) const {
-    return "learner: checkpoint: update " + std::to_string(update) + " written to " +
-           config_.output.dir + "/checkpoint";
+    return "learner: checkpoint: update " + std::to_string(update) + " written to " + config_.dir +
+           "/checkpoint";
   }
   // Evaluates the one queued candidate, the step's reference (cached).
   void ReportReference(LearnerCore& core, double ppl) {
@@ -74,7 +74,7 @@ class LearnerCoreHistoryTest : public LearnerCoreTest {
     ASSERT_NO_FATAL_FAILURE(Batch(core, 3, 1, 2.0, 2.0));
   }
 
-  config::RunConfig config_;
+  LearnerCore::Options config_;
 };
 
 TEST_F(LearnerCoreHistoryTest, CurveRecordsEveryUpdate) {
@@ -106,7 +106,7 @@ TEST_F(LearnerCoreHistoryTest, CurveRecordsEveryUpdate) {
   EXPECT_GT(u1.entropy, 0);
   EXPECT_GT(u1.seconds, 0);
   {  // mean_reward: the mean episode return, as plans.jsonl records it.
-    const std::map<uint64_t, double> rewards = RecordedRewards(config_.output.dir);
+    const std::map<uint64_t, double> rewards = RecordedRewards(config_.dir);
     ASSERT_EQ(rewards.size(), 2u);
     const double want = (rewards.at(1) + rewards.at(2)) / 2;
     EXPECT_NEAR(u1.mean_reward, want, 1e-4 * std::max(1.0, std::abs(want)));
@@ -218,10 +218,10 @@ TEST_F(LearnerCoreHistoryTest, ARestartedLearnerGoesOnWithTheHistory) {
 // stop_after_updates: after N updates in this process the
 // checkpoint is written and the learner stops (not done).
 TEST_F(LearnerCoreTest, StopAfterUpdatesCheckpointsAndStops) {
-  config::RunConfig c = TestConfig(dir_ + "/stop");
+  LearnerCore::Options c = TestOptions(dir_ + "/stop");
   c.curriculum.max_updates = 10;
-  c.training.checkpoint_every_updates = 100;  // only the stop writes one
-  c.training.warm_start = "none";
+  c.checkpoint_every_updates = 100;  // only the stop writes one
+  c.warm_start = false;
   LogLines log;
   auto core = LearnerCore::Create(c, log.fn()).value();
   core->set_stop_after_updates(2);
@@ -239,7 +239,7 @@ TEST_F(LearnerCoreTest, StopAfterUpdatesCheckpointsAndStops) {
   EXPECT_FALSE(core->done());
   EXPECT_EQ(s.updates, 2);
   EXPECT_EQ(log.Count("learner: checkpoint: "), 1);
-  EXPECT_TRUE(log.Has("learner: checkpoint: update 2 written to " + c.output.dir + "/checkpoint"));
+  EXPECT_TRUE(log.Has("learner: checkpoint: update 2 written to " + c.dir + "/checkpoint"));
   rl::RunResult r = core->Result();
   EXPECT_TRUE(r.stopped_early);
   EXPECT_EQ(r.updates, 2);

@@ -13,11 +13,12 @@
 #include "common/quant/plan_io.h"
 #include "common/rl/environment.h"
 #include "common/rl/episode_evaluator.h"
+#include "common/rl/greedy_plan.h"
 #include "common/rl/lagrange.h"
 #include "common/rl/policy.h"
 #include "common/rl/rollout_worker.h"
+#include "common/rl/run_policy.h"
 #include "common/rl/state_features.h"
-#include "common/rl/training.h"
 #include "common/testing/status_matchers.h"
 #include "learner/learner_core_test_fixture.h"
 
@@ -28,7 +29,7 @@ using ::windquant::learner::testing::LearnerCoreTest;
 using ::windquant::learner::testing::LogLines;
 using ::windquant::learner::testing::RecordedRewards;
 using ::windquant::learner::testing::Stages;
-using ::windquant::learner::testing::TestConfig;
+using ::windquant::learner::testing::TestOptions;
 using ::windquant::testing::IsOk;
 using ::windquant::testing::StatusIs;
 
@@ -82,7 +83,7 @@ TEST_F(LearnerCoreTest, HoldsEpisodesUntilEvaluatedUpdatesAndResumesFromCheckpoi
   // A restarted learner finds table and checkpoint on disk.
   const auto snapshot = core_->WaitForPolicy(-1, absl::ZeroDuration()).snapshot;
   core_.reset();
-  auto again = LearnerCore::Create(TestConfig(dir_), nullptr);
+  auto again = LearnerCore::Create(TestOptions(dir_), nullptr);
   ASSERT_THAT(again, IsOk());
   EXPECT_THAT((*again)->Table(), IsOk());
   EXPECT_EQ((*again)->version(), 2);
@@ -102,7 +103,7 @@ TEST_F(LearnerCoreTest, AnEpisodeIdIsAcceptedOncePerRunAcrossRestarts) {
   EXPECT_FALSE(core_->ReportEvaluation(Eval(1, 3.0)).value());
   core_.reset();
   // A restarted learner knows the ids recorded in plans.jsonl.
-  auto again = LearnerCore::Create(TestConfig(dir_), nullptr);
+  auto again = LearnerCore::Create(TestOptions(dir_), nullptr);
   ASSERT_THAT(again, IsOk());
   EXPECT_FALSE((*again)->SubmitEpisode(MakeEpisode(1, 0)).value());
   EXPECT_TRUE((*again)->SubmitEpisode(MakeEpisode(2, 0)).value());
@@ -111,7 +112,7 @@ TEST_F(LearnerCoreTest, AnEpisodeIdIsAcceptedOncePerRunAcrossRestarts) {
 TEST_F(LearnerCoreTest, ExportsItsMetrics) {
   core_.reset();
   metrics::Registry registry;
-  auto core = LearnerCore::Create(TestConfig(dir_), nullptr, &registry);
+  auto core = LearnerCore::Create(TestOptions(dir_), nullptr, &registry);
   ASSERT_THAT(core, IsOk());
   for (const auto& s : Stages(whole_))
     ASSERT_THAT((*core)->RegisterTable(s.first_layer, 0, s), IsOk());
@@ -201,7 +202,7 @@ TEST_F(LearnerCoreTest, CandidatePlansCompeteForTheBestPlanButNeverEnterAPpoBatc
 }
 
 TEST_F(LearnerCoreTest, FinishesOnlyOnceTheLastCandidatesAreEvaluated) {
-  config::RunConfig c = TestConfig(dir_);
+  LearnerCore::Options c = TestOptions(dir_);
   c.curriculum.max_updates = 1;
   core_.reset();
   core_ = LearnerCore::Create(c, nullptr).value();
@@ -239,7 +240,7 @@ TEST_F(LearnerCoreTest, FinishesOnlyOnceTheLastCandidatesAreEvaluated) {
 TEST_F(LearnerCoreTest, EpisodesOfOneBatchAreRewardedWithOneLambda) {
   for (const auto& s : Stages(whole_))
     ASSERT_THAT(core_->RegisterTable(s.first_layer, 0, s), IsOk());
-  const config::RunConfig c = TestConfig(dir_);
+  const LearnerCore::Options c = TestOptions(dir_);
   double step_return = 0;
   for (const auto& t : MakeEpisode(1, 0).steps) step_return += t.reward;
   // Slow obvious reference: the sequence of batch λs from the formula.
@@ -252,8 +253,9 @@ TEST_F(LearnerCoreTest, EpisodesOfOneBatchAreRewardedWithOneLambda) {
     in.lambda = reported_lambda;
     ASSERT_TRUE(core_->ReportEvaluation(in).value());
     const rl::PlanEvaluation& pe = in.evaluation;
-    expected[id] = step_return + rl::EpisodeEndReward(c.env, pe, batch_lambda, 3.0).total;
-    with_reported[id] = step_return + rl::EpisodeEndReward(c.env, pe, reported_lambda, 3.0).total;
+    expected[id] = step_return + rl::EpisodeEndReward(c.policy.env, pe, batch_lambda, 3.0).total;
+    with_reported[id] =
+        step_return + rl::EpisodeEndReward(c.policy.env, pe, reported_lambda, 3.0).total;
   };
   // Batch 1 (version 0): λ = lambda_init for both, whatever the evaluator says.
   for (uint64_t id : {1, 2}) ASSERT_TRUE(core_->SubmitEpisode(MakeEpisode(id, 0)).value());
@@ -314,9 +316,10 @@ TEST_F(LearnerCoreTest, RolloutWorkersOfDifferentActorsSampleDifferentEpisodes) 
   po.hidden_sizes = {16, 16};
   auto policy = rl::Policy::Create(po).value();
   auto plans = [&](int actor_index, uint32_t incarnation) {
-    auto w = rl::RolloutWorker::Create(whole_, config::EnvConfig(), "a", actor_index, incarnation,
-                                       /*envs=*/2, /*seed=*/0)
-                 .value();
+    auto w =
+        rl::RolloutWorker::Create(whole_, rl::EnvironmentOptions(), "a", actor_index, incarnation,
+                                  /*envs=*/2, /*seed=*/0)
+            .value();
     std::vector<std::vector<int>> out;
     const std::vector<rl::Episode> episodes = w->Run(*policy, 3.0).value();
     for (const rl::Episode& e : episodes) out.push_back(e.plan.actions);
@@ -333,7 +336,7 @@ TEST_F(LearnerCoreTest, RolloutWorkersOfDifferentActorsSampleDifferentEpisodes) 
 // best policy plan is within advance_ppl_ratio of the step's reference plan.
 TEST_F(LearnerCoreTest, AStepEndsEarlyOnceAPolicyPlanBeatsItsReference) {
   auto run = [&](double reference_ppl) {
-    config::RunConfig c = TestConfig(dir_ + "/ref" + std::to_string(reference_ppl));
+    LearnerCore::Options c = TestOptions(dir_ + "/ref" + std::to_string(reference_ppl));
     auto core = LearnerCore::Create(c, nullptr).value();
     for (const auto& s : Stages(whole_))
       EXPECT_THAT(core->RegisterTable(s.first_layer, 0, s), IsOk());
@@ -357,16 +360,17 @@ TEST_F(LearnerCoreTest, WarmStartClonesTheLagrangianPlanBeforeTheFirstPolicy) {
   const std::vector<int> lagrange = quant::LagrangePlan(whole_, 3.0).value().actions;
   auto costs = rl::UnitCosts::Create(whole_).value();
   auto agreement = [&](const std::string& warm_start) {
-    config::RunConfig c = TestConfig(dir_ + "/" + warm_start);
-    c.training.warm_start = warm_start;
+    LearnerCore::Options c = TestOptions(dir_ + "/" + warm_start);
+    c.warm_start = warm_start == "lagrange";
     auto core = LearnerCore::Create(c, nullptr).value();
     for (const auto& s : Stages(whole_))
       EXPECT_THAT(core->RegisterTable(s.first_layer, 0, s), IsOk());
     const PublishedPolicy p = core->WaitForPolicy(-1, absl::ZeroDuration());
     EXPECT_EQ(p.snapshot.version, 0);
-    auto ppo = rl::CreatePpoLearner(c).value();
+    auto ppo = rl::CreatePpoLearner(c.policy.ppo, c.policy.seed).value();
     EXPECT_THAT(ppo->policy().LoadSnapshot(p.snapshot), IsOk());
-    const std::vector<int> greedy = rl::PolicyGreedyPlan(ppo->policy(), costs, c, 3.0).value();
+    const std::vector<int> greedy =
+        rl::PolicyGreedyPlan(ppo->policy(), costs, c.policy.env, 3.0).value();
     EXPECT_EQ(greedy.size(), lagrange.size());
     int same = 0;
     for (size_t i = 0; i < greedy.size() && i < lagrange.size(); ++i)
@@ -387,9 +391,9 @@ TEST_F(LearnerCoreTest, SelfImitationClonesThePolicyOnTheBestPlan) {
   std::vector<int> cheapest;
   for (int64_t u = 0; u < costs->num_units(); ++u) cheapest.push_back(costs->cheapest_action(u));
   auto agreement = [&](bool self_imitation) {
-    config::RunConfig c = TestConfig(dir_ + (self_imitation ? "/on" : "/off"));
-    c.training.warm_start = "none";
-    c.training.self_imitation = self_imitation;
+    LearnerCore::Options c = TestOptions(dir_ + (self_imitation ? "/on" : "/off"));
+    c.warm_start = false;
+    c.self_imitation = self_imitation;
     auto core = LearnerCore::Create(c, nullptr).value();
     for (const auto& s : Stages(whole_))
       EXPECT_THAT(core->RegisterTable(s.first_layer, 0, s), IsOk());
@@ -397,9 +401,10 @@ TEST_F(LearnerCoreTest, SelfImitationClonesThePolicyOnTheBestPlan) {
     for (uint64_t id : {1, 2}) EXPECT_TRUE(core->ReportEvaluation(Eval(id, 2.0)).value());
     const PublishedPolicy p = core->WaitForPolicy(0, absl::ZeroDuration());
     EXPECT_EQ(p.snapshot.version, 1);
-    auto ppo = rl::CreatePpoLearner(c).value();
+    auto ppo = rl::CreatePpoLearner(c.policy.ppo, c.policy.seed).value();
     EXPECT_THAT(ppo->policy().LoadSnapshot(p.snapshot), IsOk());
-    const std::vector<int> greedy = rl::PolicyGreedyPlan(ppo->policy(), costs, c, 3.0).value();
+    const std::vector<int> greedy =
+        rl::PolicyGreedyPlan(ppo->policy(), costs, c.policy.env, 3.0).value();
     int same = 0;
     for (size_t i = 0; i < greedy.size() && i < cheapest.size(); ++i)
       same += greedy[i] == cheapest[i];
@@ -411,13 +416,13 @@ TEST_F(LearnerCoreTest, SelfImitationClonesThePolicyOnTheBestPlan) {
   EXPECT_GE(on, off);
 }
 
-// Held episodes and candidates expire after service.evaluation_timeout_ms. A
+// Held episodes and candidates expire after the evaluation allowance. A
 // negative timeout (never in a real config) expires, at each call, all that
 // was held before it: the rule without sleeping.
 TEST_F(LearnerCoreTest, HeldEpisodesAndCandidatesExpire) {
-  config::RunConfig c = TestConfig(dir_ + "/expire");
-  c.service.evaluation_timeout_ms = -60000;
-  c.training.warm_start = "none";
+  LearnerCore::Options c = TestOptions(dir_ + "/expire");
+  c.evaluation_allowance = absl::Milliseconds(-60000);
+  c.warm_start = false;
   LogLines log;
   auto core = LearnerCore::Create(c, log.fn()).value();
   for (const auto& s : Stages(whole_))
@@ -452,8 +457,8 @@ TEST_F(LearnerCoreTest, HeldEpisodesAndCandidatesExpire) {
   EXPECT_TRUE(log.Has("learner: late evaluation of expired plan p3 counted (2 so far)"));
 
   // A long timeout: nothing expires.
-  config::RunConfig k = TestConfig(dir_ + "/keep");
-  k.training.warm_start = "none";
+  LearnerCore::Options k = TestOptions(dir_ + "/keep");
+  k.warm_start = false;
   auto keep = LearnerCore::Create(k, nullptr).value();
   for (const auto& st : Stages(whole_))
     ASSERT_THAT(keep->RegisterTable(st.first_layer, 0, st), IsOk());
@@ -468,15 +473,15 @@ TEST_F(LearnerCoreTest, HeldEpisodesAndCandidatesExpire) {
 // of one evaluation (EvaluationClock's prior) with the reference candidate out;
 // a report replaces the prior by the measured time.
 TEST_F(LearnerCoreTest, EvaluationWaitFollowsTheWorkThenTheMeasuredTime) {
-  config::RunConfig c = TestConfig(dir_ + "/wait");
-  c.training.warm_start = "none";
-  c.service.evaluation_timeout_ms = 1000;
+  LearnerCore::Options c = TestOptions(dir_ + "/wait");
+  c.warm_start = false;
+  c.evaluation_allowance = absl::Milliseconds(1000);
   // A long selection range: a prior of about an hour, far over any measured time.
-  c.evaluation.selection.tokens = {0, 1000000000};
+  c.evaluation_tokens = 1000000000 + 8192;
   auto core = LearnerCore::Create(c, nullptr).value();
   for (const auto& s : Stages(whole_))
     ASSERT_THAT(core->RegisterTable(s.first_layer, 0, s), IsOk());
-  const absl::Duration prior = EvaluationWorkPrior(whole_.TotalWeights(), EvaluationTokens(c));
+  const absl::Duration prior = EvaluationWorkPrior(whole_.TotalWeights(), c.evaluation_tokens);
   ASSERT_GT(prior, absl::Seconds(60));
   // One plan out (the reference candidate): it waits behind none.
   EXPECT_EQ(core->EvaluationWait(), absl::Seconds(1) + EvaluationClock::kSlack * 2 * prior);

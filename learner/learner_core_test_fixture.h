@@ -25,21 +25,21 @@
 
 namespace windquant::learner::testing {
 
-inline config::RunConfig TestConfig(const std::string& dir) {
-  config::RunConfig c;
-  c.output.dir = dir;
-  c.service.stages = 2;
-  c.service.replicas = 1;
-  c.quant.chunk_size = 16;
+inline LearnerCore::Options TestOptions(const std::string& dir) {
+  LearnerCore::Options c;
+  c.dir = dir;
+  c.stages = 2;
+  c.replicas = 1;
+  c.chunk_size = 16;
   c.curriculum.target_bits = {3.0};
   c.curriculum.min_updates = 1;
   c.curriculum.max_updates = 3;
-  c.training.episodes_per_update = 2;
-  c.training.checkpoint_every_updates = 1;
-  c.ppo.hidden = {16, 16};
-  c.ppo.minibatch_size = 8;
-  c.ppo.epochs = 1;
-  c.ppo.max_policy_lag = 1;
+  c.episodes_per_update = 2;
+  c.checkpoint_every_updates = 1;
+  c.policy.ppo.hidden = {16, 16};
+  c.policy.ppo.minibatch_size = 8;
+  c.policy.ppo.epochs = 1;
+  c.policy.ppo.max_policy_lag = 1;
   return c;
 }
 
@@ -64,7 +64,7 @@ class LearnerCoreTest : public ::testing::Test {
     whole_ = rl::testing::SyntheticTable(14, 3);
     whole_.num_layers = 2;
     whole_.chunk_size = 16;  // the run config's quant.chunk_size
-    auto core = LearnerCore::Create(TestConfig(dir_), nullptr);
+    auto core = LearnerCore::Create(TestOptions(dir_), nullptr);
     ASSERT_TRUE(core.ok()) << core.status();
     core_ = *std::move(core);
   }

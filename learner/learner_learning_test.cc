@@ -24,6 +24,7 @@
 #include "common/quant/baselines.h"
 #include "common/rl/policy.h"
 #include "common/rl/rollout_worker.h"
+#include "common/rl/run_policy.h"
 #include "common/rl/state_features.h"
 #include "common/rl/synthetic_table.h"
 #include "common/testing/scoped_test_dir.h"
@@ -37,27 +38,27 @@ namespace {
 constexpr double kLearningRate = 3e-3;
 
 // As the old rl::Trainer tests' TinyConfig, for one stage-0 actor.
-config::RunConfig LearningConfig(const std::string& dir, std::vector<double> targets) {
-  config::RunConfig c;
-  c.output.dir = dir;
-  c.service.stages = 1;
-  c.service.replicas = 1;
-  c.quant.chunk_size = 256;  // the synthetic table's
+LearnerCore::Options LearningConfig(const std::string& dir, std::vector<double> targets) {
+  LearnerCore::Options c;
+  c.dir = dir;
+  c.stages = 1;
+  c.replicas = 1;
+  c.chunk_size = 256;  // the synthetic table's
   c.curriculum.target_bits = std::move(targets);
   c.curriculum.min_updates = 1000;  // no early advance: max_updates updates per step
   c.curriculum.max_updates = 25;
-  c.training.episodes_per_update = 16;
-  c.training.warm_start = "none";
-  c.training.seed = 7;
-  c.training.checkpoint_every_updates = 100;
-  c.ppo.hidden = {64, 64};
-  c.ppo.learning_rate = kLearningRate;
-  c.ppo.minibatch_size = 256;
-  c.ppo.entropy_coef = 0.0;
+  c.episodes_per_update = 16;
+  c.warm_start = false;
+  c.policy.seed = 7;
+  c.checkpoint_every_updates = 100;
+  c.policy.ppo.hidden = {64, 64};
+  c.policy.ppo.learning_rate = kLearningRate;
+  c.policy.ppo.minibatch_size = 256;
+  c.policy.ppo.entropy_coef = 0.0;
   c.lagrange.lambda_init = 1.0;
   c.lagrange.eta = 0.0;  // a fixed penalty weight keeps the synthetic objective stationary
-  c.env.loss_penalty_weight = 0.0;
-  c.env.ppl_penalty_weight = 20.0;
+  c.policy.env.loss_penalty_weight = 0.0;
+  c.policy.env.ppl_penalty_weight = 20.0;
   return c;
 }
 
@@ -91,17 +92,17 @@ struct DriveOptions {
 // the candidates out for evaluation, takes the published policy, rolls out
 // episodes_per_update episodes with one RolloutWorker, submits them and
 // reports their evaluations (the last one runs the PPO update).
-absl::Status Drive(LearnerCore& core, const quant::UnitTable& table, const config::RunConfig& c,
+absl::Status Drive(LearnerCore& core, const quant::UnitTable& table, const LearnerCore::Options& c,
                    rl::testing::SyntheticEvaluator& ev, const DriveOptions& options) {
-  for (int stage = 0; stage < c.service.stages; ++stage) {
+  for (int stage = 0; stage < c.stages; ++stage) {
     absl::StatusOr<RegisterResult> r = core.RegisterTable(stage, 0, table);
     if (!r.ok()) return r.status();
   }
-  auto worker =
-      rl::RolloutWorker::Create(table, c.env, "actor-0", /*actor_index=*/0,
-                                /*incarnation=*/1, c.training.episodes_per_update, c.training.seed);
+  auto worker = rl::RolloutWorker::Create(table, c.policy.env, "actor-0", /*actor_index=*/0,
+                                          /*incarnation=*/1, c.episodes_per_update, c.policy.seed);
   if (!worker.ok()) return worker.status();
-  auto policy = rl::Policy::Create(rl::PolicyOptionsFromConfig(c));  // as actor::RolloutLoop
+  auto policy = rl::Policy::Create(
+      rl::RunPolicyOptions(c.policy.ppo, c.policy.seed));  // as actor::RolloutLoop
   if (!policy.ok()) return policy.status();
 
   std::set<std::vector<int>> measured;  // the evaluator's cache
@@ -192,9 +193,9 @@ void TrainOnSyntheticTable(uint64_t seed, double lr, LearningRun* out) {
   const quant::UnitTable t = rl::testing::SyntheticTable(70, 5);
   rl::testing::SyntheticEvaluator ev(&t);
   const ::windquant::testing::ScopedTestDir dir("wq-learner-learning-seed" + std::to_string(seed));
-  config::RunConfig c = LearningConfig(dir.path(), {kLearnsTarget});
-  c.training.seed = seed;
-  c.ppo.learning_rate = lr;
+  LearnerCore::Options c = LearningConfig(dir.path(), {kLearnsTarget});
+  c.policy.seed = seed;
+  c.policy.ppo.learning_rate = lr;
   ASSERT_EQ(c.curriculum.max_updates, kLearnsUpdates);
   auto core = LearnerCore::Create(c, nullptr);
   ASSERT_TRUE(core.ok()) << core.status();
@@ -213,7 +214,7 @@ void TrainOnSyntheticTable(uint64_t seed, double lr, LearningRun* out) {
   EXPECT_NEAR(r.best.evaluation.eval_ppl, best, 1e-9);
   EXPECT_EQ(r.updates, kLearnsUpdates);
   // Every episode and the greedy plan of every update were evaluated.
-  EXPECT_EQ(r.evaluations, kLearnsUpdates * c.training.episodes_per_update + kLearnsUpdates);
+  EXPECT_EQ(r.evaluations, kLearnsUpdates * c.episodes_per_update + kLearnsUpdates);
   ASSERT_EQ(r.curve.size(), static_cast<size_t>(kLearnsUpdates));
   // Closed-form numbers of the synthetic table (no torch, no reduction order).
   const double optimum = SyntheticPpl(ev, rl::testing::LagrangianPlan(t, kLearnsTarget));
@@ -275,12 +276,12 @@ TEST(LearnerLearningTest, WarmStartNeverEndsWorseThanTheReferencePlan) {
   const quant::UnitTable t = rl::testing::SyntheticTable(42, 6);
   rl::testing::SyntheticEvaluator ev(&t);
   const ::windquant::testing::ScopedTestDir dir("wq-learner-learning");
-  config::RunConfig c = LearningConfig(dir.path(), {3.0, 2.0});
+  LearnerCore::Options c = LearningConfig(dir.path(), {3.0, 2.0});
   c.curriculum.min_updates = 1;
   c.curriculum.max_updates = 2;
   c.curriculum.advance_ppl_ratio = 1.0;
-  c.training.warm_start = "lagrange";
-  c.training.warm_start_steps = 300;
+  c.warm_start = true;
+  c.policy.warm_start_steps = 300;
   std::vector<std::string> log;
   auto core = LearnerCore::Create(c, [&log](const std::string& line) { log.push_back(line); });
   ASSERT_TRUE(core.ok()) << core.status();

@@ -6,6 +6,7 @@
 #include "common/quant/table_fingerprint.h"
 #include "common/service/service_main.h"
 #include "common/store/s3_environment.h"
+#include "job/learner_options.h"
 #include "learner/learner_node.h"
 #include "learner/run_publisher.h"
 
@@ -49,19 +50,20 @@ class LearnerService : public wq::service::Service {
     auto s = std::make_unique<LearnerService>();
     // The artifact store: the run's results, and its checkpoint when this disk is lost.
     if (!c.output.store.empty()) {
-      wq::learner::RunPublisherOptions po;
+      wq::learner::RunPublisherOptions po = wq::job::RunPublisherOptionsFrom(c);
       po.s3 = wq::store::S3OptionsFromEnvironment();
       po.log = log;
-      WQ_ASSIGN_OR_RETURN(s->publisher_, wq::learner::RunPublisher::Open(c, po));
+      WQ_ASSIGN_OR_RETURN(s->publisher_, wq::learner::RunPublisher::Open(std::move(po)));
     }
     WQ_ASSIGN_OR_RETURN(s->evaluator_, wq::net::MakeChannelFromConfig(
                                            c.service, c.service.evaluator_address, registry));
-    wq::learner::LearnerNodeOptions node_options;
+    wq::learner::LearnerNodeOptions node_options =
+        wq::job::LearnerNodeOptionsFrom(c, /*write_final=*/true);
     node_options.publisher = s->publisher_.get();
-    node_options.finish_run = true;
     node_options.expected_table_fingerprint = ExpectedTableFingerprint(c, log);
-    WQ_ASSIGN_OR_RETURN(s->node_, wq::learner::LearnerNode::Create(c, c.service.learner_address,
-                                                                   registry, log, node_options));
+    WQ_ASSIGN_OR_RETURN(s->node_,
+                        wq::learner::LearnerNode::Create(std::move(node_options),
+                                                         c.service.learner_address, registry, log));
     return s;
   }
   absl::Status Start() override {

@@ -3,7 +3,6 @@
 #include "common/base/status_macros.h"
 #include "common/net/channel.h"
 #include "common/net/status_convert.h"
-#include "learner/run_finisher.h"
 
 namespace windquant::learner {
 
@@ -26,29 +25,27 @@ class LearnerNode::Observer : public RunObserver {
   LearnerNode* const node_;
 };
 
-absl::StatusOr<std::unique_ptr<LearnerNode>> LearnerNode::Create(const config::RunConfig& config,
+absl::StatusOr<std::unique_ptr<LearnerNode>> LearnerNode::Create(LearnerNodeOptions options,
                                                                  const std::string& address,
                                                                  metrics::Registry* registry,
-                                                                 base::LogSink log,
-                                                                 LearnerNodeOptions options) {
+                                                                 base::LogSink log) {
   std::unique_ptr<LearnerNode> node(new LearnerNode());
-  node->deadline_ = absl::Milliseconds(config.service.rpc_deadline_ms);
-  node->config_ = config;
   node->log_ = log;
-  node->options_ = options;
+  node->options_ = std::move(options);
   node->observer_ = std::make_unique<Observer>(node.get());
-  WQ_ASSIGN_OR_RETURN(node->core_,
-                      LearnerCore::Create(config, std::move(log), registry, node->observer_.get()));
-  node->core_->ExpectTableFingerprint(options.expected_table_fingerprint);
+  WQ_ASSIGN_OR_RETURN(node->core_, LearnerCore::Create(node->options_.core, std::move(log),
+                                                       registry, node->observer_.get()));
+  node->core_->ExpectTableFingerprint(node->options_.expected_table_fingerprint);
   if (node->core_->done()) {  // resumed after the end: the result may be missing
     absl::MutexLock lock(&node->finish_mu_);
     node->run_done_ = true;
   }
   node->service_ = std::make_unique<LearnerService>(node->core_.get(), registry);
   WQ_ASSIGN_OR_RETURN(node->server_,
-                      net::StartServer(config.service, address, registry, node->service_.get(),
-                                       v1::Learner::service_full_name()));
-  if (options.finish_run) node->finisher_ = std::thread([n = node.get()] { n->FinishWhenDone(); });
+                      net::StartServer(node->options_.service, address, registry,
+                                       node->service_.get(), v1::Learner::service_full_name()));
+  if (node->options_.write_final)
+    node->finisher_ = std::thread([n = node.get()] { n->FinishWhenDone(); });
   node->running_ = true;
   return node;
 }
@@ -77,7 +74,7 @@ absl::Status LearnerNode::SubmitCandidate(const quant::Plan& plan, net::Cancelle
   req.set_actor_id("learner");
   v1::SubmitPlanReply reply;
   grpc::ClientContext ctx;
-  net::ConfigureContext(ctx, deadline_);
+  net::ConfigureContext(ctx, options_.rpc_deadline);
   net::Canceller::Scope scope(cancel, &ctx);
   if (scope.cancelled()) return net::FromGrpcStatus(net::CancelledStatus());
   return net::FromGrpcStatus(evaluator_->SubmitPlan(&ctx, req, &reply));
@@ -109,10 +106,10 @@ void LearnerNode::Finish() {
   }
   std::shared_ptr<const quant::UnitTable> table = core_->SharedTable();
   if (table == nullptr) return;  // done implies a table; nothing to write otherwise
-  const std::string dir = config_.output.dir + "/final";
+  const std::string dir = options_.core.dir + "/final";
   const std::string run_id = publisher != nullptr ? publisher->run_id() : "local";
   absl::StatusOr<FinalArtifacts> final_files =
-      WriteFinalArtifacts(config_, core_->Result(), *table, run_id, dir, log);
+      options_.write_final(core_->Result(), *table, run_id, dir, log);
   if (!final_files.ok()) {
     log(absl::StrCat("learner: final artifacts not written: ", final_files.status().message()));
     return;

@@ -4,17 +4,18 @@
 // `windquant quantize` runs one beside the evaluator and actor nodes in one
 // process, the peers reached through in-process channels (net::MakeInProcessChannel).
 //
-//   auto node = LearnerNode::Create(config, config.service.learner_address, &registry, log);
+//   // options: job::LearnerNodeOptionsFrom(config, ...)
+//   auto node = LearnerNode::Create(options, address, &registry, log);
 //   ... the evaluator's channel exists ...
 //   (*node)->Connect(evaluator_channel);
 //   ... (*node)->core().done() ...
 //   (*node)->Stop();
 //
 // With a RunPublisher (output.store) the core's checkpoints and best plans go
-// to the store as they are made; with finish_run, once the run is done (or at
-// Create, for a run that was done before but whose result the store lacks),
-// a thread writes the final artifacts (run_finisher.h) into output.dir/final
-// and pushes them as the run's "final" plan.
+// to the store as they are made; with write_final, once the run is done (or
+// at Create, for a run that was done before but whose result the store
+// lacks), a thread writes the final artifacts (run_finisher.h) into
+// output.dir/final and pushes them as the run's "final" plan.
 //
 // Thread-safety: Create/Connect/Stop from one thread; core() and server() are
 // thread-safe.
@@ -26,27 +27,39 @@
 #include <string>
 #include <thread>
 
-#include "absl/synchronization/mutex.h"
-#include "common/base/log.h"
-
 #include "absl/status/statusor.h"
-#include "common/config/run_config.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/base/log.h"
 #include "common/metrics/registry.h"
 #include "common/net/server.h"
 #include "grpcpp/channel.h"
 #include "learner/candidate_sender.h"
 #include "learner/learner_core.h"
 #include "learner/learner_service.h"
+#include "learner/run_finisher.h"
 #include "learner/run_publisher.h"
 #include "windquant/v1/evaluator.grpc.pb.h"
 
 namespace windquant::learner {
 
+// Writes the final artifacts of the done run `result` (on `table`) into `dir`
+// (the run's config is the writer's: job/learner_options.h binds it).
+using FinalWriter = std::function<absl::StatusOr<FinalArtifacts>(
+    const rl::RunResult& result, const quant::UnitTable& table, const std::string& run_id,
+    const std::string& dir, const base::LogSink& log)>;
+
 struct LearnerNodeOptions {
+  LearnerCore::Options core;  // also core.dir: output.dir (final/ goes there)
+  // service.*: the server's message limit, TLS and token (net::StartServer).
+  config::ServiceConfig service;
+  // service.rpc_deadline_ms: the deadline of SubmitPlan to the evaluator.
+  absl::Duration rpc_deadline = absl::Milliseconds(30000);
   // Borrowed, may be null; must outlive the node.
   RunPublisher* publisher = nullptr;
-  // Write (and push) the final artifacts when the run is done.
-  bool finish_run = false;
+  // Write (and push) the final artifacts when the run is done; null = not
+  // (the caller makes the run's result, as `windquant quantize` does).
+  FinalWriter write_final;
   // The run's table identity when the caller knows it (quant::RunTableFingerprint):
   // stage tables of another are refused from the first on (LearnerCore::
   // ExpectTableFingerprint). "" = any.
@@ -58,11 +71,10 @@ class LearnerNode {
   // The core (resumed from output.dir when a checkpoint is there) and the
   // Learner service serving on `address` (port 0 = a free one). `registry`
   // (metrics) must outlive the node.
-  static absl::StatusOr<std::unique_ptr<LearnerNode>> Create(const config::RunConfig& config,
+  static absl::StatusOr<std::unique_ptr<LearnerNode>> Create(LearnerNodeOptions options,
                                                              const std::string& address,
                                                              metrics::Registry* registry,
-                                                             base::LogSink log,
-                                                             LearnerNodeOptions options = {});
+                                                             base::LogSink log);
   ~LearnerNode();
 
   // Starts sending candidate plans to the evaluator behind `evaluator`.
@@ -86,8 +98,6 @@ class LearnerNode {
   void FinishWhenDone();
   void Finish();
 
-  absl::Duration deadline_;
-  config::RunConfig config_;
   base::LogSink log_;
   LearnerNodeOptions options_;
   std::unique_ptr<Observer> observer_;  // outlives core_

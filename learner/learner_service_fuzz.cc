@@ -47,21 +47,21 @@ quant::UnitTable WholeTable() {
   return t;
 }
 
-config::RunConfig Config(const std::string& dir) {
-  config::RunConfig c;
-  c.output.dir = dir;
-  c.service.stages = 2;
-  c.service.replicas = 1;
-  c.quant.chunk_size = 16;
+LearnerCore::Options Config(const std::string& dir) {
+  LearnerCore::Options c;
+  c.dir = dir;
+  c.stages = 2;
+  c.replicas = 1;
+  c.chunk_size = 16;
   c.curriculum.target_bits = {3.0};
   c.curriculum.min_updates = 1;
   c.curriculum.max_updates = 1000000;
-  c.training.episodes_per_update = 2;
-  c.training.checkpoint_every_updates = 1000000;
-  c.ppo.hidden = {8};
-  c.ppo.minibatch_size = 8;
-  c.ppo.epochs = 1;
-  c.ppo.max_policy_lag = 1000000;
+  c.episodes_per_update = 2;
+  c.checkpoint_every_updates = 1000000;
+  c.policy.ppo.hidden = {8};
+  c.policy.ppo.minibatch_size = 8;
+  c.policy.ppo.epochs = 1;
+  c.policy.ppo.max_policy_lag = 1000000;
   return c;
 }
 

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "common/base/status_macros.h"
+#include "common/rl/greedy_plan.h"
 
 namespace windquant::learner {
 namespace {
@@ -11,18 +12,17 @@ absl::Status NoTable() { return absl::FailedPreconditionError("policy: unit tabl
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<PolicyPublisher>> PolicyPublisher::Create(
-    const config::RunConfig& config) {
-  WQ_ASSIGN_OR_RETURN(std::unique_ptr<rl::PpoLearner> ppo, rl::CreatePpoLearner(config));
-  return std::unique_ptr<PolicyPublisher>(new PolicyPublisher(config, std::move(ppo)));
+absl::StatusOr<std::unique_ptr<PolicyPublisher>> PolicyPublisher::Create(const Options& options) {
+  WQ_ASSIGN_OR_RETURN(std::unique_ptr<rl::PpoLearner> ppo,
+                      rl::CreatePpoLearner(options.ppo, options.seed));
+  return std::unique_ptr<PolicyPublisher>(new PolicyPublisher(options, std::move(ppo)));
 }
 
 absl::Status PolicyPublisher::SetTable(const quant::UnitTable& table) {
   WQ_ASSIGN_OR_RETURN(costs_, rl::UnitCosts::Create(table));
   version_model_of_ = -1;
-  fitter_ = config_.training.screen_samples > 1
-                ? std::make_unique<rl::PlanModelFitter>(costs_->table())
-                : nullptr;
+  fitter_ = options_.screen_samples > 1 ? std::make_unique<rl::RewardModelFitter>(costs_->table())
+                                        : nullptr;
   return absl::OkStatus();
 }
 
@@ -30,12 +30,13 @@ absl::StatusOr<double> PolicyPublisher::ClonePlan(double target_bits,
                                                   const std::vector<int>& actions,
                                                   double target_prob) {
   if (costs_ == nullptr) return NoTable();
-  return rl::WarmStartOnPlan(ppo_->policy(), costs_, config_, target_bits, actions, target_prob);
+  return rl::WarmStartOnPlan(ppo_->policy(), costs_, options_.env, options_.warm_start_steps,
+                             target_bits, actions, target_prob);
 }
 
 absl::StatusOr<std::vector<int>> PolicyPublisher::GreedyPlan(double target_bits) const {
   if (costs_ == nullptr) return NoTable();
-  return rl::PolicyGreedyPlan(ppo_->policy(), costs_, config_, target_bits);
+  return rl::PolicyGreedyPlan(ppo_->policy(), costs_, options_.env, target_bits);
 }
 
 absl::StatusOr<rl::PpoStats> PolicyPublisher::Update(const std::vector<rl::Transition>& batch) {
@@ -60,7 +61,7 @@ PublishedPolicy PolicyPublisher::Publish(int64_t known_version, int curriculum_s
   p.target_bits = target_bits;
   p.lambda = lambda;
   if (fitter_ != nullptr && p.snapshot.version != known_version) {
-    p.plan_model = p.snapshot.version == version_model_of_ ? version_model_ : fitter_->Model();
+    p.reward_model = p.snapshot.version == version_model_of_ ? version_model_ : fitter_->Model();
   }
   return p;
 }

@@ -2,14 +2,14 @@
 // the actors get of it (PublishedPolicy): the policy snapshot with the
 // curriculum step, λ and, with reward-model screening
 // (training.screen_samples > 1), the model of every plan measured since the
-// unit table was completed (rl::PlanModelFitter), fitted only for a snapshot
+// unit table was completed (rl::RewardModelFitter), fitted only for a snapshot
 // that is sent. It clones plans into the policy (the step's Lagrangian
 // reference, self-imitation) and finds its greedy plan; both need the unit
 // table (SetTable).
 // Thread-compatible (the learner calls it under its mutex).
 // Memory: no model weights. The policy MLP (ppo.hidden) with its Adam moments,
 // the unit costs (a few numbers per unit and action) and, when screening, at
-// most PlanModelFitter::kMaxPlans measured plans of one byte per unit.
+// most RewardModelFitter::kMaxPlans measured plans of one byte per unit.
 #ifndef WINDQUANT_LEARNER_POLICY_PUBLISHER_H_
 #define WINDQUANT_LEARNER_POLICY_PUBLISHER_H_
 
@@ -21,13 +21,15 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "common/config/run_config.h"
 #include "common/quant/unit_table.h"
 #include "common/rl/environment.h"
+#include "common/rl/environment_options.h"
 #include "common/rl/plan_evaluation.h"
-#include "common/rl/plan_surrogate.h"
 #include "common/rl/ppo.h"
-#include "common/rl/training.h"
+#include "common/rl/ppo_options.h"
+#include "common/rl/reward_model.h"
+#include "common/rl/run_policy.h"
+#include "common/rl/warm_start.h"
 
 namespace windquant::learner {
 
@@ -36,13 +38,22 @@ struct PublishedPolicy {
   int curriculum_stage = 0;  // the curriculum step (the proto's name)
   double target_bits = 0;
   double lambda = 0;
-  rl::PlanModel plan_model;  // empty unless training.screen_samples > 1
+  rl::RewardModel reward_model;  // empty unless training.screen_samples > 1
 };
 
 class PolicyPublisher {
  public:
-  // A fresh policy (rl::CreatePpoLearner); errors name the invalid ppo key.
-  static absl::StatusOr<std::unique_ptr<PolicyPublisher>> Create(const config::RunConfig& config);
+  // What it reads (the keys it is built from: job/learner_options.h).
+  struct Options {
+    rl::PpoOptions ppo;          // ppo.*: the policy network and its PPO updates
+    rl::EnvironmentOptions env;  // env.*: the episodes ClonePlan replays and GreedyPlan runs
+    uint64_t seed = 0;           // training.seed: the initial weights and the PPO shuffle
+    int warm_start_steps = 200;  // training.warm_start_steps: Adam steps of one ClonePlan at most
+    int screen_samples = 0;      // training.screen_samples: > 1 = fit the reward model
+  };
+
+  // A fresh policy (rl::CreatePpoLearner); errors of the policy's options.
+  static absl::StatusOr<std::unique_ptr<PolicyPublisher>> Create(const Options& options);
 
   // The table is complete (its unit costs); the reward model starts afresh
   // (it learns from the plans measured from now on). Errors of
@@ -79,15 +90,15 @@ class PolicyPublisher {
   absl::Status LoadState(const std::string& bytes) { return ppo_->LoadState(bytes); }
 
  private:
-  PolicyPublisher(const config::RunConfig& config, std::unique_ptr<rl::PpoLearner> ppo)
-      : config_(config), ppo_(std::move(ppo)) {}
+  PolicyPublisher(const Options& options, std::unique_ptr<rl::PpoLearner> ppo)
+      : options_(options), ppo_(std::move(ppo)) {}
 
-  const config::RunConfig config_;
+  const Options options_;
   std::unique_ptr<rl::PpoLearner> ppo_;
   std::shared_ptr<const rl::UnitCosts> costs_;  // null before SetTable
   // The reward model for screening; null when off (or before SetTable).
-  std::unique_ptr<rl::PlanModelFitter> fitter_;
-  rl::PlanModel version_model_;    // fitted by the last Update (screening)
+  std::unique_ptr<rl::RewardModelFitter> fitter_;
+  rl::RewardModel version_model_;  // fitted by the last Update (screening)
   int64_t version_model_of_ = -1;  // the policy version it belongs to; -1: none
 };
 

@@ -13,17 +13,16 @@ namespace {
 
 using ::windquant::testing::StatusIs;
 
-config::RunConfig TestConfig(int screen_samples) {
-  config::RunConfig c;
-  c.curriculum.target_bits = {3.0};
-  c.ppo.hidden = {16, 16};
-  c.ppo.minibatch_size = 8;
-  c.ppo.epochs = 1;
-  c.training.screen_samples = screen_samples;
-  return c;
+PolicyPublisher::Options TestOptions(int screen_samples) {
+  PolicyPublisher::Options o;
+  o.ppo.hidden = {16, 16};
+  o.ppo.minibatch_size = 8;
+  o.ppo.epochs = 1;
+  o.screen_samples = screen_samples;
+  return o;
 }
 
-std::unique_ptr<PolicyPublisher> Make(const config::RunConfig& c) {
+std::unique_ptr<PolicyPublisher> Make(const PolicyPublisher::Options& c) {
   absl::StatusOr<std::unique_ptr<PolicyPublisher>> p = PolicyPublisher::Create(c);
   EXPECT_TRUE(p.ok()) << p.status();
   return p.ok() ? *std::move(p) : nullptr;
@@ -38,7 +37,7 @@ rl::PlanEvaluation Measured(double ppl, bool cached = false) {
 }
 
 TEST(PolicyPublisherTest, PlansNeedTheTable) {
-  std::unique_ptr<PolicyPublisher> p = Make(TestConfig(0));
+  std::unique_ptr<PolicyPublisher> p = Make(TestOptions(0));
   ASSERT_NE(p, nullptr);
   EXPECT_THAT(p->GreedyPlan(3.0).status(),
               StatusIs(absl::StatusCode::kFailedPrecondition, "unit table"));
@@ -54,7 +53,7 @@ TEST(PolicyPublisherTest, PlansNeedTheTable) {
 // point). The greedy plan keeps to the budget unit by unit, so a few units
 // may still differ.
 TEST(PolicyPublisherTest, AClonedPlanBecomesNearlyTheGreedyPlan) {
-  std::unique_ptr<PolicyPublisher> p = Make(TestConfig(0));
+  std::unique_ptr<PolicyPublisher> p = Make(TestOptions(0));
   ASSERT_NE(p, nullptr);
   const quant::UnitTable table = rl::testing::SyntheticTable(14, 3);
   ASSERT_TRUE(p->SetTable(table).ok());
@@ -75,8 +74,8 @@ TEST(PolicyPublisherTest, AClonedPlanBecomesNearlyTheGreedyPlan) {
   EXPECT_GE(after, 10) << "of 14 units";
 }
 
-TEST(PolicyPublisherTest, NoPlanModelWithoutScreening) {
-  std::unique_ptr<PolicyPublisher> p = Make(TestConfig(0));
+TEST(PolicyPublisherTest, NoRewardModelWithoutScreening) {
+  std::unique_ptr<PolicyPublisher> p = Make(TestOptions(0));
   ASSERT_NE(p, nullptr);
   const quant::UnitTable table = rl::testing::SyntheticTable(14, 3);
   ASSERT_TRUE(p->SetTable(table).ok());
@@ -86,13 +85,13 @@ TEST(PolicyPublisherTest, NoPlanModelWithoutScreening) {
   EXPECT_EQ(out.curriculum_stage, 1);
   EXPECT_DOUBLE_EQ(out.target_bits, 2.5);
   EXPECT_DOUBLE_EQ(out.lambda, 0.75);
-  EXPECT_TRUE(out.plan_model.empty());
+  EXPECT_TRUE(out.reward_model.empty());
 }
 
 // With screening the model of the measured plans (cached ones left out) goes
 // with a snapshot the actor does not have yet, and only then.
-TEST(PolicyPublisherTest, ThePlanModelGoesWithANewSnapshotOnly) {
-  std::unique_ptr<PolicyPublisher> p = Make(TestConfig(4));
+TEST(PolicyPublisherTest, TheRewardModelGoesWithANewSnapshotOnly) {
+  std::unique_ptr<PolicyPublisher> p = Make(TestOptions(4));
   ASSERT_NE(p, nullptr);
   const quant::UnitTable table = rl::testing::SyntheticTable(14, 3);
   ASSERT_TRUE(p->SetTable(table).ok());
@@ -103,12 +102,12 @@ TEST(PolicyPublisherTest, ThePlanModelGoesWithANewSnapshotOnly) {
   }
   p->AddMeasured(std::vector<int>(14, 6), Measured(50.0, /*cached=*/true));
   const PublishedPolicy fresh = p->Publish(p->version() - 1, 0, 3.0, 1.0);
-  ASSERT_FALSE(fresh.plan_model.empty());
-  EXPECT_EQ(fresh.plan_model.plans, 6);
-  EXPECT_TRUE(p->Publish(p->version(), 0, 3.0, 1.0).plan_model.empty());
+  ASSERT_FALSE(fresh.reward_model.empty());
+  EXPECT_EQ(fresh.reward_model.plans, 6);
+  EXPECT_TRUE(p->Publish(p->version(), 0, 3.0, 1.0).reward_model.empty());
   // A new table: the model starts afresh.
   ASSERT_TRUE(p->SetTable(table).ok());
-  EXPECT_TRUE(p->Publish(p->version() - 1, 0, 3.0, 1.0).plan_model.empty());
+  EXPECT_TRUE(p->Publish(p->version() - 1, 0, 3.0, 1.0).reward_model.empty());
 }
 
 // The model a version's snapshots carry is fitted at the update that made the
@@ -142,17 +141,17 @@ TEST(PolicyPublisherTest, AVersionCarriesTheModelOfItsUpdate) {
   ASSERT_NE(p->version(), before);
   measure(6, 9);  // measured after the update
   const PublishedPolicy late = p->Publish(before, 0, 3.0, 1.0);
-  ASSERT_FALSE(late.plan_model.empty());
-  EXPECT_EQ(late.plan_model.plans, 6);
+  ASSERT_FALSE(late.reward_model.empty());
+  EXPECT_EQ(late.reward_model.plans, 6);
   // The next update's version carries all nine.
   for (auto& t : *steps) t.policy_version = p->version();
   ASSERT_TRUE(p->Update(*steps).ok());
-  EXPECT_EQ(p->Publish(before, 0, 3.0, 1.0).plan_model.plans, 9);
+  EXPECT_EQ(p->Publish(before, 0, 3.0, 1.0).reward_model.plans, 9);
 }
 
 TEST(PolicyPublisherTest, StateRoundTrips) {
-  std::unique_ptr<PolicyPublisher> a = Make(TestConfig(0));
-  std::unique_ptr<PolicyPublisher> b = Make(TestConfig(0));
+  std::unique_ptr<PolicyPublisher> a = Make(TestOptions(0));
+  std::unique_ptr<PolicyPublisher> b = Make(TestOptions(0));
   ASSERT_NE(a, nullptr);
   ASSERT_NE(b, nullptr);
   absl::StatusOr<std::string> state = a->SaveState();

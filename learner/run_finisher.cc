@@ -12,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "common/base/files.h"
 #include "common/base/status_macros.h"
+#include "common/config/run_digest.h"
 #include "common/config/text_range.h"
 #include "common/model/checkpoint.h"
 #include "common/model/llama_model.h"
@@ -98,7 +99,7 @@ report::ReportData MakeReport(const config::RunConfig& c, const rl::RunResult& r
   const fs::path model_dir = fs::path(c.model.dir).lexically_normal();
   d.model_name = model_dir.has_filename() ? model_dir.filename().string()
                                           : model_dir.parent_path().filename().string();
-  d.fingerprint = rl::RunFingerprint(table, c);
+  d.fingerprint = config::RunFingerprint(table.fingerprint, c);
   const rl::PlanEvaluation& e = r.best.evaluation;
   d.fp_perplexity = finite(e.eval_ppl / (1.0 + e.relative_ppl_increase));
   d.target_bits = c.curriculum.target_bits.back();

@@ -32,7 +32,7 @@
 #include "common/base/log.h"
 #include "common/config/run_config.h"
 #include "common/quant/unit_table.h"
-#include "common/rl/training.h"
+#include "common/rl/run_result.h"
 
 namespace windquant::learner {
 

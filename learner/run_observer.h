@@ -9,7 +9,7 @@
 #include <cstdint>
 
 #include "common/quant/unit_table.h"
-#include "common/rl/run_checkpoint.h"
+#include "common/rl/candidate_plan.h"
 
 namespace windquant::learner {
 

@@ -77,16 +77,15 @@ absl::Status AddObjects(const fs::path& dir, const std::string& entry,
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<RunPublisher>> RunPublisher::Open(const config::RunConfig& config,
-                                                                 RunPublisherOptions options) {
-  if (config.output.store.empty()) {
+absl::StatusOr<std::unique_ptr<RunPublisher>> RunPublisher::Open(RunPublisherOptions options) {
+  if (options.store.empty()) {
     return absl::InvalidArgumentError("output.store: empty (no artifact store)");
   }
   std::unique_ptr<RunPublisher> p(new RunPublisher());
-  p->config_ = config;
+  p->options_ = options;
   p->log_ = options.log;
   absl::StatusOr<std::unique_ptr<store::ArtifactStore>> opened =
-      store::OpenArtifactStore(config.output.store, options.s3);
+      store::OpenArtifactStore(options.store, options.s3);
   if (!opened.ok()) {
     return absl::Status(opened.status().code(),
                         absl::StrCat("output.store: ", opened.status().message()));
@@ -133,10 +132,10 @@ void RunPublisher::Log(const std::string& line) const {
 }
 
 absl::Status RunPublisher::ResolveRunId(bool fresh) {
-  const std::string prefix = absl::StrCat(ModelName(config_.model.dir), "-",
-                                          rl::RunConfigDigest(config_).substr(0, 8), "-");
-  const std::string id_file = config_.output.dir + "/run_id";
-  std::string id = config_.output.run_id;
+  const std::string prefix =
+      absl::StrCat(ModelName(options_.model_dir), "-", options_.config_digest.substr(0, 8), "-");
+  const std::string id_file = options_.dir + "/run_id";
+  std::string id = options_.run_id;
   if (id.empty() && !fresh && base::PathExists(id_file)) {
     WQ_ASSIGN_OR_RETURN(std::string text, base::ReadFile(id_file));
     id = std::string(absl::StripAsciiWhitespace(text));
@@ -162,10 +161,9 @@ absl::Status RunPublisher::ResolveRunId(bool fresh) {
     r = *std::move(info);
   } else {
     r.run_id = id;
-    r.model = ModelName(config_.model.dir);
-    r.config_digest = rl::RunConfigDigest(config_);
-    r.target_bits =
-        config_.curriculum.target_bits.empty() ? 0 : config_.curriculum.target_bits.back();
+    r.model = ModelName(options_.model_dir);
+    r.config_digest = options_.config_digest;
+    r.target_bits = options_.target_bits;
     r.created = store::RunRepository::FormatTime(now);
     r.updated = r.created;
   }
@@ -177,7 +175,7 @@ absl::Status RunPublisher::ResolveRunId(bool fresh) {
 }
 
 absl::Status RunPublisher::RestoreCheckpoint(absl::Duration) {
-  const fs::path dir(config_.output.dir);
+  const fs::path dir(options_.dir);
   // Files of its own: the local run goes on (a restart on the same disk).
   if (base::PathExists((dir / "checkpoint/run.ckpt").string()) ||
       base::PathExists((dir / "unit_table.pb").string())) {
@@ -195,7 +193,7 @@ absl::Status RunPublisher::RestoreCheckpoint(absl::Duration) {
   }
   restored_ = true;
   Log(absl::StrCat("store: restored checkpoint ", *latest, " of run ", run_id_, " from ",
-                   store_->Describe(), " into ", config_.output.dir));
+                   store_->Describe(), " into ", options_.dir));
   return absl::OkStatus();
 }
 
@@ -221,7 +219,7 @@ void RunPublisher::OnCheckpoint(int64_t update, bool done) {
   // Read now: the files are consistent with this checkpoint only until the
   // learner goes on (plans.jsonl grows).
   std::vector<store::PlanObject> objects;
-  const fs::path dir(config_.output.dir);
+  const fs::path dir(options_.dir);
   for (const auto& [name, path] : kCheckpointFiles) {
     absl::StatusOr<std::string> bytes = base::ReadFile((dir / path).string());
     if (!bytes.ok()) {

@@ -4,7 +4,7 @@
 // Run id: output.run_id when set; else output.dir/run_id when there (the
 // local run goes on); else, unless the run is to start fresh, the newest run
 // of the store whose id starts with "<model>-<first 8 hex of
-// rl::RunConfigDigest>-" (a learner restarted elsewhere with the same config
+// config::RunConfigDigest>-" (a learner restarted elsewhere with the same config
 // finds its run); else a new one, that prefix + the UTC start time. The id is
 // written to output.dir/run_id.
 //
@@ -39,7 +39,6 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/base/log.h"
-#include "common/config/run_config.h"
 #include "common/store/artifact_store.h"
 #include "common/store/background_uploader.h"
 #include "common/store/run_repository.h"
@@ -48,8 +47,15 @@
 namespace windquant::learner {
 
 struct RunPublisherOptions {
-  store::S3Options s3;  // for s3:// stores
-  bool fresh = false;   // a new run: neither find one in the store nor restore
+  // What the run is (job/learner_options.h builds these from the run config).
+  std::string store;          // output.store: file:///abs/dir, a path or s3://bucket[/prefix]
+  std::string dir;            // output.dir: the learner's files, run_id
+  std::string run_id;         // output.run_id; "" = resolved as above
+  std::string model_dir;      // model.dir: its last component names the model in run ids
+  std::string config_digest;  // config::RunConfigDigest of the run (run ids, run.json)
+  double target_bits = 0;     // the final curriculum target (run.json)
+  store::S3Options s3;        // for s3:// stores
+  bool fresh = false;         // a new run: neither find one in the store nor restore
   absl::Duration restore_timeout = absl::Seconds(60);
   store::UploaderOptions uploader;
   base::LogSink log;
@@ -57,10 +63,9 @@ struct RunPublisherOptions {
 
 class RunPublisher : public RunObserver {
  public:
-  // Opens config.output.store (INVALID_ARGUMENT when it is empty), resolves
-  // the run id and restores output.dir as described above.
-  static absl::StatusOr<std::unique_ptr<RunPublisher>> Open(const config::RunConfig& config,
-                                                            RunPublisherOptions options);
+  // Opens options.store (INVALID_ARGUMENT naming output.store when it is
+  // empty), resolves the run id and restores options.dir as described above.
+  static absl::StatusOr<std::unique_ptr<RunPublisher>> Open(RunPublisherOptions options);
   ~RunPublisher() override;
 
   const std::string& run_id() const { return run_id_; }
@@ -98,7 +103,7 @@ class RunPublisher : public RunObserver {
   std::string NextTimestamp();
   void Log(const std::string& line) const;
 
-  config::RunConfig config_;
+  RunPublisherOptions options_;
   base::LogSink log_;
   std::unique_ptr<store::ArtifactStore> store_;
   std::unique_ptr<store::RunRepository> runs_;

@@ -28,31 +28,32 @@ constexpr absl::Duration kFlush = absl::Seconds(30);
 class RunPublisherTest : public ::testing::Test {
  protected:
   RunPublisherTest() : dir_("run_publisher") {
-    config_.model.dir = "/models/stories260k";
-    config_.curriculum.target_bits = {2.0};
-    config_.output.dir = dir_.path() + "/out";
-    config_.output.store = "file://" + dir_.path() + "/store";
+    options_.model_dir = "/models/stories260k";
+    options_.config_digest = "0123456789abcdef";  // a config::RunConfigDigest
+    options_.target_bits = 2.0;
+    options_.dir = dir_.path() + "/out";
+    options_.store = "file://" + dir_.path() + "/store";
   }
   absl::StatusOr<std::unique_ptr<RunPublisher>> Open(bool fresh) {
-    RunPublisherOptions o;
+    RunPublisherOptions o = options_;
     o.fresh = fresh;
     o.restore_timeout = absl::ZeroDuration();
     o.uploader.initial_backoff = absl::Milliseconds(1);
-    return RunPublisher::Open(config_, o);
+    return RunPublisher::Open(std::move(o));
   }
   // A checkpoint's files as the learner leaves them in output.dir.
   void WriteCheckpointFiles(const std::string& tag) {
     for (const char* f : {"checkpoint/run.ckpt", "unit_table.pb", "plans.jsonl"}) {
-      ASSERT_TRUE(base::WriteFileAtomic(config_.output.dir + "/" + f, tag + f).ok());
+      ASSERT_TRUE(base::WriteFileAtomic(options_.dir + "/" + f, tag + f).ok());
     }
   }
   store::RunRepository Runs() {
-    if (store_ == nullptr) store_ = *store::OpenArtifactStore(config_.output.store);
+    if (store_ == nullptr) store_ = *store::OpenArtifactStore(options_.store);
     return store::RunRepository(store_.get());
   }
 
   ::windquant::testing::ScopedTestDir dir_;
-  config::RunConfig config_;
+  RunPublisherOptions options_;
   std::unique_ptr<store::ArtifactStore> store_;
 };
 
@@ -61,7 +62,7 @@ TEST_F(RunPublisherTest, CheckpointsGoToTheStoreAndAnEmptyDiskResumesFromThem) {
   ASSERT_TRUE(p.ok()) << p.status();
   const std::string run_id = (*p)->run_id();
   EXPECT_THAT(run_id, StartsWith("stories260k-"));
-  EXPECT_EQ(*base::ReadFile(config_.output.dir + "/run_id"), run_id + "\n");
+  EXPECT_EQ(*base::ReadFile(options_.dir + "/run_id"), run_id + "\n");
   EXPECT_FALSE((*p)->restored());
   for (int update = 1; update <= 3; ++update) {
     WriteCheckpointFiles(absl::StrCat("u", update, ":"));
@@ -81,13 +82,13 @@ TEST_F(RunPublisherTest, CheckpointsGoToTheStoreAndAnEmptyDiskResumesFromThem) {
 
   // The learner's disk is gone; a new one with the same config finds the run
   // and gets the newest checkpoint's files back, byte for byte.
-  fs::remove_all(config_.output.dir);
+  fs::remove_all(options_.dir);
   auto again = Open(/*fresh=*/false);
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ((*again)->run_id(), run_id);
   EXPECT_TRUE((*again)->restored());
   for (const char* f : {"checkpoint/run.ckpt", "unit_table.pb", "plans.jsonl"}) {
-    EXPECT_EQ(*base::ReadFile(config_.output.dir + "/" + f), absl::StrCat("u3:", f)) << f;
+    EXPECT_EQ(*base::ReadFile(options_.dir + "/" + f), absl::StrCat("u3:", f)) << f;
   }
   again->reset();
 
@@ -96,7 +97,7 @@ TEST_F(RunPublisherTest, CheckpointsGoToTheStoreAndAnEmptyDiskResumesFromThem) {
   auto local = Open(/*fresh=*/false);
   ASSERT_TRUE(local.ok()) << local.status();
   EXPECT_FALSE((*local)->restored());
-  EXPECT_EQ(*base::ReadFile(config_.output.dir + "/unit_table.pb"), "local:unit_table.pb");
+  EXPECT_EQ(*base::ReadFile(options_.dir + "/unit_table.pb"), "local:unit_table.pb");
   local->reset();
 
   // A fresh run (quantize without --resume) is another run; a changed config too.
@@ -105,8 +106,8 @@ TEST_F(RunPublisherTest, CheckpointsGoToTheStoreAndAnEmptyDiskResumesFromThem) {
   EXPECT_NE((*fresh)->run_id(), run_id);
   EXPECT_THAT((*fresh)->run_id(), StartsWith(run_id.substr(0, run_id.rfind('-') + 1)));
   fresh->reset();
-  fs::remove_all(config_.output.dir);
-  config_.curriculum.target_bits = {3.0};
+  fs::remove_all(options_.dir);
+  options_.config_digest = "fedcba9876543210";  // another config
   auto other = Open(/*fresh=*/false);
   ASSERT_TRUE(other.ok()) << other.status();
   EXPECT_NE((*other)->run_id().substr(0, run_id.rfind('-')), run_id.substr(0, run_id.rfind('-')));
@@ -129,7 +130,7 @@ TEST_F(RunPublisherTest, BestPlansOncePerPlanAndTheFinalPlanWithItsFiles) {
   best.actions[0] = 2;
   best.evaluation.eval_ppl = 16.0;
   (*p)->OnBestPlan(best, table);
-  const std::string out = config_.output.dir + "/final";
+  const std::string out = options_.dir + "/final";
   ASSERT_TRUE(base::WriteFileAtomic(out + "/plan.json", "{}").ok());
   ASSERT_TRUE(base::WriteFileAtomic(out + "/quantized/model.safetensors", "tensors").ok());
   (*p)->PublishFinal(out, {"plan.json", "quantized"}, {{"perplexity", "16.000000"}});
@@ -163,9 +164,9 @@ TEST_F(RunPublisherTest, BestPlansOncePerPlanAndTheFinalPlanWithItsFiles) {
 }
 
 TEST_F(RunPublisherTest, ErrorsNameTheKey) {
-  config_.output.store = "";
+  options_.store = "";
   EXPECT_THAT(Open(false).status(), StatusIs(absl::StatusCode::kInvalidArgument, "output.store"));
-  config_.output.store = "s3://Bad_Bucket";
+  options_.store = "s3://Bad_Bucket";
   EXPECT_THAT(Open(false).status(), StatusIs(absl::StatusCode::kInvalidArgument, "output.store"));
 }
 

@@ -26,7 +26,7 @@
 #include "common/quant/plan.h"
 #include "common/rl/episode.h"
 #include "common/rl/plan_evaluation.h"
-#include "common/rl/run_checkpoint.h"
+#include "common/rl/run_history.h"
 
 namespace windquant::learner {
 

@@ -90,8 +90,8 @@ void ExpectNear(double a, double b, const std::string& what) {
 
 TEST(QuantizeReproducibleTest, SameConfigAndSeedSamePlansAndNumbers) {
   const testing::TestModel m = testing::RealModel();
-  const fs::path tmp = fs::path(::testing::TempDir()) /
-                       ("wq_quantize_reproducible_" + std::to_string(::getpid()));
+  const fs::path tmp =
+      fs::path(::testing::TempDir()) / ("wq_quantize_reproducible_" + std::to_string(::getpid()));
   fs::remove_all(tmp);
   fs::create_directories(tmp);
   const std::string log_a = Quantize(m, tmp / "a", tmp / "cache");

@@ -473,23 +473,8 @@ absl::Status ValidateService(const RunConfig& c) {
   return absl::OkStatus();
 }
 
-absl::Status Validate(const RunConfig& c) {
-  WQ_RETURN_IF_ERROR(ValidateModelAndText(c));
-  WQ_RETURN_IF_ERROR(ValidateQuantEnvLagrange(c));
-  WQ_RETURN_IF_ERROR(ValidatePpoConfig(c.ppo));
-  WQ_RETURN_IF_ERROR(ValidateSchedule(c));
-  WQ_RETURN_IF_ERROR(ValidateOutput(c.output));
-  return ValidateService(c);
-}
-
-std::string Resolve(const std::string& base_dir, const std::string& path) {
-  if (base_dir.empty() || path.empty() || path.front() == '/') return path;
-  return (std::filesystem::path(base_dir) / path).lexically_normal().string();
-}
-
-}  // namespace
-
-absl::Status ValidatePpoConfig(const PpoConfig& p) {
+// ppo.*: the PPO learner (rl::PpoOptions).
+absl::Status ValidatePpo(const rl::PpoOptions& p) {
   WQ_RETURN_IF_ERROR(Check(!p.hidden.empty(), "ppo.hidden", "must list at least one layer size"));
   for (int h : p.hidden) WQ_RETURN_IF_ERROR(Check(h > 0, "ppo.hidden", "sizes must be > 0"));
   WQ_RETURN_IF_ERROR(Check(p.learning_rate > 0 && std::isfinite(p.learning_rate),
@@ -510,6 +495,22 @@ absl::Status ValidatePpoConfig(const PpoConfig& p) {
   WQ_RETURN_IF_ERROR(Check(p.max_policy_lag >= 0, "ppo.max_policy_lag", "must be >= 0"));
   return absl::OkStatus();
 }
+
+absl::Status Validate(const RunConfig& c) {
+  WQ_RETURN_IF_ERROR(ValidateModelAndText(c));
+  WQ_RETURN_IF_ERROR(ValidateQuantEnvLagrange(c));
+  WQ_RETURN_IF_ERROR(ValidatePpo(c.ppo));
+  WQ_RETURN_IF_ERROR(ValidateSchedule(c));
+  WQ_RETURN_IF_ERROR(ValidateOutput(c.output));
+  return ValidateService(c);
+}
+
+std::string Resolve(const std::string& base_dir, const std::string& path) {
+  if (base_dir.empty() || path.empty() || path.front() == '/') return path;
+  return (std::filesystem::path(base_dir) / path).lexically_normal().string();
+}
+
+}  // namespace
 
 absl::StatusOr<RunConfig> ParseRunConfig(const std::string& yaml_text, const std::string& source,
                                          const std::vector<std::string>& overrides,

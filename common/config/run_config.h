@@ -10,6 +10,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/rl/curriculum_options.h"
+#include "common/rl/environment_options.h"
+#include "common/rl/lagrange_options.h"
+#include "common/rl/ppo_options.h"
 
 namespace windquant::config {
 
@@ -59,64 +63,6 @@ struct QuantConfig {
   std::string cache_dir = ".cache/unit-tables";
 };
 
-// The WINDQuant decision process (DESIGN.md section 4).
-struct EnvConfig {
-  std::string budget_mode = "hard";        // hard (masking) | soft (penalty)
-  double step_saving_weight = 0.1;         // dense reward per bit saved vs running target
-  double skip_penalty = 0.05;              // step penalty for action 16
-  double bit_reduction_weight = 1.0;       // episode end: weighted bit reduction
-  double loss_penalty_weight = 1.0;        // episode end: calibration loss increase
-  double violation_penalty_weight = 10.0;  // episode end: bits over budget (soft)
-  double ppl_penalty_weight = 1.0;         // scales lambda * relative PPL increase
-};
-
-// lambda <- clip(lambda + eta * (g - epsilon), 0, lambda_max) for each sampled
-// episode's constraint value g (common/rl/lagrange.h, docs/lagrange.md):
-//   prices: quality  g = d, the relative PPL increase; lambda scales the
-//                    penalty lambda * d (hard or soft budget_mode)
-//   prices: budget   g = bits - target; lambda is the reward price of one bit over
-//                    the target, the penalty lambda * (bits - target) (soft only)
-struct LagrangeConfig {
-  std::string prices = "quality";
-  double eta = 0.05;
-  double epsilon = 0.05;
-  double lambda_init = 1.0;
-  double lambda_max = 100.0;
-};
-
-// PPO (DESIGN.md section 4; the loss is written down in common/rl/ppo.h): the
-// one type for its settings, taken by rl::PpoLearner as it is.
-struct PpoConfig {
-  std::vector<int> hidden = {128, 128};  // policy MLP layer sizes
-  double learning_rate = 3e-4;           // Adam
-  double clip_ratio = 0.2;               // eps of the clipped surrogate, in (0, 1)
-  // Undiscounted: an episode is one step per unit (thousands in a real model)
-  // and its main reward comes at the end; 0.99^1000 would leave the first units
-  // nearly no credit for it.
-  double gamma = 1.0;
-  double gae_lambda = 0.95;
-  double value_coef = 0.5;
-  double entropy_coef = 0.01;
-  double max_grad_norm = 0.5;  // global L2 norm; <= 0 disables clipping
-  int epochs = 4;              // passes over the batch per update
-  int minibatch_size = 256;
-  int max_policy_lag = 2;  // keep transitions of policy version >= current - lag
-};
-
-// OK or INVALID_ARGUMENT naming the key (`ppo.clip_ratio: must be in (0, 1)`);
-// part of the run config's validation, and rl::PpoLearner's check of its input.
-absl::Status ValidatePpoConfig(const PpoConfig& ppo);
-
-// Target bits step down through `target_bits`; a stage advances after
-// `min_updates` updates once the best feasible plan's PPL is within
-// `advance_ppl_ratio` of the stage's best baseline (or after `max_updates`).
-struct CurriculumConfig {
-  std::vector<double> target_bits = {2.0};
-  int min_updates = 5;
-  int max_updates = 20;
-  double advance_ppl_ratio = 1.0;
-};
-
 struct TrainingConfig {
   int episodes_per_update = 16;  // vectorised episodes per PPO batch
   uint64_t seed = 0;
@@ -131,7 +77,7 @@ struct TrainingConfig {
   double self_imitation_prob = 0.9;
   // Reward-model screening: an actor samples this many episodes for every one
   // it sends and sends those the learner's model of the selection perplexity
-  // (rl::PlanModel, fitted on every plan measured so far) ranks best, so real
+  // (rl::RewardModel, fitted on every plan measured so far) ranks best, so real
   // evaluations go to the most promising samples; 0 or 1 = off.
   int screen_samples = 0;
   int checkpoint_every_updates = 5;
@@ -181,10 +127,12 @@ struct RunConfig {
   CalibrationConfig calibration;
   EvaluationConfig evaluation;
   QuantConfig quant;
-  EnvConfig env;
-  LagrangeConfig lagrange;
-  PpoConfig ppo;
-  CurriculumConfig curriculum;
+  // The sections that are exactly one component's options are that
+  // component's Options struct (its defaults, once).
+  rl::EnvironmentOptions env;
+  rl::LagrangeOptions lagrange;
+  rl::PpoOptions ppo;
+  rl::CurriculumOptions curriculum;
   TrainingConfig training;
   OutputConfig output;
   ServiceConfig service;

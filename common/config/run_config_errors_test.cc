@@ -49,6 +49,18 @@ TEST(RunConfigErrorsTest, NonFiniteNumbersAreRefusedNamingTheKey) {
             "run.yaml: lagrange.lambda_init: must be a finite number, got '-.Inf'");
 }
 
+// The ppo keys are checked here, once (rl::PpoLearner takes them as they are).
+TEST(RunConfigErrorsTest, PpoKeysAreValidatedNamingTheKey) {
+  EXPECT_EQ(ErrorOf(kMinimal, {"ppo.clip_ratio=1.5"}),
+            "run.yaml: ppo.clip_ratio: must be in (0, 1)");
+  EXPECT_EQ(ErrorOf(kMinimal, {"ppo.minibatch_size=0"}),
+            "run.yaml: ppo.minibatch_size: must be > 0");
+  EXPECT_EQ(ErrorOf(kMinimal, {"ppo.max_policy_lag=-1"}),
+            "run.yaml: ppo.max_policy_lag: must be >= 0");
+  EXPECT_EQ(ErrorOf(kMinimal, {"ppo.hidden=[]"}),
+            "run.yaml: ppo.hidden: must list at least one layer size");
+}
+
 std::string FreshDir(const std::string& name) {
   const std::string dir = ::testing::TempDir() + "/wq_run_config_errors_" + name;
   std::filesystem::remove_all(dir);

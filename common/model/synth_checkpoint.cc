@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/base/files.h"
+#include "common/base/split_mix64.h"
 #include "common/base/status_macros.h"
 #include "common/model/llama_weights.h"
 #include "common/model/safetensors_stream_writer.h"
@@ -29,13 +30,6 @@ constexpr double kOutlierEntryScale = 4.0;
 constexpr double kNormStd = 0.05;
 constexpr int64_t kBlockValues = 1 << 20;
 constexpr int64_t kRealVocab = 128256;
-
-uint64_t SplitMix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
 
 uint64_t Fnv1a(const std::string& s) {
   uint64_t h = 1469598103934665603ull;
@@ -53,13 +47,13 @@ struct PlannedTensor {
 // Writes one tensor block by block (rows at a time) as BF16.
 absl::Status WriteTensor(const PlannedTensor& t, uint64_t seed, SafetensorsStreamWriter* w,
                          const std::function<void(int64_t)>& wrote) {
-  const uint64_t base = SplitMix64(seed ^ Fnv1a(t.info.name));
+  const uint64_t base = base::SplitMix64(seed ^ Fnv1a(t.info.name));
   const int64_t rows = t.info.shape[0];
   const int64_t cols = t.info.shape.size() > 1 ? t.info.shape[1] : 1;
   at::Tensor col_scale;
   if (t.kind == Kind::kLinear) {
     // Outlier input channels: a few columns of larger norm.
-    std::mt19937_64 rng(SplitMix64(base ^ 0x5eedull));
+    std::mt19937_64 rng(base::SplitMix64(base ^ 0x5eedull));
     std::uniform_real_distribution<double> u(0.0, 1.0);
     col_scale = at::ones({1, cols}, at::kFloat);
     float* cs = col_scale.data_ptr<float>();
@@ -71,7 +65,7 @@ absl::Status WriteTensor(const PlannedTensor& t, uint64_t seed, SafetensorsStrea
   for (int64_t r0 = 0, b = 0; r0 < rows; r0 += block_rows, ++b) {
     const int64_t r = std::min(block_rows, rows - r0);
     at::Generator gen =
-        at::make_generator<at::CPUGeneratorImpl>(SplitMix64(base + static_cast<uint64_t>(b)));
+        at::make_generator<at::CPUGeneratorImpl>(base::SplitMix64(base + static_cast<uint64_t>(b)));
     at::Tensor x;
     switch (t.kind) {
       case Kind::kLinear: {

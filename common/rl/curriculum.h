@@ -19,17 +19,17 @@
 #include <string>
 #include <vector>
 
-#include "common/config/run_config.h"
+#include "common/rl/curriculum_options.h"
 
 namespace windquant::rl {
 
 class Curriculum {
  public:
-  explicit Curriculum(const config::CurriculumConfig& config) : config_(config) {}
+  explicit Curriculum(const CurriculumOptions& options) : options_(options) {}
 
   int step() const { return step_; }
-  int num_steps() const { return static_cast<int>(config_.target_bits.size()); }
-  double target_bits() const { return config_.target_bits[step_]; }
+  int num_steps() const { return static_cast<int>(options_.target_bits.size()); }
+  double target_bits() const { return options_.target_bits[step_]; }
   bool is_final_step() const { return step_ + 1 >= num_steps(); }
   bool finished() const { return finished_; }
   int updates_in_step() const { return updates_in_step_; }
@@ -52,7 +52,7 @@ class Curriculum {
   }
 
  private:
-  config::CurriculumConfig config_;
+  CurriculumOptions options_;
   int step_ = 0;
   int updates_in_step_ = 0;
   bool finished_ = false;

@@ -7,8 +7,8 @@
 namespace windquant::rl {
 namespace {
 
-config::CurriculumConfig ThreeSteps() {
-  config::CurriculumConfig c;
+CurriculumOptions ThreeSteps() {
+  CurriculumOptions c;
   c.target_bits = {3.0, 2.5, 2.0};
   c.min_updates = 2;
   c.max_updates = 4;

@@ -17,7 +17,7 @@ constexpr int kSkipAction = 0;  // quant::Action::k16
 
 }  // namespace
 
-EnvOptions MakeEnvOptions(const config::EnvConfig& env, double target_bits) {
+EnvOptions MakeEnvOptions(const EnvironmentOptions& env, double target_bits) {
   EnvOptions o;
   o.target_bits = target_bits;
   o.budget_mode = env.budget_mode == "soft" ? BudgetMode::kSoft : BudgetMode::kHard;

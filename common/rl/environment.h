@@ -34,8 +34,8 @@
 #include <ATen/ATen.h>
 
 #include "absl/status/statusor.h"
-#include "common/config/run_config.h"
 #include "common/quant/unit_table.h"
+#include "common/rl/environment_options.h"
 #include "common/rl/policy.h"
 #include "common/rl/ppo.h"
 #include "common/rl/state_features.h"
@@ -44,15 +44,17 @@ namespace windquant::rl {
 
 enum class BudgetMode { kHard, kSoft };
 
+// One episode's environment: the decision process's options (the weights'
+// defaults are EnvironmentOptions') at one curriculum target.
 struct EnvOptions {
   double target_bits = 2.0;
   BudgetMode budget_mode = BudgetMode::kHard;
-  double step_saving_weight = 0.1;
-  double skip_penalty = 0.05;
+  double step_saving_weight = EnvironmentOptions().step_saving_weight;
+  double skip_penalty = EnvironmentOptions().skip_penalty;
 };
 
-// EnvOptions from the run config's env section and a curriculum target.
-EnvOptions MakeEnvOptions(const config::EnvConfig& env, double target_bits);
+// EnvOptions of the decision process (the run config's env section) at a curriculum target.
+EnvOptions MakeEnvOptions(const EnvironmentOptions& env, double target_bits);
 
 // Per-unit costs precomputed from a UnitTable (suffix sums for masking).
 class UnitCosts {

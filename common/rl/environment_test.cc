@@ -112,7 +112,7 @@ TEST(EnvironmentTest, SoftModeAllowsOverrunsAndPenalisesThem) {
   // The episode-end term punishes the overrun too.
   PlanEvaluation e;
   e.effective_bits = env.EffectiveBits();
-  config::EnvConfig ec;
+  EnvironmentOptions ec;
   const EpisodeReward r = EpisodeEndReward(ec, e, 0.0, 2.0);
   EXPECT_NEAR(r.violation, env.EffectiveBits() - 2.0, 1e-12);
   EXPECT_LT(r.total, EpisodeEndReward(ec, PlanEvaluation{2.0}, 0.0, 2.0).total);

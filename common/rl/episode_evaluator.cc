@@ -14,8 +14,8 @@ double Finite(double x) { return std::isfinite(x) ? x : kBrokenPlanPenalty; }
 
 }  // namespace
 
-EpisodeReward EpisodeEndReward(const config::EnvConfig& env, const PlanEvaluation& e, double lambda,
-                               double target_bits, std::string_view prices) {
+EpisodeReward EpisodeEndReward(const EnvironmentOptions& env, const PlanEvaluation& e,
+                               double lambda, double target_bits, std::string_view prices) {
   EpisodeReward r;
   r.bit_reduction = (16.0 - e.effective_bits) / 16.0;
   r.violation = std::max(0.0, e.effective_bits - target_bits);

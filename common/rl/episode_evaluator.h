@@ -10,7 +10,7 @@
 
 #include <string_view>
 
-#include "common/config/run_config.h"
+#include "common/rl/environment_options.h"
 #include "common/rl/plan_evaluation.h"
 #include "common/rl/plan_evaluator.h"
 
@@ -33,7 +33,7 @@ struct EpisodeReward {
 // current Lagrange multiplier (lagrange.h) and `prices` lagrange.prices: what
 // lambda multiplies. A non-finite measurement gives a large finite penalty so
 // PPO never sees NaN.
-EpisodeReward EpisodeEndReward(const config::EnvConfig& env, const PlanEvaluation& evaluation,
+EpisodeReward EpisodeEndReward(const EnvironmentOptions& env, const PlanEvaluation& evaluation,
                                double lambda, double target_bits,
                                std::string_view prices = "quality");
 

@@ -9,7 +9,7 @@ namespace windquant::rl {
 namespace {
 
 TEST(EpisodeEndRewardTest, MatchesFormula) {
-  config::EnvConfig env;
+  EnvironmentOptions env;
   env.bit_reduction_weight = 2.0;
   env.loss_penalty_weight = 3.0;
   env.violation_penalty_weight = 5.0;

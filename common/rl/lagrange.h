@@ -13,19 +13,19 @@
 #ifndef WINDQUANT_COMMON_RL_LAGRANGE_H_
 #define WINDQUANT_COMMON_RL_LAGRANGE_H_
 
-#include "common/config/run_config.h"
+#include "common/rl/lagrange_options.h"
 #include "common/rl/plan_evaluation.h"
 
 namespace windquant::rl {
 
 // The constraint value g of one evaluated plan at `target_bits` (above).
-double ConstraintValue(const config::LagrangeConfig& config, const PlanEvaluation& evaluation,
+double ConstraintValue(const LagrangeOptions& options, const PlanEvaluation& evaluation,
                        double target_bits);
 
 class LagrangeMultiplier {
  public:
-  explicit LagrangeMultiplier(const config::LagrangeConfig& config)
-      : config_(config), lambda_(config.lambda_init) {}
+  explicit LagrangeMultiplier(const LagrangeOptions& options)
+      : options_(options), lambda_(options.lambda_init) {}
 
   // Applies the update above for one constraint value g and returns the new
   // lambda. A non-finite g counts as lambda_max pressure (lambda goes to lambda_max).
@@ -33,10 +33,10 @@ class LagrangeMultiplier {
 
   double lambda() const { return lambda_; }
   void set_lambda(double lambda) { lambda_ = lambda; }
-  const config::LagrangeConfig& config() const { return config_; }
+  const LagrangeOptions& options() const { return options_; }
 
  private:
-  config::LagrangeConfig config_;
+  LagrangeOptions options_;
   double lambda_;
 };
 
@@ -50,8 +50,8 @@ class LagrangeMultiplier {
 // Thread-compatible.
 class BatchLambda {
  public:
-  explicit BatchLambda(const config::LagrangeConfig& config)
-      : multiplier_(config), batch_lambda_(multiplier_.lambda()) {}
+  explicit BatchLambda(const LagrangeOptions& options)
+      : multiplier_(options), batch_lambda_(multiplier_.lambda()) {}
 
   // The lambda for every episode of the current batch.
   double batch_lambda() const { return batch_lambda_; }

@@ -11,7 +11,7 @@ namespace windquant::rl {
 namespace {
 
 TEST(LagrangeMultiplierTest, UpdateMatchesHandComputation) {
-  config::LagrangeConfig c;
+  LagrangeOptions c;
   c.eta = 0.5;
   c.epsilon = 0.1;
   c.lambda_init = 1.0;
@@ -27,7 +27,7 @@ TEST(LagrangeMultiplierTest, UpdateMatchesHandComputation) {
 }
 
 TEST(LagrangeMultiplierTest, ConstraintValueIsWhatLambdaPrices) {
-  config::LagrangeConfig c;
+  LagrangeOptions c;
   PlanEvaluation e;
   e.effective_bits = 2.25;
   e.relative_ppl_increase = 19.0;
@@ -57,7 +57,7 @@ struct Trajectory {
   std::vector<double> mean_bits;  // of each batch
 };
 
-Trajectory RunDualAscent(const config::LagrangeConfig& c, bool hard_budget) {
+Trajectory RunDualAscent(const LagrangeOptions& c, bool hard_budget) {
   BatchLambda lambda(c);
   std::mt19937_64 rng(7);
   std::normal_distribution<double> noise(0.0, kNoiseBits);
@@ -91,7 +91,7 @@ double MeanFrom(const std::vector<double>& v, int from) {
 // between 0 and lambda_max; pricing quality (d - epsilon with d ~ 20 >>
 // epsilon) drives lambda to lambda_max, where it only rescales the reward.
 TEST(LagrangeMultiplierTest, BudgetPriceSettlesBetweenTheBounds) {
-  config::LagrangeConfig c;
+  LagrangeOptions c;
   c.prices = "budget";
   c.eta = 2.0;
   c.epsilon = 0.0;
@@ -110,7 +110,7 @@ TEST(LagrangeMultiplierTest, BudgetPriceSettlesBetweenTheBounds) {
   EXPECT_LT(t.lambda.front(), 0.7 * kPrice);
   EXPECT_GT(t.mean_bits.front(), kTarget + 0.3);
 
-  config::LagrangeConfig q;  // the quality price of the same answers
+  LagrangeOptions q;  // the quality price of the same answers
   q.eta = 0.05;
   q.epsilon = 0.05;
   q.lambda_max = 20.0;

@@ -156,7 +156,7 @@ Samples GatherSamples(const std::vector<Transition>& batch, const std::vector<si
 
 // Advantages and returns (GAE) of every sample, then only the fresh samples
 // are kept; advantages normalised over them.
-absl::Status AddTargets(Policy& policy, const config::PpoConfig& config, Samples* s) {
+absl::Status AddTargets(Policy& policy, const PpoOptions& options, Samples* s) {
   // Over the whole batch (every episode is complete, so the sequence ends
   // with done and last_value = 0).
   const int64_t n = s->states.size(0);
@@ -167,7 +167,7 @@ absl::Status AddTargets(Policy& policy, const config::PpoConfig& config, Samples
     std::copy(vc.data_ptr<float>(), vc.data_ptr<float>() + n, s->values.begin());
   }
   absl::StatusOr<GaeResult> gae =
-      ComputeGae(s->rewards, s->values, s->dones, 0.0f, config.gamma, config.gae_lambda);
+      ComputeGae(s->rewards, s->values, s->dones, 0.0f, options.gamma, options.gae_lambda);
   if (!gae.ok()) return gae.status();
   // Keep the fresh samples only.
   at::Tensor keep = at::tensor(s->fresh, at::kLong);
@@ -186,23 +186,22 @@ absl::Status AddTargets(Policy& policy, const config::PpoConfig& config, Samples
 
 // One optimiser step on the rows `idx` of `s`; adds its losses and
 // diagnostics to `sums`.
-absl::Status MinibatchStep(Policy& policy, torch::optim::Adam& optimizer,
-                           const config::PpoConfig& config, const Samples& s, const at::Tensor& idx,
-                           MinibatchSums* sums) {
+absl::Status MinibatchStep(Policy& policy, torch::optim::Adam& optimizer, const PpoOptions& options,
+                           const Samples& s, const at::Tensor& idx, MinibatchSums* sums) {
   absl::StatusOr<EvaluateResult> ev = policy.Evaluate(
       s.states.index_select(0, idx), s.masks.index_select(0, idx), s.actions.index_select(0, idx));
   if (!ev.ok()) return ev.status();
   at::Tensor mb_old = s.old_log_probs.index_select(0, idx);
   at::Tensor mb_adv = s.advantages.index_select(0, idx);
-  at::Tensor policy_loss = ClippedSurrogateLoss(ev->log_probs, mb_old, mb_adv, config.clip_ratio);
+  at::Tensor policy_loss = ClippedSurrogateLoss(ev->log_probs, mb_old, mb_adv, options.clip_ratio);
   at::Tensor value_loss = 0.5 * (ev->values - s.returns.index_select(0, idx)).pow(2).mean();
   at::Tensor entropy = ev->entropy.mean();
-  at::Tensor loss = policy_loss + config.value_coef * value_loss - config.entropy_coef * entropy;
+  at::Tensor loss = policy_loss + options.value_coef * value_loss - options.entropy_coef * entropy;
   optimizer.zero_grad();
   loss.backward();
   double norm = 0.0;
-  if (config.max_grad_norm > 0.0) {
-    norm = torch::nn::utils::clip_grad_norm_(policy.Parameters(), config.max_grad_norm);
+  if (options.max_grad_norm > 0.0) {
+    norm = torch::nn::utils::clip_grad_norm_(policy.Parameters(), options.max_grad_norm);
   }
   optimizer.step();
 
@@ -213,28 +212,27 @@ absl::Status MinibatchStep(Policy& policy, torch::optim::Adam& optimizer,
   sums->value += value_loss.item<double>();
   sums->entropy += entropy.item<double>();
   sums->kl += ((ratio - 1.0) - log_ratio).mean().item<double>();
-  sums->clip += ((ratio - 1.0).abs() > config.clip_ratio).to(at::kFloat).mean().item<double>();
+  sums->clip += ((ratio - 1.0).abs() > options.clip_ratio).to(at::kFloat).mean().item<double>();
   sums->norm += norm;
   return absl::OkStatus();
 }
 
-// config.epochs epochs of shuffled minibatches over `samples` (the shuffle
+// options.epochs epochs of shuffled minibatches over `samples` (the shuffle
 // from `rng`); the means over the minibatches go to `stats`.
-absl::Status RunEpochs(Policy& policy, torch::optim::Adam& optimizer,
-                       const config::PpoConfig& config, std::mt19937_64& rng,
-                       const Samples& samples, PpoStats* stats) {
+absl::Status RunEpochs(Policy& policy, torch::optim::Adam& optimizer, const PpoOptions& options,
+                       std::mt19937_64& rng, const Samples& samples, PpoStats* stats) {
   const int64_t used = samples.states.size(0);
   std::vector<int64_t> perm(used);
   MinibatchSums sums;
-  for (int epoch = 0; epoch < config.epochs; ++epoch) {
+  for (int epoch = 0; epoch < options.epochs; ++epoch) {
     for (int64_t k = 0; k < used; ++k) perm[k] = k;
     for (int64_t k = used - 1; k > 0; --k) {  // Fisher-Yates, portable across libstdc++s
       std::swap(perm[k], perm[rng() % static_cast<uint64_t>(k + 1)]);
     }
     at::Tensor perm_t = at::tensor(perm, at::kLong);
-    for (int64_t start = 0; start < used; start += config.minibatch_size) {
-      at::Tensor idx = perm_t.slice(0, start, std::min(used, start + config.minibatch_size));
-      absl::Status s = MinibatchStep(policy, optimizer, config, samples, idx, &sums);
+    for (int64_t start = 0; start < used; start += options.minibatch_size) {
+      at::Tensor idx = perm_t.slice(0, start, std::min(used, start + options.minibatch_size));
+      absl::Status s = MinibatchStep(policy, optimizer, options, samples, idx, &sums);
       if (!s.ok()) return s;
       ++stats->minibatches;
     }
@@ -290,26 +288,24 @@ at::Tensor ClippedSurrogateLoss(const at::Tensor& log_probs, const at::Tensor& o
   return -at::min(unclipped, clipped).mean();
 }
 
-PpoLearner::PpoLearner(const config::PpoConfig& config, uint64_t shuffle_seed,
+PpoLearner::PpoLearner(const PpoOptions& options, uint64_t shuffle_seed,
                        std::unique_ptr<Policy> policy)
-    : config_(config),
+    : options_(options),
       policy_(std::move(policy)),
       impl_(std::make_unique<Impl>()),
       rng_(shuffle_seed) {}
 PpoLearner::~PpoLearner() = default;
 
 absl::StatusOr<std::unique_ptr<PpoLearner>> PpoLearner::Create(const PolicyOptions& policy_options,
-                                                               const config::PpoConfig& config,
+                                                               const PpoOptions& options,
                                                                uint64_t shuffle_seed) {
-  absl::Status valid = config::ValidatePpoConfig(config);
-  if (!valid.ok()) return valid;
   absl::StatusOr<std::unique_ptr<Policy>> policy = Policy::Create(policy_options);
   if (!policy.ok()) return policy.status();
-  std::unique_ptr<PpoLearner> learner(new PpoLearner(config, shuffle_seed, *std::move(policy)));
+  std::unique_ptr<PpoLearner> learner(new PpoLearner(options, shuffle_seed, *std::move(policy)));
   try {
     learner->impl_->optimizer = std::make_unique<torch::optim::Adam>(
         learner->policy_->Parameters(),
-        torch::optim::AdamOptions(config.learning_rate).eps(kAdamEps));
+        torch::optim::AdamOptions(options.learning_rate).eps(kAdamEps));
   } catch (const c10::Error& e) {
     return TorchError("PpoLearner::Create", e);
   }
@@ -327,15 +323,15 @@ absl::StatusOr<PpoStats> PpoLearner::Update(const std::vector<Transition>& batch
   if (order->empty()) return stats;
   try {
     // 2. Tensors in episode order.
-    Samples samples = GatherSamples(batch, *order, po, version - config_.max_policy_lag);
+    Samples samples = GatherSamples(batch, *order, po, version - options_.max_policy_lag);
     const int64_t n = static_cast<int64_t>(order->size());
     stats.samples_dropped_stale = n - static_cast<int64_t>(samples.fresh.size());
     if (samples.fresh.empty()) return stats;
     // 3.-4. Advantages and returns; the fresh samples only.
-    if (absl::Status t = AddTargets(*policy_, config_, &samples); !t.ok()) return t;
+    if (absl::Status t = AddTargets(*policy_, options_, &samples); !t.ok()) return t;
     stats.samples_used = samples.states.size(0);
     // 5. Epochs of shuffled minibatches.
-    absl::Status s = RunEpochs(*policy_, *impl_->optimizer, config_, rng_, samples, &stats);
+    absl::Status s = RunEpochs(*policy_, *impl_->optimizer, options_, rng_, samples, &stats);
     if (!s.ok()) return s;
   } catch (const c10::Error& e) {
     return TorchError("PpoLearner::Update", e);

@@ -12,8 +12,8 @@
 // stops critic noise being blown up once advantages vanish) and R = A + V from
 // ComputeGae over V(s) recomputed with the current critic (fresher than the
 // behaviour values when data lags the learner).
-// Settings: config::PpoConfig, the run config's ppo section (one type, its
-// defaults the product's); Adam's epsilon is kAdamEps.
+// Settings: PpoOptions (ppo_options.h), the run config's ppo section as it is
+// (its keys validated there); Adam's epsilon is kAdamEps.
 #ifndef WINDQUANT_COMMON_RL_PPO_H_
 #define WINDQUANT_COMMON_RL_PPO_H_
 
@@ -27,8 +27,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "common/config/run_config.h"
 #include "common/rl/policy.h"
+#include "common/rl/ppo_options.h"
 
 namespace windquant::rl {
 
@@ -89,10 +89,11 @@ struct PpoStats {
 // update loop); publish Snapshot()s to readers.
 class PpoLearner {
  public:
-  // `shuffle_seed` seeds the minibatch shuffle. INVALID_ARGUMENT naming the
-  // key (config::ValidatePpoConfig) or the option when one is invalid.
+  // `shuffle_seed` seeds the minibatch shuffle. `options` must hold what the
+  // run config's validation of the ppo keys allows (common/config); a run
+  // config's are. INVALID_ARGUMENT naming the policy option when one is invalid.
   static absl::StatusOr<std::unique_ptr<PpoLearner>> Create(const PolicyOptions& policy_options,
-                                                            const config::PpoConfig& config,
+                                                            const PpoOptions& options,
                                                             uint64_t shuffle_seed);
   ~PpoLearner();
 
@@ -109,7 +110,7 @@ class PpoLearner {
 
   Policy& policy() { return *policy_; }
   const Policy& policy() const { return *policy_; }
-  const config::PpoConfig& config() const { return config_; }
+  const PpoOptions& options() const { return options_; }
   int64_t version() const { return policy_->version(); }
   PolicySnapshot Snapshot() const { return policy_->Snapshot(); }
 
@@ -123,10 +124,9 @@ class PpoLearner {
 
  private:
   struct Impl;
-  PpoLearner(const config::PpoConfig& config, uint64_t shuffle_seed,
-             std::unique_ptr<Policy> policy);
+  PpoLearner(const PpoOptions& options, uint64_t shuffle_seed, std::unique_ptr<Policy> policy);
 
-  config::PpoConfig config_;
+  PpoOptions options_;
   std::unique_ptr<Policy> policy_;
   std::unique_ptr<Impl> impl_;  // optimiser
   std::mt19937_64 rng_;

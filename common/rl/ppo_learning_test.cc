@@ -168,7 +168,7 @@ struct LearningResult {
 };
 
 template <typename E>
-LearningResult Train(const config::PpoConfig& config, uint64_t seed, int episodes_per_update,
+LearningResult Train(const PpoOptions& config, uint64_t seed, int episodes_per_update,
                      int max_updates, int eval_episodes, double target_return) {
   at::set_num_threads(1);
   PolicyOptions options;
@@ -219,7 +219,7 @@ LearningResult Train(const config::PpoConfig& config, uint64_t seed, int episode
 }
 
 TEST(PpoLearningTest, SolvesContextualBanditWithSevenActions) {
-  config::PpoConfig config;
+  PpoOptions config;
   config.learning_rate = 3e-3;
   config.gamma = 0.99;
   config.minibatch_size = 64;
@@ -234,7 +234,7 @@ TEST(PpoLearningTest, SolvesContextualBanditWithSevenActions) {
 }
 
 TEST(PpoLearningTest, LearnsToSaveBudgetForTheLastStep) {
-  config::PpoConfig config;
+  PpoOptions config;
   // Tuned on this problem: higher learning rates or a smaller entropy bonus
   // let the policy commit to spending early (a return of 5 or 7) before the
   // later steps have learned to spend the saved budget. In a sweep of this

@@ -112,27 +112,10 @@ TEST(ClippedSurrogateTest, MatchesHandComputedValuesAndGradients) {
   EXPECT_NEAR(loss.item<float>(), 0.02f, kHandTolerance);
 }
 
-// ---------------------------------------------------------------- config
-
-TEST(PpoConfigTest, ValidationNamesTheField) {
-  config::PpoConfig config;
-  EXPECT_TRUE(config::ValidatePpoConfig(config).ok());
-  config.clip_ratio = 1.5;
-  EXPECT_THAT(config::ValidatePpoConfig(config),
-              StatusIs(kInvalid, "ppo.clip_ratio: must be in (0, 1)"));
-  config = config::PpoConfig();
-  config.minibatch_size = 0;
-  EXPECT_THAT(config::ValidatePpoConfig(config), StatusIs(kInvalid, "ppo.minibatch_size"));
-  config = config::PpoConfig();
-  config.max_policy_lag = -1;
-  auto learner = PpoLearner::Create(PolicyOptions(), config, /*shuffle_seed=*/0);
-  EXPECT_THAT(learner, StatusIs(kInvalid, "ppo.max_policy_lag"));
-}
-
 // The settings the learner tests below were written with (rl's own PPO
-// defaults before the run config's ppo section became the one PpoConfig).
-config::PpoConfig TestConfig() {
-  config::PpoConfig c;
+// defaults before the run config's ppo section became the one PpoOptions).
+PpoOptions TestConfig() {
+  PpoOptions c;
   c.gamma = 0.99;
   c.minibatch_size = 64;
   return c;
@@ -176,7 +159,7 @@ std::vector<Transition> RandomEpisodes(PpoLearner& learner, int episodes, int st
 class PpoLearnerTest : public ::testing::Test {
  protected:
   void SetUp() override { at::set_num_threads(1); }
-  static std::unique_ptr<PpoLearner> Make(const config::PpoConfig& config, uint64_t init_seed = 0,
+  static std::unique_ptr<PpoLearner> Make(const PpoOptions& config, uint64_t init_seed = 0,
                                           uint64_t shuffle_seed = 0) {
     PolicyOptions options;
     options.init_seed = init_seed;
@@ -187,7 +170,7 @@ class PpoLearnerTest : public ::testing::Test {
 };
 
 TEST_F(PpoLearnerTest, UpdateReportsStatsAndIncrementsVersion) {
-  config::PpoConfig config = TestConfig();
+  PpoOptions config = TestConfig();
   config.minibatch_size = 16;
   config.epochs = 3;
   auto learner = Make(config);
@@ -211,7 +194,7 @@ TEST_F(PpoLearnerTest, UpdateReportsStatsAndIncrementsVersion) {
 }
 
 TEST_F(PpoLearnerTest, DropsTransitionsOlderThanMaxPolicyLag) {
-  config::PpoConfig config = TestConfig();
+  PpoOptions config = TestConfig();
   config.max_policy_lag = 1;
   auto learner = Make(config);
   ASSERT_TRUE(learner->Update(RandomEpisodes(*learner, 2, 3, 0, 0, 1)).ok());
@@ -282,7 +265,7 @@ TEST_F(PpoLearnerTest, RejectsMalformedBatchesWithoutChangingState) {
 }
 
 TEST_F(PpoLearnerTest, SavedStateResumesBitIdentically) {
-  config::PpoConfig config = TestConfig();
+  PpoOptions config = TestConfig();
   config.minibatch_size = 8;
   constexpr uint64_t kShuffleSeed = 5;
   auto a = Make(config, /*init_seed=*/1, kShuffleSeed);

@@ -1,13 +1,13 @@
 #include "common/rl/rollout_worker.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/base/split_mix64.h"
 #include "common/base/status_macros.h"
-#include "common/rl/training.h"
 
 namespace windquant::rl {
 
 absl::StatusOr<std::unique_ptr<RolloutWorker>> RolloutWorker::Create(
-    const quant::UnitTable& table, const config::EnvConfig& env, std::string actor_id,
+    const quant::UnitTable& table, const EnvironmentOptions& env, std::string actor_id,
     int actor_index, uint32_t incarnation, int envs, uint64_t seed) {
   if (envs < 1) return absl::InvalidArgumentError("rollout envs: must be >= 1");
   std::unique_ptr<RolloutWorker> w(new RolloutWorker());
@@ -21,7 +21,7 @@ absl::StatusOr<std::unique_ptr<RolloutWorker>> RolloutWorker::Create(
   // the high 32, so an unmixed seed ^ id_base_ gave every actor (and every
   // incarnation) the same sample stream: the actors of one policy version
   // sampled the same episodes.
-  w->generator_ = MakeGenerator(SplitMix64(seed ^ SplitMix64(w->id_base_)));
+  w->generator_ = MakeGenerator(base::SplitMix64(seed ^ base::SplitMix64(w->id_base_)));
   return w;
 }
 

@@ -5,7 +5,7 @@
 // Episode ids: (actor index + 1) << 48 | incarnation << 32 | counter, unique
 // across actors and across restarts of one actor. Each worker samples with its
 // own generator, seeded from (seed, actor index, incarnation) through
-// rl::SplitMix64, so that workers of one policy version sample different
+// base::SplitMix64, so that workers of one policy version sample different
 // episodes.
 // Thread-compatible.
 #ifndef WINDQUANT_COMMON_RL_ROLLOUT_WORKER_H_
@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/config/run_config.h"
 #include "common/rl/environment.h"
+#include "common/rl/environment_options.h"
 #include "common/rl/episode.h"
 #include "common/rl/policy.h"
 
@@ -27,7 +27,7 @@ class RolloutWorker {
  public:
   // INVALID_ARGUMENT for an empty table or envs < 1.
   static absl::StatusOr<std::unique_ptr<RolloutWorker>> Create(
-      const quant::UnitTable& table, const config::EnvConfig& env, std::string actor_id,
+      const quant::UnitTable& table, const EnvironmentOptions& env, std::string actor_id,
       int actor_index, uint32_t incarnation, int envs, uint64_t seed);
   // Runs `envs` episodes with `policy` at `target_bits` (sampled actions).
   absl::StatusOr<std::vector<Episode>> Run(const Policy& policy, double target_bits);
@@ -37,7 +37,7 @@ class RolloutWorker {
  private:
   RolloutWorker() = default;
   std::shared_ptr<const UnitCosts> costs_;
-  config::EnvConfig env_;
+  EnvironmentOptions env_;
   std::string actor_id_;
   uint64_t id_base_ = 0;
   uint64_t next_ = 0;

@@ -100,34 +100,6 @@ UpdateRecord RecordFromJson(const json& j) {
 
 }  // namespace
 
-namespace {
-
-// CanonicalText(config) without the keys that only say where output goes or
-// how the process runs.
-std::string RunDefiningText(const config::RunConfig& config) {
-  std::string kept;
-  for (absl::string_view line : absl::StrSplit(config::CanonicalText(config), '\n')) {
-    if (absl::StartsWith(line, "output.") || absl::StartsWith(line, "service.") ||
-        absl::StartsWith(line, "model.threads=") ||
-        absl::StartsWith(line, "training.checkpoint_every_updates=")) {
-      continue;
-    }
-    absl::StrAppend(&kept, line, "\n");
-  }
-  return kept;
-}
-
-}  // namespace
-
-std::string RunFingerprint(const quant::UnitTable& table, const config::RunConfig& config) {
-  return base::Sha256Hex(
-      absl::StrCat("unit_table=", table.fingerprint, "\n", RunDefiningText(config)));
-}
-
-std::string RunConfigDigest(const config::RunConfig& config) {
-  return base::Sha256Hex(RunDefiningText(config));
-}
-
 std::string RunCheckpointPath(const std::string& dir) {
   return (std::filesystem::path(dir) / kFileName).string();
 }

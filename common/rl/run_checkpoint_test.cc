@@ -93,21 +93,6 @@ TEST(RunCheckpointTest, RefusesAnotherRunsCheckpoint) {
   std::filesystem::remove_all(dir);
 }
 
-TEST(RunFingerprintTest, IgnoresOutputKeysOnly) {
-  const quant::UnitTable t = testing::SyntheticTable(7, 1);
-  config::RunConfig a;
-  config::RunConfig b = a;
-  b.output.dir = "elsewhere";
-  b.model.threads = 3;
-  b.training.checkpoint_every_updates = 9;
-  EXPECT_EQ(RunFingerprint(t, a), RunFingerprint(t, b));
-  b.ppo.learning_rate = 0.1;
-  EXPECT_NE(RunFingerprint(t, a), RunFingerprint(t, b));
-  quant::UnitTable t2 = t;
-  t2.fingerprint = "other";
-  EXPECT_NE(RunFingerprint(t, a), RunFingerprint(t2, a));
-}
-
 // A checkpoint whose write fails part-way: the previous one still loads, no
 // temporary is left, and the error names the checkpoint's path.
 void ExpectOldCheckpointSurvives(const std::string& dir, const absl::Status& failed) {

@@ -43,7 +43,7 @@ inline constexpr char kFinalPlanId[] = "final";
 struct RunInfo {
   std::string run_id;
   std::string model;          // model.dir's base name
-  std::string config_digest;  // rl::RunConfigDigest: the run's config
+  std::string config_digest;  // config::RunConfigDigest: the run's config
   double target_bits = 0;     // the final curriculum target
   std::string created;        // RunRepository::FormatTime
   std::string updated;

@@ -1,33 +1,20 @@
-#include "common/rl/training.h"
+#include "common/rl/warm_start.h"
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <cmath>
-#include <limits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/base/status_macros.h"
-#include "common/rl/environment.h"
-#include "common/rl/lagrange.h"
-#include "common/rl/policy.h"
-#include "common/rl/ppo.h"
 
 namespace windquant::rl {
 namespace {
 
 constexpr double kWarmStartLearningRate = 1e-3;
-// Plans may sit exactly on the budget; the sums behind EffectiveBits round.
-constexpr double kFeasibleBitsSlack = 1e-9;
 
 }  // namespace
-
-uint64_t SplitMix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 
 absl::StatusOr<double> BehaviourClone(Policy& policy, const std::vector<Transition>& transitions,
                                       int steps, double lr, double target_prob) {
@@ -86,56 +73,11 @@ absl::StatusOr<double> BehaviourClone(Policy& policy, const std::vector<Transiti
 }
 
 absl::StatusOr<double> WarmStartOnPlan(Policy& policy, std::shared_ptr<const UnitCosts> costs,
-                                       const config::RunConfig& config, double target_bits,
+                                       const EnvironmentOptions& env, int steps, double target_bits,
                                        const std::vector<int>& plan, double target_prob) {
   WQ_ASSIGN_OR_RETURN(std::vector<Transition> demo,
-                      ReplayPlan(std::move(costs), MakeEnvOptions(config.env, target_bits), plan));
-  return BehaviourClone(policy, demo, config.training.warm_start_steps, kWarmStartLearningRate,
-                        target_prob);
-}
-
-absl::StatusOr<std::vector<int>> PolicyGreedyPlan(const Policy& policy,
-                                                  std::shared_ptr<const UnitCosts> costs,
-                                                  const config::RunConfig& config,
-                                                  double target_bits) {
-  BatchedEnvironment env(std::move(costs), MakeEnvOptions(config.env, target_bits), 1);
-  // Deterministic: the generator is not drawn from.
-  at::Generator gen = MakeGenerator(0);
-  WQ_ASSIGN_OR_RETURN(Rollout r, env.Run(policy, gen, /*deterministic=*/true, -1));
-  return std::move(r.plans[0]);
-}
-
-bool ConsiderCandidate(const CandidatePlan& candidate, double final_target, CandidatePlan* best,
-                       CandidatePlan* best_stage) {
-  const PlanEvaluation& e = candidate.evaluation;
-  if (!std::isfinite(e.eval_ppl)) return false;
-  auto better = [&](const CandidatePlan& c) {
-    return c.actions.empty() || e.eval_ppl < c.evaluation.eval_ppl;
-  };
-  bool changed = false;
-  if (e.effective_bits <= final_target + kFeasibleBitsSlack && better(*best)) {
-    *best = candidate;
-    best->target_bits = final_target;
-    changed = true;
-  }
-  if (best_stage != nullptr && candidate.source != "lagrange" &&
-      e.effective_bits <= candidate.target_bits + kFeasibleBitsSlack && better(*best_stage)) {
-    *best_stage = candidate;
-  }
-  return changed;
-}
-
-PolicyOptions PolicyOptionsFromConfig(const config::RunConfig& c) {
-  PolicyOptions po;
-  po.state_dim = kStateDim;
-  po.num_actions = quant::kNumActions;
-  po.hidden_sizes.assign(c.ppo.hidden.begin(), c.ppo.hidden.end());
-  po.init_seed = c.training.seed;
-  return po;
-}
-
-absl::StatusOr<std::unique_ptr<PpoLearner>> CreatePpoLearner(const config::RunConfig& c) {
-  return PpoLearner::Create(PolicyOptionsFromConfig(c), c.ppo, c.training.seed);
+                      ReplayPlan(std::move(costs), MakeEnvOptions(env, target_bits), plan));
+  return BehaviourClone(policy, demo, steps, kWarmStartLearningRate, target_prob);
 }
 
 }  // namespace windquant::rl

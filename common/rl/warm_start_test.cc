@@ -1,4 +1,4 @@
-#include "common/rl/training.h"
+#include "common/rl/warm_start.h"
 
 #include "common/rl/environment.h"
 #include "common/rl/synthetic_table.h"

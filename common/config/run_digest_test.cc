@@ -1,0 +1,33 @@
+#include "common/config/run_digest.h"
+
+#include "common/config/run_config.h"
+#include "gtest/gtest.h"
+
+namespace windquant::config {
+namespace {
+
+TEST(RunFingerprintTest, IgnoresOutputKeysOnly) {
+  RunConfig a;
+  RunConfig b = a;
+  b.output.dir = "elsewhere";
+  b.model.threads = 3;
+  b.service.stages = 4;
+  b.training.checkpoint_every_updates = 9;
+  EXPECT_EQ(RunFingerprint("table", a), RunFingerprint("table", b));
+  EXPECT_EQ(RunConfigDigest(a), RunConfigDigest(b));
+  b.ppo.learning_rate = 0.1;
+  EXPECT_NE(RunFingerprint("table", a), RunFingerprint("table", b));
+  EXPECT_NE(RunConfigDigest(a), RunConfigDigest(b));
+  EXPECT_NE(RunFingerprint("table", a), RunFingerprint("other", a));
+}
+
+TEST(RunFingerprintTest, TheConfigFormIsTheTextForm) {
+  RunConfig c;
+  c.curriculum.target_bits = {3.0, 2.5};
+  EXPECT_EQ(RunFingerprint("t", c), RunFingerprint("t", RunDefiningText(c)));
+  EXPECT_NE(RunDefiningText(c).find("curriculum.target_bits=[3,2.5]\n"), std::string::npos);
+  EXPECT_EQ(RunDefiningText(c).find("output.dir="), std::string::npos);
+}
+
+}  // namespace
+}  // namespace windquant::config

@@ -1,0 +1,28 @@
+// LagrangeOptions: the Lagrange multiplier's settings (lagrange.h), the run
+// config's `lagrange` section as it is (config::RunConfig embeds it; the keys
+// are validated once, in common/config/run_config.cc).
+//
+// lambda <- clip(lambda + eta * (g - epsilon), 0, lambda_max) for each sampled
+// episode's constraint value g (common/rl/lagrange.h, docs/lagrange.md):
+//   prices: quality  g = d, the relative PPL increase; lambda scales the
+//                    penalty lambda * d (hard or soft budget_mode)
+//   prices: budget   g = bits - target; lambda is the reward price of one bit over
+//                    the target, the penalty lambda * (bits - target) (soft only)
+#ifndef WINDQUANT_COMMON_RL_LAGRANGE_OPTIONS_H_
+#define WINDQUANT_COMMON_RL_LAGRANGE_OPTIONS_H_
+
+#include <string>
+
+namespace windquant::rl {
+
+struct LagrangeOptions {
+  std::string prices = "quality";  // lagrange.prices: quality | budget
+  double eta = 0.05;               // lagrange.eta
+  double epsilon = 0.05;           // lagrange.epsilon
+  double lambda_init = 1.0;        // lagrange.lambda_init, in [0, lambda_max]
+  double lambda_max = 100.0;       // lagrange.lambda_max
+};
+
+}  // namespace windquant::rl
+
+#endif  // WINDQUANT_COMMON_RL_LAGRANGE_OPTIONS_H_

@@ -1,0 +1,75 @@
+#include "job/learner_options.h"
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "common/config/run_digest.h"
+#include "learner/run_finisher.h"
+
+namespace windquant::job {
+
+int64_t EvaluationTokens(const config::RunConfig& c) {
+  const std::vector<int64_t>& r = c.evaluation.selection.tokens;
+  int64_t selection = int64_t{c.evaluation.context} * std::max(1, c.evaluation.batch);
+  if (r.size() == 2 && r[1] > r[0]) selection = r[1] - r[0];
+  return selection + std::max<int64_t>(0, c.evaluation.calib_slice_tokens);
+}
+
+learner::PolicyPublisher::Options PolicyPublisherOptionsFrom(const config::RunConfig& c) {
+  learner::PolicyPublisher::Options o;
+  o.ppo = c.ppo;
+  o.env = c.env;
+  o.seed = c.training.seed;
+  o.warm_start_steps = c.training.warm_start_steps;
+  o.screen_samples = c.training.screen_samples;
+  return o;
+}
+
+learner::LearnerCore::Options LearnerCoreOptionsFrom(const config::RunConfig& c) {
+  learner::LearnerCore::Options o;
+  o.dir = c.output.dir;
+  o.stages = c.service.stages;
+  o.replicas = c.service.replicas;
+  o.chunk_size = c.quant.chunk_size;
+  o.curriculum = c.curriculum;
+  o.lagrange = c.lagrange;
+  o.policy = PolicyPublisherOptionsFrom(c);
+  o.episodes_per_update = c.training.episodes_per_update;
+  o.warm_start = c.training.warm_start == "lagrange";
+  o.self_imitation = c.training.self_imitation;
+  o.self_imitation_prob = c.training.self_imitation_prob;
+  o.checkpoint_every_updates = c.training.checkpoint_every_updates;
+  o.evaluation_allowance = absl::Milliseconds(c.service.evaluation_timeout_ms);
+  o.evaluation_tokens = EvaluationTokens(c);
+  o.run_config_text = config::RunDefiningText(c);
+  return o;
+}
+
+learner::RunPublisherOptions RunPublisherOptionsFrom(const config::RunConfig& c) {
+  learner::RunPublisherOptions o;
+  o.store = c.output.store;
+  o.dir = c.output.dir;
+  o.run_id = c.output.run_id;
+  o.model_dir = c.model.dir;
+  o.config_digest = config::RunConfigDigest(c);
+  o.target_bits = c.curriculum.target_bits.empty() ? 0 : c.curriculum.target_bits.back();
+  return o;
+}
+
+learner::LearnerNodeOptions LearnerNodeOptionsFrom(const config::RunConfig& c, bool write_final) {
+  learner::LearnerNodeOptions o;
+  o.core = LearnerCoreOptionsFrom(c);
+  o.service = c.service;
+  o.rpc_deadline = absl::Milliseconds(c.service.rpc_deadline_ms);
+  if (write_final) {
+    o.write_final = [c](const rl::RunResult& result, const quant::UnitTable& table,
+                        const std::string& run_id, const std::string& dir,
+                        const base::LogSink& log) {
+      return learner::WriteFinalArtifacts(c, result, table, run_id, dir, log);
+    };
+  }
+  return o;
+}
+
+}  // namespace windquant::job

@@ -1,0 +1,42 @@
+// The learner's options from the run config: the one place that maps the
+// config's keys onto LearnerCore, its PolicyPublisher, the RunPublisher and
+// the LearnerNode (windquant-learner and the in-process job build them here).
+#ifndef WINDQUANT_JOB_LEARNER_OPTIONS_H_
+#define WINDQUANT_JOB_LEARNER_OPTIONS_H_
+
+#include <cstdint>
+
+#include "common/config/run_config.h"
+#include "learner/learner_core.h"
+#include "learner/learner_node.h"
+#include "learner/policy_publisher.h"
+#include "learner/run_publisher.h"
+
+namespace windquant::job {
+
+// The tokens one evaluation carries: the selection range (context x batch
+// when it runs to the end of the text, whose length the learner does not
+// read) and the calibration loss slice.
+int64_t EvaluationTokens(const config::RunConfig& config);
+
+// ppo.*, env.*, training.seed, training.warm_start_steps, training.screen_samples.
+learner::PolicyPublisher::Options PolicyPublisherOptionsFrom(const config::RunConfig& config);
+
+// output.dir, service.stages/replicas/evaluation_timeout_ms, quant.chunk_size,
+// curriculum.*, lagrange.*, training.*, evaluation.* (EvaluationTokens), the
+// policy's keys and the run-defining text (config::RunDefiningText).
+learner::LearnerCore::Options LearnerCoreOptionsFrom(const config::RunConfig& config);
+
+// output.store/dir/run_id, model.dir, the config digest and the final target;
+// the caller adds s3, fresh, the timeouts and the log.
+learner::RunPublisherOptions RunPublisherOptionsFrom(const config::RunConfig& config);
+
+// The core's options, service.* and service.rpc_deadline_ms; with
+// `write_final`, the final artifacts of the config (run_finisher.h) once the
+// run is done. The caller adds the publisher and the table fingerprint.
+learner::LearnerNodeOptions LearnerNodeOptionsFrom(const config::RunConfig& config,
+                                                   bool write_final);
+
+}  // namespace windquant::job
+
+#endif  // WINDQUANT_JOB_LEARNER_OPTIONS_H_

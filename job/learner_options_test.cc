@@ -1,0 +1,69 @@
+#include "job/learner_options.h"
+
+#include "common/config/run_digest.h"
+#include "gtest/gtest.h"
+
+namespace windquant::job {
+namespace {
+
+TEST(LearnerOptionsTest, EvaluationTokensFollowTheSelectionRange) {
+  config::RunConfig c;
+  c.evaluation.selection.tokens = {4096, 4608};
+  c.evaluation.calib_slice_tokens = 256;
+  EXPECT_EQ(EvaluationTokens(c), 512 + 256);
+  c.evaluation.selection.tokens = {100, 0};  // to the end of the text
+  c.evaluation.context = 128;
+  c.evaluation.batch = 8;
+  EXPECT_EQ(EvaluationTokens(c), 128 * 8 + 256);
+}
+
+TEST(LearnerOptionsTest, DefaultsAreTheDefaultConfigs) {
+  const config::RunConfig c;
+  const learner::LearnerCore::Options from = LearnerCoreOptionsFrom(c);
+  const learner::LearnerCore::Options defaults;
+  EXPECT_EQ(from.dir, defaults.dir);
+  EXPECT_EQ(from.chunk_size, defaults.chunk_size);
+  EXPECT_EQ(from.episodes_per_update, defaults.episodes_per_update);
+  EXPECT_EQ(from.warm_start, defaults.warm_start);
+  EXPECT_EQ(from.self_imitation_prob, defaults.self_imitation_prob);
+  EXPECT_EQ(from.checkpoint_every_updates, defaults.checkpoint_every_updates);
+  EXPECT_EQ(from.evaluation_allowance, defaults.evaluation_allowance);
+  EXPECT_EQ(from.evaluation_tokens, defaults.evaluation_tokens);
+  EXPECT_EQ(from.policy.warm_start_steps, defaults.policy.warm_start_steps);
+  EXPECT_EQ(from.policy.screen_samples, defaults.policy.screen_samples);
+}
+
+TEST(LearnerOptionsTest, KeysMapOntoTheirFields) {
+  config::RunConfig c;
+  c.output.dir = "/tmp/run";
+  c.output.store = "file:///tmp/store";
+  c.model.dir = "/models/stories260k";
+  c.service.stages = 3;
+  c.service.evaluation_timeout_ms = 2500;
+  c.service.rpc_deadline_ms = 700;
+  c.training.warm_start = "none";
+  c.training.seed = 11;
+  c.training.screen_samples = 8;
+  c.ppo.max_policy_lag = 5;
+  c.curriculum.target_bits = {3.0, 2.5};
+  const learner::LearnerCore::Options core = LearnerCoreOptionsFrom(c);
+  EXPECT_EQ(core.dir, "/tmp/run");
+  EXPECT_EQ(core.stages, 3);
+  EXPECT_FALSE(core.warm_start);
+  EXPECT_EQ(core.policy.seed, 11u);
+  EXPECT_EQ(core.policy.screen_samples, 8);
+  EXPECT_EQ(core.policy.ppo.max_policy_lag, 5);
+  EXPECT_EQ(core.evaluation_allowance, absl::Milliseconds(2500));
+  EXPECT_EQ(core.run_config_text, config::RunDefiningText(c));
+  const learner::RunPublisherOptions store = RunPublisherOptionsFrom(c);
+  EXPECT_EQ(store.store, "file:///tmp/store");
+  EXPECT_EQ(store.config_digest, config::RunConfigDigest(c));
+  EXPECT_EQ(store.target_bits, 2.5);
+  const learner::LearnerNodeOptions node = LearnerNodeOptionsFrom(c, /*write_final=*/false);
+  EXPECT_EQ(node.rpc_deadline, absl::Milliseconds(700));
+  EXPECT_FALSE(node.write_final);
+  EXPECT_TRUE(LearnerNodeOptionsFrom(c, /*write_final=*/true).write_final);
+}
+
+}  // namespace
+}  // namespace windquant::job
