@@ -2,6 +2,7 @@
 // or search: the best of N plans measured on the selection slice) from the run's
 // unit table, writes plan.json + plan.bin, and reports its effective bits and
 // measured perplexity (DESIGN.md section 3).
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "job/baseline_plans.h"
 #include "job/baseline_run.h"
 #include "job/open_session.h"
+#include "job/search_baseline.h"
 #include "nlohmann/json.hpp"
 
 namespace windquant::cli {
@@ -26,15 +28,18 @@ namespace {
 
 constexpr char kUsage[] =
     "usage: windquant baseline --config FILE --method uniform|greedy|lagrange|random|search\n"
-    "                          [--bits B] [--action A] [--seed N] [--evals N] [--out DIR]\n"
-    "                          [--json]\n\n"
+    "                          [--bits B] [--action A] [--seed N] [--evals N]\n"
+    "                          [--restart-after R] [--screen K] [--out DIR] [--json]\n\n"
     "Runs the quantization session of FILE (calibration + unit table, or the unit-table\n"
     "cache quant.cache_dir), builds a baseline plan and measures its perplexity on\n"
     "the held-out text (evaluation.heldout: its file and token range).\n"
     "search: a (1+1) local search from the Lagrangian plan that measures N distinct\n"
     "plans (--evals, the start plan included) on the selection slice\n"
     "(evaluation.selection), each within --bits by construction, and returns the best;\n"
-    "`quantize` runs it with the RL run's count of real plan evaluations.\n\n"
+    "after R measured proposals in a row without improvement it restarts from the best\n"
+    "plan with 8 units moved; with --screen K each measured plan is the best of K\n"
+    "proposals by the reward model RL screens with, fitted on the plans measured so far.\n"
+    "`quantize` runs both (R 16, K 32) with the RL run's count of real plan evaluations.\n\n"
     "flags:\n"
     "  --config FILE      run config (YAML), required\n"
     "  --set K=V          config override (repeatable)\n"
@@ -43,6 +48,8 @@ constexpr char kUsage[] =
     "  --action A         uniform action: 16 8 4 3 2 1.58 1 (uniform only)\n"
     "  --seed N           random plan / search seed (0)\n"
     "  --evals N          search: plans measured on the selection slice (required)\n"
+    "  --restart-after R  search: restart after R stale proposals (16; 0: never)\n"
+    "  --screen K         search: screen K proposals per measured plan (0: none)\n"
     "  --out DIR          write DIR/plan.json and DIR/plan.bin (a new or empty DIR)\n"
     "  --force            replace an existing non-empty DIR whole\n"
     "  --max-tokens N     first N held-out ids only (default 0: all of evaluation.heldout)\n"
@@ -68,10 +75,11 @@ void PrintText(const nlohmann::json& j, const quant::PlanTotals& totals, size_t 
   if (j.contains("search")) {
     const nlohmann::json& q = j.at("search");
     std::printf(
-        "search: %lld plans measured on the selection slice, %lld accepted; "
+        "search: %lld plans measured on the selection slice, %lld accepted, %lld restarts; "
         "selection perplexity %.4f (Lagrangian start) -> %.4f\n",
         static_cast<long long>(q.at("evaluations").get<int64_t>()),
         static_cast<long long>(q.at("accepted").get<int64_t>()),
+        static_cast<long long>(q.at("restarts").get<int64_t>()),
         q.at("start_selection_ppl").get<double>(), q.at("selection_ppl").get<double>());
   }
   if (j.contains("perplexity")) {
@@ -92,6 +100,9 @@ absl::Status RunBaseline(Args& args) {
   const std::string action_text = args.Get("action");
   WQ_ASSIGN_OR_RETURN(const int64_t seed, args.GetInt("seed", 0));
   WQ_ASSIGN_OR_RETURN(const int64_t evals, args.GetInt("evals", 0));
+  WQ_ASSIGN_OR_RETURN(const int64_t restart_after,
+                      args.GetInt("restart-after", job::kSearchRestartAfter));
+  WQ_ASSIGN_OR_RETURN(const int64_t screen, args.GetInt("screen", 0));
   const std::string out = args.Get("out");
   WQ_ASSIGN_OR_RETURN(const int64_t max_tokens, args.GetInt("max-tokens", 0));
   const bool with_fp = args.Has("fp"), no_eval = args.Has("no-eval"),
@@ -108,6 +119,8 @@ absl::Status RunBaseline(Args& args) {
   spec.bits = bits;
   spec.seed = static_cast<uint64_t>(seed);
   spec.evals = evals;
+  spec.restart_after = restart_after;
+  spec.screen = static_cast<int>(std::clamp<int64_t>(screen, -1, 1 << 20));
   WQ_RETURN_IF_ERROR(job::ValidateBaselineSpec(spec));
   if (method == "uniform") {
     if (action_text.empty())

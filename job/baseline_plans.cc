@@ -21,6 +21,14 @@ absl::Status ValidateBaselineSpec(const BaselineSpec& spec) {
     return absl::InvalidArgumentError(
         "--evals N is required (>= 1: plans measured on the selection slice) for --method search");
   }
+  if (m == "search" && spec.restart_after < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--restart-after: must be >= 0 (0: never), got ", spec.restart_after));
+  }
+  if (m == "search" && spec.screen < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--screen: must be >= 0 (0 or 1: no screening), got ", spec.screen));
+  }
   // The range of curriculum.target_bits in the run config.
   if (m != "uniform" && !(spec.bits >= 1.0 && spec.bits <= 16.0)) {
     return absl::InvalidArgumentError(absl::StrCat("--bits: must be in [1, 16], got ", spec.bits));

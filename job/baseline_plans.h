@@ -14,15 +14,18 @@
 #include "common/quant/action.h"
 #include "common/quant/plan.h"
 #include "common/quant/unit_table.h"
+#include "job/search_baseline.h"
 
 namespace windquant::job {
 
 struct BaselineSpec {
-  std::string method;                        // uniform | greedy | lagrange | random | search
-  double bits = 0;                           // budget (greedy, lagrange, random), > 0
-  quant::Action action = quant::Action::k4;  // uniform
-  uint64_t seed = 0;                         // random, search
-  int64_t evals = 0;                         // search: plans to measure (>= 1)
+  std::string method;                           // uniform | greedy | lagrange | random | search
+  double bits = 0;                              // budget (greedy, lagrange, random), > 0
+  quant::Action action = quant::Action::k4;     // uniform
+  uint64_t seed = 0;                            // random, search
+  int64_t evals = 0;                            // search: plans to measure (>= 1)
+  int64_t restart_after = kSearchRestartAfter;  // search: restart after R stale (0: never)
+  int screen = 0;  // search: > 1 screens this many proposals per measurement
 };
 
 // INVALID_ARGUMENT naming --method for an unknown method, --bits for a

@@ -24,7 +24,10 @@ absl::StatusOr<quant::Plan> SearchSessionPlan(const quant::QuantizationSession& 
   so.target_bits = spec.bits;
   so.evaluations = spec.evals;
   so.seed = spec.seed;
-  base::Progress progress("search", static_cast<double>(spec.evals), "plans");
+  so.restart_after = spec.restart_after;
+  so.screen = spec.screen;
+  const char* name = spec.screen > 1 ? "screened-search" : "search";
+  base::Progress progress(name, static_cast<double>(spec.evals), "plans");
   int64_t measured = 0;
   PlanMeasure measure = [&](const std::vector<int>& actions) -> absl::StatusOr<double> {
     WQ_ASSIGN_OR_RETURN(model::PerplexityResult r, session.Perplexity(actions, selection, 0));
@@ -33,10 +36,17 @@ absl::StatusOr<quant::Plan> SearchSessionPlan(const quant::QuantizationSession& 
   };
   WQ_ASSIGN_OR_RETURN(const SearchResult r, SearchPlan(session.table(), so, measure));
   progress.Finish(absl::StrFormat("best %.4f (start %.4f)", r.selection_ppl, r.start_ppl));
-  *info = {{"evaluations", r.evaluations},         {"accepted", r.accepted},
-           {"start_selection_ppl", r.start_ppl},   {"selection_ppl", r.selection_ppl},
-           {"selection_tokens", selection.size()}, {"seed", spec.seed}};
-  return session.MakePlan(r.actions, "search", spec.bits);
+  *info = {{"evaluations", r.evaluations},
+           {"accepted", r.accepted},
+           {"restarts", r.restarts},
+           {"restart_after", spec.restart_after},
+           {"screen", spec.screen},
+           {"screened", r.screened},
+           {"start_selection_ppl", r.start_ppl},
+           {"selection_ppl", r.selection_ppl},
+           {"selection_tokens", selection.size()},
+           {"seed", spec.seed}};
+  return session.MakePlan(r.actions, name, spec.bits);
 }
 
 absl::StatusOr<nlohmann::json> DescribeBaseline(const quant::QuantizationSession& session,

@@ -39,4 +39,20 @@ std::string PickWinner(const std::vector<MeasuredPlan>& plans, double target_bit
   return winner;
 }
 
+int PickReturned(const std::vector<MeasuredPlan>& plans, const std::vector<std::string>& candidates,
+                 double target_bits) {
+  int best = -1;
+  for (const std::string& name : candidates) {
+    for (size_t i = 0; i < plans.size(); ++i) {
+      const MeasuredPlan& m = plans[i];
+      if (m.name != name || !std::isfinite(m.selection_ppl) ||
+          m.bits > target_bits * (1.0 + 1e-9)) {
+        continue;
+      }
+      if (best < 0 || m.selection_ppl < plans[best].selection_ppl) best = static_cast<int>(i);
+    }
+  }
+  return best;
+}
+
 }  // namespace windquant::job

@@ -39,6 +39,14 @@ absl::Status MeasurePlan(rl::LocalPlanEvaluator& evaluator, const EvaluationSlic
 std::string PickWinner(const std::vector<MeasuredPlan>& plans, double target_bits,
                        bool have_heldout);
 
+// The plan quantize returns: the lowest selection-slice perplexity among the
+// plans named in `candidates` (each a method that chose its plan on the
+// selection slice: "rl", "search", "screened-search") whose bits are within
+// `target_bits` (relative slack 1e-9 for sums in another order); ties go to
+// the earlier candidate. Returns the index into `plans`, -1 when none.
+int PickReturned(const std::vector<MeasuredPlan>& plans, const std::vector<std::string>& candidates,
+                 double target_bits);
+
 }  // namespace windquant::job
 
 #endif  // WINDQUANT_JOB_PLAN_MEASUREMENT_H_

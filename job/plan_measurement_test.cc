@@ -1,5 +1,7 @@
 #include "job/plan_measurement.h"
 
+#include <cmath>
+
 #include "gtest/gtest.h"
 
 namespace windquant::job {
@@ -27,6 +29,24 @@ TEST(PickWinnerTest, TieGoesToTheBaselineAndOverBudgetPlansNeverWin) {
                                            Plan("greedy", 2.0 + 2 * kSameBitsTolerance, 1.0, 1.0)};
   EXPECT_EQ(PickWinner(plans, 2.0, true), "lagrange");
   EXPECT_EQ(PickWinner({Plan("greedy", 2.5, 1.0, 1.0)}, 2.0, true), "");
+}
+
+TEST(PickReturnedTest, LowestSelectionPerplexityAmongTheMethodsWithinTheTarget) {
+  auto selected = [](const std::string& name, double bits, double selection) {
+    MeasuredPlan m = Plan(name, bits, 1.0, 1.0);
+    m.selection_ppl = selection;
+    return m;
+  };
+  std::vector<MeasuredPlan> plans = {selected("rl", 2.0, 9.0), selected("greedy", 2.0, 1.0),
+                                     selected("search", 1.99, 8.0),
+                                     selected("screened-search", 2.001, 2.0)};
+  // greedy is not a candidate; screened-search is over the target.
+  EXPECT_EQ(PickReturned(plans, {"rl", "search", "screened-search"}, 2.0), 2);
+  plans[2].selection_ppl = 9.0;  // a tie goes to the earlier candidate
+  EXPECT_EQ(PickReturned(plans, {"rl", "search", "screened-search"}, 2.0), 0);
+  plans[0].selection_ppl = std::nan("");
+  EXPECT_EQ(PickReturned(plans, {"rl", "search"}, 2.0), 2);
+  EXPECT_EQ(PickReturned(plans, {"lagrange"}, 2.0), -1);
 }
 
 TEST(HasHeldOutTest, NeedsOneWholeWindow) {

@@ -68,16 +68,16 @@ absl::StatusOr<rl::RunResult> Train(const config::RunConfig& cfg, const Quantize
   return RunInProcessJob(job_config, jo);
 }
 
-// The search baseline at `target` with the RL run's count of real
-// evaluations, each on the selection slice.
+// A search row at `target` with the RL run's count of real evaluations, each
+// on the selection slice: "search" (restarts) or "screened-search".
 absl::StatusOr<SearchResult> Search(const quant::UnitTable& table, double target, uint64_t seed,
-                                    int64_t evaluations, rl::LocalPlanEvaluator& evaluator,
+                                    int64_t evaluations, bool screened,
+                                    rl::LocalPlanEvaluator& evaluator,
                                     const EvaluationSlices& slices, const base::LogSink& log) {
-  SearchOptions so;
-  so.target_bits = target;
-  so.evaluations = std::max<int64_t>(1, evaluations);
-  so.seed = seed;
-  base::Progress progress("search", static_cast<double>(so.evaluations), "plans");
+  const SearchOptions so =
+      ProductSearchOptions(target, std::max<int64_t>(1, evaluations), seed, screened);
+  const char* name = screened ? "screened-search" : "search";
+  base::Progress progress(name, static_cast<double>(so.evaluations), "plans");
   int64_t measured = 0;
   PlanMeasure measure = [&](const std::vector<int>& actions) -> absl::StatusOr<double> {
     WQ_ASSIGN_OR_RETURN(model::PerplexityResult r, evaluator.Measure(actions, slices.selection));
@@ -87,9 +87,9 @@ absl::StatusOr<SearchResult> Search(const quant::UnitTable& table, double target
   WQ_ASSIGN_OR_RETURN(SearchResult r, SearchPlan(table, so, measure));
   progress.Finish(absl::StrFormat("best %.4f (start %.4f)", r.selection_ppl, r.start_ppl));
   log(absl::StrFormat(
-      "quantize: search baseline: %d plans measured (RL: %d), %d accepted, selection PPL "
+      "quantize: %s: %d plans measured (RL: %d), %d accepted, %d restarts, selection PPL "
       "%.4f -> %.4f",
-      r.evaluations, evaluations, r.accepted, r.start_ppl, r.selection_ppl));
+      name, r.evaluations, evaluations, r.accepted, r.restarts, r.start_ppl, r.selection_ppl));
   return r;
 }
 
@@ -102,9 +102,12 @@ absl::Status MeasureAll(const quant::UnitTable& table, const rl::RunResult& tr,
   if (options.baselines) {
     WQ_ASSIGN_OR_RETURN(auto baselines, BaselinesAt(table, target, seed));
     for (auto& [name, plan] : baselines) out->plans.push_back({name, std::move(plan.actions)});
-    WQ_ASSIGN_OR_RETURN(out->search,
-                        Search(table, target, seed, out->rl_evaluations, evaluator, slices, log));
+    WQ_ASSIGN_OR_RETURN(out->search, Search(table, target, seed, out->rl_evaluations, false,
+                                            evaluator, slices, log));
     out->plans.push_back({"search", out->search.actions});
+    WQ_ASSIGN_OR_RETURN(out->screened_search, Search(table, target, seed, out->rl_evaluations, true,
+                                                     evaluator, slices, log));
+    out->plans.push_back({"screened-search", out->screened_search.actions});
   }
   out->fp.name = "fp";
   out->fp.bits = 16;
@@ -113,6 +116,12 @@ absl::Status MeasureAll(const quant::UnitTable& table, const rl::RunResult& tr,
     m.bits = table.EffectiveBits(m.actions);
     WQ_RETURN_IF_ERROR(MeasurePlan(evaluator, slices, out->have_heldout, &m));
   }
+  // The returned plan: the RL run's unless a search measured lower on the selection slice.
+  const int returned = PickReturned(out->plans, {"rl", "search", "screened-search"}, target);
+  if (returned > 0) {
+    out->returned = out->plans[returned].name;
+    out->origin = out->returned;
+  }
   return absl::OkStatus();
 }
 
@@ -120,8 +129,15 @@ absl::Status MeasureAll(const quant::UnitTable& table, const rl::RunResult& tr,
 // checkpoints; returns the fake-quant directory ("" when not exported).
 absl::StatusOr<std::string> WriteArtifacts(const quant::QuantizationSession& session,
                                            const config::RunConfig& cfg, const rl::RunResult& tr,
-                                           double target, bool export_model) {
+                                           const QuantizeResult& out, double target,
+                                           bool export_model) {
   quant::Plan plan = ReturnedPlan(session.table(), tr, target);
+  if (out.returned != "rl") {  // a search's plan
+    for (const MeasuredPlan& m : out.plans) {
+      if (m.name == out.returned)
+        plan = quant::Plan::Make(session.table(), m.actions, m.name, target);
+    }
+  }
   WQ_RETURN_IF_ERROR(quant::WritePlanFiles(plan, session.table(), cfg.output.dir));
   if (!export_model) return std::string();
   const quant::ExportInputs in = session.ExportInputsFor(plan);
@@ -195,14 +211,17 @@ absl::Status PushResult(const config::RunConfig& cfg, const QuantizeOptions& opt
     entries.push_back("quantized");
     entries.push_back("fake_quant");
   }
-  const MeasuredPlan& rl = out.plans.front();
-  const double ppl = out.have_heldout ? rl.heldout_ppl : rl.whole_ppl;
+  const MeasuredPlan* returned = &out.plans.front();
+  for (const MeasuredPlan& m : out.plans) {
+    if (m.name == out.returned) returned = &m;
+  }
+  const double ppl = out.have_heldout ? returned->heldout_ppl : returned->whole_ppl;
   publisher.PublishFinal(
       cfg.output.dir, entries,
-      {{"effective_bits", absl::StrFormat("%.6f", rl.bits)},
+      {{"effective_bits", absl::StrFormat("%.6f", returned->bits)},
        {"perplexity", absl::StrFormat("%.6f", ppl)},
        {"perplexity_on", out.have_heldout ? "held-out text" : "whole text"},
-       {"source", "rl"},
+       {"source", out.origin},
        {"winner", out.winner},
        {"target_bits", absl::StrFormat("%g", cfg.curriculum.target_bits.back())}});
   if (!publisher.Flush(options.store_timeout)) {
@@ -213,6 +232,31 @@ absl::Status PushResult(const config::RunConfig& cfg, const QuantizeOptions& opt
   }
   log(absl::StrCat("quantize: result pushed to ", publisher.Describe(), "plans/final"));
   return absl::OkStatus();
+}
+
+// The report of a measured run (it borrows all of these), times and export aside.
+QuantizeReport MakeReport(const config::RunConfig& cfg, const quant::UnitTable& table,
+                          const rl::RunResult& tr, const EvaluationSlices& slices,
+                          const QuantizeResult& out, bool baselines) {
+  QuantizeReport report;
+  report.config = &cfg;
+  report.table = &table;
+  report.training = &tr;
+  report.slices = &slices;
+  report.fingerprint = config::RunFingerprint(table.fingerprint, cfg);
+  report.target_bits = cfg.curriculum.target_bits.back();
+  report.fp = out.fp;
+  report.plans = out.plans;
+  report.have_heldout = out.have_heldout;
+  report.winner = out.winner;
+  report.origin = out.origin;
+  report.returned = out.returned;
+  report.rl_evaluations = out.rl_evaluations;
+  if (baselines) {
+    report.search = &out.search;
+    report.screened_search = &out.screened_search;
+  }
+  return report;
 }
 
 }  // namespace
@@ -238,7 +282,7 @@ absl::StatusOr<QuantizeResult> RunQuantizeJob(const config::RunConfig& cfg,
   out.updates = tr.updates;
   out.lambda = tr.lambda;
   out.origin = ReturnedPlanOrigin(tr.best.source);
-  out.rl_evaluations = tr.evaluations - tr.cache_hits;
+  out.rl_evaluations = tr.real_evaluations;  // before a --resume too
   if (tr.stopped_early) {
     out.stopped_early = true;
     if (publisher != nullptr && !publisher->Flush(options.store_timeout)) {
@@ -271,22 +315,10 @@ absl::StatusOr<QuantizeResult> RunQuantizeJob(const config::RunConfig& cfg,
       MeasureAll(table, tr, options, target, cfg.training.seed, *evaluator, slices, log, &out));
   out.winner = PickWinner(out.plans, target, out.have_heldout);
 
-  QuantizeReport report;
+  QuantizeReport report = MakeReport(cfg, table, tr, slices, out, options.baselines);
   const bool export_model = options.export_model && cfg.output.export_model;
-  WQ_ASSIGN_OR_RETURN(report.exported, WriteArtifacts(*session, cfg, tr, target, export_model));
-  report.config = &cfg;
-  report.table = &table;
-  report.training = &tr;
-  report.slices = &slices;
-  report.fingerprint = config::RunFingerprint(table.fingerprint, cfg);
-  report.target_bits = target;
-  report.fp = out.fp;
-  report.plans = out.plans;
-  report.have_heldout = out.have_heldout;
-  report.winner = out.winner;
-  report.origin = out.origin;
-  report.rl_evaluations = out.rl_evaluations;
-  if (options.baselines) report.search = &out.search;
+  WQ_ASSIGN_OR_RETURN(report.exported,
+                      WriteArtifacts(*session, cfg, tr, out, target, export_model));
   report.prepare_s = prepare_s;
   report.train_s = train_s;
   report.total_s = Since(t0);

@@ -43,9 +43,13 @@ struct QuantizeOptions {
   bool resume = false;       // continue from output.dir/checkpoint (else it is cleared)
   bool use_cache = true;     // unit-table and fit caches (quant.cache_dir), the actors' too
   bool export_model = true;  // output.dir/quantized and output.dir/fake_quant (and output.export)
-  // Measure uniform, greedy, lagrange, random and search at the end; search
-  // (search_baseline.h) spends as many real plan evaluations on the selection
-  // slice as the RL run did (its cache misses, the reference plan included).
+  // Measure uniform, greedy, lagrange, random, search and screened-search at
+  // the end; each search (search_baseline.h: ProductSearchOptions, with
+  // restarts; screened-search also screened by the reward model) spends as
+  // many real plan evaluations on the selection slice as the RL run did (its
+  // cache misses over the whole run, resumes included, the reference plan
+  // included). The returned plan is then the one of RL, search and
+  // screened-search with the lowest selection perplexity (PickReturned).
   bool baselines = true;
   int64_t stop_after_updates = 0;  // > 0: stop (checkpoint first) after that many updates
   base::LogSink log;               // progress lines
@@ -64,14 +68,18 @@ struct QuantizeResult {
   std::string checkpoint_dir;
   MeasuredPlan fp;
   std::vector<MeasuredPlan> plans;  // the RL plan first, then the baselines
-  // Where the returned plan came from (ReturnedPlanOrigin): "rl" (a sampled
-  // episode), "greedy-of-policy" (the policy's argmax plan) or "lagrange" (the
-  // reference plan, which no policy plan beat on the selection slice).
+  // Where the returned plan came from: the RL run's (ReturnedPlanOrigin: "rl"
+  // a sampled episode, "greedy-of-policy" the policy's argmax plan, "lagrange"
+  // the reference plan, which no policy plan beat on the selection slice), or
+  // "search" / "screened-search" when that search's plan measured lower on
+  // the selection slice.
   std::string origin;
-  int64_t rl_evaluations = 0;  // real plan evaluations of the RL run (cache misses)
-  SearchResult search;         // the search baseline (evaluations 0 when not run)
-  std::string winner;          // "" when no plan is within the target
-  bool have_heldout = false;   // the winner metric is the held-out PPL (else whole text)
+  std::string returned = "rl";   // the row of `plans` returned (plan.json, export)
+  int64_t rl_evaluations = 0;    // real plan evaluations of the RL run (cache misses)
+  SearchResult search;           // the search baseline (evaluations 0 when not run)
+  SearchResult screened_search;  // the screened search (evaluations 0 when not run)
+  std::string winner;            // "" when no plan is within the target
+  bool have_heldout = false;     // the winner metric is the held-out PPL (else whole text)
   double lambda = 0;
   double seconds = 0;     // since options.start
   std::string store_run;  // with output.store: "<store> runs/<run id>/"

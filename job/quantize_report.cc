@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -47,15 +48,25 @@ json SummaryJson(const QuantizeReport& r) {
   report["fp"] = {{"whole_ppl", Num(r.fp.whole_ppl)},
                   {"heldout_ppl", Num(r.fp.heldout_ppl)},
                   {"selection_ppl", Num(r.fp.selection_ppl)}};
+  const std::string rl_origin = ReturnedPlanOrigin(tr.best.source);
   json plans = json::array();
-  for (const MeasuredPlan& m : r.plans) plans.push_back(PlanJson(m, r.origin));
+  for (const MeasuredPlan& m : r.plans) plans.push_back(PlanJson(m, rl_origin));
   report["plans"] = plans;
   report["winner"] = r.winner;
   report["winner_metric"] = r.have_heldout ? "heldout_ppl" : "whole_ppl";
   const MeasuredPlan& rl = r.plans.front();
   report["returned_plan_origin"] = r.origin;
+  for (const MeasuredPlan& m : r.plans) {
+    if (m.name != r.returned) continue;
+    report["returned"] = {{"plan", m.name},
+                          {"origin", r.origin},
+                          {"bits", m.bits},
+                          {"selection_ppl", Num(m.selection_ppl)},
+                          {"heldout_ppl", Num(m.heldout_ppl)},
+                          {"whole_ppl", Num(m.whole_ppl)}};
+  }
   report["rl"] = {{"source", tr.best.source},
-                  {"origin", r.origin},
+                  {"origin", rl_origin},
                   {"update", tr.best.update},
                   {"bits", rl.bits},
                   {"selection_ppl", Num(rl.selection_ppl)},
@@ -67,16 +78,19 @@ json SummaryJson(const QuantizeReport& r) {
   report["plan_evaluations"] = tr.evaluations;
   report["cache_hits"] = tr.cache_hits;
   report["rl_real_evaluations"] = r.rl_evaluations;
-  if (r.search != nullptr) {
-    const SearchResult& q = *r.search;
-    report["search"] = {{"evaluations", q.evaluations},
-                        {"rl_evaluations", r.rl_evaluations},
-                        {"accepted", q.accepted},
-                        {"repeats", q.repeats},
-                        {"proposals", q.proposals},
-                        {"start_selection_ppl", Num(q.start_ppl)},
-                        {"selection_ppl", Num(q.selection_ppl)},
-                        {"seed", r.config->training.seed}};
+  for (const auto& [key, q] : {std::pair<const char*, const SearchResult*>{"search", r.search},
+                               {"screened_search", r.screened_search}}) {
+    if (q == nullptr) continue;
+    report[key] = {{"evaluations", q->evaluations},
+                   {"rl_evaluations", r.rl_evaluations},
+                   {"accepted", q->accepted},
+                   {"restarts", q->restarts},
+                   {"repeats", q->repeats},
+                   {"proposals", q->proposals},
+                   {"screened", q->screened},
+                   {"start_selection_ppl", Num(q->start_ppl)},
+                   {"selection_ppl", Num(q->selection_ppl)},
+                   {"seed", r.config->training.seed}};
   }
   report["wall_time_s"] = {{"prepare", r.prepare_s}, {"train", r.train_s}, {"total", r.total_s}};
   if (!r.exported.empty()) report["exported"] = r.exported;
@@ -191,21 +205,33 @@ report::ReportData MakeReportData(const QuantizeReport& r) {
       "Training curves: perplexity and bits on the selection slice; the best plan is the "
       "lowest selection-slice perplexity within the final target.");
   d.notes.push_back(absl::StrFormat(
-      "Returned plan: %s, from update %d; %d updates, %d plan evaluations (%d real, the rest "
-      "cached), lambda %.4f%s.",
-      r.origin, tr.best.update, tr.updates, tr.evaluations, r.rl_evaluations, tr.lambda,
+      "Returned plan: %s (the lowest selection perplexity of RL and the searches). RL: %s, "
+      "from update %d; %d updates, %d plan evaluations in this process (%d real in the whole "
+      "run), lambda %.4f%s.",
+      r.origin, ReturnedPlanOrigin(tr.best.source), tr.best.update, tr.updates, tr.evaluations,
+      r.rl_evaluations, tr.lambda,
       tr.resumed_from_update >= 0
           ? absl::StrFormat("; resumed from update %d", tr.resumed_from_update)
           : ""));
   if (r.search != nullptr) {
     d.notes.push_back(absl::StrFormat(
-        "Search baseline: (1+1) local search from the Lagrangian plan, %d real plan "
-        "evaluations on the selection slice (the RL run: %d), %d accepted moves.",
-        r.search->evaluations, r.rl_evaluations, r.search->accepted));
+        "Search baseline: (1+1) local search from the Lagrangian plan with restarts, %d real "
+        "plan evaluations on the selection slice (the RL run: %d), %d accepted moves, %d "
+        "restarts.",
+        r.search->evaluations, r.rl_evaluations, r.search->accepted, r.search->restarts));
   }
-  d.notes.push_back(absl::StrCat("Config ", cfg.source,
-                                 "; baselines (uniform nearest, greedy, lagrange, random, "
-                                 "search) use the same unit table and operators."));
+  if (r.screened_search != nullptr) {
+    d.notes.push_back(absl::StrFormat(
+        "Screened search: the same search, each measured plan the best-predicted of %d "
+        "proposals by the reward model RL uses; %d real plan evaluations (the RL run: %d), %d "
+        "accepted moves, %d restarts.",
+        kSearchScreen, r.screened_search->evaluations, r.rl_evaluations,
+        r.screened_search->accepted, r.screened_search->restarts));
+  }
+  d.notes.push_back(
+      absl::StrCat("Config ", cfg.source,
+                   "; baselines (uniform nearest, greedy, lagrange, random, "
+                   "search, screened-search) use the same unit table and operators."));
   return d;
 }
 

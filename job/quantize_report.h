@@ -35,10 +35,12 @@ struct QuantizeReport {
   std::vector<MeasuredPlan> plans;  // the RL plan first, then the baselines
   bool have_heldout = false;        // winner metric: held-out PPL, else whole-text PPL
   std::string winner;
-  std::string origin;                    // the returned plan's origin (ReturnedPlanOrigin)
+  std::string origin;                    // the returned plan's origin (QuantizeResult::origin)
+  std::string returned = "rl";           // the row of `plans` returned
   int64_t rl_evaluations = 0;            // real plan evaluations of the RL run (cache misses)
   const SearchResult* search = nullptr;  // the search baseline's run (nullptr: not run)
-  std::string exported;                  // the fake-quant checkpoint's directory ("" = none)
+  const SearchResult* screened_search = nullptr;  // the screened search's (nullptr: not run)
+  std::string exported;  // the fake-quant checkpoint's directory ("" = none)
   double prepare_s = 0, train_s = 0, total_s = 0;
 };
 

@@ -92,5 +92,60 @@ TEST(QuantizeReportTest, PlanAndReportNameTheOriginAndBothEvaluationCounts) {
   fs::remove_all(dir);
 }
 
+// A search's plan returned: report.json names it and its origin, the RL row
+// keeps the RL run's own origin, and both search rows carry their counts.
+TEST(QuantizeReportTest, ReturnedSearchPlanAndBothSearchRows) {
+  const fs::path dir = fs::path(::testing::TempDir()) / "quantize_report_search_test";
+  fs::remove_all(dir);
+  const quant::UnitTable table = rl::testing::SyntheticTable(14, 5);
+  auto cfg = config::ParseRunConfig(
+      "model: {dir: m}\ncalibration: {text: c.txt}\n"
+      "evaluation: {selection: {text: s.txt}, heldout: {text: h.txt}}\n",
+      "run.yaml", {"output.dir=" + dir.string()});
+  ASSERT_TRUE(cfg.ok()) << cfg.status();
+  const std::vector<int> actions(table.units.size(), 3);
+  rl::RunResult tr;
+  tr.best.actions = actions;
+  tr.best.source = "rl-greedy";
+  EvaluationSlices slices;
+  slices.selection.assign(300, 1);
+  slices.heldout.assign(600, 2);
+  SearchResult search, screened;
+  search.evaluations = screened.evaluations = 40;
+  search.restarts = 2;
+  screened.restarts = 1;
+  screened.screened = 1200;
+  QuantizeReport r;
+  r.config = &*cfg;
+  r.table = &table;
+  r.training = &tr;
+  r.slices = &slices;
+  r.target_bits = 2.5;
+  r.fp = {"fp", {}, 16, 10, 11, 12};
+  const double bits = table.EffectiveBits(actions);
+  r.plans = {{"rl", actions, bits, 28, 31, 32},
+             {"search", actions, bits, 27, 31, 33},
+             {"screened-search", actions, bits, 26, 30, 31}};
+  r.have_heldout = true;
+  r.winner = "screened-search";
+  r.origin = r.returned = "screened-search";
+  r.rl_evaluations = 40;
+  r.search = &search;
+  r.screened_search = &screened;
+  ASSERT_TRUE(WriteQuantizeReport(r).ok());
+  auto text = base::ReadFile((dir / "report.json").string());
+  ASSERT_TRUE(text.ok()) << text.status();
+  const auto j = nlohmann::json::parse(*text);
+  EXPECT_EQ(j["returned_plan_origin"], "screened-search");
+  EXPECT_EQ(j["returned"]["plan"], "screened-search");
+  EXPECT_EQ(j["returned"]["selection_ppl"], 26);
+  EXPECT_EQ(j["rl"]["origin"], "greedy-of-policy");
+  EXPECT_EQ(j["search"]["restarts"], 2);
+  EXPECT_EQ(j["screened_search"]["evaluations"], 40);
+  EXPECT_EQ(j["screened_search"]["screened"], 1200);
+  EXPECT_EQ(j["screened_search"]["rl_evaluations"], 40);
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace windquant::job

@@ -3,13 +3,16 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <random>
+#include <set>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/base/status_macros.h"
 #include "common/quant/action.h"
 #include "common/quant/baselines.h"
+#include "common/rl/reward_model.h"
 
 namespace windquant::job {
 namespace {
@@ -20,6 +23,8 @@ constexpr int64_t kProposalsPerEvaluation = 50;
 // The budget test's relative slack, as the environment's (a plan exactly on
 // the budget must not be refused for rounding in the sums).
 constexpr double kBudgetRelativeSlack = 1e-12;
+// Screening: proposals drawn per wanted distinct one before it settles for fewer.
+constexpr int kDrawsPerScreen = 4;
 
 double TotalBits(const quant::UnitTable& t, const std::vector<int>& a) {
   double b = 0;
@@ -45,11 +50,13 @@ int OneStepUp(const quant::Unit& u, int current) {
   return best;
 }
 
-// One proposal from `incumbent` (see the header); false when no repair exists.
-bool Propose(const quant::UnitTable& t, double budget, int max_moves, std::mt19937_64& rng,
-             std::vector<int>* plan) {
+// One proposal from `plan` (see the header): `kick` > 0 units moved (a
+// restart), else uniform in [1, max_moves]; false when no repair exists.
+bool Propose(const quant::UnitTable& t, double budget, int max_moves, int kick,
+             std::mt19937_64& rng, std::vector<int>* plan) {
   const int n = static_cast<int>(plan->size());
-  const int k = std::uniform_int_distribution<int>(1, std::min(max_moves, n))(rng);
+  const int k = kick > 0 ? std::min(kick, n)
+                         : std::uniform_int_distribution<int>(1, std::min(max_moves, n))(rng);
   std::vector<char> moved(n, 0);
   for (int m = 0; m < k; ++m) {
     int u;
@@ -82,6 +89,114 @@ bool Propose(const quant::UnitTable& t, double budget, int max_moves, std::mt199
   return true;
 }
 
+// The search's state between measurements.
+class LocalSearch {
+ public:
+  LocalSearch(const quant::UnitTable& t, const SearchOptions& o, const PlanMeasure& measure)
+      : t_(t),
+        o_(o),
+        measure_(measure),
+        budget_(o.target_bits * static_cast<double>(t.TotalWeights()) *
+                (1.0 + kBudgetRelativeSlack)),
+        rng_(o.seed) {
+    if (o.screen > 1) fitter_.emplace(t);
+  }
+
+  absl::StatusOr<SearchResult> Run(const std::vector<int>& start) {
+    WQ_ASSIGN_OR_RETURN(r_.start_ppl, Measure(start));
+    r_.actions = incumbent_ = start;
+    // A non-finite perplexity (a broken plan) is never better than anything.
+    r_.selection_ppl = incumbent_ppl_ = Finite(r_.start_ppl);
+    r_.best_after.push_back(r_.selection_ppl);
+    const int64_t max_proposals = kProposalsPerEvaluation * o_.evaluations * std::max(1, o_.screen);
+    const int kick_moves = o_.kick_moves > 0 ? o_.kick_moves : 2 * o_.max_moves;
+    while (r_.evaluations < o_.evaluations && r_.proposals < max_proposals) {
+      const bool kick = o_.restart_after > 0 && stale_ >= o_.restart_after;
+      std::vector<int> candidate;
+      if (!Draw(kick ? r_.actions : incumbent_, kick ? kick_moves : 0, max_proposals, &candidate)) {
+        continue;
+      }
+      WQ_ASSIGN_OR_RETURN(const double measured, Measure(candidate));
+      const double ppl = Finite(measured);
+      if (kick) {  // a restart: the incumbent whatever it measures
+        ++r_.restarts;
+        stale_ = 0;
+        incumbent_ = candidate;
+        incumbent_ppl_ = ppl;
+      } else if (ppl < incumbent_ppl_) {
+        ++r_.accepted;
+        stale_ = 0;
+        incumbent_ = candidate;
+        incumbent_ppl_ = ppl;
+      } else {
+        ++stale_;
+      }
+      if (ppl < r_.selection_ppl) {
+        r_.actions = std::move(candidate);
+        r_.selection_ppl = ppl;
+      }
+      r_.best_after.push_back(r_.selection_ppl);
+    }
+    return std::move(r_);
+  }
+
+ private:
+  static double Finite(double ppl) { return std::isfinite(ppl) ? ppl : HUGE_VAL; }
+
+  absl::StatusOr<double> Measure(const std::vector<int>& plan) {
+    WQ_ASSIGN_OR_RETURN(const double ppl, measure_(plan));
+    seen_.emplace(plan, ppl);
+    ++r_.evaluations;
+    if (fitter_.has_value()) fitter_->Add(plan, ppl);
+    return ppl;
+  }
+
+  // The next plan to measure, from `from`: the first new proposal, or with
+  // screening the best-predicted of up to o_.screen distinct new ones. False
+  // when none was found (counted in proposals; the caller tries again).
+  bool Draw(const std::vector<int>& from, int kick, int64_t max_proposals, std::vector<int>* out) {
+    const int want = std::max(1, o_.screen);
+    const rl::RewardModel* model = nullptr;
+    if (fitter_.has_value() && !fitter_->Model().empty()) model = &fitter_->Model();
+    std::set<std::vector<int>> drawn;
+    double best = HUGE_VAL;
+    for (int tries = 0; tries < kDrawsPerScreen * want && r_.proposals < max_proposals; ++tries) {
+      ++r_.proposals;
+      std::vector<int> c = from;
+      if (!Propose(t_, budget_, o_.max_moves, kick, rng_, &c)) continue;
+      if (seen_.count(c) || drawn.count(c)) {
+        ++r_.repeats;
+        continue;
+      }
+      if (model == nullptr) {
+        *out = std::move(c);
+        return true;
+      }
+      const double predicted = model->Predict(t_, c);
+      if (out->empty() || predicted < best) {
+        best = predicted;
+        *out = c;
+      }
+      drawn.insert(std::move(c));
+      if (static_cast<int>(drawn.size()) >= want) break;
+    }
+    if (!drawn.empty()) r_.screened += static_cast<int64_t>(drawn.size()) - 1;
+    return !out->empty();
+  }
+
+  const quant::UnitTable& t_;
+  const SearchOptions& o_;
+  const PlanMeasure& measure_;
+  const double budget_;
+  std::mt19937_64 rng_;
+  std::optional<rl::RewardModelFitter> fitter_;  // screening's reward model
+  std::map<std::vector<int>, double> seen_;      // every measured plan
+  std::vector<int> incumbent_;
+  double incumbent_ppl_ = HUGE_VAL;
+  int64_t stale_ = 0;  // measured proposals in a row that did not beat the incumbent
+  SearchResult r_;
+};
+
 }  // namespace
 
 absl::StatusOr<SearchResult> SearchPlan(const quant::UnitTable& table, const SearchOptions& options,
@@ -91,41 +206,17 @@ absl::StatusOr<SearchResult> SearchPlan(const quant::UnitTable& table, const Sea
         absl::StrCat("--evals: must be >= 1 (plans to measure), got ", options.evaluations));
   }
   if (options.max_moves < 1) return absl::InvalidArgumentError("search: max_moves must be >= 1");
-  WQ_ASSIGN_OR_RETURN(quant::Plan start, quant::LagrangePlan(table, options.target_bits));
-  const double budget = options.target_bits * static_cast<double>(table.TotalWeights()) *
-                        (1.0 + kBudgetRelativeSlack);
-  std::mt19937_64 rng(options.seed);
-  std::map<std::vector<int>, double> seen;  // every measured plan
-  SearchResult r;
-  auto evaluate = [&](const std::vector<int>& plan) -> absl::StatusOr<double> {
-    WQ_ASSIGN_OR_RETURN(const double ppl, measure(plan));
-    seen.emplace(plan, ppl);
-    ++r.evaluations;
-    return ppl;
-  };
-  WQ_ASSIGN_OR_RETURN(r.start_ppl, evaluate(start.actions));
-  r.actions = start.actions;
-  // A non-finite perplexity (a broken plan) is never better than anything.
-  r.selection_ppl = std::isfinite(r.start_ppl) ? r.start_ppl : HUGE_VAL;
-  r.best_after.push_back(r.selection_ppl);
-  const int64_t max_proposals = kProposalsPerEvaluation * options.evaluations;
-  while (r.evaluations < options.evaluations && r.proposals < max_proposals) {
-    ++r.proposals;
-    std::vector<int> candidate = r.actions;
-    if (!Propose(table, budget, options.max_moves, rng, &candidate)) continue;
-    if (seen.count(candidate)) {
-      ++r.repeats;
-      continue;
-    }
-    WQ_ASSIGN_OR_RETURN(const double ppl, evaluate(candidate));
-    if (std::isfinite(ppl) && ppl < r.selection_ppl) {
-      r.actions = std::move(candidate);
-      r.selection_ppl = ppl;
-      ++r.accepted;
-    }
-    r.best_after.push_back(r.selection_ppl);
+  if (options.restart_after < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--restart-after: must be >= 0 (0: never), got ", options.restart_after));
   }
-  return r;
+  if (options.screen < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--screen: must be >= 0 (0: no screening), got ", options.screen));
+  }
+  WQ_ASSIGN_OR_RETURN(quant::Plan start, quant::LagrangePlan(table, options.target_bits));
+  LocalSearch search(table, options, measure);
+  return search.Run(start.actions);
 }
 
 }  // namespace windquant::job

@@ -16,6 +16,17 @@
 // plan proposed again is answered from memory and does not count). That is the
 // count of real evaluations, so a search given the RL run's count (cache
 // misses, its reference plan included) spends exactly as many.
+// Restarts (restart_after = R > 0): a (1+1) search stuck on a local optimum
+// spends the rest of its budget on neighbours of one plan; after R measured
+// proposals in a row that did not beat the incumbent, the next proposal is a
+// kick: the best plan so far with exactly kick_moves units moved (then
+// repaired), which becomes the incumbent whatever it measures (the best plan
+// is kept apart and returned).
+// Screening (screen = K > 1): each proposal is the one of K distinct,
+// not yet measured proposals that a reward model of the plans measured so far
+// (rl::RewardModelFitter, the model RL's actors screen with) predicts best; the
+// first one while the model has too few plans. Only the chosen one is
+// measured, so the budget of real evaluations is the same.
 // Thread-compatible (calls `measure` on the caller's thread).
 #ifndef WINDQUANT_JOB_SEARCH_BASELINE_H_
 #define WINDQUANT_JOB_SEARCH_BASELINE_H_
@@ -34,7 +45,28 @@ struct SearchOptions {
   int64_t evaluations = 0;   // distinct plans to measure, the start plan included (>= 1)
   uint64_t seed = 0;         // proposals
   int max_moves = 4;         // units moved per proposal: uniform in [1, max_moves]
+  // > 0: restart from a kick of the best plan after this many measured
+  // proposals in a row that did not improve the incumbent; 0: never.
+  int64_t restart_after = 0;
+  int kick_moves = 0;  // units moved by a kick; 0 = 2 x max_moves
+  int screen = 0;      // > 1: the best-predicted of this many proposals is measured
 };
+
+// The product's search rows (quantize's report, `windquant baseline`): "search"
+// restarts after kSearchRestartAfter stale proposals; "screened-search" also
+// screens kSearchScreen proposals per measurement.
+inline constexpr int64_t kSearchRestartAfter = 16;
+inline constexpr int kSearchScreen = 32;
+inline SearchOptions ProductSearchOptions(double target_bits, int64_t evaluations, uint64_t seed,
+                                          bool screened) {
+  SearchOptions o;
+  o.target_bits = target_bits;
+  o.evaluations = evaluations;
+  o.seed = seed;
+  o.restart_after = kSearchRestartAfter;
+  o.screen = screened ? kSearchScreen : 0;
+  return o;
+}
 
 struct SearchResult {
   std::vector<int> actions;        // the best plan measured (lowest perplexity)
@@ -45,14 +77,17 @@ struct SearchResult {
   int64_t accepted = 0;            // proposals that became the incumbent
   int64_t repeats = 0;             // proposals answered from memory (not measured, not counted)
   int64_t proposals = 0;           // all proposals, including dropped and repeated ones
+  int64_t restarts = 0;            // kicks measured (restart_after)
+  int64_t screened = 0;            // proposals ranked by the reward model (screen), unmeasured
   std::vector<double> best_after;  // incumbent perplexity after each measurement
 };
 
 // A plan's perplexity on the selection slice (lower is better).
 using PlanMeasure = std::function<absl::StatusOr<double>(const std::vector<int>& actions)>;
 
-// INVALID_ARGUMENT naming --evals for evaluations < 1 or --bits for a target
-// below the table's cheapest plan; `measure`'s errors.
+// INVALID_ARGUMENT naming --evals for evaluations < 1, --bits for a target
+// below the table's cheapest plan, --restart-after or --screen for negative
+// values; `measure`'s errors.
 absl::StatusOr<SearchResult> SearchPlan(const quant::UnitTable& table, const SearchOptions& options,
                                         const PlanMeasure& measure);
 

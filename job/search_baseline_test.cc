@@ -98,5 +98,110 @@ TEST(SearchBaselineTest, ErrorsNameTheFlagAndMeasureErrorsPropagate) {
   EXPECT_THAT(SearchPlan(t, o, broken), StatusIs(absl::StatusCode::kInternal, "model broke"));
 }
 
+// Units away from their 16-bit action.
+int Moved(const std::vector<int>& a) {
+  int d = 0;
+  for (int x : a) d += x != 0;
+  return d;
+}
+
+// A trap for local search: at a budget every plan fits (all units start at
+// 16 bits, moves only go down, nothing is repaired), the start is better than
+// every plan 1-4 moves away and worse than every plan farther away.
+double Trap(const std::vector<int>& a) {
+  const int d = Moved(a);
+  return d == 0 ? 10.0 : (d <= 4 ? 20.0 : 5.0);
+}
+
+TEST(SearchBaselineTest, RestartsLeaveALocalOptimumThePlainSearchStaysOn) {
+  const quant::UnitTable t = rl::testing::SyntheticTable(30, 5);
+  auto start = quant::LagrangePlan(t, 17.0);
+  ASSERT_TRUE(start.ok()) << start.status();
+  ASSERT_EQ(Moved(start->actions), 0) << "the start must be the all-16-bit plan";
+  PlanMeasure measure = [](const std::vector<int>& a) -> absl::StatusOr<double> { return Trap(a); };
+  SearchOptions o;
+  o.target_bits = 17.0;
+  o.evaluations = 40;
+  o.seed = 4;
+  auto plain = SearchPlan(t, o, measure);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(plain->evaluations, 40);
+  EXPECT_EQ(plain->restarts, 0);
+  EXPECT_EQ(plain->accepted, 0);
+  EXPECT_DOUBLE_EQ(plain->selection_ppl, 10.0);
+  o.restart_after = 8;  // kick_moves 0: 2 x max_moves = 8 units moved
+  auto restarted = SearchPlan(t, o, measure);
+  ASSERT_TRUE(restarted.ok()) << restarted.status();
+  EXPECT_EQ(restarted->evaluations, 40);
+  EXPECT_GE(restarted->restarts, 1);
+  EXPECT_DOUBLE_EQ(restarted->selection_ppl, 5.0);
+  EXPECT_EQ(Trap(restarted->actions), 5.0);
+  EXPECT_GT(Moved(restarted->actions), 4);
+}
+
+TEST(SearchBaselineTest, RestartsEveryRStaleProposalsWithinTheBudget) {
+  const quant::UnitTable t = rl::testing::SyntheticTable(40, 3);
+  std::vector<std::vector<int>> measured;
+  // Nothing ever improves: the search restarts after every R measured proposals.
+  PlanMeasure flat = [&](const std::vector<int>& a) -> absl::StatusOr<double> {
+    measured.push_back(a);
+    return 2.0;
+  };
+  SearchOptions o;
+  o.target_bits = kTarget;
+  o.evaluations = 25;
+  o.restart_after = 5;
+  o.seed = 7;
+  auto r = SearchPlan(t, o, flat);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->evaluations, 25);
+  EXPECT_EQ(r->restarts, (25 - 1) / (5 + 1));
+  EXPECT_EQ(r->accepted, 0);
+  EXPECT_EQ(std::set<std::vector<int>>(measured.begin(), measured.end()).size(), 25u);
+  for (const auto& a : measured) EXPECT_LE(t.EffectiveBits(a), kTarget + kBitsSlack);
+  o.restart_after = -1;
+  EXPECT_THAT(SearchPlan(t, o, flat),
+              StatusIs(absl::StatusCode::kInvalidArgument, "--restart-after"));
+  o.restart_after = 5;
+  o.screen = -2;
+  EXPECT_THAT(SearchPlan(t, o, flat), StatusIs(absl::StatusCode::kInvalidArgument, "--screen"));
+}
+
+// Screening by the reward model spends the same real evaluations and, on a
+// perplexity the model can learn (additive per unit and action), finds
+// better plans than the unscreened search of the same seeds.
+TEST(SearchBaselineTest, ScreenedSearchSameBudgetBetterPlans) {
+  const quant::UnitTable t = rl::testing::SyntheticTable(60, 7);
+  double plain_sum = 0, screened_sum = 0;
+  for (uint64_t seed = 0; seed < 3; ++seed) {
+    std::vector<std::vector<int>> measured;
+    PlanMeasure measure = [&](const std::vector<int>& a) -> absl::StatusOr<double> {
+      measured.push_back(a);
+      return HiddenPerplexity(t, a);
+    };
+    SearchOptions o;
+    o.target_bits = kTarget;
+    o.evaluations = 60;
+    o.seed = seed;
+    o.restart_after = kSearchRestartAfter;
+    auto plain = SearchPlan(t, o, measure);
+    ASSERT_TRUE(plain.ok()) << plain.status();
+    EXPECT_EQ(plain->screened, 0);
+    measured.clear();
+    o.screen = kSearchScreen;
+    auto screened = SearchPlan(t, o, measure);
+    ASSERT_TRUE(screened.ok()) << screened.status();
+    EXPECT_EQ(screened->evaluations, 60);
+    ASSERT_EQ(measured.size(), 60u);
+    EXPECT_EQ(std::set<std::vector<int>>(measured.begin(), measured.end()).size(), 60u);
+    for (const auto& a : measured) EXPECT_LE(t.EffectiveBits(a), kTarget + kBitsSlack);
+    EXPECT_GT(screened->screened, 0);
+    EXPECT_DOUBLE_EQ(screened->selection_ppl, HiddenPerplexity(t, screened->actions));
+    plain_sum += plain->selection_ppl;
+    screened_sum += screened->selection_ppl;
+  }
+  EXPECT_LT(screened_sum, plain_sum);
+}
+
 }  // namespace
 }  // namespace windquant::job

@@ -254,10 +254,12 @@ void LearnerCore::ExpireLocked() {
   const absl::Time cutoff = clock_.Cutoff(absl::Now());
   for (uint64_t id : held_.Expire(cutoff)) {
     ++counts_.expired;
+    expired_ids_.insert(id);
     Log(absl::StrCat("learner: episode ", id, " expired without evaluation"));
   }
   const std::vector<quant::Plan> gone = candidates_.Expire(cutoff);
   for (const quant::Plan& plan : gone) {
+    expired_ids_.insert(plan.episode_id);
     Log(absl::StrCat("learner: candidate ", plan.plan_id, " expired without evaluation"));
   }
   clock_.OnPending(PendingLocked());
@@ -310,6 +312,13 @@ absl::StatusOr<bool> LearnerCore::ReportEvaluation(const EvaluationInput& in) {
   absl::MutexLock lock(&mu_);
   PublishOnReturn publish(this);
   if (run_.stopped()) return false;
+  if (expired_ids_.erase(in.episode_id) > 0) {  // measured after all: count it, once
+    records_.CountEvaluation(in.evaluation.cached);
+    ++counts_.late;
+    Log(absl::StrCat("learner: late evaluation of expired plan ", in.plan_id, " counted (",
+                     counts_.late, " so far)"));
+    return false;
+  }
   return rl::IsCandidateEpisode(in.episode_id) ? ReportCandidateLocked(in)
                                                : ReportEpisodeLocked(in);
 }
@@ -432,7 +441,7 @@ absl::Status LearnerCore::AfterUpdate(const UpdateBatch::Taken& batch, const rl:
   rec.policy_loss = stats.policy_loss;
   rec.value_loss = stats.value_loss;
   rec.entropy = stats.entropy;
-  rec.evaluations = records_.evaluations() - records_.cache_hits();  // cache misses
+  rec.evaluations = records_.real_evaluations();  // cache misses, the whole run
   rec.seconds = records_.seconds();
   records_.AddUpdate(rec);
   std::string reason;
@@ -498,6 +507,7 @@ rl::RunResult LearnerCore::Result() const {
   r.resumed_from_update = counts_.resumed_from_update;
   r.evaluations = records_.evaluations();
   r.cache_hits = records_.cache_hits();
+  r.real_evaluations = records_.real_evaluations();
   r.seconds = records_.seconds();
   r.stopped_early = run_.stopped();
   return r;

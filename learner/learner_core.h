@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -129,15 +130,15 @@ class LearnerCore {
   // and when the run is done or stopped. UNAVAILABLE before the table is complete.
   absl::StatusOr<bool> SubmitEpisode(rl::Episode episode);
   // The evaluation of a held episode or of a candidate plan; false for an
-  // unknown or duplicate one and when stopped. Every evaluated plan goes to
-  // plans.jsonl and competes for the best plan. An episode also gets its
-  // episode-end reward (rl::EpisodeEndReward) with the batch λ
-  // (rl::BatchLambda: the learner's λ at the previous PPO update, the
-  // checkpointed one; not `input.lambda`, which that very plan already moved)
-  // and joins the PPO batch; its constraint value then moves the learner's λ.
-  // Every training.episodes_per_update episodes a PPO update runs, the greedy
-  // plan of the new policy is queued as a candidate and the curriculum may
-  // step. INVALID_ARGUMENT for a non-finite reward (the episode stays held).
+  // unknown or duplicate one and when stopped (the evaluation of an expired
+  // one is counted in Result's evaluations, nothing else, and answers false). Every evaluated plan
+  // goes to plans.jsonl and competes for the best plan. An episode also gets its episode-end reward
+  // (rl::EpisodeEndReward) with the batch λ (rl::BatchLambda: the learner's λ at the previous PPO
+  // update, the checkpointed one; not `input.lambda`, which that very plan already moved) and joins
+  // the PPO batch; its constraint value then moves the learner's λ. Every
+  // training.episodes_per_update episodes a PPO update runs, the greedy plan of the new policy is
+  // queued as a candidate and the curriculum may step. INVALID_ARGUMENT for a non-finite reward
+  // (the episode stays held).
   absl::StatusOr<bool> ReportEvaluation(const EvaluationInput& input);
 
   // Candidate plans not yet handed out, for Evaluator.SubmitPlan (episode_id
@@ -187,6 +188,7 @@ class LearnerCore {
     int64_t resumed_from_update = -1;
     int64_t episodes = 0, evaluations = 0, candidate_evaluations = 0;
     int64_t dropped_stale = 0, expired = 0;
+    int64_t late = 0;  // evaluations of expired plans (measured, so counted)
   };
 
   LearnerCore(const Options& options, std::unique_ptr<PolicyPublisher> policy);
@@ -250,6 +252,9 @@ class LearnerCore {
   RunRecords records_ ABSL_GUARDED_BY(mu_);
   RunLifecycle run_ ABSL_GUARDED_BY(mu_);
   Counts counts_ ABSL_GUARDED_BY(mu_);
+  // Episodes and candidates that expired: a report arriving later was still a
+  // real evaluation and is counted (records_) once.
+  std::set<uint64_t> expired_ids_ ABSL_GUARDED_BY(mu_);
   StatusBoard board_;  // thread-safe; written under mu_ (PublishLocked)
 };
 

@@ -447,6 +447,14 @@ TEST_F(LearnerCoreTest, HeldEpisodesAndCandidatesExpire) {
   EXPECT_TRUE(log.Has("learner: episode 3 expired without evaluation"));
   EXPECT_EQ(log.Count("learner: episode "), 2);
   EXPECT_FALSE(core->ReportEvaluation(Eval(3, 3.0)).value());
+  // Expired but measured: each late evaluation was real and counts once.
+  EXPECT_EQ(core->Result().real_evaluations, 3);
+  EXPECT_FALSE(core->ReportEvaluation(Eval(2, 3.0)).value());  // a duplicate: not again
+  EvaluationInput late_ref = Eval(ref[0].episode_id, 4.0);
+  late_ref.plan_id = ref[0].plan_id;
+  EXPECT_FALSE(core->ReportEvaluation(late_ref).value());
+  EXPECT_EQ(core->Result().real_evaluations, 4);
+  EXPECT_TRUE(log.Has("learner: late evaluation of expired plan p3 counted (2 so far)"));
 
   // A long timeout: nothing expires.
   LearnerCore::Options k = TestOptions(dir_ + "/keep");

@@ -20,6 +20,7 @@ absl::StatusOr<std::unique_ptr<PolicyPublisher>> PolicyPublisher::Create(const O
 
 absl::Status PolicyPublisher::SetTable(const quant::UnitTable& table) {
   WQ_ASSIGN_OR_RETURN(costs_, rl::UnitCosts::Create(table));
+  version_model_of_ = -1;
   fitter_ = options_.screen_samples > 1 ? std::make_unique<rl::RewardModelFitter>(costs_->table())
                                         : nullptr;
   return absl::OkStatus();
@@ -38,6 +39,15 @@ absl::StatusOr<std::vector<int>> PolicyPublisher::GreedyPlan(double target_bits)
   return rl::PolicyGreedyPlan(ppo_->policy(), costs_, options_.env, target_bits);
 }
 
+absl::StatusOr<rl::PpoStats> PolicyPublisher::Update(const std::vector<rl::Transition>& batch) {
+  WQ_ASSIGN_OR_RETURN(rl::PpoStats stats, ppo_->Update(batch));
+  if (fitter_ != nullptr) {
+    version_model_ = fitter_->Model();
+    version_model_of_ = ppo_->version();
+  }
+  return stats;
+}
+
 void PolicyPublisher::AddMeasured(const std::vector<int>& actions,
                                   const rl::PlanEvaluation& evaluation) {
   if (fitter_ != nullptr && !evaluation.cached) fitter_->Add(actions, evaluation.eval_ppl);
@@ -50,7 +60,9 @@ PublishedPolicy PolicyPublisher::Publish(int64_t known_version, int curriculum_s
   p.curriculum_stage = curriculum_step;
   p.target_bits = target_bits;
   p.lambda = lambda;
-  if (fitter_ != nullptr && p.snapshot.version != known_version) p.reward_model = fitter_->Model();
+  if (fitter_ != nullptr && p.snapshot.version != known_version) {
+    p.reward_model = p.snapshot.version == version_model_of_ ? version_model_ : fitter_->Model();
+  }
   return p;
 }
 

@@ -61,10 +61,13 @@ class PolicyPublisher {
   absl::Status SetTable(const quant::UnitTable& table);
 
   int64_t version() const { return ppo_->version(); }
-  // One PPO update (rl::PpoLearner::Update).
-  absl::StatusOr<rl::PpoStats> Update(const std::vector<rl::Transition>& batch) {
-    return ppo_->Update(batch);
-  }
+  // One PPO update (rl::PpoLearner::Update). When screening, the reward
+  // model of the plans measured so far is fitted here and is the one every
+  // snapshot of the new version carries: what an actor screens with then
+  // depends on the run's events up to the update, not on when it asks (a
+  // plan measured between the update and a Publish would otherwise make two
+  // runs of one seed differ).
+  absl::StatusOr<rl::PpoStats> Update(const std::vector<rl::Transition>& batch);
   // Behaviour-clones `actions` at `target_bits` into the policy
   // (rl::WarmStartOnPlan); returns the mean probability of the plan's actions.
   // FAILED_PRECONDITION before SetTable.
@@ -77,7 +80,8 @@ class PolicyPublisher {
   // a cached evaluation: the evaluator measured that plan before).
   void AddMeasured(const std::vector<int>& actions, const rl::PlanEvaluation& evaluation);
   // The current policy for an actor that has `known_version`; the plan model
-  // is fitted and attached only when the snapshot is new to it.
+  // is attached only when the snapshot is new to it: the one fitted at the
+  // update that made this version, or (no update yet) fitted now.
   PublishedPolicy Publish(int64_t known_version, int curriculum_step, double target_bits,
                           double lambda);
 
@@ -94,6 +98,8 @@ class PolicyPublisher {
   std::shared_ptr<const rl::UnitCosts> costs_;  // null before SetTable
   // The reward model for screening; null when off (or before SetTable).
   std::unique_ptr<rl::RewardModelFitter> fitter_;
+  rl::RewardModel version_model_;  // fitted by the last Update (screening)
+  int64_t version_model_of_ = -1;  // the policy version it belongs to; -1: none
 };
 
 }  // namespace windquant::learner

@@ -110,6 +110,45 @@ TEST(PolicyPublisherTest, TheRewardModelGoesWithANewSnapshotOnly) {
   EXPECT_TRUE(p->Publish(p->version() - 1, 0, 3.0, 1.0).reward_model.empty());
 }
 
+// The model a version's snapshots carry is fitted at the update that made the
+// version: plans measured after it (while actors are still to ask) are not in
+// it, so what actors screen with does not depend on when they ask.
+TEST(PolicyPublisherTest, AVersionCarriesTheModelOfItsUpdate) {
+  std::unique_ptr<PolicyPublisher> p = Make(TestConfig(4));
+  ASSERT_NE(p, nullptr);
+  const quant::UnitTable table = rl::testing::SyntheticTable(14, 3);
+  ASSERT_TRUE(p->SetTable(table).ok());
+  auto measure = [&](int from, int to) {
+    for (int i = from; i < to; ++i) {
+      std::vector<int> plan(14, 1);
+      plan[i % 14] = 2 + i / 14;
+      p->AddMeasured(plan, Measured(5.0 + i));
+    }
+  };
+  measure(0, 6);
+  auto costs = rl::UnitCosts::Create(table);
+  ASSERT_TRUE(costs.ok()) << costs.status();
+  rl::EnvOptions eo;
+  eo.target_bits = 3.0;
+  std::vector<int> plan;
+  for (int64_t u = 0; u < (*costs)->num_units(); ++u) plan.push_back((*costs)->cheapest_action(u));
+  auto steps = rl::ReplayPlan(*costs, eo, plan);
+  ASSERT_TRUE(steps.ok()) << steps.status();
+  for (auto& t : *steps) t.policy_version = p->version();
+  steps->back().reward = -1.0f;
+  const int64_t before = p->version();
+  ASSERT_TRUE(p->Update(*steps).ok());
+  ASSERT_NE(p->version(), before);
+  measure(6, 9);  // measured after the update
+  const PublishedPolicy late = p->Publish(before, 0, 3.0, 1.0);
+  ASSERT_FALSE(late.reward_model.empty());
+  EXPECT_EQ(late.reward_model.plans, 6);
+  // The next update's version carries all nine.
+  for (auto& t : *steps) t.policy_version = p->version();
+  ASSERT_TRUE(p->Update(*steps).ok());
+  EXPECT_EQ(p->Publish(before, 0, 3.0, 1.0).reward_model.plans, 9);
+}
+
 TEST(PolicyPublisherTest, StateRoundTrips) {
   std::unique_ptr<PolicyPublisher> a = Make(TestOptions(0));
   std::unique_ptr<PolicyPublisher> b = Make(TestOptions(0));

@@ -93,6 +93,7 @@ absl::StatusOr<FinalArtifacts> WriteFinalArtifacts(
                   {"perplexity_on", "evaluation slice"},
                   {"plan_id", plan.plan_id},
                   {"source", r.best.source},
+                  {"rl_real_evaluations", absl::StrCat(r.real_evaluations)},
                   {"update", absl::StrCat(r.best.update)},
                   {"target_bits", absl::StrFormat("%g", target)}};
 
@@ -101,6 +102,8 @@ absl::StatusOr<FinalArtifacts> WriteFinalArtifacts(
   nlohmann::json j = nlohmann::json::parse(report::ToJson(data));
   j["run_id"] = run_id;
   j["plan_id"] = plan.plan_id;
+  j["returned_plan_origin"] = r.best.source;
+  j["rl_real_evaluations"] = r.real_evaluations;  // the whole run's, resumes included
   if (c.output.export_model) {
     if (options.actors.empty()) {
       return absl::FailedPreconditionError(

@@ -49,6 +49,7 @@ double RunRecords::seconds() const {
 void RunRecords::Restore(std::vector<rl::UpdateRecord> curve, std::vector<rl::StageEvent> steps) {
   curve_ = std::move(curve);
   steps_ = std::move(steps);
+  real_before_ = curve_.empty() ? 0 : curve_.back().evaluations;
 }
 
 }  // namespace windquant::learner

@@ -5,7 +5,7 @@
 //   restarted learner refuses (RecordedEpisodeIds);
 // - the training curve: one rl::UpdateRecord per PPO update (`lambda` = the
 //   batch λ that update's batch was rewarded with, `evaluations` = cache
-//   misses so far in this process, `best_*` = the best plan when the update
+//   misses so far in the run (real_evaluations), `best_*` = the best plan when the update
 //   ran, `seconds` = time since the RunRecords of the process that ran it was
 //   made);
 // - the curriculum history: one rl::StageEvent per curriculum step ended
@@ -50,12 +50,17 @@ class RunRecords {
   void CountEvaluation(bool cached);
   int64_t evaluations() const { return evaluations_; }
   int64_t cache_hits() const { return cache_hits_; }
+  // Real (uncached) evaluations of the whole run: this process's plus, after
+  // a resume, those of the processes before it up to the checkpoint (its
+  // curve's last count), so that a resumed run's search baseline is given as
+  // many as RL spent.
+  int64_t real_evaluations() const { return real_before_ + evaluations_ - cache_hits_; }
   // Seconds since this object was made.
   double seconds() const;
 
   void AddUpdate(const rl::UpdateRecord& record) { curve_.push_back(record); }
   void AddStepEvent(const rl::StageEvent& event) { steps_.push_back(event); }
-  // The history of a checkpoint.
+  // The history of a checkpoint (and the real evaluations before it).
   void Restore(std::vector<rl::UpdateRecord> curve, std::vector<rl::StageEvent> steps);
   const std::vector<rl::UpdateRecord>& curve() const { return curve_; }
   const std::vector<rl::StageEvent>& steps() const { return steps_; }
@@ -65,6 +70,7 @@ class RunRecords {
   const std::chrono::steady_clock::time_point created_ = std::chrono::steady_clock::now();
   int64_t evaluations_ = 0;
   int64_t cache_hits_ = 0;
+  int64_t real_before_ = 0;  // real evaluations before a resume (the curve's last)
   std::vector<rl::UpdateRecord> curve_;
   std::vector<rl::StageEvent> steps_;
 };

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Summarises scripts/rl-results.sh output (report.json per run) as the tables of
-docs/results-rl.md: per target and seed, the held-out perplexity of the RL plan and of
+docs/results-rl-history.md: per target and seed, the held-out perplexity of the RL plan and of
 the search baseline at the RL run's count of real plan evaluations, their ratio, and
 the Lagrangian reference. usage: scripts/rl-results-table.py [runs/rl-results ...]"""
 import glob, json, os, statistics, sys

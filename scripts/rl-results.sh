@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The RL-vs-search result of docs/results-rl.md: a run config (stories260k on the
+# The RL-vs-search development runs of docs/results-rl-history.md: a run config (stories260k on the
 # TinyStories sample by default; calibration, selection and held-out text disjoint),
 # the RL plan next to the search baseline at the RL run's count of real plan evaluations
 # and the other baselines, per target and training seed. Sequential (the machine is

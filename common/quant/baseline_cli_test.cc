@@ -145,5 +145,38 @@ TEST(BaselineCliTest, SearchMeasuresExactlyEvalsPlansWithinTheBudget) {
   EXPECT_NE(err.find("--evals"), std::string::npos) << err;
 }
 
+// `--screen K`: the same count of measured plans, each the reward model's
+// pick of K proposals once it has plans to fit; plan.json says screened-search.
+TEST(BaselineCliTest, ScreenedSearchMeasuresExactlyEvalsPlans) {
+  const testing::TestModel m = testing::RealModel();
+  const std::string windquant = testing::BinaryDir() + "/cli/windquant";
+  const std::string tmp = ::testing::TempDir() + "/baseline_cli_screened_test";
+  std::filesystem::remove_all(tmp);
+  const std::string cmd = windquant + " baseline --config " + m.config +
+                          " --method search --evals 8 --screen 8 --restart-after 3 --seed 2"
+                          " --bits 2.0 --out " +
+                          tmp +
+                          "/plan --json --no-eval"
+                          " --set quant.cache_dir=" +
+                          tmp + "/cache 2>/dev/null";
+  int rc = 0;
+  const std::string stdout_text = RunCommand(cmd, &rc);
+  ASSERT_EQ(rc, 0) << cmd << "\n" << stdout_text;
+  const auto report = nlohmann::json::parse(stdout_text);
+  ASSERT_TRUE(report.contains("search")) << stdout_text;
+  EXPECT_EQ(report["search"]["evaluations"].get<int64_t>(), 8);
+  EXPECT_EQ(report["search"]["screen"].get<int64_t>(), 8);
+  EXPECT_GT(report["search"]["screened"].get<int64_t>(), 0) << stdout_text;
+  EXPECT_EQ(report["method"], "search");
+  auto text = base::ReadFile(tmp + "/plan/plan.json");
+  ASSERT_TRUE(text.ok()) << text.status();
+  EXPECT_EQ(nlohmann::json::parse(*text)["source"], "screened-search");
+  const std::string bad = windquant + " baseline --config " + m.config +
+                          " --method search --bits 2.0 --evals 3 --screen -1 --no-eval 2>&1";
+  const std::string err = RunCommand(bad, &rc);
+  EXPECT_NE(rc, 0);
+  EXPECT_NE(err.find("--screen"), std::string::npos) << err;
+}
+
 }  // namespace
 }  // namespace windquant::quant

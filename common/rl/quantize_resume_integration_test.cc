@@ -197,6 +197,17 @@ void ExpectResumedToTheEnd(const json& report, const std::string& log) {
   const json& curve = report.at("training_curve");
   ASSERT_EQ(curve.size(), static_cast<size_t>(kUpdates)) << "the curve before the kill is kept";
   for (int i = 0; i < kUpdates; ++i) EXPECT_EQ(curve[i].at("update").get<int64_t>(), i + 1);
+  // Real evaluations count over the whole run: the curve's counts do not
+  // start again at the resume, and both searches get the run's total.
+  for (int i = 1; i < kUpdates; ++i) {
+    EXPECT_GT(curve[i].at("evaluations").get<int64_t>(),
+              curve[i - 1].at("evaluations").get<int64_t>())
+        << "new plans were measured in every update; the count went back at update " << i + 1;
+  }
+  const int64_t real = report.at("rl_real_evaluations").get<int64_t>();
+  EXPECT_GE(real, curve[kUpdates - 1].at("evaluations").get<int64_t>());
+  EXPECT_EQ(report.at("search").at("evaluations").get<int64_t>(), real);
+  EXPECT_EQ(report.at("screened_search").at("evaluations").get<int64_t>(), real);
 }
 
 // A plan within budget: plan.json's bits recounted from shapes and actions.
