@@ -165,7 +165,7 @@ std::unique_ptr<rl::RolloutWorker> RolloutLoop::FetchWorker() {
     absl::StatusOr<quant::UnitTable> table = learner_->GetUnitTable(options_.deadline);
     if (table.ok()) {
       // Screening samples are drawn in batches of up to screen_batch_steps transitions.
-      const int64_t samples = int64_t{options_.envs} * std::max(1, options_.screen_samples);
+      const int64_t samples = int64_t{options_.envs} * (screening() ? options_.screen_samples : 1);
       const int64_t batch = std::min<int64_t>(
           samples, std::max<int64_t>(options_.envs, options_.screen_batch_steps /
                                                         std::max<int64_t>(1, table->units.size())));
@@ -255,8 +255,9 @@ void RolloutLoop::Submit(const rl::Episode& e, const quant::UnitTable& table) {
 absl::StatusOr<std::vector<rl::Episode>> RolloutLoop::RunScreened(rl::RolloutWorker& worker) {
   absl::MutexLock lock(&mu_);
   const size_t keep = static_cast<size_t>(options_.envs);
-  const bool screen = !plan_model_.empty() && plan_model_.correction.size() ==
-                                                  worker.table().units.size() * quant::kNumActions;
+  const bool screen =
+      screening() && !plan_model_.empty() &&
+      plan_model_.correction.size() == worker.table().units.size() * quant::kNumActions;
   if (!screen) {  // no model yet: the first samples, as drawn
     WQ_ASSIGN_OR_RETURN(std::vector<rl::Episode> drawn, worker.Run(*policy_, target_bits_));
     drawn.resize(std::min(drawn.size(), keep));

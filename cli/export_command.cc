@@ -15,6 +15,7 @@
 #include "common/quant/plan_io.h"
 #include "common/quant/quantization_session.h"
 #include "common/quant/quantized_checkpoint.h"
+#include "job/node_options.h"
 #include "job/open_session.h"
 
 namespace windquant::cli {
@@ -60,7 +61,8 @@ absl::Status RunExport(Args& args) {
   WQ_ASSIGN_OR_RETURN(const std::unique_ptr<model::Checkpoint> checkpoint,
                       model::Checkpoint::Open(cfg.model.dir));
   absl::StatusOr<quant::StageFits> cached = absl::NotFoundError("--no-cache");
-  if (!no_cache) cached = quant::QuantizationSession::LoadCachedFits(cfg, *checkpoint);
+  if (!no_cache)
+    cached = quant::QuantizationSession::LoadCachedFits(job::SessionOptionsFrom(cfg), *checkpoint);
   std::unique_ptr<quant::QuantizationSession> session;
   if (!cached.ok()) {
     if (!absl::IsNotFound(cached.status())) {

@@ -67,10 +67,19 @@ absl::StatusOr<model::PerplexityResult> CheckpointPerplexity(const config::RunCo
 absl::StatusOr<ExportedPerplexity> Export(const config::RunConfig& c, const quant::Plan& plan,
                                           const quant::UnitTable& table, const fs::path& dir,
                                           const base::LogSink& log) {
+  // The config's session (as job::SessionOptionsFrom maps it).
   quant::SessionOptions so;
+  so.model_dir = c.model.dir;
+  so.device = c.model.device;
+  so.calibration = c.calibration;
+  so.units = c.quant;
+  so.cache_dir = c.quant.cache_dir;
+  so.heldout = c.evaluation.heldout;
+  so.context = c.evaluation.context;
+  so.batch = c.evaluation.batch;
   so.log = log;
   WQ_ASSIGN_OR_RETURN(std::unique_ptr<quant::QuantizationSession> session,
-                      quant::QuantizationSession::Create(c, so));
+                      quant::QuantizationSession::Create(so));
   if (session->table().fingerprint != table.fingerprint) {
     return absl::FailedPreconditionError(
         absl::StrCat("export: the run's unit table (fingerprint ", table.fingerprint.substr(0, 12),

@@ -112,7 +112,7 @@ class WindquantServerCredentials final : public grpc::ServerCredentials {
 
 }  // namespace
 
-absl::StatusOr<ServerOptions> ServerOptionsFromConfig(const config::ServiceConfig& service,
+absl::StatusOr<ServerOptions> ServerOptionsFromConfig(const PeerOptions& service,
                                                       const std::string& address) {
   ServerOptions options;
   options.address = address;
@@ -283,7 +283,7 @@ std::shared_ptr<grpc::Channel> GrpcServer::InProcessChannel(
                                                                          std::move(interceptors));
 }
 
-absl::StatusOr<std::unique_ptr<GrpcServer>> StartServer(const config::ServiceConfig& service,
+absl::StatusOr<std::unique_ptr<GrpcServer>> StartServer(const PeerOptions& service,
                                                         const std::string& address,
                                                         metrics::Registry* registry,
                                                         grpc::Service* impl,

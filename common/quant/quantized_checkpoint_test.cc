@@ -73,7 +73,7 @@ const Fixture& Tiny() {
     x->qopts.salient_fraction = 0.02;  // several salient entries per unit
     UnitTableOptions o;
     o.chunk_size = 16;
-    o.quantizer = x->qopts;
+    o.salient_fraction = x->qopts.salient_fraction;
     auto sq = BuildStageFits(x->weights, x->stats, o, "fp-export");
     if (!sq.ok()) std::abort();
     x->sq = *std::move(sq);
@@ -249,10 +249,16 @@ TEST(QuantizedCheckpointRealModelTest, ExportedBytesAreTheCountedBitsForEveryAct
   c->evaluation.heldout.text = m.text_path;
   c->calibration.samples = 8;  // the bytes do not depend on the fits' values
   c->calibration.seq_len = 128;
-  c->quant.cache_dir = "";
+  // The config's session, as job::SessionOptionsFrom maps it.
   SessionOptions so;
+  so.model_dir = c->model.dir;
+  so.calibration = c->calibration;
+  so.units = c->quant;
+  so.heldout = c->evaluation.heldout;
+  so.context = c->evaluation.context;
+  so.batch = c->evaluation.batch;
   so.use_cache = false;
-  auto session = QuantizationSession::Create(*c, so);
+  auto session = QuantizationSession::Create(so);
   ASSERT_TRUE(session.ok()) << session.status();
   const QuantizationSession& s = **session;
   const UnitTable& t = s.table();
