@@ -116,11 +116,11 @@ void RolloutLoop::OnSnapshot(const v1::PolicySnapshot& snap, bool* first) {
   }
   version_ = s.version;
   target_bits_ = snap.target_bits();
-  plan_model_ = rl::PlanModel{};
-  if (snap.has_plan_model()) {
-    absl::StatusOr<rl::PlanModel> m = rl::PlanModel::FromProto(snap.plan_model());
+  reward_model_ = rl::RewardModel{};
+  if (snap.has_reward_model()) {
+    absl::StatusOr<rl::RewardModel> m = rl::RewardModel::FromProto(snap.reward_model());
     if (m.ok()) {
-      plan_model_ = *std::move(m);
+      reward_model_ = *std::move(m);
     } else {
       Log(absl::StrCat(": policy ", s.version, " reward model ignored: ", m.status().message()));
     }
@@ -256,8 +256,8 @@ absl::StatusOr<std::vector<rl::Episode>> RolloutLoop::RunScreened(rl::RolloutWor
   absl::MutexLock lock(&mu_);
   const size_t keep = static_cast<size_t>(options_.envs);
   const bool screen =
-      screening() && !plan_model_.empty() &&
-      plan_model_.correction.size() == worker.table().units.size() * quant::kNumActions;
+      screening() && !reward_model_.empty() &&
+      reward_model_.correction.size() == worker.table().units.size() * quant::kNumActions;
   if (!screen) {  // no model yet: the first samples, as drawn
     WQ_ASSIGN_OR_RETURN(std::vector<rl::Episode> drawn, worker.Run(*policy_, target_bits_));
     drawn.resize(std::min(drawn.size(), keep));
@@ -265,11 +265,11 @@ absl::StatusOr<std::vector<rl::Episode>> RolloutLoop::RunScreened(rl::RolloutWor
   }
   // envs x screen_samples samples, in batches of the worker's size (FetchWorker).
   const int64_t samples = int64_t{options_.envs} * options_.screen_samples;
-  WQ_ASSIGN_OR_RETURN(std::vector<rl::Episode> best,
-                      rl::RunScreened(worker, *policy_, target_bits_, samples, keep, plan_model_));
+  WQ_ASSIGN_OR_RETURN(std::vector<rl::Episode> best, rl::RunScreened(worker, *policy_, target_bits_,
+                                                                     samples, keep, reward_model_));
   if (!screened_) {
     Log(absl::StrCat(": screening: the best ", keep, " of ", samples,
-                     " samples by a reward model of ", plan_model_.plans, " measured plans"));
+                     " samples by a reward model of ", reward_model_.plans, " measured plans"));
     screened_ = true;
   }
   return best;

@@ -37,8 +37,8 @@
 #include "common/config/run_config.h"
 #include "common/metrics/registry.h"
 #include "common/net/canceller.h"
-#include "common/rl/plan_surrogate.h"
 #include "common/rl/policy.h"
+#include "common/rl/reward_model.h"
 #include "common/rl/rollout_worker.h"
 
 namespace windquant::actor {
@@ -123,8 +123,8 @@ class RolloutLoop {
   std::unique_ptr<rl::Policy> policy_ ABSL_GUARDED_BY(mu_);
   int64_t version_ ABSL_GUARDED_BY(mu_) = -1;
   double target_bits_ ABSL_GUARDED_BY(mu_) = 0;
-  rl::PlanModel plan_model_ ABSL_GUARDED_BY(mu_);  // the snapshot's; empty: no screening
-  bool screened_ ABSL_GUARDED_BY(mu_) = false;     // logged once
+  rl::RewardModel reward_model_ ABSL_GUARDED_BY(mu_);  // the snapshot's; empty: no screening
+  bool screened_ ABSL_GUARDED_BY(mu_) = false;         // logged once
   // Incremented by each policy subscription's first snapshot.
   int64_t subscription_ ABSL_GUARDED_BY(mu_) = 0;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;

@@ -109,9 +109,9 @@ class FakeLearner final : public LearnerClient {
     snapshot_.set_target_bits(3.0);
   }
   // The reward model the next snapshots carry.
-  void SetPlanModel(const rl::PlanModel& model) {
+  void SetRewardModel(const rl::RewardModel& model) {
     absl::MutexLock lock(&mu_);
-    model.ToProto(snapshot_.mutable_plan_model());
+    model.ToProto(snapshot_.mutable_reward_model());
   }
   // The learner process ends (its streams with it); it comes back at once,
   // without the unit table when `table` is false.
@@ -263,11 +263,11 @@ int PreferredCount(const v1::TransitionBatch& b) {
 std::pair<double, double> PreferredBeforeAndAfterTheModel(Loop& t) {
   EXPECT_TRUE(t.loop->Start().ok());
   EXPECT_TRUE(t.evaluator->WaitForSubmitted(2));
-  rl::PlanModel model;
+  rl::RewardModel model;
   model.plans = 10;
   model.correction.assign(kUnits * quant::kNumActions, 0.0f);
   for (int u = 0; u < kUnits; ++u) model.correction[u * quant::kNumActions + Preferred(u)] = -1;
-  t.learner->SetPlanModel(model);
+  t.learner->SetRewardModel(model);
   t.learner->Publish(2);
   EXPECT_TRUE(t.evaluator->WaitForSubmitted(4));
   t.loop->Stop();

@@ -90,7 +90,7 @@ grpc::Status LearnerService::WatchPolicy(grpc::ServerContext* context,
       out.set_curriculum_stage(p.curriculum_stage);
       out.set_target_bits(p.target_bits);
       out.set_lambda(p.lambda);
-      if (!p.plan_model.empty()) p.plan_model.ToProto(out.mutable_plan_model());
+      if (!p.reward_model.empty()) p.reward_model.ToProto(out.mutable_reward_model());
       if (!writer->Write(out)) break;
       known = p.snapshot.version;
     }

@@ -20,7 +20,7 @@ absl::StatusOr<std::unique_ptr<PolicyPublisher>> PolicyPublisher::Create(
 absl::Status PolicyPublisher::SetTable(const quant::UnitTable& table) {
   WQ_ASSIGN_OR_RETURN(costs_, rl::UnitCosts::Create(table));
   fitter_ = config_.training.screen_samples > 1
-                ? std::make_unique<rl::PlanModelFitter>(costs_->table())
+                ? std::make_unique<rl::RewardModelFitter>(costs_->table())
                 : nullptr;
   return absl::OkStatus();
 }
@@ -49,7 +49,7 @@ PublishedPolicy PolicyPublisher::Publish(int64_t known_version, int curriculum_s
   p.curriculum_stage = curriculum_step;
   p.target_bits = target_bits;
   p.lambda = lambda;
-  if (fitter_ != nullptr && p.snapshot.version != known_version) p.plan_model = fitter_->Model();
+  if (fitter_ != nullptr && p.snapshot.version != known_version) p.reward_model = fitter_->Model();
   return p;
 }
 

@@ -2,14 +2,14 @@
 // the actors get of it (PublishedPolicy): the policy snapshot with the
 // curriculum step, λ and, with reward-model screening
 // (training.screen_samples > 1), the model of every plan measured since the
-// unit table was completed (rl::PlanModelFitter), fitted only for a snapshot
+// unit table was completed (rl::RewardModelFitter), fitted only for a snapshot
 // that is sent. It clones plans into the policy (the step's Lagrangian
 // reference, self-imitation) and finds its greedy plan; both need the unit
 // table (SetTable).
 // Thread-compatible (the learner calls it under its mutex).
 // Memory: no model weights. The policy MLP (ppo.hidden) with its Adam moments,
 // the unit costs (a few numbers per unit and action) and, when screening, at
-// most PlanModelFitter::kMaxPlans measured plans of one byte per unit.
+// most RewardModelFitter::kMaxPlans measured plans of one byte per unit.
 #ifndef WINDQUANT_LEARNER_POLICY_PUBLISHER_H_
 #define WINDQUANT_LEARNER_POLICY_PUBLISHER_H_
 
@@ -25,8 +25,8 @@
 #include "common/quant/unit_table.h"
 #include "common/rl/environment.h"
 #include "common/rl/plan_evaluation.h"
-#include "common/rl/plan_surrogate.h"
 #include "common/rl/ppo.h"
+#include "common/rl/reward_model.h"
 #include "common/rl/training.h"
 
 namespace windquant::learner {
@@ -36,7 +36,7 @@ struct PublishedPolicy {
   int curriculum_stage = 0;  // the curriculum step (the proto's name)
   double target_bits = 0;
   double lambda = 0;
-  rl::PlanModel plan_model;  // empty unless training.screen_samples > 1
+  rl::RewardModel reward_model;  // empty unless training.screen_samples > 1
 };
 
 class PolicyPublisher {
@@ -82,7 +82,7 @@ class PolicyPublisher {
   std::unique_ptr<rl::PpoLearner> ppo_;
   std::shared_ptr<const rl::UnitCosts> costs_;  // null before SetTable
   // The reward model for screening; null when off (or before SetTable).
-  std::unique_ptr<rl::PlanModelFitter> fitter_;
+  std::unique_ptr<rl::RewardModelFitter> fitter_;
 };
 
 }  // namespace windquant::learner

@@ -75,7 +75,7 @@ TEST(PolicyPublisherTest, AClonedPlanBecomesNearlyTheGreedyPlan) {
   EXPECT_GE(after, 10) << "of 14 units";
 }
 
-TEST(PolicyPublisherTest, NoPlanModelWithoutScreening) {
+TEST(PolicyPublisherTest, NoRewardModelWithoutScreening) {
   std::unique_ptr<PolicyPublisher> p = Make(TestConfig(0));
   ASSERT_NE(p, nullptr);
   const quant::UnitTable table = rl::testing::SyntheticTable(14, 3);
@@ -86,12 +86,12 @@ TEST(PolicyPublisherTest, NoPlanModelWithoutScreening) {
   EXPECT_EQ(out.curriculum_stage, 1);
   EXPECT_DOUBLE_EQ(out.target_bits, 2.5);
   EXPECT_DOUBLE_EQ(out.lambda, 0.75);
-  EXPECT_TRUE(out.plan_model.empty());
+  EXPECT_TRUE(out.reward_model.empty());
 }
 
 // With screening the model of the measured plans (cached ones left out) goes
 // with a snapshot the actor does not have yet, and only then.
-TEST(PolicyPublisherTest, ThePlanModelGoesWithANewSnapshotOnly) {
+TEST(PolicyPublisherTest, TheRewardModelGoesWithANewSnapshotOnly) {
   std::unique_ptr<PolicyPublisher> p = Make(TestConfig(4));
   ASSERT_NE(p, nullptr);
   const quant::UnitTable table = rl::testing::SyntheticTable(14, 3);
@@ -103,12 +103,12 @@ TEST(PolicyPublisherTest, ThePlanModelGoesWithANewSnapshotOnly) {
   }
   p->AddMeasured(std::vector<int>(14, 6), Measured(50.0, /*cached=*/true));
   const PublishedPolicy fresh = p->Publish(p->version() - 1, 0, 3.0, 1.0);
-  ASSERT_FALSE(fresh.plan_model.empty());
-  EXPECT_EQ(fresh.plan_model.plans, 6);
-  EXPECT_TRUE(p->Publish(p->version(), 0, 3.0, 1.0).plan_model.empty());
+  ASSERT_FALSE(fresh.reward_model.empty());
+  EXPECT_EQ(fresh.reward_model.plans, 6);
+  EXPECT_TRUE(p->Publish(p->version(), 0, 3.0, 1.0).reward_model.empty());
   // A new table: the model starts afresh.
   ASSERT_TRUE(p->SetTable(table).ok());
-  EXPECT_TRUE(p->Publish(p->version() - 1, 0, 3.0, 1.0).plan_model.empty());
+  EXPECT_TRUE(p->Publish(p->version() - 1, 0, 3.0, 1.0).reward_model.empty());
 }
 
 TEST(PolicyPublisherTest, StateRoundTrips) {

@@ -117,7 +117,7 @@ struct TrainingConfig {
   double self_imitation_prob = 0.9;
   // Reward-model screening: an actor samples this many episodes for every one
   // it sends and sends those the learner's model of the selection perplexity
-  // (rl::PlanModel, fitted on every plan measured so far) ranks best, so real
+  // (rl::RewardModel, fitted on every plan measured so far) ranks best, so real
   // evaluations go to the most promising samples; 0 or 1 = off.
   int screen_samples = 0;
   int checkpoint_every_updates = 5;

@@ -1,9 +1,9 @@
-// plan_model_bench: the cost of reward-model screening's model
-// (common/rl/plan_surrogate.h) at the unit counts of the models windquant is
-// for: what the learner pays per measured plan (PlanModelFitter::Add, O(n U):
+// reward_model_bench: the cost of reward-model screening's model
+// (common/rl/reward_model.h) at the unit counts of the models windquant is
+// for: what the learner pays per measured plan (RewardModelFitter::Add, O(n U):
 // the new plan's agreement with each earlier one) and per refit (Fit:
 // O(n^3) for the ridge, O(n U) for the primal form), what an actor pays per
-// screened sample (PlanModel::Predict, O(U)), and the model's bytes in each
+// screened sample (RewardModel::Predict, O(U)), and the model's bytes in each
 // policy snapshot. Add's scan is compared with a plain loop that counts equal
 // bytes of two buffers of the same size, measured in the same run (the limit
 // of a byte-wise comparison on this machine).
@@ -24,7 +24,7 @@
 
 #include "common/base/status_macros.h"
 #include "common/config/run_config.h"
-#include "common/rl/plan_surrogate.h"
+#include "common/rl/reward_model.h"
 #include "common/rl/synthetic_table.h"
 #include "common/rl/training.h"
 #include "windquant/v1/types.pb.h"
@@ -70,19 +70,19 @@ void Run(int units, int plans) {
     }
     measured.push_back(std::move(p));
   }
-  rl::PlanModelFitter fitter(table);
+  rl::RewardModelFitter fitter(table);
   auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < plans; ++i) fitter.Add(measured[i], 10.0 + (i % 7));
   const double add_s = Seconds(start);
   start = std::chrono::steady_clock::now();
-  const rl::PlanModel model = fitter.Fit();
+  const rl::RewardModel model = fitter.Fit();
   const double fit_s = Seconds(start);
   start = std::chrono::steady_clock::now();
   double sink = 0;
   const int predictions = 200;
   for (int i = 0; i < predictions; ++i) sink += model.Predict(table, measured[i % plans]);
   const double predict_s = Seconds(start) / predictions;
-  v1::PlanModel proto;
+  v1::RewardModel proto;
   model.ToProto(&proto);
   // Add compares the new plan with each earlier one: sum_i i * U bytes.
   const double compared = static_cast<double>(plans) * (plans - 1) / 2 * units;
@@ -112,14 +112,14 @@ absl::Status ScreenedRollout(int units) {
   config::RunConfig config;
   WQ_ASSIGN_OR_RETURN(std::unique_ptr<rl::Policy> policy,
                       rl::Policy::Create(rl::PolicyOptionsFromConfig(config)));
-  rl::PlanModelFitter fitter(table);
+  rl::RewardModelFitter fitter(table);
   std::mt19937_64 rng(3);
   for (int i = 0; i < 100; ++i) {
     std::vector<int> p(units);
     for (int& a : p) a = std::uniform_int_distribution<int>(2, 5)(rng);
     fitter.Add(p, 10.0 + i % 7);
   }
-  const rl::PlanModel model = fitter.Fit();
+  const rl::RewardModel model = fitter.Fit();
   const int64_t batch =
       std::min<int64_t>(kEnvs * kScreen, std::max<int64_t>(kEnvs, kBatchSteps / units));
   WQ_ASSIGN_OR_RETURN(std::unique_ptr<rl::RolloutWorker> one,
@@ -148,8 +148,8 @@ absl::Status ScreenedRollout(int units) {
 int main(int argc, char** argv) {
   if (argc > 1 && (std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0)) {
     std::printf(
-        "usage: plan_model_bench\n\n"
-        "The reward model of training.screen_samples (common/rl/plan_surrogate.h): the\n"
+        "usage: reward_model_bench\n\n"
+        "The reward model of training.screen_samples (common/rl/reward_model.h): the\n"
         "learner's cost per measured plan and per refit, an actor's per screened sample,\n"
         "and the model's bytes per policy snapshot, at 45 to 97,280 units and 100 / 300\n"
         "measured plans; then an actor's screened rollout (4 of 512 samples) at 2,560 and\n"
@@ -162,7 +162,7 @@ int main(int argc, char** argv) {
   for (const int units : {2560, 24320}) {
     const absl::Status s = windquant::ScreenedRollout(units);
     if (!s.ok()) {
-      std::fprintf(stderr, "plan_model_bench: %s\n", std::string(s.message()).c_str());
+      std::fprintf(stderr, "reward_model_bench: %s\n", std::string(s.message()).c_str());
       return 1;
     }
   }

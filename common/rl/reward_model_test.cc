@@ -1,4 +1,4 @@
-#include "common/rl/plan_surrogate.h"
+#include "common/rl/reward_model.h"
 
 #include <algorithm>
 #include <cmath>
@@ -41,7 +41,7 @@ struct Truth {
 };
 
 // The share of pairs of `plans` that `model` orders as the truth does.
-double PairAccuracy(const PlanModel& model, const Truth& truth,
+double PairAccuracy(const RewardModel& model, const Truth& truth,
                     const std::vector<std::vector<int>>& plans) {
   int right = 0, all = 0;
   for (size_t i = 0; i < plans.size(); ++i) {
@@ -56,25 +56,25 @@ double PairAccuracy(const PlanModel& model, const Truth& truth,
   return static_cast<double>(right) / all;
 }
 
-TEST(PlanModelFitterTest, LearnsWhatTheProxyMissesAndRanksUnseenPlans) {
+TEST(RewardModelFitterTest, LearnsWhatTheProxyMissesAndRanksUnseenPlans) {
   const quant::UnitTable table = testing::SyntheticTable(kUnits, 3);
   std::mt19937_64 rng(11);
   Truth truth{table, std::vector<double>(kUnits * quant::kNumActions)};
   std::normal_distribution<double> noise(0.0, 0.05);
   for (double& h : truth.hidden) h = noise(rng);
   const std::vector<int> base(kUnits, 3);
-  PlanModelFitter fitter(table);
+  RewardModelFitter fitter(table);
   for (int i = 0; i < 80; ++i) {
     const std::vector<int> p = Near(base, rng);
     fitter.Add(p, std::exp(truth.LogPpl(p)));
   }
   std::vector<std::vector<int>> unseen;
   for (int i = 0; i < 40; ++i) unseen.push_back(Near(base, rng));
-  const PlanModel model = fitter.Fit();
+  const RewardModel model = fitter.Fit();
   ASSERT_EQ(model.plans, 80);
   ASSERT_EQ(model.correction.size(), static_cast<size_t>(kUnits * quant::kNumActions));
   EXPECT_GT(model.scale, 0.2);  // the proxy's share is found (truth: 0.5)
-  PlanModel prior_only = model;
+  RewardModel prior_only = model;
   prior_only.correction.clear();
   const double learned = PairAccuracy(model, truth, unseen);
   const double prior = PairAccuracy(prior_only, truth, unseen);
@@ -82,33 +82,33 @@ TEST(PlanModelFitterTest, LearnsWhatTheProxyMissesAndRanksUnseenPlans) {
   EXPECT_GT(learned, prior + 0.1) << "prior alone " << prior;
 }
 
-TEST(PlanModelFitterTest, NoModelBeforeEnoughPlansAndBadMeasurementsIgnored) {
+TEST(RewardModelFitterTest, NoModelBeforeEnoughPlansAndBadMeasurementsIgnored) {
   const quant::UnitTable table = testing::SyntheticTable(kUnits, 3);
-  PlanModelFitter fitter(table);
+  RewardModelFitter fitter(table);
   const std::vector<int> plan(kUnits, 2);
   fitter.Add(plan, std::nan(""));
   fitter.Add(plan, -1.0);
   fitter.Add(std::vector<int>(kUnits - 1, 2), 10.0);  // not the table's
   EXPECT_EQ(fitter.size(), 0u);
-  for (size_t i = 0; i + 1 < PlanModelFitter::kMinPlans; ++i) fitter.Add(plan, 10.0 + i);
+  for (size_t i = 0; i + 1 < RewardModelFitter::kMinPlans; ++i) fitter.Add(plan, 10.0 + i);
   EXPECT_TRUE(fitter.Fit().empty());
   fitter.Add(std::vector<int>(kUnits, 3), 20.0);
   EXPECT_FALSE(fitter.Fit().empty());
 }
 
-TEST(PlanModelFitterTest, FitsTheLastPlansAndRemembersEveryMeasuredOne) {
+TEST(RewardModelFitterTest, FitsTheLastPlansAndRemembersEveryMeasuredOne) {
   const quant::UnitTable table = testing::SyntheticTable(kUnits, 3);
-  PlanModelFitter fitter(table);
+  RewardModelFitter fitter(table);
   std::mt19937_64 rng(4);
   const std::vector<int> base(kUnits, 3);
   std::vector<std::vector<int>> plans;
-  for (size_t i = 0; i < PlanModelFitter::kMaxPlans + 20; ++i) {
+  for (size_t i = 0; i < RewardModelFitter::kMaxPlans + 20; ++i) {
     plans.push_back(Near(base, rng));
     fitter.Add(plans.back(), 10.0 + static_cast<double>(i % 5));
   }
-  EXPECT_EQ(fitter.size(), PlanModelFitter::kMaxPlans);
-  const PlanModel& m = fitter.Model();
-  EXPECT_EQ(m.plans, static_cast<int32_t>(PlanModelFitter::kMaxPlans));
+  EXPECT_EQ(fitter.size(), RewardModelFitter::kMaxPlans);
+  const RewardModel& m = fitter.Model();
+  EXPECT_EQ(m.plans, static_cast<int32_t>(RewardModelFitter::kMaxPlans));
   EXPECT_EQ(m.measured.size(), plans.size());
   EXPECT_TRUE(std::binary_search(m.measured.begin(), m.measured.end(), PlanHash(plans.front())));
   fitter.Add(Near(base, rng), 12.0);
@@ -124,7 +124,7 @@ Episode EpisodeOf(std::vector<int> actions, uint64_t id) {
 
 TEST(KeepBestPredictedTest, BestPredictedUnmeasuredDistinctPlansFirst) {
   const quant::UnitTable table = testing::SyntheticTable(kUnits, 3);
-  PlanModel model;
+  RewardModel model;
   model.plans = 5;
   model.correction.assign(kUnits * quant::kNumActions, 0.0f);
   // Action 1 of unit 0 is predicted much better, action 2 a little better.
@@ -148,16 +148,16 @@ TEST(KeepBestPredictedTest, BestPredictedUnmeasuredDistinctPlansFirst) {
   EXPECT_EQ(KeepBestPredicted(in, 9, model, table).size(), in.size());
 }
 
-TEST(PlanModelTest, ProtoRoundTripAndNonFiniteRefused) {
-  PlanModel m;
+TEST(RewardModelTest, ProtoRoundTripAndNonFiniteRefused) {
+  RewardModel m;
   m.bias = 1.5;
   m.scale = 0.25;
   m.plans = 7;
   m.correction = {0.5f, -0.25f};
   m.measured = {3, 1};
-  v1::PlanModel p;
+  v1::RewardModel p;
   m.ToProto(&p);
-  absl::StatusOr<PlanModel> back = PlanModel::FromProto(p);
+  absl::StatusOr<RewardModel> back = RewardModel::FromProto(p);
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->bias, 1.5);
   EXPECT_EQ(back->scale, 0.25);
@@ -165,7 +165,7 @@ TEST(PlanModelTest, ProtoRoundTripAndNonFiniteRefused) {
   EXPECT_EQ(back->correction, m.correction);
   EXPECT_EQ(back->measured, (std::vector<uint64_t>{1, 3}));
   p.set_correction(1, std::nanf(""));
-  EXPECT_FALSE(PlanModel::FromProto(p).ok());
+  EXPECT_FALSE(RewardModel::FromProto(p).ok());
 }
 
 }  // namespace

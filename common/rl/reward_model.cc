@@ -1,4 +1,4 @@
-#include "common/rl/plan_surrogate.h"
+#include "common/rl/reward_model.h"
 
 #include <algorithm>
 #include <cmath>
@@ -81,7 +81,7 @@ std::vector<double> RidgeByLeaveOneOut(const std::vector<double>& k, const std::
 
 }  // namespace
 
-double PlanModel::Predict(const quant::UnitTable& table, const std::vector<int>& actions) const {
+double RewardModel::Predict(const quant::UnitTable& table, const std::vector<int>& actions) const {
   double y = bias + scale * LogProxy(table, actions);
   for (size_t u = 0; u < actions.size() && (u + 1) * quant::kNumActions <= correction.size(); ++u) {
     y += correction[u * quant::kNumActions + actions[u]];
@@ -89,7 +89,7 @@ double PlanModel::Predict(const quant::UnitTable& table, const std::vector<int>&
   return y;
 }
 
-void PlanModel::ToProto(v1::PlanModel* out) const {
+void RewardModel::ToProto(v1::RewardModel* out) const {
   out->set_bias(bias);
   out->set_scale(scale);
   out->mutable_correction()->Assign(correction.begin(), correction.end());
@@ -97,8 +97,8 @@ void PlanModel::ToProto(v1::PlanModel* out) const {
   out->mutable_measured()->Assign(measured.begin(), measured.end());
 }
 
-absl::StatusOr<PlanModel> PlanModel::FromProto(const v1::PlanModel& in) {
-  PlanModel m;
+absl::StatusOr<RewardModel> RewardModel::FromProto(const v1::RewardModel& in) {
+  RewardModel m;
   m.bias = in.bias();
   m.scale = in.scale();
   m.plans = in.plans();
@@ -107,12 +107,12 @@ absl::StatusOr<PlanModel> PlanModel::FromProto(const v1::PlanModel& in) {
   std::sort(m.measured.begin(), m.measured.end());
   bool finite = std::isfinite(m.bias) && std::isfinite(m.scale);
   for (float c : m.correction) finite = finite && std::isfinite(c);
-  if (!finite) return absl::InvalidArgumentError("plan_model: a number is not finite");
+  if (!finite) return absl::InvalidArgumentError("reward_model: a number is not finite");
   return m;
 }
 
 std::vector<Episode> KeepBestPredicted(std::vector<Episode> episodes, size_t keep,
-                                       const PlanModel& model, const quant::UnitTable& table) {
+                                       const RewardModel& model, const quant::UnitTable& table) {
   if (episodes.size() <= keep) return episodes;
   std::vector<double> predicted(episodes.size());
   for (size_t i = 0; i < episodes.size(); ++i) {
@@ -139,7 +139,7 @@ std::vector<Episode> KeepBestPredicted(std::vector<Episode> episodes, size_t kee
 
 absl::StatusOr<std::vector<Episode>> RunScreened(RolloutWorker& worker, const Policy& policy,
                                                  double target_bits, int64_t samples, size_t keep,
-                                                 const PlanModel& model) {
+                                                 const RewardModel& model) {
   std::vector<Episode> best;
   for (int64_t drawn = 0; drawn < samples; drawn += worker.envs()) {
     WQ_ASSIGN_OR_RETURN(std::vector<Episode> batch, worker.Run(policy, target_bits));
@@ -149,7 +149,7 @@ absl::StatusOr<std::vector<Episode>> RunScreened(RolloutWorker& worker, const Po
   return best;
 }
 
-void PlanModelFitter::Add(const std::vector<int>& actions, double perplexity) {
+void RewardModelFitter::Add(const std::vector<int>& actions, double perplexity) {
   if (!std::isfinite(perplexity) || perplexity <= 0 || actions.size() != table_.units.size() ||
       actions.empty()) {
     return;
@@ -179,7 +179,7 @@ void PlanModelFitter::Add(const std::vector<int>& actions, double perplexity) {
   }
 }
 
-const PlanModel& PlanModelFitter::Model() {
+const RewardModel& RewardModelFitter::Model() {
   if (model_added_ != added_) {
     model_ = Fit();
     model_added_ = added_;
@@ -187,8 +187,8 @@ const PlanModel& PlanModelFitter::Model() {
   return model_;
 }
 
-PlanModel PlanModelFitter::Fit() const {
-  PlanModel m;
+RewardModel RewardModelFitter::Fit() const {
+  RewardModel m;
   const int n = static_cast<int>(plans_.size());
   if (n < static_cast<int>(kMinPlans)) return m;
   // The prior's two numbers: least squares of log PPL on log proxy.

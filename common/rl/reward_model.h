@@ -7,13 +7,13 @@
 // additive per-(unit, action) term fitted by ridge regression on the residuals
 // in its dual form (kernel = the share of units on which two plans agree),
 // the ridge chosen by leave-one-out error.
-// Cost for n <= 256 kept plans of U units (bench/plan_model_bench.cc): Add
+// Cost for n <= 256 kept plans of U units (bench/reward_model_bench.cc): Add
 // O(n U) (the new plan's agreement with every kept one), Fit O(n^3 + n U),
 // Predict O(U); memory n^2 doubles + n U bytes, and the model U x 7 floats
 // (LLaMA-70B at chunk 64: ~97k units, a 2.7 MB model, 25 MB of kept plans).
 // Thread-compatible.
-#ifndef WINDQUANT_COMMON_RL_PLAN_SURROGATE_H_
-#define WINDQUANT_COMMON_RL_PLAN_SURROGATE_H_
+#ifndef WINDQUANT_COMMON_RL_REWARD_MODEL_H_
+#define WINDQUANT_COMMON_RL_REWARD_MODEL_H_
 
 #include <cstdint>
 #include <vector>
@@ -25,12 +25,12 @@
 #include "common/rl/rollout_worker.h"
 
 namespace windquant::v1 {
-class PlanModel;
+class RewardModel;
 }
 
 namespace windquant::rl {
 
-struct PlanModel {
+struct RewardModel {
   double bias = 0, scale = 0;
   std::vector<float> correction;   // units x quant::kNumActions, row major
   int32_t plans = 0;               // measured plans it was fitted on; 0 = no model
@@ -41,28 +41,28 @@ struct PlanModel {
   // `table`, the table the model was fitted for).
   double Predict(const quant::UnitTable& table, const std::vector<int>& actions) const;
 
-  void ToProto(v1::PlanModel* out) const;
+  void ToProto(v1::RewardModel* out) const;
   // INVALID_ARGUMENT for a non-finite number. (Whether the correction covers
   // a table is for its user to check: correction.size() == units x 7.)
-  static absl::StatusOr<PlanModel> FromProto(const v1::PlanModel& in);
+  static absl::StatusOr<RewardModel> FromProto(const v1::RewardModel& in);
 };
 
 // The `keep` episodes whose plans `model` predicts best (lowest), plans not
 // measured yet (model.measured) and distinct first; all of them, in order,
 // when there are no more than `keep`.
 std::vector<Episode> KeepBestPredicted(std::vector<Episode> episodes, size_t keep,
-                                       const PlanModel& model, const quant::UnitTable& table);
+                                       const RewardModel& model, const quant::UnitTable& table);
 
 // The `keep` best (KeepBestPredicted) of at least `samples` episodes that
 // `worker` runs with `policy`, batch after batch (worker.envs() each): memory
 // for one batch plus `keep` episodes.
 absl::StatusOr<std::vector<Episode>> RunScreened(RolloutWorker& worker, const Policy& policy,
                                                  double target_bits, int64_t samples, size_t keep,
-                                                 const PlanModel& model);
+                                                 const RewardModel& model);
 
-class PlanModelFitter {
+class RewardModelFitter {
  public:
-  explicit PlanModelFitter(const quant::UnitTable& table) : table_(table) {}
+  explicit RewardModelFitter(const quant::UnitTable& table) : table_(table) {}
 
   // A measured plan and its perplexity; ignored when the perplexity is not
   // finite and positive or the plan does not cover the table. The model is
@@ -70,9 +70,9 @@ class PlanModelFitter {
   // on the O(n^3) refit and the memory); every plan stays in `measured`.
   void Add(const std::vector<int>& actions, double perplexity);
   // The model of every plan added; empty while fewer than kMinPlans were.
-  PlanModel Fit() const;
+  RewardModel Fit() const;
   // Fit(), refitted only when plans were added since the last call.
-  const PlanModel& Model();
+  const RewardModel& Model();
   size_t size() const { return plans_.size(); }  // kept plans
 
   static constexpr size_t kMinPlans = 4;
@@ -85,10 +85,10 @@ class PlanModelFitter {
   std::vector<double> log_ppl_, log_proxy_;
   std::vector<std::vector<double>> agreement_;  // lower triangle, [i][j] for j <= i
   size_t added_ = 0;                            // plans added, kept or not
-  PlanModel model_;
+  RewardModel model_;
   size_t model_added_ = 0;  // added_ when model_ was fitted
 };
 
 }  // namespace windquant::rl
 
-#endif  // WINDQUANT_COMMON_RL_PLAN_SURROGATE_H_
+#endif  // WINDQUANT_COMMON_RL_REWARD_MODEL_H_
