@@ -12,6 +12,7 @@
 #include "common/net/channel.h"
 #include "common/service/service_flags.h"
 #include "common/service/service_main.h"
+#include "job/node_options.h"
 
 namespace wq = windquant;
 
@@ -43,9 +44,9 @@ class ActorService : public wq::service::Service {
                         wq::net::MakeChannelFromConfig(svc, svc.learner_address, registry));
     WQ_ASSIGN_OR_RETURN(s->evaluator_,
                         wq::net::MakeChannelFromConfig(svc, svc.evaluator_address, registry));
-    WQ_ASSIGN_OR_RETURN(s->node_,
-                        wq::actor::ActorNode::Create(c, stage, replica, svc.actor_addresses[index],
-                                                     registry, log, learner));
+    WQ_ASSIGN_OR_RETURN(
+        s->node_, wq::actor::ActorNode::Create(wq::job::ActorNodeOptionsFrom(c), stage, replica,
+                                               svc.actor_addresses[index], registry, log, learner));
     return s;
   }
   absl::Status Start() override { return node_->Connect(evaluator_, std::random_device{}()); }

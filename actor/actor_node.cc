@@ -12,7 +12,7 @@
 #include "common/net/status_convert.h"
 #include "common/quant/quantizer.h"
 #include "common/quant/table_fingerprint.h"
-#include "common/rl/run_policy.h"
+#include "common/quant/unit_table_options.h"
 #include "common/transport/work_deadline.h"
 
 namespace windquant::actor {
@@ -49,25 +49,20 @@ absl::StatusOr<model::LlamaWeights> LayerRange(const model::LlamaWeights& w, int
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ActorNode>> ActorNode::Create(
-    const config::RunConfig& c, int stage, int replica, const std::string& address,
+    const Options& options, int stage, int replica, const std::string& address,
     metrics::Registry* registry, base::LogSink log, std::shared_ptr<grpc::Channel> learner,
     const model::LlamaWeights* shared_weights) {
-  const config::ServiceConfig& svc = c.service;
   std::unique_ptr<ActorNode> node(new ActorNode());
-  node->config_ = c;
+  node->options_ = options;
   node->log_ = std::move(log);
   node->registry_ = registry;
+  stage::StageWorkerOptions wo = options.worker;
   WQ_ASSIGN_OR_RETURN(model::LlamaConfig model_config,
-                      model::LlamaConfig::FromDirectory(c.model.dir));
-  WQ_ASSIGN_OR_RETURN(auto layers, StageLayers(model_config.num_hidden_layers, svc.stages, stage));
-  stage::StageWorkerOptions wo;
-  wo.model_dir = c.model.dir;
+                      model::LlamaConfig::FromDirectory(wo.model_dir));
+  WQ_ASSIGN_OR_RETURN(auto layers,
+                      StageLayers(model_config.num_hidden_layers, options.stages, stage));
   wo.first_layer = layers.first;
   wo.end_layer = layers.second;
-  wo.chunk_size = c.quant.chunk_size;
-  wo.salient_fraction = c.quant.salient_fraction;
-  wo.cache_dir = c.quant.cache_dir;
-  wo.compensation = c.quant.compensation;
   if (shared_weights != nullptr) {
     WQ_ASSIGN_OR_RETURN(model::LlamaWeights mine,
                         LayerRange(*shared_weights, wo.first_layer, wo.end_layer));
@@ -75,14 +70,13 @@ absl::StatusOr<std::unique_ptr<ActorNode>> ActorNode::Create(
   } else {
     WQ_ASSIGN_OR_RETURN(node->worker_, stage::StageWorker::Create(wo));
   }
-  quant::QuantizerOptions quantizer;
-  quantizer.salient_fraction = c.quant.salient_fraction;
-  WQ_ASSIGN_OR_RETURN(std::string key, quant::ModelKey(c.model.dir, c.quant.chunk_size, quantizer));
+  WQ_ASSIGN_OR_RETURN(std::string key, quant::ModelKey(wo.model_dir, wo.units.chunk_size,
+                                                       quant::QuantizerFor(wo.units)));
   ActorIdentity& id = node->id_;
   id.stage = stage;
   id.replica = replica;
-  id.stages = svc.stages;
-  id.replicas = svc.replicas;
+  id.stages = options.stages;
+  id.replicas = options.replicas;
   id.actor_id = absl::StrCat("actor-s", stage, "-r", replica);
   id.model_key = key;
   if (registry != nullptr) {
@@ -90,9 +84,9 @@ absl::StatusOr<std::unique_ptr<ActorNode>> ActorNode::Create(
   }
   node->learner_channel_ = learner;
   node->learner_ = v1::Learner::NewStub(std::move(learner));
-  if (!c.quant.cache_dir.empty()) {
+  if (!wo.cache_dir.empty()) {
     node->last_fp_path_ =
-        absl::StrCat(c.quant.cache_dir, "/last-fingerprint-", wo.first_layer, "-", wo.end_layer);
+        absl::StrCat(wo.cache_dir, "/last-fingerprint-", wo.first_layer, "-", wo.end_layer);
     // A restarted actor reloads its fits (no new calibration pass needed).
     auto fp = base::ReadFile(node->last_fp_path_);
     if (fp.ok() && node->worker_->LoadCachedFits(*fp).ok()) {
@@ -103,8 +97,9 @@ absl::StatusOr<std::unique_ptr<ActorNode>> ActorNode::Create(
   node->service_ = std::make_unique<ActorService>(
       node->worker_.get(), id, [n](const quant::UnitTable& t) { return n->RegisterTable(t); },
       registry);
-  WQ_ASSIGN_OR_RETURN(node->server_, net::StartServer(svc, address, registry, node->service_.get(),
-                                                      v1::Actor::service_full_name()));
+  WQ_ASSIGN_OR_RETURN(node->server_,
+                      net::StartServer(options.peer, address, registry, node->service_.get(),
+                                       v1::Actor::service_full_name()));
   node->log_(absl::StrCat(id.actor_id, ": layers [", wo.first_layer, ", ", wo.end_layer,
                           "), serving on ", node->server_->address()));
   node->running_ = true;
@@ -125,9 +120,8 @@ absl::Status ActorNode::RegisterTable(const quant::UnitTable& table) {
   retry.max_attempts = 30;
   // The last stage's registration completes the learner's table (reference
   // plan, warm start) within the call: the deadline follows the units.
-  const absl::Duration deadline =
-      transport::RegisterTableDeadline(absl::Milliseconds(config_.service.rpc_deadline_ms),
-                                       static_cast<int64_t>(table.units.size()));
+  const absl::Duration deadline = transport::RegisterTableDeadline(
+      absl::Milliseconds(options_.peer.rpc_deadline_ms), static_cast<int64_t>(table.units.size()));
   return net::FromGrpcStatus(net::RetryWithBackoff(
       [&] {
         grpc::ClientContext ctx;
@@ -140,20 +134,15 @@ absl::Status ActorNode::RegisterTable(const quant::UnitTable& table) {
 }
 
 absl::Status ActorNode::Connect(std::shared_ptr<grpc::Channel> evaluator, uint32_t incarnation) {
-  const config::ServiceConfig& svc = config_.service;
-  RolloutLoopOptions ro;
-  ro.policy = rl::RunPolicyOptions(config_.ppo, config_.training.seed);
-  ro.env = config_.env;
-  ro.seed = config_.training.seed;
-  ro.screen_samples = config_.training.screen_samples;
+  RolloutLoopOptions ro = options_.rollouts;
   ro.actor_id = id_.actor_id;
-  ro.actor_index = id_.stage * svc.replicas + id_.replica;
+  ro.actor_index = id_.stage * options_.replicas + id_.replica;
   ro.incarnation = incarnation;
-  const int actors = svc.stages * svc.replicas;
-  ro.envs = std::max(1, (config_.training.episodes_per_update + actors - 1) / actors);
+  const int actors = options_.stages * options_.replicas;
+  ro.envs = std::max(1, (options_.episodes_per_update + actors - 1) / actors);
   ro.episodes_per_version = ro.envs;
-  ro.deadline = absl::Milliseconds(svc.rpc_deadline_ms);
-  ro.stall_timeout = absl::Milliseconds(svc.evaluation_timeout_ms);
+  ro.deadline = absl::Milliseconds(options_.peer.rpc_deadline_ms);
+  ro.stall_timeout = absl::Milliseconds(options_.evaluation_timeout_ms);
   // A learner back without the unit table gets this stage's part again.
   ro.log = log_;
   ro.register_table = [this]() -> absl::Status {

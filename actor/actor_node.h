@@ -6,7 +6,8 @@
 // windquant-actor runs one over TCP; `windquant quantize` runs one per stage
 // and replica beside the learner and evaluator nodes with in-process channels.
 //
-//   auto node = ActorNode::Create(config, stage, replica, address, &registry, log, learner);
+//   auto node = ActorNode::Create(job::ActorNodeOptionsFrom(config), stage, replica, address,
+//                                 &registry, log, learner);
 //   ... the evaluator's channel exists ...
 //   WQ_RETURN_IF_ERROR((*node)->Connect(evaluator, incarnation));   // rollouts
 //   ...
@@ -26,9 +27,9 @@
 #include "actor/actor_service.h"
 #include "actor/rollout_loop.h"
 #include "common/base/log.h"
-#include "common/config/run_config.h"
 #include "common/metrics/registry.h"
 #include "common/net/canceller.h"
+#include "common/net/peer_options.h"
 #include "common/net/server.h"
 #include "common/stage/stage_worker.h"
 #include "grpcpp/channel.h"
@@ -41,16 +42,37 @@ namespace windquant::actor {
 // (naming service.stages) when there are more stages than layers.
 absl::StatusOr<std::pair<int64_t, int64_t>> StageLayers(int64_t layers, int stages, int stage);
 
+// What an actor node reads (the run config's keys beside each field; built from the
+// config by job::ActorNodeOptionsFrom). The GPU work adds the compute device and dtype
+// next to `worker`.
+struct ActorNodeOptions {
+  // The stage's worker: model.dir, quant.chunk_size, quant.salient_fraction,
+  // quant.cache_dir (its layer range is the node's stage of `stages`).
+  stage::StageWorkerOptions worker;
+  int stages = 1;    // service.stages
+  int replicas = 1;  // service.replicas
+  // The server and the calls to the learner: service.tls.*, service.max_message_bytes,
+  // service.rpc_deadline_ms.
+  net::PeerOptions peer;
+  int64_t evaluation_timeout_ms = 120000;  // service.evaluation_timeout_ms (rollout stalls)
+  int episodes_per_update = 16;            // training.episodes_per_update (split over actors)
+  // What every rollout loop of the run shares: policy (ppo.hidden), env.*, training.seed,
+  // training.screen_samples. Connect sets the per-actor fields (id, index, envs, ...).
+  RolloutLoopOptions rollouts;
+};
+
 class ActorNode {
  public:
-  // Loads the stage's layers, reloads its cached fits (quant.cache_dir) and
+  using Options = ActorNodeOptions;
+
+  // Loads the stage's layers, reloads its cached fits (worker.cache_dir) and
   // serves on `address` (port 0 = a free one). `learner` receives the fitted
   // table (RegisterUnitTable, retried with backoff). With `shared_weights`
   // (weights of at least the stage's layers, already loaded by the caller, who
   // keeps them alive) the stage uses those tensors instead of loading its own
   // copy: in one process every node holds the same weights once.
   static absl::StatusOr<std::unique_ptr<ActorNode>> Create(
-      const config::RunConfig& config, int stage, int replica, const std::string& address,
+      const Options& options, int stage, int replica, const std::string& address,
       metrics::Registry* registry, base::LogSink log, std::shared_ptr<grpc::Channel> learner,
       const model::LlamaWeights* shared_weights = nullptr);
   ~ActorNode();
@@ -75,7 +97,7 @@ class ActorNode {
   ActorNode() = default;
   absl::Status RegisterTable(const quant::UnitTable& table);
 
-  config::RunConfig config_;
+  Options options_;
   ActorIdentity id_;
   base::LogSink log_;
   metrics::Registry* registry_ = nullptr;

@@ -71,7 +71,7 @@ struct Harness {
 
   Harness() {
     stage::StageWorkerOptions o;
-    o.chunk_size = 8;
+    o.units.chunk_size = 8;
     auto w = stage::StageWorker::FromWeights(TinyWeights(), o);
     if (!w.ok()) FuzzFail(std::string(w.status().message()));
     worker = *std::move(w);

@@ -164,7 +164,7 @@ std::unique_ptr<rl::RolloutWorker> RolloutLoop::FetchWorker() {
     absl::StatusOr<quant::UnitTable> table = learner_->GetUnitTable(options_.deadline);
     if (table.ok()) {
       // Screening samples are drawn in batches of up to screen_batch_steps transitions.
-      const int64_t samples = int64_t{options_.envs} * std::max(1, options_.screen_samples);
+      const int64_t samples = int64_t{options_.envs} * (screening() ? options_.screen_samples : 1);
       const int64_t batch = std::min<int64_t>(
           samples, std::max<int64_t>(options_.envs, options_.screen_batch_steps /
                                                         std::max<int64_t>(1, table->units.size())));
@@ -255,7 +255,7 @@ absl::StatusOr<std::vector<rl::Episode>> RolloutLoop::RunScreened(rl::RolloutWor
   absl::MutexLock lock(&mu_);
   const size_t keep = static_cast<size_t>(options_.envs);
   const bool screen =
-      !reward_model_.empty() &&
+      screening() && !reward_model_.empty() &&
       reward_model_.correction.size() == worker.table().units.size() * quant::kNumActions;
   if (!screen) {  // no model yet: the first samples, as drawn
     WQ_ASSIGN_OR_RETURN(std::vector<rl::Episode> drawn, worker.Run(*policy_, target_bits_));

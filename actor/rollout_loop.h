@@ -34,9 +34,9 @@
 #include "absl/time/time.h"
 #include "actor/rollout_clients.h"
 #include "common/base/log.h"
-#include "common/config/run_config.h"
 #include "common/metrics/registry.h"
 #include "common/net/canceller.h"
+#include "common/rl/environment_options.h"
 #include "common/rl/policy.h"
 #include "common/rl/reward_model.h"
 #include "common/rl/rollout_worker.h"
@@ -47,9 +47,10 @@ struct RolloutLoopOptions {
   rl::PolicyOptions policy;    // the learner's policy shape (its snapshots load into it)
   rl::EnvironmentOptions env;  // the decision process the episodes run
   uint64_t seed = 0;           // training.seed: the rollout worker's sample stream
-  // training.screen_samples: with K > 1 and the snapshot's reward model, the
-  // `envs` best-predicted of K x envs samples are sent.
-  int screen_samples = 0;
+  // Samples drawn per episode sent (config::ScreenSamplesPerEpisode of
+  // training.screen_samples): with K > 1 (screening on) and the snapshot's reward
+  // model, the `envs` best-predicted of K x envs samples are sent; 1 = no screening.
+  int screen_samples = 1;
   std::string actor_id;
   int actor_index = 0;
   uint32_t incarnation = 0;
@@ -98,10 +99,11 @@ class RolloutLoop {
   // True (and done_ set) when the learner says the run is done.
   bool RunDone(absl::Duration deadline);
   void Rollouts();
-  // One rollout at the current policy: `envs` episodes; with
-  // training.screen_samples = K > 1 and the snapshot's reward model, the
-  // `envs` best of K x envs.
+  // One rollout at the current policy: `envs` episodes; when screening()
+  // and with the snapshot's reward model, the `envs` best of K x envs.
   absl::StatusOr<std::vector<rl::Episode>> RunScreened(rl::RolloutWorker& worker);
+  // Screening is on: more than one sample per episode sent.
+  bool screening() const { return options_.screen_samples > 1; }
   // The rollout worker on the learner's merged table; null when stopping.
   std::unique_ptr<rl::RolloutWorker> FetchWorker();
   // Waits for a policy to produce for; false when stopping or done.

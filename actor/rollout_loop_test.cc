@@ -203,7 +203,7 @@ struct Loop {
     o.policy = rl::RunPolicyOptions(config.ppo, config.training.seed);
     o.env = config.env;
     o.seed = config.training.seed;
-    o.screen_samples = config.training.screen_samples;
+    o.screen_samples = config::ScreenSamplesPerEpisode(config.training);
     o.actor_id = "actor-s0-r0";
     o.envs = 2;
     o.episodes_per_version = 2;

@@ -74,6 +74,7 @@
 #include "common/transport/grpc_activation_transport.h"
 #include "evaluator/pipeline_evaluator.h"
 #include "job/learner_options.h"
+#include "job/node_options.h"
 #include "learner/learner_core.h"
 #include "learner/learner_service.h"
 #include "windquant/v1/learner.grpc.pb.h"
@@ -447,21 +448,18 @@ int RunStageChild(const Flags& f) {
   at::set_num_threads(static_cast<int>(f.Num("threads", 1)));
   const wq::config::RunConfig cfg =
       OrDie(wq::config::LoadRunConfig(f.Get("config"), f.sets), "config");
-  wq::stage::StageWorkerOptions wo;
-  wo.model_dir = cfg.model.dir;
+  wq::stage::StageWorkerOptions wo = wq::job::ActorNodeOptionsFrom(cfg).worker;
   wo.first_layer = static_cast<int64_t>(f.Num("first", 0));
   wo.end_layer = static_cast<int64_t>(f.Num("end", -1));
-  wo.chunk_size = cfg.quant.chunk_size;
-  wo.salient_fraction = cfg.quant.salient_fraction;
+  wo.cache_dir.clear();  // the bench fits every time
   auto worker = OrDie(wq::stage::StageWorker::Create(wo), "stage worker");
   wq::actor::ActorIdentity id;
   id.stage = static_cast<int>(f.Num("index", 0));
   id.stages = 1;
   id.actor_id = absl::StrCat("bench-stage-", id.stage);
-  wq::quant::QuantizerOptions quantizer;
-  quantizer.salient_fraction = cfg.quant.salient_fraction;
-  id.model_key =
-      OrDie(wq::quant::ModelKey(cfg.model.dir, cfg.quant.chunk_size, quantizer), "model key");
+  id.model_key = OrDie(
+      wq::quant::ModelKey(wo.model_dir, wo.units.chunk_size, wq::quant::QuantizerFor(wo.units)),
+      "model key");
   wq::actor::ActorService service(worker.get(), id, nullptr, nullptr);
   wq::net::ServerOptions so;
   so.address = "127.0.0.1:0";
@@ -608,9 +606,9 @@ int main(int argc, char** argv) {
   const double t_start = Now();
 
   wq::config::RunConfig cfg = OrDie(wq::config::LoadRunConfig(config, f.sets), config);
-  wq::quant::SessionOptions so;
+  wq::quant::SessionOptions so = wq::job::SessionOptionsFrom(cfg);
   so.log = nullptr;
-  auto session = OrDie(wq::quant::QuantizationSession::Create(cfg, so), "quantization session");
+  auto session = OrDie(wq::quant::QuantizationSession::Create(so), "quantization session");
   const wq::quant::UnitTable& table = session->table();
   const int steps = static_cast<int>(table.units.size());
   const int64_t layers = session->model().config().num_hidden_layers;

@@ -61,6 +61,7 @@
 #include "common/rl/state_features.h"
 #include "common/rl/synthetic_table.h"
 #include "common/rl/transition_codec.h"
+#include "job/node_options.h"
 #include "windquant/v1/types.pb.h"
 
 namespace {
@@ -427,10 +428,10 @@ void BenchStories(const Options& o, const Limits& lim) {
         cfg->model.dir.c_str());
     return;
   }
-  quant::SessionOptions so;
+  quant::SessionOptions so = job::SessionOptionsFrom(*cfg);
   so.use_cache = false;  // leave no files behind; the table takes seconds to build
   const double t0 = Now();
-  auto session = OrDie(quant::QuantizationSession::Create(*cfg, so));
+  auto session = OrDie(quant::QuantizationSession::Create(so));
   const double build_s = Now() - t0;
   std::printf("\n[stories260k] unit table built in %.1f s (%s)\n", build_s, path.c_str());
 

@@ -136,9 +136,10 @@ absl::Status RunBaseline(Args& args) {
   WQ_ASSIGN_OR_RETURN(auto session, job::OpenSession(cfg, !no_cache, /*load_eval_text=*/!no_eval));
   const quant::UnitTable& table = session->table();
   nlohmann::json search_json;
-  absl::StatusOr<quant::Plan> built = method == "search"
-                                          ? job::SearchSessionPlan(*session, spec, &search_json)
-                                          : job::BaselinePlan(table, spec);
+  absl::StatusOr<quant::Plan> built =
+      method == "search"
+          ? job::SearchSessionPlan(*session, cfg.evaluation.selection, spec, &search_json)
+          : job::BaselinePlan(table, spec);
   if (!built.ok()) return built.status();
   const quant::Plan plan = *std::move(built);
   if (!out.empty()) {

@@ -16,6 +16,7 @@
 #include "common/quant/plan_io.h"
 #include "common/quant/quantization_session.h"
 #include "common/quant/quantized_checkpoint.h"
+#include "job/node_options.h"
 #include "job/open_session.h"
 
 namespace windquant::cli {
@@ -66,7 +67,8 @@ absl::Status RunExport(Args& args) {
   const bool stream = !no_cache && cfg.quant.compensation == "none";
   absl::StatusOr<quant::StageFits> cached =
       absl::NotFoundError(no_cache ? "--no-cache" : "quant.compensation");
-  if (stream) cached = quant::QuantizationSession::LoadCachedFits(cfg, *checkpoint);
+  if (stream)
+    cached = quant::QuantizationSession::LoadCachedFits(job::SessionOptionsFrom(cfg), *checkpoint);
   std::unique_ptr<quant::QuantizationSession> session;
   if (!cached.ok()) {
     if (!absl::IsNotFound(cached.status())) {

@@ -43,7 +43,7 @@ absl::Status RunStatus(Args& args) {
   // gRPC core would also log a failed handshake to stderr; the returned status says it
   // on the command's one line.
   gpr_set_log_function([](gpr_log_func_args*) {});
-  config::ServiceConfig service;
+  net::PeerOptions service;  // the service section's transport keys, from the flags
   service.tls.bearer_token_file = token_file;
   service.tls.ca_file = ca_file;
   absl::StatusOr<net::ChannelOptions> options = net::ChannelOptionsFromConfig(service, learner);

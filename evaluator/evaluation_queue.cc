@@ -33,7 +33,7 @@ std::string Serialize(const QueuedPlan& q) {
 
 }  // namespace
 
-EvaluationQueue::EvaluationQueue(PipelineEvaluator* evaluator,
+EvaluationQueue::EvaluationQueue(ReplicaEvaluator* evaluator,
                                  std::vector<std::vector<transport::ActivationTransport*>> replicas,
                                  const rl::LagrangeOptions& lagrange, std::string queue_dir,
                                  size_t max_queue, ReportFn report, metrics::Registry* registry,

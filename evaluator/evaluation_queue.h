@@ -2,7 +2,7 @@
 // plans wait in a bounded queue, persisted one file per episode under
 // `queue_dir` so a restarted evaluator evaluates what was pending; one worker
 // per replica calibrates its replica once (retrying while its actors come
-// up), then evaluates plans through it with the PipelineEvaluator, updates λ
+// up), then evaluates plans through it with the ReplicaEvaluator, updates λ
 // (rl::LagrangeMultiplier, the formula lives there, once per plan; not for a
 // learner's candidate plan, rl::IsCandidateEpisode) and hands
 // the report to `report`, one attempt per call: UNAVAILABLE and
@@ -30,10 +30,9 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "common/base/log.h"
-#include "common/config/run_config.h"
 #include "common/metrics/registry.h"
 #include "common/rl/lagrange.h"
-#include "evaluator/pipeline_evaluator.h"
+#include "evaluator/replica_evaluator.h"
 
 namespace windquant::evaluator {
 
@@ -54,7 +53,7 @@ class EvaluationQueue {
  public:
   using ReportFn = std::function<absl::Status(const Report&)>;
   using TableFn = std::function<void(const std::vector<quant::UnitTable>&)>;
-  EvaluationQueue(PipelineEvaluator* evaluator,
+  EvaluationQueue(ReplicaEvaluator* evaluator,
                   std::vector<std::vector<transport::ActivationTransport*>> replicas,
                   const rl::LagrangeOptions& lagrange, std::string queue_dir, size_t max_queue,
                   ReportFn report, metrics::Registry* registry = nullptr,
@@ -93,7 +92,7 @@ class EvaluationQueue {
   void PublishDepthLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string PathOf(uint64_t episode_id) const;
 
-  PipelineEvaluator* const evaluator_;
+  ReplicaEvaluator* const evaluator_;
   const std::vector<std::vector<transport::ActivationTransport*>> replicas_;
   const std::string queue_dir_;
   const size_t max_queue_;

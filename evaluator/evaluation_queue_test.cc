@@ -1,4 +1,5 @@
 #include "evaluator/evaluation_queue.h"
+#include "evaluator/pipeline_evaluator.h"
 
 #include <cstdlib>
 #include <filesystem>

@@ -8,6 +8,7 @@
 #include "common/net/channel.h"
 #include "common/service/service_main.h"
 #include "evaluator/evaluator_node.h"
+#include "job/node_options.h"
 
 namespace wq = windquant;
 
@@ -22,7 +23,8 @@ constexpr char kUsage[] =
 class EvaluatorService : public wq::service::Service {
  public:
   static absl::StatusOr<std::unique_ptr<wq::service::Service>> Create(
-      const wq::config::RunConfig& c, wq::metrics::Registry* registry, const wq::base::LogSink&) {
+      const wq::config::RunConfig& c, wq::metrics::Registry* registry,
+      const wq::base::LogSink& log) {
     const auto& svc = c.service;
     std::vector<std::shared_ptr<grpc::Channel>> actors;
     for (const std::string& addr : svc.actor_addresses) {
@@ -32,9 +34,9 @@ class EvaluatorService : public wq::service::Service {
     WQ_ASSIGN_OR_RETURN(auto learner,
                         wq::net::MakeChannelFromConfig(svc, svc.learner_address, registry));
     auto s = std::make_unique<EvaluatorService>();
-    WQ_ASSIGN_OR_RETURN(
-        s->node_, wq::evaluator::EvaluatorNode::Create(c, svc.evaluator_address, registry, learner,
-                                                       actors, svc.actor_addresses));
+    WQ_ASSIGN_OR_RETURN(s->node_, wq::evaluator::EvaluatorNode::Create(
+                                      wq::job::EvaluatorNodeOptionsFrom(c), svc.evaluator_address,
+                                      registry, log, learner, actors, svc.actor_addresses));
     return s;
   }
   absl::Status Start() override { return node_->Start(); }

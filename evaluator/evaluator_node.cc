@@ -13,39 +13,36 @@
 
 namespace windquant::evaluator {
 absl::StatusOr<std::unique_ptr<EvaluatorNode>> EvaluatorNode::Create(
-    const config::RunConfig& c, const std::string& address, metrics::Registry* registry,
+    const Options& c, const std::string& address, metrics::Registry* registry, base::LogSink log,
     std::shared_ptr<grpc::Channel> learner, std::vector<std::shared_ptr<grpc::Channel>> actors,
     std::vector<std::string> actor_names, const model::LlamaWeights* shared_weights) {
-  const config::ServiceConfig& svc = c.service;
-  if (static_cast<int>(actors.size()) != svc.stages * svc.replicas ||
+  if (static_cast<int>(actors.size()) != c.stages * c.replicas ||
       actor_names.size() != actors.size()) {
     return absl::InvalidArgumentError(
         absl::StrCat("service.actor_addresses: ", actors.size(),
-                     " entries, stages x replicas = ", svc.stages * svc.replicas));
+                     " entries, stages x replicas = ", c.stages * c.replicas));
   }
   std::unique_ptr<EvaluatorNode> node(new EvaluatorNode());
-  node->deadline_ = absl::Milliseconds(svc.rpc_deadline_ms);
-  WQ_ASSIGN_OR_RETURN(auto tok, model::Tokenizer::FromFile(c.model.dir + "/tokenizer.json"));
+  node->deadline_ = absl::Milliseconds(c.peer.rpc_deadline_ms);
+  WQ_ASSIGN_OR_RETURN(auto tok, model::Tokenizer::FromFile(c.model_dir + "/tokenizer.json"));
   const config::TextEncoder encode = [&t = *tok](std::string_view text) {
     return t.Encode(text, /*add_bos=*/false);
   };
   // Calibration windows and the loss slice come from the calibration range,
   // the PPL term from the selection slice, nothing from the held-out text.
-  WQ_ASSIGN_OR_RETURN(
-      std::vector<int32_t> calib,
-      config::ReadTextRange(config::CalibrationRange(c.calibration), "calibration", encode));
-  WQ_ASSIGN_OR_RETURN(
-      std::vector<int32_t> eval,
-      config::ReadTextRange(c.evaluation.selection, "evaluation.selection", encode));
+  WQ_ASSIGN_OR_RETURN(std::vector<int32_t> calib,
+                      config::ReadTextRange(c.calibration.range(), "calibration", encode));
+  WQ_ASSIGN_OR_RETURN(std::vector<int32_t> eval,
+                      config::ReadTextRange(c.selection, "evaluation.selection", encode));
   PipelineEvaluatorOptions po;
-  po.context = c.evaluation.context;
-  po.batch_size = c.evaluation.batch;
-  po.calib_slice_tokens = c.evaluation.calib_slice_tokens;
+  po.context = c.context;
+  po.batch_size = c.batch;
+  po.calib_slice_tokens = c.calib_slice_tokens;
   po.eval_slice_tokens = 0;  // the whole selection range
   po.calibration_samples = c.calibration.samples;
   po.calibration_seq_len = c.calibration.seq_len;
   po.calibration_seed = c.calibration.seed;
-  po.calibration_batch = std::max(1, c.evaluation.batch);
+  po.calibration_batch = std::max(1, c.batch);
   if (shared_weights != nullptr) {
     model::LlamaWeights head;  // the same tensors, no decoder layer
     head.config = shared_weights->config;
@@ -57,12 +54,12 @@ absl::StatusOr<std::unique_ptr<EvaluatorNode>> EvaluatorNode::Create(
         PipelineEvaluator::FromWeights(std::move(head), po, std::move(calib), std::move(eval)));
   } else {
     WQ_ASSIGN_OR_RETURN(node->pipeline_, PipelineEvaluator::Create(
-                                             c.model.dir, po, std::move(calib), std::move(eval)));
+                                             c.model_dir, po, std::move(calib), std::move(eval)));
   }
-  std::vector<std::vector<transport::ActivationTransport*>> replicas(svc.replicas);
-  for (int r = 0; r < svc.replicas; ++r) {
-    for (int s = 0; s < svc.stages; ++s) {
-      const size_t i = static_cast<size_t>(s * svc.replicas + r);
+  std::vector<std::vector<transport::ActivationTransport*>> replicas(c.replicas);
+  for (int r = 0; r < c.replicas; ++r) {
+    for (int s = 0; s < c.stages; ++s) {
+      const size_t i = static_cast<size_t>(s * c.replicas + r);
       node->transports_.push_back(std::make_unique<transport::GrpcActivationTransport>(
           actors[i], absl::StrCat("stage ", s, " replica ", r, " at ", actor_names[i]),
           node->deadline_, transport::LayerLinearWeights(node->pipeline_->config())));
@@ -72,12 +69,13 @@ absl::StatusOr<std::unique_ptr<EvaluatorNode>> EvaluatorNode::Create(
   node->learner_ = v1::Learner::NewStub(std::move(learner));
   EvaluatorNode* n = node.get();
   node->queue_ = std::make_unique<EvaluationQueue>(
-      node->pipeline_.get(), replicas, c.lagrange, c.output.dir + "/evaluator-queue", 4096,
-      [n](const Report& r) { return n->SendReport(r); }, registry);
+      node->pipeline_.get(), replicas, c.lagrange, c.queue_dir, c.max_queue,
+      [n](const Report& r) { return n->SendReport(r); }, registry, std::move(log));
   node->service_ =
       std::make_unique<EvaluatorService>(node->queue_.get(), [n] { return n->Table(); });
-  WQ_ASSIGN_OR_RETURN(node->server_, net::StartServer(svc, address, registry, node->service_.get(),
-                                                      v1::Evaluator::service_full_name()));
+  WQ_ASSIGN_OR_RETURN(node->server_,
+                      net::StartServer(c.peer, address, registry, node->service_.get(),
+                                       v1::Evaluator::service_full_name()));
   node->running_ = true;
   return node;
 }

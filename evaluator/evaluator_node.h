@@ -9,7 +9,8 @@
 // TCP; `windquant quantize` runs one beside the learner and actor nodes with
 // in-process channels.
 //
-//   auto node = EvaluatorNode::Create(config, address, &registry, learner, actors, names);
+//   auto node = EvaluatorNode::Create(job::EvaluatorNodeOptionsFrom(config), address,
+//                                     &registry, log, learner, actors, names);
 //   WQ_RETURN_IF_ERROR((*node)->Start());   // queue workers: calibration, evaluations
 //   ...
 //   (*node)->Stop();
@@ -26,11 +27,14 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "common/config/run_config.h"
+#include "common/base/log.h"
+#include "common/config/text_range.h"
 #include "common/metrics/registry.h"
 #include "common/model/llama_weights.h"
 #include "common/net/canceller.h"
+#include "common/net/peer_options.h"
 #include "common/net/server.h"
+#include "common/quant/calibration_options.h"
 #include "common/transport/grpc_activation_transport.h"
 #include "evaluator/evaluation_queue.h"
 #include "evaluator/evaluator_service.h"
@@ -40,18 +44,41 @@
 
 namespace windquant::evaluator {
 
+// What an evaluator node reads (the run config's keys beside each field; built from the
+// config by job::EvaluatorNodeOptionsFrom).
+struct EvaluatorNodeOptions {
+  std::string model_dir;                  // model.dir: tokenizer, embeddings, final norm, lm_head
+  quant::CalibrationOptions calibration;  // calibration.*: the windows and the loss slice
+  config::TextRange selection;            // evaluation.selection: the PPL term
+  int context = 256;                      // evaluation.context
+  int batch = 16;                         // evaluation.batch
+  int64_t calib_slice_tokens = 8192;      // evaluation.calib_slice_tokens
+  rl::LagrangeOptions lagrange;           // lagrange.*: the evaluator's λ updates
+  int stages = 1;                         // service.stages
+  int replicas = 1;                       // service.replicas
+  // The server and the calls to the learner: service.tls.*, service.max_message_bytes,
+  // service.rpc_deadline_ms (also the actors' calls).
+  net::PeerOptions peer;
+  std::string queue_dir;    // output.dir + "/evaluator-queue": pending plans
+  size_t max_queue = 4096;  // plans waiting at most
+};
+
 class EvaluatorNode {
  public:
+  using Options = EvaluatorNodeOptions;
+
   // `actors`: one channel per actor, stage-major (stage s, replica r at
   // s * replicas + r, as service.actor_addresses), `actor_names` the same
   // order (for error messages). Serves on `address` (port 0 = a free one).
   // With `shared_weights` (the caller's, kept alive by it) the embeddings,
   // final norm and lm_head are those tensors instead of a copy loaded here.
-  // INVALID_ARGUMENT naming the key for a wrong actor count or unreadable text.
+  // `log` gets the queue's lines. INVALID_ARGUMENT naming the key for a wrong actor
+  // count or unreadable text.
   static absl::StatusOr<std::unique_ptr<EvaluatorNode>> Create(
-      const config::RunConfig& config, const std::string& address, metrics::Registry* registry,
-      std::shared_ptr<grpc::Channel> learner, std::vector<std::shared_ptr<grpc::Channel>> actors,
-      std::vector<std::string> actor_names, const model::LlamaWeights* shared_weights = nullptr);
+      const Options& options, const std::string& address, metrics::Registry* registry,
+      base::LogSink log, std::shared_ptr<grpc::Channel> learner,
+      std::vector<std::shared_ptr<grpc::Channel>> actors, std::vector<std::string> actor_names,
+      const model::LlamaWeights* shared_weights = nullptr);
   ~EvaluatorNode();
 
   // Takes λ from the learner's checkpoint when it has one, then starts the

@@ -102,7 +102,7 @@ struct Harness {
                              getpid());
     std::filesystem::remove_all(queue_dir);
     stage::StageWorkerOptions so;
-    so.chunk_size = 8;
+    so.units.chunk_size = 8;
     for (int s = 0; s < 2; ++s) {
       auto w = stage::StageWorker::FromWeights(TinyWeights(s, s + 1, false), so);
       if (!w.ok()) FuzzFail(std::string(w.status().message()));

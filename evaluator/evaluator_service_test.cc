@@ -17,6 +17,7 @@
 #include "common/testing/scoped_test_dir.h"
 #include "common/testing/stage_test_util.h"
 #include "common/testing/status_matchers.h"
+#include "evaluator/pipeline_evaluator.h"
 #include "gtest/gtest.h"
 
 namespace windquant::evaluator {

@@ -33,6 +33,7 @@
 #include "common/rl/plan_evaluation.h"
 #include "common/rl/plan_evaluation_core.h"
 #include "common/transport/activation_transport.h"
+#include "evaluator/replica_evaluator.h"
 
 namespace windquant::evaluator {
 
@@ -48,9 +49,7 @@ struct PipelineEvaluatorOptions {
   size_t result_cache_size = 4096;  // plans remembered (rl::PlanCache, oldest out first)
 };
 
-using rl::PlanEvaluation;
-
-class PipelineEvaluator {
+class PipelineEvaluator : public ReplicaEvaluator {
  public:
   // Loads embeddings + final norm + lm_head of `model_dir` (no layer).
   // INVALID_ARGUMENT when the options are out of range or a text is shorter
@@ -75,12 +74,13 @@ class PipelineEvaluator {
 
   // quant::CalibrationKey of the calibration windows' definition (ids,
   // samples, length, seed): what the stages' tables depend on besides the model.
-  std::string CalibrationFingerprint() const;
+  std::string CalibrationFingerprint() const override;
 
   // Calibration pass through `stages`, then every stage fits its shard;
   // returns the stage tables in stage order.
   absl::StatusOr<std::vector<quant::UnitTable>> Calibrate(
-      const std::vector<transport::ActivationTransport*>& stages, const std::string& fingerprint);
+      const std::vector<transport::ActivationTransport*>& stages,
+      const std::string& fingerprint) override;
 
   // Perplexity of `ids` (a text encoded without BOS, first `max_tokens` ids;
   // <= 0 all) through `stages` running `spec`: the protocol of
@@ -96,7 +96,7 @@ class PipelineEvaluator {
   // Evaluates `plan` (its actions over the global unit order) through
   // `stages`; identical plans are answered from the cache (cached = true).
   absl::StatusOr<PlanEvaluation> Evaluate(
-      const std::vector<transport::ActivationTransport*>& stages, const quant::Plan& plan);
+      const std::vector<transport::ActivationTransport*>& stages, const quant::Plan& plan) override;
 
   // The stage-side plan id of `plan`: a digest of fingerprint + actions, so
   // identical plans share applied weights on the stages.

@@ -13,10 +13,10 @@
 namespace windquant::job {
 
 absl::StatusOr<quant::Plan> SearchSessionPlan(const quant::QuantizationSession& session,
+                                              const config::TextRange& selection_range,
                                               const BaselineSpec& spec, nlohmann::json* info) {
-  const config::RunConfig& cfg = session.config();
   WQ_ASSIGN_OR_RETURN(const std::vector<int32_t> selection,
-                      config::ReadTextRange(cfg.evaluation.selection, "evaluation.selection",
+                      config::ReadTextRange(selection_range, "evaluation.selection",
                                             [&tok = session.tokenizer()](std::string_view text) {
                                               return tok.Encode(text, /*add_bos=*/false);
                                             }));

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "common/config/text_range.h"
 #include "common/quant/plan.h"
 #include "common/quant/quantization_session.h"
 #include "job/baseline_plans.h"
@@ -18,9 +19,10 @@
 namespace windquant::job {
 
 // The search baseline (search_baseline.h) of `spec` on the session's model,
-// each candidate measured on evaluation.selection. `info` gets its counts and
-// perplexities. Errors: evaluation.selection's, SearchPlan's.
+// each candidate measured on `selection` (evaluation.selection). `info` gets its
+// counts and perplexities. Errors: evaluation.selection's, SearchPlan's.
 absl::StatusOr<quant::Plan> SearchSessionPlan(const quant::QuantizationSession& session,
+                                              const config::TextRange& selection,
                                               const BaselineSpec& spec, nlohmann::json* info);
 
 struct DescribeOptions {

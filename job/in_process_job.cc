@@ -16,6 +16,7 @@
 #include "common/rl/policy.h"
 #include "evaluator/evaluator_node.h"
 #include "job/learner_options.h"
+#include "job/node_options.h"
 #include "learner/learner_node.h"
 
 namespace windquant::job {
@@ -166,10 +167,11 @@ absl::StatusOr<rl::RunResult> RunInProcessJob(const config::RunConfig& config,
   WQ_ASSIGN_OR_RETURN(auto learner_channel, net::MakeInProcessChannel(nodes.learner->server(), co));
   std::vector<std::shared_ptr<grpc::Channel>> actor_channels;
   std::vector<std::string> actor_names;
+  const actor::ActorNodeOptions actor_options = ActorNodeOptionsFrom(config);
   for (int s = 0; s < svc.stages; ++s) {  // stage-major, as service.actor_addresses
     for (int r = 0; r < svc.replicas; ++r) {
       WQ_ASSIGN_OR_RETURN(auto node,
-                          actor::ActorNode::Create(config, s, r, kLoopback, &registry, log,
+                          actor::ActorNode::Create(actor_options, s, r, kLoopback, &registry, log,
                                                    learner_channel, options.shared_weights));
       WQ_ASSIGN_OR_RETURN(auto channel, net::MakeInProcessChannel(node->server(), co));
       actor_channels.push_back(std::move(channel));
@@ -177,9 +179,10 @@ absl::StatusOr<rl::RunResult> RunInProcessJob(const config::RunConfig& config,
       nodes.actors.push_back(std::move(node));
     }
   }
-  WQ_ASSIGN_OR_RETURN(nodes.evaluator, evaluator::EvaluatorNode::Create(
-                                           config, kLoopback, &registry, learner_channel,
-                                           actor_channels, actor_names, options.shared_weights));
+  WQ_ASSIGN_OR_RETURN(nodes.evaluator,
+                      evaluator::EvaluatorNode::Create(
+                          EvaluatorNodeOptionsFrom(config), kLoopback, &registry, log,
+                          learner_channel, actor_channels, actor_names, options.shared_weights));
   WQ_ASSIGN_OR_RETURN(auto evaluator_channel,
                       net::MakeInProcessChannel(nodes.evaluator->server(), co));
   log(absl::StrCat("job: learner on ", nodes.learner->server().address(), ", evaluator on ",

@@ -21,6 +21,7 @@
 #include "common/testing/stage_test_util.h"
 #include "common/testing/test_paths.h"
 #include "gtest/gtest.h"
+#include "job/node_options.h"
 #include "job/unit_table_files.h"
 
 namespace windquant::job {
@@ -67,10 +68,13 @@ void ExpectSharedAndComplete(const ActorFits& fits, quant::QuantizationSession& 
   ASSERT_TRUE(session.fitted());
   absl::Status twice = session.AdoptFits(quant::StageFits(), quant::ActivationStats());
   EXPECT_EQ(twice.code(), absl::StatusCode::kFailedPrecondition) << twice;
-  quant::SessionOptions fit_here;
+  quant::SessionOptions fit_here = session.options();
   fit_here.use_cache = false;  // AdoptFits wrote the adopted fits there
+  fit_here.load_eval_text = true;
+  fit_here.fit = true;
+  fit_here.log = nullptr;
   absl::StatusOr<std::unique_ptr<quant::QuantizationSession>> own =
-      quant::QuantizationSession::Create(session.config(), fit_here);
+      quant::QuantizationSession::Create(fit_here);
   ASSERT_TRUE(own.ok()) << own.status();
   ASSERT_EQ((*own)->table().units.size(), session.table().units.size());
   // One identity for the table, whoever fitted it (plans move between them).
@@ -98,19 +102,18 @@ void ExpectPlansFromSeveralActors(const std::string& output_dir) {
 // The learner's best plan (its table merged from the actors' parts) is the
 // plan of the run config's own session: eval --plan and export accept it.
 void ExpectBestPlanFitsTheConfigsTable(const config::RunConfig& c, const rl::RunResult& r) {
-  quant::SessionOptions so;
+  quant::SessionOptions so = SessionOptionsFrom(c);
   absl::StatusOr<std::unique_ptr<quant::QuantizationSession>> session =
-      quant::QuantizationSession::Create(c, so);
+      quant::QuantizationSession::Create(so);
   ASSERT_TRUE(session.ok()) << session.status();
   absl::StatusOr<quant::Plan> best =
       quant::ReadPlanFile(c.output.dir + "/best/plan.json", (*session)->table());
   ASSERT_TRUE(best.ok()) << best.status();
   EXPECT_EQ(best->actions, r.best.actions);
   // Another calibration is another table: refused with the one-line error.
-  config::RunConfig other_calibration = c;
-  other_calibration.calibration.seed += 1;
+  so.calibration.seed += 1;
   so.use_cache = false;
-  auto other = quant::QuantizationSession::Create(other_calibration, so);
+  auto other = quant::QuantizationSession::Create(so);
   ASSERT_TRUE(other.ok()) << other.status();
   absl::StatusOr<quant::Plan> refused =
       quant::ReadPlanFile(c.output.dir + "/best/plan.json", (*other)->table());
@@ -132,10 +135,10 @@ TEST(InProcessJobTest, TwoStagesTwoReplicasRunTheJobThenResumeDoneAndClear) {
   o.stall_timeout = absl::Minutes(3);
   // The nodes use the weights of a session that fits nothing; the actors hand
   // their fits over.
-  quant::SessionOptions so;
+  quant::SessionOptions so = SessionOptionsFrom(*c);
   so.fit = false;
   absl::StatusOr<std::unique_ptr<quant::QuantizationSession>> session =
-      quant::QuantizationSession::Create(*c, so);
+      quant::QuantizationSession::Create(so);
   ASSERT_TRUE(session.ok()) << session.status();
   ASSERT_FALSE((*session)->fitted());
   o.shared_weights = &(*session)->model().weights();
@@ -201,16 +204,18 @@ TEST(InProcessJobTest, FitsOfAnotherCalibrationInTheCacheAreRefusedNotMerged) {
   config::RunConfig other = *c;
   other.calibration.seed += 1;
   other.output.dir = dir + "/run2";
-  quant::SessionOptions so;
+  quant::SessionOptions so = SessionOptionsFrom(other);
   so.fit = false;
   absl::StatusOr<std::unique_ptr<quant::QuantizationSession>> session =
-      quant::QuantizationSession::Create(other, so);
+      quant::QuantizationSession::Create(so);
   ASSERT_TRUE(session.ok()) << session.status();
   std::vector<std::string> log;
   o.log = [&log](const std::string& line) { log.push_back(line); };
   o.expected_fingerprint = (*session)->table_fingerprint();
   // What the distributed learner computes from the config alone.
-  EXPECT_EQ(quant::RunTableFingerprint(other).value_or("error"), o.expected_fingerprint);
+  EXPECT_EQ(
+      quant::RunTableFingerprint(other.model.dir, other.quant, other.calibration).value_or("error"),
+      o.expected_fingerprint);
   o.shared_weights = &(*session)->model().weights();
   absl::StatusOr<rl::RunResult> r = RunInProcessJob(other, o);
   ASSERT_TRUE(r.ok()) << r.status();

@@ -67,7 +67,14 @@ learner::LearnerNodeOptions LearnerNodeOptionsFrom(const config::RunConfig& c, b
                         const std::string& run_id, const std::string& dir,
                         learner::FinishOptions options) {
       options.export_options.model_dir = c.model.dir;
-      return learner::WriteFinalArtifacts(c, result, table, run_id, dir, options);
+      options.model_dir = c.model.dir;
+      options.run_defining_text = config::RunDefiningText(c);
+      options.target_bits = c.curriculum.target_bits.back();
+      options.selection = c.evaluation.selection;
+      options.context = c.evaluation.context;
+      options.batch = c.evaluation.batch;
+      options.export_model = c.output.export_model;
+      return learner::WriteFinalArtifacts(result, table, run_id, dir, options);
     };
   }
   return o;

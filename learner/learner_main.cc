@@ -37,7 +37,8 @@ constexpr char kUsage[] =
 // computed. Actors may hold fits of another calibration or build in their
 // cache: with the run's fingerprint known, those are refused, not merged.
 std::string ExpectedTableFingerprint(const wq::config::RunConfig& c, const wq::base::LogSink& log) {
-  absl::StatusOr<std::string> fp = wq::quant::RunTableFingerprint(c);
+  absl::StatusOr<std::string> fp =
+      wq::quant::RunTableFingerprint(c.model.dir, c.quant, c.calibration);
   if (fp.ok()) return *fp;
   log(absl::StrCat("windquant-learner: stage tables not checked against the run's fingerprint: ",
                    fp.status().message()));

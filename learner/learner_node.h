@@ -55,7 +55,7 @@ using FinalWriter = std::function<absl::StatusOr<FinalArtifacts>(
 struct LearnerNodeOptions {
   LearnerCore::Options core;  // also core.dir: output.dir (final/ goes there)
   // service.*: the server's message limit, TLS and token (net::StartServer).
-  config::ServiceConfig service;
+  net::PeerOptions service;
   // service.rpc_deadline_ms: the deadline of SubmitPlan to the evaluator.
   absl::Duration rpc_deadline = absl::Milliseconds(30000);
   // Borrowed, may be null; must outlive the node.

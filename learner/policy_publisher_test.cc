@@ -114,7 +114,7 @@ TEST(PolicyPublisherTest, TheRewardModelGoesWithANewSnapshotOnly) {
 // version: plans measured after it (while actors are still to ask) are not in
 // it, so what actors screen with does not depend on when they ask.
 TEST(PolicyPublisherTest, AVersionCarriesTheModelOfItsUpdate) {
-  std::unique_ptr<PolicyPublisher> p = Make(TestConfig(4));
+  std::unique_ptr<PolicyPublisher> p = Make(TestOptions(4));
   ASSERT_NE(p, nullptr);
   const quant::UnitTable table = rl::testing::SyntheticTable(14, 3);
   ASSERT_TRUE(p->SetTable(table).ok());

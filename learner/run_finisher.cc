@@ -20,18 +20,18 @@ namespace {
 
 namespace fs = std::filesystem;
 
-report::ReportData MakeReport(const config::RunConfig& c, const rl::RunResult& r,
+report::ReportData MakeReport(const FinishOptions& c, const rl::RunResult& r,
                               const quant::UnitTable& table, const std::string& run_id) {
   const double nan = std::nan("");
   auto finite = [nan](double x) { return std::isfinite(x) ? x : nan; };
   report::ReportData d;
-  const fs::path model_dir = fs::path(c.model.dir).lexically_normal();
+  const fs::path model_dir = fs::path(c.model_dir).lexically_normal();
   d.model_name = model_dir.has_filename() ? model_dir.filename().string()
                                           : model_dir.parent_path().filename().string();
-  d.fingerprint = config::RunFingerprint(table.fingerprint, c);
+  d.fingerprint = config::RunFingerprint(table.fingerprint, c.run_defining_text);
   const rl::PlanEvaluation& e = r.best.evaluation;
   d.fp_perplexity = finite(e.eval_ppl / (1.0 + e.relative_ppl_increase));
-  d.target_bits = c.curriculum.target_bits.back();
+  d.target_bits = c.target_bits;
   for (size_t i = 0; i < table.units.size(); ++i) {
     const quant::Unit& u = table.units[i];
     d.units.push_back(
@@ -61,7 +61,7 @@ report::ReportData MakeReport(const config::RunConfig& c, const rl::RunResult& r
   d.notes.push_back(absl::StrFormat(
       "Distributed run %s: perplexities are the evaluator's, on the selection slice of %s "
       "(evaluation.selection); FP from the best plan's relative increase.",
-      run_id, c.evaluation.selection.text));
+      run_id, c.selection.text));
   d.notes.push_back(
       absl::StrFormat("Best plan from %s at update %d; %d updates, lambda %.4f%s.", r.best.source,
                       r.best.update, r.updates, r.lambda,
@@ -73,15 +73,18 @@ report::ReportData MakeReport(const config::RunConfig& c, const rl::RunResult& r
 
 }  // namespace
 
-absl::StatusOr<FinalArtifacts> WriteFinalArtifacts(
-    const config::RunConfig& c, const rl::RunResult& r, const quant::UnitTable& table,
-    const std::string& run_id, const std::string& dir_name, const FinishOptions& options) {
+absl::StatusOr<FinalArtifacts> WriteFinalArtifacts(const rl::RunResult& r,
+                                                   const quant::UnitTable& table,
+                                                   const std::string& run_id,
+                                                   const std::string& dir_name,
+                                                   const FinishOptions& options) {
+  const FinishOptions& c = options;
   const base::LogSink& log = options.log;
   if (r.best.actions.empty()) {
     return absl::FailedPreconditionError("finish: the run has no feasible plan");
   }
   const fs::path dir(dir_name);
-  const double target = c.curriculum.target_bits.back();
+  const double target = c.target_bits;
   quant::Plan plan = quant::Plan::Make(table, r.best.actions, r.best.source, target);
   plan.policy_version = r.best.policy_version;
   WQ_RETURN_IF_ERROR(quant::WritePlanFiles(plan, table, dir.string()));
@@ -104,7 +107,7 @@ absl::StatusOr<FinalArtifacts> WriteFinalArtifacts(
   j["plan_id"] = plan.plan_id;
   j["returned_plan_origin"] = r.best.source;
   j["rl_real_evaluations"] = r.real_evaluations;  // the whole run's, resumes included
-  if (c.output.export_model) {
+  if (c.export_model) {
     if (options.actors.empty()) {
       return absl::FailedPreconditionError(
           "finish: output.export is on but the learner has no channels to the actors");
@@ -120,10 +123,10 @@ absl::StatusOr<FinalArtifacts> WriteFinalArtifacts(
                      {"perplexity", e.eval_ppl},
                      {"measured_by", "evaluator"},
                      {"measured_on", "evaluation.selection"},
-                     {"text", c.evaluation.selection.text},
-                     {"token_range", c.evaluation.selection.tokens},
-                     {"context", c.evaluation.context},
-                     {"batch", c.evaluation.batch},
+                     {"text", c.selection.text},
+                     {"token_range", c.selection.tokens},
+                     {"context", c.context},
+                     {"batch", c.batch},
                      {"quantized_bytes", x.quantized_bytes},
                      {"fake_quant_bytes", x.fake_quant_bytes},
                      {"bytes_pulled_from_actors", x.pulled_bytes},
@@ -136,7 +139,7 @@ absl::StatusOr<FinalArtifacts> WriteFinalArtifacts(
           "finish: exported %s from %d stages in %.1f s (%d bytes pulled; evaluator's PPL %.4f "
           "on %s)",
           dir_name, options.actors.size(), x.seconds, x.pulled_bytes, e.eval_ppl,
-          c.evaluation.selection.text));
+          c.selection.text));
     }
   }
   WQ_RETURN_IF_ERROR(base::WriteFileAtomic((dir / "report.json").string(), j.dump(2) + "\n"));

@@ -25,7 +25,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/base/log.h"
-#include "common/config/run_config.h"
+#include "common/config/text_range.h"
 #include "common/quant/unit_table.h"
 #include "common/rl/run_result.h"
 #include "learner/export_assembler.h"
@@ -38,6 +38,13 @@ struct FinalArtifacts {
 };
 
 struct FinishOptions {
+  std::string model_dir;          // model.dir: the report's model name
+  std::string run_defining_text;  // config::RunDefiningText: the report's run fingerprint
+  double target_bits = 2.0;       // the last of curriculum.target_bits: the plan's target
+  config::TextRange selection;    // evaluation.selection: what the evaluator measured on
+  int context = 256;              // evaluation.context
+  int batch = 16;                 // evaluation.batch
+  bool export_model = true;       // output.export
   // The actors of every stage (stage-major), for the export; empty = none reachable.
   std::vector<ExportStageActors> actors;
   ExportAssemblerOptions export_options;
@@ -47,9 +54,11 @@ struct FinishOptions {
 // Writes the files above into `dir`. FAILED_PRECONDITION when the run has no
 // feasible plan, or with output.export and no actors; the errors of the export
 // (nothing of it is left in `dir` then) and of the files.
-absl::StatusOr<FinalArtifacts> WriteFinalArtifacts(
-    const config::RunConfig& config, const rl::RunResult& result, const quant::UnitTable& table,
-    const std::string& run_id, const std::string& dir, const FinishOptions& options);
+absl::StatusOr<FinalArtifacts> WriteFinalArtifacts(const rl::RunResult& result,
+                                                   const quant::UnitTable& table,
+                                                   const std::string& run_id,
+                                                   const std::string& dir,
+                                                   const FinishOptions& options);
 
 }  // namespace windquant::learner
 

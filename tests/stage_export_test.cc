@@ -83,7 +83,7 @@ class StageExportTest : public ::testing::Test {
       o.model_dir = ModelDir();
       o.first_layer = a;
       o.end_layer = b;
-      o.chunk_size = 32;
+      o.units.chunk_size = 32;
       auto w = stage::StageWorker::Create(o);
       ASSERT_TRUE(w.ok()) << w.status();
       workers_.push_back(*std::move(w));

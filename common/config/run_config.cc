@@ -564,6 +564,12 @@ absl::StatusOr<RunConfig> LoadRunConfig(const std::string& path,
   return ParseRunConfig(text, path, overrides, base_dir);
 }
 
+bool ScreeningOn(const TrainingConfig& training) { return training.screen_samples > 1; }
+
+int ScreenSamplesPerEpisode(const TrainingConfig& training) {
+  return ScreeningOn(training) ? training.screen_samples : 1;
+}
+
 TextRange CalibrationRange(const CalibrationConfig& calibration) {
   return TextRange{calibration.text, calibration.tokens};
 }

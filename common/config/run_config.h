@@ -10,6 +10,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/config/text_range.h"
+#include "common/net/peer_options.h"
+#include "common/quant/calibration_options.h"
+#include "common/quant/unit_table_options.h"
 #include "common/rl/curriculum_options.h"
 #include "common/rl/environment_options.h"
 #include "common/rl/lagrange_options.h"
@@ -23,27 +27,9 @@ struct ModelConfig {
   int threads = 0;             // intra-op threads; 0 = all cores
 };
 
-// A part of a text file, in the model's token ids: the file encoded without
-// BOS, ids [tokens[0], tokens[1]); tokens[1] = 0 means to the end of the text.
-// The three text roles of a run (calibration, selection, held-out) are each
-// one TextRange, and the config loader refuses two that overlap (same file,
-// intersecting ranges): no plan is chosen on, and no activation statistic
-// comes from, the text its final numbers are measured on.
-struct TextRange {
-  std::string text;                      // UTF-8 text file
-  std::vector<int64_t> tokens = {0, 0};  // [begin, end); end 0 = end of text
-};
-
-// Calibration pass (DESIGN.md section 3): activation statistics per linear input.
-// Its windows and the loss slice of the episode-end reward come from `text`'s
-// range `tokens` only.
-struct CalibrationConfig {
-  std::string text;                      // UTF-8 text file
-  std::vector<int64_t> tokens = {0, 0};  // the part of `text` calibration reads (TextRange)
-  int samples = 32;                      // sequences
-  int seq_len = 256;                     // tokens per sequence (incl. BOS)
-  uint64_t seed = 0;                     // which windows of the text are sampled
-};
+// The calibration section is quant::CalibrationOptions (calibration_options.h):
+// the calibration.* keys, read by the quantization session and the evaluator.
+using CalibrationConfig = quant::CalibrationOptions;
 
 // Episode-end evaluation of a plan (DESIGN.md section 4) and the final numbers.
 struct EvaluationConfig {
@@ -57,9 +43,9 @@ struct EvaluationConfig {
   int batch = 16;                     // windows per forward
 };
 
-struct QuantConfig {
-  int chunk_size = 256;
-  double salient_fraction = 0.005;
+// quant.chunk_size and quant.salient_fraction are the unit table's own options
+// (quant::UnitTableOptions, embedded), quant.cache_dir where fitted tables are kept.
+struct QuantConfig : quant::UnitTableOptions {
   std::string cache_dir = ".cache/unit-tables";
   // Applying a plan: none (every unit rounded on its own) | gptq (each linear quantized
   // column by column in unit order, the rounding error carried into the columns not yet
@@ -100,13 +86,13 @@ struct OutputConfig {
   bool export_model = true;
 };
 
-struct TlsConfig {
-  std::string cert_file, key_file, ca_file;  // empty = plaintext
-  bool require_client_cert = false;
-  std::string bearer_token_file;  // empty = no token check
-};
+// service.tls.* (net::TlsOptions).
+using TlsConfig = net::TlsOptions;
 
-struct ServiceConfig {
+// The service section: the transport keys every channel and server reads
+// (net::PeerOptions, embedded: service.max_message_bytes, service.rpc_deadline_ms,
+// service.tls.*), then the addresses and the topology.
+struct ServiceConfig : net::PeerOptions {
   std::string learner_address = "127.0.0.1:50051";
   std::string evaluator_address = "127.0.0.1:50052";
   std::vector<std::string> actor_addresses;  // stage-major: s*replicas + r
@@ -115,15 +101,9 @@ struct ServiceConfig {
   int stage = -1;  // this actor's stage; -1 = from pod ordinal
   int replica = -1;
   std::string metrics_address = "127.0.0.1:0";
-  int64_t max_message_bytes = 64 << 20;
-  // Deadline of control calls; calls whose work follows the model (calibration,
-  // forward passes, unit-table registration) derive theirs from the work
-  // (common/transport/work_deadline.h).
-  int64_t rpc_deadline_ms = 30000;
   // Allowance A added to the learner's derived evaluation wait (learner/evaluation_clock.h:
   // plans expire after A + 3 x the measured per-plan evaluation time of quiet, not after A).
   int64_t evaluation_timeout_ms = 120000;
-  TlsConfig tls;
 };
 
 struct RunConfig {
@@ -154,6 +134,13 @@ absl::StatusOr<RunConfig> ParseRunConfig(const std::string& yaml_text, const std
 // Reads and parses a file; relative data/model paths resolve against the file's directory.
 absl::StatusOr<RunConfig> LoadRunConfig(const std::string& path,
                                         const std::vector<std::string>& overrides = {});
+
+// Reward-model screening (training.screen_samples): the one definition of whether it
+// is on (K > 1), for the learner's reward model and the actors' sampling alike.
+bool ScreeningOn(const TrainingConfig& training);
+// Samples an actor draws for each episode it sends: K when screening is on, else 1
+// (actor::RolloutLoopOptions::screen_samples).
+int ScreenSamplesPerEpisode(const TrainingConfig& training);
 
 // The calibration range as a TextRange (calibration.text, calibration.tokens).
 TextRange CalibrationRange(const CalibrationConfig& calibration);

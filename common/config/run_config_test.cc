@@ -1,5 +1,8 @@
 #include "common/config/run_config.h"
 
+#include <tuple>
+#include <vector>
+
 #include "gtest/gtest.h"
 
 namespace windquant::config {
@@ -36,6 +39,35 @@ TEST(RunConfigTest, MinimalConfigGetsDefaults) {
   EXPECT_EQ(c->quant.chunk_size, 256);
   EXPECT_EQ(c->env.budget_mode, "hard");
   EXPECT_EQ(c->curriculum.target_bits, std::vector<double>{2.0});
+}
+
+// training.screen_samples: 0 and 1 are off (one sample per episode sent), K > 1 draws K.
+TEST(RunConfigTest, ScreeningIsOnFromTwoSamples) {
+  TrainingConfig t;
+  for (const auto& [k, on, per_episode] : std::vector<std::tuple<int, bool, int>>{
+           {0, false, 1}, {1, false, 1}, {2, true, 2}, {8, true, 8}}) {
+    t.screen_samples = k;
+    EXPECT_EQ(ScreeningOn(t), on) << k;
+    EXPECT_EQ(ScreenSamplesPerEpisode(t), per_episode) << k;
+  }
+}
+
+// The embedded component options keep their YAML keys and defaults.
+TEST(RunConfigTest, EmbeddedOptionsReadTheirKeys) {
+  auto c = ParseRunConfig(
+      kMinimal, "run.yaml",
+      {"quant.chunk_size=64", "quant.salient_fraction=0.01", "service.max_message_bytes=1024",
+       "service.tls.ca_file=ca.pem", "calibration.seed=5"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  const quant::UnitTableOptions& units = c->quant;
+  EXPECT_EQ(units.chunk_size, 64);
+  EXPECT_EQ(units.salient_fraction, 0.01);
+  const net::PeerOptions& peer = c->service;
+  EXPECT_EQ(peer.max_message_bytes, 1024);
+  EXPECT_EQ(peer.rpc_deadline_ms, 30000);
+  EXPECT_EQ(peer.tls.ca_file, "ca.pem");
+  EXPECT_EQ(c->calibration.seed, 5u);
+  EXPECT_EQ(c->calibration.range().text, "c.txt");
 }
 
 TEST(RunConfigTest, ReadsNestedValuesAndLists) {

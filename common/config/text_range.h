@@ -13,9 +13,19 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/config/run_config.h"
 
 namespace windquant::config {
+
+// A part of a text file, in the model's token ids: the file encoded without
+// BOS, ids [tokens[0], tokens[1]); tokens[1] = 0 means to the end of the text.
+// The three text roles of a run (calibration, selection, held-out) are each
+// one TextRange, and the config loader refuses two that overlap (same file,
+// intersecting ranges): no plan is chosen on, and no activation statistic
+// comes from, the text its final numbers are measured on.
+struct TextRange {
+  std::string text;                      // UTF-8 text file
+  std::vector<int64_t> tokens = {0, 0};  // [begin, end); end 0 = end of text
+};
 
 // Text to ids without BOS (model::Tokenizer::Encode(text, false)).
 using TextEncoder = std::function<std::vector<int32_t>(std::string_view)>;

@@ -56,7 +56,7 @@ absl::StatusOr<InterceptorFactories> MakeInterceptors(const ChannelOptions& opti
 
 }  // namespace
 
-absl::StatusOr<ChannelOptions> ChannelOptionsFromConfig(const config::ServiceConfig& service,
+absl::StatusOr<ChannelOptions> ChannelOptionsFromConfig(const PeerOptions& service,
                                                         const std::string& target) {
   ChannelOptions options;
   options.target = target;
@@ -119,8 +119,9 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(const ChannelOptions&
       options.target, creds, MakeArguments(options), *std::move(interceptors));
 }
 
-absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannelFromConfig(
-    const config::ServiceConfig& service, const std::string& target, metrics::Registry* registry) {
+absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannelFromConfig(const PeerOptions& service,
+                                                                     const std::string& target,
+                                                                     metrics::Registry* registry) {
   absl::StatusOr<ChannelOptions> options = ChannelOptionsFromConfig(service, target);
   if (!options.ok()) return options.status();
   options->registry = registry;

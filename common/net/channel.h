@@ -23,8 +23,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "common/config/run_config.h"
 #include "common/metrics/registry.h"
+#include "common/net/peer_options.h"
 #include "common/net/server.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
@@ -53,7 +53,7 @@ struct ChannelOptions {
 // require_client_cert), bearer_token_file, max_message_bytes, rpc_deadline_ms. A ca_file
 // alone means TLS (never plaintext); require_client_cert without cert_file is an error.
 // Errors name the key ("service.tls.bearer_token_file: ...").
-absl::StatusOr<ChannelOptions> ChannelOptionsFromConfig(const config::ServiceConfig& service,
+absl::StatusOr<ChannelOptions> ChannelOptionsFromConfig(const PeerOptions& service,
                                                         const std::string& target);
 
 // A channel to options.target (connects lazily). Errors: INVALID_ARGUMENT (empty target,
@@ -62,8 +62,9 @@ absl::StatusOr<ChannelOptions> ChannelOptionsFromConfig(const config::ServiceCon
 absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(const ChannelOptions& options);
 // MakeChannel(ChannelOptionsFromConfig(service, target)) with RPC metrics in `registry`
 // (nullptr = none): the channel of every windquant process to a peer.
-absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannelFromConfig(
-    const config::ServiceConfig& service, const std::string& target, metrics::Registry* registry);
+absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannelFromConfig(const PeerOptions& service,
+                                                                     const std::string& target,
+                                                                     metrics::Registry* registry);
 
 // A channel into `server` in this process (started); target and TLS fields are ignored,
 // the token, message size and metrics apply. FAILED_PRECONDITION if not started.

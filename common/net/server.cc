@@ -138,7 +138,7 @@ absl::Status ApplyConcurrencyBounds(const ServerOptions& o, grpc::ServerBuilder*
 
 }  // namespace
 
-absl::StatusOr<ServerOptions> ServerOptionsFromConfig(const config::ServiceConfig& service,
+absl::StatusOr<ServerOptions> ServerOptionsFromConfig(const PeerOptions& service,
                                                       const std::string& address) {
   ServerOptions options;
   options.address = address;
@@ -315,7 +315,7 @@ std::shared_ptr<grpc::Channel> GrpcServer::InProcessChannel(
                                                                          std::move(interceptors));
 }
 
-absl::StatusOr<std::unique_ptr<GrpcServer>> StartServer(const config::ServiceConfig& service,
+absl::StatusOr<std::unique_ptr<GrpcServer>> StartServer(const PeerOptions& service,
                                                         const std::string& address,
                                                         metrics::Registry* registry,
                                                         grpc::Service* impl,

@@ -11,7 +11,7 @@
 //
 // It provides: address with port 0 -> kernel-picked port; max message size both ways;
 // grpc.health.v1 (grpc++'s default health service: "" and every added service SERVING
-// after Start); TLS or mutual TLS (TlsConfig); a bearer-token check on every call when a
+// after Start); TLS or mutual TLS (TlsOptions); a bearer-token check on every call when a
 // token is set (auth.h: UNAUTHENTICATED before any handler; grpc.health.v1 exempt for
 // kubelet probes); RPC metrics (rpc_metrics.h) when given a registry; graceful drain.
 // No client can hold the server (server_stall_test.cc): at most max_threads handler
@@ -36,8 +36,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "common/config/run_config.h"
 #include "common/metrics/registry.h"
+#include "common/net/peer_options.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/impl/service_type.h"
 #include "grpcpp/support/channel_arguments.h"
@@ -76,7 +76,7 @@ struct ServerOptions {
 
 // Maps the `service` section (max message size, tls.*) onto ServerOptions for `address`,
 // reading tls.bearer_token_file. Errors name the key ("service.tls.key_file: ...").
-absl::StatusOr<ServerOptions> ServerOptionsFromConfig(const config::ServiceConfig& service,
+absl::StatusOr<ServerOptions> ServerOptionsFromConfig(const PeerOptions& service,
                                                       const std::string& address);
 
 class GrpcServer;
@@ -84,7 +84,7 @@ class GrpcServer;
 // A started server of one windquant service: ServerOptionsFromConfig(service, address)
 // with RPC metrics in `registry` (nullptr = none), `impl` added under `health_name`.
 // Errors: those of ServerOptionsFromConfig and Start.
-absl::StatusOr<std::unique_ptr<GrpcServer>> StartServer(const config::ServiceConfig& service,
+absl::StatusOr<std::unique_ptr<GrpcServer>> StartServer(const PeerOptions& service,
                                                         const std::string& address,
                                                         metrics::Registry* registry,
                                                         grpc::Service* impl,

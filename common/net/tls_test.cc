@@ -137,7 +137,7 @@ TEST_F(TlsTest, BearerTokenOverMutualTls) {
 TEST_F(TlsTest, OptionsFromServiceConfig) {
   const std::string token_file = certs_->dir + "/token";
   std::ofstream(token_file) << "cfg-token\n";
-  config::ServiceConfig service;
+  PeerOptions service;
   service.tls.cert_file = certs_->server_cert;
   service.tls.key_file = certs_->server_key;
   service.tls.ca_file = certs_->ca_cert;
@@ -191,7 +191,7 @@ TEST_F(TlsTest, SecuritySettingsAreUsedOrRefusedNeverDropped) {
 
   // A client with a CA (from the config, without a server cert of its own, as in
   // `windquant status --ca-file`) uses TLS: the plaintext server fails the handshake.
-  config::ServiceConfig client;
+  PeerOptions client;
   client.tls.ca_file = certs_->ca_cert;
   auto from_config = ChannelOptionsFromConfig(client, server_->address());
   ASSERT_TRUE(from_config.ok()) << from_config.status();
@@ -209,7 +209,7 @@ TEST_F(TlsTest, SecuritySettingsAreUsedOrRefusedNeverDropped) {
             grpc::StatusCode::UNAVAILABLE);
 
   // A client certificate asked for but not given.
-  config::ServiceConfig no_cert;
+  PeerOptions no_cert;
   no_cert.tls.ca_file = certs_->ca_cert;
   no_cert.tls.require_client_cert = true;
   EXPECT_THAT(ChannelOptionsFromConfig(no_cert, "x:1"),

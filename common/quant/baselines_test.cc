@@ -42,7 +42,7 @@ const UnitTable& RealTable() {
     }
     UnitTableOptions o;
     o.chunk_size = 16;
-    o.quantizer.salient_fraction = 0.01;
+    o.salient_fraction = 0.01;
     auto sq = BuildStageFits(w, stats, o, "fp-test");
     if (!sq.ok()) std::abort();
     return new UnitTable(sq->table());

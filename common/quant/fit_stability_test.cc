@@ -55,7 +55,7 @@ struct Counts {
 // Refits every (unit, action) of the session's table under kTrials perturbations.
 Counts Perturb(const QuantizationSession& s) {
   QuantizerOptions o;
-  o.salient_fraction = s.config().quant.salient_fraction;
+  o.salient_fraction = s.options().units.salient_fraction;
   Counts n;
   for (const Unit& u : s.table().units) {
     const at::Tensor W = s.model()
@@ -125,20 +125,18 @@ double ReferenceWorstMove(const QuantizationSession& s, size_t unit, Action a) {
 TEST(FitStabilityTest, LastBitsOfTheStatisticsBarelyMoveTheFits) {
   const testing::TestModel m = testing::RealModel();
   // configs/stories260k.yaml with the overrides of tests/distributed_test_config.sh.
-  config::RunConfig c;
-  c.model.dir = m.dir;
-  c.calibration.text = m.text_path;
-  c.calibration.samples = 8;
-  c.calibration.seq_len = 128;
-  c.calibration.seed = 0;
-  c.evaluation.heldout.text = c.calibration.text;
-  c.quant.chunk_size = 64;
-  c.quant.salient_fraction = 0.005;
-  c.quant.cache_dir = "";
   SessionOptions so;
+  so.model_dir = m.dir;
+  so.calibration.text = m.text_path;
+  so.calibration.samples = 8;
+  so.calibration.seq_len = 128;
+  so.calibration.seed = 0;
+  so.heldout.text = so.calibration.text;
+  so.units.chunk_size = 64;
+  so.units.salient_fraction = 0.005;
   so.use_cache = false;
   so.load_eval_text = false;
-  auto session = QuantizationSession::Create(c, so);
+  auto session = QuantizationSession::Create(so);
   ASSERT_TRUE(session.ok()) << session.status();
   const std::vector<Unit>& units = (*session)->table().units;
   ASSERT_GT(units.size(), 20u);

@@ -20,21 +20,20 @@ namespace {
 
 constexpr int64_t kCalibrationBatch = 8;
 
-// The calibration ids of config.calibration and the sha256 (plus token range) of the text
+// The calibration ids of options.calibration and the sha256 (plus token range) of the text
 // they come from.
 struct CalibrationText {
   std::vector<int32_t> ids;
   std::string sha;
 };
 
-absl::StatusOr<CalibrationText> ReadCalibration(const config::RunConfig& config,
+absl::StatusOr<CalibrationText> ReadCalibration(const CalibrationOptions& calibration,
                                                 const config::TextEncoder& encode) {
   CalibrationText calib;
-  WQ_ASSIGN_OR_RETURN(calib.ids, config::ReadTextRange(config::CalibrationRange(config.calibration),
-                                                       "calibration", encode, &calib.sha));
+  WQ_ASSIGN_OR_RETURN(
+      calib.ids, config::ReadTextRange(calibration.range(), "calibration", encode, &calib.sha));
   // The table depends on the part of the file calibration reads.
-  absl::StrAppend(&calib.sha, " tokens=", config.calibration.tokens[0], ",",
-                  config.calibration.tokens[1]);
+  absl::StrAppend(&calib.sha, " tokens=", calibration.tokens[0], ",", calibration.tokens[1]);
   return calib;
 }
 
@@ -46,42 +45,40 @@ struct Fingerprints {
 };
 
 // What the cache key hashes besides the weights.
-FingerprintInputs CacheKeyInputs(const config::RunConfig& config, const std::string& config_json,
+FingerprintInputs CacheKeyInputs(const SessionOptions& options, const std::string& config_json,
                                  const CalibrationText& calib) {
-  UnitTableOptions topts;
-  topts.chunk_size = config.quant.chunk_size;
-  topts.quantizer.salient_fraction = config.quant.salient_fraction;
   FingerprintInputs fin;
   fin.config_json = config_json;
   fin.calibration_text_sha256 = calib.sha;
-  fin.calibration = config.calibration;
-  fin.chunk_size = topts.chunk_size;
-  fin.quantizer = topts.quantizer;
+  fin.calibration = options.calibration;
+  fin.chunk_size = options.units.chunk_size;
+  fin.quantizer = QuantizerFor(options.units);
   return fin;
 }
 
-absl::StatusOr<Fingerprints> ComputeFingerprints(const config::RunConfig& config,
+absl::StatusOr<Fingerprints> ComputeFingerprints(const SessionOptions& options,
                                                  const std::string& config_json,
                                                  const model::LlamaWeights& weights,
                                                  const CalibrationText& calib) {
-  FingerprintInputs fin = CacheKeyInputs(config, config_json, calib);
+  FingerprintInputs fin = CacheKeyInputs(options, config_json, calib);
   fin.weights = &weights;
   Fingerprints f;
   WQ_ASSIGN_OR_RETURN(f.cache_key, UnitTableFingerprint(fin));
-  WQ_ASSIGN_OR_RETURN(f.table, RunTableFingerprint(config, calib.ids));
+  WQ_ASSIGN_OR_RETURN(f.table, RunTableFingerprint(options.model_dir, options.units,
+                                                   options.calibration, calib.ids));
   return f;
 }
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<QuantizationSession>> QuantizationSession::Create(
-    const config::RunConfig& config, const SessionOptions& options) {
+    const SessionOptions& options) {
   auto log = [&](const std::string& line) {
     if (options.log) options.log(line);
   };
   std::unique_ptr<QuantizationSession> s(new QuantizationSession());
-  s->config_ = config;
-  const std::string& dir = config.model.dir;
+  s->options_ = options;
+  const std::string& dir = options.model_dir;
   WQ_ASSIGN_OR_RETURN(std::unique_ptr<model::Checkpoint> ckpt, model::Checkpoint::Open(dir));
   WQ_ASSIGN_OR_RETURN(model::LlamaWeights weights, ckpt->LoadWeights(model::LoadRequest{}));
   WQ_ASSIGN_OR_RETURN(const std::string config_json,
@@ -92,30 +89,29 @@ absl::StatusOr<std::unique_ptr<QuantizationSession>> QuantizationSession::Create
   const config::TextEncoder encode = [&tok = *s->tokenizer_](std::string_view text) {
     return tok.Encode(text, /*add_bos=*/false);
   };
-  WQ_ASSIGN_OR_RETURN(const CalibrationText calib, ReadCalibration(config, encode));
+  const CalibrationOptions& calibration = options.calibration;
+  WQ_ASSIGN_OR_RETURN(const CalibrationText calib, ReadCalibration(calibration, encode));
   absl::StatusOr<at::Tensor> windows =
-      SampleCalibrationWindows(calib.ids, config.calibration.samples, config.calibration.seq_len,
-                               config.calibration.seed, weights.config.bos_token_id);
+      SampleCalibrationWindows(calib.ids, calibration.samples, calibration.seq_len,
+                               calibration.seed, weights.config.bos_token_id);
   if (!windows.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("calibration.text (", config.calibration.text,
-                                                   "): ", windows.status().message()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("calibration.text (", calibration.text, "): ", windows.status().message()));
   }
   s->calib_windows_ = *windows;
   if (options.load_eval_text) {
-    WQ_ASSIGN_OR_RETURN(s->eval_ids_, config::ReadTextRange(config.evaluation.heldout,
-                                                            "evaluation.heldout", encode));
+    WQ_ASSIGN_OR_RETURN(s->eval_ids_,
+                        config::ReadTextRange(options.heldout, "evaluation.heldout", encode));
   }
 
   WQ_ASSIGN_OR_RETURN(const Fingerprints fingerprints,
-                      ComputeFingerprints(config, config_json, weights, calib));
+                      ComputeFingerprints(options, config_json, weights, calib));
   const std::string& fingerprint = fingerprints.cache_key;
   s->fingerprint_ = fingerprint;
   s->table_fingerprint_ = fingerprints.table;
-  s->use_cache_ = options.use_cache && !config.quant.cache_dir.empty();
-  s->log_ = options.log;
+  s->use_cache_ = options.use_cache && !options.cache_dir.empty();
 
-  const at::Device device =
-      config.model.device == "cuda" ? at::Device(at::kCUDA) : at::Device(at::kCPU);
+  const at::Device device = options.device == "cuda" ? at::Device(at::kCUDA) : at::Device(at::kCPU);
   try {
     s->model_ = std::make_shared<const model::LlamaModel>(std::move(weights), device);
   } catch (const std::exception& e) {
@@ -123,13 +119,13 @@ absl::StatusOr<std::unique_ptr<QuantizationSession>> QuantizationSession::Create
   }
   if (s->use_cache_) {
     absl::StatusOr<CachedQuantization> hit =
-        UnitTableCache(config.quant.cache_dir)
+        UnitTableCache(options.cache_dir)
             .Load(fingerprint, 0, s->model_->config().num_hidden_layers);
     if (hit.ok()) {
       s->stats_ = std::move(hit->stats);
       s->from_cache_ = true;
       log(absl::StrCat("unit table: cache hit ",
-                       UnitTableCache(config.quant.cache_dir).EntryDir(fingerprint)));
+                       UnitTableCache(options.cache_dir).EntryDir(fingerprint)));
       WQ_RETURN_IF_ERROR(s->SetFits(std::move(hit->fits)));
       return s;
     }
@@ -143,10 +139,10 @@ absl::StatusOr<std::unique_ptr<QuantizationSession>> QuantizationSession::Create
   return s;
 }
 
-absl::StatusOr<StageFits> QuantizationSession::LoadCachedFits(const config::RunConfig& config,
+absl::StatusOr<StageFits> QuantizationSession::LoadCachedFits(const SessionOptions& options,
                                                               const model::Checkpoint& checkpoint) {
-  if (config.quant.cache_dir.empty()) return absl::NotFoundError("quant.cache_dir: not set");
-  const std::filesystem::path dir(config.model.dir);
+  if (options.cache_dir.empty()) return absl::NotFoundError("quant.cache_dir: not set");
+  const std::filesystem::path dir(options.model_dir);
   WQ_ASSIGN_OR_RETURN(const std::string config_json,
                       base::ReadFile((dir / "config.json").string()));
   WQ_ASSIGN_OR_RETURN(const std::unique_ptr<model::Tokenizer> tokenizer,
@@ -154,23 +150,27 @@ absl::StatusOr<StageFits> QuantizationSession::LoadCachedFits(const config::RunC
   const config::TextEncoder encode = [&tok = *tokenizer](std::string_view text) {
     return tok.Encode(text, /*add_bos=*/false);
   };
-  WQ_ASSIGN_OR_RETURN(const CalibrationText calib, ReadCalibration(config, encode));
-  WQ_ASSIGN_OR_RETURN(const std::string cache_key,
-                      UnitTableFingerprint(CacheKeyInputs(config, config_json, calib), checkpoint));
-  WQ_ASSIGN_OR_RETURN(const std::string table_fingerprint, RunTableFingerprint(config, calib.ids));
-  WQ_ASSIGN_OR_RETURN(CachedQuantization hit,
-                      UnitTableCache(config.quant.cache_dir)
-                          .Load(cache_key, 0, checkpoint.config().num_hidden_layers));
+  WQ_ASSIGN_OR_RETURN(const CalibrationText calib, ReadCalibration(options.calibration, encode));
+  WQ_ASSIGN_OR_RETURN(
+      const std::string cache_key,
+      UnitTableFingerprint(CacheKeyInputs(options, config_json, calib), checkpoint));
+  WQ_ASSIGN_OR_RETURN(
+      const std::string table_fingerprint,
+      RunTableFingerprint(options.model_dir, options.units, options.calibration, calib.ids));
+  WQ_ASSIGN_OR_RETURN(
+      CachedQuantization hit,
+      UnitTableCache(options.cache_dir).Load(cache_key, 0, checkpoint.config().num_hidden_layers));
   hit.fits.set_fingerprint(table_fingerprint);
   return std::move(hit.fits);
 }
 
 absl::Status QuantizationSession::SetFits(StageFits fits) {
   fits.set_fingerprint(table_fingerprint_);
-  if (config_.quant.compensation == "gptq") {
+  if (options_.compensation == "gptq") {
     // The Hessians come from the same calibration windows as the statistics; they are
     // not cached (a pass over the windows costs less than their in^2 floats on disk).
-    if (log_) log_("error compensation (quant.compensation: gptq): calibration Hessians");
+    if (options_.log)
+      options_.log("error compensation (quant.compensation: gptq): calibration Hessians");
     WQ_ASSIGN_OR_RETURN(const StageHessians hessians,
                         CollectModelHessians(*model_, calib_windows_, kCalibrationBatch));
     absl::StatusOr<GptqFactors> factors = GptqFactors::Create(hessians);
@@ -187,40 +187,39 @@ absl::Status QuantizationSession::SetFits(StageFits fits) {
 
 absl::Status QuantizationSession::Fit() {
   if (stage_ != nullptr) return absl::FailedPreconditionError("the session already has fits");
-  UnitTableOptions topts;
-  topts.chunk_size = config_.quant.chunk_size;
-  topts.quantizer.salient_fraction = config_.quant.salient_fraction;
+  const UnitTableOptions& units = options_.units;
+  const base::LogSink& sink = options_.log;
   auto log = [&](const std::string& line) {
-    if (log_) log_(line);
+    if (sink) sink(line);
   };
-  log(absl::StrFormat("calibrating on %d x %d tokens", config_.calibration.samples,
-                      config_.calibration.seq_len));
+  log(absl::StrFormat("calibrating on %d x %d tokens", options_.calibration.samples,
+                      options_.calibration.seq_len));
   WQ_ASSIGN_OR_RETURN(stats_, CalibrateModel(*model_, calib_windows_, kCalibrationBatch));
   const int64_t num_layers = model_->config().num_hidden_layers;
   base::Progress progress(
       "unit table",
-      static_cast<double>(UnitsPerLayer(model_->config(), topts.chunk_size) * num_layers), "units");
-  topts.progress = [&](int64_t done, int64_t total) {
-    if (log_) progress.Update(static_cast<double>(done));
+      static_cast<double>(UnitsPerLayer(model_->config(), units.chunk_size) * num_layers), "units");
+  const FitProgress on_progress = [&](int64_t done, int64_t total) {
+    if (sink) progress.Update(static_cast<double>(done));
     (void)total;
   };
   absl::StatusOr<StageFits> fits;
   try {
-    fits = BuildStageFits(model_->weights(), stats_, topts, fingerprint_);
+    fits = BuildStageFits(model_->weights(), stats_, units, fingerprint_, on_progress);
   } catch (const c10::Error& e) {
     return absl::InternalError(absl::StrCat("unit table: ", e.what_without_backtrace()));
   }
   if (!fits.ok()) return fits.status();
-  if (log_) progress.Finish(absl::StrCat(fits->table().units.size(), " units"));
+  if (sink) progress.Finish(absl::StrCat(fits->table().units.size(), " units"));
   StoreInCache(*fits);
   return SetFits(*std::move(fits));
 }
 
 void QuantizationSession::StoreInCache(const StageFits& fits) const {
   if (!use_cache_) return;
-  absl::Status st = UnitTableCache(config_.quant.cache_dir).Store(fits, stats_);
-  if (!st.ok() && log_) {
-    log_(absl::StrCat("warning: could not write the unit table cache: ", st.message()));
+  absl::Status st = UnitTableCache(options_.cache_dir).Store(fits, stats_);
+  if (!st.ok() && options_.log) {
+    options_.log(absl::StrCat("warning: could not write the unit table cache: ", st.message()));
   }
 }
 
@@ -262,8 +261,8 @@ absl::StatusOr<model::PerplexityResult> QuantizationSession::Perplexity(
 absl::StatusOr<model::PerplexityResult> QuantizationSession::Perplexity(
     const std::vector<int>& actions, const std::vector<int32_t>& ids, int64_t max_tokens) const {
   model::PerplexityOptions popts;
-  popts.context = config_.evaluation.context;
-  popts.batch_size = config_.evaluation.batch;
+  popts.context = options_.context;
+  popts.batch_size = options_.batch;
   popts.max_tokens = max_tokens;
   if (actions.empty()) return model::ComputePerplexity(model(), ids, popts);
   WQ_ASSIGN_OR_RETURN(std::shared_ptr<const model::LlamaModel> planned, PlanModel(actions));
@@ -276,7 +275,7 @@ ExportInputs QuantizationSession::ExportInputsFor(const Plan& plan) const {
   in.table = &table();
   in.fits = &fits();
   in.plan = &plan;
-  in.model_dir = config_.model.dir;
+  in.model_dir = options_.model_dir;
   return in;
 }
 

@@ -1,5 +1,6 @@
-// QuantizationSession: the single-process quantization pipeline of a RunConfig,
-// used by `windquant baseline|export|eval|table` and the one-process job:
+// QuantizationSession: the single-process quantization pipeline of a run's model,
+// calibration and unit table (SessionOptions; job::SessionOptionsFrom builds them from
+// the run config), used by `windquant baseline|export|eval|table` and the one-process job:
 //   open the checkpoint, load every weight (in its stored dtype), tokenize the
 //   calibration text (model.dir/tokenizer.json), SampleCalibrationWindows,
 //   CalibrateModel, BuildStageFits over all layers -- or load the last three from the
@@ -29,39 +30,31 @@
 
 #include "absl/status/statusor.h"
 #include "common/base/log.h"
-#include "common/config/run_config.h"
+#include "common/config/text_range.h"
 #include "common/model/checkpoint.h"
 #include "common/model/llama_model.h"
 #include "common/model/perplexity.h"
 #include "common/model/tokenizer.h"
 #include "common/quant/calibration.h"
+#include "common/quant/calibration_options.h"
 #include "common/quant/exporter.h"
 #include "common/quant/plan.h"
 #include "common/quant/quantized_stage.h"
+#include "common/quant/session_options.h"
 #include "common/quant/stage_fits.h"
 #include "common/quant/unit_table.h"
+#include "common/quant/unit_table_options.h"
 
 namespace windquant::quant {
-
-struct SessionOptions {
-  bool use_cache = true;       // read/write config.quant.cache_dir
-  bool load_eval_text = true;  // tokenize the held-out text (config.evaluation.heldout)
-  // false: no calibration pass and no fits here (a cache hit is still taken); the
-  // caller hands in fits built elsewhere (AdoptFits), e.g. by the actors of the
-  // one-process job, so that the model is fitted once.
-  bool fit = true;
-  // Progress / warning lines (nullptr = silent).
-  base::LogSink log;
-};
 
 class QuantizationSession {
  public:
   // Runs the pipeline above. Errors name the file or config key at fault
   // (missing model dir / tokenizer / text, text shorter than one window, ...).
-  static absl::StatusOr<std::unique_ptr<QuantizationSession>> Create(
-      const config::RunConfig& config, const SessionOptions& options = {});
+  static absl::StatusOr<std::unique_ptr<QuantizationSession>> Create(const SessionOptions& options);
 
-  const config::RunConfig& config() const { return config_; }
+  // What the session was created with (log and use_cache as given).
+  const SessionOptions& options() const { return options_; }
   // False only between Create with options.fit = false (and no cache hit) and AdoptFits;
   // table(), fits(), stage() and the plan methods need fits.
   bool fitted() const { return stage_ != nullptr; }
@@ -77,13 +70,13 @@ class QuantizationSession {
   const ActivationStats& activation_stats() const { return stats_; }
   // Calibration windows [samples, seq_len] int64 (BOS first).
   const at::Tensor& calibration_windows() const { return calib_windows_; }
-  // Held-out text ids without BOS (evaluation.heldout; empty when !load_eval_text).
+  // Held-out text ids without BOS (options.heldout; empty when !load_eval_text).
   const std::vector<int32_t>& eval_ids() const { return eval_ids_; }
   // True when the unit table and fits came from the cache (nothing was fitted).
   bool from_cache() const { return from_cache_; }
-  // The unit-table fingerprint of the config, model and calibration text.
+  // The unit-table cache key of the options, model and calibration text.
   const std::string& fingerprint() const { return fingerprint_; }
-  // The unit table's identity (table_fingerprint.h) that every plan of this config
+  // The unit table's identity (table_fingerprint.h) that every plan of these options
   // carries; known before any fit.
   const std::string& table_fingerprint() const { return table_fingerprint_; }
 
@@ -104,9 +97,9 @@ class QuantizationSession {
   absl::StatusOr<std::shared_ptr<const model::LlamaModel>> PlanModel(
       const std::vector<int>& actions) const;
 
-  // Perplexity (model/perplexity.h protocol, context = evaluation.context, batch =
-  // evaluation.batch) of the model with `actions` applied on the first `max_tokens`
-  // held-out ids (<= 0: all). An empty `actions` measures the FP model.
+  // Perplexity (model/perplexity.h protocol, options' context and batch) of the model with
+  // `actions` applied on the first `max_tokens` held-out ids (<= 0: all). An empty `actions`
+  // measures the FP model.
   absl::StatusOr<model::PerplexityResult> Perplexity(const std::vector<int>& actions,
                                                      int64_t max_tokens) const;
   // Same on any ids (e.g. a calibration slice).
@@ -114,13 +107,13 @@ class QuantizationSession {
                                                      const std::vector<int32_t>& ids,
                                                      int64_t max_tokens) const;
 
-  // The fits (with the unit table) of `config` from the unit-table cache, without a
-  // session: `checkpoint` (config.model.dir's) is hashed one decoder layer at a time, so
+  // The fits (with the unit table) of `options` from the unit-table cache, without a
+  // session: `checkpoint` (options.model_dir's) is hashed one decoder layer at a time, so
   // memory is one layer plus the embeddings plus the fits, for a model of any size (what
   // `windquant export` streams from). The table carries the fingerprint every plan of
-  // the config carries. NOT_FOUND on a cache miss or without quant.cache_dir; DATA_LOSS
-  // for an unusable entry; errors of the model folder and calibration text as Create's.
-  static absl::StatusOr<StageFits> LoadCachedFits(const config::RunConfig& config,
+  // the options carry. NOT_FOUND on a cache miss or without cache_dir; DATA_LOSS for an
+  // unusable entry; errors of the model folder and calibration text as Create's.
+  static absl::StatusOr<StageFits> LoadCachedFits(const SessionOptions& options,
                                                   const model::Checkpoint& checkpoint);
 
   // A Plan for this session's table: fingerprint filled, actions copied.
@@ -133,9 +126,8 @@ class QuantizationSession {
   absl::Status SetFits(StageFits fits);
   void StoreInCache(const StageFits& fits) const;
 
-  config::RunConfig config_;
-  bool use_cache_ = true;
-  base::LogSink log_;
+  SessionOptions options_;
+  bool use_cache_ = true;  // options_.use_cache and a cache_dir
   std::string fingerprint_;
   std::string table_fingerprint_;  // the table's identity (table_fingerprint.h), set on every fit
   std::shared_ptr<const model::LlamaModel> model_;

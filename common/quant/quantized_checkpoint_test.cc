@@ -73,7 +73,7 @@ const Fixture& Tiny() {
     x->qopts.salient_fraction = 0.02;  // several salient entries per unit
     UnitTableOptions o;
     o.chunk_size = 16;
-    o.quantizer = x->qopts;
+    o.salient_fraction = x->qopts.salient_fraction;
     auto sq = BuildStageFits(x->weights, x->stats, o, "fp-export");
     if (!sq.ok()) std::abort();
     x->sq = *std::move(sq);
@@ -236,6 +236,18 @@ std::map<std::string, uint64_t> UnitBytes(const model::SafetensorsFile& file) {
   return out;
 }
 
+// The session of a run config, as job::SessionOptionsFrom maps it.
+SessionOptions SessionOf(const config::RunConfig& c) {
+  SessionOptions so;
+  so.model_dir = c.model.dir;
+  so.calibration = c.calibration;
+  so.units = c.quant;
+  so.heldout = c.evaluation.heldout;
+  so.context = c.evaluation.context;
+  so.batch = c.evaluation.batch;
+  return so;
+}
+
 // The real test model at its run config (stories260k: chunk 64, salient 0.5 %), every
 // unit at one action, for every action: the bytes of each unit's tensors are its counted
 // bits / 8 within 0.5 % (never fewer), and so is the total; the checkpoint decodes to
@@ -249,10 +261,9 @@ TEST(QuantizedCheckpointRealModelTest, ExportedBytesAreTheCountedBitsForEveryAct
   c->evaluation.heldout.text = m.text_path;
   c->calibration.samples = 8;  // the bytes do not depend on the fits' values
   c->calibration.seq_len = 128;
-  c->quant.cache_dir = "";
-  SessionOptions so;
+  SessionOptions so = SessionOf(*c);
   so.use_cache = false;
-  auto session = QuantizationSession::Create(*c, so);
+  auto session = QuantizationSession::Create(so);
   ASSERT_TRUE(session.ok()) << session.status();
   const QuantizationSession& s = **session;
   const UnitTable& t = s.table();

@@ -94,7 +94,7 @@ TEST_P(QuantizedStageTest, PlanModelEqualsTheFloat32ReferenceBitForBit) {
   ASSERT_TRUE(stats.ok()) << stats.status();
   UnitTableOptions o;
   o.chunk_size = 16;
-  o.quantizer.salient_fraction = 0.02;
+  o.salient_fraction = 0.02;
   auto fits = BuildStageFits(fp->weights(), *stats, o, "fp");
   ASSERT_TRUE(fits.ok()) << fits.status();
   auto stage = QuantizedStage::Create(fp, std::make_shared<const StageFits>(*std::move(fits)));
@@ -227,18 +227,16 @@ void ExpectFastKernelRebuildsReferenceFits(const QuantizationSession& s) {
 // bit for bit by the fast kernel.
 TEST(QuantizedStageRealModelTest, EvalPlanExportAndReferenceAgreeBitForBit) {
   const testing::TestModel m = testing::RealModel();
-  config::RunConfig c;
-  c.model.dir = m.dir;
-  c.calibration.text = m.text_path;
-  c.calibration.samples = 8;
-  c.calibration.seq_len = 128;
-  c.evaluation.heldout.text = c.calibration.text;
-  c.evaluation.context = 128;
-  c.quant.chunk_size = 64;
-  c.quant.cache_dir = "";
   SessionOptions so;
+  so.model_dir = m.dir;
+  so.calibration.text = m.text_path;
+  so.calibration.samples = 8;
+  so.calibration.seq_len = 128;
+  so.heldout.text = so.calibration.text;
+  so.context = 128;
+  so.units.chunk_size = 64;
   so.use_cache = false;
-  auto session = QuantizationSession::Create(c, so);
+  auto session = QuantizationSession::Create(so);
   ASSERT_TRUE(session.ok()) << session.status();
   const QuantizationSession& s = **session;
   const std::vector<int> actions = MixedPlan(s.table().units.size());

@@ -9,7 +9,6 @@
 #include "absl/strings/str_cat.h"
 #include "common/base/files.h"
 #include "common/base/status_macros.h"
-#include "common/config/run_config.h"
 #include "common/config/text_range.h"
 #include "common/model/tokenizer.h"
 #include "common/quant/unit_fit.h"
@@ -111,27 +110,28 @@ std::string TableFingerprint(const std::string& model_key, const std::string& ca
   return base::Sha256Hex(absl::StrCat(model_key, "\n", calibration_key));
 }
 
-absl::StatusOr<std::string> RunTableFingerprint(const config::RunConfig& config,
+absl::StatusOr<std::string> RunTableFingerprint(const std::string& model_dir,
+                                                const UnitTableOptions& units,
+                                                const CalibrationOptions& calibration,
                                                 const std::vector<int32_t>& calibration_ids) {
-  QuantizerOptions quantizer;
-  quantizer.salient_fraction = config.quant.salient_fraction;
   WQ_ASSIGN_OR_RETURN(const std::string model_key,
-                      ModelKey(config.model.dir, config.quant.chunk_size, quantizer));
-  const config::CalibrationConfig& c = config.calibration;
+                      ModelKey(model_dir, units.chunk_size, QuantizerFor(units)));
+  const CalibrationOptions& c = calibration;
   return TableFingerprint(model_key, CalibrationKey(c.samples, c.seq_len, c.seed, calibration_ids));
 }
 
-absl::StatusOr<std::string> RunTableFingerprint(const config::RunConfig& config) {
-  WQ_ASSIGN_OR_RETURN(std::unique_ptr<model::Tokenizer> tokenizer,
-                      model::Tokenizer::FromFile(
-                          (std::filesystem::path(config.model.dir) / "tokenizer.json").string()));
+absl::StatusOr<std::string> RunTableFingerprint(const std::string& model_dir,
+                                                const UnitTableOptions& units,
+                                                const CalibrationOptions& calibration) {
+  WQ_ASSIGN_OR_RETURN(
+      std::unique_ptr<model::Tokenizer> tokenizer,
+      model::Tokenizer::FromFile((std::filesystem::path(model_dir) / "tokenizer.json").string()));
   const config::TextEncoder encode = [&tok = *tokenizer](std::string_view text) {
     return tok.Encode(text, /*add_bos=*/false);
   };
-  WQ_ASSIGN_OR_RETURN(
-      const std::vector<int32_t> ids,
-      config::ReadTextRange(config::CalibrationRange(config.calibration), "calibration", encode));
-  return RunTableFingerprint(config, ids);
+  WQ_ASSIGN_OR_RETURN(const std::vector<int32_t> ids,
+                      config::ReadTextRange(calibration.range(), "calibration", encode));
+  return RunTableFingerprint(model_dir, units, calibration, ids);
 }
 
 }  // namespace windquant::quant

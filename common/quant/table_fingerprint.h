@@ -36,14 +36,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-
-namespace windquant::config {
-struct RunConfig;
-}  // namespace windquant::config
+#include "common/quant/calibration_options.h"
+#include "common/quant/unit_table_options.h"
 
 namespace windquant::quant {
-
-struct QuantizerOptions;
 
 inline constexpr int kModelKeySamples = 16;
 inline constexpr int64_t kModelKeySampleBytes = 64 * 1024;
@@ -58,15 +54,19 @@ std::string CalibrationKey(int samples, int seq_len, uint64_t seed,
 
 std::string TableFingerprint(const std::string& model_key, const std::string& calibration_key);
 
-// The table fingerprint of a run config: ModelKey of model.dir (quant.chunk_size,
-// quant.salient_fraction) and CalibrationKey of `calibration_ids`, the calibration
-// range's ids. The errors of ModelKey.
-absl::StatusOr<std::string> RunTableFingerprint(const config::RunConfig& config,
+// The table fingerprint of a run: ModelKey of `model_dir` (units.chunk_size,
+// QuantizerFor(units)) and CalibrationKey of `calibration_ids`, the ids of the
+// calibration range. The errors of ModelKey.
+absl::StatusOr<std::string> RunTableFingerprint(const std::string& model_dir,
+                                                const UnitTableOptions& units,
+                                                const CalibrationOptions& calibration,
                                                 const std::vector<int32_t>& calibration_ids);
-// The same, reading the calibration range with model.dir's tokenizer (what the
+// The same, reading the calibration range with model_dir's tokenizer (what the
 // evaluator calibrates on) without loading any weight; for a node that holds no
 // session (the distributed learner). Errors name the file.
-absl::StatusOr<std::string> RunTableFingerprint(const config::RunConfig& config);
+absl::StatusOr<std::string> RunTableFingerprint(const std::string& model_dir,
+                                                const UnitTableOptions& units,
+                                                const CalibrationOptions& calibration);
 
 }  // namespace windquant::quant
 

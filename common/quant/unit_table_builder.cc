@@ -105,7 +105,7 @@ UnitTable NewTable(const model::LlamaConfig& cfg, int64_t first, int64_t end,
   table.end_layer = static_cast<int32_t>(end);
   table.num_layers = static_cast<int32_t>(cfg.num_hidden_layers);
   table.chunk_size = static_cast<int32_t>(options.chunk_size);
-  table.salient_fraction = options.quantizer.salient_fraction;
+  table.salient_fraction = options.salient_fraction;
   table.fixed_fp16_params = FixedFp16Params(cfg);
   table.fixed_param_bits = FixedParamBits(cfg.torch_dtype);
   return table;
@@ -154,6 +154,7 @@ void NormalizeMassShare(size_t layer_begin, double layer_mass, UnitTable* table)
 struct StageBuild {
   const model::LlamaConfig& cfg;
   const UnitTableOptions& options;
+  QuantizerOptions quantizer;
   int64_t per_layer;
   UnitTable table;
   std::vector<StageFits::UnitParams> params;
@@ -191,7 +192,7 @@ absl::StatusOr<int64_t> FitMatrix(int64_t l, int m, const at::Tensor& stored,
     for (int64_t c = b; c < e; ++c) {
       const int64_t c0 = c * C, c1 = std::min<int64_t>(c0 + C, in);
       const UnitView view{wp + c0, in, rows, c1 - c0};
-      fits[c] = FitUnitKernel(view, sp + c0, all, build->options.quantizer);
+      fits[c] = FitUnitKernel(view, sp + c0, all, build->quantizer);
       UnitFeatures(view, sp + c0, ms, &units[c]);
     }
   });
@@ -212,10 +213,11 @@ absl::StatusOr<int64_t> FitMatrix(int64_t l, int m, const at::Tensor& stored,
 absl::StatusOr<StageFits> BuildStageFits(const model::LlamaWeights& weights,
                                          const ActivationStats& stats,
                                          const UnitTableOptions& options,
-                                         const std::string& fingerprint) {
+                                         const std::string& fingerprint,
+                                         const FitProgress& progress) {
   const model::LlamaConfig& cfg = weights.config;
   const int64_t C = options.chunk_size;
-  if (C < 1) return absl::InvalidArgumentError("quant.chunk_size: must be >= 1");
+  if (C < 1) return absl::InvalidArgumentError(absl::StrCat("chunk_size: ", C, " < 1"));
   const int64_t first = weights.first_layer;
   const int64_t end = first + static_cast<int64_t>(weights.layers.size());
   if (stats.first_layer != first || static_cast<int64_t>(stats.layers.size()) != end - first) {
@@ -224,7 +226,12 @@ absl::StatusOr<StageFits> BuildStageFits(const model::LlamaWeights& weights,
   const int64_t per_layer = UnitsPerLayer(cfg, C);
   const int64_t total = per_layer * (end - first);
 
-  StageBuild b{cfg, options, per_layer, NewTable(cfg, first, end, options, fingerprint), {}};
+  StageBuild b{cfg,
+               options,
+               QuantizerFor(options),
+               per_layer,
+               NewTable(cfg, first, end, options, fingerprint),
+               {}};
   b.params.reserve(total);
   at::NoGradGuard no_grad;
   int64_t done = 0;
@@ -237,7 +244,7 @@ absl::StatusOr<StageFits> BuildStageFits(const model::LlamaWeights& weights,
           FitMatrix(l, m, weights.layers[l - first].linear[m],
                     stats.at(l, static_cast<model::Matrix>(m)), layer_begin, &layer_mass, &b));
       done += chunks;
-      if (options.progress) options.progress(done, total);
+      if (progress) progress(done, total);
     }
     NormalizeMassShare(layer_begin, layer_mass, &b.table);
   }

@@ -19,27 +19,25 @@
 #include "common/quant/stage_fits.h"
 #include "common/quant/unit_fit.h"
 #include "common/quant/unit_table.h"
+#include "common/quant/unit_table_options.h"
 
 namespace windquant::quant {
 
-struct UnitTableOptions {
-  int64_t chunk_size = 256;
-  QuantizerOptions quantizer;  // salient_fraction lives here
-  // Called after each matrix with (units done, units total).
-  std::function<void(int64_t, int64_t)> progress;
-};
+// Called after each matrix with (units done, units total).
+using FitProgress = std::function<void(int64_t, int64_t)>;
 
 // Units per decoder layer for this model shape and chunk size (the same for every layer).
 int64_t UnitsPerLayer(const model::LlamaConfig& config, int64_t chunk_size);
 
 // Fits the stage held by `weights` (layers [first_layer, first_layer+size), weights in any
-// floating dtype). `fingerprint` is stored in the table. INVALID_ARGUMENT when statistics
-// are missing for a linear, shapes disagree, or a weight or statistic is not finite
-// (naming the tensor).
+// floating dtype) with QuantizerFor(options). `fingerprint` is stored in the table.
+// INVALID_ARGUMENT when chunk_size < 1, statistics are missing for a linear, shapes
+// disagree, or a weight or statistic is not finite (naming the tensor).
 absl::StatusOr<StageFits> BuildStageFits(const model::LlamaWeights& weights,
                                          const ActivationStats& stats,
                                          const UnitTableOptions& options,
-                                         const std::string& fingerprint);
+                                         const std::string& fingerprint,
+                                         const FitProgress& progress = nullptr);
 
 // Number of FP16 parameters outside the decoder linears (embeddings, norms,
 // lm_head unless tied) for a config.

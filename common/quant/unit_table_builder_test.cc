@@ -122,7 +122,7 @@ class UnitTableBuilderTest : public ::testing::Test {
     ASSERT_TRUE(stats.ok());
     stats_ = *stats;
     options_.chunk_size = 16;
-    options_.quantizer.salient_fraction = 0.01;
+    options_.salient_fraction = 0.01;
   }
   model::LlamaWeights weights_;
   ActivationStats stats_;

@@ -27,10 +27,10 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "common/config/run_config.h"
 #include "common/model/checkpoint.h"
 #include "common/model/llama_weights.h"
 #include "common/quant/calibration.h"
+#include "common/quant/calibration_options.h"
 #include "common/quant/stage_fits.h"
 #include "common/quant/unit_fit.h"
 #include "common/quant/unit_table.h"
@@ -41,7 +41,7 @@ struct FingerprintInputs {
   std::string config_json;  // the model's config.json text
   const model::LlamaWeights* weights = nullptr;
   std::string calibration_text_sha256;
-  config::CalibrationConfig calibration;
+  CalibrationOptions calibration;  // samples, seq_len and seed are hashed
   int64_t chunk_size = 0;
   QuantizerOptions quantizer;
 };

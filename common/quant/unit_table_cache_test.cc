@@ -164,23 +164,21 @@ TEST(UnitTableCacheTest, CorruptedFileIsDataLoss) {
 TEST(QuantizationSessionTest, CacheHitFitsNothingAndCorruptionRecomputes) {
   const ::windquant::testing::ScopedTestDir test_dir("wq-unit-table-cache");
   const testing::TestModel m = testing::RealModel();
-  config::RunConfig c;
-  c.model.dir = m.dir;
-  c.calibration.text = m.text_path;
-  c.calibration.samples = 4;
-  c.calibration.seq_len = 64;
-  c.evaluation.selection.text = c.calibration.text;
-  c.evaluation.heldout.text = c.calibration.text;
-  c.evaluation.context = 64;
-  c.quant.chunk_size = 32;
-  c.quant.cache_dir = test_dir.path() + "/session";
   SessionOptions so;
+  so.model_dir = m.dir;
+  so.calibration.text = m.text_path;
+  so.calibration.samples = 4;
+  so.calibration.seq_len = 64;
+  so.heldout.text = so.calibration.text;
+  so.context = 64;
+  so.units.chunk_size = 32;
+  so.cache_dir = test_dir.path() + "/session";
   std::vector<std::string> lines;
   so.log = [&](const std::string& l) { lines.push_back(l); };
-  auto first = QuantizationSession::Create(c, so);
+  auto first = QuantizationSession::Create(so);
   ASSERT_TRUE(first.ok()) << first.status();
   EXPECT_FALSE((*first)->from_cache());
-  auto second = QuantizationSession::Create(c, so);
+  auto second = QuantizationSession::Create(so);
   ASSERT_TRUE(second.ok()) << second.status();
   EXPECT_TRUE((*second)->from_cache());
   EXPECT_EQ((*second)->fingerprint(), (*first)->fingerprint());
@@ -194,26 +192,26 @@ TEST(QuantizationSessionTest, CacheHitFitsNothingAndCorruptionRecomputes) {
   EXPECT_EQ(p1->perplexity, p2->perplexity);
 
   // Corrupt the fits: detected, warned about, recomputed, and the entry rewritten.
-  const std::string fits = c.quant.cache_dir + "/" + (*first)->fingerprint() + "/fits.safetensors";
+  const std::string fits = so.cache_dir + "/" + (*first)->fingerprint() + "/fits.safetensors";
   auto bytes = base::ReadFile(fits);
   ASSERT_TRUE(bytes.ok());
   std::string bad = *bytes;
   bad[bad.size() - 3] ^= 0x40;
   ASSERT_TRUE(base::WriteFileAtomic(fits, bad).ok());
   lines.clear();
-  auto third = QuantizationSession::Create(c, so);
+  auto third = QuantizationSession::Create(so);
   ASSERT_TRUE(third.ok());
   EXPECT_FALSE((*third)->from_cache());
   bool warned = false;
   for (const auto& l : lines) warned |= l.find("warning") != std::string::npos;
   EXPECT_TRUE(warned);
-  auto fourth = QuantizationSession::Create(c, so);
+  auto fourth = QuantizationSession::Create(so);
   ASSERT_TRUE(fourth.ok());
   EXPECT_TRUE((*fourth)->from_cache());
 
   // Any config difference recomputes.
-  c.calibration.seed = 1;
-  auto fifth = QuantizationSession::Create(c, so);
+  so.calibration.seed = 1;
+  auto fifth = QuantizationSession::Create(so);
   ASSERT_TRUE(fifth.ok());
   EXPECT_FALSE((*fifth)->from_cache());
   EXPECT_NE((*fifth)->fingerprint(), (*first)->fingerprint());

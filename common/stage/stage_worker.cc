@@ -37,9 +37,6 @@ absl::StatusOr<std::unique_ptr<StageWorker>> StageWorker::FromWeights(
   if (weights.layers.empty()) {
     return absl::InvalidArgumentError("stage holds no decoder layers");
   }
-  if (options.chunk_size < 1) {
-    return absl::InvalidArgumentError("quant.chunk_size: must be >= 1");
-  }
   return std::unique_ptr<StageWorker>(new StageWorker(std::move(weights), options));
 }
 
@@ -88,7 +85,7 @@ std::string StageWorker::CachePath(const std::string& fingerprint,
                                    const std::string& suffix) const {
   // "-v2": the fits format of StageFits (older caches held float32 copies).
   return absl::StrCat(options_.cache_dir, "/stage-", fingerprint.substr(0, 16), "-", first_layer(),
-                      "-", end_layer(), "-c", options_.chunk_size, "-v2", suffix);
+                      "-", end_layer(), "-c", options_.units.chunk_size, "-v2", suffix);
 }
 
 absl::StatusOr<quant::UnitTable> StageWorker::FinishCalibration(const std::string& fingerprint) {
@@ -113,12 +110,9 @@ absl::StatusOr<quant::UnitTable> StageWorker::FinishCalibration(const std::strin
       if (s.tokens == 0) return absl::FailedPreconditionError("calibration saw no tokens");
     }
   }
-  quant::UnitTableOptions options;
-  options.chunk_size = options_.chunk_size;
-  options.quantizer.salient_fraction = options_.salient_fraction;
   absl::StatusOr<quant::StageFits> fits;
   try {
-    fits = quant::BuildStageFits(model_->weights(), stats, options, fingerprint);
+    fits = quant::BuildStageFits(model_->weights(), stats, options_.units, fingerprint);
   } catch (const c10::Error& e) {
     return absl::InternalError(absl::StrCat("fitting the stage: ", e.what_without_backtrace()));
   }

@@ -42,17 +42,20 @@
 #include "common/quant/stage_fits.h"
 #include "common/quant/unit_table.h"
 #include "common/quant/unit_table_builder.h"
+#include "common/quant/unit_table_options.h"
 
 namespace windquant::stage {
 
+// What a stage worker reads (the run config's keys beside each field; the actor node's
+// builder in job/node_options.h fills them). The GPU work adds the compute device and
+// dtype here.
 struct StageWorkerOptions {
-  std::string model_dir;
+  std::string model_dir;  // model.dir
   int64_t first_layer = 0;
-  int64_t end_layer = -1;  // exclusive; -1 = num_hidden_layers
-  int64_t chunk_size = 256;
-  double salient_fraction = 0.005;
-  std::string cache_dir;    // empty = no fit cache
-  int plan_cache_size = 4;  // plans kept applied
+  int64_t end_layer = -1;         // exclusive; -1 = num_hidden_layers
+  quant::UnitTableOptions units;  // quant.chunk_size, quant.salient_fraction
+  std::string cache_dir;          // quant.cache_dir; empty = no fit cache
+  int plan_cache_size = 4;        // plans kept applied
   // quant.compensation: "gptq" collects the calibration Hessians in the calibration pass
   // and applies plans with error compensation (quant/gptq.h); the fit cache is then not
   // read (the Hessians are not cached).
@@ -61,6 +64,8 @@ struct StageWorkerOptions {
 
 class StageWorker {
  public:
+  using Options = StageWorkerOptions;
+
   // Loads the stage's layers. Errors: the checkpoint's (one line naming the
   // file), INVALID_ARGUMENT for a layer range outside the model.
   static absl::StatusOr<std::unique_ptr<StageWorker>> Create(const StageWorkerOptions& options);

@@ -33,7 +33,7 @@ class StageWorkerTest : public ::testing::Test {
     o.model_dir = ModelDir();
     o.first_layer = 1;
     o.end_layer = 3;
-    o.chunk_size = 32;
+    o.units.chunk_size = 32;
     o.plan_cache_size = 2;
     auto w = StageWorker::Create(o);
     ASSERT_TRUE(w.ok()) << w.status();
@@ -113,7 +113,7 @@ TEST_F(StageWorkerTest, RestartedWorkerReloadsCachedFits) {
   o.model_dir = ModelDir();
   o.first_layer = 0;
   o.end_layer = 2;
-  o.chunk_size = 32;
+  o.units.chunk_size = 32;
   o.cache_dir = dir;
   auto a = StageWorker::Create(o);
   ASSERT_TRUE(a.ok());
@@ -148,7 +148,7 @@ TEST_F(StageWorkerTest, CompensationLowersThePlanErrorOnTheCalibrationInputs) {
     o.model_dir = ModelDir();
     o.first_layer = 1;
     o.end_layer = 3;
-    o.chunk_size = 32;
+    o.units.chunk_size = 32;
     o.cache_dir = ::testing::TempDir() + "/wq-stage-comp-cache";
     o.compensation = comp;
     auto w = StageWorker::Create(o);

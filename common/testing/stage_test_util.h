@@ -39,7 +39,7 @@ struct LocalStages {
     o.model_dir = model_dir;
     o.first_layer = first;
     o.end_layer = end;
-    o.chunk_size = chunk_size;
+    o.units.chunk_size = chunk_size;
     auto w = stage::StageWorker::Create(o);
     if (!w.ok()) return w.status();
     workers.push_back(*std::move(w));

@@ -1,0 +1,40 @@
+// ReplicaEvaluator: what the EvaluationQueue needs of an evaluator, and nothing
+// more: the calibration pass of one replica's stages and the evaluation of a plan
+// through them (rl::PlanEvaluation). PipelineEvaluator is the implementation; a test
+// may fake it. Implementations are thread-safe: the queue calls them from one worker
+// per replica.
+#ifndef WINDQUANT_EVALUATOR_REPLICA_EVALUATOR_H_
+#define WINDQUANT_EVALUATOR_REPLICA_EVALUATOR_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/quant/plan.h"
+#include "common/quant/unit_table.h"
+#include "common/rl/plan_evaluation.h"
+#include "common/transport/activation_transport.h"
+
+namespace windquant::evaluator {
+
+using rl::PlanEvaluation;
+
+class ReplicaEvaluator {
+ public:
+  virtual ~ReplicaEvaluator() = default;
+
+  // The calibration's identity (quant::CalibrationKey) the stages' tables carry.
+  virtual std::string CalibrationFingerprint() const = 0;
+  // Calibration pass through `stages` (one replica, stage order), then every stage fits
+  // its shard; returns the stage tables in stage order.
+  virtual absl::StatusOr<std::vector<quant::UnitTable>> Calibrate(
+      const std::vector<transport::ActivationTransport*>& stages,
+      const std::string& fingerprint) = 0;
+  // Evaluates `plan` through `stages` (identical plans may be answered from a cache).
+  virtual absl::StatusOr<rl::PlanEvaluation> Evaluate(
+      const std::vector<transport::ActivationTransport*>& stages, const quant::Plan& plan) = 0;
+};
+
+}  // namespace windquant::evaluator
+
+#endif  // WINDQUANT_EVALUATOR_REPLICA_EVALUATOR_H_
