@@ -225,6 +225,7 @@ TEST_F(StageExportTest, RefusingStageFailsInOneLineAndLeavesNothing) {
   EXPECT_TRUE(Files(dir.path()).empty()) << Files(dir.path()).begin()->first;
 }
 
+// error-case: learner.export-actor-failed
 TEST_F(StageExportTest, ActorDyingMidExportLeavesNoHalfWrittenFile) {
   testing::ScopedTestDir dir("stage-export");
   const int64_t L = workers_[1]->end_layer();

@@ -152,6 +152,7 @@ TEST(BaselineCliTest, ScreenedSearchMeasuresExactlyEvalsPlans) {
   const std::string windquant = testing::BinaryDir() + "/cli/windquant";
   const std::string tmp = ::testing::TempDir() + "/baseline_cli_screened_test";
   std::filesystem::remove_all(tmp);
+  std::filesystem::create_directories(tmp);  // --out's parent (only the leaf is created)
   const std::string cmd = windquant + " baseline --config " + m.config +
                           " --method search --evals 8 --screen 8 --restart-after 3 --seed 2"
                           " --bits 2.0 --out " +
