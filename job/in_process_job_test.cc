@@ -19,6 +19,7 @@
 #include "common/quant/quantization_session.h"
 #include "common/quant/table_fingerprint.h"
 #include "common/rl/synthetic_table.h"
+#include "common/testing/scoped_test_dir.h"
 #include "common/testing/stage_test_util.h"
 #include "common/testing/test_paths.h"
 #include "gtest/gtest.h"
@@ -155,8 +156,8 @@ void ExpectBestPlanFitsTheConfigsTable(const config::RunConfig& c, const rl::Run
 }
 
 TEST(InProcessJobTest, TwoStagesTwoReplicasRunTheJobThenResumeDoneAndClear) {
-  const std::string dir = ::testing::TempDir() + "/in_process_job_test";
-  fs::remove_all(dir);
+  const ::windquant::testing::ScopedTestDir scoped("in_process_job_test");
+  const std::string dir = scoped.path();
   absl::StatusOr<config::RunConfig> c = JobConfig(dir);
   ASSERT_TRUE(c.ok()) << c.status();
   LogLines log;
@@ -208,7 +209,6 @@ TEST(InProcessJobTest, TwoStagesTwoReplicasRunTheJobThenResumeDoneAndClear) {
     EXPECT_FALSE(fs::exists(fs::path(c->output.dir) / name)) << name;
   }
   EXPECT_TRUE(fs::exists(dir + "/cache"));
-  fs::remove_all(dir);
 }
 
 // A second run in the same quant.cache_dir with another calibration: every
@@ -218,8 +218,8 @@ TEST(InProcessJobTest, TwoStagesTwoReplicasRunTheJobThenResumeDoneAndClear) {
 // run completes on the new calibration's table (before, the learner took the
 // old table and refused the new one: the run waited forever).
 TEST(InProcessJobTest, FitsOfAnotherCalibrationInTheCacheAreRefusedNotMerged) {
-  const std::string dir = ::testing::TempDir() + "/in_process_job_stale_test";
-  fs::remove_all(dir);
+  const ::windquant::testing::ScopedTestDir scoped("in_process_job_stale_test");
+  const std::string dir = scoped.path();
   absl::StatusOr<config::RunConfig> c = JobConfig(dir);
   ASSERT_TRUE(c.ok()) << c.status();
   LogLines log;  // outlives o, whose sink points at it
@@ -250,15 +250,14 @@ TEST(InProcessJobTest, FitsOfAnotherCalibrationInTheCacheAreRefusedNotMerged) {
   ASSERT_TRUE(table.ok()) << table.status();
   EXPECT_EQ(table->fingerprint, o.expected_fingerprint);
   EXPECT_GE(log.Count("is not the run's"), 1) << "no actor offered the first run's fits";
-  fs::remove_all(dir);
 }
 
 // training.screen_samples through the whole job: the learner's snapshots carry
 // its reward model once plans were measured, the actors screen their samples
 // with it, and the run completes within the budget.
 TEST(InProcessJobTest, AScreenedRunSendsTheModelToTheActorsAndCompletes) {
-  const std::string dir = ::testing::TempDir() + "/in_process_job_screen_test";
-  fs::remove_all(dir);
+  const ::windquant::testing::ScopedTestDir scoped("in_process_job_screen_test");
+  const std::string dir = scoped.path();
   absl::StatusOr<config::RunConfig> c = JobConfig(dir);
   ASSERT_TRUE(c.ok()) << c.status();
   c->training.screen_samples = 8;
@@ -273,7 +272,6 @@ TEST(InProcessJobTest, AScreenedRunSendsTheModelToTheActorsAndCompletes) {
   ASSERT_FALSE(r->best.actions.empty());
   EXPECT_LE(r->best.evaluation.effective_bits, kTargetBits + kBitsSlack);
   EXPECT_GE(log.Count("screening: the best"), 1) << "no actor screened its samples";
-  fs::remove_all(dir);
 }
 
 }  // namespace
