@@ -49,7 +49,9 @@ struct RolloutLoopOptions {
   uint64_t seed = 0;           // training.seed: the rollout worker's sample stream
   // Samples drawn per episode sent (config::ScreenSamplesPerEpisode of
   // training.screen_samples): with K > 1 (screening on) and the snapshot's reward
-  // model, the `envs` best-predicted of K x envs samples are sent; 1 = no screening.
+  // model, the `envs` best-predicted of K x envs samples are sent for measurement
+  // and every other sample to the learner only, with its predicted log
+  // perplexity (rl::RunScreened), so PPO learns from all of them; 1 = no screening.
   int screen_samples = 1;
   std::string actor_id;
   int actor_index = 0;
@@ -79,6 +81,7 @@ class RolloutLoop {
   ~RolloutLoop();
   absl::Status Start();
   void Stop();
+  // Episodes the learner accepted for measurement (screened-out samples not counted).
   int64_t episodes_sent() const { return sent_; }
 
  private:
@@ -100,7 +103,8 @@ class RolloutLoop {
   bool RunDone(absl::Duration deadline);
   void Rollouts();
   // One rollout at the current policy: `envs` episodes; when screening()
-  // and with the snapshot's reward model, the `envs` best of K x envs.
+  // and with the snapshot's reward model, all K x envs, the `envs` best-predicted
+  // first and the others marked screened_out (rl::RunScreened).
   absl::StatusOr<std::vector<rl::Episode>> RunScreened(rl::RolloutWorker& worker);
   // Screening is on: more than one sample per episode sent.
   bool screening() const { return options_.screen_samples > 1; }
