@@ -12,7 +12,10 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "common/quant/plan_io.h"
 #include "common/quant/quantization_session.h"
@@ -253,6 +256,15 @@ TEST(InProcessJobTest, AScreenedRunSendsTheModelToTheActorsAndCompletes) {
   ASSERT_FALSE(r->best.actions.empty());
   EXPECT_LE(r->best.evaluation.effective_bits, kTargetBits + kBitsSlack);
   EXPECT_NE(err.find("screening: the best"), std::string::npos) << "no actor screened its samples";
+  // Once screening, PPO learns from the screened-out samples too (their rewards predicted).
+  bool learned_predicted = false;
+  for (absl::string_view line : absl::StrSplit(err, '\n')) {
+    const size_t at = line.find(" predicted ");
+    learned_predicted =
+        learned_predicted || (absl::StrContains(line, "learner: update ") &&
+                              at != absl::string_view::npos && line.substr(at + 11, 2) != "0 ");
+  }
+  EXPECT_TRUE(learned_predicted) << "no update learned from a screened-out sample\n" << err;
   fs::remove_all(dir);
 }
 
