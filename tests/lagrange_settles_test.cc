@@ -38,11 +38,16 @@ using nlohmann::json;
 // docs/lagrange.md's settings: λ prices one bit over the target, from 10, in
 // steps of 20 x the overrun per episode; PPO's learning rate high enough for
 // the policy to answer the price within the run.
-const std::vector<std::string> kBudgetPricing = {
-    "env.budget_mode=soft",     "lagrange.prices=budget",   "env.violation_penalty_weight=0",
-    "lagrange.eta=20",          "lagrange.epsilon=0",       "lagrange.lambda_init=10",
-    "lagrange.lambda_max=400",  "ppo.learning_rate=0.003",  "training.episodes_per_update=8",
-    "training.self_imitation=false"};
+const std::vector<std::string> kBudgetPricing = {"env.budget_mode=soft",
+                                                 "lagrange.prices=budget",
+                                                 "env.violation_penalty_weight=0",
+                                                 "lagrange.eta=20",
+                                                 "lagrange.epsilon=0",
+                                                 "lagrange.lambda_init=10",
+                                                 "lagrange.lambda_max=400",
+                                                 "ppo.learning_rate=0.003",
+                                                 "training.episodes_per_update=8",
+                                                 "training.self_imitation=false"};
 constexpr int kUpdates = 20;
 constexpr double kSettledShare = 0.2;       // the last 20 % of the updates
 constexpr double kSettledTolerance = 0.10;  // within 10 % of their mean
