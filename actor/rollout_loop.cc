@@ -285,9 +285,17 @@ void RolloutLoop::Rollouts() {
       break;
     }
     std::vector<rl::Episode> episodes = *std::move(run);
-    produced.count += static_cast<int>(episodes.size());
-    if (episodes_ != nullptr) episodes_->Inc(static_cast<double>(episodes.size()));
+    const auto measured = std::count_if(episodes.begin(), episodes.end(),
+                                        [](const rl::Episode& e) { return !e.screened_out; });
+    produced.count += static_cast<int>(measured);
+    if (episodes_ != nullptr) episodes_->Inc(static_cast<double>(measured));
+    // The screened-out samples first: they are in the learner before the
+    // measured ones' evaluations can complete its batch, so they join it.
     for (const rl::Episode& e : episodes) {
+      if (e.screened_out) Deliver(e, worker->table());
+    }
+    for (const rl::Episode& e : episodes) {
+      if (e.screened_out) continue;
       if (!Deliver(e, worker->table())) continue;  // stale or lost with its learner
       ++sent_;
       Submit(e, worker->table());

@@ -18,7 +18,11 @@
 // The learner and the evaluator are reached through LearnerClient and
 // EvaluatorClient (rollout_clients.h): gRPC ones from channels, or fakes.
 // Metrics (when given a registry): windquant_actor_episodes_total.
-// Memory: one policy (a few KB) and the worker's copy of the unit table.
+// Memory: one policy (a few KB) and the worker's copy of the unit table; while
+// screening, every sample of a rollout until it is sent (envs x screen_samples
+// episodes of ~200 bytes per unit: 4.6 MB for stories260k's 45 units at 4 x 128,
+// but ~10 GB at LLaMA-70B's ~97k units, where screening would have to stream the
+// screened-out samples to the learner as the running best-`envs` drops them).
 // Thread-safety: Start/Stop from one thread.
 #ifndef WINDQUANT_ACTOR_ROLLOUT_LOOP_H_
 #define WINDQUANT_ACTOR_ROLLOUT_LOOP_H_
@@ -49,7 +53,9 @@ struct RolloutLoopOptions {
   uint64_t seed = 0;           // training.seed: the rollout worker's sample stream
   // Samples drawn per episode sent (config::ScreenSamplesPerEpisode of
   // training.screen_samples): with K > 1 (screening on) and the snapshot's reward
-  // model, the `envs` best-predicted of K x envs samples are sent; 1 = no screening.
+  // model, the `envs` best-predicted of K x envs samples are sent for measurement
+  // and every other sample to the learner only, with its predicted log
+  // perplexity (rl::RunScreened), so PPO learns from all of them; 1 = no screening.
   int screen_samples = 1;
   std::string actor_id;
   int actor_index = 0;
@@ -79,6 +85,7 @@ class RolloutLoop {
   ~RolloutLoop();
   absl::Status Start();
   void Stop();
+  // Episodes the learner accepted for measurement (screened-out samples not counted).
   int64_t episodes_sent() const { return sent_; }
 
  private:
@@ -100,7 +107,8 @@ class RolloutLoop {
   bool RunDone(absl::Duration deadline);
   void Rollouts();
   // One rollout at the current policy: `envs` episodes; when screening()
-  // and with the snapshot's reward model, the `envs` best of K x envs.
+  // and with the snapshot's reward model, all K x envs, the `envs` best-predicted
+  // first and the others marked screened_out (rl::RunScreened).
   absl::StatusOr<std::vector<rl::Episode>> RunScreened(rl::RolloutWorker& worker);
   // Screening is on: more than one sample per episode sent.
   bool screening() const { return options_.screen_samples > 1; }

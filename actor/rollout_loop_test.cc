@@ -6,6 +6,7 @@
 // returns while the learner is down.
 #include "actor/rollout_loop.h"
 
+#include <cmath>
 #include <memory>
 #include <set>
 #include <utility>
@@ -272,9 +273,31 @@ std::pair<double, double> PreferredBeforeAndAfterTheModel(Loop& t) {
   EXPECT_TRUE(t.evaluator->WaitForSubmitted(4));
   t.loop->Stop();
   absl::MutexLock ll(&t.learner->mu_);
-  const auto& b = t.learner->batches_;
-  EXPECT_EQ(b.size(), 4u) << "still two episodes per version";
+  absl::MutexLock el(&t.evaluator->mu_);
+  // The learner gets every sample: at version 1 (no model) the two drawn, at
+  // version 2 all 2 x screen_samples, of which the two measured ones are not
+  // screened out and every other one carries its predicted log perplexity.
+  const auto& all = t.learner->batches_;
+  EXPECT_EQ(all.size(), 2u + 2u * static_cast<size_t>(t.config.training.screen_samples));
+  std::vector<v1::TransitionBatch> b;
+  std::set<uint64_t> ids;
+  for (const v1::TransitionBatch& x : all) {
+    ids.insert(x.episode_id());
+    if (!x.screened_out()) {
+      b.push_back(x);
+      continue;
+    }
+    EXPECT_EQ(x.policy_version(), 2) << "screened out only with a model";
+    EXPECT_TRUE(std::isfinite(x.predicted_log_ppl()));
+    EXPECT_LE(PreferredCount(x), kUnits);
+  }
+  EXPECT_EQ(ids.size(), all.size()) << "every sample has an id of its own";
+  EXPECT_EQ(b.size(), 4u) << "still two measured episodes per version";
+  EXPECT_EQ(t.evaluator->submitted_.size(), 4u) << "only the measured ones are submitted";
   if (b.size() < 4) return {0, 0};
+  for (size_t i = 0; i < t.evaluator->submitted_.size(); ++i) {
+    EXPECT_EQ(t.evaluator->submitted_[i].episode_id(), b[i].episode_id());
+  }
   EXPECT_EQ(b[2].policy_version(), 2);
   return {(PreferredCount(b[0]) + PreferredCount(b[1])) / 2.0,
           (PreferredCount(b[2]) + PreferredCount(b[3])) / 2.0};

@@ -137,8 +137,8 @@ absl::Status ScreenedRollout(int units) {
   std::printf(
       "screened rollout: units %6d | %d of %d samples in batches of %lld episodes: %8.2f s, "
       "%.1f x the unscreened rollout of %d (%.3f s) | process peak RSS %.0f MiB\n",
-      units, static_cast<int>(kept.size()), kEnvs * kScreen, static_cast<long long>(batch),
-      screened_s, screened_s / plain_s, kEnvs, plain_s, PeakMiB());
+      units, kEnvs, static_cast<int>(kept.size()), static_cast<long long>(batch), screened_s,
+      screened_s / plain_s, kEnvs, plain_s, PeakMiB());
   return absl::OkStatus();
 }
 

@@ -13,7 +13,10 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "common/quant/plan_io.h"
 #include "common/quant/quantization_session.h"
@@ -272,6 +275,16 @@ TEST(InProcessJobTest, AScreenedRunSendsTheModelToTheActorsAndCompletes) {
   ASSERT_FALSE(r->best.actions.empty());
   EXPECT_LE(r->best.evaluation.effective_bits, kTargetBits + kBitsSlack);
   EXPECT_GE(log.Count("screening: the best"), 1) << "no actor screened its samples";
+  const std::string err = log.Joined();
+  // Once screening, PPO learns from the screened-out samples too (their rewards predicted).
+  bool learned_predicted = false;
+  for (absl::string_view line : absl::StrSplit(err, '\n')) {
+    const size_t at = line.find(" predicted ");
+    learned_predicted =
+        learned_predicted || (absl::StrContains(line, "learner: update ") &&
+                              at != absl::string_view::npos && line.substr(at + 11, 2) != "0 ");
+  }
+  EXPECT_TRUE(learned_predicted) << "no update learned from a screened-out sample\n" << err;
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "common/quant/baselines.h"
 #include "common/rl/environment.h"
 #include "common/rl/episode_evaluator.h"
+#include "common/rl/reward_model.h"
 #include "common/rl/run_checkpoint.h"
 
 namespace windquant::learner {
@@ -129,6 +130,7 @@ absl::Status LearnerCore::RestoreCheckpoint(const rl::RunCheckpoint& ckpt) {
   curriculum_.Restore(ckpt);
   lambda_.Restore(ckpt.lambda);
   best_.Restore(ckpt.best, ckpt.best_stage, ckpt.stage_reference_ppl);
+  NoteFullPrecision(ckpt.best.evaluation);
   records_.Restore(ckpt.curve, ckpt.stages);
   counts_.resumed_from_update = ckpt.update;
   run_.Restore(ckpt.curriculum_finished);
@@ -298,6 +300,7 @@ absl::StatusOr<bool> LearnerCore::SubmitEpisode(rl::Episode episode) {
     return false;
   }
   if (held_.Seen(episode.episode_id)) return false;
+  if (episode.screened_out) return LearnPredictedLocked(std::move(episode));
   const double steps = static_cast<double>(episode.steps.size());
   const double lag = static_cast<double>(v - episode.policy_version);
   const absl::Time now = absl::Now();
@@ -305,6 +308,29 @@ absl::StatusOr<bool> LearnerCore::SubmitEpisode(rl::Episode episode) {
   clock_.OnHeld(now, PendingLocked());
   ++counts_.episodes;
   metrics_.OnEpisode(steps, lag);
+  return true;
+}
+
+void LearnerCore::NoteFullPrecision(const rl::PlanEvaluation& e) {
+  const double fp = e.eval_ppl / (1.0 + e.relative_ppl_increase);
+  if (e.eval_ppl > 0 && std::isfinite(fp) && fp > 0) fp_eval_ppl_ = fp;
+}
+
+absl::StatusOr<bool> LearnerCore::LearnPredictedLocked(rl::Episode e) {
+  if (fp_eval_ppl_ <= 0 || e.steps.empty()) return false;  // nothing measured yet to predict from
+  const double target = e.plan.target_bits > 0 ? e.plan.target_bits : curriculum_.target_bits();
+  const rl::PlanEvaluation pe = rl::PredictedEvaluation(
+      e.predicted_log_ppl, tables_.table()->EffectiveBits(e.plan.actions), fp_eval_ppl_);
+  const rl::EpisodeReward reward = rl::EpisodeEndReward(
+      options_.policy.env, pe, lambda_.batch_lambda(), target, options_.lagrange.prices);
+  if (!std::isfinite(reward.total)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("predicted_log_ppl: reward not finite for ", "episode ", e.episode_id));
+  }
+  held_.MarkSeen(e.episode_id);
+  e.steps.back().reward += static_cast<float>(reward.total);
+  batch_.AddPredicted(std::move(e.steps));
+  ++counts_.predicted;
   return true;
 }
 
@@ -329,6 +355,7 @@ absl::StatusOr<bool> LearnerCore::ReportCandidateLocked(const EvaluationInput& i
   if (!plan.has_value()) return false;
   clock_.OnReport(absl::Now(), PendingLocked());
   const rl::PlanEvaluation& pe = in.evaluation;
+  NoteFullPrecision(pe);
   ++counts_.candidate_evaluations;
   records_.CountEvaluation(pe.cached);
   records_.RecordCandidate(*plan, pe);
@@ -359,6 +386,7 @@ absl::StatusOr<bool> LearnerCore::ReportEpisodeLocked(const EvaluationInput& in)
   std::optional<rl::Episode> held = held_.Take(in.episode_id);
   clock_.OnReport(absl::Now(), PendingLocked());
   rl::Episode& e = *held;
+  NoteFullPrecision(pe);
   ++counts_.evaluations;
   records_.CountEvaluation(pe.cached);
   lambda_.Observe(rl::ConstraintValue(options_.lagrange, pe, target));
@@ -409,9 +437,10 @@ absl::Status LearnerCore::Update() {
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   Log(absl::StrCat("learner: update ", counts_.updates, " version ", policy_->version(),
-                   " mean reward ", batch.mean_reward, " used ", stats.samples_used, " stale ",
-                   stats.samples_dropped_stale, " in ", absl::SixDigits(seconds), " s",
-                   run_.done() ? " (done)" : "", run_.stopped() ? " (stopped)" : ""));
+                   " mean reward ", batch.mean_reward, " predicted ", batch.predicted, " used ",
+                   stats.samples_used, " stale ", stats.samples_dropped_stale, " in ",
+                   absl::SixDigits(seconds), " s", run_.done() ? " (done)" : "",
+                   run_.stopped() ? " (stopped)" : ""));
   return absl::OkStatus();
 }
 

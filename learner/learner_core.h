@@ -128,6 +128,11 @@ class LearnerCore {
   // than ppo.max_policy_lag versions, or newer than this learner's policy),
   // for an id seen before in this run (plans.jsonl's ids after a restart too)
   // and when the run is done or stopped. UNAVAILABLE before the table is complete.
+  // A screened-out sample (episode.screened_out) is not held: it joins the PPO
+  // batch at once, rewarded with the batch λ from its predicted perplexity
+  // (rl::PredictedEvaluation; the full-precision perplexity from the evaluations
+  // so far: refused before any), and neither counts towards episodes_per_update
+  // nor moves λ nor competes for the best plan.
   absl::StatusOr<bool> SubmitEpisode(rl::Episode episode);
   // The evaluation of a held episode or of a candidate plan; false for an
   // unknown or duplicate one and when stopped (the evaluation of an expired
@@ -188,7 +193,8 @@ class LearnerCore {
     int64_t resumed_from_update = -1;
     int64_t episodes = 0, evaluations = 0, candidate_evaluations = 0;
     int64_t dropped_stale = 0, expired = 0;
-    int64_t late = 0;  // evaluations of expired plans (measured, so counted)
+    int64_t late = 0;       // evaluations of expired plans (measured, so counted)
+    int64_t predicted = 0;  // screened-out samples learned from
   };
 
   LearnerCore(const Options& options, std::unique_ptr<PolicyPublisher> policy);
@@ -201,6 +207,10 @@ class LearnerCore {
   absl::StatusOr<bool> ReportEpisodeLocked(const EvaluationInput& input)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status Update() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // SubmitEpisode of a screened-out sample.
+  absl::StatusOr<bool> LearnPredictedLocked(rl::Episode e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Keeps the full-precision perplexity an evaluation implies (eval_ppl / (1 + d)).
+  void NoteFullPrecision(const rl::PlanEvaluation& e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // After an update: the curve record, the curriculum criterion (and the
   // next step's start). `batch_lambda`: the λ the batch was rewarded with.
   absl::Status AfterUpdate(const UpdateBatch::Taken& batch, const rl::PpoStats& stats,
@@ -252,6 +262,7 @@ class LearnerCore {
   RunRecords records_ ABSL_GUARDED_BY(mu_);
   RunLifecycle run_ ABSL_GUARDED_BY(mu_);
   Counts counts_ ABSL_GUARDED_BY(mu_);
+  double fp_eval_ppl_ ABSL_GUARDED_BY(mu_) = 0;  // 0 until an evaluation implied it
   // Episodes and candidates that expired: a report arriving later was still a
   // real evaluation and is counted (records_) once.
   std::set<uint64_t> expired_ids_ ABSL_GUARDED_BY(mu_);

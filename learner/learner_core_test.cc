@@ -306,6 +306,45 @@ TEST_F(LearnerCoreTest, EpisodesOfOneBatchAreRewardedWithOneLambda) {
   }
 }
 
+// Reward-model screening: PPO learns from every sample the policy drew. The
+// screened-out samples join the batch at once, rewarded from their predicted
+// perplexity with the batch λ; only the measured ones count towards
+// episodes_per_update, move λ and are recorded.
+TEST_F(LearnerCoreTest, ScreenedOutSamplesJoinTheBatchWithPredictedRewards) {
+  LogLines log;
+  core_.reset();
+  core_ = LearnerCore::Create(TestOptions(dir_), log.fn()).value();
+  for (const auto& s : Stages(whole_))
+    ASSERT_THAT(core_->RegisterTable(s.first_layer, 0, s), IsOk());
+  auto screened_out = [&](uint64_t id) {
+    rl::Episode e = MakeEpisode(id, 0);
+    e.screened_out = true;
+    e.predicted_log_ppl = std::log(2.5);
+    return e;
+  };
+  // Nothing measured yet: no full-precision perplexity to predict d from.
+  EXPECT_FALSE(core_->SubmitEpisode(screened_out(9)).value());
+  for (uint64_t id : {1, 2}) ASSERT_TRUE(core_->SubmitEpisode(MakeEpisode(id, 0)).value());
+  ASSERT_TRUE(core_->ReportEvaluation(Eval(1, 3.0)).value());  // FP perplexity 3 / 1.5 = 2
+  for (uint64_t id : {10, 11, 12}) ASSERT_TRUE(core_->SubmitEpisode(screened_out(id)).value());
+  EXPECT_FALSE(core_->SubmitEpisode(screened_out(11)).value());  // an id is accepted once
+  EXPECT_EQ(core_->version(), 0) << "screened-out samples do not count towards the batch";
+  ASSERT_TRUE(core_->ReportEvaluation(Eval(2, 2.5)).value());
+  ASSERT_EQ(core_->version(), 1);
+  // 2 measured + 3 predicted episodes of 14 units each.
+  EXPECT_EQ(log.Count("learner: update 1 version 1 mean reward"), 1);
+  bool found = false;
+  for (const std::string& l : *log.lines) {
+    found = found || (l.rfind("learner: update 1 ", 0) == 0 &&
+                      l.find(" predicted 3 used 70 ") != std::string::npos);
+  }
+  EXPECT_TRUE(found) << "the update learned from all five episodes";
+  const LearnerStatus s = core_->Status();
+  EXPECT_NEAR(s.lambda, 1.0 + 2 * 0.05 * (0.5 - 0.05), 1e-12) << "only measured d's move λ";
+  const std::map<uint64_t, double> recorded = RecordedRewards(dir_);
+  EXPECT_EQ(recorded.size(), 2u) << "only measured plans are recorded";
+}
+
 // The actors of one policy version must sample different episodes: workers with the same run seed
 // but other actor indexes or incarnations have other sample streams (the CPU generator keeps only a
 // seed's low 32 bits; the actor index sits in the high ones).

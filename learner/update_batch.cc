@@ -21,12 +21,20 @@ void UpdateBatch::Add(std::vector<rl::Transition> steps, double episode_return, 
   bits_.push_back(effective_bits);
 }
 
+void UpdateBatch::AddPredicted(std::vector<rl::Transition> steps) {
+  predicted_.push_back(std::move(steps));
+}
+
 UpdateBatch::Taken UpdateBatch::Take() {
   Taken t;
-  for (auto& episode : steps_) {
-    t.transitions.insert(t.transitions.end(), std::make_move_iterator(episode.begin()),
-                         std::make_move_iterator(episode.end()));
+  for (auto* episodes : {&steps_, &predicted_}) {
+    for (auto& episode : *episodes) {
+      t.transitions.insert(t.transitions.end(), std::make_move_iterator(episode.begin()),
+                           std::make_move_iterator(episode.end()));
+    }
   }
+  t.predicted = predicted();
+  predicted_.clear();
   t.mean_reward = Mean(returns_);
   t.mean_ppl = Mean(ppl_);
   t.mean_bits = Mean(bits_);

@@ -37,5 +37,23 @@ TEST(UpdateBatchTest, ConcatenatesTheEpisodesAndAveragesTheirNumbers) {
   EXPECT_DOUBLE_EQ(empty.mean_reward, 0);
 }
 
+TEST(UpdateBatchTest, PredictedEpisodesAreLearnedFromButNeitherCountedNorAveraged) {
+  UpdateBatch b;
+  b.AddPredicted(Steps(7, 2));
+  b.Add(Steps(1, 2), -1.0, 10.0, 2.0);
+  b.AddPredicted(Steps(8, 2));
+  EXPECT_EQ(b.episodes(), 1);
+  EXPECT_EQ(b.predicted(), 2);
+  const UpdateBatch::Taken t = b.Take();
+  ASSERT_EQ(t.transitions.size(), 6u);
+  EXPECT_EQ(t.transitions[0].episode_id, 1);  // the measured one first
+  EXPECT_EQ(t.transitions[2].episode_id, 7);
+  EXPECT_EQ(t.transitions[4].episode_id, 8);
+  EXPECT_EQ(t.predicted, 2);
+  EXPECT_DOUBLE_EQ(t.mean_reward, -1.0);
+  EXPECT_DOUBLE_EQ(t.mean_ppl, 10.0);
+  EXPECT_EQ(b.predicted(), 0);
+}
+
 }  // namespace
 }  // namespace windquant::learner

@@ -68,7 +68,10 @@ struct TrainingConfig {
   // Reward-model screening: an actor samples this many episodes for every one
   // it sends and sends those the learner's model of the selection perplexity
   // (rl::RewardModel, fitted on every plan measured so far) ranks best, so real
-  // evaluations go to the most promising samples; 0 or 1 = off.
+  // evaluations go to the most promising samples; 0 or 1 = off. PPO learns
+  // from every sample drawn (those sent for measurement with their measured
+  // reward, the others with the reward the model predicts), so the episodes it
+  // learns from are samples of the policy, not only its best-predicted few.
   int screen_samples = 0;
   int checkpoint_every_updates = 5;
 };

@@ -30,6 +30,14 @@ struct Episode {
   int64_t policy_version = 0;
   std::vector<Transition> steps;
   quant::Plan plan;
+  // A sample that reward-model screening (training.screen_samples) did not send
+  // for measurement: PPO still learns from it, so that the episodes it learns
+  // from are the policy's samples and not only the best-predicted few; its
+  // episode-end reward is computed from `predicted_log_ppl`, the reward model's
+  // prediction of its selection-slice log perplexity (PredictedEvaluation,
+  // reward_model.h).
+  bool screened_out = false;
+  double predicted_log_ppl = 0;
 };
 
 }  // namespace windquant::rl

@@ -111,17 +111,21 @@ absl::StatusOr<RewardModel> RewardModel::FromProto(const v1::RewardModel& in) {
   return m;
 }
 
-std::vector<Episode> KeepBestPredicted(std::vector<Episode> episodes, size_t keep,
-                                       const RewardModel& model, const quant::UnitTable& table) {
-  if (episodes.size() <= keep) return episodes;
-  std::vector<double> predicted(episodes.size());
+namespace {
+
+// Indices of `episodes`, best first: by predicted log perplexity
+// (`predicted`, filled), unmeasured distinct plans before repeats and plans
+// the model was fitted on.
+std::vector<size_t> ScreenOrder(const std::vector<Episode>& episodes, const RewardModel& model,
+                                const quant::UnitTable& table, std::vector<double>* predicted) {
+  predicted->resize(episodes.size());
   for (size_t i = 0; i < episodes.size(); ++i) {
-    predicted[i] = model.Predict(table, episodes[i].plan.actions);
+    (*predicted)[i] = model.Predict(table, episodes[i].plan.actions);
   }
   std::vector<size_t> order(episodes.size());
   std::iota(order.begin(), order.end(), size_t{0});
   std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return predicted[a] < predicted[b]; });
+                   [&](size_t a, size_t b) { return (*predicted)[a] < (*predicted)[b]; });
   std::set<std::vector<int>> taken;
   std::vector<size_t> first, repeats;
   for (size_t i : order) {
@@ -132,21 +136,53 @@ std::vector<Episode> KeepBestPredicted(std::vector<Episode> episodes, size_t kee
     (fresh ? first : repeats).push_back(i);
   }
   first.insert(first.end(), repeats.begin(), repeats.end());
+  return first;
+}
+
+}  // namespace
+
+std::vector<Episode> KeepBestPredicted(std::vector<Episode> episodes, size_t keep,
+                                       const RewardModel& model, const quant::UnitTable& table) {
+  if (episodes.size() <= keep) return episodes;
+  std::vector<double> predicted;
+  const std::vector<size_t> order = ScreenOrder(episodes, model, table, &predicted);
   std::vector<Episode> out;
-  for (size_t j = 0; j < keep; ++j) out.push_back(std::move(episodes[first[j]]));
+  for (size_t j = 0; j < keep; ++j) out.push_back(std::move(episodes[order[j]]));
   return out;
 }
 
 absl::StatusOr<std::vector<Episode>> RunScreened(RolloutWorker& worker, const Policy& policy,
                                                  double target_bits, int64_t samples, size_t keep,
                                                  const RewardModel& model) {
-  std::vector<Episode> best;
+  std::vector<Episode> all;
   for (int64_t drawn = 0; drawn < samples; drawn += worker.envs()) {
     WQ_ASSIGN_OR_RETURN(std::vector<Episode> batch, worker.Run(policy, target_bits));
-    for (Episode& e : best) batch.push_back(std::move(e));
-    best = KeepBestPredicted(std::move(batch), keep, model, worker.table());
+    for (Episode& e : batch) all.push_back(std::move(e));
   }
-  return best;
+  std::vector<double> predicted;
+  const std::vector<size_t> order = ScreenOrder(all, model, worker.table(), &predicted);
+  std::vector<Episode> out;
+  out.reserve(all.size());
+  for (size_t j = 0; j < order.size(); ++j) {
+    Episode& e = all[order[j]];
+    if (j >= keep) {
+      e.screened_out = true;
+      e.predicted_log_ppl = predicted[order[j]];
+    }
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+PlanEvaluation PredictedEvaluation(double predicted_log_ppl, double effective_bits,
+                                   double fp_eval_ppl) {
+  PlanEvaluation e;
+  e.effective_bits = effective_bits;
+  e.eval_nll = predicted_log_ppl;
+  e.eval_ppl = std::exp(predicted_log_ppl);
+  e.relative_ppl_increase = e.eval_ppl / fp_eval_ppl - 1.0;
+  e.loss_increase = predicted_log_ppl - std::log(fp_eval_ppl);
+  return e;
 }
 
 void RewardModelFitter::Add(const std::vector<int>& actions, double perplexity) {

@@ -21,6 +21,7 @@
 #include "absl/status/statusor.h"
 #include "common/quant/unit_table.h"
 #include "common/rl/episode.h"
+#include "common/rl/plan_evaluation.h"
 #include "common/rl/policy.h"
 #include "common/rl/rollout_worker.h"
 
@@ -53,12 +54,22 @@ struct RewardModel {
 std::vector<Episode> KeepBestPredicted(std::vector<Episode> episodes, size_t keep,
                                        const RewardModel& model, const quant::UnitTable& table);
 
-// The `keep` best (KeepBestPredicted) of at least `samples` episodes that
-// `worker` runs with `policy`, batch after batch (worker.envs() each): memory
-// for one batch plus `keep` episodes.
+// At least `samples` episodes that `worker` runs with `policy`, batch after
+// batch (worker.envs() each): first the `keep` best (KeepBestPredicted), to be
+// measured, then every other sample, marked screened_out with its predicted
+// log perplexity (Episode::predicted_log_ppl), for PPO to learn from as well.
+// Memory: every sample's transitions (~200 bytes per unit and sample).
 absl::StatusOr<std::vector<Episode>> RunScreened(RolloutWorker& worker, const Policy& policy,
                                                  double target_bits, int64_t samples, size_t keep,
                                                  const RewardModel& model);
+
+// The stand-in for the measurement of a screened-out sample (its episode-end
+// reward, rl::EpisodeEndReward): eval_nll = the predicted log perplexity,
+// relative_ppl_increase against `fp_eval_ppl` (the full-precision selection
+// perplexity), and, since the model predicts no calibration loss, loss_increase
+// = the predicted selection NLL increase over full precision.
+PlanEvaluation PredictedEvaluation(double predicted_log_ppl, double effective_bits,
+                                   double fp_eval_ppl);
 
 class RewardModelFitter {
  public:

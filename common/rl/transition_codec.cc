@@ -27,6 +27,10 @@ void EncodeEpisode(const Episode& e, const quant::UnitTable& table, v1::Transiti
   }
   out->set_masks(masks);
   e.plan.ToProto(table, out->mutable_plan());
+  if (e.screened_out) {
+    out->set_screened_out(true);
+    out->set_predicted_log_ppl(e.predicted_log_ppl);
+  }
 }
 
 namespace {
@@ -111,6 +115,11 @@ absl::StatusOr<Episode> DecodeEpisode(const v1::TransitionBatch& b, const quant:
   e.steps.resize(steps);
   for (size_t t = 0; t < steps; ++t) WQ_RETURN_IF_ERROR(DecodeStep(b, t, steps, &e.steps[t]));
   e.plan = quant::Plan::FromProto(b.plan());
+  if (b.screened_out()) {
+    if (!std::isfinite(b.predicted_log_ppl())) return Bad("predicted_log_ppl: not finite");
+    e.screened_out = true;
+    e.predicted_log_ppl = b.predicted_log_ppl();
+  }
   return e;
 }
 

@@ -86,6 +86,21 @@ TEST_F(TransitionCodecTest, RoundTripKeepsEveryFieldAndMarksTheLastStepDone) {
   EXPECT_EQ(d->plan.plan_id, episode_.plan.plan_id);
   EXPECT_EQ(d->plan.model_fingerprint, table_.fingerprint);
   EXPECT_EQ(d->plan.source, "rl");
+  EXPECT_FALSE(d->screened_out);
+}
+
+TEST_F(TransitionCodecTest, AScreenedOutSampleTravelsWithItsPredictedLogPerplexity) {
+  Episode e = episode_;
+  e.screened_out = true;
+  e.predicted_log_ppl = 4.75;
+  v1::TransitionBatch b;
+  EncodeEpisode(e, table_, &b);
+  absl::StatusOr<Episode> d = DecodeEpisode(b, table_);
+  ASSERT_THAT(d, IsOk());
+  EXPECT_TRUE(d->screened_out);
+  EXPECT_EQ(d->predicted_log_ppl, 4.75);
+  b.set_predicted_log_ppl(std::numeric_limits<double>::quiet_NaN());
+  EXPECT_THAT(DecodeEpisode(b, table_), StatusIs(kInvalid, "predicted_log_ppl: not finite"));
 }
 
 TEST_F(TransitionCodecTest, MasksTravelAsZeroOrOneBytes) {
