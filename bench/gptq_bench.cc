@@ -41,6 +41,7 @@ constexpr char kUsage[] =
     "  --iters N       timed runs per case (1)\n"
     "  --gemm N        size of the reference square matmul (2048)\n"
     "  --no-per-row    skip the previous per-row kernel (slow)\n"
+    "  --case NAME     only the shape whose name starts with NAME (q, k, gate, down)\n"
     "  --help          this text\n";
 
 double Now() {
@@ -85,6 +86,7 @@ void PerRowTrailing(const float* e, int64_t es, const float* const* u, int64_t n
 struct Case {
   const char* name;
   int64_t rows, in;
+  int per_layer;
 };
 
 }  // namespace
@@ -93,6 +95,7 @@ int main(int argc, char** argv) {
   int threads = 2, iters = 1;
   int64_t gemm = 2048;
   bool per_row = true;
+  std::string only;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> const char* {
@@ -111,6 +114,8 @@ int main(int argc, char** argv) {
       iters = std::atoi(next());
     } else if (a == "--gemm") {
       gemm = std::atoll(next());
+    } else if (a == "--case") {
+      only = next();
     } else if (a == "--no-per-row") {
       per_row = false;
     } else {
@@ -133,11 +138,17 @@ int main(int argc, char** argv) {
   if (__builtin_cpu_supports("avx2")) {
     kernels.push_back({"avx2", &windquant::quant::gptq_avx2::TrailingUpdate});
   }
-  const Case cases[] = {{"q/o 2048x2048", 2048, 2048},
-                        {"gate/up 8192x2048", 8192, 2048},
-                        {"down 2048x8192", 2048, 8192}};
+  // How often each shape occurs in one decoder layer.
+  const Case cases[] = {{"q/o 2048x2048", 2048, 2048, 2},
+                        {"k/v 512x2048", 512, 2048, 2},
+                        {"gate/up 8192x2048", 8192, 2048, 2},
+                        {"down 2048x8192", 2048, 8192, 1}};
+  std::vector<double> layer_s(kernels.size(), 0.0);
+  int measured = 0;
   const Action acts[] = {Action::k2, Action::k3, Action::k4};
   for (const Case& c : cases) {
+    if (!only.empty() && std::string(c.name).rfind(only, 0) != 0) continue;
+    ++measured;
     at::manual_seed(1);
     const at::Tensor w0 = at::randn({c.rows, c.in}) * 0.02;
     const PackedUpper u =
@@ -150,9 +161,11 @@ int main(int argc, char** argv) {
     }
     const double flops = static_cast<double>(c.rows) * c.in * (c.in - 1);
     at::Tensor first;
-    for (const Kernel& k : kernels) {
+    for (size_t ki = 0; ki < kernels.size(); ++ki) {
+      const Kernel& k = kernels[ki];
       GptqOptions o;
       o.trailing = k.fn;
+      if (k.fn == &PerRowTrailing) o.row_group = 16;  // the previous default
       at::Tensor w;
       double best = 1e30;
       for (int it = 0; it < iters; ++it) {
@@ -164,8 +177,15 @@ int main(int argc, char** argv) {
       const bool same = !first.defined() || at::equal(first, w);
       if (!first.defined()) first = w;
       const double g = flops / best / 1e9;
+      layer_s[ki] += c.per_layer * best;
       std::printf("%-18s %-20s %8.3f s  %7.2f GFLOP/s  %5.1f%% of matmul%s\n", c.name, k.name, best,
                   g, 100.0 * g / peak, same ? "" : "  VALUES DIFFER");
+    }
+  }
+  if (measured == 4) {
+    for (size_t ki = 0; ki < kernels.size(); ++ki) {
+      std::printf("one LLaMA-3.2-1B layer (q, k, v, o, gate, up, down), %s: %.2f s\n",
+                  kernels[ki].name, layer_s[ki]);
     }
   }
   return 0;

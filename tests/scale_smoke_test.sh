@@ -166,6 +166,13 @@ for f in plan.json plan.bin report.json report.html quantized fake_quant; do
   [[ -e "$TMP/run/$f" ]] || fail "no $f in output.dir"
 done
 check_peak quantize "$peak" "$LAYERS"
+python3 - "$TMP/run/report.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+w, n = r.get("wall_time_s", {}), r.get("plan_evaluations", 0)
+print("quantize: prepare %.0f s, train %.0f s, %d plan evaluations (%.1f s of training each)"
+      % (w.get("prepare", 0), w.get("train", 0), n, w.get("train", 0) / max(n, 1)))
+PY
 # The run's plan exported again from the cached unit table (the checkpoint streamed a
 # layer at a time) and its packed checkpoint measured (decoded a layer at a time): both
 # within 1.5 GiB + 3 x one layer's float32 weights, and eval --quantized = eval --plan.
