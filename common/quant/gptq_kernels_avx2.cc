@@ -5,4 +5,5 @@
 
 #define WQ_GPTQ_NS gptq_avx2
 #define WQ_GPTQ_ROWS 4
+#define WQ_GPTQ_LANES 8
 #include "common/quant/gptq_kernels.inc"  // NOLINT(build/include)
