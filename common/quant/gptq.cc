@@ -101,6 +101,8 @@ void CompensateRows(const std::vector<ColumnUnit>& units, const std::vector<int3
   }
 }
 
+absl::StatusOr<at::Tensor> FactorOf(at::Tensor h, double damp_fraction, const std::string& what);
+
 }  // namespace
 
 InputKind InputKindOf(model::Matrix m) {
@@ -192,12 +194,21 @@ void CompensateLinear(const std::vector<ColumnUnit>& units, const PackedUpper& u
 
 absl::StatusOr<at::Tensor> InverseHessianFactor(const at::Tensor& h, double damp_fraction,
                                                 const std::string& what) {
+  return FactorOf(h, damp_fraction, what);
+}
+
+namespace {
+
+// InverseHessianFactor, taking the Hessian's handle: when it is the last one the float32
+// Hessian is released as soon as its float64 copy exists.
+absl::StatusOr<at::Tensor> FactorOf(at::Tensor h, double damp_fraction, const std::string& what) {
   if (!h.defined() || h.dim() != 2 || h.size(0) != h.size(1) || h.size(0) == 0) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": Hessian missing or not square"));
   }
   try {
     // Two float64 [in, in] at most at a time: each step's input is dropped once used.
     at::Tensor H = h.to(at::kDouble, /*non_blocking=*/false, /*copy=*/true);
+    h = at::Tensor();
     if (!at::isfinite(H).all().item<bool>()) {
       return absl::InvalidArgumentError(absl::StrCat(what, ": Hessian not finite"));
     }
@@ -228,6 +239,8 @@ absl::StatusOr<at::Tensor> InverseHessianFactor(const at::Tensor& h, double damp
   }
 }
 
+}  // namespace
+
 absl::StatusOr<GptqFactors> GptqFactors::Create(StageHessians hessians,
                                                 const GptqOptions& options) {
   GptqFactors f;
@@ -239,9 +252,8 @@ absl::StatusOr<GptqFactors> GptqFactors::Create(StageHessians hessians,
       const std::string what =
           absl::StrCat("layer ", hessians.first_layer + static_cast<int64_t>(l), " ", KindName(k));
       absl::StatusOr<at::Tensor> u =
-          InverseHessianFactor(hessians.layers[l][k], options.damp_fraction, what);
+          FactorOf(std::move(hessians.layers[l][k]), options.damp_fraction, what);
       if (!u.ok()) return u.status();
-      hessians.layers[l][k] = at::Tensor();
       f.factors_[l][k] = PackedUpper::Pack(*u);
     }
   }
