@@ -133,6 +133,12 @@ absl::StatusOr<std::pair<quant::StageFits, quant::ActivationStats>> MergeActorFi
   }
   WQ_ASSIGN_OR_RETURN(quant::StageFits merged,
                       quant::StageFits::Create(*fits.table, std::move(params)));
+  // Error compensation: the stages' factors, shared (the session does not build its own).
+  std::vector<std::shared_ptr<const quant::GptqFactors>> factors;
+  for (const auto& st : fits.stages) factors.push_back(st->fits().shared_compensation());
+  absl::StatusOr<quant::GptqFactors> all = quant::GptqFactors::Concat(factors);
+  if (all.ok())
+    merged.set_compensation(std::make_shared<const quant::GptqFactors>(*std::move(all)));
   return std::make_pair(std::move(merged), std::move(stats));
 }
 

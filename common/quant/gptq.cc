@@ -11,11 +11,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/quant/fit_kernels.h"
+#include "common/quant/gptq_kernels.h"
+#include "common/quant/hessians.h"
 
 namespace windquant::quant {
 namespace {
-
-constexpr int64_t kTile = 64;  // columns of the trailing update held in registers
 
 // The lane operations of fit_kernels_vec.inc on one float (same IEEE operations).
 float RoundEven(float x) {
@@ -57,19 +57,23 @@ void RowStarts(const ColumnUnit& cu, int64_t r0, int64_t r1, std::vector<int64_t
   }
 }
 
-// Rows [r0, r1) of the linear (see CompensateLinear).
+// Rows [r0, r1) of the linear (see CompensateLinear). Within a block every row
+// quantizes column j and carries its error into the block's later columns; the block's
+// errors then go into the columns after it in one register-blocked pass (`trailing`).
+// Per entry the terms arrive in column order either way.
 void CompensateRows(const std::vector<ColumnUnit>& units, const std::vector<int32_t>& unit_of,
-                    const float* U, int64_t in, float* W, float* F, int64_t r0, int64_t r1,
-                    int64_t block) {
+                    const PackedUpper& U, int64_t in, float* W, float* F, int64_t r0, int64_t r1,
+                    int64_t block, TrailingUpdateFn trailing) {
   const int64_t R = r1 - r0;
   std::vector<float> err(R * block);
   std::vector<int64_t> cur(R), end(R);
+  std::vector<const float*> urow(block);
   for (int64_t b0 = 0; b0 < in; b0 += block) {
     const int64_t b1 = std::min(b0 + block, in);
     for (int64_t j = b0; j < b1; ++j) {
       const ColumnUnit& cu = units[unit_of[j]];
       if (j == cu.col_begin) RowStarts(cu, r0, r1, &cur, &end);
-      const float* uj = U + j * in;
+      const float* uj = U.RowBase(j);
       const float d = uj[j];
       const int64_t jc = j - cu.col_begin;
       for (int64_t r = r0; r < r1; ++r) {
@@ -91,28 +95,13 @@ void CompensateRows(const std::vector<ColumnUnit>& units, const std::vector<int3
         for (int64_t k = j + 1; k < b1; ++k) wr[k] = wr[k] - e * uj[k];
       }
     }
-    // The block's errors into the later columns, in column order per entry.
-    for (int64_t r = r0; r < r1; ++r) {
-      float* wr = W + r * in;
-      const float* er = err.data() + (r - r0) * block;
-      for (int64_t k0 = b1; k0 < in; k0 += kTile) {
-        const int64_t n = std::min(kTile, in - k0);
-        float acc[kTile];
-        std::memcpy(acc, wr + k0, n * sizeof(float));
-        for (int64_t j = b0; j < b1; ++j) {
-          const float e = er[j - b0];
-          const float* uj = U + j * in + k0;
-          if (n == kTile) {
-            for (int64_t t = 0; t < kTile; ++t) acc[t] = acc[t] - e * uj[t];
-          } else {
-            for (int64_t t = 0; t < n; ++t) acc[t] = acc[t] - e * uj[t];
-          }
-        }
-        std::memcpy(wr + k0, acc, n * sizeof(float));
-      }
-    }
+    if (b1 == in) break;
+    for (int64_t j = b0; j < b1; ++j) urow[j - b0] = U.RowBase(j) + b1;
+    trailing(err.data(), block, urow.data(), b1 - b0, W + r0 * in + b1, in, R, in - b1);
   }
 }
+
+absl::StatusOr<at::Tensor> FactorOf(at::Tensor h, double damp_fraction, const std::string& what);
 
 }  // namespace
 
@@ -152,7 +141,35 @@ float QuantizeEntry(Action a, float x, float scale, float offset) {
   return x;
 }
 
+PackedUpper PackedUpper::Pack(const at::Tensor& u) {
+  const at::Tensor d = u.to(at::kFloat).contiguous();
+  PackedUpper p;
+  p.n_ = d.size(0);
+  p.data_ = at::empty({p.n_ * (p.n_ + 1) / 2}, at::kFloat);
+  const float* src = d.data_ptr<float>();
+  float* dst = p.data_.data_ptr<float>();
+  for (int64_t j = 0; j < p.n_; ++j) {
+    std::memcpy(dst, src + j * p.n_ + j, (p.n_ - j) * sizeof(float));
+    dst += p.n_ - j;
+  }
+  return p;
+}
+
+at::Tensor PackedUpper::Dense() const {
+  at::Tensor out = at::zeros({n_, n_}, at::kFloat);
+  float* dst = out.data_ptr<float>();
+  for (int64_t j = 0; j < n_; ++j) {
+    std::memcpy(dst + j * n_ + j, RowBase(j) + j, (n_ - j) * sizeof(float));
+  }
+  return out;
+}
+
 void CompensateLinear(const std::vector<ColumnUnit>& units, const at::Tensor& u, at::Tensor* w,
+                      at::Tensor* quantized_from, const GptqOptions& o) {
+  CompensateLinear(units, PackedUpper::Pack(u), w, quantized_from, o);
+}
+
+void CompensateLinear(const std::vector<ColumnUnit>& units, const PackedUpper& u, at::Tensor* w,
                       at::Tensor* quantized_from, const GptqOptions& o) {
   const int64_t rows = w->size(0), in = w->size(1);
   std::vector<int32_t> unit_of(in, 0);
@@ -161,7 +178,7 @@ void CompensateLinear(const std::vector<ColumnUnit>& units, const at::Tensor& u,
       unit_of[j] = static_cast<int32_t>(i);
     }
   }
-  const float* U = u.data_ptr<float>();
+  const TrailingUpdateFn trailing = o.trailing != nullptr ? o.trailing : TrailingUpdateForCpu();
   float* W = w->data_ptr<float>();
   float* F = quantized_from != nullptr ? quantized_from->data_ptr<float>() : nullptr;
   const int64_t group = std::max<int64_t>(o.row_group, 1);
@@ -169,19 +186,29 @@ void CompensateLinear(const std::vector<ColumnUnit>& units, const at::Tensor& u,
   const int64_t groups = (rows + group - 1) / group;
   at::parallel_for(0, groups, 1, [&](int64_t b, int64_t e) {
     for (int64_t g = b; g < e; ++g) {
-      CompensateRows(units, unit_of, U, in, W, F, g * group, std::min(rows, (g + 1) * group),
-                     block);
+      CompensateRows(units, unit_of, u, in, W, F, g * group, std::min(rows, (g + 1) * group), block,
+                     trailing);
     }
   });
 }
 
 absl::StatusOr<at::Tensor> InverseHessianFactor(const at::Tensor& h, double damp_fraction,
                                                 const std::string& what) {
+  return FactorOf(h, damp_fraction, what);
+}
+
+namespace {
+
+// InverseHessianFactor, taking the Hessian's handle: when it is the last one the float32
+// Hessian is released as soon as its float64 copy exists.
+absl::StatusOr<at::Tensor> FactorOf(at::Tensor h, double damp_fraction, const std::string& what) {
   if (!h.defined() || h.dim() != 2 || h.size(0) != h.size(1) || h.size(0) == 0) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": Hessian missing or not square"));
   }
   try {
-    at::Tensor H = h.to(at::kDouble).clone();
+    // Two float64 [in, in] at most at a time: each step's input is dropped once used.
+    at::Tensor H = h.to(at::kDouble, /*non_blocking=*/false, /*copy=*/true);
+    h = at::Tensor();
     if (!at::isfinite(H).all().item<bool>()) {
       return absl::InvalidArgumentError(absl::StrCat(what, ": Hessian not finite"));
     }
@@ -191,13 +218,17 @@ absl::StatusOr<at::Tensor> InverseHessianFactor(const at::Tensor& h, double damp
     diag.masked_fill_(diag == 0, 1.0);
     const double damp = damp_fraction * diag.mean().item<double>();
     diag.add_(damp);
+    diag = at::Tensor();
     auto [lower, info] = at::linalg_cholesky_ex(H);
+    H = at::Tensor();
     if (info.item<int64_t>() != 0) {
       return absl::InvalidArgumentError(
           absl::StrCat(what, ": Hessian not positive definite after dampening"));
     }
-    const at::Tensor inverse = at::cholesky_inverse(lower);
+    at::Tensor inverse = at::cholesky_inverse(lower);
+    lower = at::Tensor();
     auto [upper, info2] = at::linalg_cholesky_ex(inverse, /*upper=*/true);
+    inverse = at::Tensor();
     if (info2.item<int64_t>() != 0) {
       return absl::InvalidArgumentError(
           absl::StrCat(what, ": inverse Hessian not positive definite"));
@@ -208,7 +239,9 @@ absl::StatusOr<at::Tensor> InverseHessianFactor(const at::Tensor& h, double damp
   }
 }
 
-absl::StatusOr<GptqFactors> GptqFactors::Create(const StageHessians& hessians,
+}  // namespace
+
+absl::StatusOr<GptqFactors> GptqFactors::Create(StageHessians hessians,
                                                 const GptqOptions& options) {
   GptqFactors f;
   f.first_layer_ = hessians.first_layer;
@@ -219,10 +252,56 @@ absl::StatusOr<GptqFactors> GptqFactors::Create(const StageHessians& hessians,
       const std::string what =
           absl::StrCat("layer ", hessians.first_layer + static_cast<int64_t>(l), " ", KindName(k));
       absl::StatusOr<at::Tensor> u =
-          InverseHessianFactor(hessians.layers[l][k], options.damp_fraction, what);
+          FactorOf(std::move(hessians.layers[l][k]), options.damp_fraction, what);
       if (!u.ok()) return u.status();
-      f.factors_[l][k] = *std::move(u);
+      f.factors_[l][k] = PackedUpper::Pack(*u);
     }
+  }
+  return f;
+}
+
+absl::StatusOr<GptqFactors> GptqFactors::FromInputs(const model::LlamaModel& model,
+                                                    int64_t first_layer, int64_t end_layer,
+                                                    std::vector<at::Tensor> inputs,
+                                                    const GptqOptions& options) {
+  GptqFactors f;
+  f.first_layer_ = first_layer;
+  f.options_ = options;
+  for (int64_t layer = first_layer; layer < end_layer; ++layer) {
+    absl::StatusOr<StageHessians> h;
+    {
+      HessianCollector collector(model, layer, layer + 1);
+      for (at::Tensor& x : inputs) {
+        absl::StatusOr<at::Tensor> out = collector.RunStage(x);
+        if (!out.ok()) return out.status();
+        x = *std::move(out);
+      }
+      h = collector.Finish();
+    }
+    if (!h.ok()) return h.status();
+    absl::StatusOr<GptqFactors> one = Create(*std::move(h), options);
+    if (!one.ok()) return one.status();
+    f.factors_.push_back(std::move(one->factors_[0]));
+  }
+  return f;
+}
+
+absl::StatusOr<GptqFactors> GptqFactors::Concat(
+    const std::vector<std::shared_ptr<const GptqFactors>>& parts) {
+  GptqFactors f;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (parts[i] == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("factors: stage ", i, " has none"));
+    }
+    if (i == 0) {
+      f.first_layer_ = parts[i]->first_layer();
+      f.options_ = parts[i]->options();
+    } else if (parts[i]->first_layer() != f.end_layer()) {
+      return absl::InvalidArgumentError(absl::StrCat("factors: stage ", i, " starts at layer ",
+                                                     parts[i]->first_layer(), ", not ",
+                                                     f.end_layer()));
+    }
+    f.factors_.insert(f.factors_.end(), parts[i]->factors_.begin(), parts[i]->factors_.end());
   }
   return f;
 }
@@ -230,7 +309,7 @@ absl::StatusOr<GptqFactors> GptqFactors::Create(const StageHessians& hessians,
 int64_t GptqFactors::Bytes() const {
   int64_t n = 0;
   for (const auto& layer : factors_) {
-    for (const at::Tensor& t : layer) n += t.defined() ? t.numel() * 4 : 0;
+    for (const PackedUpper& t : layer) n += t.Bytes();
   }
   return n;
 }

@@ -17,9 +17,13 @@
 //
 // GptqFactors holds U per decoder layer per input kind (q/k/v share one input, gate/up
 // share one, o and down have their own): plan-independent, computed once per stage from
-// the calibration Hessians (hessians.h) and kept in float32 for the object's life:
-// 4 * (3 * hidden^2 + inter^2) bytes per layer (when the attention width equals hidden),
-// e.g. 0.32 GB per layer at LLaMA-3.2-1B, 1.0 GB at 8B. Immutable; thread-safe.
+// the calibration Hessians (hessians.h) and kept for the object's life, packed upper
+// triangular in float32 (PackedUpper: the same values as the dense factor, half its
+// bytes): 2 * (3 * hidden^2 + inter^2) bytes per layer (when the attention width equals
+// hidden; + 2 * in per factor), i.e. 1.31 bytes per BF16 weight byte at LLaMA-3.2-1B
+// (0.16 GB per layer), 1.17 at 8B (0.51 GB per layer), 1.20 at 70B (2.05 GB per layer).
+// Compensation reads the packed rows directly (no dense copy, no per-plan state).
+// Immutable; thread-safe; copies share the storage.
 #ifndef WINDQUANT_COMMON_QUANT_GPTQ_H_
 #define WINDQUANT_COMMON_QUANT_GPTQ_H_
 
@@ -27,11 +31,15 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/model/llama_model.h"
 #include "common/model/llama_weights.h"
 #include "common/quant/action.h"
+#include "common/quant/gptq_kernels.h"
 #include "common/quant/unit_fit.h"
 
 namespace windquant::quant {
@@ -51,7 +59,32 @@ struct StageHessians {
 struct GptqOptions {
   double damp_fraction = 0.01;  // of the mean diagonal of H, added to the diagonal
   int64_t block_columns = 128;  // lazy-update block (changes speed only, not the values)
-  int64_t row_group = 16;       // rows processed together (speed only)
+  int64_t row_group = 64;       // rows processed together (speed only)
+  // The trailing-update kernel (gptq_kernels.h); null: the build for this CPU. The tests
+  // and the benchmark pass the others (the values are the same).
+  TrailingUpdateFn trailing = nullptr;
+};
+
+// An upper-triangular float32 [n, n] matrix stored row by row from the diagonal on:
+// row j holds columns [j, n), n (n + 1) / 2 floats in all. Copies share the storage.
+class PackedUpper {
+ public:
+  PackedUpper() = default;
+  // The upper triangle of u (float32 [n, n]; what lies below the diagonal is not read).
+  static PackedUpper Pack(const at::Tensor& u);
+  int64_t n() const { return n_; }
+  bool empty() const { return n_ == 0; }
+  // Row j indexed by column: RowBase(j)[k] = U[j][k] for k in [j, n) (the pointer itself
+  // is inside the storage: j (2n - 1 - j) / 2 >= 0).
+  const float* RowBase(int64_t j) const {
+    return data_.data_ptr<float>() + j * (2 * n_ - 1 - j) / 2;
+  }
+  at::Tensor Dense() const;  // [n, n] float32, zeros below the diagonal
+  int64_t Bytes() const { return n_ * (n_ + 1) / 2 * 4; }
+
+ private:
+  at::Tensor data_;  // [n (n + 1) / 2] float32
+  int64_t n_ = 0;
 };
 
 // One unit of a linear as the compensation quantizes it: columns [col_begin, col_begin +
@@ -71,28 +104,50 @@ struct ColumnUnit {
 float QuantizeEntry(Action a, float x, float scale, float offset);
 
 // Quantizes, in place, the linear w ([rows, in] float32 contiguous) with error
-// compensation: `units` cover [0, in) in column order; `u` is the [in, in] factor.
+// compensation: `units` cover [0, in) in column order; `u` is the [in, in] factor
+// (packed, or dense for the tests).
 // When `quantized_from` is not null ([rows, in] float32 contiguous) it receives the
 // compensated weights each entry was quantized from: the exporter's codes are the codes
 // of these (DequantizeKernel of them == the result, bit for bit). Parallel over row
 // groups; the values do not depend on the threads, the block or the group size: every
 // entry gets the same sequence of float32 operations as the one-column-at-a-time
 // definition above (no reductions; built without FMA contraction).
+// The trailing lazy update of each block runs in a register-blocked kernel (AVX2 where
+// the CPU has it, gptq_kernels.h), a rounded product then a rounded difference per term.
+void CompensateLinear(const std::vector<ColumnUnit>& units, const PackedUpper& u, at::Tensor* w,
+                      at::Tensor* quantized_from, const GptqOptions& options = {});
 void CompensateLinear(const std::vector<ColumnUnit>& units, const at::Tensor& u, at::Tensor* w,
                       at::Tensor* quantized_from, const GptqOptions& options = {});
 
 class GptqFactors {
  public:
-  // Factors U of every (layer, kind) of `hessians`. INVALID_ARGUMENT naming the layer
-  // and input kind when a Hessian is missing, not square, not finite, or not positive
-  // definite after dampening.
-  static absl::StatusOr<GptqFactors> Create(const StageHessians& hessians,
+  // Factors U of every (layer, kind) of `hessians`, each Hessian released (when this was
+  // its last reference) once factored. INVALID_ARGUMENT naming the layer and input kind
+  // when a Hessian is missing, not square, not finite, or not positive definite after
+  // dampening.
+  static absl::StatusOr<GptqFactors> Create(StageHessians hessians,
                                             const GptqOptions& options = {});
+  // The factors of layers [first_layer, end_layer) of `model` from the hidden states
+  // entering first_layer (`inputs`, [B, T, H] per calibration batch, consumed: each is
+  // replaced by the next layer's input as the layers go), one layer at a time: a layer's
+  // Hessians are collected, factored and dropped before the next layer's, so besides the
+  // factors the peak is one layer's collection (hessians.h: 8 bytes * in^2 per input
+  // kind, + its float32 result) and one factoring (16 bytes * in^2 of the widest input)
+  // instead of every layer's Hessians at once; the inputs cost 4 * tokens * hidden bytes.
+  // The same values as collecting all layers in one pass. Errors as Create; INTERNAL for
+  // a torch error.
+  static absl::StatusOr<GptqFactors> FromInputs(const model::LlamaModel& model, int64_t first_layer,
+                                                int64_t end_layer, std::vector<at::Tensor> inputs,
+                                                const GptqOptions& options = {});
+  // The factors of consecutive stages as one (sharing their storage). INVALID_ARGUMENT
+  // when a part is null or the layers do not follow each other.
+  static absl::StatusOr<GptqFactors> Concat(
+      const std::vector<std::shared_ptr<const GptqFactors>>& parts);
 
   int64_t first_layer() const { return first_layer_; }
   int64_t end_layer() const { return first_layer_ + static_cast<int64_t>(factors_.size()); }
-  // [in, in] float32, upper triangular; layer in [first_layer, end_layer).
-  const at::Tensor& Factor(int64_t layer, model::Matrix m) const {
+  // [in, in] upper triangular, packed; layer in [first_layer, end_layer).
+  const PackedUpper& Factor(int64_t layer, model::Matrix m) const {
     return factors_[layer - first_layer_][static_cast<int>(InputKindOf(m))];
   }
   const GptqOptions& options() const { return options_; }
@@ -100,12 +155,13 @@ class GptqFactors {
 
  private:
   int64_t first_layer_ = 0;
-  std::vector<std::array<at::Tensor, kNumInputKinds>> factors_;
+  std::vector<std::array<PackedUpper, kNumInputKinds>> factors_;
   GptqOptions options_;
 };
 
 // U = upper Cholesky factor of (h + damp_fraction * mean(diag h) * I)^-1, computed in
-// float64 and returned as float32. INVALID_ARGUMENT (naming `what`) as Create.
+// float64 and returned as float32 [in, in]. Transient memory: two float64 [in, in] at a
+// time (16 bytes * in^2). INVALID_ARGUMENT (naming `what`) as Create.
 absl::StatusOr<at::Tensor> InverseHessianFactor(const at::Tensor& h, double damp_fraction,
                                                 const std::string& what);
 

@@ -14,6 +14,7 @@
 #include "common/config/run_config.h"
 #include "common/quant/exporter.h"
 #include "common/quant/fit_kernels.h"
+#include "common/quant/gptq_kernels.h"
 #include "common/quant/hessians.h"
 #include "common/quant/quantization_session.h"
 #include "common/quant/quantizer.h"
@@ -131,8 +132,18 @@ TEST(GptqTest, FastPathIsTheColumnByColumnDefinitionBitForBit) {
   absl::StatusOr<at::Tensor> u = InverseHessianFactor(CorrelatedHessian(in, 300, 8), 0.01, "t");
   ASSERT_TRUE(u.ok()) << u.status();
   const at::Tensor want = ReferenceCompensate(t, *u);
-  for (const GptqOptions& o : {GptqOptions{0.01, 128, 16}, GptqOptions{0.01, 7, 5},
-                               GptqOptions{0.01, 1, 1}, GptqOptions{0.01, 33, 64}}) {
+  std::vector<GptqOptions> options;
+  std::vector<TrailingUpdateFn> kernels = {nullptr, &gptq_baseline::TrailingUpdate};
+  if (__builtin_cpu_supports("avx2")) kernels.push_back(&gptq_avx2::TrailingUpdate);
+  for (TrailingUpdateFn k : kernels) {
+    for (const GptqOptions& o :
+         {GptqOptions{0.01, 128, 16}, GptqOptions{0.01, 7, 5}, GptqOptions{0.01, 1, 1},
+          GptqOptions{0.01, 33, 64}, GptqOptions{0.01, 20, 9}}) {
+      options.push_back(o);
+      options.back().trailing = k;
+    }
+  }
+  for (const GptqOptions& o : options) {
     at::Tensor w = t.w.clone();
     at::Tensor from = at::empty_like(w);
     CompensateLinear(t.units, *u, &w, &from, o);
@@ -148,6 +159,113 @@ TEST(GptqTest, FastPathIsTheColumnByColumnDefinitionBitForBit) {
       EXPECT_TRUE(at::equal(deq, w.slice(1, cu.col_begin, cu.col_begin + cu.cols))) << "unit " << k;
     }
   }
+}
+
+// Both builds of the trailing update against the definition, on ragged tile edges.
+TEST(GptqTest, TrailingUpdateBuildsAreTheDefinitionBitForBit) {
+  at::manual_seed(21);
+  const int64_t rows = 11, nj = 13, cols = 45, ws = 50, es = 16;
+  const at::Tensor e = at::randn({rows, es}), u = at::randn({nj, cols}), w0 = at::randn({rows, ws});
+  std::vector<const float*> urow(nj);
+  for (int64_t j = 0; j < nj; ++j) urow[j] = u.data_ptr<float>() + j * cols;
+  at::Tensor want = w0.clone();
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) {
+      for (int64_t j = 0; j < nj; ++j) {
+        const float p = e[r][j].item<float>() * u[j][c].item<float>();
+        want[r][c] = want[r][c].item<float>() - p;
+      }
+    }
+  }
+  std::vector<TrailingUpdateFn> kernels = {&gptq_baseline::TrailingUpdate};
+  if (__builtin_cpu_supports("avx2")) kernels.push_back(&gptq_avx2::TrailingUpdate);
+  for (TrailingUpdateFn k : kernels) {
+    at::Tensor w = w0.clone();
+    k(e.data_ptr<float>(), es, urow.data(), nj, w.data_ptr<float>(), ws, rows, cols);
+    EXPECT_TRUE(at::equal(w, want)) << (w - want).abs().max().item<float>();
+  }
+}
+
+TEST(GptqTest, PackedFactorHoldsTheUpperTriangle) {
+  at::manual_seed(4);
+  const at::Tensor u = at::randn({37, 37});
+  const PackedUpper p = PackedUpper::Pack(u);
+  EXPECT_EQ(p.n(), 37);
+  EXPECT_EQ(p.Bytes(), 37 * 38 / 2 * 4);
+  EXPECT_TRUE(at::equal(p.Dense(), at::triu(u)));
+  for (int64_t j : {0, 1, 20, 36}) {
+    for (int64_t k = j; k < 37; ++k) ASSERT_EQ(p.RowBase(j)[k], u[j][k].item<float>());
+  }
+}
+
+// A 2-layer stage of random weights (hidden 16, intermediate 24).
+model::LlamaModel TinyModel(int64_t layers) {
+  model::LlamaConfig c;
+  c.hidden_size = 16;
+  c.intermediate_size = 24;
+  c.num_hidden_layers = layers;
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = 2;
+  c.head_dim = 4;
+  c.vocab_size = 32;
+  at::manual_seed(3);
+  const std::vector<std::vector<int64_t>> shapes = {{16, 16}, {8, 16},  {8, 16}, {16, 16},
+                                                    {24, 16}, {24, 16}, {16, 24}};
+  model::LlamaWeights w;
+  w.config = c;
+  for (int64_t l = 0; l < layers; ++l) {
+    model::LayerWeights lw;
+    for (int m = 0; m < model::kNumMatrices; ++m) lw.linear[m] = at::randn(shapes[m]) * 0.2;
+    lw.input_layernorm = at::ones({16});
+    lw.post_attention_layernorm = at::ones({16});
+    w.layers.push_back(std::move(lw));
+  }
+  return model::LlamaModel(std::move(w));
+}
+
+// One layer at a time gives the factors of all layers' Hessians collected in one pass.
+TEST(GptqTest, LayerByLayerFactorsAreTheOnePassFactors) {
+  const model::LlamaModel model = TinyModel(3);
+  at::manual_seed(9);
+  std::vector<at::Tensor> inputs = {at::randn({2, 8, 16}), at::randn({3, 5, 16})};
+  HessianCollector all(model, 0, 3);
+  for (const at::Tensor& x : inputs) ASSERT_TRUE(all.RunStage(x).ok());
+  absl::StatusOr<StageHessians> h = all.Finish();
+  ASSERT_TRUE(h.ok()) << h.status();
+  absl::StatusOr<GptqFactors> want = GptqFactors::Create(*h);
+  ASSERT_TRUE(want.ok()) << want.status();
+  absl::StatusOr<GptqFactors> got = GptqFactors::FromInputs(model, 0, 3, inputs);
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_EQ(got->end_layer(), 3);
+  EXPECT_EQ(got->Bytes(), want->Bytes());
+  EXPECT_EQ(want->Bytes(), 3 * 4 * (3 * 16 * 17 / 2 + 24 * 25 / 2));
+  for (int64_t l = 0; l < 3; ++l) {
+    for (int m = 0; m < model::kNumMatrices; ++m) {
+      const auto mat = static_cast<model::Matrix>(m);
+      EXPECT_TRUE(at::equal(got->Factor(l, mat).Dense(), want->Factor(l, mat).Dense()))
+          << "layer " << l << " matrix " << m;
+    }
+  }
+  // Two stages' factors as one, sharing their storage.
+  absl::StatusOr<GptqFactors> a = GptqFactors::FromInputs(model, 0, 1, inputs);
+  ASSERT_TRUE(a.ok()) << a.status();
+  StageHessians rest = *h;
+  rest.first_layer = 1;
+  rest.layers.erase(rest.layers.begin());
+  absl::StatusOr<GptqFactors> b = GptqFactors::Create(rest);
+  ASSERT_TRUE(b.ok()) << b.status();
+  auto pa = std::make_shared<const GptqFactors>(*std::move(a));
+  auto pb = std::make_shared<const GptqFactors>(*std::move(b));
+  absl::StatusOr<GptqFactors> both = GptqFactors::Concat({pa, pb});
+  ASSERT_TRUE(both.ok()) << both.status();
+  EXPECT_EQ(both->first_layer(), 0);
+  EXPECT_EQ(both->end_layer(), 3);
+  EXPECT_EQ(both->Factor(2, model::Matrix::kDown).RowBase(0),
+            pb->Factor(2, model::Matrix::kDown).RowBase(0));
+  absl::StatusOr<GptqFactors> gap = GptqFactors::Concat({pb, pa});
+  EXPECT_EQ(gap.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(gap.status().message().find("stage 1 starts at layer 0"), std::string::npos)
+      << gap.status();
 }
 
 TEST(GptqTest, DiagonalHessianChangesNothing) {
@@ -254,6 +372,30 @@ TEST(GptqRealModelTest, ExportIsTheEvaluatedCompensatedModelBitForBit) {
   plain.ApplyToLayer(0, actions, &without);
   EXPECT_FALSE(at::equal(with[static_cast<int>(model::Matrix::kDown)],
                          without[static_cast<int>(model::Matrix::kDown)]));
+
+  // A plan model compensates a layer once and then decodes it from its codes: every
+  // forward sees the same weights, bit for bit (also with units at 16 bits).
+  std::vector<int> mixed(actions.size());
+  for (size_t i = 0; i < mixed.size(); ++i) mixed[i] = static_cast<int>(i % kNumActions);
+  for (const std::vector<int>* plan_actions : {&actions, &mixed}) {
+    absl::StatusOr<std::shared_ptr<const model::LlamaModel>> planned =
+        s.stage()->PlanModel(std::make_shared<const std::vector<int>>(*plan_actions));
+    ASSERT_TRUE(planned.ok()) << planned.status();
+    for (int64_t layer : {0, 1}) {
+      std::array<at::Tensor, model::kNumMatrices> want;
+      for (int k = 0; k < model::kNumMatrices; ++k) {
+        want[k] = s.model().weights().layers[layer].linear[k].to(at::kFloat).clone().contiguous();
+      }
+      s.fits().ApplyToLayer(layer, *plan_actions, &want);
+      for (int pass = 0; pass < 2; ++pass) {  // computed, then from the codes
+        const std::array<at::Tensor, model::kNumMatrices> got = (*planned)->LayerLinears(layer);
+        for (int k = 0; k < model::kNumMatrices; ++k) {
+          EXPECT_TRUE(at::equal(got[k], want[k]))
+              << "layer " << layer << " matrix " << k << " pass " << pass;
+        }
+      }
+    }
+  }
 }
 
 }  // namespace

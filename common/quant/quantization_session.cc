@@ -10,7 +10,6 @@
 #include "common/base/status_macros.h"
 #include "common/config/text_range.h"
 #include "common/model/checkpoint.h"
-#include "common/quant/hessians.h"
 #include "common/quant/table_fingerprint.h"
 #include "common/quant/unit_table_builder.h"
 #include "common/quant/unit_table_cache.h"
@@ -166,14 +165,25 @@ absl::StatusOr<StageFits> QuantizationSession::LoadCachedFits(const SessionOptio
 
 absl::Status QuantizationSession::SetFits(StageFits fits) {
   fits.set_fingerprint(table_fingerprint_);
-  if (options_.compensation == "gptq") {
+  if (options_.compensation == "gptq" && fits.compensation() == nullptr) {
     // The Hessians come from the same calibration windows as the statistics; they are
     // not cached (a pass over the windows costs less than their in^2 floats on disk).
+    // One layer at a time (GptqFactors::FromInputs): never every layer's Hessians at once.
     if (options_.log)
       options_.log("error compensation (quant.compensation: gptq): calibration Hessians");
-    WQ_ASSIGN_OR_RETURN(const StageHessians hessians,
-                        CollectModelHessians(*model_, calib_windows_, kCalibrationBatch));
-    absl::StatusOr<GptqFactors> factors = GptqFactors::Create(hessians);
+    std::vector<at::Tensor> inputs;
+    try {
+      at::NoGradGuard no_grad;
+      for (int64_t b = 0; b < calib_windows_.size(0); b += kCalibrationBatch) {
+        const at::Tensor ids =
+            calib_windows_.slice(0, b, std::min(b + kCalibrationBatch, calib_windows_.size(0)));
+        inputs.push_back(model_->Embed(ids.to(model_->device())));
+      }
+    } catch (const c10::Error& e) {
+      return absl::InternalError(absl::StrCat("hessians: ", e.what_without_backtrace()));
+    }
+    absl::StatusOr<GptqFactors> factors = GptqFactors::FromInputs(
+        *model_, model_->first_layer(), model_->end_layer(), std::move(inputs));
     if (!factors.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat("quant.compensation: gptq: ", factors.status().message()));
@@ -238,6 +248,8 @@ absl::Status QuantizationSession::AdoptFits(StageFits fits, ActivationStats stat
   params.reserve(table.units.size());
   for (size_t i = 0; i < table.units.size(); ++i) params.push_back(fits.params(i));
   WQ_ASSIGN_OR_RETURN(StageFits renamed, StageFits::Create(std::move(table), std::move(params)));
+  // The factors the fits came with (the actors'): shared, not built a second time.
+  if (options_.compensation == "gptq") renamed.set_compensation(fits.shared_compensation());
   stats_ = std::move(stats);
   StoreInCache(renamed);
   return SetFits(std::move(renamed));

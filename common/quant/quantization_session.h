@@ -14,9 +14,11 @@
 // Memory, for the session's life: the weights in their stored dtype (2 bytes per
 // weight for BF16) + the fits (~0.13 bytes per weight at chunk 128) + the token ids;
 // a plan's weights exist one layer at a time inside a forward (4 bytes per weight of
-// one layer); with quant.compensation: gptq also the inverse-Hessian factors
-// (gptq.h: 4 bytes x in^2 per input kind per layer). Thread-safety: const methods may be called
-// concurrently.
+// one layer); with quant.compensation: gptq also the inverse-Hessian factors (gptq.h,
+// packed: 2 bytes x in^2 per input kind per layer; built one layer at a time, or shared
+// with the actors' fits handed over by AdoptFits), and each plan model its compensated
+// layers' codes (1 byte per weight: quantized_stage.h). Thread-safety: const methods
+// may be called concurrently.
 #ifndef WINDQUANT_COMMON_QUANT_QUANTIZATION_SESSION_H_
 #define WINDQUANT_COMMON_QUANT_QUANTIZATION_SESSION_H_
 
@@ -82,7 +84,8 @@ class QuantizationSession {
 
   // Takes fits of the whole model computed elsewhere from the same calibration (their
   // table's fingerprint is replaced by this session's) and the activation statistics
-  // they came from; stores both in the cache when the session uses it.
+  // they came from; stores both in the cache when the session uses it. With
+  // compensation, factors the fits carry (StageFits::shared_compensation) are kept.
   // FAILED_PRECONDITION when the session already has fits; INVALID_ARGUMENT when the
   // fits do not cover the model's layers.
   absl::Status AdoptFits(StageFits fits, ActivationStats stats);

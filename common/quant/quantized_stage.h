@@ -7,7 +7,12 @@
 // A plan is applied by PlanModel: a LlamaModel sharing the weights whose forward
 // dequantizes each layer's chosen actions when it reaches the layer (PlanLinears), so a
 // plan costs 4 bytes per weight of one layer for the duration of that layer's forward,
-// and nothing between forwards.
+// and nothing between forwards. With error compensation (StageFits::compensation) a
+// layer's compensated weights cost far more to compute than to dequantize, and one plan
+// evaluation runs several forwards (micro-batches, slices): the plan model computes
+// each layer once, on its first forward, and keeps it as codes (1 byte per weight:
+// the INT8 level of every entry; FP16 bits, 2 bytes, for units at 16 bits) for the
+// plan model's life, decoding them, bit for bit, on every later forward.
 //
 // Memory: the model's weights (2 bytes per weight for BF16) + the fits (~0.13 bytes per
 // weight at chunk 128), both for the object's life; nothing else.
@@ -15,7 +20,9 @@
 #ifndef WINDQUANT_COMMON_QUANT_QUANTIZED_STAGE_H_
 #define WINDQUANT_COMMON_QUANT_QUANTIZED_STAGE_H_
 
+#include <cstdint>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -26,7 +33,8 @@
 namespace windquant::quant {
 
 // model::LinearSource of a plan: the layer's full-precision weights widened to float32
-// (a copy), then every unit's chosen action dequantized in place (StageFits::ApplyToLayer).
+// (a copy), then every unit's chosen action dequantized in place (StageFits::ApplyToLayer);
+// with compensation, the layer is compensated once and its codes kept (see above).
 class PlanLinears : public model::LinearSource {
  public:
   // INVALID_ARGUMENT when `actions` does not cover fits' units (StageFits::CheckPlan).
@@ -36,11 +44,24 @@ class PlanLinears : public model::LinearSource {
       int64_t layer, const model::LayerWeights& stored) const override;
 
  private:
+  // A compensated layer as codes: per unit of the layer, its entries' levels (int8,
+  // row-major) or, at 16 bits, FP16 bits. Salient entries come from the fits.
+  struct LayerCodes {
+    std::once_flag once;
+    bool exact = true;  // false: the codes did not give the weights back (recomputed)
+    std::vector<std::vector<int8_t>> levels;
+    std::vector<std::vector<uint16_t>> halves;
+  };
   PlanLinears(std::shared_ptr<const StageFits> fits,
-              std::shared_ptr<const std::vector<int>> actions)
-      : fits_(std::move(fits)), actions_(std::move(actions)) {}
+              std::shared_ptr<const std::vector<int>> actions);
+  void Encode(int64_t layer, const std::array<at::Tensor, model::kNumMatrices>& w,
+              LayerCodes* codes) const;
+  // Writes the units of the layer (of matrix `only` when >= 0) into w's columns.
+  void Decode(int64_t layer, const LayerCodes& codes,
+              std::array<at::Tensor, model::kNumMatrices>* w, int only = -1) const;
   std::shared_ptr<const StageFits> fits_;
   std::shared_ptr<const std::vector<int>> actions_;
+  std::unique_ptr<LayerCodes[]> codes_;  // [layer - first_layer], compensation only
 };
 
 // `model` with `actions` applied from `fits` (which must cover the model's layers).

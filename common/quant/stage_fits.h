@@ -7,7 +7,10 @@
 // Memory, for the object's life: per unit of m rows x c columns, 14 m bytes of FP16
 // parameters and 5 bytes per salient entry (int32 index + int8 code), i.e.
 // 14 / c + 5 * salient_fraction bytes per weight: 0.13 at c = 128, 0.08 at c = 256
-// (the previous QuantizedWeights kept 28 bytes per weight: 7 float32 copies).
+// (the previous QuantizedWeights kept 28 bytes per weight: 7 float32 copies). With error
+// compensation it also shares (holds a reference to) the stage's GptqFactors (gptq.h:
+// ~1.2-1.3 bytes per BF16 weight byte, packed float32); ApplyToLayer keeps nothing
+// between calls.
 //
 // Immutable after construction; const methods are thread-safe, so one StageFits can be
 // shared (std::shared_ptr<const StageFits>) by every user of a stage.
@@ -69,6 +72,8 @@ class StageFits {
     compensation_ = std::move(factors);
   }
   const GptqFactors* compensation() const { return compensation_.get(); }
+  // The same factors, to hand to other fits of the stage (one set per stage, shared).
+  const std::shared_ptr<const GptqFactors>& shared_compensation() const { return compensation_; }
 
   // Replaces, in `linears` (decoder `layer`'s seven float32 [out, in] contiguous tensors
   // holding its full-precision weights), the columns of every unit of the layer by the

@@ -65,10 +65,8 @@ absl::Status StageWorker::CheckHidden(const at::Tensor& hidden, const std::strin
 void StageWorker::StartCalibration() {
   absl::MutexLock lock(&calib_mu_);
   calibrator_ = std::make_unique<quant::Calibrator>(*model_, first_layer(), end_layer());
-  hessians_.reset();
-  if (options_.compensation == "gptq") {
-    hessians_ = std::make_unique<quant::HessianCollector>(*model_, first_layer(), end_layer());
-  }
+  calib_inputs_.clear();
+  collect_inputs_ = options_.compensation == "gptq";
 }
 
 absl::StatusOr<at::Tensor> StageWorker::Calibrate(const at::Tensor& hidden) {
@@ -77,7 +75,7 @@ absl::StatusOr<at::Tensor> StageWorker::Calibrate(const at::Tensor& hidden) {
   if (calibrator_ == nullptr) {
     return absl::FailedPreconditionError("calibration pass not started");
   }
-  if (hessians_ != nullptr) WQ_RETURN_IF_ERROR(hessians_->RunStage(hidden).status());
+  if (collect_inputs_) calib_inputs_.push_back(hidden.to(model_->device()).clone());
   return calibrator_->RunStage(hidden);
 }
 
@@ -98,10 +96,12 @@ absl::StatusOr<quant::UnitTable> StageWorker::FinishCalibration(const std::strin
     }
     stats = calibrator_->Finish();
     calibrator_.reset();
-    if (hessians_ != nullptr) {
-      WQ_ASSIGN_OR_RETURN(const quant::StageHessians h, hessians_->Finish());
-      hessians_.reset();
-      WQ_ASSIGN_OR_RETURN(quant::GptqFactors f, quant::GptqFactors::Create(h));
+    if (collect_inputs_) {
+      collect_inputs_ = false;
+      WQ_ASSIGN_OR_RETURN(quant::GptqFactors f,
+                          quant::GptqFactors::FromInputs(*model_, first_layer(), end_layer(),
+                                                         std::move(calib_inputs_)));
+      calib_inputs_.clear();
       factors = std::make_shared<const quant::GptqFactors>(std::move(f));
     }
   }
@@ -211,7 +211,10 @@ absl::StatusOr<std::shared_ptr<const model::LlamaModel>> StageWorker::PlanModel(
   WQ_ASSIGN_OR_RETURN(std::shared_ptr<const model::LlamaModel> planned, stage->PlanModel(actions));
   absl::MutexLock lock(&mu_);
   plans_.emplace_front(plan_id, planned);
-  while (static_cast<int>(plans_.size()) > std::max(1, options_.plan_cache_size)) plans_.pop_back();
+  // A compensated plan model keeps its layers' codes (1 byte per weight,
+  // quant::PlanLinears): one such plan at a time.
+  const int keep = stage->fits().compensation() != nullptr ? 1 : options_.plan_cache_size;
+  while (static_cast<int>(plans_.size()) > std::max(1, keep)) plans_.pop_back();
   return planned;
 }
 

@@ -9,15 +9,18 @@
 // Plans: a plan is applied by a model sharing the stage's weights that
 // dequantizes each layer's chosen actions when a forward reaches it
 // (quant::QuantizedStage::PlanModel); the plan models are kept per plan id
-// (LRU, `plan_cache_size`; each holds only its actions).
+// (LRU, `plan_cache_size`; each holds only its actions; with compensation one plan,
+// which holds its compensated layers' codes, 1 byte per weight: quant/quantized_stage.h).
 // Fit cache: when `cache_dir` is set the fits and the stage table are saved
 // there under the fingerprint, and a restarted actor reloads them instead of
 // waiting for a new calibration pass.
 // Memory: the stage's weights in their stored dtype (2 bytes per weight for
 // BF16) and, once fitted, its StageFits (~0.13 bytes per weight at chunk 128),
-// for the worker's life (with compensation also the inverse-Hessian factors, 4 bytes x
-// in^2 per input kind per layer: quant/gptq.h); during a forward, 4 bytes per weight of the layer
-// being computed, per concurrent forward.
+// for the worker's life (with compensation also the inverse-Hessian factors, packed:
+// 2 bytes x in^2 per input kind per layer, ~1.2-1.3 x the BF16 weight bytes: quant/gptq.h;
+// and during the calibration pass the stage's input batches, 4 bytes x tokens x hidden,
+// turned into the factors one layer at a time); during a forward, 4 bytes per weight of
+// the layer being computed, per concurrent forward.
 //
 // Thread-safety: all methods are thread-safe. Forward calls run concurrently;
 // calibration calls are serialised.
@@ -37,7 +40,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/model/llama_model.h"
 #include "common/quant/calibration.h"
-#include "common/quant/hessians.h"
+#include "common/quant/gptq.h"
 #include "common/quant/quantized_stage.h"
 #include "common/quant/stage_fits.h"
 #include "common/quant/unit_table.h"
@@ -126,7 +129,11 @@ class StageWorker {
 
   mutable absl::Mutex calib_mu_;
   std::unique_ptr<quant::Calibrator> calibrator_ ABSL_GUARDED_BY(calib_mu_);
-  std::unique_ptr<quant::HessianCollector> hessians_ ABSL_GUARDED_BY(calib_mu_);
+  // With compensation: the calibration batches entering the stage (4 bytes * tokens *
+  // hidden), turned into the inverse-Hessian factors one layer at a time when the pass
+  // finishes (quant::GptqFactors::FromInputs), instead of every layer's Hessians at once.
+  bool collect_inputs_ ABSL_GUARDED_BY(calib_mu_) = false;
+  std::vector<at::Tensor> calib_inputs_ ABSL_GUARDED_BY(calib_mu_);
 
   mutable absl::Mutex mu_;
   std::shared_ptr<const quant::QuantizedStage> stage_ ABSL_GUARDED_BY(mu_);

@@ -1,0 +1,192 @@
+// gptq_bench: error compensation (CompensateLinear, gptq.h) at the LLaMA-3.2-1B linear
+// shapes, in achieved GFLOP/s against a plain at::matmul GFLOP/s measured in the same run
+// (the machine's GEMM limit at this thread count), for each trailing-update kernel:
+//  * per-row: the previous kernel (each row alone over 64-column register tiles,
+//    reloading the factor's row segment for every row), kept here for the comparison;
+//  * baseline: gptq_kernels.inc with the x86-64 baseline instruction set;
+//  * avx2: gptq_kernels.inc with AVX2 (no FMA), when the CPU has it.
+// All three give the same bits (checked here, and by gptq_test). FLOPs counted: rows *
+// in * (in - 1), a multiply and a subtraction per (row, j < k) term of the definition.
+// The factor is a random well-conditioned upper-triangular matrix (speed does not depend
+// on its values); units of 128 columns cycle through 2, 3 and 4 bits.
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "common/quant/gptq.h"
+#include "common/quant/gptq_kernels.h"
+
+namespace {
+
+using windquant::quant::Action;
+using windquant::quant::ColumnUnit;
+using windquant::quant::GptqOptions;
+using windquant::quant::PackedUpper;
+using windquant::quant::SalientSet;
+using windquant::quant::TrailingUpdateFn;
+
+constexpr char kUsage[] =
+    "usage: gptq_bench [flags]\n\n"
+    "Error compensation (CompensateLinear) GFLOP/s at the LLaMA-3.2-1B linear shapes\n"
+    "(2048x2048, 8192x2048, 2048x8192), per trailing-update kernel, against a plain\n"
+    "at::matmul's GFLOP/s in the same run.\n\n"
+    "flags:\n"
+    "  --threads N     intra-op threads (2)\n"
+    "  --iters N       timed runs per case (1)\n"
+    "  --gemm N        size of the reference square matmul (2048)\n"
+    "  --no-per-row    skip the previous per-row kernel (slow)\n"
+    "  --case NAME     only the shape whose name starts with NAME (q, k, gate, down)\n"
+    "  --help          this text\n";
+
+double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+double MatmulGflops(int64_t n, int iters) {
+  at::manual_seed(0);
+  const at::Tensor a = at::randn({n, n}), b = at::randn({n, n});
+  at::matmul(a, b);  // warm-up
+  const double t0 = Now();
+  for (int i = 0; i < iters; ++i) at::matmul(a, b);
+  return 2.0 * n * n * n / ((Now() - t0) / iters) / 1e9;
+}
+
+// The previous trailing update: row by row, 64 columns of accumulators, the factor's
+// segment reloaded for every row.
+void PerRowTrailing(const float* e, int64_t es, const float* const* u, int64_t nj, float* w,
+                    int64_t ws, int64_t rows, int64_t cols) {
+  constexpr int64_t kTile = 64;
+  for (int64_t r = 0; r < rows; ++r) {
+    float* wr = w + r * ws;
+    const float* er = e + r * es;
+    for (int64_t k0 = 0; k0 < cols; k0 += kTile) {
+      const int64_t n = std::min(kTile, cols - k0);
+      float acc[kTile];
+      std::memcpy(acc, wr + k0, n * sizeof(float));
+      for (int64_t j = 0; j < nj; ++j) {
+        const float x = er[j];
+        const float* uj = u[j] + k0;
+        if (n == kTile) {
+          for (int64_t t = 0; t < kTile; ++t) acc[t] = acc[t] - x * uj[t];
+        } else {
+          for (int64_t t = 0; t < n; ++t) acc[t] = acc[t] - x * uj[t];
+        }
+      }
+      std::memcpy(wr + k0, acc, n * sizeof(float));
+    }
+  }
+}
+
+struct Case {
+  const char* name;
+  int64_t rows, in;
+  int per_layer;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int threads = 2, iters = 1;
+  int64_t gemm = 2048;
+  bool per_row = true;
+  std::string only;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&]() -> const char* {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "gptq_bench: %s needs a value\n", a.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "--help" || a == "-h") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    } else if (a == "--threads") {
+      threads = std::atoi(next());
+    } else if (a == "--iters") {
+      iters = std::atoi(next());
+    } else if (a == "--gemm") {
+      gemm = std::atoll(next());
+    } else if (a == "--case") {
+      only = next();
+    } else if (a == "--no-per-row") {
+      per_row = false;
+    } else {
+      std::fprintf(stderr, "gptq_bench: unknown flag %s\n%s", a.c_str(), kUsage);
+      return 2;
+    }
+  }
+  at::set_num_threads(threads);
+  const double peak = MatmulGflops(gemm, 3);
+  std::printf("at::matmul %lldx%lldx%lld: %.2f GFLOP/s (%d threads)\n",
+              static_cast<long long>(gemm), static_cast<long long>(gemm),
+              static_cast<long long>(gemm), peak, threads);
+  struct Kernel {
+    const char* name;
+    TrailingUpdateFn fn;
+  };
+  std::vector<Kernel> kernels;
+  if (per_row) kernels.push_back({"per-row (previous)", &PerRowTrailing});
+  kernels.push_back({"baseline", &windquant::quant::gptq_baseline::TrailingUpdate});
+  if (__builtin_cpu_supports("avx2")) {
+    kernels.push_back({"avx2", &windquant::quant::gptq_avx2::TrailingUpdate});
+  }
+  // How often each shape occurs in one decoder layer.
+  const Case cases[] = {{"q/o 2048x2048", 2048, 2048, 2},
+                        {"k/v 512x2048", 512, 2048, 2},
+                        {"gate/up 8192x2048", 8192, 2048, 2},
+                        {"down 2048x8192", 2048, 8192, 1}};
+  std::vector<double> layer_s(kernels.size(), 0.0);
+  int measured = 0;
+  const Action acts[] = {Action::k2, Action::k3, Action::k4};
+  for (const Case& c : cases) {
+    if (!only.empty() && std::string(c.name).rfind(only, 0) != 0) continue;
+    ++measured;
+    at::manual_seed(1);
+    const at::Tensor w0 = at::randn({c.rows, c.in}) * 0.02;
+    const PackedUpper u =
+        PackedUpper::Pack(at::triu(at::randn({c.in, c.in}) * (0.5 / c.in)) + at::eye(c.in));
+    std::vector<float> scales(c.rows, 0.01f);
+    const SalientSet none;
+    std::vector<ColumnUnit> units;
+    for (int64_t c0 = 0, k = 0; c0 < c.in; c0 += 128, ++k) {
+      units.push_back({c0, 128, acts[k % 3], scales.data(), nullptr, &none});
+    }
+    const double flops = static_cast<double>(c.rows) * c.in * (c.in - 1);
+    at::Tensor first;
+    for (size_t ki = 0; ki < kernels.size(); ++ki) {
+      const Kernel& k = kernels[ki];
+      GptqOptions o;
+      o.trailing = k.fn;
+      if (k.fn == &PerRowTrailing) o.row_group = 16;  // the previous default
+      at::Tensor w;
+      double best = 1e30;
+      for (int it = 0; it < iters; ++it) {
+        w = w0.clone();
+        const double t0 = Now();
+        windquant::quant::CompensateLinear(units, u, &w, nullptr, o);
+        best = std::min(best, Now() - t0);
+      }
+      const bool same = !first.defined() || at::equal(first, w);
+      if (!first.defined()) first = w;
+      const double g = flops / best / 1e9;
+      layer_s[ki] += c.per_layer * best;
+      std::printf("%-18s %-20s %8.3f s  %7.2f GFLOP/s  %5.1f%% of matmul%s\n", c.name, k.name, best,
+                  g, 100.0 * g / peak, same ? "" : "  VALUES DIFFER");
+    }
+  }
+  if (measured == 4) {
+    for (size_t ki = 0; ki < kernels.size(); ++ki) {
+      std::printf("one LLaMA-3.2-1B layer (q, k, v, o, gate, up, down), %s: %.2f s\n",
+                  kernels[ki].name, layer_s[ki]);
+    }
+  }
+  return 0;
+}
