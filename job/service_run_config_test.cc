@@ -32,15 +32,16 @@ service::ServiceFlags FlagsFor(const std::string& dir, const std::string& extra 
 
 TEST(RunConfigLoaderTest, HandsTheSkeletonItsSettingsAndTheRoleTheConfig) {
   testing::ScopedTestDir dir("service_run_config");
-  service::ServiceFlags flags = FlagsFor(dir.path(), "service: {metrics_address: '0.0.0.0:9464'}\n");
+  service::ServiceFlags flags =
+      FlagsFor(dir.path(), "service: {metrics_address: '0.0.0.0:9464'}\n");
   flags.overrides = {"service.stages=3"};
   int stages = 0;
-  auto load = RunConfigLoader([&](const config::RunConfig& c, metrics::Registry*,
-                                  const base::LogSink&)
-                                  -> absl::StatusOr<std::unique_ptr<service::Service>> {
-    stages = c.service.stages;
-    return absl::InvalidArgumentError("role: refused");
-  });
+  auto load = RunConfigLoader(
+      [&](const config::RunConfig& c, metrics::Registry*,
+          const base::LogSink&) -> absl::StatusOr<std::unique_ptr<service::Service>> {
+        stages = c.service.stages;
+        return absl::InvalidArgumentError("role: refused");
+      });
   absl::StatusOr<service::ServiceSettings> s = load(flags);
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_EQ(s->threads, 1);
@@ -55,11 +56,11 @@ TEST(RunConfigLoaderTest, HandsTheSkeletonItsSettingsAndTheRoleTheConfig) {
 // error-case: service.bad-config
 TEST(RunConfigLoaderTest, ABadConfigIsOneLineNamingTheKey) {
   testing::ScopedTestDir dir("service_run_config");
-  auto load = RunConfigLoader([](const config::RunConfig&, metrics::Registry*,
-                                 const base::LogSink&)
-                                  -> absl::StatusOr<std::unique_ptr<service::Service>> {
-    return absl::InternalError("not reached");
-  });
+  auto load = RunConfigLoader(
+      [](const config::RunConfig&, metrics::Registry*,
+         const base::LogSink&) -> absl::StatusOr<std::unique_ptr<service::Service>> {
+        return absl::InternalError("not reached");
+      });
   service::ServiceFlags flags = FlagsFor(dir.path(), "service: {metrics_address: 'nowhere'}\n");
   EXPECT_THAT(load(flags).status(),
               StatusIs(absl::StatusCode::kInvalidArgument, "service.metrics_address"));
