@@ -10,9 +10,9 @@
 #include "actor/actor_node.h"
 #include "common/base/status_macros.h"
 #include "common/net/channel.h"
-#include "common/service/service_flags.h"
 #include "common/service/service_main.h"
 #include "job/node_options.h"
+#include "job/service_run_config.h"
 
 namespace wq = windquant;
 
@@ -32,7 +32,7 @@ class ActorService : public wq::service::Service {
       const wq::base::LogSink& log) {
     const auto& svc = c.service;
     const char* ordinal = std::getenv("WQ_POD_ORDINAL");
-    WQ_ASSIGN_OR_RETURN(auto sr, wq::service::ResolveStageReplica(svc, ordinal ? ordinal : ""));
+    WQ_ASSIGN_OR_RETURN(auto sr, wq::job::ResolveStageReplica(svc, ordinal ? ordinal : ""));
     const int stage = sr.first, replica = sr.second;
     const int index = stage * svc.replicas + replica;
     if (index >= static_cast<int>(svc.actor_addresses.size())) {
@@ -62,5 +62,6 @@ class ActorService : public wq::service::Service {
 
 int main(int argc, char** argv) {
   return wq::service::RunServiceMain(
-      argc, argv, {"windquant-actor", "actor_port", kUsage, &ActorService::Create});
+      argc, argv,
+      {"windquant-actor", "actor_port", kUsage, wq::job::RunConfigLoader(&ActorService::Create)});
 }

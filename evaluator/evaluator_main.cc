@@ -9,6 +9,7 @@
 #include "common/service/service_main.h"
 #include "evaluator/evaluator_node.h"
 #include "job/node_options.h"
+#include "job/service_run_config.h"
 
 namespace wq = windquant;
 
@@ -50,6 +51,7 @@ class EvaluatorService : public wq::service::Service {
 }  // namespace
 
 int main(int argc, char** argv) {
-  return wq::service::RunServiceMain(
-      argc, argv, {"windquant-evaluator", "evaluator_port", kUsage, &EvaluatorService::Create});
+  return wq::service::RunServiceMain(argc, argv,
+                                     {"windquant-evaluator", "evaluator_port", kUsage,
+                                      wq::job::RunConfigLoader(&EvaluatorService::Create)});
 }

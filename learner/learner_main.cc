@@ -9,6 +9,7 @@
 #include "common/service/service_main.h"
 #include "common/store/s3_environment.h"
 #include "job/learner_options.h"
+#include "job/service_run_config.h"
 #include "learner/learner_node.h"
 #include "learner/run_publisher.h"
 
@@ -99,6 +100,7 @@ class LearnerService : public wq::service::Service {
 }  // namespace
 
 int main(int argc, char** argv) {
-  return wq::service::RunServiceMain(
-      argc, argv, {"windquant-learner", "learner_port", kUsage, &LearnerService::Create});
+  return wq::service::RunServiceMain(argc, argv,
+                                     {"windquant-learner", "learner_port", kUsage,
+                                      wq::job::RunConfigLoader(&LearnerService::Create)});
 }

@@ -20,6 +20,7 @@
 #include "common/transport/grpc_activation_transport.h"
 #include "common/transport/hidden_states_codec.h"
 #include "evaluator/pipeline_evaluator.h"
+#include "tests/loopback_actors_fixture.h"
 
 namespace windquant::actor {
 namespace {
@@ -35,69 +36,15 @@ const model::LlamaConfig& RealConfig() {
 }
 using testing::RandomIds;
 
-class ActorServiceTest : public ::testing::Test {
+class ActorServiceTest : public testing::LoopbackActorsTest {
  protected:
-  void SetUp() override {
-    const int64_t L = RealConfig().num_hidden_layers;
-    for (auto [a, b] : std::vector<std::pair<int64_t, int64_t>>{{0, L - 2}, {L - 2, L}}) {
-      stage::StageWorkerOptions o;
-      o.model_dir = ModelDir();
-      o.first_layer = a;
-      o.end_layer = b;
-      o.units.chunk_size = 32;
-      auto w = stage::StageWorker::Create(o);
-      ASSERT_TRUE(w.ok()) << w.status();
-      workers_.push_back(*std::move(w));
-      ActorIdentity id;
-      id.stage = static_cast<int>(services_.size());
-      id.stages = 2;
-      id.model_key = "key";
-      services_.push_back(std::make_unique<ActorService>(
-          workers_.back().get(), id,
-          [this](const quant::UnitTable& t) {
-            registered_.push_back(t);
-            return absl::OkStatus();
-          },
-          nullptr));
-      net::ServerOptions so;
-      so.address = "127.0.0.1:0";
-      servers_.push_back(std::make_unique<net::GrpcServer>(so));
-      servers_.back()->AddService(services_.back().get(), v1::Actor::service_full_name());
-      ASSERT_TRUE(servers_.back()->Start().ok());
-      net::ChannelOptions co;
-      co.target = servers_.back()->address();
-      auto channel = net::MakeChannel(co);
-      ASSERT_TRUE(channel.ok());
-      channels_.push_back(*channel);
-      transports_.push_back(std::make_unique<transport::GrpcActivationTransport>(
-          *channel, "stage " + std::to_string(services_.size() - 1), absl::Seconds(30)));
-      stages_.push_back(transports_.back().get());
-    }
-    evaluator::PipelineEvaluatorOptions po;
-    po.context = 64;
-    po.batch_size = 3;
-    po.calibration_samples = 4;
-    po.calibration_seq_len = 32;
-    po.calibration_batch = 2;
-    po.calib_slice_tokens = 600;
-    po.eval_slice_tokens = 600;
-    auto ev = evaluator::PipelineEvaluator::Create(ModelDir(), po, RandomIds(2000, 1),
-                                                   RandomIds(2000, 2));
-    ASSERT_TRUE(ev.ok()) << ev.status();
-    evaluator_ = *std::move(ev);
-  }
-  void TearDown() override {
-    for (auto& s : servers_) s->Shutdown(absl::Now());
+  ActorServiceTest() { transport_timeout_ = absl::Seconds(30); }
+  absl::Status OnTableRegistered(const quant::UnitTable& t) override {
+    registered_.push_back(t);
+    return absl::OkStatus();
   }
 
-  std::vector<std::unique_ptr<stage::StageWorker>> workers_;
-  std::vector<std::unique_ptr<ActorService>> services_;
-  std::vector<std::unique_ptr<net::GrpcServer>> servers_;
-  std::vector<std::shared_ptr<grpc::Channel>> channels_;
-  std::vector<std::unique_ptr<transport::GrpcActivationTransport>> transports_;
-  std::vector<transport::ActivationTransport*> stages_;
   std::vector<quant::UnitTable> registered_;
-  std::unique_ptr<evaluator::PipelineEvaluator> evaluator_;
 };
 
 TEST_F(ActorServiceTest, PipelineOverGrpcEqualsSingleProcessPerplexity) {

@@ -23,6 +23,7 @@
 #include "common/transport/grpc_activation_transport.h"
 #include "evaluator/pipeline_evaluator.h"
 #include "learner/export_assembler.h"
+#include "tests/loopback_actors_fixture.h"
 
 namespace windquant {
 namespace {
@@ -74,43 +75,11 @@ class DyingActor final : public v1::Actor::Service {
   int first_, end_;
 };
 
-class StageExportTest : public ::testing::Test {
+class StageExportTest : public testing::LoopbackActorsTest {
  protected:
   void SetUp() override {
-    const int64_t L = model::LlamaConfig::FromDirectory(ModelDir())->num_hidden_layers;
-    for (auto [a, b] : std::vector<std::pair<int64_t, int64_t>>{{0, L - 2}, {L - 2, L}}) {
-      stage::StageWorkerOptions o;
-      o.model_dir = ModelDir();
-      o.first_layer = a;
-      o.end_layer = b;
-      o.units.chunk_size = 32;
-      auto w = stage::StageWorker::Create(o);
-      ASSERT_TRUE(w.ok()) << w.status();
-      workers_.push_back(*std::move(w));
-      actor::ActorIdentity id;
-      id.stage = static_cast<int>(services_.size());
-      id.stages = 2;
-      id.model_key = "key";
-      services_.push_back(std::make_unique<actor::ActorService>(
-          workers_.back().get(), id, [](const quant::UnitTable&) { return absl::OkStatus(); },
-          nullptr));
-      AddServer(services_.back().get());
-      transports_.push_back(std::make_unique<transport::GrpcActivationTransport>(
-          channels_.back(), "stage " + std::to_string(services_.size() - 1), absl::Seconds(60)));
-      stages_.push_back(transports_.back().get());
-    }
-    evaluator::PipelineEvaluatorOptions po;
-    po.context = 64;
-    po.batch_size = 3;
-    po.calibration_samples = 4;
-    po.calibration_seq_len = 32;
-    po.calibration_batch = 2;
-    po.calib_slice_tokens = 600;
-    po.eval_slice_tokens = 600;
-    auto ev = evaluator::PipelineEvaluator::Create(ModelDir(), po, testing::RandomIds(2000, 1),
-                                                   testing::RandomIds(2000, 2));
-    ASSERT_TRUE(ev.ok()) << ev.status();
-    auto tables = (*ev)->Calibrate(stages_, "calib");
+    ASSERT_NO_FATAL_FAILURE(LoopbackActorsTest::SetUp());
+    auto tables = evaluator_->Calibrate(stages_, "calib");
     ASSERT_TRUE(tables.ok()) << tables.status();
     auto merged = quant::UnitTable::Merge(*tables);
     ASSERT_TRUE(merged.ok()) << merged.status();
@@ -120,22 +89,6 @@ class StageExportTest : public ::testing::Test {
     std::vector<int> actions(table_.units.size());
     for (int& a : actions) a = static_cast<int>(rng() % quant::kNumActions);
     plan_ = quant::Plan::Make(table_, actions, "test", 4.0);
-  }
-  void TearDown() override {
-    for (auto& s : servers_) s->Shutdown(absl::Now());
-  }
-
-  void AddServer(grpc::Service* service) {
-    net::ServerOptions so;
-    so.address = "127.0.0.1:0";
-    servers_.push_back(std::make_unique<net::GrpcServer>(so));
-    servers_.back()->AddService(service, v1::Actor::service_full_name());
-    ASSERT_TRUE(servers_.back()->Start().ok());
-    net::ChannelOptions co;
-    co.target = servers_.back()->address();
-    auto channel = net::MakeChannel(co);
-    ASSERT_TRUE(channel.ok());
-    channels_.push_back(*channel);
   }
 
   // The actors of stage 0 and 1 (channels_[0], channels_[1] unless replaced).
@@ -160,13 +113,7 @@ class StageExportTest : public ::testing::Test {
     return *quant::StageFits::Create(table_, std::move(params));
   }
 
-  std::vector<std::unique_ptr<stage::StageWorker>> workers_;
-  std::vector<std::unique_ptr<actor::ActorService>> services_;
-  std::unique_ptr<DyingActor> dying_;  // outlives the servers (TearDown)
-  std::vector<std::unique_ptr<net::GrpcServer>> servers_;
-  std::vector<std::shared_ptr<grpc::Channel>> channels_;
-  std::vector<std::unique_ptr<transport::GrpcActivationTransport>> transports_;
-  std::vector<transport::ActivationTransport*> stages_;
+  std::unique_ptr<DyingActor> dying_;  // outlives the servers (shut down in TearDown)
   quant::UnitTable table_;
   quant::Plan plan_;
 };

@@ -178,61 +178,68 @@ grpc::Status Status(const std::string& address, bool own_connection = false) {
   return s;
 }
 
+// A GrpcServer serving a StallLearner on 127.0.0.1:0 and a stub on a channel to it.
+class GrpcServerStallTest : public ::testing::Test {
+ protected:
+  void Serve(const ServerOptions& options) {
+    server_ = std::make_unique<GrpcServer>(options);
+    server_->AddService(&learner_, v1::Learner::service_full_name());
+    ASSERT_TRUE(server_->Start().ok());
+    channel_options_.target = server_->address();
+    stub_ = v1::Learner::NewStub(MakeChannel(channel_options_).value());
+  }
+
+  StallLearner learner_;
+  std::unique_ptr<GrpcServer> server_;
+  ChannelOptions channel_options_;  // to server_
+  std::unique_ptr<v1::Learner::Stub> stub_;
+};
+
 // error-case: net.stalled-clients
-TEST(GrpcServerStallTest, StalledStreamsAndConnectionsDoNotBlockCalls) {
-  StallLearner learner;
+TEST_F(GrpcServerStallTest, StalledStreamsAndConnectionsDoNotBlockCalls) {
   ServerOptions options;
   options.handshake_timeout = absl::Seconds(60);  // the stalled connections stay open
-  GrpcServer server(options);
-  server.AddService(&learner, v1::Learner::service_full_name());
-  ASSERT_TRUE(server.Start().ok());
+  ASSERT_NO_FATAL_FAILURE(Serve(options));
 
   // Streams that are opened and then never written to nor read from.
   constexpr int kStreams = 24;
-  ChannelOptions channel_options;
-  channel_options.target = server.address();
-  auto channel = MakeChannel(channel_options).value();
-  auto stub = v1::Learner::NewStub(channel);
   std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
   std::vector<std::unique_ptr<grpc::ClientReaderWriter<v1::TransitionBatch, v1::TransitionAck>>>
       streams;
   for (int i = 0; i < kStreams; ++i) {
     contexts.push_back(std::make_unique<grpc::ClientContext>());
     ConfigureContext(*contexts.back(), absl::Seconds(120));
-    streams.push_back(stub->StreamTransitions(contexts.back().get()));
+    streams.push_back(stub_->StreamTransitions(contexts.back().get()));
   }
-  ASSERT_TRUE(learner.AwaitInFlight(kStreams, absl::Seconds(30)))
+  ASSERT_TRUE(learner_.AwaitInFlight(kStreams, absl::Seconds(30)))
       << "the streams never reached the handler";
   // Connections that send nothing, half the HTTP/2 preface, or garbage.
   std::vector<int> raw;
   for (int i = 0; i < 16; ++i) {
-    raw.push_back(testing::ConnectLoopback(server.port(), ""));
-    raw.push_back(testing::ConnectLoopback(server.port(), "PRI * HTTP/2.0\r\n"));
+    raw.push_back(testing::ConnectLoopback(server_->port(), ""));
+    raw.push_back(testing::ConnectLoopback(server_->port(), "PRI * HTTP/2.0\r\n"));
     ASSERT_GE(raw[raw.size() - 1], 0);
     ASSERT_GE(raw[raw.size() - 2], 0);
   }
   for (int i = 0; i < 5; ++i) {
     const absl::Time start = absl::Now();
-    grpc::Status s = Status(server.address());  // a fresh connection each time
+    grpc::Status s = Status(server_->address());  // a fresh connection each time
     EXPECT_TRUE(s.ok()) << i << ": " << s.error_message();
     EXPECT_LT(absl::Now() - start, absl::Seconds(5));
   }
   for (int fd : raw) close(fd);
   for (auto& context : contexts) context->TryCancel();
   for (auto& stream : streams) (void)stream->Finish();
-  server.Shutdown(absl::Now() + absl::Seconds(5));
+  server_->Shutdown(absl::Now() + absl::Seconds(5));
 }
 
 // error-case: net.handshake-timeout
-TEST(GrpcServerStallTest, ConnectionsThatNeverHandshakeAreClosed) {
-  StallLearner learner;
+TEST_F(GrpcServerStallTest, ConnectionsThatNeverHandshakeAreClosed) {
   ServerOptions options;
   options.handshake_timeout = absl::Milliseconds(500);
-  GrpcServer server(options);
-  server.AddService(&learner, v1::Learner::service_full_name());
-  ASSERT_TRUE(server.Start().ok());
-  const int silent = testing::ConnectLoopback(server.port(), "");
-  const int half = testing::ConnectLoopback(server.port(), "PRI * HTTP/2.0\r\n");
+  ASSERT_NO_FATAL_FAILURE(Serve(options));
+  const int silent = testing::ConnectLoopback(server_->port(), "");
+  const int half = testing::ConnectLoopback(server_->port(), "PRI * HTTP/2.0\r\n");
   ASSERT_GE(silent, 0);
   ASSERT_GE(half, 0);
   EXPECT_TRUE(ClosedByPeerWithin(silent, absl::Seconds(20)));
@@ -240,71 +247,59 @@ TEST(GrpcServerStallTest, ConnectionsThatNeverHandshakeAreClosed) {
   close(silent);
   close(half);
   // A client that does handshake is served as before.
-  EXPECT_TRUE(Status(server.address()).ok());
+  EXPECT_TRUE(Status(server_->address()).ok());
 }
 
 // error-case: net.bounded-concurrency
-TEST(GrpcServerStallTest, StreamsPastTheThreadCapAreRefusedAndOthersAreAnswered) {
-  StallLearner learner;
+TEST_F(GrpcServerStallTest, StreamsPastTheThreadCapAreRefusedAndOthersAreAnswered) {
   ServerOptions options;
   options.max_threads = 6;
-  GrpcServer server(options);
-  server.AddService(&learner, v1::Learner::service_full_name());
-  ASSERT_TRUE(server.Start().ok());
-  ChannelOptions channel_options;
-  channel_options.target = server.address();
-  auto stub = v1::Learner::NewStub(MakeChannel(channel_options).value());
+  ASSERT_NO_FATAL_FAILURE(Serve(options));
   constexpr int kStreams = 20;
-  StalledStreams stalled(stub.get(), kStreams);
+  StalledStreams stalled(stub_.get(), kStreams);
   // A stream past the cap is refused at once; the others hold their handler threads.
   ASSERT_TRUE(stalled.AwaitEnded(kStreams - options.max_threads, absl::Seconds(30)))
       << "streams past the cap were not refused: " << Codes(stalled.ended());
   for (const grpc::Status& s : stalled.ended()) {
     EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
   }
-  EXPECT_LE(learner.max_in_flight(), options.max_threads);
-  EXPECT_GE(learner.max_in_flight(), 1);
+  EXPECT_LE(learner_.max_in_flight(), options.max_threads);
+  EXPECT_GE(learner_.max_in_flight(), 1);
   // Everything else is answered within a deadline: health (gRPC's callback threads) says
   // SERVING; a unary call gets its answer or RESOURCE_EXHAUSTED at once, never a hang.
   for (int i = 0; i < 3; ++i) {
     const absl::Time start = absl::Now();
-    auto health = CheckHealth(MakeChannel(channel_options).value(), "", absl::Seconds(5));
+    auto health = CheckHealth(MakeChannel(channel_options_).value(), "", absl::Seconds(5));
     ASSERT_TRUE(health.ok()) << health.status();
     EXPECT_EQ(*health, grpc::health::v1::HealthCheckResponse::SERVING);
-    const grpc::Status s = Status(server.address());
+    const grpc::Status s = Status(server_->address());
     EXPECT_TRUE(s.ok() || s.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED)
         << s.error_code() << ": " << s.error_message();
     EXPECT_LT(absl::Now() - start, absl::Seconds(5));
   }
   stalled.CancelAndJoin();
-  server.Shutdown(absl::Now() + absl::Seconds(5));
+  server_->Shutdown(absl::Now() + absl::Seconds(5));
 }
 
 // error-case: net.stream-idle-timeout
-TEST(GrpcServerStallTest, IdleStreamsAreCancelledAndBusyOnesAreNot) {
-  StallLearner learner;
+TEST_F(GrpcServerStallTest, IdleStreamsAreCancelledAndBusyOnesAreNot) {
   ServerOptions options;
   options.stream_idle_timeout = absl::Milliseconds(200);
-  GrpcServer server(options);
-  server.AddService(&learner, v1::Learner::service_full_name());
-  ASSERT_TRUE(server.Start().ok());
-  ChannelOptions channel_options;
-  channel_options.target = server.address();
-  auto stub = v1::Learner::NewStub(MakeChannel(channel_options).value());
+  ASSERT_NO_FATAL_FAILURE(Serve(options));
   constexpr int kStreams = 8;
-  StalledStreams stalled(stub.get(), kStreams);
+  StalledStreams stalled(stub_.get(), kStreams);
   // The server ends every stalled stream (these clients cancel nothing) and frees the
   // handler threads they held.
   ASSERT_TRUE(stalled.AwaitEnded(kStreams, absl::Seconds(30))) << Codes(stalled.ended());
   for (const grpc::Status& s : stalled.ended()) {
     EXPECT_EQ(s.error_code(), grpc::StatusCode::CANCELLED) << s.error_message();
   }
-  EXPECT_TRUE(learner.AwaitEntered(kStreams, absl::Seconds(30)));
-  EXPECT_TRUE(learner.AwaitInFlightAtMost(0, absl::Seconds(30)));
+  EXPECT_TRUE(learner_.AwaitEntered(kStreams, absl::Seconds(30)));
+  EXPECT_TRUE(learner_.AwaitInFlightAtMost(0, absl::Seconds(30)));
   // A stream that keeps sending for 5 idle timeouts is left alone.
   grpc::ClientContext context;
   ConfigureContext(context, absl::Seconds(60));
-  auto busy = stub->StreamTransitions(&context);
+  auto busy = stub_->StreamTransitions(&context);
   const absl::Time until = absl::Now() + 5 * options.stream_idle_timeout;
   int64_t sent = 0;
   while (absl::Now() < until) {
@@ -314,30 +309,24 @@ TEST(GrpcServerStallTest, IdleStreamsAreCancelledAndBusyOnesAreNot) {
   busy->WritesDone();
   const grpc::Status s = busy->Finish();
   EXPECT_TRUE(s.ok()) << s.error_message();
-  EXPECT_TRUE(Status(server.address()).ok());
-  server.Shutdown(absl::Now() + absl::Seconds(5));
+  EXPECT_TRUE(Status(server_->address()).ok());
+  server_->Shutdown(absl::Now() + absl::Seconds(5));
 }
 
 // error-case: net.streams-per-connection
-TEST(GrpcServerStallTest, OneConnectionCannotOpenMoreThanItsStreams) {
-  StallLearner learner;
+TEST_F(GrpcServerStallTest, OneConnectionCannotOpenMoreThanItsStreams) {
   ServerOptions options;
   options.max_streams_per_connection = 4;
-  GrpcServer server(options);
-  server.AddService(&learner, v1::Learner::service_full_name());
-  ASSERT_TRUE(server.Start().ok());
-  ChannelOptions channel_options;
-  channel_options.target = server.address();
-  auto stub = v1::Learner::NewStub(MakeChannel(channel_options).value());
-  StalledStreams stalled(stub.get(), 12);
-  ASSERT_TRUE(learner.AwaitInFlight(4, absl::Seconds(30)));
-  EXPECT_TRUE(Status(server.address(), /*own_connection=*/true).ok());  // another is served
+  ASSERT_NO_FATAL_FAILURE(Serve(options));
+  StalledStreams stalled(stub_.get(), 12);
+  ASSERT_TRUE(learner_.AwaitInFlight(4, absl::Seconds(30)));
+  EXPECT_TRUE(Status(server_->address(), /*own_connection=*/true).ok());  // another is served
   // The other eight wait at their client: neither in a handler nor refused.
-  EXPECT_EQ(learner.max_in_flight(), 4);
+  EXPECT_EQ(learner_.max_in_flight(), 4);
   EXPECT_TRUE(stalled.ended().empty()) << Codes(stalled.ended());
   stalled.CancelAndJoin();
   EXPECT_EQ(stalled.ended().size(), 12u);
-  server.Shutdown(absl::Now() + absl::Seconds(5));
+  server_->Shutdown(absl::Now() + absl::Seconds(5));
 }
 
 }  // namespace

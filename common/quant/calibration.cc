@@ -113,9 +113,10 @@ ActivationStats Calibrator::Finish() const {
   return stats;
 }
 
-absl::StatusOr<ActivationStats> CalibrateModel(const model::LlamaModel& model,
-                                               const at::Tensor& windows, int64_t batch) {
-  Calibrator calibrator(model, model.first_layer(), model.end_layer());
+absl::Status RunCalibrationWindows(
+    const model::LlamaModel& model, const at::Tensor& windows, int64_t batch,
+    absl::string_view what,
+    const std::function<absl::Status(const at::Tensor& hidden)>& run_stage) {
   at::NoGradGuard no_grad;
   for (int64_t b = 0; b < windows.size(0); b += batch) {
     const at::Tensor ids = windows.slice(0, b, std::min(b + batch, windows.size(0)));
@@ -123,10 +124,19 @@ absl::StatusOr<ActivationStats> CalibrateModel(const model::LlamaModel& model,
     try {
       hidden = model.Embed(ids.to(model.device()));
     } catch (const c10::Error& e) {
-      return absl::InternalError(absl::StrCat("calibration: ", e.what_without_backtrace()));
+      return absl::InternalError(absl::StrCat(what, ": ", e.what_without_backtrace()));
     }
-    WQ_RETURN_IF_ERROR(calibrator.RunStage(hidden).status());
+    WQ_RETURN_IF_ERROR(run_stage(hidden));
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ActivationStats> CalibrateModel(const model::LlamaModel& model,
+                                               const at::Tensor& windows, int64_t batch) {
+  Calibrator calibrator(model, model.first_layer(), model.end_layer());
+  WQ_RETURN_IF_ERROR(RunCalibrationWindows(
+      model, windows, batch, "calibration",
+      [&](const at::Tensor& hidden) { return calibrator.RunStage(hidden).status(); }));
   return calibrator.Finish();
 }
 

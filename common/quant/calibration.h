@@ -19,11 +19,13 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include <ATen/ATen.h>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "common/model/llama_model.h"
 
 namespace windquant::quant {
@@ -70,6 +72,15 @@ class Calibrator {
   std::vector<std::array<at::Tensor, model::kNumMatrices>> sum_abs_, sum_sq_;
   std::vector<std::array<int64_t, model::kNumMatrices>> tokens_;
 };
+
+// The pass of a collector over a whole single-process model: embeds `windows`
+// ([samples, seq_len] ids) in batches of `batch` windows, in order, and hands each
+// batch's hidden states to `run_stage` (a Calibrator's or a HessianCollector's RunStage
+// over all the model's layers), without gradients. The first error stops the pass; a
+// torch error while embedding is INTERNAL "<what>: ...".
+absl::Status RunCalibrationWindows(
+    const model::LlamaModel& model, const at::Tensor& windows, int64_t batch,
+    absl::string_view what, const std::function<absl::Status(const at::Tensor& hidden)>& run_stage);
 
 // Calibrates a whole single-process model (embed, every stage, no head),
 // running `windows` through it in batches of `batch`.

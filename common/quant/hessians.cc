@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/base/status_macros.h"
+#include "common/quant/calibration.h"
 
 namespace windquant::quant {
 
@@ -55,17 +56,9 @@ absl::StatusOr<StageHessians> HessianCollector::Finish() const {
 absl::StatusOr<StageHessians> CollectModelHessians(const model::LlamaModel& model,
                                                    const at::Tensor& windows, int64_t batch) {
   HessianCollector collector(model, model.first_layer(), model.end_layer());
-  at::NoGradGuard no_grad;
-  for (int64_t b = 0; b < windows.size(0); b += batch) {
-    const at::Tensor ids = windows.slice(0, b, std::min(b + batch, windows.size(0)));
-    at::Tensor hidden;
-    try {
-      hidden = model.Embed(ids.to(model.device()));
-    } catch (const c10::Error& e) {
-      return absl::InternalError(absl::StrCat("hessians: ", e.what_without_backtrace()));
-    }
-    WQ_RETURN_IF_ERROR(collector.RunStage(hidden).status());
-  }
+  WQ_RETURN_IF_ERROR(RunCalibrationWindows(
+      model, windows, batch, "hessians",
+      [&](const at::Tensor& hidden) { return collector.RunStage(hidden).status(); }));
   return collector.Finish();
 }
 

@@ -1,37 +1,30 @@
-// Flags shared by the windquant-actor/-evaluator/-learner mains:
+// Flags shared by the windquant-actor/-evaluator/-learner mains, parsed as given:
 //   --config FILE      the run's YAML (required)
 //   --set key=value    override (repeatable)
-//   --metrics-port N   port of /metrics (overrides the port of service.metrics_address;
+//   --metrics-port N   port of /metrics (overrides the port of the run's metrics address;
 //                      0 = a free one, printed as metrics_port=<port>)
 //   --help
-// Thread-compatible.
+// What the config says is read by the main's `load` (service_main.h), not here: this
+// library knows no run config. Thread-compatible.
 #ifndef WINDQUANT_COMMON_SERVICE_SERVICE_FLAGS_H_
 #define WINDQUANT_COMMON_SERVICE_SERVICE_FLAGS_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/config/run_config.h"
-#include "common/metrics/http_server.h"
 
 namespace windquant::service {
 
 struct ServiceFlags {
   bool help = false;
-  config::RunConfig config;
-  // service.metrics_address, its port replaced by --metrics-port when given.
-  metrics::MetricsServerOptions metrics;
+  std::string config;                  // --config (non-empty unless help)
+  std::vector<std::string> overrides;  // --set, in the order given
+  int metrics_port = -1;               // --metrics-port in [0, 65535]; -1 = not given
 };
 
-// INVALID_ARGUMENT naming the flag or the config key.
+// INVALID_ARGUMENT naming the flag. --help stops the parse (nothing else is checked).
 absl::StatusOr<ServiceFlags> ParseServiceFlags(int argc, char** argv);
-
-// Stage and replica of an actor: from service.stage/replica when both are set
-// (>= 0), else from `pod_ordinal` (the env var WQ_POD_ORDINAL; empty = unset):
-// stage = ordinal % stages, replica = ordinal / stages. INVALID_ARGUMENT with
-// one line when missing, malformed or out of range.
-absl::StatusOr<std::pair<int, int>> ResolveStageReplica(const config::ServiceConfig& service,
-                                                        const std::string& pod_ordinal);
 
 }  // namespace windquant::service
 

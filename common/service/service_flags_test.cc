@@ -10,12 +10,29 @@
 namespace windquant::service {
 namespace {
 
-std::string ErrorOf(std::vector<std::string> args) {
+absl::StatusOr<ServiceFlags> Parse(std::vector<std::string> args) {
   args.insert(args.begin(), "windquant-learner");
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
-  auto f = ParseServiceFlags(static_cast<int>(argv.size()), argv.data());
+  return ParseServiceFlags(static_cast<int>(argv.size()), argv.data());
+}
+
+std::string ErrorOf(std::vector<std::string> args) {
+  auto f = Parse(std::move(args));
   return f.ok() ? "" : std::string(f.status().message());
+}
+
+TEST(ServiceFlagsTest, KeepsTheFlagsAsGiven) {
+  absl::StatusOr<ServiceFlags> f =
+      Parse({"--set", "a=1", "--config=r.yaml", "--metrics-port", "0", "--set=b=2"});
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_FALSE(f->help);
+  EXPECT_EQ(f->config, "r.yaml");
+  EXPECT_EQ(f->overrides, (std::vector<std::string>{"a=1", "b=2"}));
+  EXPECT_EQ(f->metrics_port, 0);
+  EXPECT_EQ(Parse({"--config", "r.yaml"})->metrics_port, -1) << "not given";
+  EXPECT_TRUE(Parse({"--help", "--bogus"})->help) << "--help stops the parse";
+  EXPECT_EQ(ErrorOf({"--set", "a=1"}), "--config: required");
 }
 
 // error-case: service.flag-twice

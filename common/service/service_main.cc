@@ -5,9 +5,7 @@
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
-#include "common/metrics/http_server.h"
 #include "common/net/signal_waiter.h"
-#include "common/service/service_flags.h"
 
 namespace windquant::service {
 
@@ -26,15 +24,17 @@ int RunServiceMain(int argc, char** argv, const ServiceMainOptions& options) {
                  "SIGTERM/SIGINT, 2 for bad flags or config, 1 when starting fails.\n";
     return 0;
   }
-  const config::RunConfig& c = flags->config;
-  if (c.model.threads > 0) at::set_num_threads(c.model.threads);  // 0: torch's default
+  absl::StatusOr<ServiceSettings> settings = options.load(*flags);
+  if (!settings.ok()) return fail(settings.status(), 2);
+  if (flags->metrics_port >= 0) settings->metrics.port = flags->metrics_port;
+  if (settings->threads > 0) at::set_num_threads(settings->threads);  // 0: torch's default
   metrics::Registry& registry = metrics::Registry::Default();
   const base::LogSink log = [](const std::string& line) { std::cerr << line << std::endl; };
-  absl::StatusOr<std::unique_ptr<Service>> service = options.create(c, &registry, log);
+  absl::StatusOr<std::unique_ptr<Service>> service = settings->create(&registry, log);
   if (!service.ok()) {
     return fail(service.status(), absl::IsInvalidArgument(service.status()) ? 2 : 1);
   }
-  metrics::MetricsServer metrics(&registry, flags->metrics);
+  metrics::MetricsServer metrics(&registry, settings->metrics);
   if (absl::Status s = metrics.Start(); !s.ok()) return fail(s, 1);
   if (absl::Status s = (*service)->Start(); !s.ok()) {
     (*service)->Stop();
