@@ -17,7 +17,8 @@ its measured held-out perplexity.
 usage:
   scripts/proxy-rank.py measure --bin build/dev/cli/windquant --config FILE \\
       --compensation none|gptq --out DIR [--set K=V]... [--only greedy,lagrange]
-  scripts/proxy-rank.py score --table TABLE.pb [--bin WINDQUANT] DIR [DIR...]
+  scripts/proxy-rank.py score --table TABLE.pb [--bin WINDQUANT] DIR[:METHODS] [...]
+           (DIR:uniform,random takes only those methods' plans of DIR)
 No third-party Python packages.
 """
 import argparse
@@ -109,10 +110,14 @@ def spearman(xs, ys):
 def score(args):
     units = load_table(args.bin, args.table)
     rows = []
-    for d in args.dirs:
+    for spec in args.dirs:
+        d, _, methods = spec.partition(":")
+        keep = set(methods.split(",")) if methods else None
         with open(os.path.join(d, "results.jsonl")) as f:
             for line in f:
                 row = json.loads(line)
+                if keep is not None and row["method"] not in keep:
+                    continue
                 with open(os.path.join(d, row["name"], "plan.json")) as pf:
                     plan = json.load(pf)
                 row["proxy"] = proxy(units, plan)
