@@ -12,7 +12,6 @@
 #include "common/model/checkpoint.h"
 #include "common/quant/hessians.h"
 #include "common/quant/table_fingerprint.h"
-#include "common/quant/unit_compensation.h"
 #include "common/quant/unit_table_builder.h"
 #include "common/quant/unit_table_cache.h"
 
@@ -54,8 +53,6 @@ FingerprintInputs CacheKeyInputs(const SessionOptions& options, const std::strin
   fin.calibration = options.calibration;
   fin.chunk_size = options.units.chunk_size;
   fin.quantizer = QuantizerFor(options.units);
-  // With compensation the table's errors are the compensated ones (unit_compensation.h).
-  if (options.compensation == "gptq") fin.unit_errors = kCompensatedUnitErrors;
   return fin;
 }
 
@@ -167,23 +164,16 @@ absl::StatusOr<StageFits> QuantizationSession::LoadCachedFits(const SessionOptio
   return std::move(hit.fits);
 }
 
-absl::StatusOr<StageHessians> QuantizationSession::CollectHessians() const {
-  // The Hessians come from the same calibration windows as the statistics; they are
-  // not cached (a pass over the windows costs less than their in^2 floats on disk).
-  if (options_.log)
-    options_.log("error compensation (quant.compensation: gptq): calibration Hessians");
-  return CollectModelHessians(*model_, calib_windows_, kCalibrationBatch);
-}
-
-absl::Status QuantizationSession::SetFits(StageFits fits, const StageHessians* hessians) {
+absl::Status QuantizationSession::SetFits(StageFits fits) {
   fits.set_fingerprint(table_fingerprint_);
   if (options_.compensation == "gptq") {
-    StageHessians collected;
-    if (hessians == nullptr) {
-      WQ_ASSIGN_OR_RETURN(collected, CollectHessians());
-      hessians = &collected;
-    }
-    absl::StatusOr<GptqFactors> factors = GptqFactors::Create(*hessians);
+    // The Hessians come from the same calibration windows as the statistics; they are
+    // not cached (a pass over the windows costs less than their in^2 floats on disk).
+    if (options_.log)
+      options_.log("error compensation (quant.compensation: gptq): calibration Hessians");
+    WQ_ASSIGN_OR_RETURN(const StageHessians hessians,
+                        CollectModelHessians(*model_, calib_windows_, kCalibrationBatch));
+    absl::StatusOr<GptqFactors> factors = GptqFactors::Create(hessians);
     if (!factors.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat("quant.compensation: gptq: ", factors.status().message()));
@@ -221,16 +211,8 @@ absl::Status QuantizationSession::Fit() {
   }
   if (!fits.ok()) return fits.status();
   if (sink) progress.Finish(absl::StrCat(fits->table().units.size(), " units"));
-  if (options_.compensation != "gptq") {
-    StoreInCache(*fits);
-    return SetFits(*std::move(fits));
-  }
-  // The table's errors with compensation inside each unit (unit_compensation.h).
-  WQ_ASSIGN_OR_RETURN(const StageHessians hessians, CollectHessians());
-  WQ_ASSIGN_OR_RETURN(StageFits compensated,
-                      WithCompensatedUnitErrors(*fits, model_->weights(), hessians));
-  StoreInCache(compensated);
-  return SetFits(std::move(compensated), &hessians);
+  StoreInCache(*fits);
+  return SetFits(*std::move(fits));
 }
 
 void QuantizationSession::StoreInCache(const StageFits& fits) const {

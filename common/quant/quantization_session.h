@@ -38,7 +38,6 @@
 #include "common/quant/calibration.h"
 #include "common/quant/calibration_options.h"
 #include "common/quant/exporter.h"
-#include "common/quant/gptq.h"
 #include "common/quant/plan.h"
 #include "common/quant/quantized_stage.h"
 #include "common/quant/session_options.h"
@@ -124,9 +123,7 @@ class QuantizationSession {
 
  private:
   QuantizationSession() = default;
-  // With compensation the factors come from `hessians`, collected here when null.
-  absl::Status SetFits(StageFits fits, const StageHessians* hessians = nullptr);
-  absl::StatusOr<StageHessians> CollectHessians() const;
+  absl::Status SetFits(StageFits fits);
   void StoreInCache(const StageFits& fits) const;
 
   SessionOptions options_;

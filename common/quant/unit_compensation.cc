@@ -2,7 +2,6 @@
 
 #include <ATen/Parallel.h>
 
-#include <cstdlib>
 #include <string>
 #include <utility>
 #include <vector>
@@ -18,13 +17,6 @@ namespace {
 double HessianNorm(const at::Tensor& a, const at::Tensor& h) {
   const at::Tensor ad = a.to(at::kDouble);
   return (ad.mm(h) * ad).sum().item<double>();
-}
-
-// Experiment switch while the proxy is being chosen: WQ_UNIT_ERROR_METRIC=diag measures
-// sum s_j^2 D^2 (s_j^2 = H_jj / 2 as a stand-in) instead of the Hessian form.
-bool DiagonalMetric() {
-  const char* v = std::getenv("WQ_UNIT_ERROR_METRIC");
-  return v != nullptr && std::string(v) == "diag";
 }
 
 }  // namespace
@@ -56,11 +48,6 @@ absl::StatusOr<double> CompensatedUnitError(const at::Tensor& w, const at::Tenso
   cu.cols = cols;
   CompensateLinear({cu}, factor, &q, nullptr);
   const at::Tensor d = w.to(at::kFloat) - q;
-  if (DiagonalMetric()) {
-    const at::Tensor s2 = block.diagonal().unsqueeze(0);
-    const double den = (w.to(at::kDouble).pow(2) * s2).sum().item<double>();
-    return den > 0 ? (d.to(at::kDouble).pow(2) * s2).sum().item<double>() / den : 0.0;
-  }
   const double den = HessianNorm(w, block);
   return den > 0 ? HessianNorm(d, block) / den : 0.0;
 }

@@ -20,6 +20,11 @@
 // not depend on which proxy the table holds.
 // Memory while it runs: the float32 copy of one linear, one unit's [c, c] block and
 // factor in float64 and a few [rows, c] copies per thread. Thread-compatible.
+//
+// Measured and NOT used (docs/results-quant.md): on stories260k it ranked plans worse
+// than the plain rounding error and led the Lagrangian baseline to worse plans under
+// compensation, so no unit table is built with it; kept, tested, for the next try (e.g.
+// modelling the error carried into later units, or a calibrated correction).
 #ifndef WINDQUANT_COMMON_QUANT_UNIT_COMPENSATION_H_
 #define WINDQUANT_COMMON_QUANT_UNIT_COMPENSATION_H_
 
@@ -34,10 +39,6 @@
 #include "common/quant/unit_fit.h"
 
 namespace windquant::quant {
-
-// What the unit-table cache key adds for a table whose errors come from here (the key
-// of an uncompensated table hashes nothing extra, so it is unchanged).
-inline constexpr char kCompensatedUnitErrors[] = "gptq-in-unit-hessian-v1";
 
 // The dampened block of the unit's columns [col_begin, col_begin + cols) of the linear's
 // Hessian `h` ([in, in] float32): H_uu + damp_fraction * mean(diag h) * I in float64,

@@ -4,8 +4,7 @@
 // unit's dampened diagonal block, each entry rounded by QuantizeEntry on the unit's
 // fitted scales (salient entries to their INT8 value), then tr(D H D^T) / tr(W H W^T).
 // The fast path rounds in float32 through the Cholesky factor, so the two agree within
-// kReferenceTolerance, not bit for bit. And a table of compensation none is the plain
-// fit, bit for bit, with the cache key it always had.
+// kReferenceTolerance, not bit for bit.
 #include "common/quant/unit_compensation.h"
 
 #include <ATen/ATen.h>
@@ -19,7 +18,6 @@
 #include "common/quant/hessians.h"
 #include "common/quant/quantizer.h"
 #include "common/quant/unit_table_builder.h"
-#include "common/quant/unit_table_cache.h"
 #include "gtest/gtest.h"
 
 namespace windquant::quant {
@@ -233,26 +231,6 @@ TEST(UnitCompensationTest, WrongWidthHessianNamesTheLinear) {
   EXPECT_NE(comp.status().message().find(model::LinearTensorName(1, model::Matrix::kDown)),
             std::string::npos)
       << comp.status();
-}
-
-// The cache key of a plain table hashes nothing new (its entries stay valid); a
-// compensated table gets another key.
-TEST(UnitCompensationTest, CacheKeyChangesOnlyForCompensatedErrors) {
-  const model::LlamaWeights w = TinyWeights(12);
-  FingerprintInputs in;
-  in.config_json = "{}";
-  in.weights = &w;
-  in.calibration_text_sha256 = "abc";
-  in.chunk_size = 16;
-  FingerprintInputs same = in;
-  same.unit_errors = "";
-  FingerprintInputs comp = in;
-  comp.unit_errors = kCompensatedUnitErrors;
-  absl::StatusOr<std::string> a = UnitTableFingerprint(in), b = UnitTableFingerprint(same),
-                              c = UnitTableFingerprint(comp);
-  ASSERT_TRUE(a.ok() && b.ok() && c.ok());
-  EXPECT_EQ(*a, *b);
-  EXPECT_NE(*a, *c);
 }
 
 }  // namespace

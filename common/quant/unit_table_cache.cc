@@ -117,7 +117,6 @@ std::string HashRest(Hasher& h, const model::LlamaWeights& head, const Fingerpri
     std::snprintf(buf, sizeof(buf), "%.17g", v);
     h.AddField(buf);
   }
-  if (!in.unit_errors.empty()) h.AddField(absl::StrCat("unit_errors=", in.unit_errors));
   return h.Hex();
 }
 

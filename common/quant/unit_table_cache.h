@@ -7,9 +7,7 @@
 //   loaded weights (name, shape, float32 bytes; layer linears and norms, then
 //   embeddings / final norm / lm_head when present), the SHA-256 of the
 //   calibration text bytes, calibration samples / seq_len / seed, and the quant
-//   config: chunk size, salient fraction, every QuantizerOptions field, and, only for a
-//   table whose errors are not the plain rounding errors, what they are (unit_errors;
-//   empty for the plain table, whose key is then what it always was).
+//   config: chunk size, salient fraction, every QuantizerOptions field.
 // Layout: <dir>/<fingerprint>/
 //     unit_table.pb          serialized windquant.v1.UnitTable
 //     fits.safetensors       StageFits::Save (format windquant.fits version 2: FP16
@@ -46,9 +44,6 @@ struct FingerprintInputs {
   CalibrationOptions calibration;  // samples, seq_len and seed are hashed
   int64_t chunk_size = 0;
   QuantizerOptions quantizer;
-  // Empty: ActionFit::error. Otherwise the name of the proxy the table's errors hold
-  // (kCompensatedUnitErrors of unit_compensation.h), hashed last.
-  std::string unit_errors;
 };
 
 // Lowercase hex SHA-256 as described above. INTERNAL on a torch/OpenSSL error.

@@ -1,13 +1,11 @@
 #include "common/stage/stage_worker.h"
 
 #include <filesystem>
-#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "common/base/files.h"
 #include "common/base/status_macros.h"
 #include "common/model/checkpoint.h"
-#include "common/quant/unit_compensation.h"
 #include "windquant/v1/types.pb.h"
 
 namespace windquant::stage {
@@ -87,14 +85,12 @@ std::string StageWorker::CachePath(const std::string& fingerprint,
                                    const std::string& suffix) const {
   // "-v2": the fits format of StageFits (older caches held float32 copies).
   return absl::StrCat(options_.cache_dir, "/stage-", fingerprint.substr(0, 16), "-", first_layer(),
-                      "-", end_layer(), "-c", options_.units.chunk_size, "-v2",
-                      options_.compensation == "gptq" ? "-gptq" : "", suffix);
+                      "-", end_layer(), "-c", options_.units.chunk_size, "-v2", suffix);
 }
 
 absl::StatusOr<quant::UnitTable> StageWorker::FinishCalibration(const std::string& fingerprint) {
   quant::ActivationStats stats;
   std::shared_ptr<const quant::GptqFactors> factors;
-  std::optional<quant::StageHessians> hessians;  // until the table's errors are compensated
   {
     absl::MutexLock lock(&calib_mu_);
     if (calibrator_ == nullptr) {
@@ -103,9 +99,9 @@ absl::StatusOr<quant::UnitTable> StageWorker::FinishCalibration(const std::strin
     stats = calibrator_->Finish();
     calibrator_.reset();
     if (hessians_ != nullptr) {
-      WQ_ASSIGN_OR_RETURN(hessians, hessians_->Finish());
+      WQ_ASSIGN_OR_RETURN(const quant::StageHessians h, hessians_->Finish());
       hessians_.reset();
-      WQ_ASSIGN_OR_RETURN(quant::GptqFactors f, quant::GptqFactors::Create(*hessians));
+      WQ_ASSIGN_OR_RETURN(quant::GptqFactors f, quant::GptqFactors::Create(h));
       factors = std::make_shared<const quant::GptqFactors>(std::move(f));
     }
   }
@@ -117,10 +113,6 @@ absl::StatusOr<quant::UnitTable> StageWorker::FinishCalibration(const std::strin
   absl::StatusOr<quant::StageFits> fits;
   try {
     fits = quant::BuildStageFits(model_->weights(), stats, options_.units, fingerprint);
-    // With compensation the table's errors are the compensated ones (unit_compensation.h).
-    if (fits.ok() && hessians.has_value()) {
-      fits = quant::WithCompensatedUnitErrors(*fits, model_->weights(), *hessians);
-    }
   } catch (const c10::Error& e) {
     return absl::InternalError(absl::StrCat("fitting the stage: ", e.what_without_backtrace()));
   }
