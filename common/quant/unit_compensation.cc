@@ -59,33 +59,32 @@ absl::Status LinearErrors(const StageFits& fits, size_t begin, size_t end, const
                           const at::Tensor& h, double damp_fraction, const std::string& name,
                           std::vector<Unit>* units) {
   std::vector<absl::Status> status(end - begin);
-  at::parallel_for(static_cast<int64_t>(begin), static_cast<int64_t>(end), 1,
-                   [&](int64_t b, int64_t e) {
-                     for (int64_t i = b; i < e; ++i) {
-                       Unit& u = (*units)[i];
-                       const at::Tensor cols = w.slice(1, u.col_begin, u.col_begin + u.cols);
-                       const at::Tensor block =
-                           DampedUnitBlock(h, u.col_begin, u.cols, damp_fraction);
-                       const SalientSet& salient = fits.params(i).salient;
-                       const std::string what = absl::StrCat(name, " unit ", u.chunk);
-                       for (int a = 0; a < kNumActions; ++a) {
-                         const std::vector<float> scales = fits.Scales(i, a);
-                         const std::vector<float> offsets = fits.Offsets(i, a);
-                         ColumnUnit cu{0,
-                                       u.cols,
-                                       kAllActions[a],
-                                       scales.empty() ? nullptr : scales.data(),
-                                       offsets.empty() ? nullptr : offsets.data(),
-                                       &salient};
-                         absl::StatusOr<double> err = CompensatedUnitError(cols, block, cu, what);
-                         if (!err.ok()) {
-                           status[i - begin] = err.status();
-                           break;
-                         }
-                         u.error[a] = *err;
-                       }
-                     }
-                   });
+  at::parallel_for(
+      static_cast<int64_t>(begin), static_cast<int64_t>(end), 1, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) {
+          Unit& u = (*units)[i];
+          const at::Tensor cols = w.slice(1, u.col_begin, u.col_begin + u.cols);
+          const at::Tensor block = DampedUnitBlock(h, u.col_begin, u.cols, damp_fraction);
+          const SalientSet& salient = fits.params(i).salient;
+          const std::string what = absl::StrCat(name, " unit ", u.chunk);
+          for (int a = 0; a < kNumActions; ++a) {
+            const std::vector<float> scales = fits.Scales(i, a);
+            const std::vector<float> offsets = fits.Offsets(i, a);
+            ColumnUnit cu{0,
+                          u.cols,
+                          kAllActions[a],
+                          scales.empty() ? nullptr : scales.data(),
+                          offsets.empty() ? nullptr : offsets.data(),
+                          &salient};
+            absl::StatusOr<double> err = CompensatedUnitError(cols, block, cu, what);
+            if (!err.ok()) {
+              status[i - begin] = err.status();
+              break;
+            }
+            u.error[a] = *err;
+          }
+        }
+      });
   for (const absl::Status& st : status) WQ_RETURN_IF_ERROR(st);
   return absl::OkStatus();
 }
@@ -102,8 +101,8 @@ absl::StatusOr<StageFits> WithCompensatedUnitErrors(const StageFits& fits,
       weights.first_layer + static_cast<int64_t>(weights.layers.size()) < end ||
       hessians.first_layer > first ||
       hessians.first_layer + static_cast<int64_t>(hessians.layers.size()) < end) {
-    return absl::InvalidArgumentError(absl::StrCat("weights or Hessians do not cover layers [",
-                                                   first, ", ", end, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("weights or Hessians do not cover layers [", first, ", ", end, ")"));
   }
   try {
     size_t i = 0;
@@ -116,16 +115,16 @@ absl::StatusOr<StageFits> WithCompensatedUnitErrors(const StageFits& fits,
       }
       const auto m = static_cast<model::Matrix>(u0.matrix);
       const std::string name = model::LinearTensorName(u0.layer, m);
-      const at::Tensor& h = hessians.layers[u0.layer - hessians.first_layer]
-                                          [static_cast<int>(InputKindOf(m))];
+      const at::Tensor& h =
+          hessians.layers[u0.layer - hessians.first_layer][static_cast<int>(InputKindOf(m))];
       const at::Tensor& stored = weights.layers[u0.layer - weights.first_layer].linear[u0.matrix];
       if (!h.defined() || !stored.defined() || h.dim() != 2 || h.size(0) != stored.size(1)) {
         return absl::InvalidArgumentError(
             absl::StrCat(name, ": calibration Hessian missing or of another width"));
       }
       const at::Tensor w = stored.to(at::kCPU, at::kFloat).contiguous();
-      WQ_RETURN_IF_ERROR(LinearErrors(fits, i, j, w, h.to(at::kCPU), damp_fraction, name,
-                                      &table.units));
+      WQ_RETURN_IF_ERROR(
+          LinearErrors(fits, i, j, w, h.to(at::kCPU), damp_fraction, name, &table.units));
       i = j;
     }
   } catch (const c10::Error& e) {
