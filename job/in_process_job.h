@@ -40,7 +40,10 @@ struct ActorFits {
 };
 
 struct InProcessJobOptions {
-  base::LogSink log;               // every node's log lines
+  // Every node's log lines, from the nodes' own threads, several at once (the actors'
+  // rollout loops, the evaluator's replica workers, the learner's RPC handlers): the
+  // sink must be thread-safe (base::LogSink).
+  base::LogSink log;
   int64_t stop_after_updates = 0;  // LearnerCore::set_stop_after_updates
   // The sampling streams of the actors (ActorNode::Connect's incarnation is
   // derived from it and the actor's index): the same value and config give
