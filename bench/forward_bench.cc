@@ -19,10 +19,14 @@
 #include <string>
 #include <vector>
 
+#include "bench/matmul_reference.h"
 #include "common/model/checkpoint.h"
 #include "common/model/llama_model.h"
 
 namespace {
+
+using windquant::bench::MatmulGflops;
+using windquant::bench::Now;
 
 using windquant::model::LayerWeights;
 using windquant::model::LlamaConfig;
@@ -43,20 +47,6 @@ constexpr char kUsage[] =
     "  --model DIR     real model to bench too (default: $WQ_SOURCE_DIR/../shared/models/\n"
     "                  stories260k, else ./shared/models/stories260k, else ../shared/...)\n"
     "  --help          this text\n";
-
-double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-double MatmulGflops(int64_t n, int iters) {
-  at::manual_seed(0);
-  const at::Tensor a = at::randn({n, n}), b = at::randn({n, n});
-  at::matmul(a, b);  // warm-up
-  const double t0 = Now();
-  for (int i = 0; i < iters; ++i) at::matmul(a, b);
-  const double s = (Now() - t0) / iters;
-  return 2.0 * n * n * n / s / 1e9;
-}
 
 int64_t LinearParams(const LlamaModel& m) {
   int64_t p = 0;

@@ -19,10 +19,14 @@
 #include <string>
 #include <vector>
 
+#include "bench/matmul_reference.h"
 #include "common/quant/gptq.h"
 #include "common/quant/gptq_kernels.h"
 
 namespace {
+
+using windquant::bench::MatmulGflops;
+using windquant::bench::Now;
 
 using windquant::quant::Action;
 using windquant::quant::ColumnUnit;
@@ -43,19 +47,6 @@ constexpr char kUsage[] =
     "  --no-per-row    skip the previous per-row kernel (slow)\n"
     "  --case NAME     only the shape whose name starts with NAME (q, k, gate, down)\n"
     "  --help          this text\n";
-
-double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-double MatmulGflops(int64_t n, int iters) {
-  at::manual_seed(0);
-  const at::Tensor a = at::randn({n, n}), b = at::randn({n, n});
-  at::matmul(a, b);  // warm-up
-  const double t0 = Now();
-  for (int i = 0; i < iters; ++i) at::matmul(a, b);
-  return 2.0 * n * n * n / ((Now() - t0) / iters) / 1e9;
-}
 
 // The previous trailing update: row by row, 64 columns of accumulators, the factor's
 // segment reloaded for every row.
