@@ -111,7 +111,9 @@ protocol, on a held-out range that about twelve variants were compared on, are i
 
 - Configs frozen before measuring: `configs/final/stories260k.yaml` and
   `configs/final/default.yaml` (24 PPO updates x 4 episodes at one target,
-  self-imitation p 0.95, gae_lambda 1.0). Held-out text no variant was compared on:
+  self-imitation p 0.95, gae_lambda 1.0, the hard budget with `lagrange.prices: quality`,
+  and the error-compensated operators `quant.compensation: gptq` of docs/results-quant.md
+  for every method). Held-out text no variant was compared on:
   stories260k tokens [204768, 393018) of the TinyStories sample; the default model its
   held-out documents from token 65,536 on. Plans are chosen on the selection slice only.
 - Per model, target and training seed, two `windquant quantize` runs
