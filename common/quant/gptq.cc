@@ -7,9 +7,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/base/status_macros.h"
 #include "common/quant/fit_kernels.h"
 #include "common/quant/gptq_kernels.h"
 #include "common/quant/hessians.h"
@@ -155,6 +157,19 @@ PackedUpper PackedUpper::Pack(const at::Tensor& u) {
   return p;
 }
 
+absl::StatusOr<PackedUpper> PackedUpper::FromData(at::Tensor data) {
+  const int64_t len = data.numel();
+  const auto n = static_cast<int64_t>((std::sqrt(8.0 * static_cast<double>(len) + 1.0) - 1.0) / 2.0);
+  if (data.dim() != 1 || data.scalar_type() != at::kFloat || n * (n + 1) / 2 != len) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("packed factor: ", len, " floats are not the packed rows of a square"));
+  }
+  PackedUpper p;
+  p.n_ = n;
+  p.data_ = data.contiguous();
+  return p;
+}
+
 at::Tensor PackedUpper::Dense() const {
   at::Tensor out = at::zeros({n_, n_}, at::kFloat);
   float* dst = out.data_ptr<float>();
@@ -190,6 +205,13 @@ void CompensateLinear(const std::vector<ColumnUnit>& units, const PackedUpper& u
                      trailing);
     }
   });
+}
+
+std::string FactorSpillDir(const std::string& cache_dir) {
+  if (!cache_dir.empty()) return cache_dir;
+  std::error_code ec;
+  const std::filesystem::path tmp = std::filesystem::temp_directory_path(ec);
+  return ec ? std::string("/tmp") : tmp.string();
 }
 
 absl::StatusOr<at::Tensor> InverseHessianFactor(const at::Tensor& h, double damp_fraction,
@@ -241,21 +263,72 @@ absl::StatusOr<at::Tensor> FactorOf(at::Tensor h, double damp_fraction, const st
 
 }  // namespace
 
+absl::Status GptqFactors::Keep(LayerFactors layer) {
+  Entry e;
+  if (options_.spill_dir.empty()) {
+    e.memory = std::move(layer);
+    factors_.push_back(std::move(e));
+    return absl::OkStatus();
+  }
+  if (factors_.empty() || factors_.back().file == nullptr) {
+    absl::StatusOr<std::unique_ptr<base::ScratchFile>> file =
+        base::ScratchFile::Create(options_.spill_dir);
+    if (!file.ok()) return file.status();
+    e.file = *std::move(file);
+  } else {
+    e.file = factors_.back().file;
+  }
+  for (int k = 0; k < kNumInputKinds; ++k) {
+    const PackedUpper& p = layer.kinds[k];
+    absl::StatusOr<int64_t> at = e.file->Append(p.data().data_ptr<float>(), p.Bytes());
+    if (!at.ok()) return at.status();
+    if (k == 0) e.offset = *at;
+    e.n[k] = p.n();
+  }
+  factors_.push_back(std::move(e));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<LayerFactors> GptqFactors::Layer(int64_t layer) const {
+  if (layer < first_layer() || layer >= end_layer()) {
+    return absl::OutOfRangeError(absl::StrCat("gptq factors: layer ", layer, " not in [",
+                                              first_layer(), ", ", end_layer(), ")"));
+  }
+  const Entry& e = factors_[layer - first_layer_];
+  if (e.file == nullptr) return e.memory;
+  LayerFactors out;
+  int64_t offset = e.offset;
+  for (int k = 0; k < kNumInputKinds; ++k) {
+    const int64_t count = e.n[k] * (e.n[k] + 1) / 2;
+    at::Tensor data = at::empty({count}, at::kFloat);
+    absl::Status read = e.file->Read(offset, count * 4, data.data_ptr<float>());
+    if (!read.ok()) {
+      return absl::InternalError(absl::StrCat("gptq factors of layer ", layer, ": ", read.message()));
+    }
+    offset += count * 4;
+    absl::StatusOr<PackedUpper> p = PackedUpper::FromData(std::move(data));
+    if (!p.ok()) return p.status();
+    out.kinds[k] = *std::move(p);
+  }
+  return out;
+}
+
 absl::StatusOr<GptqFactors> GptqFactors::Create(StageHessians hessians,
                                                 const GptqOptions& options) {
   GptqFactors f;
   f.first_layer_ = hessians.first_layer;
   f.options_ = options;
-  f.factors_.resize(hessians.layers.size());
   for (size_t l = 0; l < hessians.layers.size(); ++l) {
+    LayerFactors layer;
     for (int k = 0; k < kNumInputKinds; ++k) {
       const std::string what =
           absl::StrCat("layer ", hessians.first_layer + static_cast<int64_t>(l), " ", KindName(k));
       absl::StatusOr<at::Tensor> u =
           FactorOf(std::move(hessians.layers[l][k]), options.damp_fraction, what);
       if (!u.ok()) return u.status();
-      f.factors_[l][k] = PackedUpper::Pack(*u);
+      layer.kinds[k] = PackedUpper::Pack(*u);
     }
+    WQ_RETURN_IF_ERROR(f.Keep(std::move(layer)));
   }
   return f;
 }
@@ -267,6 +340,8 @@ absl::StatusOr<GptqFactors> GptqFactors::FromInputs(const model::LlamaModel& mod
   GptqFactors f;
   f.first_layer_ = first_layer;
   f.options_ = options;
+  GptqOptions in_memory = options;
+  in_memory.spill_dir.clear();
   for (int64_t layer = first_layer; layer < end_layer; ++layer) {
     absl::StatusOr<StageHessians> h;
     {
@@ -279,9 +354,9 @@ absl::StatusOr<GptqFactors> GptqFactors::FromInputs(const model::LlamaModel& mod
       h = collector.Finish();
     }
     if (!h.ok()) return h.status();
-    absl::StatusOr<GptqFactors> one = Create(*std::move(h), options);
+    absl::StatusOr<GptqFactors> one = Create(*std::move(h), in_memory);
     if (!one.ok()) return one.status();
-    f.factors_.push_back(std::move(one->factors_[0]));
+    WQ_RETURN_IF_ERROR(f.Keep(std::move(one->factors_[0].memory)));
   }
   return f;
 }
@@ -308,8 +383,18 @@ absl::StatusOr<GptqFactors> GptqFactors::Concat(
 
 int64_t GptqFactors::Bytes() const {
   int64_t n = 0;
-  for (const auto& layer : factors_) {
-    for (const PackedUpper& t : layer) n += t.Bytes();
+  for (const Entry& e : factors_) {
+    for (int k = 0; k < kNumInputKinds; ++k) {
+      n += e.file != nullptr ? e.n[k] * (e.n[k] + 1) / 2 * 4 : e.memory.kinds[k].Bytes();
+    }
+  }
+  return n;
+}
+
+int64_t GptqFactors::ResidentBytes() const {
+  int64_t n = 0;
+  for (const Entry& e : factors_) {
+    for (const PackedUpper& p : e.memory.kinds) n += p.Bytes();
   }
   return n;
 }
