@@ -144,10 +144,23 @@ float QuantizeEntry(Action a, float x, float scale, float offset) {
 }
 
 PackedUpper PackedUpper::Pack(const at::Tensor& u) {
-  const at::Tensor d = u.to(at::kFloat).contiguous();
   PackedUpper p;
-  p.n_ = d.size(0);
+  p.n_ = u.size(0);
   p.data_ = at::empty({p.n_ * (p.n_ + 1) / 2}, at::kFloat);
+  if (u.scalar_type() == at::kDouble && !u.is_contiguous() && u.mT().is_contiguous()) {
+    // Column-major float64 (FactorOf): column k holds U[j][k], j <= k. No [n, n] copy.
+    const int64_t n = p.n_;
+    const double* src = u.mT().data_ptr<double>();
+    float* dst = p.data_.data_ptr<float>();
+    at::parallel_for(0, n, 64, [&](int64_t b, int64_t e) {
+      for (int64_t k = b; k < e; ++k) {
+        const double* col = src + k * n;
+        for (int64_t j = 0; j <= k; ++j) dst[j * (2 * n - 1 - j) / 2 + k] = static_cast<float>(col[j]);
+      }
+    });
+    return p;
+  }
+  const at::Tensor d = u.to(at::kFloat).contiguous();
   const float* src = d.data_ptr<float>();
   float* dst = p.data_.data_ptr<float>();
   for (int64_t j = 0; j < p.n_; ++j) {
@@ -216,24 +229,42 @@ std::string FactorSpillDir(const std::string& cache_dir) {
 
 absl::StatusOr<at::Tensor> InverseHessianFactor(const at::Tensor& h, double damp_fraction,
                                                 const std::string& what) {
-  return FactorOf(h, damp_fraction, what);
+  WQ_ASSIGN_OR_RETURN(const at::Tensor u, FactorOf(h, damp_fraction, what));
+  return u.to(at::kFloat).contiguous();
 }
 
 namespace {
 
-// InverseHessianFactor, taking the Hessian's handle: when it is the last one the float32
-// Hessian is released as soon as its float64 copy exists.
+// The factor as a float64 [in, in] column-major tensor (zeros below the diagonal).
+// Computed in place, in one float64 [in, in] buffer (8 bytes * in^2): the Hessian
+// itself when it is a float64 tensor this is the only handle to (HessianCollector::
+// TakeWidened), else a float64 copy (the caller's handle released once the copy exists).
+// H is symmetric, so its row-major buffer read column-major is H again, and ATen's
+// out= forms run on it in place: the same LAPACK calls on the same values as
+// linalg_cholesky_ex -> cholesky_inverse -> linalg_cholesky_ex(upper) with their copies
+// (gptq_test compares the two bit for bit).
 absl::StatusOr<at::Tensor> FactorOf(at::Tensor h, double damp_fraction, const std::string& what) {
   if (!h.defined() || h.dim() != 2 || h.size(0) != h.size(1) || h.size(0) == 0) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": Hessian missing or not square"));
   }
   try {
-    // Two float64 [in, in] at most at a time: each step's input is dropped once used.
-    at::Tensor H = h.to(at::kDouble, /*non_blocking=*/false, /*copy=*/true);
+    const bool own = h.scalar_type() == at::kDouble && h.is_contiguous() && h.use_count() == 1 &&
+                     h.storage().use_count() == 1;
+    at::Tensor H = own ? std::move(h) : h.to(at::kDouble, /*non_blocking=*/false, /*copy=*/true);
     h = at::Tensor();
     if (!at::isfinite(H).all().item<bool>()) {
       return absl::InvalidArgumentError(absl::StrCat(what, ": Hessian not finite"));
     }
+    // LAPACK reads the lower triangle of the row-major H; read column-major below, that
+    // triangle must be mirrored into the upper one (a product X^T X need not be exactly
+    // symmetric).
+    const int64_t n = H.size(0);
+    double* hp = H.data_ptr<double>();
+    at::parallel_for(0, n, 64, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) {
+        for (int64_t j = 0; j < i; ++j) hp[j * n + i] = hp[i * n + j];
+      }
+    });
     // An input that is always 0 (dead channel) has no curvature: treated as GPTQ does
     // (diagonal 1), its weights then only receive error, never pass it on.
     at::Tensor diag = H.diagonal();
@@ -241,21 +272,21 @@ absl::StatusOr<at::Tensor> FactorOf(at::Tensor h, double damp_fraction, const st
     const double damp = damp_fraction * diag.mean().item<double>();
     diag.add_(damp);
     diag = at::Tensor();
-    auto [lower, info] = at::linalg_cholesky_ex(H);
+    at::Tensor a = H.mT();  // column-major: ATen's LAPACK layout, so no copies
     H = at::Tensor();
+    at::Tensor info = at::empty({0}, at::kInt);
+    at::linalg_cholesky_ex_out(a, info, a, /*upper=*/false);
     if (info.item<int64_t>() != 0) {
       return absl::InvalidArgumentError(
           absl::StrCat(what, ": Hessian not positive definite after dampening"));
     }
-    at::Tensor inverse = at::cholesky_inverse(lower);
-    lower = at::Tensor();
-    auto [upper, info2] = at::linalg_cholesky_ex(inverse, /*upper=*/true);
-    inverse = at::Tensor();
-    if (info2.item<int64_t>() != 0) {
+    at::cholesky_inverse_out(a, a, /*upper=*/false);
+    at::linalg_cholesky_ex_out(a, info, a, /*upper=*/true);
+    if (info.item<int64_t>() != 0) {
       return absl::InvalidArgumentError(
           absl::StrCat(what, ": inverse Hessian not positive definite"));
     }
-    return upper.to(at::kFloat).contiguous();
+    return a;
   } catch (const c10::Error& e) {
     return absl::InternalError(absl::StrCat(what, ": ", e.what_without_backtrace()));
   }
@@ -351,7 +382,7 @@ absl::StatusOr<GptqFactors> GptqFactors::FromInputs(const model::LlamaModel& mod
         if (!out.ok()) return out.status();
         x = *std::move(out);
       }
-      h = collector.Finish();
+      h = collector.TakeWidened();
     }
     if (!h.ok()) return h.status();
     absl::StatusOr<GptqFactors> one = Create(*std::move(h), in_memory);

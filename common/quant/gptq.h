@@ -55,7 +55,8 @@ enum class InputKind : int { kQkv = 0, kO, kGateUp, kDown };
 inline constexpr int kNumInputKinds = 4;
 InputKind InputKindOf(model::Matrix m);
 
-// Per layer of a stage, per input kind: H = 2/N sum_t x_t x_t^T, float32 [in, in].
+// Per layer of a stage, per input kind: H = 2/N sum_t x_t x_t^T, float32 [in, in] (or
+// float64 holding those float32 values: HessianCollector::TakeWidened).
 struct StageHessians {
   int64_t first_layer = 0;
   std::vector<std::array<at::Tensor, kNumInputKinds>> layers;
@@ -149,12 +150,12 @@ class GptqFactors {
   // The factors of layers [first_layer, end_layer) of `model` from the hidden states
   // entering first_layer (`inputs`, [B, T, H] per calibration batch, consumed: each is
   // replaced by the next layer's input as the layers go), one layer at a time: a layer's
-  // Hessians are collected, factored and dropped before the next layer's, so besides the
-  // factors the peak is one layer's collection (hessians.h: 8 bytes * in^2 per input
-  // kind, + its float32 result) and one factoring (16 bytes * in^2 of the widest input)
-  // instead of every layer's Hessians at once; the inputs cost 4 * tokens * hidden bytes.
-  // The same values as collecting all layers in one pass. Errors as Create; INTERNAL for
-  // a torch error.
+  // Hessians are collected (float64, 8 bytes * in^2 per input kind), each factored in its
+  // own memory and dropped, before the next layer's. Besides the factors the peak is one
+  // layer's collection (0.64 GB at LLaMA-3.2-1B, 2.0 GB at 8B, 8.2 GB at 70B) + the
+  // packed factors of that layer; the inputs cost 4 * tokens * hidden bytes. The same
+  // values as collecting all layers in one pass. Errors as Create; INTERNAL for a torch
+  // error.
   static absl::StatusOr<GptqFactors> FromInputs(const model::LlamaModel& model, int64_t first_layer,
                                                 int64_t end_layer, std::vector<at::Tensor> inputs,
                                                 const GptqOptions& options = {});
@@ -195,8 +196,8 @@ class GptqFactors {
 std::string FactorSpillDir(const std::string& cache_dir);
 
 // U = upper Cholesky factor of (h + damp_fraction * mean(diag h) * I)^-1, computed in
-// float64 and returned as float32 [in, in]. Transient memory: two float64 [in, in] at a
-// time (16 bytes * in^2). INVALID_ARGUMENT (naming `what`) as Create.
+// float64 and returned as float32 [in, in]. Transient memory: one float64 [in, in].
+// INVALID_ARGUMENT (naming `what`) as Create.
 absl::StatusOr<at::Tensor> InverseHessianFactor(const at::Tensor& h, double damp_fraction,
                                                 const std::string& what);
 

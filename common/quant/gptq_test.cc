@@ -112,6 +112,30 @@ TEST(GptqTest, QuantizeEntryIsTheKernelsDequantization) {
   }
 }
 
+// The factoring runs in place in one float64 buffer; it must give what ATen's
+// out-of-place composition gives, bit for bit, and so must the packed factors.
+TEST(GptqTest, InPlaceFactorIsTheOutOfPlaceCompositionBitForBit) {
+  for (int64_t n : {1, 7, 48, 300}) {
+    const at::Tensor h = CorrelatedHessian(n, 2 * n + 10, static_cast<int>(n));
+    absl::StatusOr<at::Tensor> u = InverseHessianFactor(h, 0.01, "test");
+    ASSERT_TRUE(u.ok()) << u.status();
+    at::Tensor damped = h.to(at::kDouble);
+    at::Tensor diag = damped.diagonal();
+    diag.add_(0.01 * diag.mean().item<double>());
+    auto [lower, info] = at::linalg_cholesky_ex(damped);
+    auto [upper, info2] = at::linalg_cholesky_ex(at::cholesky_inverse(lower), /*upper=*/true);
+    ASSERT_EQ(info.item<int64_t>() + info2.item<int64_t>(), 0);
+    EXPECT_TRUE(at::equal(upper.to(at::kFloat).contiguous(), *u)) << "n " << n;
+    // Through Create (the widened Hessian it owns, packed from the column-major result).
+    StageHessians hs;
+    hs.layers.resize(1);
+    for (int k = 0; k < kNumInputKinds; ++k) hs.layers[0][k] = h.to(at::kDouble);
+    absl::StatusOr<GptqFactors> f = GptqFactors::Create(std::move(hs));
+    ASSERT_TRUE(f.ok()) << f.status();
+    EXPECT_TRUE(at::equal(f->Layer(0)->Of(model::Matrix::kDown).Dense(), *u)) << "n " << n;
+  }
+}
+
 TEST(GptqTest, FactorIsTheCholeskyOfTheDampedInverse) {
   const at::Tensor h = CorrelatedHessian(48, 400, 5);
   absl::StatusOr<at::Tensor> u = InverseHessianFactor(h, 0.01, "test");
