@@ -155,7 +155,8 @@ PackedUpper PackedUpper::Pack(const at::Tensor& u) {
     at::parallel_for(0, n, 64, [&](int64_t b, int64_t e) {
       for (int64_t k = b; k < e; ++k) {
         const double* col = src + k * n;
-        for (int64_t j = 0; j <= k; ++j) dst[j * (2 * n - 1 - j) / 2 + k] = static_cast<float>(col[j]);
+        for (int64_t j = 0; j <= k; ++j)
+          dst[j * (2 * n - 1 - j) / 2 + k] = static_cast<float>(col[j]);
       }
     });
     return p;
@@ -172,7 +173,8 @@ PackedUpper PackedUpper::Pack(const at::Tensor& u) {
 
 absl::StatusOr<PackedUpper> PackedUpper::FromData(at::Tensor data) {
   const int64_t len = data.numel();
-  const auto n = static_cast<int64_t>((std::sqrt(8.0 * static_cast<double>(len) + 1.0) - 1.0) / 2.0);
+  const auto n =
+      static_cast<int64_t>((std::sqrt(8.0 * static_cast<double>(len) + 1.0) - 1.0) / 2.0);
   if (data.dim() != 1 || data.scalar_type() != at::kFloat || n * (n + 1) / 2 != len) {
     return absl::InvalidArgumentError(
         absl::StrCat("packed factor: ", len, " floats are not the packed rows of a square"));
@@ -334,7 +336,8 @@ absl::StatusOr<LayerFactors> GptqFactors::Layer(int64_t layer) const {
     at::Tensor data = at::empty({count}, at::kFloat);
     absl::Status read = e.file->Read(offset, count * 4, data.data_ptr<float>());
     if (!read.ok()) {
-      return absl::InternalError(absl::StrCat("gptq factors of layer ", layer, ": ", read.message()));
+      return absl::InternalError(
+          absl::StrCat("gptq factors of layer ", layer, ": ", read.message()));
     }
     offset += count * 4;
     absl::StatusOr<PackedUpper> p = PackedUpper::FromData(std::move(data));

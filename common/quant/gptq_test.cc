@@ -115,7 +115,7 @@ TEST(GptqTest, QuantizeEntryIsTheKernelsDequantization) {
 // The factoring runs in place in one float64 buffer; it must give what ATen's
 // out-of-place composition gives, bit for bit, and so must the packed factors.
 TEST(GptqTest, InPlaceFactorIsTheOutOfPlaceCompositionBitForBit) {
-  for (int64_t n : {1, 7, 48, 300}) {
+  for (int64_t n : {1, 7, 48, 300, 1100}) {
     const at::Tensor h = CorrelatedHessian(n, 2 * n + 10, static_cast<int>(n));
     absl::StatusOr<at::Tensor> u = InverseHessianFactor(h, 0.01, "test");
     ASSERT_TRUE(u.ok()) << u.status();

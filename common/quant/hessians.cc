@@ -69,7 +69,8 @@ absl::StatusOr<StageHessians> HessianCollector::TakeWidened() {
       // (sum * scale).to(kFloat), widened back: the same two roundings, in place.
       double* p = t.data_ptr<double>();
       at::parallel_for(0, t.numel(), 1 << 16, [&](int64_t b, int64_t e) {
-        for (int64_t i = b; i < e; ++i) p[i] = static_cast<double>(static_cast<float>(p[i] * scale));
+        for (int64_t i = b; i < e; ++i)
+          p[i] = static_cast<double>(static_cast<float>(p[i] * scale));
       });
     }
   }

@@ -175,9 +175,8 @@ void StageFits::ApplyCompensated(
       units[k].offsets = offsets[k].empty() ? nullptr : offsets[k].data();
     }
     if (units.empty()) continue;
-    CompensateLinear(units, factors->Of(static_cast<model::Matrix>(m)),
-                     &(*linears)[m], quantized_from ? &(*quantized_from)[m] : nullptr,
-                     compensation_->options());
+    CompensateLinear(units, factors->Of(static_cast<model::Matrix>(m)), &(*linears)[m],
+                     quantized_from ? &(*quantized_from)[m] : nullptr, compensation_->options());
   }
 }
 
