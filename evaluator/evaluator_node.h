@@ -50,6 +50,9 @@ struct EvaluatorNodeOptions {
   std::string model_dir;                  // model.dir: tokenizer, embeddings, final norm, lm_head
   quant::CalibrationOptions calibration;  // calibration.*: the windows and the loss slice
   config::TextRange selection;            // evaluation.selection: the PPL term
+  // evaluation.heldout: final numbers only (EvaluatePlan with text HELDOUT); none
+  // when its text is "" or shorter than one window.
+  config::TextRange heldout;
   int context = 256;                      // evaluation.context
   int batch = 16;                         // evaluation.batch
   int64_t calib_slice_tokens = 8192;      // evaluation.calib_slice_tokens
