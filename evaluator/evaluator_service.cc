@@ -57,7 +57,8 @@ grpc::Status EvaluatorService::EvaluatePlan(grpc::ServerContext*,
         absl::StrCat("text: ", static_cast<int>(req->text()), " is not an EvaluationText")));
   }
   const bool heldout = req->text() == v1::EVALUATION_TEXT_HELDOUT;
-  absl::StatusOr<PlanEvaluation> e = heldout ? queue_->HeldOutNow(*plan) : queue_->EvaluateNow(*plan);
+  absl::StatusOr<PlanEvaluation> e =
+      heldout ? queue_->HeldOutNow(*plan) : queue_->EvaluateNow(*plan);
   if (!e.ok()) return ToGrpcStatus(e.status());
   out->set_episode_id(plan->episode_id);
   out->set_plan_id(plan->plan_id);

@@ -335,9 +335,9 @@ std::string PipelineEvaluator::CalibrationFingerprint() const {
 
 absl::Status PipelineEvaluator::SetHeldOut(std::vector<int32_t> ids) {
   if (static_cast<int64_t>(ids.size()) < options_.context) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("evaluation.heldout: ", ids.size(), " tokens, shorter than one window of ",
-                     options_.context));
+    return absl::InvalidArgumentError(absl::StrCat("evaluation.heldout: ", ids.size(),
+                                                   " tokens, shorter than one window of ",
+                                                   options_.context));
   }
   WQ_RETURN_IF_ERROR(CheckTokenIds(ids, static_cast<int64_t>(ids.size()), config().vocab_size));
   heldout_ids_ = std::move(ids);

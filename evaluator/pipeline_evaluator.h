@@ -111,8 +111,7 @@ class PipelineEvaluator : public ReplicaEvaluator {
   // it); no loss term. FAILED_PRECONDITION naming evaluation.heldout when there
   // is no held-out text; Perplexity's errors.
   absl::StatusOr<PlanEvaluation> HeldOutPerplexity(
-      const std::vector<transport::ActivationTransport*>& stages,
-      const quant::Plan& plan) override;
+      const std::vector<transport::ActivationTransport*>& stages, const quant::Plan& plan) override;
 
   // The pass of `plan` through the stages (nullptr: full precision).
   static transport::PassSpec PlanPass(const quant::Plan* plan);

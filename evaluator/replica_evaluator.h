@@ -37,8 +37,7 @@ class ReplicaEvaluator {
   // eval_* fields and tokens are the held-out text's). FAILED_PRECONDITION
   // when the evaluator has none (the default).
   virtual absl::StatusOr<rl::PlanEvaluation> HeldOutPerplexity(
-      const std::vector<transport::ActivationTransport*>& /*stages*/,
-      const quant::Plan& /*plan*/) {
+      const std::vector<transport::ActivationTransport*>& /*stages*/, const quant::Plan& /*plan*/) {
     return absl::FailedPreconditionError("evaluation.heldout: the evaluator has no held-out text");
   }
 };
