@@ -79,26 +79,32 @@ absl::StatusOr<FinalRows> MeasureFinalRows(const rl::RunResult& result,
   out.rows.push_back({"rl", result.best.actions});
   for (const FinalSearch& s : searches) out.rows.push_back({s.name, s.actions});
   out.searches = std::move(searches);
+  // As the run and the searches measured them (the same evaluator and slice).
+  auto measured_before = [&](size_t i) {
+    return i == 0 ? result.best.evaluation.eval_ppl : out.searches[i - 1].selection_ppl;
+  };
+  std::string failed;  // the first failed measurement
   for (size_t i = 0; i < out.rows.size(); ++i) {
     FinalRow& row = out.rows[i];
     row.bits = table.EffectiveBits(row.actions);
-    // Without `measure`: as the run and the searches measured them.
-    row.selection_ppl =
-        i == 0 ? result.best.evaluation.eval_ppl : out.searches[i - 1].selection_ppl;
-    if (!measure) continue;
+    row.selection_ppl = measured_before(i);
+    if (!measure || !failed.empty()) continue;
     // Identical plans were measured before (the run, the searches): the evaluator's cache.
     absl::StatusOr<TextMeasurement> s = measure(row.actions, PlanText::kSelection);
     if (!s.ok()) {
-      return absl::Status(s.status().code(),
-                          absl::StrCat("finish: the ", row.name,
-                                       " plan on the selection slice: ", s.status().message()));
+      failed =
+          absl::StrCat("the ", row.name, " plan on the selection slice: ", s.status().message());
+      for (size_t k = 0; k < i; ++k) out.rows[k].selection_ppl = measured_before(k);
+      continue;
     }
     row.selection_ppl = s->perplexity;
   }
-  if (measure) {
-    MeasureHeldOut(measure, &out);
-  } else {
+  if (!measure) {
     out.heldout_note = "no held-out numbers: no evaluator to measure them";
+  } else if (!failed.empty()) {
+    out.heldout_note = absl::StrCat("no held-out numbers: ", failed);
+  } else {
+    MeasureHeldOut(measure, &out);
   }
   out.returned = PickReturned(out.rows, target_bits);
   out.origin = out.returned == 0 ? PlanOrigin(result.best.source) : out.rows[out.returned].name;

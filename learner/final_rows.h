@@ -78,9 +78,11 @@ struct FinalRows {
 // RL's row from its evaluation, no held-out numbers) on both texts and picks
 // the returned row: the
 // lowest selection perplexity within `target_bits` (relative slack 1e-9),
-// ties to the earlier row (RL). A failed held-out measurement leaves every
-// row without one (heldout_note says why); a failed selection measurement is
-// returned. FAILED_PRECONDITION when the run has no feasible plan.
+// ties to the earlier row (RL). A failed measurement (an evaluator gone, the
+// node stopping) leaves every row without held-out numbers (heldout_note says
+// why) and, when on the selection slice, with the perplexities the run and
+// the searches measured: the run's result is written still.
+// FAILED_PRECONDITION when the run has no feasible plan.
 absl::StatusOr<FinalRows> MeasureFinalRows(const rl::RunResult& result,
                                            const quant::UnitTable& table, double target_bits,
                                            std::vector<FinalSearch> searches,

@@ -114,17 +114,25 @@ TEST_F(FinalRowsTest, ATieGoesToRlUnderItsOriginAndAFailedHeldOutLeavesNoneWithT
   EXPECT_TRUE(j.contains("heldout_note"));
 }
 
-TEST_F(FinalRowsTest, AFailedSelectionMeasurementNamesTheRowAndNoPlanIsRefused) {
-  const PlanMeasurer down = [](const std::vector<int>&,
-                               PlanText) -> absl::StatusOr<TextMeasurement> {
-    return absl::UnavailableError("evaluator down");
+TEST_F(FinalRowsTest, AnEvaluatorGoneKeepsTheRunsNumbersAndSaysWhyAndNoPlanIsRefused) {
+  int calls = 0;
+  const PlanMeasurer down = [&calls](const std::vector<int>& a,
+                                     PlanText) -> absl::StatusOr<TextMeasurement> {
+    if (++calls > 1) return absl::UnavailableError("evaluator down");
+    return TextMeasurement{a[0] == 3 ? 50.0 : 1.0, 500};
   };
   absl::StatusOr<FinalRows> f =
-      MeasureFinalRows(RlRun(3, 12.0, "rl"), table_, target_, {}, "", down);
-  EXPECT_EQ(f.status().code(), absl::StatusCode::kUnavailable);
-  EXPECT_NE(f.status().message().find("the rl plan on the selection slice: evaluator down"),
+      MeasureFinalRows(RlRun(3, 12.0, "rl"), table_, target_, {Search("search", 4, 37)}, "", down);
+  ASSERT_TRUE(f.ok()) << f.status();
+  // RL's re-measurement (50) is dropped with the search's failure: both as first measured.
+  EXPECT_EQ(f->rows[0].selection_ppl, 12.0);
+  EXPECT_EQ(f->rows[1].selection_ppl, 99.0);
+  EXPECT_EQ(f->returned, 0u);
+  EXPECT_EQ(f->rows[0].heldout_tokens, 0);
+  EXPECT_NE(f->heldout_note.find("the search plan on the selection slice: evaluator down"),
             std::string::npos)
-      << f.status();
+      << f->heldout_note;
+  EXPECT_EQ(calls, 2);
   rl::RunResult none;
   EXPECT_EQ(MeasureFinalRows(none, table_, target_, {}, "", down).status().code(),
             absl::StatusCode::kFailedPrecondition);
