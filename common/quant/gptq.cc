@@ -7,9 +7,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/base/status_macros.h"
 #include "common/quant/fit_kernels.h"
 #include "common/quant/gptq_kernels.h"
 #include "common/quant/hessians.h"
@@ -142,16 +144,42 @@ float QuantizeEntry(Action a, float x, float scale, float offset) {
 }
 
 PackedUpper PackedUpper::Pack(const at::Tensor& u) {
-  const at::Tensor d = u.to(at::kFloat).contiguous();
   PackedUpper p;
-  p.n_ = d.size(0);
+  p.n_ = u.size(0);
   p.data_ = at::empty({p.n_ * (p.n_ + 1) / 2}, at::kFloat);
+  if (u.scalar_type() == at::kDouble && !u.is_contiguous() && u.mT().is_contiguous()) {
+    // Column-major float64 (FactorOf): column k holds U[j][k], j <= k. No [n, n] copy.
+    const int64_t n = p.n_;
+    const double* src = u.mT().data_ptr<double>();
+    float* dst = p.data_.data_ptr<float>();
+    at::parallel_for(0, n, 64, [&](int64_t b, int64_t e) {
+      for (int64_t k = b; k < e; ++k) {
+        const double* col = src + k * n;
+        for (int64_t j = 0; j <= k; ++j) dst[j * (2 * n - 1 - j) / 2 + k] = static_cast<float>(col[j]);
+      }
+    });
+    return p;
+  }
+  const at::Tensor d = u.to(at::kFloat).contiguous();
   const float* src = d.data_ptr<float>();
   float* dst = p.data_.data_ptr<float>();
   for (int64_t j = 0; j < p.n_; ++j) {
     std::memcpy(dst, src + j * p.n_ + j, (p.n_ - j) * sizeof(float));
     dst += p.n_ - j;
   }
+  return p;
+}
+
+absl::StatusOr<PackedUpper> PackedUpper::FromData(at::Tensor data) {
+  const int64_t len = data.numel();
+  const auto n = static_cast<int64_t>((std::sqrt(8.0 * static_cast<double>(len) + 1.0) - 1.0) / 2.0);
+  if (data.dim() != 1 || data.scalar_type() != at::kFloat || n * (n + 1) / 2 != len) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("packed factor: ", len, " floats are not the packed rows of a square"));
+  }
+  PackedUpper p;
+  p.n_ = n;
+  p.data_ = data.contiguous();
   return p;
 }
 
@@ -192,26 +220,51 @@ void CompensateLinear(const std::vector<ColumnUnit>& units, const PackedUpper& u
   });
 }
 
+std::string FactorSpillDir(const std::string& cache_dir) {
+  if (!cache_dir.empty()) return cache_dir;
+  std::error_code ec;
+  const std::filesystem::path tmp = std::filesystem::temp_directory_path(ec);
+  return ec ? std::string("/tmp") : tmp.string();
+}
+
 absl::StatusOr<at::Tensor> InverseHessianFactor(const at::Tensor& h, double damp_fraction,
                                                 const std::string& what) {
-  return FactorOf(h, damp_fraction, what);
+  WQ_ASSIGN_OR_RETURN(const at::Tensor u, FactorOf(h, damp_fraction, what));
+  return u.to(at::kFloat).contiguous();
 }
 
 namespace {
 
-// InverseHessianFactor, taking the Hessian's handle: when it is the last one the float32
-// Hessian is released as soon as its float64 copy exists.
+// The factor as a float64 [in, in] column-major tensor (zeros below the diagonal).
+// Computed in place, in one float64 [in, in] buffer (8 bytes * in^2): the Hessian
+// itself when it is a float64 tensor this is the only handle to (HessianCollector::
+// TakeWidened), else a float64 copy (the caller's handle released once the copy exists).
+// H is symmetric, so its row-major buffer read column-major is H again, and ATen's
+// out= forms run on it in place: the same LAPACK calls on the same values as
+// linalg_cholesky_ex -> cholesky_inverse -> linalg_cholesky_ex(upper) with their copies
+// (gptq_test compares the two bit for bit).
 absl::StatusOr<at::Tensor> FactorOf(at::Tensor h, double damp_fraction, const std::string& what) {
   if (!h.defined() || h.dim() != 2 || h.size(0) != h.size(1) || h.size(0) == 0) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": Hessian missing or not square"));
   }
   try {
-    // Two float64 [in, in] at most at a time: each step's input is dropped once used.
-    at::Tensor H = h.to(at::kDouble, /*non_blocking=*/false, /*copy=*/true);
+    const bool own = h.scalar_type() == at::kDouble && h.is_contiguous() && h.use_count() == 1 &&
+                     h.storage().use_count() == 1;
+    at::Tensor H = own ? std::move(h) : h.to(at::kDouble, /*non_blocking=*/false, /*copy=*/true);
     h = at::Tensor();
     if (!at::isfinite(H).all().item<bool>()) {
       return absl::InvalidArgumentError(absl::StrCat(what, ": Hessian not finite"));
     }
+    // LAPACK reads the lower triangle of the row-major H; read column-major below, that
+    // triangle must be mirrored into the upper one (a product X^T X need not be exactly
+    // symmetric).
+    const int64_t n = H.size(0);
+    double* hp = H.data_ptr<double>();
+    at::parallel_for(0, n, 64, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) {
+        for (int64_t j = 0; j < i; ++j) hp[j * n + i] = hp[i * n + j];
+      }
+    });
     // An input that is always 0 (dead channel) has no curvature: treated as GPTQ does
     // (diagonal 1), its weights then only receive error, never pass it on.
     at::Tensor diag = H.diagonal();
@@ -219,21 +272,21 @@ absl::StatusOr<at::Tensor> FactorOf(at::Tensor h, double damp_fraction, const st
     const double damp = damp_fraction * diag.mean().item<double>();
     diag.add_(damp);
     diag = at::Tensor();
-    auto [lower, info] = at::linalg_cholesky_ex(H);
+    at::Tensor a = H.mT();  // column-major: ATen's LAPACK layout, so no copies
     H = at::Tensor();
+    at::Tensor info = at::empty({0}, at::kInt);
+    at::linalg_cholesky_ex_out(a, info, a, /*upper=*/false);
     if (info.item<int64_t>() != 0) {
       return absl::InvalidArgumentError(
           absl::StrCat(what, ": Hessian not positive definite after dampening"));
     }
-    at::Tensor inverse = at::cholesky_inverse(lower);
-    lower = at::Tensor();
-    auto [upper, info2] = at::linalg_cholesky_ex(inverse, /*upper=*/true);
-    inverse = at::Tensor();
-    if (info2.item<int64_t>() != 0) {
+    at::cholesky_inverse_out(a, a, /*upper=*/false);
+    at::linalg_cholesky_ex_out(a, info, a, /*upper=*/true);
+    if (info.item<int64_t>() != 0) {
       return absl::InvalidArgumentError(
           absl::StrCat(what, ": inverse Hessian not positive definite"));
     }
-    return upper.to(at::kFloat).contiguous();
+    return a;
   } catch (const c10::Error& e) {
     return absl::InternalError(absl::StrCat(what, ": ", e.what_without_backtrace()));
   }
@@ -241,21 +294,72 @@ absl::StatusOr<at::Tensor> FactorOf(at::Tensor h, double damp_fraction, const st
 
 }  // namespace
 
+absl::Status GptqFactors::Keep(LayerFactors layer) {
+  Entry e;
+  if (options_.spill_dir.empty()) {
+    e.memory = std::move(layer);
+    factors_.push_back(std::move(e));
+    return absl::OkStatus();
+  }
+  if (factors_.empty() || factors_.back().file == nullptr) {
+    absl::StatusOr<std::unique_ptr<base::ScratchFile>> file =
+        base::ScratchFile::Create(options_.spill_dir);
+    if (!file.ok()) return file.status();
+    e.file = *std::move(file);
+  } else {
+    e.file = factors_.back().file;
+  }
+  for (int k = 0; k < kNumInputKinds; ++k) {
+    const PackedUpper& p = layer.kinds[k];
+    absl::StatusOr<int64_t> at = e.file->Append(p.data().data_ptr<float>(), p.Bytes());
+    if (!at.ok()) return at.status();
+    if (k == 0) e.offset = *at;
+    e.n[k] = p.n();
+  }
+  factors_.push_back(std::move(e));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<LayerFactors> GptqFactors::Layer(int64_t layer) const {
+  if (layer < first_layer() || layer >= end_layer()) {
+    return absl::OutOfRangeError(absl::StrCat("gptq factors: layer ", layer, " not in [",
+                                              first_layer(), ", ", end_layer(), ")"));
+  }
+  const Entry& e = factors_[layer - first_layer_];
+  if (e.file == nullptr) return e.memory;
+  LayerFactors out;
+  int64_t offset = e.offset;
+  for (int k = 0; k < kNumInputKinds; ++k) {
+    const int64_t count = e.n[k] * (e.n[k] + 1) / 2;
+    at::Tensor data = at::empty({count}, at::kFloat);
+    absl::Status read = e.file->Read(offset, count * 4, data.data_ptr<float>());
+    if (!read.ok()) {
+      return absl::InternalError(absl::StrCat("gptq factors of layer ", layer, ": ", read.message()));
+    }
+    offset += count * 4;
+    absl::StatusOr<PackedUpper> p = PackedUpper::FromData(std::move(data));
+    if (!p.ok()) return p.status();
+    out.kinds[k] = *std::move(p);
+  }
+  return out;
+}
+
 absl::StatusOr<GptqFactors> GptqFactors::Create(StageHessians hessians,
                                                 const GptqOptions& options) {
   GptqFactors f;
   f.first_layer_ = hessians.first_layer;
   f.options_ = options;
-  f.factors_.resize(hessians.layers.size());
   for (size_t l = 0; l < hessians.layers.size(); ++l) {
+    LayerFactors layer;
     for (int k = 0; k < kNumInputKinds; ++k) {
       const std::string what =
           absl::StrCat("layer ", hessians.first_layer + static_cast<int64_t>(l), " ", KindName(k));
       absl::StatusOr<at::Tensor> u =
           FactorOf(std::move(hessians.layers[l][k]), options.damp_fraction, what);
       if (!u.ok()) return u.status();
-      f.factors_[l][k] = PackedUpper::Pack(*u);
+      layer.kinds[k] = PackedUpper::Pack(*u);
     }
+    WQ_RETURN_IF_ERROR(f.Keep(std::move(layer)));
   }
   return f;
 }
@@ -267,6 +371,8 @@ absl::StatusOr<GptqFactors> GptqFactors::FromInputs(const model::LlamaModel& mod
   GptqFactors f;
   f.first_layer_ = first_layer;
   f.options_ = options;
+  GptqOptions in_memory = options;
+  in_memory.spill_dir.clear();
   for (int64_t layer = first_layer; layer < end_layer; ++layer) {
     absl::StatusOr<StageHessians> h;
     {
@@ -276,12 +382,12 @@ absl::StatusOr<GptqFactors> GptqFactors::FromInputs(const model::LlamaModel& mod
         if (!out.ok()) return out.status();
         x = *std::move(out);
       }
-      h = collector.Finish();
+      h = collector.TakeWidened();
     }
     if (!h.ok()) return h.status();
-    absl::StatusOr<GptqFactors> one = Create(*std::move(h), options);
+    absl::StatusOr<GptqFactors> one = Create(*std::move(h), in_memory);
     if (!one.ok()) return one.status();
-    f.factors_.push_back(std::move(one->factors_[0]));
+    WQ_RETURN_IF_ERROR(f.Keep(std::move(one->factors_[0].memory)));
   }
   return f;
 }
@@ -308,8 +414,18 @@ absl::StatusOr<GptqFactors> GptqFactors::Concat(
 
 int64_t GptqFactors::Bytes() const {
   int64_t n = 0;
-  for (const auto& layer : factors_) {
-    for (const PackedUpper& t : layer) n += t.Bytes();
+  for (const Entry& e : factors_) {
+    for (int k = 0; k < kNumInputKinds; ++k) {
+      n += e.file != nullptr ? e.n[k] * (e.n[k] + 1) / 2 * 4 : e.memory.kinds[k].Bytes();
+    }
+  }
+  return n;
+}
+
+int64_t GptqFactors::ResidentBytes() const {
+  int64_t n = 0;
+  for (const Entry& e : factors_) {
+    for (const PackedUpper& p : e.memory.kinds) n += p.Bytes();
   }
   return n;
 }

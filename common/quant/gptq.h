@@ -22,8 +22,13 @@
 // bytes): 2 * (3 * hidden^2 + inter^2) bytes per layer (when the attention width equals
 // hidden; + 2 * in per factor), i.e. 1.31 bytes per BF16 weight byte at LLaMA-3.2-1B
 // (0.16 GB per layer), 1.17 at 8B (0.51 GB per layer), 1.20 at 70B (2.05 GB per layer).
-// Compensation reads the packed rows directly (no dense copy, no per-plan state).
-// Immutable; thread-safe; copies share the storage.
+// That is more than the weights' own bytes, so with GptqOptions::spill_dir set the
+// factors live in an anonymous scratch file (common/base/scratch_file.h) and a plan
+// reads one layer's back while it compensates that layer (Layer()): the process then
+// holds one layer's factors at a time (a read of 0.16 / 0.51 / 2.05 GB per layer per
+// plan, from the page cache when it has room, against seconds to minutes of
+// compensation). Compensation reads the packed rows directly (no dense copy).
+// Immutable; thread-safe; copies share the storage (in memory or in the file).
 #ifndef WINDQUANT_COMMON_QUANT_GPTQ_H_
 #define WINDQUANT_COMMON_QUANT_GPTQ_H_
 
@@ -36,6 +41,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/base/scratch_file.h"
 #include "common/model/llama_model.h"
 #include "common/model/llama_weights.h"
 #include "common/quant/action.h"
@@ -49,7 +55,8 @@ enum class InputKind : int { kQkv = 0, kO, kGateUp, kDown };
 inline constexpr int kNumInputKinds = 4;
 InputKind InputKindOf(model::Matrix m);
 
-// Per layer of a stage, per input kind: H = 2/N sum_t x_t x_t^T, float32 [in, in].
+// Per layer of a stage, per input kind: H = 2/N sum_t x_t x_t^T, float32 [in, in] (or
+// float64 holding those float32 values: HessianCollector::TakeWidened).
 struct StageHessians {
   int64_t first_layer = 0;
   std::vector<std::array<at::Tensor, kNumInputKinds>> layers;
@@ -63,6 +70,9 @@ struct GptqOptions {
   // The trailing-update kernel (gptq_kernels.h); null: the build for this CPU. The tests
   // and the benchmark pass the others (the values are the same).
   TrailingUpdateFn trailing = nullptr;
+  // Where the factors are kept (see the top of this file): empty = in memory; else a
+  // directory for the scratch file (created when missing).
+  std::string spill_dir;
 };
 
 // An upper-triangular float32 [n, n] matrix stored row by row from the diagonal on:
@@ -79,6 +89,10 @@ class PackedUpper {
   const float* RowBase(int64_t j) const {
     return data_.data_ptr<float>() + j * (2 * n_ - 1 - j) / 2;
   }
+  // The matrix whose packed rows are `data` ([n (n + 1) / 2] float32, contiguous).
+  // INVALID_ARGUMENT when its length is not a triangular number.
+  static absl::StatusOr<PackedUpper> FromData(at::Tensor data);
+  const at::Tensor& data() const { return data_; }
   at::Tensor Dense() const;  // [n, n] float32, zeros below the diagonal
   int64_t Bytes() const { return n_ * (n_ + 1) / 2 * 4; }
 
@@ -119,49 +133,71 @@ void CompensateLinear(const std::vector<ColumnUnit>& units, const PackedUpper& u
 void CompensateLinear(const std::vector<ColumnUnit>& units, const at::Tensor& u, at::Tensor* w,
                       at::Tensor* quantized_from, const GptqOptions& options = {});
 
+// One decoder layer's factors, by input kind.
+struct LayerFactors {
+  std::array<PackedUpper, kNumInputKinds> kinds;
+  const PackedUpper& Of(model::Matrix m) const { return kinds[static_cast<int>(InputKindOf(m))]; }
+};
+
 class GptqFactors {
  public:
   // Factors U of every (layer, kind) of `hessians`, each Hessian released (when this was
   // its last reference) once factored. INVALID_ARGUMENT naming the layer and input kind
   // when a Hessian is missing, not square, not finite, or not positive definite after
-  // dampening.
+  // dampening; INTERNAL naming the directory when options.spill_dir cannot hold them.
   static absl::StatusOr<GptqFactors> Create(StageHessians hessians,
                                             const GptqOptions& options = {});
   // The factors of layers [first_layer, end_layer) of `model` from the hidden states
   // entering first_layer (`inputs`, [B, T, H] per calibration batch, consumed: each is
   // replaced by the next layer's input as the layers go), one layer at a time: a layer's
-  // Hessians are collected, factored and dropped before the next layer's, so besides the
-  // factors the peak is one layer's collection (hessians.h: 8 bytes * in^2 per input
-  // kind, + its float32 result) and one factoring (16 bytes * in^2 of the widest input)
-  // instead of every layer's Hessians at once; the inputs cost 4 * tokens * hidden bytes.
-  // The same values as collecting all layers in one pass. Errors as Create; INTERNAL for
-  // a torch error.
+  // Hessians are collected (float64, 8 bytes * in^2 per input kind), each factored in its
+  // own memory and dropped, before the next layer's. Besides the factors the peak is one
+  // layer's collection (0.64 GB at LLaMA-3.2-1B, 2.0 GB at 8B, 8.2 GB at 70B) + the
+  // packed factors of that layer; the inputs cost 4 * tokens * hidden bytes. The same
+  // values as collecting all layers in one pass. Errors as Create; INTERNAL for a torch
+  // error.
   static absl::StatusOr<GptqFactors> FromInputs(const model::LlamaModel& model, int64_t first_layer,
                                                 int64_t end_layer, std::vector<at::Tensor> inputs,
                                                 const GptqOptions& options = {});
-  // The factors of consecutive stages as one (sharing their storage). INVALID_ARGUMENT
+  // The factors of consecutive stages as one (sharing their storage, memory or scratch
+  // files). INVALID_ARGUMENT
   // when a part is null or the layers do not follow each other.
   static absl::StatusOr<GptqFactors> Concat(
       const std::vector<std::shared_ptr<const GptqFactors>>& parts);
 
   int64_t first_layer() const { return first_layer_; }
   int64_t end_layer() const { return first_layer_ + static_cast<int64_t>(factors_.size()); }
-  // [in, in] upper triangular, packed; layer in [first_layer, end_layer).
-  const PackedUpper& Factor(int64_t layer, model::Matrix m) const {
-    return factors_[layer - first_layer_][static_cast<int>(InputKindOf(m))];
-  }
+  // The factors of `layer` (in [first_layer, end_layer)), each [in, in] upper
+  // triangular, packed: shared when in memory, read from the scratch file when spilled
+  // (INTERNAL naming the file's directory on a read error).
+  absl::StatusOr<LayerFactors> Layer(int64_t layer) const;
   const GptqOptions& options() const { return options_; }
-  int64_t Bytes() const;  // what the header promises
+  int64_t Bytes() const;          // what the header promises, wherever they are
+  int64_t ResidentBytes() const;  // of those, the bytes held in memory
 
  private:
+  // A layer's factors: in `memory`, or at `offset` in `file` (the kinds' packed rows
+  // back to back, of sizes n[k]).
+  struct Entry {
+    LayerFactors memory;
+    std::shared_ptr<base::ScratchFile> file;
+    int64_t offset = 0;
+    std::array<int64_t, kNumInputKinds> n{};
+  };
+  // Keeps `layer` as the options say (spilled: written to the file, opened on first use).
+  absl::Status Keep(LayerFactors layer);
   int64_t first_layer_ = 0;
-  std::vector<std::array<PackedUpper, kNumInputKinds>> factors_;
+  std::vector<Entry> factors_;
   GptqOptions options_;
 };
 
+// Where a stage spills its factors: `cache_dir` (quant.cache_dir, a volume of the
+// stage's own in the deployments) when set, else the system's temporary directory.
+std::string FactorSpillDir(const std::string& cache_dir);
+
 // U = upper Cholesky factor of (h + damp_fraction * mean(diag h) * I)^-1, computed in
-// float64 and returned as float32 [in, in]. Transient memory: two float64 [in, in] at a
-// time (16 bytes * in^2). INVALID_ARGUMENT (naming `what`) as Create.
+// float64 and returned as float32 [in, in]. Transient memory: one float64 [in, in].
+// INVALID_ARGUMENT (naming `what`) as Create.
 absl::StatusOr<at::Tensor> InverseHessianFactor(const at::Tensor& h, double damp_fraction,
                                                 const std::string& what);
 

@@ -19,6 +19,7 @@
 #include "common/quant/quantization_session.h"
 #include "common/quant/quantizer.h"
 #include "common/quant/reference_quantizer.h"
+#include "common/testing/scoped_test_dir.h"
 #include "common/testing/test_paths.h"
 #include "gtest/gtest.h"
 
@@ -111,6 +112,30 @@ TEST(GptqTest, QuantizeEntryIsTheKernelsDequantization) {
   }
 }
 
+// The factoring runs in place in one float64 buffer; it must give what ATen's
+// out-of-place composition gives, bit for bit, and so must the packed factors.
+TEST(GptqTest, InPlaceFactorIsTheOutOfPlaceCompositionBitForBit) {
+  for (int64_t n : {1, 7, 48, 300}) {
+    const at::Tensor h = CorrelatedHessian(n, 2 * n + 10, static_cast<int>(n));
+    absl::StatusOr<at::Tensor> u = InverseHessianFactor(h, 0.01, "test");
+    ASSERT_TRUE(u.ok()) << u.status();
+    at::Tensor damped = h.to(at::kDouble);
+    at::Tensor diag = damped.diagonal();
+    diag.add_(0.01 * diag.mean().item<double>());
+    auto [lower, info] = at::linalg_cholesky_ex(damped);
+    auto [upper, info2] = at::linalg_cholesky_ex(at::cholesky_inverse(lower), /*upper=*/true);
+    ASSERT_EQ(info.item<int64_t>() + info2.item<int64_t>(), 0);
+    EXPECT_TRUE(at::equal(upper.to(at::kFloat).contiguous(), *u)) << "n " << n;
+    // Through Create (the widened Hessian it owns, packed from the column-major result).
+    StageHessians hs;
+    hs.layers.resize(1);
+    for (int k = 0; k < kNumInputKinds; ++k) hs.layers[0][k] = h.to(at::kDouble);
+    absl::StatusOr<GptqFactors> f = GptqFactors::Create(std::move(hs));
+    ASSERT_TRUE(f.ok()) << f.status();
+    EXPECT_TRUE(at::equal(f->Layer(0)->Of(model::Matrix::kDown).Dense(), *u)) << "n " << n;
+  }
+}
+
 TEST(GptqTest, FactorIsTheCholeskyOfTheDampedInverse) {
   const at::Tensor h = CorrelatedHessian(48, 400, 5);
   absl::StatusOr<at::Tensor> u = InverseHessianFactor(h, 0.01, "test");
@@ -136,11 +161,13 @@ TEST(GptqTest, FastPathIsTheColumnByColumnDefinitionBitForBit) {
   std::vector<TrailingUpdateFn> kernels = {nullptr, &gptq_baseline::TrailingUpdate};
   if (__builtin_cpu_supports("avx2")) kernels.push_back(&gptq_avx2::TrailingUpdate);
   for (TrailingUpdateFn k : kernels) {
-    for (const GptqOptions& o :
-         {GptqOptions{0.01, 128, 16}, GptqOptions{0.01, 7, 5}, GptqOptions{0.01, 1, 1},
-          GptqOptions{0.01, 33, 64}, GptqOptions{0.01, 20, 9}}) {
+    for (const auto& [block, group] :
+         std::vector<std::pair<int64_t, int64_t>>{{128, 16}, {7, 5}, {1, 1}, {33, 64}, {20, 9}}) {
+      GptqOptions o;
+      o.block_columns = block;
+      o.row_group = group;
+      o.trailing = k;
       options.push_back(o);
-      options.back().trailing = k;
     }
   }
   for (const GptqOptions& o : options) {
@@ -223,6 +250,20 @@ model::LlamaModel TinyModel(int64_t layers) {
   return model::LlamaModel(std::move(w));
 }
 
+void ExpectSameFactors(const GptqFactors& got, const GptqFactors& want) {
+  ASSERT_EQ(got.first_layer(), want.first_layer());
+  ASSERT_EQ(got.end_layer(), want.end_layer());
+  for (int64_t l = got.first_layer(); l < got.end_layer(); ++l) {
+    absl::StatusOr<LayerFactors> g = got.Layer(l), w = want.Layer(l);
+    ASSERT_TRUE(g.ok() && w.ok()) << g.status() << " " << w.status();
+    for (int m = 0; m < model::kNumMatrices; ++m) {
+      const auto mat = static_cast<model::Matrix>(m);
+      EXPECT_TRUE(at::equal(g->Of(mat).Dense(), w->Of(mat).Dense()))
+          << "layer " << l << " matrix " << m;
+    }
+  }
+}
+
 // One layer at a time gives the factors of all layers' Hessians collected in one pass.
 TEST(GptqTest, LayerByLayerFactorsAreTheOnePassFactors) {
   const model::LlamaModel model = TinyModel(3);
@@ -239,13 +280,20 @@ TEST(GptqTest, LayerByLayerFactorsAreTheOnePassFactors) {
   ASSERT_EQ(got->end_layer(), 3);
   EXPECT_EQ(got->Bytes(), want->Bytes());
   EXPECT_EQ(want->Bytes(), 3 * 4 * (3 * 16 * 17 / 2 + 24 * 25 / 2));
-  for (int64_t l = 0; l < 3; ++l) {
-    for (int m = 0; m < model::kNumMatrices; ++m) {
-      const auto mat = static_cast<model::Matrix>(m);
-      EXPECT_TRUE(at::equal(got->Factor(l, mat).Dense(), want->Factor(l, mat).Dense()))
-          << "layer " << l << " matrix " << m;
-    }
-  }
+  ExpectSameFactors(*got, *want);
+  // Spilled to a scratch file: the same values read back, nothing resident, no file left
+  // with a name in the directory.
+  testing::ScopedTestDir dir("gptq-spill");
+  GptqOptions spill;
+  spill.spill_dir = dir.path() + "/factors";
+  absl::StatusOr<GptqFactors> spilled = GptqFactors::FromInputs(model, 0, 3, inputs, spill);
+  ASSERT_TRUE(spilled.ok()) << spilled.status();
+  EXPECT_EQ(spilled->Bytes(), want->Bytes());
+  EXPECT_EQ(spilled->ResidentBytes(), 0);
+  EXPECT_EQ(want->ResidentBytes(), want->Bytes());
+  EXPECT_TRUE(std::filesystem::is_empty(spill.spill_dir));
+  ExpectSameFactors(*spilled, *want);
+  EXPECT_EQ(spilled->Layer(3).status().code(), absl::StatusCode::kOutOfRange);
   // Two stages' factors as one, sharing their storage.
   absl::StatusOr<GptqFactors> a = GptqFactors::FromInputs(model, 0, 1, inputs);
   ASSERT_TRUE(a.ok()) << a.status();
@@ -260,8 +308,15 @@ TEST(GptqTest, LayerByLayerFactorsAreTheOnePassFactors) {
   ASSERT_TRUE(both.ok()) << both.status();
   EXPECT_EQ(both->first_layer(), 0);
   EXPECT_EQ(both->end_layer(), 3);
-  EXPECT_EQ(both->Factor(2, model::Matrix::kDown).RowBase(0),
-            pb->Factor(2, model::Matrix::kDown).RowBase(0));
+  EXPECT_EQ(both->Layer(2)->Of(model::Matrix::kDown).RowBase(0),
+            pb->Layer(2)->Of(model::Matrix::kDown).RowBase(0));
+  // A spilled stage and one in memory as one.
+  auto ps = std::make_shared<const GptqFactors>(*std::move(spilled));
+  absl::StatusOr<GptqFactors> mixed = GptqFactors::Concat({pa, pb});
+  ASSERT_TRUE(mixed.ok()) << mixed.status();
+  absl::StatusOr<GptqFactors> tail = GptqFactors::Concat({ps});
+  ASSERT_TRUE(tail.ok()) << tail.status();
+  ExpectSameFactors(*tail, *mixed);
   absl::StatusOr<GptqFactors> gap = GptqFactors::Concat({pb, pa});
   EXPECT_EQ(gap.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(gap.status().message().find("stage 1 starts at layer 0"), std::string::npos)

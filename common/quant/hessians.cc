@@ -1,5 +1,7 @@
 #include "common/quant/hessians.h"
 
+#include <ATen/Parallel.h>
+
 #include "absl/strings/str_cat.h"
 #include "common/base/status_macros.h"
 #include "common/quant/calibration.h"
@@ -50,6 +52,28 @@ absl::StatusOr<StageHessians> HessianCollector::Finish() const {
       h.layers[l][k] = (sums_[l][k] * (2.0 / static_cast<double>(tokens_))).to(at::kFloat);
     }
   }
+  return h;
+}
+
+absl::StatusOr<StageHessians> HessianCollector::TakeWidened() {
+  if (tokens_ == 0) return absl::FailedPreconditionError("hessians: no calibration tokens seen");
+  StageHessians h;
+  h.first_layer = first_layer_;
+  h.tokens = tokens_;
+  h.layers = std::move(sums_);
+  sums_.assign(h.layers.size(), {});
+  const double scale = 2.0 / static_cast<double>(tokens_);
+  for (auto& layer : h.layers) {
+    for (at::Tensor& t : layer) {
+      if (!t.defined()) continue;
+      // (sum * scale).to(kFloat), widened back: the same two roundings, in place.
+      double* p = t.data_ptr<double>();
+      at::parallel_for(0, t.numel(), 1 << 16, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) p[i] = static_cast<double>(static_cast<float>(p[i] * scale));
+      });
+    }
+  }
+  tokens_ = 0;
   return h;
 }
 

@@ -36,6 +36,11 @@ class HessianCollector {
 
   // H = 2/N X^T X of every (layer, kind) so far. FAILED_PRECONDITION before any token.
   absl::StatusOr<StageHessians> Finish() const;
+  // Finish's Hessians as float64 tensors holding exactly its float32 values, made in
+  // place in the sums' own memory, which they take (the collector is empty after): no
+  // float32 copy, so the peak is the sums' 8 bytes * in^2 per kind, and
+  // GptqFactors::Create factors each of them in that same memory. Errors as Finish.
+  absl::StatusOr<StageHessians> TakeWidened();
 
  private:
   const model::LlamaModel& model_;

@@ -182,8 +182,10 @@ absl::Status QuantizationSession::SetFits(StageFits fits) {
     } catch (const c10::Error& e) {
       return absl::InternalError(absl::StrCat("hessians: ", e.what_without_backtrace()));
     }
+    GptqOptions gptq;
+    gptq.spill_dir = FactorSpillDir(options_.cache_dir);
     absl::StatusOr<GptqFactors> factors = GptqFactors::FromInputs(
-        *model_, model_->first_layer(), model_->end_layer(), std::move(inputs));
+        *model_, model_->first_layer(), model_->end_layer(), std::move(inputs), gptq);
     if (!factors.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat("quant.compensation: gptq: ", factors.status().message()));

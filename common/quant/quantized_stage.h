@@ -15,7 +15,9 @@
 // plan model's life, decoding them, bit for bit, on every later forward.
 //
 // Memory: the model's weights (2 bytes per weight for BF16) + the fits (~0.13 bytes per
-// weight at chunk 128), both for the object's life; nothing else.
+// weight at chunk 128), both for the object's life; with compensation, + 1 byte per
+// weight of codes per plan model alive, and the factors as gptq.h says (the services
+// spill them: one layer's at a time, while it is compensated).
 // Immutable; thread-safe.
 #ifndef WINDQUANT_COMMON_QUANT_QUANTIZED_STAGE_H_
 #define WINDQUANT_COMMON_QUANT_QUANTIZED_STAGE_H_

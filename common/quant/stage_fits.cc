@@ -155,6 +155,10 @@ void StageFits::ApplyCompensated(
     int64_t layer, size_t begin, size_t end, const std::vector<int>& actions,
     std::array<at::Tensor, model::kNumMatrices>* linears,
     std::array<at::Tensor, model::kNumMatrices>* quantized_from) const {
+  // One layer's factors for the layer's seven linears (read back when spilled); a read
+  // error surfaces as the forward's torch errors do.
+  const absl::StatusOr<LayerFactors> factors = compensation_->Layer(layer);
+  TORCH_CHECK(factors.ok(), std::string(factors.status().message()));
   for (int m = 0; m < model::kNumMatrices; ++m) {
     std::vector<std::vector<float>> scales, offsets;
     std::vector<ColumnUnit> units;
@@ -171,7 +175,7 @@ void StageFits::ApplyCompensated(
       units[k].offsets = offsets[k].empty() ? nullptr : offsets[k].data();
     }
     if (units.empty()) continue;
-    CompensateLinear(units, compensation_->Factor(layer, static_cast<model::Matrix>(m)),
+    CompensateLinear(units, factors->Of(static_cast<model::Matrix>(m)),
                      &(*linears)[m], quantized_from ? &(*quantized_from)[m] : nullptr,
                      compensation_->options());
   }

@@ -9,8 +9,9 @@
 // 14 / c + 5 * salient_fraction bytes per weight: 0.13 at c = 128, 0.08 at c = 256
 // (the previous QuantizedWeights kept 28 bytes per weight: 7 float32 copies). With error
 // compensation it also shares (holds a reference to) the stage's GptqFactors (gptq.h:
-// ~1.2-1.3 bytes per BF16 weight byte, packed float32); ApplyToLayer keeps nothing
-// between calls.
+// ~1.2-1.3 bytes per BF16 weight byte, packed float32, in memory or spilled to a scratch
+// file); ApplyToLayer holds one layer's factors while it runs and keeps nothing between
+// calls.
 //
 // Immutable after construction; const methods are thread-safe, so one StageFits can be
 // shared (std::shared_ptr<const StageFits>) by every user of a stage.

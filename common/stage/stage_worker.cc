@@ -98,9 +98,11 @@ absl::StatusOr<quant::UnitTable> StageWorker::FinishCalibration(const std::strin
     calibrator_.reset();
     if (collect_inputs_) {
       collect_inputs_ = false;
+      quant::GptqOptions gptq;
+      gptq.spill_dir = quant::FactorSpillDir(options_.cache_dir);
       WQ_ASSIGN_OR_RETURN(quant::GptqFactors f,
                           quant::GptqFactors::FromInputs(*model_, first_layer(), end_layer(),
-                                                         std::move(calib_inputs_)));
+                                                         std::move(calib_inputs_), gptq));
       calib_inputs_.clear();
       factors = std::make_shared<const quant::GptqFactors>(std::move(f));
     }
