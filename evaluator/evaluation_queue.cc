@@ -136,6 +136,10 @@ absl::StatusOr<PlanEvaluation> EvaluationQueue::EvaluateNow(const quant::Plan& p
   return evaluator_->Evaluate(replicas_.at(0), plan);
 }
 
+absl::StatusOr<PlanEvaluation> EvaluationQueue::HeldOutNow(const quant::Plan& plan) {
+  return evaluator_->HeldOutPerplexity(replicas_.at(0), plan);
+}
+
 int EvaluationQueue::depth() const {
   absl::MutexLock lock(&mu_);
   return static_cast<int>(queue_.size());

@@ -68,6 +68,9 @@ class EvaluationQueue {
   absl::StatusOr<int> Submit(QueuedPlan plan);
   // Evaluates now on replica 0 (no λ update, no report).
   absl::StatusOr<PlanEvaluation> EvaluateNow(const quant::Plan& plan);
+  // The held-out perplexity of `plan` now on replica 0
+  // (ReplicaEvaluator::HeldOutPerplexity; no λ update, no report, no cache).
+  absl::StatusOr<PlanEvaluation> HeldOutNow(const quant::Plan& plan);
   int depth() const;
   int64_t evaluated() const;
   void Stop();

@@ -29,7 +29,8 @@ absl::StatusOr<std::unique_ptr<EvaluatorNode>> EvaluatorNode::Create(
     return t.Encode(text, /*add_bos=*/false);
   };
   // Calibration windows and the loss slice come from the calibration range,
-  // the PPL term from the selection slice, nothing from the held-out text.
+  // the PPL term from the selection slice; the held-out text is read only by
+  // EvaluatePlan's final numbers.
   WQ_ASSIGN_OR_RETURN(std::vector<int32_t> calib,
                       config::ReadTextRange(c.calibration.range(), "calibration", encode));
   WQ_ASSIGN_OR_RETURN(std::vector<int32_t> eval,
@@ -55,6 +56,12 @@ absl::StatusOr<std::unique_ptr<EvaluatorNode>> EvaluatorNode::Create(
   } else {
     WQ_ASSIGN_OR_RETURN(node->pipeline_, PipelineEvaluator::Create(
                                              c.model_dir, po, std::move(calib), std::move(eval)));
+  }
+  if (!c.heldout.text.empty()) {
+    WQ_ASSIGN_OR_RETURN(std::vector<int32_t> heldout,
+                        config::ReadTextRange(c.heldout, "evaluation.heldout", encode));
+    absl::Status s = node->pipeline_->SetHeldOut(std::move(heldout));
+    if (!s.ok() && log) log(absl::StrCat("evaluator: no held-out numbers: ", s.message()));
   }
   std::vector<std::vector<transport::ActivationTransport*>> replicas(c.replicas);
   for (int r = 0; r < c.replicas; ++r) {

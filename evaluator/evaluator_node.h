@@ -50,12 +50,15 @@ struct EvaluatorNodeOptions {
   std::string model_dir;                  // model.dir: tokenizer, embeddings, final norm, lm_head
   quant::CalibrationOptions calibration;  // calibration.*: the windows and the loss slice
   config::TextRange selection;            // evaluation.selection: the PPL term
-  int context = 256;                      // evaluation.context
-  int batch = 16;                         // evaluation.batch
-  int64_t calib_slice_tokens = 8192;      // evaluation.calib_slice_tokens
-  rl::LagrangeOptions lagrange;           // lagrange.*: the evaluator's λ updates
-  int stages = 1;                         // service.stages
-  int replicas = 1;                       // service.replicas
+  // evaluation.heldout: final numbers only (EvaluatePlan with text HELDOUT); none
+  // when its text is "" or shorter than one window.
+  config::TextRange heldout;
+  int context = 256;                  // evaluation.context
+  int batch = 16;                     // evaluation.batch
+  int64_t calib_slice_tokens = 8192;  // evaluation.calib_slice_tokens
+  rl::LagrangeOptions lagrange;       // lagrange.*: the evaluator's λ updates
+  int stages = 1;                     // service.stages
+  int replicas = 1;                   // service.replicas
   // The server and the calls to the learner: service.tls.*, service.max_message_bytes,
   // service.rpc_deadline_ms (also the actors' calls).
   net::PeerOptions peer;

@@ -52,7 +52,13 @@ grpc::Status EvaluatorService::EvaluatePlan(grpc::ServerContext*,
   double bits = 0;
   absl::StatusOr<quant::Plan> plan = CheckPlan(req->plan(), &bits);
   if (!plan.ok()) return ToGrpcStatus(plan.status());
-  absl::StatusOr<PlanEvaluation> e = queue_->EvaluateNow(*plan);
+  if (req->text() != v1::EVALUATION_TEXT_SELECTION && req->text() != v1::EVALUATION_TEXT_HELDOUT) {
+    return ToGrpcStatus(absl::InvalidArgumentError(
+        absl::StrCat("text: ", static_cast<int>(req->text()), " is not an EvaluationText")));
+  }
+  const bool heldout = req->text() == v1::EVALUATION_TEXT_HELDOUT;
+  absl::StatusOr<PlanEvaluation> e =
+      heldout ? queue_->HeldOutNow(*plan) : queue_->EvaluateNow(*plan);
   if (!e.ok()) return ToGrpcStatus(e.status());
   out->set_episode_id(plan->episode_id);
   out->set_plan_id(plan->plan_id);

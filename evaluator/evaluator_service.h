@@ -1,7 +1,8 @@
 // EvaluatorService: the Evaluator gRPC service (evaluator.proto), a thin
 // adapter over EvaluationQueue: validates the plan (INVALID_ARGUMENT naming the
 // field: fingerprint of another model, wrong action count, action out of
-// range, bad identifiers, non-finite bits), queues or evaluates it.
+// range, bad identifiers, non-finite bits), queues or evaluates it (EvaluatePlan:
+// on the selection slice, or on the held-out text for final numbers).
 // Thread-safety: handlers run concurrently; the queue is thread-safe.
 #ifndef WINDQUANT_EVALUATOR_EVALUATOR_SERVICE_H_
 #define WINDQUANT_EVALUATOR_EVALUATOR_SERVICE_H_

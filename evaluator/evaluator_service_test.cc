@@ -27,6 +27,8 @@ using ::windquant::testing::IsOk;
 using ::windquant::testing::StatusIs;
 constexpr absl::StatusCode kInvalid = absl::StatusCode::kInvalidArgument;
 constexpr size_t kMaxQueue = 2;
+constexpr int kContext = 16;
+constexpr size_t kHeldOutTokens = 300;
 
 // The pipeline and its stages are built once for the suite (loading the model and the
 // calibration pass take most of the test's time).
@@ -40,7 +42,7 @@ Pipeline* BuildPipeline() {
   auto p = std::make_unique<Pipeline>();
   const std::string dir = testing::RealModelDir();
   PipelineEvaluatorOptions o;
-  o.context = 16;
+  o.context = kContext;
   o.batch_size = 4;
   o.calib_slice_tokens = 200;
   o.eval_slice_tokens = 200;
@@ -52,6 +54,7 @@ Pipeline* BuildPipeline() {
   EXPECT_THAT(ev.status(), IsOk());
   if (!ev.ok()) return nullptr;
   p->evaluator = *std::move(ev);
+  EXPECT_THAT(p->evaluator->SetHeldOut(testing::RandomIds(kHeldOutTokens, 3)), IsOk());
   const int64_t layers = p->evaluator->config().num_hidden_layers;
   EXPECT_THAT(p->local.Add(dir, 0, layers / 2, 64), IsOk());
   EXPECT_THAT(p->local.Add(dir, layers / 2, layers, 64), IsOk());
@@ -244,6 +247,44 @@ TEST_F(EvaluatorServiceTest, EvaluateAnswersThePipelinesReportThenTheCachedOne) 
   EXPECT_TRUE(second.cached());
   EXPECT_EQ(second.perplexity(), first.perplexity());  // the same stored number
   EXPECT_EQ(second.effective_bits(), first.effective_bits());
+}
+
+TEST_F(EvaluatorServiceTest, EvaluateOnTheHeldOutTextMeasuresItsWindowsEveryTime) {
+  v1::EvaluatePlanRequest req;
+  *req.mutable_plan() = WirePlan("plan-heldout");
+  req.mutable_plan()->set_actions(0, static_cast<uint32_t>(quant::Action::k2));
+  v1::EvaluationReport selection;
+  ASSERT_THAT(Evaluate(req, &selection), IsOk());
+  req.set_text(v1::EVALUATION_TEXT_HELDOUT);
+  v1::EvaluationReport first, second;
+  ASSERT_THAT(Evaluate(req, &first), IsOk());
+  ASSERT_THAT(Evaluate(req, &second), IsOk());
+  // Every whole window of the held-out text, none of the selection slice's.
+  EXPECT_EQ(first.tokens(), static_cast<int64_t>(kHeldOutTokens / (kContext - 1)) * (kContext - 1));
+  EXPECT_GT(first.perplexity(), 1.0);
+  EXPECT_NE(first.perplexity(), selection.perplexity());
+  EXPECT_FALSE(first.cached());
+  EXPECT_FALSE(second.cached());
+  EXPECT_NEAR(second.perplexity(), first.perplexity(), 1e-9 * first.perplexity());
+  EXPECT_DOUBLE_EQ(first.effective_bits(), selection.effective_bits());
+  EXPECT_EQ(first.plan_id(), "plan-heldout");
+
+  req.set_text(static_cast<v1::EvaluationText>(7));
+  EXPECT_THAT(Evaluate(req, &first), StatusIs(kInvalid, "text: 7 is not"));
+}
+
+TEST_F(EvaluatorServiceTest, AnEvaluatorWithoutHeldOutTextRefusesItNamingTheKey) {
+  PipelineEvaluatorOptions o = pipeline_->evaluator->options();
+  auto bare = PipelineEvaluator::Create(testing::RealModelDir(), o, testing::RandomIds(600, 1),
+                                        testing::RandomIds(600, 2));
+  ASSERT_THAT(bare.status(), IsOk());
+  EXPECT_FALSE((*bare)->has_heldout());
+  EXPECT_THAT((*bare)->SetHeldOut(testing::RandomIds(kContext - 1, 3)),
+              StatusIs(kInvalid, "evaluation.heldout: 15 tokens, shorter than one window"));
+  EXPECT_FALSE((*bare)->has_heldout());
+  const quant::Plan plan = quant::Plan::FromProto(WirePlan());
+  EXPECT_THAT((*bare)->HeldOutPerplexity(pipeline_->local.stages, plan).status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition, "evaluation.heldout: the evaluator"));
 }
 
 }  // namespace

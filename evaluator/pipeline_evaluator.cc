@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <functional>
+#include <memory>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -330,6 +331,42 @@ absl::StatusOr<std::vector<quant::UnitTable>> PipelineEvaluator::Calibrate(
 std::string PipelineEvaluator::CalibrationFingerprint() const {
   return quant::CalibrationKey(options_.calibration_samples, options_.calibration_seq_len,
                                options_.calibration_seed, calibration_ids_);
+}
+
+absl::Status PipelineEvaluator::SetHeldOut(std::vector<int32_t> ids) {
+  if (static_cast<int64_t>(ids.size()) < options_.context) {
+    return absl::InvalidArgumentError(absl::StrCat("evaluation.heldout: ", ids.size(),
+                                                   " tokens, shorter than one window of ",
+                                                   options_.context));
+  }
+  WQ_RETURN_IF_ERROR(CheckTokenIds(ids, static_cast<int64_t>(ids.size()), config().vocab_size));
+  heldout_ids_ = std::move(ids);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<PlanEvaluation> PipelineEvaluator::HeldOutPerplexity(
+    const std::vector<ActivationTransport*>& stages, const quant::Plan& plan) {
+  if (heldout_ids_.empty()) {
+    return absl::FailedPreconditionError("evaluation.heldout: the evaluator has no held-out text");
+  }
+  WQ_ASSIGN_OR_RETURN(const model::PerplexityResult r,
+                      Perplexity(stages, PlanPass(&plan), heldout_ids_, 0));
+  PlanEvaluation e;
+  e.eval_nll = r.nll;
+  e.eval_ppl = r.perplexity;
+  e.tokens = r.tokens;
+  e.seconds = r.seconds;
+  return e;
+}
+
+PassSpec PipelineEvaluator::PlanPass(const quant::Plan* plan) {
+  PassSpec spec;  // empty plan id: full precision
+  if (plan != nullptr) {
+    spec.plan_id = PlanKey(*plan);
+    spec.model_fingerprint = plan->model_fingerprint;
+    spec.actions = std::make_shared<const std::vector<int>>(plan->actions);
+  }
+  return spec;
 }
 
 std::string PipelineEvaluator::PlanKey(const quant::Plan& plan) {

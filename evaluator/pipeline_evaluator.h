@@ -69,6 +69,13 @@ class PipelineEvaluator : public ReplicaEvaluator {
   const std::vector<int32_t>& calibration_ids() const { return calibration_ids_; }
   const std::vector<int32_t>& evaluation_ids() const { return evaluation_ids_; }
 
+  // The held-out text (evaluation.heldout, encoded without BOS): final numbers
+  // only, no step that chooses a plan reads it. Call once before the evaluator
+  // is shared between threads. INVALID_ARGUMENT for an id outside the vocabulary
+  // or a text shorter than one window of options().context.
+  absl::Status SetHeldOut(std::vector<int32_t> heldout_ids);
+  bool has_heldout() const { return !heldout_ids_.empty(); }
+
   // Checks that `stages` chain to the whole model: layers [0, L) contiguous.
   absl::Status CheckChain(const std::vector<transport::ActivationTransport*>& stages) const;
 
@@ -98,6 +105,17 @@ class PipelineEvaluator : public ReplicaEvaluator {
   absl::StatusOr<PlanEvaluation> Evaluate(
       const std::vector<transport::ActivationTransport*>& stages, const quant::Plan& plan) override;
 
+  // The perplexity of `plan` on the whole held-out text through `stages` (not
+  // cached: a run asks for a few plans' once). The result's eval_* fields and
+  // tokens are the held-out text's, effective_bits is 0 (the caller's table has
+  // it); no loss term. FAILED_PRECONDITION naming evaluation.heldout when there
+  // is no held-out text; Perplexity's errors.
+  absl::StatusOr<PlanEvaluation> HeldOutPerplexity(
+      const std::vector<transport::ActivationTransport*>& stages, const quant::Plan& plan) override;
+
+  // The pass of `plan` through the stages (nullptr: full precision).
+  static transport::PassSpec PlanPass(const quant::Plan* plan);
+
   // The stage-side plan id of `plan`: a digest of fingerprint + actions, so
   // identical plans share applied weights on the stages.
   static std::string PlanKey(const quant::Plan& plan);
@@ -117,6 +135,7 @@ class PipelineEvaluator : public ReplicaEvaluator {
   const model::LlamaModel head_;  // embeddings, final norm, lm_head
   const std::vector<int32_t> calibration_ids_;
   const std::vector<int32_t> evaluation_ids_;
+  std::vector<int32_t> heldout_ids_;  // set once before sharing (SetHeldOut)
 
   rl::PlanEvaluationCore core_;  // the reference and the cache of every replica
 };

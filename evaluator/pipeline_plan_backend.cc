@@ -1,19 +1,12 @@
 #include "evaluator/pipeline_plan_backend.h"
 
-#include <memory>
-
 #include "common/base/status_macros.h"
 #include "evaluator/pipeline_evaluator.h"
 
 namespace windquant::evaluator {
 
 absl::StatusOr<rl::SliceMeasurement> PipelinePlanBackend::Measure(const quant::Plan* plan) {
-  transport::PassSpec spec;  // empty plan id: full precision
-  if (plan != nullptr) {
-    spec.plan_id = PipelineEvaluator::PlanKey(*plan);
-    spec.model_fingerprint = plan->model_fingerprint;
-    spec.actions = std::make_shared<const std::vector<int>>(plan->actions);
-  }
+  const transport::PassSpec spec = PipelineEvaluator::PlanPass(plan);
   const PipelineEvaluatorOptions& o = evaluator_->options();
   rl::SliceMeasurement m;
   WQ_ASSIGN_OR_RETURN(

@@ -33,6 +33,13 @@ class ReplicaEvaluator {
   // Evaluates `plan` through `stages` (identical plans may be answered from a cache).
   virtual absl::StatusOr<rl::PlanEvaluation> Evaluate(
       const std::vector<transport::ActivationTransport*>& stages, const quant::Plan& plan) = 0;
+  // The perplexity of `plan` on the held-out text through `stages` (the
+  // eval_* fields and tokens are the held-out text's). FAILED_PRECONDITION
+  // when the evaluator has none (the default).
+  virtual absl::StatusOr<rl::PlanEvaluation> HeldOutPerplexity(
+      const std::vector<transport::ActivationTransport*>& /*stages*/, const quant::Plan& /*plan*/) {
+    return absl::FailedPreconditionError("evaluation.heldout: the evaluator has no held-out text");
+  }
 };
 
 }  // namespace windquant::evaluator

@@ -163,8 +163,8 @@ absl::StatusOr<rl::RunResult> RunInProcessJob(const config::RunConfig& config,
   WQ_ASSIGN_OR_RETURN(net::ChannelOptions co, net::ChannelOptionsFromConfig(svc, "in-process"));
   co.registry = &registry;
   Nodes nodes;
-  // The final result is the caller's (quantize's report): no final writer.
-  learner::LearnerNodeOptions lo = LearnerNodeOptionsFrom(config, /*write_final=*/false);
+  // Without write_final the final result is the caller's (quantize's report).
+  learner::LearnerNodeOptions lo = LearnerNodeOptionsFrom(config, options.write_final);
   lo.publisher = options.publisher;
   lo.expected_table_fingerprint = options.expected_fingerprint;
   WQ_ASSIGN_OR_RETURN(nodes.learner,
@@ -203,6 +203,8 @@ absl::StatusOr<rl::RunResult> RunInProcessJob(const config::RunConfig& config,
 
   learner::LearnerCore& core = nodes.learner->core();
   WQ_RETURN_IF_ERROR(WaitForLearner(core, config, options.stall_timeout));
+  // The finisher measures plans through the evaluator: every node serves until it is done.
+  if (options.write_final && core.Status().done) nodes.learner->WaitForFinal();
   std::shared_ptr<const quant::UnitTable> table = core.SharedTable();
   if (options.expected_table != nullptr) {
     if (table == nullptr)

@@ -5,7 +5,8 @@
 // in-process gRPC channel (no sockets between them; every server also listens
 // on a free loopback port, so `windquant status --learner` can watch the run).
 // Runs until the learner is done (curriculum finished, candidates evaluated)
-// or stopped (stop_after_updates), then stops every node and returns the
+// or stopped (stop_after_updates) and, with write_final, its final artifacts
+// are written, then stops every node and returns the
 // learner's result. The learner resumes from output.dir as windquant-learner
 // does; clearing output.dir for a fresh run is the caller's.
 #ifndef WINDQUANT_JOB_IN_PROCESS_JOB_H_
@@ -72,6 +73,12 @@ struct InProcessJobOptions {
   // When set: filled on success (not when stopped early) with what the
   // actors fitted, so that the caller does not fit the model again.
   ActorFits* actor_fits = nullptr;
+  // When set: the learner writes the distributed run's final artifacts into
+  // output.dir/final (run_finisher.h: the plan, report.json with the search
+  // rows measured through the evaluator) before the job returns, as
+  // windquant-learner does; with output.export the learner has no actors to
+  // assemble from (FAILED_PRECONDITION in its log, nothing written).
+  bool write_final = false;
 };
 
 // The stages' fits and statistics as one StageFits over all layers (units in

@@ -4,6 +4,7 @@
 // service.stages/replicas set).
 #include "job/in_process_job.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -11,6 +12,8 @@
 #include <string>
 #include <utility>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/match.h"
@@ -285,6 +288,61 @@ TEST(InProcessJobTest, AScreenedRunSendsTheModelToTheActorsAndCompletes) {
                               at != absl::string_view::npos && line.substr(at + 11, 2) != "0 ");
   }
   EXPECT_TRUE(learned_predicted) << "no update learned from a screened-out sample\n" << err;
+}
+
+// The distributed run's own report (the learner's output.dir/final, as
+// windquant-learner writes it): beside RL's plan the search with restarts and
+// the screened search, each given exactly the RL run's real evaluations
+// through the evaluator, every row measured on the held-out text, and the
+// returned plan (the lowest selection perplexity) named in report.json and plan.json.
+TEST(InProcessJobTest, TheLearnersReportHasTheSearchRowsAtTheRunsEvaluationCount) {
+  const ::windquant::testing::ScopedTestDir scoped("in_process_job_report_test");
+  const std::string dir = scoped.path();
+  absl::StatusOr<config::RunConfig> c = JobConfig(dir);
+  ASSERT_TRUE(c.ok()) << c.status();
+  c->output.export_model = false;  // the in-process learner has no actors to assemble from
+  InProcessJobOptions o;
+  o.incarnation_seed = 11;
+  o.stall_timeout = absl::Minutes(3);
+  o.write_final = true;
+  LogLines log;
+  o.log = log.Sink();
+  absl::StatusOr<rl::RunResult> r = RunInProcessJob(*c, o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_GT(r->real_evaluations, 0);
+  const std::string final_dir = c->output.dir + "/final";
+  std::ifstream in(final_dir + "/report.json");
+  ASSERT_TRUE(in.good()) << "no report.json\n" << log.Joined();
+  const nlohmann::json j = nlohmann::json::parse(in);
+  EXPECT_EQ(j.at("rl_real_evaluations"), r->real_evaluations);
+  for (const char* key : {"search", "screened_search"}) {
+    ASSERT_TRUE(j.contains(key)) << key << "\n" << j.dump(2);
+    EXPECT_EQ(j[key].at("evaluations"), r->real_evaluations) << key;
+    EXPECT_EQ(j[key].at("rl_evaluations"), r->real_evaluations) << key;
+  }
+  const std::vector<std::string> names = {"rl", "search", "screened-search"};
+  ASSERT_EQ(j.at("plans").size(), names.size()) << j.dump(2);
+  double lowest = 1e300;
+  for (size_t i = 0; i < names.size(); ++i) {
+    const nlohmann::json& row = j["plans"][i];
+    EXPECT_EQ(row.at("name"), names[i]);
+    ASSERT_TRUE(row.at("heldout_ppl").is_number()) << row.dump() << "\n" << j.dump(2);
+    ASSERT_TRUE(row.at("selection_ppl").is_number()) << row.dump();
+    EXPECT_GT(row["heldout_ppl"].get<double>(), 1.0) << row.dump();
+    EXPECT_LT(row["heldout_ppl"].get<double>(), 1e6) << row.dump();
+    EXPECT_LE(row.at("bits").get<double>(), kTargetBits + kBitsSlack) << row.dump();
+    lowest = std::min(lowest, row["selection_ppl"].get<double>());
+  }
+  EXPECT_EQ(j["plans"][0].at("selection_ppl").get<double>(), r->best.evaluation.eval_ppl);
+  const std::string origin = j.at("returned_plan_origin");
+  const std::set<std::string> origins = {"rl", "greedy-of-policy", "lagrange", "search",
+                                         "screened-search"};
+  EXPECT_EQ(origins.count(origin), 1u) << origin;
+  EXPECT_EQ(j.at("returned").at("origin"), origin);
+  EXPECT_EQ(j["returned"].at("selection_ppl").get<double>(), lowest);
+  std::ifstream plan(final_dir + "/plan.json");
+  EXPECT_EQ(nlohmann::json::parse(plan).at("source"), origin);
+  EXPECT_GE(log.Count("finish: screened-search: "), 1) << log.Joined();
 }
 
 }  // namespace

@@ -2,12 +2,37 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "common/config/run_digest.h"
+#include "job/final_searches.h"
 #include "learner/run_finisher.h"
 
 namespace windquant::job {
+namespace {
+
+// The report's search rows, measured through the evaluator (options->measure);
+// when they fail, the report says why and keeps RL's row.
+void AddFinalSearches(const config::RunConfig& c, const rl::RunResult& result,
+                      const quant::UnitTable& table, learner::FinishOptions* options) {
+  if (!options->measure || result.best.actions.empty()) {
+    options->searches_note = "searches not run: no evaluator to measure plans or no RL plan";
+    return;
+  }
+  absl::StatusOr<std::vector<learner::FinalSearch>> searches =
+      RunFinalSearches(table, c.curriculum.target_bits.back(), c.training.seed,
+                       result.real_evaluations, options->measure, options->log);
+  if (searches.ok()) {
+    options->searches = *std::move(searches);
+  } else {
+    options->searches_note = absl::StrCat("searches not run: ", searches.status().message());
+    if (options->log) options->log(absl::StrCat("finish: ", options->searches_note));
+  }
+}
+
+}  // namespace
 
 int64_t EvaluationTokens(const config::RunConfig& c) {
   const std::vector<int64_t>& r = c.evaluation.selection.tokens;
@@ -74,6 +99,7 @@ learner::LearnerNodeOptions LearnerNodeOptionsFrom(const config::RunConfig& c, b
       options.context = c.evaluation.context;
       options.batch = c.evaluation.batch;
       options.export_model = c.output.export_model;
+      AddFinalSearches(c, result, table, &options);
       return learner::WriteFinalArtifacts(result, table, run_id, dir, options);
     };
   }

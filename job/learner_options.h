@@ -33,7 +33,9 @@ learner::RunPublisherOptions RunPublisherOptionsFrom(const config::RunConfig& co
 
 // The core's options, service.* and service.rpc_deadline_ms; with
 // `write_final`, the final artifacts of the config (run_finisher.h) once the
-// run is done. The caller adds the publisher and the table fingerprint.
+// run is done, with the search rows (final_searches.h: the RL run's count of
+// real evaluations each, training.seed) measured through the evaluator. The caller adds the
+// publisher and the table fingerprint.
 learner::LearnerNodeOptions LearnerNodeOptionsFrom(const config::RunConfig& config,
                                                    bool write_final);
 

@@ -41,6 +41,7 @@ evaluator::EvaluatorNodeOptions EvaluatorNodeOptionsFrom(const config::RunConfig
   o.model_dir = config.model.dir;
   o.calibration = config.calibration;
   o.selection = config.evaluation.selection;
+  o.heldout = config.evaluation.heldout;
   o.context = config.evaluation.context;
   o.batch = config.evaluation.batch;
   o.calib_slice_tokens = config.evaluation.calib_slice_tokens;

@@ -23,7 +23,7 @@ quant::SessionOptions SessionOptionsFrom(const config::RunConfig& config);
 // training.episodes_per_update, training.seed, training.screen_samples, ppo.hidden, env.*.
 actor::ActorNodeOptions ActorNodeOptionsFrom(const config::RunConfig& config);
 
-// model.dir, calibration.*, evaluation.selection, evaluation.context,
+// model.dir, calibration.*, evaluation.selection, evaluation.heldout, evaluation.context,
 // evaluation.batch, evaluation.calib_slice_tokens, lagrange.*, service.stages,
 // service.replicas, service.tls.*, service.max_message_bytes, service.rpc_deadline_ms,
 // output.dir (the evaluator's queue directory).

@@ -11,6 +11,7 @@
 #include "common/base/files.h"
 #include "common/base/status_macros.h"
 #include "common/report/html_report.h"
+#include "learner/final_rows.h"
 
 namespace windquant::job {
 namespace {
@@ -153,8 +154,7 @@ std::string SliceNote(const QuantizeReport& r) {
 }  // namespace
 
 std::string ReturnedPlanOrigin(const std::string& learner_source) {
-  if (learner_source == "rl-greedy") return "greedy-of-policy";
-  return learner_source.empty() ? "rl" : learner_source;
+  return learner::PlanOrigin(learner_source);  // the distributed report's names too
 }
 
 quant::Plan ReturnedPlan(const quant::UnitTable& table, const rl::RunResult& training,

@@ -1,8 +1,12 @@
 #include "learner/learner_node.h"
 
+#include <optional>
+#include <utility>
+
 #include "common/base/status_macros.h"
 #include "common/net/channel.h"
 #include "common/net/status_convert.h"
+#include "common/quant/plan.h"
 
 namespace windquant::learner {
 
@@ -86,9 +90,74 @@ void LearnerNode::FinishWhenDone() {
     auto ready = [this]()
                      ABSL_EXCLUSIVE_LOCKS_REQUIRED(finish_mu_) { return run_done_ || stopping_; };
     finish_mu_.Await(absl::Condition(&ready));
-    if (!run_done_) return;  // stopped before the end
+    if (!run_done_) {  // stopped before the end
+      final_written_ = true;
+      return;
+    }
   }
   Finish();
+}
+
+void LearnerNode::MarkFinalWritten() {
+  absl::MutexLock lock(&finish_mu_);
+  final_written_ = true;
+}
+
+void LearnerNode::WaitForFinal() {
+  if (!options_.write_final) return;
+  absl::MutexLock lock(&finish_mu_);
+  auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(finish_mu_) {
+    return !run_done_ || final_written_ || stopping_;
+  };
+  finish_mu_.Await(absl::Condition(&ready));
+}
+
+absl::StatusOr<TextMeasurement> LearnerNode::MeasureOnEvaluator(const std::vector<int>& actions,
+                                                                PlanText text) {
+  std::shared_ptr<const quant::UnitTable> table = core_->SharedTable();
+  if (table == nullptr || evaluator_ == nullptr) {
+    return absl::UnavailableError("finish: no unit table or no evaluator to measure plans");
+  }
+  const double target = options_.core.curriculum.target_bits.empty()
+                            ? 0
+                            : options_.core.curriculum.target_bits.back();
+  v1::EvaluatePlanRequest req;
+  quant::Plan::Make(*table, actions, "final", target).ToProto(*table, req.mutable_plan());
+  req.set_text(text == PlanText::kHeldOut ? v1::EVALUATION_TEXT_HELDOUT
+                                          : v1::EVALUATION_TEXT_SELECTION);
+  v1::EvaluationReport reply;
+  grpc::ClientContext ctx;
+  // A model-sized pass (a whole text through every stage): the evaluation's allowance.
+  net::ConfigureContext(ctx, options_.core.evaluation_allowance);
+  net::Canceller::Scope scope(&final_calls_, &ctx);
+  if (scope.cancelled()) return net::FromGrpcStatus(net::CancelledStatus());
+  WQ_RETURN_IF_ERROR(net::FromGrpcStatus(evaluator_->EvaluatePlan(&ctx, req, &reply)));
+  return TextMeasurement{reply.perplexity(), reply.tokens()};
+}
+
+std::optional<FinalArtifacts> LearnerNode::WriteFinal(const std::string& dir,
+                                                      const std::string& run_id) {
+  auto log = [this](const std::string& line) {
+    if (log_) log_(line);
+  };
+  std::shared_ptr<const quant::UnitTable> table = core_->SharedTable();
+  if (table == nullptr) return std::nullopt;  // done implies a table; nothing to write otherwise
+  FinishOptions fo;
+  fo.actors = options_.export_actors;
+  fo.export_options.rpc_deadline = options_.rpc_deadline;
+  fo.export_options.log = log;
+  fo.log = log;
+  fo.measure = [this](const std::vector<int>& actions, PlanText text) {
+    return MeasureOnEvaluator(actions, text);
+  };
+  absl::StatusOr<FinalArtifacts> final_files =
+      options_.write_final(core_->Result(), *table, run_id, dir, fo);
+  if (!final_files.ok()) {
+    log(absl::StrCat("learner: final artifacts not written: ", final_files.status().message()));
+    return std::nullopt;
+  }
+  log(absl::StrCat("learner: final artifacts in ", dir));
+  return *std::move(final_files);
 }
 
 void LearnerNode::Finish() {
@@ -101,26 +170,15 @@ void LearnerNode::Finish() {
     if (there.ok() && *there) {
       log(absl::StrCat("learner: the run's result is in the store already (", publisher->Describe(),
                        "plans/final)"));
+      MarkFinalWritten();
       return;
     }
   }
-  std::shared_ptr<const quant::UnitTable> table = core_->SharedTable();
-  if (table == nullptr) return;  // done implies a table; nothing to write otherwise
   const std::string dir = options_.core.dir + "/final";
-  const std::string run_id = publisher != nullptr ? publisher->run_id() : "local";
-  FinishOptions fo;
-  fo.actors = options_.export_actors;
-  fo.export_options.rpc_deadline = options_.rpc_deadline;
-  fo.export_options.log = log;
-  fo.log = log;
-  absl::StatusOr<FinalArtifacts> final_files =
-      options_.write_final(core_->Result(), *table, run_id, dir, fo);
-  if (!final_files.ok()) {
-    log(absl::StrCat("learner: final artifacts not written: ", final_files.status().message()));
-    return;
-  }
-  log(absl::StrCat("learner: final artifacts in ", dir));
-  if (publisher == nullptr) return;
+  const std::optional<FinalArtifacts> final_files =
+      WriteFinal(dir, publisher != nullptr ? publisher->run_id() : "local");
+  MarkFinalWritten();
+  if (!final_files.has_value() || publisher == nullptr) return;
   publisher->PublishFinal(dir, final_files->entries, final_files->metadata);
   // Waits while the store takes them (retrying while it is down), until Stop.
   while (!publisher->Flush(absl::Seconds(1))) {
@@ -131,6 +189,7 @@ void LearnerNode::Finish() {
 }
 
 void LearnerNode::StopClients() {
+  final_calls_.Cancel();
   if (sender_ != nullptr) sender_->Stop();
 }
 

@@ -15,7 +15,10 @@
 // to the store as they are made; with write_final, once the run is done (or
 // at Create, for a run that was done before but whose result the store
 // lacks), a thread writes the final artifacts (run_finisher.h) into
-// output.dir/final and pushes them as the run's "final" plan.
+// output.dir/final and pushes them as the run's "final" plan. Their search
+// rows and held-out numbers are measured by the evaluator (Evaluator.
+// EvaluatePlan, each call under the evaluation allowance,
+// service.evaluation_timeout_ms), which must serve until then.
 //
 // Thread-safety: Create/Connect/Stop from one thread; core() and server() are
 // thread-safe.
@@ -24,6 +27,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -33,6 +37,7 @@
 #include "absl/time/time.h"
 #include "common/base/log.h"
 #include "common/metrics/registry.h"
+#include "common/net/canceller.h"
 #include "common/net/server.h"
 #include "grpcpp/channel.h"
 #include "learner/candidate_sender.h"
@@ -92,6 +97,10 @@ class LearnerNode {
   // a run still going), then drains the server (in-flight calls finish).
   // Idempotent.
   void Stop();
+  // With write_final and a done run: waits until the final artifacts are
+  // written into output.dir/final or given up (not for the store's push);
+  // returns at once otherwise, or once Stop/StopClients began.
+  void WaitForFinal();
 
   LearnerCore& core() { return *core_; }
   net::GrpcServer& server() { return *server_; }
@@ -103,6 +112,12 @@ class LearnerNode {
   // The finisher thread: waits for the end of the run, then Finish().
   void FinishWhenDone();
   void Finish();
+  // Writes the final artifacts; nullopt when they were not written (logged).
+  std::optional<FinalArtifacts> WriteFinal(const std::string& dir, const std::string& run_id);
+  // A plan's perplexity measured by the evaluator (FinishOptions::measure).
+  absl::StatusOr<TextMeasurement> MeasureOnEvaluator(const std::vector<int>& actions,
+                                                     PlanText text);
+  void MarkFinalWritten();
 
   base::LogSink log_;
   LearnerNodeOptions options_;
@@ -110,6 +125,8 @@ class LearnerNode {
   absl::Mutex finish_mu_;
   bool run_done_ ABSL_GUARDED_BY(finish_mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(finish_mu_) = false;
+  bool final_written_ ABSL_GUARDED_BY(finish_mu_) = false;  // or given up
+  net::Canceller final_calls_;                              // the finisher's calls to the evaluator
   std::thread finisher_;
   std::unique_ptr<LearnerCore> core_;
   std::unique_ptr<LearnerService> service_;

@@ -21,7 +21,8 @@ namespace {
 namespace fs = std::filesystem;
 
 report::ReportData MakeReport(const FinishOptions& c, const rl::RunResult& r,
-                              const quant::UnitTable& table, const std::string& run_id) {
+                              const quant::UnitTable& table, const std::string& run_id,
+                              const FinalRows& rows) {
   const double nan = std::nan("");
   auto finite = [nan](double x) { return std::isfinite(x) ? x : nan; };
   report::ReportData d;
@@ -46,6 +47,9 @@ report::ReportData MakeReport(const FinishOptions& c, const rl::RunResult& r,
       d.winner = "lagrange";
     }
   }
+  for (size_t i = 1; i < rows.rows.size(); ++i) {  // the searches, on the same slice
+    d.points.push_back({rows.rows[i].name, rows.rows[i].bits, finite(rows.rows[i].selection_ppl)});
+  }
   for (const rl::UpdateRecord& u : r.curve) {
     report::TrainingRow row;
     row.update = u.update;
@@ -68,7 +72,41 @@ report::ReportData MakeReport(const FinishOptions& c, const rl::RunResult& r,
                       r.resumed_from_update >= 0
                           ? absl::StrFormat("; resumed from update %d", r.resumed_from_update)
                           : ""));
+  d.notes.push_back(absl::StrFormat(
+      "Returned plan: %s (the lowest selection perplexity of RL and the searches). The "
+      "searches: (1+1) local search from the Lagrangian plan with restarts, and the same "
+      "search screened by the reward model RL uses, each given the RL run's %d real plan "
+      "evaluations, measured by the evaluator on the selection slice.%s%s",
+      rows.origin, rows.rl_evaluations,
+      rows.searches_note.empty() ? "" : absl::StrCat(" ", rows.searches_note, "."),
+      rows.heldout_note.empty() ? "" : absl::StrCat(" ", rows.heldout_note, ".")));
   return d;
+}
+
+// The store manifest's metadata: the returned plan (its origin as "source"
+// and "returned_plan_origin"), its perplexity on the held-out text when
+// measured (else the selection slice), and the evaluation counts.
+std::map<std::string, std::string> ManifestMetadata(const rl::RunResult& r, const FinalRows& rows,
+                                                    const quant::Plan& plan, double target) {
+  const FinalRow& returned = rows.rows[rows.returned];
+  const bool heldout = returned.heldout_tokens > 0;
+  std::map<std::string, std::string> m = {
+      {"effective_bits", absl::StrFormat("%.6f", returned.bits)},
+      {"perplexity",
+       absl::StrFormat("%.6f", heldout ? returned.heldout_ppl : returned.selection_ppl)},
+      {"perplexity_on", heldout ? "held-out text" : "evaluation slice"},
+      {"selection_perplexity", absl::StrFormat("%.6f", returned.selection_ppl)},
+      {"plan_id", plan.plan_id},
+      {"source", rows.origin},
+      {"returned_plan_origin", rows.origin},
+      {"rl_real_evaluations", absl::StrCat(r.real_evaluations)},
+      {"update", absl::StrCat(r.best.update)},
+      {"target_bits", absl::StrFormat("%g", target)}};
+  for (const FinalSearch& s : rows.searches) {
+    m[absl::StrCat(s.name == "screened-search" ? "screened_search" : s.name, "_evaluations")] =
+        absl::StrCat(s.evaluations);
+  }
+  return m;
 }
 
 }  // namespace
@@ -80,33 +118,25 @@ absl::StatusOr<FinalArtifacts> WriteFinalArtifacts(const rl::RunResult& r,
                                                    const FinishOptions& options) {
   const FinishOptions& c = options;
   const base::LogSink& log = options.log;
-  if (r.best.actions.empty()) {
-    return absl::FailedPreconditionError("finish: the run has no feasible plan");
-  }
   const fs::path dir(dir_name);
   const double target = c.target_bits;
-  quant::Plan plan = quant::Plan::Make(table, r.best.actions, r.best.source, target);
-  plan.policy_version = r.best.policy_version;
+  WQ_ASSIGN_OR_RETURN(
+      const FinalRows rows,
+      MeasureFinalRows(r, table, target, options.searches, options.searches_note, options.measure));
+  const FinalRow& returned = rows.rows[rows.returned];
+  quant::Plan plan = quant::Plan::Make(table, returned.actions, rows.origin, target);
+  if (rows.returned == 0) plan.policy_version = r.best.policy_version;
   WQ_RETURN_IF_ERROR(quant::WritePlanFiles(plan, table, dir.string()));
   FinalArtifacts out;
   out.entries = {"plan.json", "plan.bin", "report.json", "report.html"};
-  const rl::PlanEvaluation& e = r.best.evaluation;
-  out.metadata = {{"effective_bits", absl::StrFormat("%.6f", e.effective_bits)},
-                  {"perplexity", absl::StrFormat("%.6f", e.eval_ppl)},
-                  {"perplexity_on", "evaluation slice"},
-                  {"plan_id", plan.plan_id},
-                  {"source", r.best.source},
-                  {"rl_real_evaluations", absl::StrCat(r.real_evaluations)},
-                  {"update", absl::StrCat(r.best.update)},
-                  {"target_bits", absl::StrFormat("%g", target)}};
+  out.metadata = ManifestMetadata(r, rows, plan, target);
 
-  const report::ReportData data = MakeReport(c, r, table, run_id);
+  const report::ReportData data = MakeReport(c, r, table, run_id, rows);
   WQ_RETURN_IF_ERROR(report::ValidateReportData(data));
   nlohmann::json j = nlohmann::json::parse(report::ToJson(data));
   j["run_id"] = run_id;
   j["plan_id"] = plan.plan_id;
-  j["returned_plan_origin"] = r.best.source;
-  j["rl_real_evaluations"] = r.real_evaluations;  // the whole run's, resumes included
+  AddFinalRowsJson(rows, r.best.source, &j);
   if (c.export_model) {
     if (options.actors.empty()) {
       return absl::FailedPreconditionError(
@@ -115,12 +145,12 @@ absl::StatusOr<FinalArtifacts> WriteFinalArtifacts(const rl::RunResult& r,
     WQ_ASSIGN_OR_RETURN(
         const ExportSummary x,
         AssembleExport(options.export_options, options.actors, table, plan, dir.string()));
-    // What was measured: the evaluator's perplexity of this plan as the actors apply it
+    // What was measured: the evaluator's perplexity of the plan as the actors apply it
     // (the weights the quantized checkpoint decodes to; fake_quant rounds them to F16),
     // not a reload of the exported model by the learner.
     j["exported"] = {{"model", "fake_quant"},
                      {"quantized", "quantized"},
-                     {"perplexity", e.eval_ppl},
+                     {"perplexity", returned.selection_ppl},
                      {"measured_by", "evaluator"},
                      {"measured_on", "evaluation.selection"},
                      {"text", c.selection.text},
@@ -133,12 +163,12 @@ absl::StatusOr<FinalArtifacts> WriteFinalArtifacts(const rl::RunResult& r,
                      {"export_seconds", x.seconds}};
     out.entries.push_back("quantized");
     out.entries.push_back("fake_quant");
-    out.metadata["exported_perplexity"] = absl::StrFormat("%.6f", e.eval_ppl);
+    out.metadata["exported_perplexity"] = absl::StrFormat("%.6f", returned.selection_ppl);
     if (log) {
       log(absl::StrFormat(
           "finish: exported %s from %d stages in %.1f s (%d bytes pulled; evaluator's PPL %.4f "
           "on %s)",
-          dir_name, options.actors.size(), x.seconds, x.pulled_bytes, e.eval_ppl,
+          dir_name, options.actors.size(), x.seconds, x.pulled_bytes, returned.selection_ppl,
           c.selection.text));
     }
   }

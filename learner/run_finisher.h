@@ -1,12 +1,17 @@
 // RunFinisher: the result of a distributed run, written by the learner when
 // its curriculum is done (`windquant quantize` writes its own, richer one):
-//   plan.json, plan.bin      the best feasible plan (of the learner's table,
-//                            whose fingerprint every path computes alike)
-//   report.json, report.html the run's report (common/report): the best plan
-//                            and the final stage's reference at the
-//                            evaluator's perplexity (evaluation slice), bits
+//   plan.json, plan.bin      the returned plan (of the learner's table, whose
+//                            fingerprint every path computes alike): the
+//                            lowest selection perplexity of RL's best feasible
+//                            plan and the searches' (final_rows.h)
+//   report.json, report.html the run's report (common/report): the best plan,
+//                            the searches' and the final stage's reference at
+//                            the evaluator's perplexity (evaluation slice), bits
 //                            per unit, the training curve; report.json also
-//                            has "run_id" and, when exported, "exported"
+//                            has "run_id", the rows of `windquant quantize`
+//                            (RL and the searches on the selection slice and
+//                            the held-out text, their evaluation counts, the
+//                            returned plan's origin) and, when exported, "exported"
 //   quantized/, fake_quant/  with output.export: the exported model, assembled from
 //                            the stages' actors (export_assembler.h): the learner
 //                            owns no layers and loads no weights; report.json's
@@ -29,6 +34,7 @@
 #include "common/quant/unit_table.h"
 #include "common/rl/run_result.h"
 #include "learner/export_assembler.h"
+#include "learner/final_rows.h"
 
 namespace windquant::learner {
 
@@ -49,6 +55,13 @@ struct FinishOptions {
   std::vector<ExportStageActors> actors;
   ExportAssemblerOptions export_options;
   base::LogSink log;
+  // The evaluator's measurements of a plan (LearnerNode binds Evaluator.EvaluatePlan);
+  // null: the report has RL's row from its evaluation and no held-out numbers.
+  PlanMeasurer measure;
+  // The searches run beside RL (job/final_searches.h); searches_note says why
+  // there are none.
+  std::vector<FinalSearch> searches;
+  std::string searches_note;
 };
 
 // Writes the files above into `dir`. FAILED_PRECONDITION when the run has no

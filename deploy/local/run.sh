@@ -2,8 +2,8 @@
 # Starts the distributed topology of DESIGN.md section 5 as local processes on
 # 127.0.0.1 from one run config: one learner, one evaluator and
 # STAGES x REPLICAS actors; waits for the run to finish (the learner's
-# curriculum is done), prints the final status and the best plan, and stops
-# every process with SIGTERM.
+# curriculum is done and its final result written), prints the final status
+# and the best plan, and stops every process with SIGTERM.
 #
 #   deploy/local/run.sh --config configs/stories260k.yaml --bin build/ \
 #       [--stages 2] [--replicas 2] [--out /tmp/wq-run] [--timeout 600] [--set k=v]...
@@ -173,6 +173,23 @@ wait_for_log() {  # file pattern
   return 1
 }
 
+# After `done` the learner writes the run's result (output.dir/final), whose
+# search rows and held-out numbers the evaluator measures: every process serves
+# until report.json is there, the learner gave up on it (its log says why) or
+# the store had it already, or TIMEOUT seconds pass.
+wait_for_final() {
+  local deadline=$((SECONDS + TIMEOUT)) final="${LEARNER_DIR:-$OUT/run}/final/report.json"
+  while ((SECONDS < deadline)); do
+    [[ -f "$final" ]] && return 0
+    grep -qE "final artifacts not written|result is in the store already" \
+      "$OUT/logs/learner.log" 2>/dev/null && return 1
+    kill -0 "${PIDS[learner]}" 2>/dev/null || return 1
+    sleep 0.5
+  done
+  echo "run.sh: timed out after ${TIMEOUT}s waiting for $final" >&2
+  return 1
+}
+
 main() {
   parse_args "$@"
   plan_topology
@@ -181,6 +198,11 @@ main() {
   echo "run.sh: learner $LEARNER_ADDR, evaluator $EVALUATOR_ADDR, $STAGES stages x $REPLICAS replicas; logs in $OUT/logs"
   print_metrics_urls
   wait_for done '[[ $v == true ]]'
+  if wait_for_final; then
+    echo "final result: ${LEARNER_DIR:-$OUT/run}/final"
+  else
+    echo "run.sh: no final result written here (see $OUT/logs/learner.log)" >&2
+  fi
   status
   if [[ -f "$OUT/run/best/best.json" || -d "$OUT/run/best" ]]; then
     echo "best plan: $OUT/run/best"; ls "$OUT/run/best"

@@ -1,0 +1,99 @@
+// The rows of a distributed run's final report beside the RL plan: the search
+// with restarts and the same search screened by the reward model, each given
+// the RL run's count of real plan evaluations on the selection slice (the
+// caller runs them, job/final_searches.h, through a PlanMeasurer), then every
+// row's plan measured by the evaluator on the selection slice and the
+// held-out text (apart: report.json's whole_ppl is null), and the plan the run returns: the lowest
+// selection perplexity within the target, as `windquant quantize` returns (job/plan_measurement.h
+// PickReturned; report.json uses its field names). Memory: a few plans (one int per unit each).
+// Stateless; thread-compatible.
+#ifndef WINDQUANT_LEARNER_FINAL_ROWS_H_
+#define WINDQUANT_LEARNER_FINAL_ROWS_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "absl/status/statusor.h"
+#include "common/quant/unit_table.h"
+#include "common/rl/run_result.h"
+
+namespace windquant::learner {
+
+// What the evaluator measures a plan on (Evaluator.EvaluatePlan's text).
+enum class PlanText { kSelection, kHeldOut };
+
+struct TextMeasurement {
+  double perplexity = 0;
+  int64_t tokens = 0;  // predicted tokens of the text
+};
+
+// A plan's perplexity on `text` (its actions over the run's unit table): the
+// evaluator's, through Evaluator.EvaluatePlan (LearnerNode binds it).
+// FAILED_PRECONDITION on kHeldOut when the evaluator has no held-out text.
+using PlanMeasurer =
+    std::function<absl::StatusOr<TextMeasurement>(const std::vector<int>& actions, PlanText text)>;
+
+// The name of where a plan of the learner came from (its candidate source) in
+// the reports: "rl" (a sampled episode), "greedy-of-policy" (the learner's
+// "rl-greedy": the policy's argmax plan after an update), "lagrange" (the
+// reference plan); any other source as it is.
+std::string PlanOrigin(const std::string& learner_source);
+
+// A search run beside the RL run, as SearchResult (job/search_baseline.h)
+// reports it.
+struct FinalSearch {
+  std::string name;                // its row: "search" or "screened-search"
+  std::vector<int> actions;        // its best plan (lowest selection perplexity)
+  double selection_ppl = 0;        // as the search measured it
+  double start_selection_ppl = 0;  // the Lagrangian start plan's
+  int64_t evaluations = 0;         // real plan evaluations (distinct plans measured)
+  int64_t accepted = 0, restarts = 0, repeats = 0, proposals = 0, screened = 0;
+  uint64_t seed = 0;
+};
+
+struct FinalRow {
+  std::string name;  // "rl", "search", "screened-search"
+  std::vector<int> actions;
+  double bits = 0;
+  double selection_ppl = 0;
+  double heldout_ppl = 0;      // valid when heldout_tokens > 0
+  int64_t heldout_tokens = 0;  // 0: not measured
+};
+
+struct FinalRows {
+  std::vector<FinalRow> rows;  // "rl" first, then the searches in their order
+  size_t returned = 0;         // the row returned (plan.json, the export)
+  std::string origin;          // its origin: PlanOrigin of RL's source, or the search's name
+  std::string heldout_note;    // why there are no held-out numbers ("" = measured)
+  std::string searches_note;   // why there are no search rows ("" = run)
+  std::vector<FinalSearch> searches;
+  int64_t rl_evaluations = 0;  // RunResult::real_evaluations
+};
+
+// Measures RL's best plan and each search's best plan with `measure` (null:
+// RL's row from its evaluation, no held-out numbers) on both texts and picks
+// the returned row: the
+// lowest selection perplexity within `target_bits` (relative slack 1e-9),
+// ties to the earlier row (RL). A failed measurement (an evaluator gone, the
+// node stopping) leaves every row without held-out numbers (heldout_note says
+// why) and, when on the selection slice, with the perplexities the run and
+// the searches measured: the run's result is written still.
+// FAILED_PRECONDITION when the run has no feasible plan.
+absl::StatusOr<FinalRows> MeasureFinalRows(const rl::RunResult& result,
+                                           const quant::UnitTable& table, double target_bits,
+                                           std::vector<FinalSearch> searches,
+                                           const std::string& searches_note,
+                                           const PlanMeasurer& measure);
+
+// Adds the rows to report.json as `windquant quantize` names them: "plans",
+// "returned", "returned_plan_origin", "rl_real_evaluations", "search",
+// "screened_search" and the notes; `rl_source` is RL's candidate source.
+void AddFinalRowsJson(const FinalRows& rows, const std::string& rl_source, nlohmann::json* report);
+
+}  // namespace windquant::learner
+
+#endif  // WINDQUANT_LEARNER_FINAL_ROWS_H_

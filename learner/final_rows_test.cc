@@ -1,0 +1,185 @@
+// The rows of the distributed report beside RL's plan: which plan is
+// returned, what a failed measurement leaves, the names report.json and the
+// store manifest give them (those of `windquant quantize`).
+#include "learner/final_rows.h"
+
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/rl/synthetic_table.h"
+#include "common/testing/scoped_test_dir.h"
+#include "gtest/gtest.h"
+#include "learner/run_finisher.h"
+
+namespace windquant::learner {
+namespace {
+
+constexpr int kUnits = 14;
+
+std::vector<int> All(int action) { return std::vector<int>(kUnits, action); }
+
+// A fake evaluator: each plan (all units at one action) has fixed perplexities;
+// counts its calls per text.
+struct FakeEvaluator {
+  std::map<int, double> selection, heldout;  // by the plan's action
+  bool heldout_fails = false;
+  int selection_calls = 0, heldout_calls = 0;
+  PlanMeasurer Measurer() {
+    return [this](const std::vector<int>& a, PlanText text) -> absl::StatusOr<TextMeasurement> {
+      if (text == PlanText::kSelection) {
+        ++selection_calls;
+        return TextMeasurement{selection.at(a[0]), 500};
+      }
+      ++heldout_calls;
+      if (heldout_fails) return absl::FailedPreconditionError("evaluation.heldout: none");
+      return TextMeasurement{heldout.at(a[0]), 900};
+    };
+  }
+};
+
+rl::RunResult RlRun(int action, double selection_ppl, const std::string& source) {
+  rl::RunResult r;
+  r.best.actions = All(action);
+  r.best.source = source;
+  r.best.evaluation.eval_ppl = selection_ppl;
+  r.best.evaluation.effective_bits = 2;
+  r.real_evaluations = 37;
+  return r;
+}
+
+FinalSearch Search(const std::string& name, int action, int64_t evaluations) {
+  FinalSearch s;
+  s.name = name;
+  s.actions = All(action);
+  s.selection_ppl = 99;  // the evaluator's number wins
+  s.evaluations = evaluations;
+  return s;
+}
+
+class FinalRowsTest : public ::testing::Test {
+ protected:
+  const quant::UnitTable table_ = rl::testing::SyntheticTable(kUnits, 1);
+  // Action 3 within the target, action 2 above it (more bits), action 4 below.
+  const double target_ = table_.EffectiveBits(All(3));
+};
+
+TEST_F(FinalRowsTest, TheLowestSelectionPerplexityWithinTheTargetIsReturned) {
+  ASSERT_GT(table_.EffectiveBits(All(2)), target_);
+  FakeEvaluator ev{{{3, 12.0}, {4, 11.0}, {2, 5.0}}, {{3, 14.0}, {4, 13.5}, {2, 6.0}}};
+  absl::StatusOr<FinalRows> f = MeasureFinalRows(
+      RlRun(3, 12.0, "rl"), table_, target_,
+      {Search("search", 4, 37), Search("screened-search", 2, 37)}, "", ev.Measurer());
+  ASSERT_TRUE(f.ok()) << f.status();
+  ASSERT_EQ(f->rows.size(), 3u);
+  EXPECT_EQ(f->returned, 1u);  // screened-search measured lower, but over the target
+  EXPECT_EQ(f->origin, "search");
+  EXPECT_EQ(f->rows[1].selection_ppl, 11.0);
+  EXPECT_EQ(f->rows[2].heldout_ppl, 6.0);
+  EXPECT_EQ(f->rows[0].heldout_tokens, 900);
+  EXPECT_TRUE(f->heldout_note.empty());
+  EXPECT_EQ(ev.selection_calls, 3);
+  EXPECT_EQ(ev.heldout_calls, 3);
+
+  nlohmann::json j;
+  AddFinalRowsJson(*f, "rl", &j);
+  EXPECT_EQ(j["returned_plan_origin"], "search");
+  EXPECT_EQ(j["returned"]["plan"], "search");
+  EXPECT_EQ(j["returned"]["heldout_ppl"], 13.5);
+  EXPECT_EQ(j["plans"][0]["origin"], "rl");
+  EXPECT_EQ(j["plans"][2]["name"], "screened-search");
+  EXPECT_EQ(j["search"]["evaluations"], 37);
+  EXPECT_EQ(j["screened_search"]["rl_evaluations"], 37);
+  EXPECT_EQ(j["rl_real_evaluations"], 37);
+  EXPECT_FALSE(j.contains("heldout_note"));
+}
+
+TEST_F(FinalRowsTest, ATieGoesToRlUnderItsOriginAndAFailedHeldOutLeavesNoneWithTheReason) {
+  FakeEvaluator ev{{{3, 12.0}, {4, 12.0}}, {}};
+  ev.heldout_fails = true;
+  absl::StatusOr<FinalRows> f = MeasureFinalRows(RlRun(3, 12.0, "rl-greedy"), table_, target_,
+                                                 {Search("search", 4, 37)}, "", ev.Measurer());
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ(f->returned, 0u);
+  EXPECT_EQ(f->origin, "greedy-of-policy");
+  EXPECT_NE(f->heldout_note.find("evaluation.heldout: none"), std::string::npos) << f->heldout_note;
+  nlohmann::json j;
+  AddFinalRowsJson(*f, "rl-greedy", &j);
+  EXPECT_TRUE(j["plans"][0]["heldout_ppl"].is_null());
+  EXPECT_TRUE(j["plans"][1]["heldout_ppl"].is_null());
+  EXPECT_EQ(j["plans"][0]["origin"], "greedy-of-policy");
+  EXPECT_TRUE(j.contains("heldout_note"));
+}
+
+TEST_F(FinalRowsTest, AnEvaluatorGoneKeepsTheRunsNumbersAndSaysWhyAndNoPlanIsRefused) {
+  int calls = 0;
+  const PlanMeasurer down = [&calls](const std::vector<int>& a,
+                                     PlanText) -> absl::StatusOr<TextMeasurement> {
+    if (++calls > 1) return absl::UnavailableError("evaluator down");
+    return TextMeasurement{a[0] == 3 ? 50.0 : 1.0, 500};
+  };
+  absl::StatusOr<FinalRows> f =
+      MeasureFinalRows(RlRun(3, 12.0, "rl"), table_, target_, {Search("search", 4, 37)}, "", down);
+  ASSERT_TRUE(f.ok()) << f.status();
+  // RL's re-measurement (50) is dropped with the search's failure: both as first measured.
+  EXPECT_EQ(f->rows[0].selection_ppl, 12.0);
+  EXPECT_EQ(f->rows[1].selection_ppl, 99.0);
+  EXPECT_EQ(f->returned, 0u);
+  EXPECT_EQ(f->rows[0].heldout_tokens, 0);
+  EXPECT_NE(f->heldout_note.find("the search plan on the selection slice: evaluator down"),
+            std::string::npos)
+      << f->heldout_note;
+  EXPECT_EQ(calls, 2);
+  rl::RunResult none;
+  EXPECT_EQ(MeasureFinalRows(none, table_, target_, {}, "", down).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(FinalRowsTest, WithoutAnEvaluatorRlsRowIsItsEvaluationAndTheNotesSayWhy) {
+  absl::StatusOr<FinalRows> f =
+      MeasureFinalRows(RlRun(3, 12.5, "rl"), table_, target_, {}, "searches not run: x", nullptr);
+  ASSERT_TRUE(f.ok()) << f.status();
+  ASSERT_EQ(f->rows.size(), 1u);
+  EXPECT_EQ(f->rows[0].selection_ppl, 12.5);
+  EXPECT_EQ(f->rows[0].heldout_tokens, 0);
+  EXPECT_FALSE(f->heldout_note.empty());
+  nlohmann::json j;
+  AddFinalRowsJson(*f, "rl", &j);
+  EXPECT_EQ(j["searches_note"], "searches not run: x");
+  EXPECT_FALSE(j.contains("search"));
+}
+
+// The files: plan.json is the returned plan under its origin; the store
+// manifest names the origin and the evaluation counts.
+TEST_F(FinalRowsTest, TheFinalArtifactsCarryTheReturnedPlanAndItsOriginIntoTheManifest) {
+  const ::windquant::testing::ScopedTestDir dir("final_rows_test");
+  FakeEvaluator ev{{{3, 12.0}, {4, 11.0}, {5, 11.5}}, {{3, 14.0}, {4, 13.5}, {5, 13.0}}};
+  FinishOptions o;
+  o.model_dir = "/models/tiny";
+  o.target_bits = target_;
+  o.export_model = false;
+  o.measure = ev.Measurer();
+  o.searches = {Search("search", 4, 37), Search("screened-search", 5, 37)};
+  absl::StatusOr<FinalArtifacts> a =
+      WriteFinalArtifacts(RlRun(3, 12.0, "rl"), table_, "run-1", dir.path(), o);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->metadata.at("source"), "search");
+  EXPECT_EQ(a->metadata.at("returned_plan_origin"), "search");
+  EXPECT_EQ(a->metadata.at("search_evaluations"), "37");
+  EXPECT_EQ(a->metadata.at("screened_search_evaluations"), "37");
+  EXPECT_EQ(a->metadata.at("rl_real_evaluations"), "37");
+  EXPECT_EQ(a->metadata.at("perplexity_on"), "held-out text");
+  EXPECT_EQ(a->metadata.at("perplexity"), "13.500000");
+  std::ifstream plan(dir.path() + "/plan.json");
+  EXPECT_EQ(nlohmann::json::parse(plan).at("source"), "search");
+  std::ifstream report(dir.path() + "/report.json");
+  const nlohmann::json j = nlohmann::json::parse(report);
+  EXPECT_EQ(j.at("returned_plan_origin"), "search");
+  EXPECT_EQ(j.at("plans").size(), 3u);
+}
+
+}  // namespace
+}  // namespace windquant::learner
