@@ -4,7 +4,6 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
-#include "common/base/progress.h"
 #include "common/base/status_macros.h"
 #include "common/config/text_range.h"
 #include "common/quant/baselines.h"
@@ -27,15 +26,11 @@ absl::StatusOr<quant::Plan> SearchSessionPlan(const quant::QuantizationSession& 
   so.restart_after = spec.restart_after;
   so.screen = spec.screen;
   const char* name = spec.screen > 1 ? "screened-search" : "search";
-  base::Progress progress(name, static_cast<double>(spec.evals), "plans");
-  int64_t measured = 0;
-  PlanMeasure measure = [&](const std::vector<int>& actions) -> absl::StatusOr<double> {
+  const PlanMeasure measure = [&](const std::vector<int>& actions) -> absl::StatusOr<double> {
     WQ_ASSIGN_OR_RETURN(model::PerplexityResult r, session.Perplexity(actions, selection, 0));
-    progress.Update(static_cast<double>(++measured));
     return r.perplexity;
   };
-  WQ_ASSIGN_OR_RETURN(const SearchResult r, SearchPlan(session.table(), so, measure));
-  progress.Finish(absl::StrFormat("best %.4f (start %.4f)", r.selection_ppl, r.start_ppl));
+  WQ_ASSIGN_OR_RETURN(const SearchResult r, SearchWithProgress(session.table(), so, name, measure));
   *info = {{"evaluations", r.evaluations},
            {"accepted", r.accepted},
            {"restarts", r.restarts},

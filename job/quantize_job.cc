@@ -9,7 +9,6 @@
 #include "absl/strings/str_format.h"
 #include "common/base/files.h"
 #include "common/base/output_dir.h"
-#include "common/base/progress.h"
 #include "common/base/status_macros.h"
 #include "common/config/run_digest.h"
 #include "common/config/text_range.h"
@@ -74,23 +73,14 @@ absl::StatusOr<SearchResult> Search(const quant::UnitTable& table, double target
                                     int64_t evaluations, bool screened,
                                     rl::LocalPlanEvaluator& evaluator,
                                     const EvaluationSlices& slices, const base::LogSink& log) {
-  const SearchOptions so =
-      ProductSearchOptions(target, std::max<int64_t>(1, evaluations), seed, screened);
-  const char* name = screened ? "screened-search" : "search";
-  base::Progress progress(name, static_cast<double>(so.evaluations), "plans");
-  int64_t measured = 0;
-  PlanMeasure measure = [&](const std::vector<int>& actions) -> absl::StatusOr<double> {
-    WQ_ASSIGN_OR_RETURN(model::PerplexityResult r, evaluator.Measure(actions, slices.selection));
-    progress.Update(static_cast<double>(++measured));
-    return r.perplexity;
-  };
-  WQ_ASSIGN_OR_RETURN(SearchResult r, SearchPlan(table, so, measure));
-  progress.Finish(absl::StrFormat("best %.4f (start %.4f)", r.selection_ppl, r.start_ppl));
-  log(absl::StrFormat(
-      "quantize: %s: %d plans measured (RL: %d), %d accepted, %d restarts, selection PPL "
-      "%.4f -> %.4f",
-      name, r.evaluations, evaluations, r.accepted, r.restarts, r.start_ppl, r.selection_ppl));
-  return r;
+  return RunProductSearch(
+      table, target, seed, evaluations, screened,
+      [&](const std::vector<int>& actions) -> absl::StatusOr<double> {
+        WQ_ASSIGN_OR_RETURN(model::PerplexityResult r,
+                            evaluator.Measure(actions, slices.selection));
+        return r.perplexity;
+      },
+      log, "quantize");
 }
 
 // The RL plan, then (when asked) every baseline at the target, all measured.

@@ -82,16 +82,7 @@ json SummaryJson(const QuantizeReport& r) {
   for (const auto& [key, q] : {std::pair<const char*, const SearchResult*>{"search", r.search},
                                {"screened_search", r.screened_search}}) {
     if (q == nullptr) continue;
-    report[key] = {{"evaluations", q->evaluations},
-                   {"rl_evaluations", r.rl_evaluations},
-                   {"accepted", q->accepted},
-                   {"restarts", q->restarts},
-                   {"repeats", q->repeats},
-                   {"proposals", q->proposals},
-                   {"screened", q->screened},
-                   {"start_selection_ppl", Num(q->start_ppl)},
-                   {"selection_ppl", Num(q->selection_ppl)},
-                   {"seed", r.config->training.seed}};
+    report[key] = rl::SearchRowJson(*q, r.rl_evaluations, r.config->training.seed);
   }
   report["wall_time_s"] = {{"prepare", r.prepare_s}, {"train", r.train_s}, {"total", r.total_s}};
   if (!r.exported.empty()) report["exported"] = r.exported;

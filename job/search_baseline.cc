@@ -9,6 +9,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/base/progress.h"
 #include "common/base/status_macros.h"
 #include "common/quant/action.h"
 #include "common/quant/baselines.h"
@@ -217,6 +219,40 @@ absl::StatusOr<SearchResult> SearchPlan(const quant::UnitTable& table, const Sea
   WQ_ASSIGN_OR_RETURN(quant::Plan start, quant::LagrangePlan(table, options.target_bits));
   LocalSearch search(table, options, measure);
   return search.Run(start.actions);
+}
+
+absl::StatusOr<SearchResult> SearchWithProgress(const quant::UnitTable& table,
+                                                const SearchOptions& options, const char* name,
+                                                const PlanMeasure& measure) {
+  base::Progress progress(name, static_cast<double>(options.evaluations), "plans");
+  int64_t measured = 0;
+  const PlanMeasure counted = [&](const std::vector<int>& actions) -> absl::StatusOr<double> {
+    WQ_ASSIGN_OR_RETURN(const double ppl, measure(actions));
+    progress.Update(static_cast<double>(++measured));
+    return ppl;
+  };
+  WQ_ASSIGN_OR_RETURN(SearchResult r, SearchPlan(table, options, counted));
+  progress.Finish(absl::StrFormat("best %.4f (start %.4f)", r.selection_ppl, r.start_ppl));
+  return r;
+}
+
+const char* ProductSearchName(bool screened) { return screened ? "screened-search" : "search"; }
+
+absl::StatusOr<SearchResult> RunProductSearch(const quant::UnitTable& table, double target_bits,
+                                              uint64_t seed, int64_t rl_evaluations, bool screened,
+                                              const PlanMeasure& measure, const base::LogSink& log,
+                                              const char* who) {
+  const SearchOptions so =
+      ProductSearchOptions(target_bits, std::max<int64_t>(1, rl_evaluations), seed, screened);
+  const char* name = ProductSearchName(screened);
+  WQ_ASSIGN_OR_RETURN(SearchResult r, SearchWithProgress(table, so, name, measure));
+  if (log) {
+    log(absl::StrFormat(
+        "%s: %s: %d plans measured (RL: %d), %d accepted, %d restarts, selection PPL %.4f -> %.4f",
+        who, name, r.evaluations, rl_evaluations, r.accepted, r.restarts, r.start_ppl,
+        r.selection_ppl));
+  }
+  return r;
 }
 
 }  // namespace windquant::job

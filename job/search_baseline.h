@@ -36,7 +36,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/base/log.h"
 #include "common/quant/unit_table.h"
+#include "common/rl/search_result.h"
 
 namespace windquant::job {
 
@@ -68,19 +70,7 @@ inline SearchOptions ProductSearchOptions(double target_bits, int64_t evaluation
   return o;
 }
 
-struct SearchResult {
-  std::vector<int> actions;        // the best plan measured (lowest perplexity)
-  double selection_ppl = 0;        // its measured perplexity
-  double start_ppl = 0;            // the Lagrangian start plan's
-  int64_t evaluations = 0;         // distinct plans measured (= options.evaluations unless the
-                                   // proposals ran out, see proposals)
-  int64_t accepted = 0;            // proposals that became the incumbent
-  int64_t repeats = 0;             // proposals answered from memory (not measured, not counted)
-  int64_t proposals = 0;           // all proposals, including dropped and repeated ones
-  int64_t restarts = 0;            // kicks measured (restart_after)
-  int64_t screened = 0;            // proposals ranked by the reward model (screen), unmeasured
-  std::vector<double> best_after;  // incumbent perplexity after each measurement
-};
+using rl::SearchResult;
 
 // A plan's perplexity on the selection slice (lower is better).
 using PlanMeasure = std::function<absl::StatusOr<double>(const std::vector<int>& actions)>;
@@ -90,6 +80,20 @@ using PlanMeasure = std::function<absl::StatusOr<double>(const std::vector<int>&
 // values; `measure`'s errors.
 absl::StatusOr<SearchResult> SearchPlan(const quant::UnitTable& table, const SearchOptions& options,
                                         const PlanMeasure& measure);
+
+// SearchPlan with a progress line (named `name`) over the plans measured.
+absl::StatusOr<SearchResult> SearchWithProgress(const quant::UnitTable& table,
+                                                const SearchOptions& options, const char* name,
+                                                const PlanMeasure& measure);
+
+// A product search row, "search" or (screened) "screened-search":
+// ProductSearchOptions with max(1, rl_evaluations) real evaluations, with a
+// progress line and one summary line to `log` (when set) that starts "who: ".
+const char* ProductSearchName(bool screened);
+absl::StatusOr<SearchResult> RunProductSearch(const quant::UnitTable& table, double target_bits,
+                                              uint64_t seed, int64_t rl_evaluations, bool screened,
+                                              const PlanMeasure& measure, const base::LogSink& log,
+                                              const char* who);
 
 }  // namespace windquant::job
 

@@ -77,11 +77,11 @@ absl::StatusOr<FinalRows> MeasureFinalRows(const rl::RunResult& result,
   out.rl_evaluations = result.real_evaluations;
   out.searches_note = searches_note;
   out.rows.push_back({"rl", result.best.actions});
-  for (const FinalSearch& s : searches) out.rows.push_back({s.name, s.actions});
+  for (const FinalSearch& s : searches) out.rows.push_back({s.name, s.result.actions});
   out.searches = std::move(searches);
   // As the run and the searches measured them (the same evaluator and slice).
   auto measured_before = [&](size_t i) {
-    return i == 0 ? result.best.evaluation.eval_ppl : out.searches[i - 1].selection_ppl;
+    return i == 0 ? result.best.evaluation.eval_ppl : out.searches[i - 1].result.selection_ppl;
   };
   std::string failed;  // the first failed measurement
   for (size_t i = 0; i < out.rows.size(); ++i) {
@@ -128,17 +128,8 @@ void AddFinalRowsJson(const FinalRows& f, const std::string& rl_source, json* re
   if (!f.heldout_note.empty()) j["heldout_note"] = f.heldout_note;
   if (!f.searches_note.empty()) j["searches_note"] = f.searches_note;
   for (const FinalSearch& q : f.searches) {
-    j[q.name == "screened-search" ? "screened_search" : q.name] = {
-        {"evaluations", q.evaluations},
-        {"rl_evaluations", f.rl_evaluations},
-        {"accepted", q.accepted},
-        {"restarts", q.restarts},
-        {"repeats", q.repeats},
-        {"proposals", q.proposals},
-        {"screened", q.screened},
-        {"start_selection_ppl", Num(q.start_selection_ppl)},
-        {"selection_ppl", Num(q.selection_ppl)},
-        {"seed", q.seed}};
+    j[q.name == "screened-search" ? "screened_search" : q.name] =
+        rl::SearchRowJson(q.result, f.rl_evaluations, q.seed);
   }
 }
 

@@ -20,6 +20,7 @@
 #include "absl/status/statusor.h"
 #include "common/quant/unit_table.h"
 #include "common/rl/run_result.h"
+#include "common/rl/search_result.h"
 
 namespace windquant::learner {
 
@@ -43,16 +44,11 @@ using PlanMeasurer =
 // reference plan); any other source as it is.
 std::string PlanOrigin(const std::string& learner_source);
 
-// A search run beside the RL run, as SearchResult (job/search_baseline.h)
-// reports it.
+// A search run beside the RL run (job/final_searches.h runs it).
 struct FinalSearch {
-  std::string name;                // its row: "search" or "screened-search"
-  std::vector<int> actions;        // its best plan (lowest selection perplexity)
-  double selection_ppl = 0;        // as the search measured it
-  double start_selection_ppl = 0;  // the Lagrangian start plan's
-  int64_t evaluations = 0;         // real plan evaluations (distinct plans measured)
-  int64_t accepted = 0, restarts = 0, repeats = 0, proposals = 0, screened = 0;
+  std::string name;  // its row: "search" or "screened-search"
   uint64_t seed = 0;
+  rl::SearchResult result;
 };
 
 struct FinalRow {

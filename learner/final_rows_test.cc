@@ -54,9 +54,9 @@ rl::RunResult RlRun(int action, double selection_ppl, const std::string& source)
 FinalSearch Search(const std::string& name, int action, int64_t evaluations) {
   FinalSearch s;
   s.name = name;
-  s.actions = All(action);
-  s.selection_ppl = 99;  // the evaluator's number wins
-  s.evaluations = evaluations;
+  s.result.actions = All(action);
+  s.result.selection_ppl = 99;  // the evaluator's number wins
+  s.result.evaluations = evaluations;
   return s;
 }
 

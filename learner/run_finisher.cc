@@ -104,7 +104,7 @@ std::map<std::string, std::string> ManifestMetadata(const rl::RunResult& r, cons
       {"target_bits", absl::StrFormat("%g", target)}};
   for (const FinalSearch& s : rows.searches) {
     m[absl::StrCat(s.name == "screened-search" ? "screened_search" : s.name, "_evaluations")] =
-        absl::StrCat(s.evaluations);
+        absl::StrCat(s.result.evaluations);
   }
   return m;
 }
