@@ -316,11 +316,20 @@ void LearnerCore::NoteFullPrecision(const rl::PlanEvaluation& e) {
   if (e.eval_ppl > 0 && std::isfinite(fp) && fp > 0) fp_eval_ppl_ = fp;
 }
 
+rl::PlanEvaluation LearnerCore::Charged(const rl::Episode& e, rl::PlanEvaluation pe) const {
+  if (options_.policy.env.budget_mode == "repair") {
+    const double chosen = rl::ChosenBits(*tables_.table(), e.steps);
+    if (std::isfinite(chosen)) pe.effective_bits = chosen;
+  }
+  return pe;
+}
+
 absl::StatusOr<bool> LearnerCore::LearnPredictedLocked(rl::Episode e) {
   if (fp_eval_ppl_ <= 0 || e.steps.empty()) return false;  // nothing measured yet to predict from
   const double target = e.plan.target_bits > 0 ? e.plan.target_bits : curriculum_.target_bits();
-  const rl::PlanEvaluation pe = rl::PredictedEvaluation(
-      e.predicted_log_ppl, tables_.table()->EffectiveBits(e.plan.actions), fp_eval_ppl_);
+  const rl::PlanEvaluation pe = Charged(
+      e, rl::PredictedEvaluation(e.predicted_log_ppl,
+                                 tables_.table()->EffectiveBits(e.plan.actions), fp_eval_ppl_));
   const rl::EpisodeReward reward = rl::EpisodeEndReward(
       options_.policy.env, pe, lambda_.batch_lambda(), target, options_.lagrange.prices);
   if (!std::isfinite(reward.total)) {
@@ -372,11 +381,12 @@ absl::StatusOr<bool> LearnerCore::ReportEpisodeLocked(const EvaluationInput& in)
   const rl::Episode* peek = held_.Find(in.episode_id);
   if (peek == nullptr) return false;
   const rl::PlanEvaluation& pe = in.evaluation;
+  const rl::PlanEvaluation charged = Charged(*peek, pe);
   const double target =
       peek->plan.target_bits > 0 ? peek->plan.target_bits : curriculum_.target_bits();
   // The batch's λ (rl::BatchLambda), not the evaluator's in.lambda.
   const rl::EpisodeReward reward = rl::EpisodeEndReward(
-      options_.policy.env, pe, lambda_.batch_lambda(), target, options_.lagrange.prices);
+      options_.policy.env, charged, lambda_.batch_lambda(), target, options_.lagrange.prices);
   // Checked before anything changes: the episode stays held (and expires).
   if (!std::isfinite(reward.total)) {
     return absl::InvalidArgumentError(absl::StrCat("reward: not finite for episode ", in.episode_id,
@@ -389,7 +399,7 @@ absl::StatusOr<bool> LearnerCore::ReportEpisodeLocked(const EvaluationInput& in)
   NoteFullPrecision(pe);
   ++counts_.evaluations;
   records_.CountEvaluation(pe.cached);
-  lambda_.Observe(rl::ConstraintValue(options_.lagrange, pe, target));
+  lambda_.Observe(rl::ConstraintValue(options_.lagrange, charged, target));
   double ret = reward.total;
   for (const auto& t : e.steps) ret += t.reward;
   e.steps.back().reward += static_cast<float>(reward.total);
@@ -401,7 +411,7 @@ absl::StatusOr<bool> LearnerCore::ReportEpisodeLocked(const EvaluationInput& in)
     plan.plan_id = in.plan_id;
     WQ_RETURN_IF_ERROR(ConsiderLocked(cand, std::move(plan)));
   }
-  batch_.Add(std::move(e.steps), ret, pe.eval_ppl, pe.effective_bits);
+  batch_.Add(std::move(e.steps), ret, pe.eval_ppl, charged.effective_bits);
   if (batch_.episodes() >= options_.episodes_per_update && !curriculum_.finished()) {
     WQ_RETURN_IF_ERROR(Update());
   }

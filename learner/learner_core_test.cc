@@ -306,6 +306,60 @@ TEST_F(LearnerCoreTest, EpisodesOfOneBatchAreRewardedWithOneLambda) {
   }
 }
 
+// The repair budget mode: the plan measured is the chosen actions' repair to
+// the target, and the episode is charged (λ's price, the violation term, the
+// batch's mean bits) for the bits it chose, not for the repaired plan's.
+TEST_F(LearnerCoreTest, RepairModeChargesTheBitsTheEpisodeChose) {
+  LearnerCore::Options c = TestOptions(dir_);
+  c.policy.env.budget_mode = "repair";
+  c.policy.env.violation_penalty_weight = 2.0;
+  c.lagrange.prices = "budget";
+  c.lagrange.lambda_init = 1.0;
+  c.lagrange.eta = 0.5;
+  c.lagrange.epsilon = 0;
+  c.curriculum.max_updates = 1;
+  core_.reset();
+  core_ = LearnerCore::Create(c, nullptr).value();
+  for (const auto& s : Stages(whole_))
+    ASSERT_THAT(core_->RegisterTable(s.first_layer, 0, s), IsOk());
+  auto costs = rl::UnitCosts::Create(whole_).value();
+  rl::EnvOptions eo;
+  eo.target_bits = 3.0;
+  eo.budget_mode = rl::BudgetMode::kRepair;
+  const std::vector<int> chosen(whole_.units.size(), 0);  // 16 bits everywhere
+  const std::vector<int> measured = quant::RepairToBudget(whole_, chosen, 3.0);
+  const double chosen_bits = whole_.EffectiveBits(chosen);
+  ASSERT_GT(chosen_bits, 3.0);
+  ASSERT_LE(whole_.EffectiveBits(measured), 3.0 + 1e-9);
+  double step_return = 0;
+  std::map<uint64_t, double> expected;
+  for (uint64_t id : {1, 2}) {
+    rl::Episode e = MakeEpisode(id, 0);
+    e.steps = rl::ReplayPlan(costs, eo, chosen).value();
+    for (auto& t : e.steps) t.episode_id = static_cast<int64_t>(id);
+    e.plan.actions = measured;
+    step_return = 0;
+    for (const auto& t : e.steps) step_return += t.reward;
+    ASSERT_TRUE(core_->SubmitEpisode(std::move(e)).value());
+  }
+  for (uint64_t id : {1, 2}) {
+    EvaluationInput in = Eval(id, 3.0);
+    in.evaluation.effective_bits = whole_.EffectiveBits(measured);
+    ASSERT_TRUE(core_->ReportEvaluation(in).value());
+    rl::PlanEvaluation charged = in.evaluation;
+    charged.effective_bits = chosen_bits;
+    expected[id] =
+        step_return + rl::EpisodeEndReward(c.policy.env, charged, 1.0, 3.0, "budget").total;
+  }
+  // λ rose by eta x the chosen overrun per episode (the measured plans never overrun).
+  EXPECT_NEAR(core_->Status().lambda, 1.0 + 2 * 0.5 * (chosen_bits - 3.0), 1e-9);
+  const std::map<uint64_t, double> got = RecordedRewards(dir_);
+  for (const auto& [id, want] : expected) {
+    ASSERT_TRUE(got.count(id)) << id;
+    EXPECT_NEAR(got.at(id), want, 1e-4 * std::max(1.0, std::abs(want))) << "episode " << id;
+  }
+}
+
 // Reward-model screening: PPO learns from every sample the policy drew. The
 // screened-out samples join the batch at once, rewarded from their predicted
 // perplexity with the batch λ; only the measured ones count towards

@@ -405,8 +405,9 @@ absl::Status ValidateQuantEnvLagrange(const RunConfig& c) {
                            "quant.salient_fraction", "must be in [0, 0.5)"));
   WQ_RETURN_IF_ERROR(Check(c.quant.compensation == "none" || c.quant.compensation == "gptq",
                            "quant.compensation", "must be none or gptq"));
-  WQ_RETURN_IF_ERROR(Check(c.env.budget_mode == "hard" || c.env.budget_mode == "soft",
-                           "env.budget_mode", "must be hard or soft"));
+  WQ_RETURN_IF_ERROR(Check(
+      c.env.budget_mode == "hard" || c.env.budget_mode == "soft" || c.env.budget_mode == "repair",
+      "env.budget_mode", "must be hard, soft or repair"));
   for (double w :
        {c.env.step_saving_weight, c.env.skip_penalty, c.env.bit_reduction_weight,
         c.env.loss_penalty_weight, c.env.violation_penalty_weight, c.env.ppl_penalty_weight}) {
@@ -415,9 +416,10 @@ absl::Status ValidateQuantEnvLagrange(const RunConfig& c) {
   }
   WQ_RETURN_IF_ERROR(Check(c.lagrange.prices == "quality" || c.lagrange.prices == "budget",
                            "lagrange.prices", "must be quality or budget"));
-  WQ_RETURN_IF_ERROR(Check(c.lagrange.prices != "budget" || c.env.budget_mode == "soft",
+  WQ_RETURN_IF_ERROR(Check(c.lagrange.prices != "budget" || c.env.budget_mode != "hard",
                            "lagrange.prices",
-                           "budget needs env.budget_mode soft (hard never exceeds the budget)"));
+                           "budget needs env.budget_mode soft or repair (hard never exceeds the "
+                           "budget)"));
   WQ_RETURN_IF_ERROR(Check(c.lagrange.eta >= 0, "lagrange.eta", "must be >= 0"));
   WQ_RETURN_IF_ERROR(Check(c.lagrange.lambda_max > 0, "lagrange.lambda_max", "must be > 0"));
   WQ_RETURN_IF_ERROR(

@@ -110,9 +110,12 @@ TEST(RunConfigTest, OutOfRangeNamesKey) {
   EXPECT_EQ(ErrorOf(kMinimal, {"lagrange.prices=bits"}),
             "run.yaml: lagrange.prices: must be quality or budget");
   EXPECT_EQ(ErrorOf(kMinimal, {"lagrange.prices=budget"}),
-            "run.yaml: lagrange.prices: budget needs env.budget_mode soft (hard never exceeds "
-            "the budget)");
+            "run.yaml: lagrange.prices: budget needs env.budget_mode soft or repair (hard never "
+            "exceeds the budget)");
   EXPECT_EQ(ErrorOf(kMinimal, {"lagrange.prices=budget", "env.budget_mode=soft"}), "");
+  EXPECT_EQ(ErrorOf(kMinimal, {"lagrange.prices=budget", "env.budget_mode=repair"}), "");
+  EXPECT_EQ(ErrorOf(kMinimal, {"env.budget_mode=masked"}),
+            "run.yaml: env.budget_mode: must be hard, soft or repair");
   EXPECT_EQ(ErrorOf("calibration: {text: c}\n"
                     "evaluation: {selection: {text: s}, heldout: {text: h}}\n"),
             "run.yaml: model.dir: is required");

@@ -1,6 +1,7 @@
 #include "common/quant/baselines.h"
 
 #include <algorithm>
+#include <functional>
 #include <queue>
 #include <random>
 #include <tuple>
@@ -10,6 +11,10 @@
 
 namespace windquant::quant {
 namespace {
+
+// The repair's budget test allows this relative slack, as the environment's
+// mask does, so a plan exactly on the budget is not moved for rounding.
+constexpr double kRepairRelativeSlack = 1e-12;
 
 double TotalBits(const UnitTable& t, const std::vector<int>& actions) {
   double b = 0;
@@ -81,6 +86,44 @@ void GreedyFill(const UnitTable& t, double budget_total, std::vector<int>* actio
     push_best(i);
   }
 }
+
+}  // namespace
+
+std::vector<int> RepairToBudget(const UnitTable& t, std::vector<int> actions, double target_bits) {
+  const double N = static_cast<double>(t.TotalWeights());
+  const double budget = target_bits * N * (1.0 + kRepairRelativeSlack);
+  double total = TotalBits(t, actions);
+  // Min-heap of (error added per bit saved, unit, cheaper action): one entry per unit.
+  using Step = std::tuple<double, int, int>;
+  std::priority_queue<Step, std::vector<Step>, std::greater<Step>> heap;
+  auto push_step = [&](int i) {
+    const Unit& u = t.units[i];
+    const int cur = actions[i];
+    int next = -1;
+    for (int a = 0; a < kNumActions; ++a) {
+      if (u.bits[a] >= u.bits[cur]) continue;
+      if (next < 0 || u.bits[a] > u.bits[next] ||
+          (u.bits[a] == u.bits[next] && u.error[a] < u.error[next])) {
+        next = a;
+      }
+    }
+    if (next < 0) return;
+    const double derr = (u.error[next] - u.error[cur]) * static_cast<double>(u.n()) / N;
+    heap.emplace(derr / (u.bits[cur] - u.bits[next]), i, next);
+  };
+  if (total <= budget) return actions;
+  for (size_t i = 0; i < t.units.size(); ++i) push_step(static_cast<int>(i));
+  while (total > budget && !heap.empty()) {
+    const auto [cost, i, a] = heap.top();
+    heap.pop();
+    total -= t.units[i].bits[actions[i]] - t.units[i].bits[a];
+    actions[i] = a;
+    push_step(i);
+  }
+  return actions;
+}
+
+namespace {
 
 std::vector<int> LagrangeChoice(const UnitTable& t, double mu) {
   const double N = static_cast<double>(t.TotalWeights());

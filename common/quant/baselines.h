@@ -47,6 +47,16 @@ absl::StatusOr<Plan> GreedyPlan(const UnitTable& table, double target_bits);
 // by the greedy upgrades above.
 absl::StatusOr<Plan> LagrangePlan(const UnitTable& table, double target_bits);
 
+// `actions` brought within the budget (EffectiveBits <= target_bits): while over
+// it, the single unit step down (to the unit's most expensive strictly cheaper
+// action) that adds the least (n_u/N) * error per bit saved is taken (ties to
+// the lower unit); a plan within the budget comes back unchanged. A plan that
+// cannot fit ends with every unit at its cheapest action. The repair of the
+// environment's `repair` budget mode (common/rl/environment.h). O(k log U) for
+// k steps over U units.
+std::vector<int> RepairToBudget(const UnitTable& table, std::vector<int> actions,
+                                double target_bits);
+
 // Random feasible (seeded): uniform random action per unit, then, while over budget,
 // a random unit above its cheapest action is moved to a random cheaper action.
 absl::StatusOr<Plan> RandomPlan(const UnitTable& table, double target_bits, uint64_t seed);

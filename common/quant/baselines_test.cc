@@ -1,5 +1,7 @@
 #include "common/quant/baselines.h"
 
+#include <algorithm>
+
 #include <ATen/ATen.h>
 
 #include "common/quant/effective_bits.h"
@@ -136,6 +138,37 @@ TEST(BaselinesTest, RejectsUnreachableBudget) {
   auto p = GreedyPlan(t, lowest);
   ASSERT_TRUE(p.ok());
   EXPECT_LE(RecountBits(t, p->actions), lowest + kBudgetSlack);
+}
+
+TEST(BaselinesTest, RepairBringsAPlanWithinTheBudgetByStepsDown) {
+  const UnitTable& t = RealTable();
+  const Plan eight = UniformPlan(t, Action::k8);
+  const double lo = MinEffectiveBits(t);
+  // Within the budget: unchanged.
+  EXPECT_EQ(RepairToBudget(t, eight.actions, eight.target_bits + 0.1), eight.actions);
+  for (double b : {lo + 0.1, 3.5, 4.5}) {
+    const std::vector<int> r = RepairToBudget(t, eight.actions, b);
+    const double bits = RecountBits(t, r);
+    EXPECT_LE(bits, b + kBudgetSlack) << b;
+    double largest_step = 0;  // it stops as soon as the plan fits
+    for (size_t i = 0; i < t.units.size(); ++i) {
+      const Unit& u = t.units[i];
+      EXPECT_LE(u.bits[r[i]], u.bits[eight.actions[i]]) << "unit " << i << " moved up";
+      largest_step = std::max(largest_step, u.bits[eight.actions[i]] - u.bits[r[i]]);
+    }
+    EXPECT_GT(bits, b - largest_step / static_cast<double>(t.TotalWeights())) << b;
+    // Cheapest error per bit first: better on the proxy than random feasible
+    // plans, away from the floor (next to it every plan is nearly forced).
+    if (b < lo + 0.5) continue;
+    for (uint64_t seed = 0; seed < 5; ++seed) {
+      auto rnd = RandomPlan(t, b, seed);
+      ASSERT_TRUE(rnd.ok());
+      EXPECT_LT(ProxyError(t, r), ProxyError(t, rnd->actions)) << b << " seed " << seed;
+    }
+  }
+  // Below the cheapest plan: every unit at its cheapest action.
+  const std::vector<int> floor = RepairToBudget(t, eight.actions, lo - 0.5);
+  EXPECT_NEAR(RecountBits(t, floor), lo, 1e-12);
 }
 
 TEST(BaselinesTest, ProxyErrorIsWeightShareWeighted) {

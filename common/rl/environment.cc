@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/quant/action.h"
+#include "common/quant/baselines.h"
 
 namespace windquant::rl {
 namespace {
@@ -20,7 +21,9 @@ constexpr int kSkipAction = 0;  // quant::Action::k16
 EnvOptions MakeEnvOptions(const EnvironmentOptions& env, double target_bits) {
   EnvOptions o;
   o.target_bits = target_bits;
-  o.budget_mode = env.budget_mode == "soft" ? BudgetMode::kSoft : BudgetMode::kHard;
+  o.budget_mode = env.budget_mode == "soft"     ? BudgetMode::kSoft
+                  : env.budget_mode == "repair" ? BudgetMode::kRepair
+                                                : BudgetMode::kHard;
   o.step_saving_weight = env.step_saving_weight;
   o.skip_penalty = env.skip_penalty;
   return o;
@@ -88,7 +91,7 @@ void Environment::State(float* out) const {
 }
 
 void Environment::Mask(uint8_t* out) const {
-  if (options_.budget_mode == BudgetMode::kSoft) {
+  if (options_.budget_mode != BudgetMode::kHard) {
     std::fill(out, out + quant::kNumActions, uint8_t{1});
     return;
   }
@@ -129,7 +132,8 @@ absl::StatusOr<float> Environment::Step(int action) {
 }
 
 BatchedEnvironment::BatchedEnvironment(std::shared_ptr<const UnitCosts> costs,
-                                       const EnvOptions& options, int num_envs) {
+                                       const EnvOptions& options, int num_envs)
+    : costs_(costs) {
   envs_.reserve(num_envs);
   for (int i = 0; i < num_envs; ++i) envs_.emplace_back(costs, options);
 }
@@ -184,11 +188,29 @@ absl::StatusOr<Rollout> BatchedEnvironment::Run(const Policy& policy, at::Genera
     }
     ++t;
   }
+  const EnvOptions& o = envs_.front().options();
+  const quant::UnitTable& table = costs_->table();
   for (int64_t i = 0; i < n; ++i) {
-    out.plans.push_back(envs_[i].actions());
-    out.effective_bits.push_back(envs_[i].EffectiveBits());
+    if (o.budget_mode == BudgetMode::kRepair) {
+      out.plans.push_back(quant::RepairToBudget(table, envs_[i].actions(), o.target_bits));
+      out.effective_bits.push_back(table.EffectiveBits(out.plans.back()));
+    } else {
+      out.plans.push_back(envs_[i].actions());
+      out.effective_bits.push_back(envs_[i].EffectiveBits());
+    }
   }
   return out;
+}
+
+double ChosenBits(const quant::UnitTable& table, const std::vector<Transition>& steps) {
+  if (steps.size() != table.units.size()) return NAN;
+  double bits = 0;
+  for (size_t t = 0; t < steps.size(); ++t) {
+    const int64_t a = steps[t].action;
+    if (a < 0 || a >= quant::kNumActions) return NAN;
+    bits += table.units[t].bits[a];
+  }
+  return bits / static_cast<double>(table.TotalWeights());
 }
 
 absl::StatusOr<std::vector<Transition>> ReplayPlan(std::shared_ptr<const UnitCosts> costs,

@@ -12,6 +12,12 @@
 //         action stays allowed so an episode can always finish.
 //   soft: every action allowed; the overrun is penalised at the episode end
 //         (EpisodeEndReward, episode_evaluator.h) and by the step reward.
+//   repair: every action allowed, as soft; the finished plan, when over the
+//         budget, is repaired to it (quant::RepairToBudget: the proxy's
+//         cheapest step downs) before it is measured, so every measured plan
+//         can be returned. The episode is charged for the bits it chose
+//         (ChosenBits: the penalties and lambda's price, learner_core.cc) and
+//         rewarded for the quality of the plan measured.
 //
 // Step reward (dense budget-feasibility signal), for unit t of n_t weights:
 //   r_t = step_saving_weight * (n_t / N) * (running_target_t - bits(t, a_t) / n_t)
@@ -42,7 +48,7 @@
 
 namespace windquant::rl {
 
-enum class BudgetMode { kHard, kSoft };
+enum class BudgetMode { kHard, kSoft, kRepair };
 
 // One episode's environment: the decision process's options (the weights'
 // defaults are EnvironmentOptions') at one curriculum target.
@@ -117,9 +123,9 @@ class Environment {
 // N finished episodes.
 struct Rollout {
   std::vector<std::vector<Transition>> episodes;  // [episode][step]
-  std::vector<std::vector<int>> plans;            // action index per unit
-  std::vector<double> effective_bits;
-  std::vector<double> step_return;  // sum of step rewards per episode
+  std::vector<std::vector<int>> plans;            // action index per unit (repaired in repair mode)
+  std::vector<double> effective_bits;             // of `plans`
+  std::vector<double> step_return;                // sum of step rewards per episode
 };
 
 class BatchedEnvironment {
@@ -136,8 +142,14 @@ class BatchedEnvironment {
   int num_envs() const { return static_cast<int>(envs_.size()); }
 
  private:
+  std::shared_ptr<const UnitCosts> costs_;
   std::vector<Environment> envs_;
 };
+
+// The effective bits of the actions an episode chose (its transitions' actions,
+// one per unit): in repair mode, before the repair. NaN when the steps do not
+// cover the table's units or an action is out of range.
+double ChosenBits(const quant::UnitTable& table, const std::vector<Transition>& steps);
 
 // The transitions of one episode that follows `plan` (e.g. a baseline's):
 // states, masks, actions and step rewards; log_prob/value are 0.

@@ -2,9 +2,11 @@
 
 #include <cmath>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/base/status_macros.h"
+#include "common/quant/baselines.h"
 #include "common/rl/plan_validation.h"
 #include "common/rl/state_features.h"
 
@@ -83,9 +85,6 @@ absl::Status DecodeStep(const v1::TransitionBatch& b, size_t t, size_t steps, Tr
     return Bad(absl::StrCat("actions[", t, "]: ", a, " is not an action index"));
   }
   if (!out->mask[a]) return Bad(absl::StrCat("actions[", t, "]: action ", a, " is masked"));
-  if (b.plan().actions(t) != a) {
-    return Bad(absl::StrCat("plan.actions[", t, "]: differs from the transitions' action"));
-  }
   for (const auto& [name, x] : {std::pair<const char*, float>{"rewards", b.rewards(t)},
                                 {"log_probs", b.log_probs(t)},
                                 {"values", b.values(t)}}) {
@@ -102,6 +101,22 @@ absl::Status DecodeStep(const v1::TransitionBatch& b, size_t t, size_t steps, Tr
   return absl::OkStatus();
 }
 
+// The plan is the steps' actions, or (the repair budget mode) their repair
+// to the plan's target (quant::RepairToBudget).
+absl::Status CheckPlanOfSteps(const Episode& e, const quant::UnitTable& table) {
+  std::vector<int> chosen(e.steps.size());
+  for (size_t t = 0; t < chosen.size(); ++t) chosen[t] = static_cast<int>(e.steps[t].action);
+  if (e.plan.actions == chosen) return absl::OkStatus();
+  if (e.plan.actions == quant::RepairToBudget(table, chosen, e.plan.target_bits)) {
+    return absl::OkStatus();
+  }
+  size_t t = 0;
+  while (e.plan.actions[t] == chosen[t]) ++t;
+  return Bad(absl::StrCat("plan.actions[", t,
+                          "]: differs from the transitions' action, and the plan is not their "
+                          "repair to its target"));
+}
+
 }  // namespace
 
 absl::StatusOr<Episode> DecodeEpisode(const v1::TransitionBatch& b, const quant::UnitTable& table) {
@@ -115,6 +130,7 @@ absl::StatusOr<Episode> DecodeEpisode(const v1::TransitionBatch& b, const quant:
   e.steps.resize(steps);
   for (size_t t = 0; t < steps; ++t) WQ_RETURN_IF_ERROR(DecodeStep(b, t, steps, &e.steps[t]));
   e.plan = quant::Plan::FromProto(b.plan());
+  WQ_RETURN_IF_ERROR(CheckPlanOfSteps(e, table));
   if (b.screened_out()) {
     if (!std::isfinite(b.predicted_log_ppl())) return Bad("predicted_log_ppl: not finite");
     e.screened_out = true;

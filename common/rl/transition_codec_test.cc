@@ -5,9 +5,11 @@
 #include <random>
 #include <string>
 
+#include "common/quant/baselines.h"
 #include "common/rl/state_features.h"
 #include "common/rl/synthetic_table.h"
 #include "common/testing/status_matchers.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace windquant::rl {
@@ -189,7 +191,31 @@ TEST_F(TransitionCodecTest, RefusesAnActionOutOfRangeMaskedOrDisagreeingWithTheP
   const int other = (static_cast<int>(episode_.steps[1].action) + 3) % quant::kNumActions;
   b.set_actions(1, other);
   EXPECT_THAT(DecodeEpisode(b, table_),
-              StatusIs(kInvalid, "plan.actions[1]: differs from the transitions' action"));
+              StatusIs(kInvalid,
+                       "plan.actions[1]: differs from the transitions' action, and the plan is "
+                       "not their repair to its target"));
+}
+
+// The repair budget mode: the plan measured is the chosen actions' repair to the
+// target, the transitions keep what the policy chose.
+TEST_F(TransitionCodecTest, APlanRepairedToItsTargetDecodesWithTheChosenActions) {
+  const std::vector<int> chosen = episode_.plan.actions;
+  ASSERT_GT(table_.EffectiveBits(chosen), 3.0);  // the seeded actions overrun the target
+  Episode repaired = episode_;
+  repaired.plan = quant::Plan::Make(table_, quant::RepairToBudget(table_, chosen, 3.0), "rl", 3.0);
+  ASSERT_NE(repaired.plan.actions, chosen);
+  v1::TransitionBatch b;
+  EncodeEpisode(repaired, table_, &b);
+  absl::StatusOr<Episode> d = DecodeEpisode(b, table_);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->plan.actions, repaired.plan.actions);
+  for (size_t t = 0; t < chosen.size(); ++t) EXPECT_EQ(d->steps[t].action, chosen[t]);
+  // The same plan claimed for a higher target is not the chosen actions' repair to it.
+  repaired.plan.target_bits = 3.5;
+  v1::TransitionBatch higher;
+  EncodeEpisode(repaired, table_, &higher);
+  EXPECT_THAT(DecodeEpisode(higher, table_).status().message(),
+              ::testing::HasSubstr("is not their repair to its target"));
 }
 
 }  // namespace
