@@ -316,20 +316,14 @@ void LearnerCore::NoteFullPrecision(const rl::PlanEvaluation& e) {
   if (e.eval_ppl > 0 && std::isfinite(fp) && fp > 0) fp_eval_ppl_ = fp;
 }
 
-rl::PlanEvaluation LearnerCore::Charged(const rl::Episode& e, rl::PlanEvaluation pe) const {
-  if (options_.policy.env.budget_mode == "repair") {
-    const double chosen = rl::ChosenBits(*tables_.table(), e.steps);
-    if (std::isfinite(chosen)) pe.effective_bits = chosen;
-  }
-  return pe;
-}
-
 absl::StatusOr<bool> LearnerCore::LearnPredictedLocked(rl::Episode e) {
   if (fp_eval_ppl_ <= 0 || e.steps.empty()) return false;  // nothing measured yet to predict from
   const double target = e.plan.target_bits > 0 ? e.plan.target_bits : curriculum_.target_bits();
-  const rl::PlanEvaluation pe = Charged(
-      e, rl::PredictedEvaluation(e.predicted_log_ppl,
-                                 tables_.table()->EffectiveBits(e.plan.actions), fp_eval_ppl_));
+  const quant::UnitTable& table = *tables_.table();
+  const rl::PlanEvaluation pe = rl::ChargedEvaluation(
+      options_.policy.env, table, e.steps,
+      rl::PredictedEvaluation(e.predicted_log_ppl, table.EffectiveBits(e.plan.actions),
+                              fp_eval_ppl_));
   const rl::EpisodeReward reward = rl::EpisodeEndReward(
       options_.policy.env, pe, lambda_.batch_lambda(), target, options_.lagrange.prices);
   if (!std::isfinite(reward.total)) {
@@ -381,7 +375,8 @@ absl::StatusOr<bool> LearnerCore::ReportEpisodeLocked(const EvaluationInput& in)
   const rl::Episode* peek = held_.Find(in.episode_id);
   if (peek == nullptr) return false;
   const rl::PlanEvaluation& pe = in.evaluation;
-  const rl::PlanEvaluation charged = Charged(*peek, pe);
+  const rl::PlanEvaluation charged =
+      rl::ChargedEvaluation(options_.policy.env, *tables_.table(), peek->steps, pe);
   const double target =
       peek->plan.target_bits > 0 ? peek->plan.target_bits : curriculum_.target_bits();
   // The batch's λ (rl::BatchLambda), not the evaluator's in.lambda.

@@ -211,10 +211,6 @@ class LearnerCore {
   absl::StatusOr<bool> LearnPredictedLocked(rl::Episode e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Keeps the full-precision perplexity an evaluation implies (eval_ppl / (1 + d)).
   void NoteFullPrecision(const rl::PlanEvaluation& e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // What an episode's reward and lambda are charged with: its plan's
-  // evaluation, with (in the repair budget mode) the bits its steps chose.
-  rl::PlanEvaluation Charged(const rl::Episode& e, rl::PlanEvaluation pe) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // After an update: the curve record, the curriculum criterion (and the
   // next step's start). `batch_lambda`: the λ the batch was rewarded with.
   absl::Status AfterUpdate(const UpdateBatch::Taken& batch, const rl::PpoStats& stats,

@@ -240,4 +240,13 @@ absl::StatusOr<std::vector<Transition>> ReplayPlan(std::shared_ptr<const UnitCos
   return out;
 }
 
+PlanEvaluation ChargedEvaluation(const EnvironmentOptions& env, const quant::UnitTable& table,
+                                 const std::vector<Transition>& steps, PlanEvaluation measured) {
+  if (env.budget_mode == "repair") {
+    const double chosen = ChosenBits(table, steps);
+    if (std::isfinite(chosen)) measured.effective_bits = chosen;
+  }
+  return measured;
+}
+
 }  // namespace windquant::rl

@@ -42,6 +42,7 @@
 #include "absl/status/statusor.h"
 #include "common/quant/unit_table.h"
 #include "common/rl/environment_options.h"
+#include "common/rl/plan_evaluation.h"
 #include "common/rl/policy.h"
 #include "common/rl/ppo.h"
 #include "common/rl/state_features.h"
@@ -150,6 +151,12 @@ class BatchedEnvironment {
 // one per unit): in repair mode, before the repair. NaN when the steps do not
 // cover the table's units or an action is out of range.
 double ChosenBits(const quant::UnitTable& table, const std::vector<Transition>& steps);
+
+// What an episode's reward and lambda are charged with (learner::LearnerCore):
+// its plan's evaluation `measured`, with, in the repair budget mode, the bits
+// its steps chose (when they cover the table).
+PlanEvaluation ChargedEvaluation(const EnvironmentOptions& env, const quant::UnitTable& table,
+                                 const std::vector<Transition>& steps, PlanEvaluation measured);
 
 // The transitions of one episode that follows `plan` (e.g. a baseline's):
 // states, masks, actions and step rewards; log_prob/value are 0.
