@@ -29,7 +29,8 @@ struct EpisodeReward {
 //     - violation_penalty_weight * max(0, bits - target)
 //     - ppl_penalty_weight       * lambda * d            (prices "quality")
 //     - ppl_penalty_weight * d - lambda * (bits - target) (prices "budget")
-// bits = the plan's effective bits, d = relative PPL increase, lambda the
+// bits = the plan's effective bits (in the repair budget mode the bits the
+// episode chose: environment.h ChargedEvaluation), d = relative PPL increase, lambda the
 // current Lagrange multiplier (lagrange.h) and `prices` lagrange.prices: what
 // lambda multiplies. A non-finite measurement gives a large finite penalty so
 // PPO never sees NaN.

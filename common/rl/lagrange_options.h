@@ -5,9 +5,10 @@
 // lambda <- clip(lambda + eta * (g - epsilon), 0, lambda_max) for each sampled
 // episode's constraint value g (common/rl/lagrange.h, docs/lagrange.md):
 //   prices: quality  g = d, the relative PPL increase; lambda scales the
-//                    penalty lambda * d (hard or soft budget_mode)
+//                    penalty lambda * d (any budget_mode)
 //   prices: budget   g = bits - target; lambda is the reward price of one bit over
-//                    the target, the penalty lambda * (bits - target) (soft only)
+//                    the target, the penalty lambda * (bits - target) (soft or
+//                    repair; in repair the bits the episode chose, before the repair)
 #ifndef WINDQUANT_COMMON_RL_LAGRANGE_OPTIONS_H_
 #define WINDQUANT_COMMON_RL_LAGRANGE_OPTIONS_H_
 
