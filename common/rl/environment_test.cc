@@ -23,6 +23,14 @@ std::shared_ptr<const UnitCosts> Costs(int units, uint64_t seed) {
   return *c;
 }
 
+// An untrained seeded policy.
+absl::StatusOr<std::unique_ptr<Policy>> SmallPolicy() {
+  PolicyOptions po;
+  po.init_seed = 11;
+  po.hidden_sizes = {32, 32};
+  return Policy::Create(po);
+}
+
 // Plays one episode choosing uniformly among allowed actions.
 std::vector<int> RandomEpisode(Environment& env, std::mt19937_64& rng, double* step_return) {
   env.Reset();
@@ -187,10 +195,7 @@ TEST(BatchedEnvironmentTest, VectorisedEqualsSequential) {
   auto costs = Costs(45, 6);
   EnvOptions o;
   o.target_bits = 2.2;
-  PolicyOptions po;
-  po.init_seed = 11;
-  po.hidden_sizes = {32, 32};
-  auto policy = Policy::Create(po);
+  auto policy = SmallPolicy();
   ASSERT_TRUE(policy.ok());
   // Deterministic actions depend only on each row, so N batched episodes must
   // equal N single ones step for step.
@@ -240,10 +245,7 @@ TEST(BatchedEnvironmentTest, RepairModeMeasuresPlansWithinTheTargetAndKeepsTheCh
   EnvOptions o;
   o.target_bits = 2.2;
   o.budget_mode = BudgetMode::kRepair;
-  PolicyOptions po;
-  po.init_seed = 11;
-  po.hidden_sizes = {32, 32};
-  auto policy = Policy::Create(po);
+  auto policy = SmallPolicy();
   ASSERT_TRUE(policy.ok());
   BatchedEnvironment batched(costs, o, 8);
   at::Generator g = MakeGenerator(3);
