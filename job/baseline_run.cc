@@ -25,7 +25,7 @@ absl::StatusOr<quant::Plan> SearchSessionPlan(const quant::QuantizationSession& 
   so.seed = spec.seed;
   so.restart_after = spec.restart_after;
   so.screen = spec.screen;
-  const char* name = spec.screen > 1 ? "screened-search" : "search";
+  const char* name = ProductSearchName(spec.screen > 1);
   const PlanMeasure measure = [&](const std::vector<int>& actions) -> absl::StatusOr<double> {
     WQ_ASSIGN_OR_RETURN(model::PerplexityResult r, session.Perplexity(actions, selection, 0));
     return r.perplexity;

@@ -128,8 +128,7 @@ void AddFinalRowsJson(const FinalRows& f, const std::string& rl_source, json* re
   if (!f.heldout_note.empty()) j["heldout_note"] = f.heldout_note;
   if (!f.searches_note.empty()) j["searches_note"] = f.searches_note;
   for (const FinalSearch& q : f.searches) {
-    j[q.name == "screened-search" ? "screened_search" : q.name] =
-        rl::SearchRowJson(q.result, f.rl_evaluations, q.seed);
+    j[rl::SearchRowKey(q.name)] = rl::SearchRowJson(q.result, f.rl_evaluations, q.seed);
   }
 }
 

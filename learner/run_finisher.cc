@@ -14,6 +14,7 @@
 #include "common/report/html_report.h"
 #include "common/report/report_data.h"
 #include "common/rl/run_checkpoint.h"
+#include "common/rl/search_result.h"
 
 namespace windquant::learner {
 namespace {
@@ -103,8 +104,7 @@ std::map<std::string, std::string> ManifestMetadata(const rl::RunResult& r, cons
       {"update", absl::StrCat(r.best.update)},
       {"target_bits", absl::StrFormat("%g", target)}};
   for (const FinalSearch& s : rows.searches) {
-    m[absl::StrCat(s.name == "screened-search" ? "screened_search" : s.name, "_evaluations")] =
-        absl::StrCat(s.result.evaluations);
+    m[absl::StrCat(rl::SearchRowKey(s.name), "_evaluations")] = absl::StrCat(s.result.evaluations);
   }
   return m;
 }

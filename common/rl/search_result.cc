@@ -20,4 +20,12 @@ nlohmann::json SearchRowJson(const SearchResult& r, int64_t rl_evaluations, uint
           {"seed", seed}};
 }
 
+std::string SearchRowKey(const std::string& row_name) {
+  std::string key = row_name;
+  for (char& c : key) {
+    if (c == '-') c = '_';
+  }
+  return key;
+}
+
 }  // namespace windquant::rl

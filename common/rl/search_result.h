@@ -5,6 +5,7 @@
 #define WINDQUANT_COMMON_RL_SEARCH_RESULT_H_
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -29,6 +30,10 @@ struct SearchResult {
 // and best selection perplexities (null when not finite), the RL run's count
 // of real evaluations it was given and its seed.
 nlohmann::json SearchRowJson(const SearchResult& r, int64_t rl_evaluations, uint64_t seed);
+
+// The report.json key of a search row named `row_name` in plans[] ("search",
+// "screened-search"): "search", "screened_search".
+std::string SearchRowKey(const std::string& row_name);
 
 }  // namespace windquant::rl
 
