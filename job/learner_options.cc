@@ -1,7 +1,9 @@
 #include "job/learner_options.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <string>
+#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -39,6 +41,21 @@ int64_t EvaluationTokens(const config::RunConfig& c) {
   int64_t selection = int64_t{c.evaluation.context} * std::max(1, c.evaluation.batch);
   if (r.size() == 2 && r[1] > r[0]) selection = r[1] - r[0];
   return selection + std::max<int64_t>(0, c.evaluation.calib_slice_tokens);
+}
+
+absl::Duration HeldOutAllowance(const config::RunConfig& c) {
+  constexpr int64_t kUnknownPasses = 64;
+  const config::TextRange& h = c.evaluation.heldout;
+  const int64_t per_pass = std::max<int64_t>(1, EvaluationTokens(c));
+  int64_t passes = kUnknownPasses;
+  if (h.tokens.size() == 2 && h.tokens[1] > h.tokens[0]) {
+    passes = (h.tokens[1] - h.tokens[0] + per_pass - 1) / per_pass;
+  } else {
+    std::error_code ec;
+    const uintmax_t bytes = std::filesystem::file_size(h.text, ec);
+    if (!ec) passes = (static_cast<int64_t>(bytes) + per_pass) / per_pass;  // +1 token: BOS
+  }
+  return absl::Milliseconds(c.service.evaluation_timeout_ms) * std::max<int64_t>(1, passes);
 }
 
 learner::PolicyPublisher::Options PolicyPublisherOptionsFrom(const config::RunConfig& c) {
@@ -87,6 +104,7 @@ learner::LearnerNodeOptions LearnerNodeOptionsFrom(const config::RunConfig& c, b
   o.core = LearnerCoreOptionsFrom(c);
   o.service = c.service;
   o.rpc_deadline = absl::Milliseconds(c.service.rpc_deadline_ms);
+  o.heldout_allowance = HeldOutAllowance(c);
   if (write_final) {
     o.write_final = [c](const rl::RunResult& result, const quant::UnitTable& table,
                         const std::string& run_id, const std::string& dir,

@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "absl/time/time.h"
+
 #include "common/config/run_config.h"
 #include "learner/learner_core.h"
 #include "learner/learner_node.h"
@@ -19,6 +21,14 @@ namespace windquant::job {
 // read) and the calibration loss slice.
 int64_t EvaluationTokens(const config::RunConfig& config);
 
+// The deadline of the final rows' held-out measurement through the evaluator (one
+// pass over the whole held-out text): service.evaluation_timeout_ms for every
+// EvaluationTokens' worth of held-out tokens, rounded up, at least one. The held-out
+// length is its range's, or for a range to the end of the text the file's size in
+// bytes (a token covers at least one byte), or 64 evaluations' worth when the file
+// cannot be read here.
+absl::Duration HeldOutAllowance(const config::RunConfig& config);
+
 // ppo.*, env.*, training.seed, training.warm_start_steps, training.screen_samples.
 learner::PolicyPublisher::Options PolicyPublisherOptionsFrom(const config::RunConfig& config);
 
@@ -31,7 +41,7 @@ learner::LearnerCore::Options LearnerCoreOptionsFrom(const config::RunConfig& co
 // the caller adds s3, fresh, the timeouts and the log.
 learner::RunPublisherOptions RunPublisherOptionsFrom(const config::RunConfig& config);
 
-// The core's options, service.* and service.rpc_deadline_ms; with
+// The core's options, service.*, service.rpc_deadline_ms and HeldOutAllowance; with
 // `write_final`, the final artifacts of the config (run_finisher.h) once the
 // run is done, with the search rows (final_searches.h: the RL run's count of
 // real evaluations each, training.seed) measured through the evaluator. The caller adds the

@@ -1,6 +1,10 @@
 #include "job/learner_options.h"
 
+#include <fstream>
+#include <string>
+
 #include "common/config/run_digest.h"
+#include "common/testing/scoped_test_dir.h"
 #include "gtest/gtest.h"
 
 namespace windquant::job {
@@ -15,6 +19,29 @@ TEST(LearnerOptionsTest, EvaluationTokensFollowTheSelectionRange) {
   c.evaluation.context = 128;
   c.evaluation.batch = 8;
   EXPECT_EQ(EvaluationTokens(c), 128 * 8 + 256);
+}
+
+// The held-out pass gets one evaluation's allowance per evaluation's worth of
+// held-out tokens (it timed out at one allowance: 65,536 tokens, 13 selections' worth).
+TEST(LearnerOptionsTest, HeldOutAllowanceGrowsWithTheHeldOutText) {
+  const ::windquant::testing::ScopedTestDir scoped("learner_options_heldout_test");
+  config::RunConfig c;
+  c.service.evaluation_timeout_ms = 60000;
+  c.evaluation.selection.tokens = {0, 4064};
+  c.evaluation.calib_slice_tokens = 1024;  // 5,088 tokens per evaluation
+  c.evaluation.heldout.text = scoped.path() + "/heldout.txt";
+  c.evaluation.heldout.tokens = {0, 65536};
+  EXPECT_EQ(HeldOutAllowance(c), absl::Seconds(60 * 13));
+  c.evaluation.heldout.tokens = {0, 100};
+  EXPECT_EQ(HeldOutAllowance(c), absl::Seconds(60));
+  // To the end of the text: bounded by the file's bytes.
+  c.evaluation.heldout.tokens = {1000, 0};
+  std::ofstream(c.evaluation.heldout.text) << std::string(5088 * 3, 'a');
+  EXPECT_EQ(HeldOutAllowance(c), absl::Seconds(60 * 4));
+  // A file the learner cannot read: 64 evaluations' worth.
+  c.evaluation.heldout.text = scoped.path() + "/missing.txt";
+  EXPECT_EQ(HeldOutAllowance(c), absl::Seconds(60 * 64));
+  EXPECT_EQ(LearnerNodeOptionsFrom(c, false).heldout_allowance, absl::Seconds(60 * 64));
 }
 
 TEST(LearnerOptionsTest, DefaultsAreTheDefaultConfigs) {

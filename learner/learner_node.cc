@@ -127,8 +127,10 @@ absl::StatusOr<TextMeasurement> LearnerNode::MeasureOnEvaluator(const std::vecto
                                           : v1::EVALUATION_TEXT_SELECTION);
   v1::EvaluationReport reply;
   grpc::ClientContext ctx;
-  // A model-sized pass (a whole text through every stage): the evaluation's allowance.
-  net::ConfigureContext(ctx, options_.core.evaluation_allowance);
+  // A model-sized pass (a whole text through every stage): the selection's is one
+  // evaluation's allowance, the held-out text's one sized by its length.
+  net::ConfigureContext(ctx, text == PlanText::kHeldOut ? options_.heldout_allowance
+                                                        : options_.core.evaluation_allowance);
   net::Canceller::Scope scope(&final_calls_, &ctx);
   if (scope.cancelled()) return net::FromGrpcStatus(net::CancelledStatus());
   WQ_RETURN_IF_ERROR(net::FromGrpcStatus(evaluator_->EvaluatePlan(&ctx, req, &reply)));

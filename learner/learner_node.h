@@ -63,6 +63,9 @@ struct LearnerNodeOptions {
   net::PeerOptions service;
   // service.rpc_deadline_ms: the deadline of SubmitPlan to the evaluator.
   absl::Duration rpc_deadline = absl::Milliseconds(30000);
+  // The deadline of the final rows' held-out measurement (a pass over the whole
+  // held-out text; job::HeldOutAllowance).
+  absl::Duration heldout_allowance = absl::Minutes(30);
   // Borrowed, may be null; must outlive the node.
   RunPublisher* publisher = nullptr;
   // Write (and push) the final artifacts when the run is done; null = not
