@@ -165,7 +165,7 @@ def overall(per_table):
               f"{statistics.fmean(paired):.3f}, 95 % interval {interval_text(lo, hi)} ({clear}); "
               f"lower in {sum(x < 1.0 for x in paired)} of {len(paired)}."]
     if missing:
-        lines += ["", f"Provisional: {missing} planned runs of a method have not landed yet."]
+        lines += ["", f"Provisional: {missing} of the planned seeds have not landed yet."]
     return "\n".join(lines) + "\n"
 
 
