@@ -94,7 +94,9 @@ resumed=$(sed -n 's/.*resumed from checkpoint at update \([0-9]*\),.*/\1/p' "$OU
 eventually "(( \$(grep -c 're-subscribed at policy version' '$OUT/logs/actor-s0-r0.log') > $resubscribed ))" ||
   fail "the actor did not re-subscribe to the restarted learner"
 wait_for done '[[ $v == true ]]' || fail "the run did not complete after the restart"
-eventually '"$WQ" plans list --store "$STORE" 2>/dev/null | grep -q "^  $RUN_ID/final "' 300 ||
+# The final phase: both searches at RL's count of evaluations, then each row's held-out
+# pass (65,536 tokens on the test model), then the export: minutes on a loaded machine.
+eventually '"$WQ" plans list --store "$STORE" 2>/dev/null | grep -q "^  $RUN_ID/final "' 600 ||
   fail "the final plan did not reach the store"
 status
 stop_all
