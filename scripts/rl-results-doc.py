@@ -6,8 +6,9 @@ per method the mean held-out perplexity, the mean over paired seeds of its ratio
 search with restarts at the same count of real evaluations, a bootstrap 95 % interval of
 that mean, and the seeds where it beat the search; the winner of each table; then the
 winner over the three tables by the rule fixed in OVERALL_RULE.
+and README.md's block of the same (between README_BEGIN and README_END).
 usage: scripts/rl-results-doc.py [--runs docs/rl-runs] [--out docs/results-rl.md]
-       (--out - prints to stdout)"""
+       [--readme README.md]   (--out - prints to stdout; --readme '' leaves README alone)"""
 import argparse, glob, json, os, random, re, statistics
 
 TABLES = [("stories260k", 2.0, 10), ("stories260k", 2.5, 10), ("default", 2.0, 5)]
@@ -116,9 +117,9 @@ def table(reports, model, target, planned):
         lines.append(f"| {label} | {len(ppls)} of {planned} | {statistics.fmean(ppls):.3f} | "
                      f"{statistics.fmean(ratios):.3f} | {interval_text(lo, hi)} | {better} | "
                      f"{statistics.fmean(evals):.1f} | {statistics.fmean(walls):.0f} |")
+        per_seed[label] = {seed: v[1] for seed, v in runs.items()}
         if method is not RETURNED:
             summary.append((statistics.fmean(ratios), label, len(ppls), lo, hi))
-            per_seed[label] = {seed: v[1] for seed, v in runs.items()}
     if summary:
         best = min(summary)
         if best[1] == "search with restarts" or best[4] < 1.0:
@@ -136,38 +137,45 @@ def table(reports, model, target, planned):
 
 
 def overall(per_table):
-    """The winner over the tables (OVERALL_RULE) and the paired comparison of the two best."""
+    """The winner over the tables (OVERALL_RULE) and the paired comparison of the two best:
+    the section of docs/results-rl.md, and README's block (the same table with quantize's
+    returned plan, and the verdict)."""
     rng = random.Random(BOOTSTRAP_SEED)
-    lines = ["## The winner over the three tables\n", OVERALL_RULE, "",
-             "| method | " + " | ".join(name for name, _, _ in per_table) + " | mean over the tables |",
-             "|---|" + "---|" * (len(per_table) + 1)]
+    lines = ["| method | " + " | ".join(name for name, _, _ in per_table) +
+             " | mean over the tables |", "|---|" + "---|" * (len(per_table) + 1)]
     scores = []
-    for label, *_ in METHODS:
+    for label, *_ in METHODS + [RETURNED]:
         means = [statistics.fmean(t[label].values()) if t.get(label) else None
                  for _, t, _ in per_table]
         cells = " | ".join("-" if x is None else f"{x:.3f}" for x in means)
-        if None in means:
-            lines.append(f"| {label} | {cells} | - |")
-            continue
-        score = statistics.fmean(means)
-        scores.append((score, label))
-        lines.append(f"| {label} | {cells} | {score:.3f} |")
+        score = None if None in means else statistics.fmean(means)
+        lines.append(f"| {label} | {cells} | {'-' if score is None else f'{score:.3f}'} |")
+        if score is not None and label != RETURNED[0]:
+            scores.append((score, label))
+    doc_lines = ["## The winner over the three tables\n", OVERALL_RULE, ""] + lines[:-1]
     if len(scores) < 2:
-        return "\n".join(lines + ["", "Not every table has a run of every method yet."]) + "\n"
+        note = "Not every table has a run of every method yet."
+        return "\n".join(doc_lines + ["", note]) + "\n", "\n".join(lines + ["", note])
     (s1, first), (s2, second) = sorted(scores)[:2]
     paired = [t[first][seed] / t[second][seed] for _, t, _ in per_table
               for seed in sorted(t[first]) if seed in t[second]]
     missing = sum(n - min(len(v) for v in t.values()) for _, t, n in per_table)
     lo, hi = bootstrap_interval(paired, rng)
     clear = ("clear" if hi < 1.0 else "not clear: the interval reaches 1")
-    lines += ["", f"Winner: **{first}** ({s1:.3f}; runner-up {second}, {s2:.3f}). Paired over "
-              f"{len(paired)} seeds, {first}'s held-out perplexity over {second}'s: mean "
-              f"{statistics.fmean(paired):.3f}, 95 % interval {interval_text(lo, hi)} ({clear}); "
-              f"lower in {sum(x < 1.0 for x in paired)} of {len(paired)}."]
+    ratio = (f"{first}'s held-out perplexity over {second}'s: mean {statistics.fmean(paired):.3f}, "
+             f"95 % interval {interval_text(lo, hi)} ({clear}); lower in "
+             f"{sum(x < 1.0 for x in paired)} of {len(paired)}")
+    tail = [f"Winner: **{first}** ({s1:.3f}; runner-up {second}, {s2:.3f}). Paired over "
+            f"{len(paired)} seeds, {ratio}."]
     if missing:
-        lines += ["", f"Provisional: {missing} of the planned seeds have not landed yet."]
-    return "\n".join(lines) + "\n"
+        tail.append(f"Provisional: {missing} of the planned seeds have not landed yet.")
+    readme = lines + [""] + [x for t in tail for x in (t, "")][:-1]
+    return ("\n".join(doc_lines + [""] + [x for t in tail for x in (t, "")][:-1]) + "\n",
+            "\n".join(readme))
 
+
+README_BEGIN = "<!-- scripts/rl-results-doc.py: begin -->"
+README_END = "<!-- scripts/rl-results-doc.py: end -->"
 
 HEADER = """# RL results: RL against the strongest search baselines, paired seeds
 
@@ -213,6 +221,8 @@ def main():
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     ap.add_argument("--runs", default=os.path.join(root, "docs", "rl-runs"))
     ap.add_argument("--out", default=os.path.join(root, "docs", "results-rl.md"))
+    ap.add_argument("--readme", default=os.path.join(root, "README.md"),
+                    help="rewrites its block between README_BEGIN and README_END ('' = not)")
     a = ap.parse_args()
     reports = load(a.runs)
     parts, per_table = [], []
@@ -220,12 +230,22 @@ def main():
         text, per_seed = table(reports, m, t, n)
         parts.append(text)
         per_table.append((f"{m} {t:.1f} bits", per_seed, n))
-    text = HEADER + "\n" + "\n".join(parts) + "\n" + overall(per_table)
+    section, block = overall(per_table)
+    text = HEADER + "\n" + "\n".join(parts) + "\n" + section
     if a.out == "-":
         print(text, end="")
     else:
         with open(a.out, "w") as f:
             f.write(text)
+    if a.readme:
+        with open(a.readme) as f:
+            readme = f.read()
+        begin, end = readme.find(README_BEGIN), readme.find(README_END)
+        if begin < 0 or end < begin:
+            raise SystemExit(f"{a.readme}: no {README_BEGIN} ... {README_END} block")
+        readme = readme[:begin + len(README_BEGIN)] + "\n" + block + "\n" + readme[end:]
+        with open(a.readme, "w") as f:
+            f.write(readme)
 
 
 if __name__ == "__main__":
