@@ -47,6 +47,7 @@ void VisitFields(V& v, RunConfig& c) {
   v.Field("quant.cache_dir", &c.quant.cache_dir);
   v.Field("quant.compensation", &c.quant.compensation);
   v.Field("env.budget_mode", &c.env.budget_mode);
+  v.Field("env.repair_order", &c.env.repair_order);
   v.Field("env.step_saving_weight", &c.env.step_saving_weight);
   v.Field("env.skip_penalty", &c.env.skip_penalty);
   v.Field("env.bit_reduction_weight", &c.env.bit_reduction_weight);
@@ -408,6 +409,8 @@ absl::Status ValidateQuantEnvLagrange(const RunConfig& c) {
   WQ_RETURN_IF_ERROR(Check(
       c.env.budget_mode == "hard" || c.env.budget_mode == "soft" || c.env.budget_mode == "repair",
       "env.budget_mode", "must be hard, soft or repair"));
+  WQ_RETURN_IF_ERROR(Check(c.env.repair_order == "proxy" || c.env.repair_order == "walk",
+                           "env.repair_order", "must be proxy or walk"));
   for (double w :
        {c.env.step_saving_weight, c.env.skip_penalty, c.env.bit_reduction_weight,
         c.env.loss_penalty_weight, c.env.violation_penalty_weight, c.env.ppl_penalty_weight}) {

@@ -116,6 +116,9 @@ TEST(RunConfigTest, OutOfRangeNamesKey) {
   EXPECT_EQ(ErrorOf(kMinimal, {"lagrange.prices=budget", "env.budget_mode=repair"}), "");
   EXPECT_EQ(ErrorOf(kMinimal, {"env.budget_mode=masked"}),
             "run.yaml: env.budget_mode: must be hard, soft or repair");
+  EXPECT_EQ(ErrorOf(kMinimal, {"env.budget_mode=repair", "env.repair_order=walk"}), "");
+  EXPECT_EQ(ErrorOf(kMinimal, {"env.repair_order=last"}),
+            "run.yaml: env.repair_order: must be proxy or walk");
   EXPECT_EQ(ErrorOf("calibration: {text: c}\n"
                     "evaluation: {selection: {text: s}, heldout: {text: h}}\n"),
             "run.yaml: model.dir: is required");

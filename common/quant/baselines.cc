@@ -89,14 +89,15 @@ void GreedyFill(const UnitTable& t, double budget_total, std::vector<int>* actio
 
 }  // namespace
 
-std::vector<int> RepairToBudget(const UnitTable& t, std::vector<int> actions, double target_bits) {
+std::vector<int> RepairToBudget(const UnitTable& t, std::vector<int> actions, double target_bits,
+                                RepairOrder order) {
   const double N = static_cast<double>(t.TotalWeights());
   const double budget = target_bits * N * (1.0 + kRepairRelativeSlack);
   double total = TotalBits(t, actions);
-  // Min-heap of (error added per bit saved, unit, cheaper action): one entry per unit.
-  using Step = std::tuple<double, int, int>;
-  std::priority_queue<Step, std::vector<Step>, std::greater<Step>> heap;
-  auto push_step = [&](int i) {
+  if (total <= budget) return actions;
+  // The unit's step down: its most expensive strictly cheaper action (ties to
+  // the lower error), or -1 at its cheapest.
+  auto next_cheaper = [&](int i) {
     const Unit& u = t.units[i];
     const int cur = actions[i];
     int next = -1;
@@ -107,17 +108,34 @@ std::vector<int> RepairToBudget(const UnitTable& t, std::vector<int> actions, do
         next = a;
       }
     }
+    return next;
+  };
+  auto step = [&](int i, int a) {
+    total -= t.units[i].bits[actions[i]] - t.units[i].bits[a];
+    actions[i] = a;
+  };
+  if (order == RepairOrder::kWalk) {
+    for (int i = static_cast<int>(t.units.size()) - 1; i >= 0 && total > budget; --i) {
+      for (int a = next_cheaper(i); a >= 0 && total > budget; a = next_cheaper(i)) step(i, a);
+    }
+    return actions;
+  }
+  // Min-heap of (error added per bit saved, unit, cheaper action): one entry per unit.
+  using Step = std::tuple<double, int, int>;
+  std::priority_queue<Step, std::vector<Step>, std::greater<Step>> heap;
+  auto push_step = [&](int i) {
+    const int next = next_cheaper(i);
     if (next < 0) return;
+    const Unit& u = t.units[i];
+    const int cur = actions[i];
     const double derr = (u.error[next] - u.error[cur]) * static_cast<double>(u.n()) / N;
     heap.emplace(derr / (u.bits[cur] - u.bits[next]), i, next);
   };
-  if (total <= budget) return actions;
   for (size_t i = 0; i < t.units.size(); ++i) push_step(static_cast<int>(i));
   while (total > budget && !heap.empty()) {
     const auto [cost, i, a] = heap.top();
     heap.pop();
-    total -= t.units[i].bits[actions[i]] - t.units[i].bits[a];
-    actions[i] = a;
+    step(i, a);
     push_step(i);
   }
   return actions;

@@ -47,15 +47,22 @@ absl::StatusOr<Plan> GreedyPlan(const UnitTable& table, double target_bits);
 // by the greedy upgrades above.
 absl::StatusOr<Plan> LagrangePlan(const UnitTable& table, double target_bits);
 
-// `actions` brought within the budget (EffectiveBits <= target_bits): while over
-// it, the single unit step down (to the unit's most expensive strictly cheaper
-// action) that adds the least (n_u/N) * error per bit saved is taken (ties to
-// the lower unit); a plan within the budget comes back unchanged. A plan that
-// cannot fit ends with every unit at its cheapest action. The repair of the
-// environment's `repair` budget mode (common/rl/environment.h). O(k log U) for
-// k steps over U units.
+// How RepairToBudget brings a plan within its budget.
+//   kProxy: while over it, the single unit step down (to the unit's most
+//           expensive strictly cheaper action) that adds the least
+//           (n_u/N) * error per bit saved is taken (ties to the lower unit).
+//   kWalk:  the walk's last unit first: each unit, from the last one back,
+//           steps down (the same step) until the plan fits or the unit is at
+//           its cheapest, as the hard budget's mask cuts the end of the walk.
+enum class RepairOrder { kProxy, kWalk };
+
+// `actions` brought within the budget (EffectiveBits <= target_bits) by single
+// unit steps down in `order`; a plan within the budget comes back unchanged. A
+// plan that cannot fit ends with every unit at its cheapest action. The repair
+// of the environment's `repair` budget mode (common/rl/environment.h).
+// O(k log U) for k steps over U units.
 std::vector<int> RepairToBudget(const UnitTable& table, std::vector<int> actions,
-                                double target_bits);
+                                double target_bits, RepairOrder order = RepairOrder::kProxy);
 
 // Random feasible (seeded): uniform random action per unit, then, while over budget,
 // a random unit above its cheapest action is moved to a random cheaper action.

@@ -171,6 +171,34 @@ TEST(BaselinesTest, RepairBringsAPlanWithinTheBudgetByStepsDown) {
   EXPECT_NEAR(RecountBits(t, floor), lo, 1e-12);
 }
 
+// The walk order: the last units step down first, each to its cheapest before
+// the one before it moves; nothing moves once the plan fits.
+TEST(BaselinesTest, RepairInWalkOrderCutsTheEndOfTheWalk) {
+  const UnitTable& t = RealTable();
+  const Plan eight = UniformPlan(t, Action::k8);
+  const double lo = MinEffectiveBits(t);
+  EXPECT_EQ(RepairToBudget(t, eight.actions, eight.target_bits + 0.1, RepairOrder::kWalk),
+            eight.actions);
+  for (double b : {lo + 0.1, 3.5, 4.5}) {
+    const std::vector<int> r = RepairToBudget(t, eight.actions, b, RepairOrder::kWalk);
+    EXPECT_LE(RecountBits(t, r), b + kBudgetSlack) << b;
+    size_t first_moved = t.units.size();
+    for (size_t i = 0; i < t.units.size(); ++i) {
+      if (r[i] != eight.actions[i] && first_moved == t.units.size()) first_moved = i;
+    }
+    ASSERT_LT(first_moved, t.units.size()) << b;
+    for (size_t i = first_moved + 1; i < t.units.size(); ++i) {
+      const Unit& u = t.units[i];
+      EXPECT_EQ(u.bits[r[i]], *std::min_element(u.bits.begin(), u.bits.end())) << b << " " << i;
+    }
+    // One step less on the first unit moved would not fit.
+    std::vector<int> less = r;
+    less[first_moved] = eight.actions[first_moved];
+    EXPECT_GT(RecountBits(t, less), b) << b;
+    EXPECT_NE(r, RepairToBudget(t, eight.actions, b)) << b;  // not the proxy's choice
+  }
+}
+
 TEST(BaselinesTest, ProxyErrorIsWeightShareWeighted) {
   const UnitTable& t = RealTable();
   std::vector<int> a(t.units.size(), ActionIndex(Action::k2));

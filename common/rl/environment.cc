@@ -24,6 +24,8 @@ EnvOptions MakeEnvOptions(const EnvironmentOptions& env, double target_bits) {
   o.budget_mode = env.budget_mode == "soft"     ? BudgetMode::kSoft
                   : env.budget_mode == "repair" ? BudgetMode::kRepair
                                                 : BudgetMode::kHard;
+  o.repair_order =
+      env.repair_order == "walk" ? quant::RepairOrder::kWalk : quant::RepairOrder::kProxy;
   o.step_saving_weight = env.step_saving_weight;
   o.skip_penalty = env.skip_penalty;
   return o;
@@ -192,7 +194,8 @@ absl::StatusOr<Rollout> BatchedEnvironment::Run(const Policy& policy, at::Genera
   const quant::UnitTable& table = costs_->table();
   for (int64_t i = 0; i < n; ++i) {
     if (o.budget_mode == BudgetMode::kRepair) {
-      out.plans.push_back(quant::RepairToBudget(table, envs_[i].actions(), o.target_bits));
+      out.plans.push_back(
+          quant::RepairToBudget(table, envs_[i].actions(), o.target_bits, o.repair_order));
       out.effective_bits.push_back(table.EffectiveBits(out.plans.back()));
     } else {
       out.plans.push_back(envs_[i].actions());

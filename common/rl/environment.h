@@ -13,8 +13,9 @@
 //   soft: every action allowed; the overrun is penalised at the episode end
 //         (EpisodeEndReward, episode_evaluator.h) and by the step reward.
 //   repair: every action allowed, as soft; the finished plan, when over the
-//         budget, is repaired to it (quant::RepairToBudget: the proxy's
-//         cheapest step downs) before it is measured, so every measured plan
+//         budget, is repaired to it (quant::RepairToBudget in env.repair_order:
+//         the proxy's cheapest step downs, or the walk's last units first)
+//         before it is measured, so every measured plan
 //         can be returned. The episode is charged for the bits it chose
 //         (ChosenBits: the penalties and lambda's price, learner_core.cc) and
 //         rewarded for the quality of the plan measured.
@@ -40,6 +41,7 @@
 #include <ATen/ATen.h>
 
 #include "absl/status/statusor.h"
+#include "common/quant/baselines.h"
 #include "common/quant/unit_table.h"
 #include "common/rl/environment_options.h"
 #include "common/rl/plan_evaluation.h"
@@ -56,6 +58,7 @@ enum class BudgetMode { kHard, kSoft, kRepair };
 struct EnvOptions {
   double target_bits = 2.0;
   BudgetMode budget_mode = BudgetMode::kHard;
+  quant::RepairOrder repair_order = quant::RepairOrder::kProxy;  // kRepair only
   double step_saving_weight = EnvironmentOptions().step_saving_weight;
   double skip_penalty = EnvironmentOptions().skip_penalty;
 };

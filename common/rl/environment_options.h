@@ -14,6 +14,7 @@ namespace windquant::rl {
 
 struct EnvironmentOptions {
   std::string budget_mode = "hard";        // hard (masking) | soft (penalty) | repair
+  std::string repair_order = "proxy";      // repair mode: proxy | walk (quant::RepairOrder)
   double step_saving_weight = 0.1;         // dense reward per bit saved vs running target
   double skip_penalty = 0.05;              // step penalty for action 16
   double bit_reduction_weight = 1.0;       // episode end: weighted bit reduction

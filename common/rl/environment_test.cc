@@ -242,31 +242,34 @@ TEST(BatchedEnvironmentTest, VectorisedEqualsSequential) {
 // policy chose.
 TEST(BatchedEnvironmentTest, RepairModeMeasuresPlansWithinTheTargetAndKeepsTheChoices) {
   auto costs = Costs(45, 6);
-  EnvOptions o;
-  o.target_bits = 2.2;
-  o.budget_mode = BudgetMode::kRepair;
   auto policy = SmallPolicy();
   ASSERT_TRUE(policy.ok());
-  BatchedEnvironment batched(costs, o, 8);
-  at::Generator g = MakeGenerator(3);
-  auto ro = batched.Run(**policy, g, false, 0);
-  ASSERT_TRUE(ro.ok()) << ro.status();
   const quant::UnitTable& table = costs->table();
-  int repaired = 0;
-  for (int i = 0; i < 8; ++i) {
-    std::vector<int> chosen;
-    for (const Transition& t : ro->episodes[i]) {
-      for (uint8_t m : t.mask) EXPECT_EQ(m, 1);
-      chosen.push_back(static_cast<int>(t.action));
+  for (quant::RepairOrder order : {quant::RepairOrder::kProxy, quant::RepairOrder::kWalk}) {
+    EnvOptions o;
+    o.target_bits = 2.2;
+    o.budget_mode = BudgetMode::kRepair;
+    o.repair_order = order;
+    BatchedEnvironment batched(costs, o, 8);
+    at::Generator g = MakeGenerator(3);
+    auto ro = batched.Run(**policy, g, false, 0);
+    ASSERT_TRUE(ro.ok()) << ro.status();
+    int repaired = 0;
+    for (int i = 0; i < 8; ++i) {
+      std::vector<int> chosen;
+      for (const Transition& t : ro->episodes[i]) {
+        for (uint8_t m : t.mask) EXPECT_EQ(m, 1);
+        chosen.push_back(static_cast<int>(t.action));
+      }
+      EXPECT_EQ(ro->plans[i], quant::RepairToBudget(table, chosen, o.target_bits, order));
+      EXPECT_LE(table.EffectiveBits(ro->plans[i]), o.target_bits + kBitsTolerance);
+      EXPECT_NEAR(ro->effective_bits[i], table.EffectiveBits(ro->plans[i]), kBitsTolerance);
+      EXPECT_NEAR(ChosenBits(table, ro->episodes[i]), table.EffectiveBits(chosen), kBitsTolerance);
+      if (ro->plans[i] != chosen) ++repaired;
     }
-    EXPECT_EQ(ro->plans[i], quant::RepairToBudget(table, chosen, o.target_bits));
-    EXPECT_LE(table.EffectiveBits(ro->plans[i]), o.target_bits + kBitsTolerance);
-    EXPECT_NEAR(ro->effective_bits[i], table.EffectiveBits(ro->plans[i]), kBitsTolerance);
-    EXPECT_NEAR(ChosenBits(table, ro->episodes[i]), table.EffectiveBits(chosen), kBitsTolerance);
-    if (ro->plans[i] != chosen) ++repaired;
+    // An untrained policy over 7 actions overruns 2.2 bits: the repair did something.
+    EXPECT_GT(repaired, 0);
   }
-  // An untrained policy over 7 actions overruns 2.2 bits: the repair did something.
-  EXPECT_GT(repaired, 0);
   EXPECT_TRUE(std::isnan(ChosenBits(table, {})));
 }
 

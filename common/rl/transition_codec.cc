@@ -102,13 +102,15 @@ absl::Status DecodeStep(const v1::TransitionBatch& b, size_t t, size_t steps, Tr
 }
 
 // The plan is the steps' actions, or (the repair budget mode) their repair
-// to the plan's target (quant::RepairToBudget).
+// to the plan's target (quant::RepairToBudget, in either order).
 absl::Status CheckPlanOfSteps(const Episode& e, const quant::UnitTable& table) {
   std::vector<int> chosen(e.steps.size());
   for (size_t t = 0; t < chosen.size(); ++t) chosen[t] = static_cast<int>(e.steps[t].action);
   if (e.plan.actions == chosen) return absl::OkStatus();
-  if (e.plan.actions == quant::RepairToBudget(table, chosen, e.plan.target_bits)) {
-    return absl::OkStatus();
+  for (quant::RepairOrder order : {quant::RepairOrder::kProxy, quant::RepairOrder::kWalk}) {
+    if (e.plan.actions == quant::RepairToBudget(table, chosen, e.plan.target_bits, order)) {
+      return absl::OkStatus();
+    }
   }
   size_t t = 0;
   while (e.plan.actions[t] == chosen[t]) ++t;

@@ -210,6 +210,16 @@ TEST_F(TransitionCodecTest, APlanRepairedToItsTargetDecodesWithTheChosenActions)
   ASSERT_TRUE(d.ok()) << d.status();
   EXPECT_EQ(d->plan.actions, repaired.plan.actions);
   for (size_t t = 0; t < chosen.size(); ++t) EXPECT_EQ(d->steps[t].action, chosen[t]);
+  // The walk order's repair (env.repair_order: walk) decodes as well.
+  Episode walked = episode_;
+  walked.plan = quant::Plan::Make(
+      table_, quant::RepairToBudget(table_, chosen, 3.0, quant::RepairOrder::kWalk), "rl", 3.0);
+  ASSERT_NE(walked.plan.actions, repaired.plan.actions);
+  v1::TransitionBatch wb;
+  EncodeEpisode(walked, table_, &wb);
+  d = DecodeEpisode(wb, table_);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->plan.actions, walked.plan.actions);
   // The same plan claimed for a higher target is not the chosen actions' repair to it.
   repaired.plan.target_bits = 3.5;
   v1::TransitionBatch higher;
