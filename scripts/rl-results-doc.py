@@ -168,7 +168,8 @@ def overall(per_table):
     tail = [f"Winner: **{first}** ({s1:.3f}; runner-up {second}, {s2:.3f}). Paired over "
             f"{len(paired)} seeds, {ratio}."]
     if missing:
-        tail.append(f"Provisional: {missing} of the planned seeds have not landed yet.")
+        tail.append(f"Provisional: {missing} of the planned seeds "
+                    f"{'has' if missing == 1 else 'have'} not landed yet.")
     readme = lines + [""] + [x for t in tail for x in (t, "")][:-1]
     return ("\n".join(doc_lines + [""] + [x for t in tail for x in (t, "")][:-1]) + "\n",
             "\n".join(readme))
