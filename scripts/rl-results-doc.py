@@ -149,7 +149,7 @@ def overall(per_table):
                  for _, t, _ in per_table]
         cells = " | ".join("-" if x is None else f"{x:.3f}" for x in means)
         score = None if None in means else statistics.fmean(means)
-        lines.append(f"| {label} | {cells} | {'-' if score is None else f'{score:.3f}'} |")
+        lines.append(f"| {label} | {cells} | {'-' if score is None else f'{score:.4f}'} |")
         if score is not None and label != RETURNED[0]:
             scores.append((score, label))
     doc_lines = ["## The winner over the three tables\n", OVERALL_RULE, ""] + lines[:-1]
@@ -165,7 +165,7 @@ def overall(per_table):
     ratio = (f"{first}'s held-out perplexity over {second}'s: mean {statistics.fmean(paired):.3f}, "
              f"95 % interval {interval_text(lo, hi)} ({clear}); lower in "
              f"{sum(x < 1.0 for x in paired)} of {len(paired)}")
-    tail = [f"Winner: **{first}** ({s1:.3f}; runner-up {second}, {s2:.3f}). Paired over "
+    tail = [f"Winner: **{first}** ({s1:.4f}; runner-up {second}, {s2:.4f}). Paired over "
             f"{len(paired)} seeds, {ratio}."]
     if missing:
         tail.append(f"Provisional: {missing} of the planned seeds "
