@@ -16,7 +16,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 readonly MAX_FILE_LINES=600 MAX_FUNCTION_LINES=80 ALLOWLIST=scripts/size-allowlist.txt
 CTAGS=$(command -v ctags-universal || command -v ctags || true)
-if [ -z "$CTAGS" ] || ! "$CTAGS" --version 2>/dev/null | grep -q "Universal Ctags"; then
+if [ -z "$CTAGS" ] || ! "$CTAGS" --version 2>/dev/null | grep "Universal Ctags" >/dev/null; then
   echo "check-sizes: universal-ctags not found (scripts/install-deps.sh installs it)"
   exit 1
 fi

@@ -39,7 +39,7 @@ echo "lambda: learner $lambda_learner, evaluator $lambda_evaluator"
   || fail "the evaluator's lambda ($lambda_evaluator) is not the learner's ($lambda_learner)"
 [[ -f "$OUT/run/unit_table.pb" ]] || fail "no merged unit table"
 [[ -s "$OUT/run/plans.jsonl" ]] || fail "no evaluated plans"
-ls "$OUT/run/best" | grep -q . || fail "no best plan files"
+ls "$OUT/run/best" | grep . >/dev/null || fail "no best plan files"
 # Every evaluated plan meets the final target (hard budget by masking).
 python3 - "$OUT/run/plans.jsonl" <<'PY' || fail "a plan exceeds its budget or has a bad perplexity"
 import json, sys

@@ -47,8 +47,10 @@ start_all
 wait_for updates '((v >= 1))'
 
 step "0. /metrics of every process"
+# grep without -q reads to the end: with pipefail, grep -q's early exit could
+# kill curl with SIGPIPE and fail the check on a match (as it did here).
 for name in "${!METRICS_PORTS[@]}"; do
-  curl -sf --max-time 5 "$(metrics_url "$name")" | grep -q '^windquant_net_sent_bytes_total [1-9]' ||
+  curl -sf --max-time 5 "$(metrics_url "$name")" | grep '^windquant_net_sent_bytes_total [1-9]' >/dev/null ||
     fail "$name: no windquant_net_sent_bytes_total > 0 at $(metrics_url "$name")"
 done
 updates=$(metric_value learner windquant_learner_ppo_updates_total)

@@ -48,7 +48,7 @@ scrape_configs:
 EOF
 promtool check config "$OUT/prometheus.yml" >/dev/null || fail "promtool rejects the scrape config"
 PROM="127.0.0.1:$(free_port)"
-prometheus --version 2>&1 | head -1
+prometheus --version 2>&1 | sed -n 1p
 prometheus --config.file="$OUT/prometheus.yml" --storage.tsdb.path="$OUT/prometheus-data" \
   --web.listen-address="$PROM" >"$OUT/logs/prometheus.log" 2>&1 &
 PROM_PID=$!

@@ -118,12 +118,12 @@ if [[ "$MODE" == local ]]; then
   trap - EXIT
   echo "local: run and export in $wall s"
   [[ "$(status_field updates)" -ge 1 ]] || fail "expected a PPO update"
-  ls "$OUT/run/best" | grep -q . || fail "no best plan files"
+  ls "$OUT/run/best" | grep . >/dev/null || fail "no best plan files"
   for f in quantized/quantized.safetensors quantized/plan.json quantized/config.json \
            fake_quant/model.safetensors fake_quant/config.json; do
     [[ -f "$FINAL/$f" ]] || fail "the final result lacks $f"
   done
-  ls -a "$FINAL" | grep -q partial && fail "a partial export folder was left in $FINAL"
+  ls -a "$FINAL" | grep partial >/dev/null && fail "a partial export folder was left in $FINAL"
   python3 - "$FINAL/report.json" <<'PY' || fail "report.json has no exported section"
 import json, sys
 x = json.load(open(sys.argv[1]))["exported"]

@@ -96,7 +96,7 @@ eventually "(( \$(grep -c 're-subscribed at policy version' '$OUT/logs/actor-s0-
 wait_for done '[[ $v == true ]]' || fail "the run did not complete after the restart"
 # The final phase: both searches at RL's count of evaluations, then each row's held-out
 # pass (65,536 tokens on the test model), then the export: minutes on a loaded machine.
-eventually '"$WQ" plans list --store "$STORE" 2>/dev/null | grep -q "^  $RUN_ID/final "' 600 ||
+eventually '"$WQ" plans list --store "$STORE" 2>/dev/null | grep "^  $RUN_ID/final " >/dev/null' 600 ||
   fail "the final plan did not reach the store"
 status
 stop_all
