@@ -217,6 +217,21 @@ struct Limits {
   double copy = 0;         // GB/s
 };
 
+// The repair budget mode's repair (env.repair_order), worst case: every unit at 8 bits
+// brought to the target, against one synthetic plan evaluation (`eval_s`).
+void BenchRepair(const quant::UnitTable& table, double eval_s) {
+  const std::vector<int> eight(table.units.size(), quant::ActionIndex(quant::Action::k8));
+  for (const quant::RepairOrder order : {quant::RepairOrder::kProxy, quant::RepairOrder::kWalk}) {
+    int64_t n = 0;
+    const double t0 = Now();
+    do n += !quant::RepairToBudget(table, eight, kTargetBits, order).empty();
+    while (Now() - t0 < kMinLimitSeconds);
+    const double s = (Now() - t0) / static_cast<double>(n);
+    std::printf("  repair (%s): %8.0f us per plan from 8 bits = %.1f x one synthetic evaluation\n",
+                order == quant::RepairOrder::kWalk ? "walk " : "proxy", s * 1e6, s / eval_s);
+  }
+}
+
 // ---- one table ------------------------------------------------------------------------
 
 rl::PpoOptions MakePpoConfig(const Options& o) {
@@ -384,6 +399,7 @@ void BenchTable(const std::string& name, const quant::UnitTable& table, const Op
         "%.2f GB/s "
         "over a buffer of that size (memory copy: %.2f GB/s)\n",
         bytes / 1e6, bytes / s / 1e9, 100 * bytes / s / 1e9 / read, read, lim.copy);
+    BenchRepair(table, s);
   }
   std::fflush(stdout);
 }
