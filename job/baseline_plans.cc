@@ -1,10 +1,10 @@
 #include "job/baseline_plans.h"
 
-#include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "common/base/status_macros.h"
 #include "common/quant/baselines.h"
+#include "job/plan_measurement.h"
 
 namespace windquant::job {
 
@@ -55,16 +55,25 @@ absl::StatusOr<quant::Plan> BaselinePlan(const quant::UnitTable& table, const Ba
 absl::StatusOr<std::vector<std::pair<std::string, quant::Plan>>> BaselinesAt(
     const quant::UnitTable& table, double target_bits, uint64_t seed) {
   std::vector<std::pair<std::string, quant::Plan>> out;
-  double best_gap = 1e300;
-  quant::Plan nearest;
-  for (quant::Action a : quant::kAllActions) {
-    quant::Plan u = quant::UniformPlan(table, a);
-    const double gap = std::abs(table.EffectiveBits(u.actions) - target_bits);
-    if (gap < best_gap) best_gap = gap, nearest = u;
+  // The uniform actions bracketing the target: the most bits within it and the fewest
+  // above it (the plainest anchor at its own bits, e.g. uniform 2-bit at ~2.35 bits).
+  const quant::Plan* within = nullptr;
+  const quant::Plan* above = nullptr;
+  std::vector<quant::Plan> uniform;
+  for (quant::Action a : quant::kAllActions) uniform.push_back(quant::UniformPlan(table, a));
+  for (const quant::Plan& u : uniform) {
+    const double bits = table.EffectiveBits(u.actions);
+    if (bits <= target_bits + kSameBitsTolerance) {
+      if (within == nullptr || bits > table.EffectiveBits(within->actions)) within = &u;
+    } else if (above == nullptr || bits < table.EffectiveBits(above->actions)) {
+      above = &u;
+    }
   }
-  const quant::Action nearest_action = quant::ActionFromIndex(nearest.actions[0]).value();
-  out.emplace_back(absl::StrCat("uniform-", std::string(quant::ActionName(nearest_action))),
-                   std::move(nearest));
+  for (const quant::Plan* u : {within, above}) {
+    if (u == nullptr) continue;
+    const quant::Action a = quant::ActionFromIndex(u->actions[0]).value();
+    out.emplace_back(absl::StrCat("uniform-", std::string(quant::ActionName(a))), *u);
+  }
   WQ_ASSIGN_OR_RETURN(quant::Plan greedy, quant::GreedyPlan(table, target_bits));
   out.emplace_back("greedy", std::move(greedy));
   WQ_ASSIGN_OR_RETURN(quant::Plan lagrange, quant::LagrangePlan(table, target_bits));

@@ -36,8 +36,9 @@ absl::Status ValidateBaselineSpec(const BaselineSpec& spec);
 absl::StatusOr<quant::Plan> BaselinePlan(const quant::UnitTable& table, const BaselineSpec& spec);
 
 // Every baseline at `target_bits`, named as the quantize report names them:
-// "uniform-<action>" (the uniform action whose bits are nearest the target),
-// "greedy", "lagrange", "random" (`seed`).
+// "uniform-<action>" twice: the uniform action with the most bits within the target
+// and the one with the fewest above it (over the budget: a reference at its own bits,
+// never a contender), then "greedy", "lagrange", "random" (`seed`).
 absl::StatusOr<std::vector<std::pair<std::string, quant::Plan>>> BaselinesAt(
     const quant::UnitTable& table, double target_bits, uint64_t seed);
 

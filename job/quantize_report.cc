@@ -221,7 +221,7 @@ report::ReportData MakeReportData(const QuantizeReport& r) {
   }
   d.notes.push_back(
       absl::StrCat("Config ", cfg.source,
-                   "; baselines (uniform nearest, greedy, lagrange, random, "
+                   "; baselines (uniform within and above the target, greedy, lagrange, random, "
                    "search, screened-search) use the same unit table and operators."));
   return d;
 }

@@ -61,11 +61,17 @@ const ReportPoint* FindPoint(const ReportData& d, absl::string_view label) {
   return nullptr;
 }
 
-// The baseline (non-RL point) with the lowest known perplexity.
+// Above the target bits (beyond the tolerance the winner's pick allows): a reference at
+// its own bits, e.g. uniform 2-bit with its scales, never a contender.
+bool OverTarget(const ReportData& d, const ReportPoint& p) {
+  return d.target_bits > 0 && p.effective_bits > d.target_bits + 0.01;
+}
+
+// The baseline (non-RL point within the target) with the lowest known perplexity.
 const ReportPoint* BestBaseline(const ReportData& d) {
   const ReportPoint* best = nullptr;
   for (const ReportPoint& p : d.points) {
-    if (p.label == kRlLabel || !std::isfinite(p.perplexity)) continue;
+    if (p.label == kRlLabel || !std::isfinite(p.perplexity) || OverTarget(d, p)) continue;
     if (best == nullptr || p.perplexity < best->perplexity) best = &p;
   }
   return best;
@@ -102,7 +108,7 @@ std::string SummarySection(const ReportData& d) {
   AppendRow(&h, "FP16 perplexity", Num(d.fp_perplexity, 3));
   AppendRow(&h, "RL plan", PointText(rl));
   AppendRow(&h, "Target bits", Num(d.target_bits, 3));
-  AppendRow(&h, "Best baseline", PointText(base));
+  AppendRow(&h, "Best baseline within the target", PointText(base));
   if (rl != nullptr && base != nullptr && std::isfinite(rl->perplexity)) {
     AppendRow(&h, "RL / best baseline perplexity", Num(rl->perplexity / base->perplexity, 4));
   }
@@ -133,8 +139,9 @@ std::string SummarySection(const ReportData& d) {
   for (const ReportPoint* p : pts) {
     const bool win = p->label == d.winner;
     absl::StrAppend(&h, win ? "<tr class=\"win\">" : "<tr>", "<td>", XmlEscape(p->label),
-                    win ? " (winner)" : "", "</td><td class=\"num\">", Num(p->effective_bits, 3),
-                    "</td><td class=\"num\">", Num(p->perplexity, 3), "</td><td class=\"num\">",
+                    win ? " (winner)" : "", OverTarget(d, *p) ? " (over the target)" : "",
+                    "</td><td class=\"num\">", Num(p->effective_bits, 3), "</td><td class=\"num\">",
+                    Num(p->perplexity, 3), "</td><td class=\"num\">",
                     d.fp_perplexity > 0
                         ? absl::StrCat("&#215;", Num(p->perplexity / d.fp_perplexity, 3))
                         : "n/a",

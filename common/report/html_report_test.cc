@@ -170,8 +170,13 @@ TEST(HtmlReportTest, ShowsSummaryNumbersAndEveryMethod) {
   EXPECT_TRUE(absl::StrContains(html, "11.75")) << "11.75";  // FP perplexity
   EXPECT_TRUE(absl::StrContains(html, "perplexity 17.5 at 1.99 bits"))
       << "perplexity 17.5 at 1.99 bits";  // RL
-  EXPECT_TRUE(absl::StrContains(html, "<b>uniform-4</b>: perplexity 12.2"))
-      << "<b>uniform-4</b>: perplexity 12.2";  // best baseline
+  // The best baseline within the target: uniform-4 (12.2 at 4.1 bits) and uniform-2
+  // (2.12 bits) are over it, listed at their own bits and never the best baseline.
+  EXPECT_TRUE(absl::StrContains(html, "<b>lagrange</b>: perplexity 19.5"))
+      << "<b>lagrange</b>: perplexity 19.5";
+  EXPECT_TRUE(absl::StrContains(html, "uniform-4 (over the target)</td>"));
+  EXPECT_TRUE(absl::StrContains(html, "uniform-2 (over the target)</td>"));
+  EXPECT_FALSE(absl::StrContains(html, "lagrange (over the target)"));
   EXPECT_TRUE(absl::StrContains(html, "rl (winner)")) << "rl (winner)";
   for (const char* label : {"uniform-2", "greedy", "lagrange", "random"}) {
     EXPECT_TRUE(absl::StrContains(html, absl::StrCat(">", label, "</text>")))
