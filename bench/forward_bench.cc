@@ -10,6 +10,7 @@
 // score matrix, which is what the dense causal implementation computes).
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <c10/core/GradMode.h>
 
 #include <algorithm>
 #include <chrono>
@@ -64,7 +65,7 @@ void Bench(const std::string& name, const LlamaModel& model, int64_t seq,
   for (const int64_t b : batches) {
     at::manual_seed(1);
     const at::Tensor ids = at::randint(c.vocab_size, {b, seq}, at::kLong);
-    at::NoGradGuard no_grad;
+    c10::NoGradGuard no_grad;
     model.Logits(ids);  // warm-up
     const double t0 = Now();
     for (int i = 0; i < iters; ++i) model.Logits(ids);

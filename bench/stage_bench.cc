@@ -18,6 +18,7 @@
 // 4 * batch * heads * seq^2 * head_dim per layer (the dense T x T score matrix).
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <c10/core/GradMode.h>
 
 #include <algorithm>
 #include <chrono>
@@ -131,7 +132,7 @@ T OrDie(absl::StatusOr<T> v) {
 
 // Best-of-`iters` seconds of one ForwardLayers over `hidden`.
 double TimeForward(const wq::model::LlamaModel& model, const at::Tensor& hidden, int iters) {
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;
   model.ForwardLayers(hidden, model.first_layer(), model.end_layer());  // warm-up
   double best = 1e300;
   for (int i = 0; i < iters; ++i) {
@@ -243,7 +244,7 @@ int main(int argc, char** argv) {
       m = OrDie(wq::quant::ApplyPlan(*model, fits, actions));
     }
     {  // The per-forward cost of a layer's linears alone (widen, and dequantize for a plan).
-      at::NoGradGuard no_grad;
+      c10::NoGradGuard no_grad;
       m->LayerLinears(0);
       double best = 1e300;
       for (int i = 0; i < 3; ++i) {

@@ -1,5 +1,6 @@
 #include "evaluator/pipeline_evaluator.h"
 
+#include <c10/core/GradMode.h>
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -268,7 +269,7 @@ absl::StatusOr<model::PerplexityResult> PipelineEvaluator::Perplexity(
       stages, sized, count,
       [&](int64_t i) -> absl::StatusOr<at::Tensor> {
         try {
-          at::NoGradGuard no_grad;
+          c10::NoGradGuard no_grad;
           return head_.Embed(window_rows(i).narrow(1, 0, chunk));
         } catch (const c10::Error& e) {
           return absl::InternalError(absl::StrCat("embed: ", e.what_without_backtrace()));
@@ -276,7 +277,7 @@ absl::StatusOr<model::PerplexityResult> PipelineEvaluator::Perplexity(
       },
       [&](int64_t i, const at::Tensor& hidden) -> absl::Status {
         try {
-          at::NoGradGuard no_grad;
+          c10::NoGradGuard no_grad;
           const at::Tensor targets = window_rows(i).narrow(1, 1, chunk);
           if (hidden.dim() != 3 || hidden.size(0) != targets.size(0) || hidden.size(1) != chunk) {
             return absl::DataLossError("stage output has the wrong shape");
@@ -311,7 +312,7 @@ absl::StatusOr<std::vector<quant::UnitTable>> PipelineEvaluator::Calibrate(
       stages, spec, count,
       [&](int64_t i) -> absl::StatusOr<at::Tensor> {
         try {
-          at::NoGradGuard no_grad;
+          c10::NoGradGuard no_grad;
           return head_.Embed(
               windows.slice(0, i * batch, std::min((i + 1) * batch, windows.size(0))));
         } catch (const c10::Error& e) {

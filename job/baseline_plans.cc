@@ -1,6 +1,5 @@
 #include "job/baseline_plans.h"
 
-
 #include "absl/strings/str_cat.h"
 #include "common/base/status_macros.h"
 #include "common/quant/baselines.h"

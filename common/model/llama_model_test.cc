@@ -1,5 +1,6 @@
 #include "common/model/llama_model.h"
 
+#include <c10/core/GradMode.h>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -282,7 +283,7 @@ TEST(LlamaModelTest, Bf16WeightsComputeLikeTheirFloat32Values) {
   EXPECT_EQ(a.weights().layers[2].linear[5].scalar_type(), at::kBFloat16);
   EXPECT_TRUE(a.weights().layers[2].linear[5].is_same(bf.layers[2].linear[5]));  // no copy
   EXPECT_EQ(a.LayerLinears(2)[5].scalar_type(), at::kFloat);
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;
   const at::Tensor ids = RandomIds(c, 2, 9, 3);
   EXPECT_TRUE(at::equal(a.Logits(ids), b.Logits(ids)));
 }
@@ -309,7 +310,7 @@ TEST(LlamaModelTest, LinearSourceReplacesTheLinears) {
   LlamaWeights halved = w;
   for (auto& t : halved.layers[1].linear) t = t * 0.5;
   LlamaModel expected(halved);
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;
   const at::Tensor ids = RandomIds(c, 2, 7, 4);
   EXPECT_TRUE(at::equal(swapped->Logits(ids), expected.Logits(ids)));
   EXPECT_EQ(source->calls, c.num_hidden_layers);

@@ -1,5 +1,6 @@
 #include "common/model/perplexity.h"
 
+#include <c10/core/GradMode.h>
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -44,7 +45,7 @@ absl::Status CheckInputs(const LlamaModel& model, const std::vector<int32_t>& id
 double SumWindowNll(const LlamaModel& model, const std::vector<int32_t>& ids, int64_t windows,
                     int64_t context, const PerplexityOptions& options) {
   const int64_t chunk = context - 1;
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;
   // All windows as one [windows, context] tensor: column 0 is BOS.
   const at::Tensor all = WindowRows(ids, 0, windows, context, model.config().bos_token_id);
   double total = 0;

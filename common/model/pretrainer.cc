@@ -1,5 +1,6 @@
 #include "common/model/pretrainer.h"
 
+#include <c10/core/GradMode.h>
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -171,7 +172,7 @@ absl::StatusOr<double> HeldOutPerplexity(const LlamaModel& model, const std::vec
   }
   if (max_windows > 0) windows = std::min(windows, max_windows);
   try {
-    at::NoGradGuard no_grad;
+    c10::NoGradGuard no_grad;
     double nll_sum = 0;
     int64_t count = 0;
     for (int64_t w0 = 0; w0 < windows; w0 += batch) {

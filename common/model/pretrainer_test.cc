@@ -1,5 +1,6 @@
 #include "common/model/pretrainer.h"
 
+#include <c10/core/GradMode.h>
 #include <cmath>
 #include <filesystem>
 #include <string>
@@ -175,7 +176,7 @@ TEST(PretrainerTest, TinyRunLowersLossAndWritesReloadableHfFolder) {
   const LlamaModel in_memory(r->weights);
   const at::Tensor window =
       at::tensor(std::vector<int64_t>(ids.end() - 33, ids.end() - 1), at::kLong).view({1, 32});
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;
   const at::Tensor a = in_memory.Logits(window), b = reloaded.Logits(window);
   EXPECT_LE((a - b).abs().max().item<double>(), kLogitsTolerance);
 }

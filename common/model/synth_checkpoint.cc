@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <c10/core/GradMode.h>
 
 #include <algorithm>
 #include <cstring>
@@ -188,7 +189,7 @@ absl::StatusOr<nlohmann::json> WriteShards(const Shards& shards, const std::file
     if (o.progress) o.progress(written, static_cast<int64_t>(total));
   };
   try {
-    at::NoGradGuard no_grad;
+    c10::NoGradGuard no_grad;
     for (size_t s = 0; s < shards.size(); ++s) {
       const std::string name =
           absl::StrFormat("model-%05d-of-%05d.safetensors", s + 1, shards.size());

@@ -1,5 +1,6 @@
 #include "common/model/synth_checkpoint.h"
 
+#include <c10/core/GradMode.h>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
@@ -150,7 +151,7 @@ TEST(SynthCheckpointTest, WritesALoadableShardedBf16Checkpoint) {
   EXPECT_GT(outlier_share, 0.002);
   EXPECT_LT(outlier_share, 0.01);
   LlamaModel model(*std::move(w));
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;
   const at::Tensor logits = model.Logits(at::randint(0, 96, {1, 8}, at::kLong));
   EXPECT_EQ(logits.sizes(), (std::vector<int64_t>{1, 8, 96}));
   EXPECT_TRUE(at::isfinite(logits).all().item<bool>());

@@ -1,5 +1,6 @@
 #include "common/quant/calibration.h"
 
+#include <c10/core/GradMode.h>
 #include <cmath>
 #include <random>
 
@@ -68,7 +69,7 @@ absl::StatusOr<at::Tensor> Calibrator::RunStage(const at::Tensor& hidden) {
     tokens_[i][j] += tokens;
   };
   try {
-    at::NoGradGuard no_grad;
+    c10::NoGradGuard no_grad;
     at::Tensor out =
         model_.ForwardLayers(hidden.to(model_.device()), first_layer_, end_layer_, &hook);
     // NaN/Inf anywhere inside the layers reaches the residual stream, so one
@@ -117,7 +118,7 @@ absl::Status RunCalibrationWindows(
     const model::LlamaModel& model, const at::Tensor& windows, int64_t batch,
     absl::string_view what,
     const std::function<absl::Status(const at::Tensor& hidden)>& run_stage) {
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;
   for (int64_t b = 0; b < windows.size(0); b += batch) {
     const at::Tensor ids = windows.slice(0, b, std::min(b + batch, windows.size(0)));
     at::Tensor hidden;

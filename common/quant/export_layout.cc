@@ -1,5 +1,6 @@
 #include "common/quant/export_layout.h"
 
+#include <c10/core/GradMode.h>
 #include <algorithm>
 #include <array>
 #include <filesystem>
@@ -463,7 +464,7 @@ absl::Status StreamPart(ExportFile file, ExportPart part, const ExportShare& sha
   }
   const SourceReader src(source);
   try {
-    at::NoGradGuard no_grad;
+    c10::NoGradGuard no_grad;
     if (part == ExportPart::kFixed) {
       WQ_RETURN_IF_ERROR(StreamFixed(file, share, src, *source.config, sink));
     } else {

@@ -1,5 +1,6 @@
 #include "common/quant/exporter.h"
 
+#include <c10/core/GradMode.h>
 #include <algorithm>
 #include <array>
 #include <filesystem>
@@ -125,7 +126,7 @@ absl::Status VerifyQuantizedCheckpoint(const ExportInputs& in, const std::string
         absl::StrCat(shown, ": the actions differ from plan ", in.plan->plan_id));
   }
   try {
-    at::NoGradGuard no_grad;
+    c10::NoGradGuard no_grad;
     for (int64_t l = 0; l < ConfigOf(in).num_hidden_layers; ++l) {
       WQ_ASSIGN_OR_RETURN(const auto decoded, back->DecodeLayer(l));
       std::array<at::Tensor, model::kNumMatrices> lin;

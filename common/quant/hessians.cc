@@ -1,6 +1,7 @@
 #include "common/quant/hessians.h"
 
 #include <ATen/Parallel.h>
+#include <c10/core/GradMode.h>
 
 #include "absl/strings/str_cat.h"
 #include "common/base/status_macros.h"
@@ -30,7 +31,7 @@ absl::StatusOr<at::Tensor> HessianCollector::RunStage(const at::Tensor& hidden) 
     tokens = x.size(0);
   };
   try {
-    at::NoGradGuard no_grad;
+    c10::NoGradGuard no_grad;
     at::Tensor out =
         model_.ForwardLayers(hidden.to(model_.device()), first_layer_, end_layer_, &hook);
     tokens_ += tokens;

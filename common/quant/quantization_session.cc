@@ -1,5 +1,6 @@
 #include "common/quant/quantization_session.h"
 
+#include <c10/core/GradMode.h>
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
@@ -173,7 +174,7 @@ absl::Status QuantizationSession::SetFits(StageFits fits) {
       options_.log("error compensation (quant.compensation: gptq): calibration Hessians");
     std::vector<at::Tensor> inputs;
     try {
-      at::NoGradGuard no_grad;
+      c10::NoGradGuard no_grad;
       for (int64_t b = 0; b < calib_windows_.size(0); b += kCalibrationBatch) {
         const at::Tensor ids =
             calib_windows_.slice(0, b, std::min(b + kCalibrationBatch, calib_windows_.size(0)));

@@ -1,5 +1,6 @@
 #include "common/quant/quantized_checkpoint.h"
 
+#include <c10/core/GradMode.h>
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -340,7 +341,7 @@ absl::StatusOr<std::array<at::Tensor, model::kNumMatrices>> QuantizedCheckpoint:
   model::TensorInfo span;
   span.begin = UINT64_MAX;
   try {
-    at::NoGradGuard no_grad;
+    c10::NoGradGuard no_grad;
     for (int m = 0; m < model::kNumMatrices; ++m) {
       const int64_t rows = OutFeatures(cfg, m), in = InFeatures(cfg, m);
       at::Tensor full = at::empty({rows, in}, at::kFloat);
@@ -371,7 +372,7 @@ absl::StatusOr<model::LlamaWeights> QuantizedCheckpoint::FixedWeights() const {
   w.config = cfg;
   w.first_layer = 0;
   try {
-    at::NoGradGuard no_grad;
+    c10::NoGradGuard no_grad;
     for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) {
       model::LayerWeights lw;
       WQ_ASSIGN_OR_RETURN(

@@ -1,5 +1,6 @@
 #include "common/quant/quantized_stage.h"
 
+#include <c10/core/GradMode.h>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -112,7 +113,7 @@ void PlanLinears::Decode(int64_t layer, const LayerCodes& codes,
 
 std::array<at::Tensor, model::kNumMatrices> PlanLinears::Linears(
     int64_t layer, const model::LayerWeights& stored) const {
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;
   std::array<at::Tensor, model::kNumMatrices> out;
   for (int m = 0; m < model::kNumMatrices; ++m) {
     // A private FP32 copy on the CPU (also when stored FP32): overwritten in place.

@@ -5,6 +5,7 @@
 // reconstruction of the first quantizer's own outputs.
 #include "common/quant/quantized_stage.h"
 
+#include <c10/core/GradMode.h>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -114,7 +115,7 @@ TEST_P(QuantizedStageTest, PlanModelEqualsTheFloat32ReferenceBitForBit) {
       EXPECT_TRUE(BitEqual(got[m], reference.weights().layers[l].linear[m])) << l << " " << m;
     }
   }
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;
   const at::Tensor ids = at::randint(3, 50, {2, 16}, at::kLong);
   EXPECT_TRUE(BitEqual((*planned)->Logits(ids), reference.Logits(ids)));
   // And the plan really changes the model.

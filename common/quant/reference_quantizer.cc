@@ -1,5 +1,6 @@
 #include "common/quant/reference_quantizer.h"
 
+#include <c10/core/GradMode.h>
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -400,7 +401,7 @@ absl::StatusOr<ReferenceUnitFit> ReferenceFitUnit(const at::Tensor& weight,
   try {
     absl::Status st = CheckInputs(weight, act_scale);
     if (!st.ok()) return st;
-    at::NoGradGuard no_grad;
+    c10::NoGradGuard no_grad;
     const at::Tensor w = weight.contiguous();
     const at::Tensor s = act_scale.contiguous();
     const int64_t m = w.size(0), c = w.size(1);

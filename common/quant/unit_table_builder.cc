@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <c10/core/GradMode.h>
 
 #include <algorithm>
 #include <cmath>
@@ -233,7 +234,7 @@ absl::StatusOr<StageFits> BuildStageFits(const model::LlamaWeights& weights,
                NewTable(cfg, first, end, options, fingerprint),
                {}};
   b.params.reserve(total);
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;
   int64_t done = 0;
   for (int64_t l = first; l < end; ++l) {
     const size_t layer_begin = b.table.units.size();

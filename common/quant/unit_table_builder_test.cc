@@ -1,6 +1,7 @@
 #include "common/quant/unit_table_builder.h"
 
 #include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
 
 #include "common/quant/effective_bits.h"
 #include "gtest/gtest.h"
@@ -67,7 +68,7 @@ TEST(CalibrationTest, StageByStageEqualsWholeModel) {
   auto whole = CalibrateModel(model, windows, 2);
   ASSERT_TRUE(whole.ok()) << whole.status();
   Calibrator first(model, 0, 1), second(model, 1, 3);
-  at::NoGradGuard g;
+  c10::NoGradGuard g;
   auto h = first.RunStage(model.Embed(windows));
   ASSERT_TRUE(h.ok());
   ASSERT_TRUE(second.RunStage(*h).ok());
@@ -90,7 +91,7 @@ TEST(CalibrationTest, MicroBatchingDoesNotChangeTheSums) {
   auto one = CalibrateModel(model, windows, 8);
   ASSERT_TRUE(one.ok());
   Calibrator split(model, 0, 3);
-  at::NoGradGuard g;
+  c10::NoGradGuard g;
   for (auto [b, e] : {std::pair{0, 3}, std::pair{3, 6}, std::pair{6, 8}}) {
     ASSERT_TRUE(split.RunStage(model.Embed(windows.slice(0, b, e))).ok());
   }

@@ -1,6 +1,7 @@
 #include "common/rl/policy.h"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <c10/core/GradMode.h>
 #include <torch/torch.h>
 
 #include <cmath>
@@ -149,7 +150,7 @@ absl::StatusOr<std::unique_ptr<Policy>> Policy::Create(const PolicyOptions& opti
   if (!valid.ok()) return valid;
   std::unique_ptr<Policy> policy(new Policy(options));
   try {
-    at::NoGradGuard no_grad;
+    c10::NoGradGuard no_grad;
     at::Generator gen = MakeGenerator(options.init_seed);
     policy->impl_->actor = MakeMlp(options.state_dim, options.hidden_sizes, options.num_actions,
                                    options.activation, /*head_gain=*/0.01, gen);
@@ -199,7 +200,7 @@ absl::StatusOr<ActResult> Policy::Act(const at::Tensor& states, const at::Tensor
     absl::Status s = CheckStates(states);
     if (s.ok()) s = CheckMasks(masks, states.size(0));
     if (!s.ok()) return s;
-    at::NoGradGuard no_grad;
+    c10::NoGradGuard no_grad;
     at::Tensor log_probs = MaskedLogProbs(states, masks);
     const float neg_inf = -std::numeric_limits<float>::infinity();
     at::Tensor scores;
@@ -264,7 +265,7 @@ absl::StatusOr<at::Tensor> Policy::Values(const at::Tensor& states) const {
   try {
     absl::Status s = CheckStates(states);
     if (!s.ok()) return s;
-    at::NoGradGuard no_grad;
+    c10::NoGradGuard no_grad;
     return impl_->critic->forward(states).squeeze(1);
   } catch (const c10::Error& e) {
     return TorchError("Policy::Values", e);
@@ -277,7 +278,7 @@ absl::StatusOr<at::Tensor> Policy::Probabilities(const at::Tensor& states,
     absl::Status s = CheckStates(states);
     if (s.ok()) s = CheckMasks(masks, states.size(0));
     if (!s.ok()) return s;
-    at::NoGradGuard no_grad;
+    c10::NoGradGuard no_grad;
     return at::exp(MaskedLogProbs(states, masks)).masked_fill(~masks, 0.0);
   } catch (const c10::Error& e) {
     return TorchError("Policy::Probabilities", e);
@@ -382,7 +383,7 @@ absl::Status Policy::LoadSnapshot(const PolicySnapshot& snapshot) {
   }
   if (!reader.AtEnd()) return malformed("trailing bytes");
   try {
-    at::NoGradGuard no_grad;
+    c10::NoGradGuard no_grad;
     for (size_t i = 0; i < named.size(); ++i) named[i].second.copy_(decoded[i]);
   } catch (const c10::Error& e) {
     return TorchError("Policy::LoadSnapshot", e);

@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <c10/core/GradMode.h>
 
 #include <cmath>
 #include <memory>
@@ -85,7 +86,7 @@ TEST_F(PolicyTest, MaskedActionsHaveZeroProbabilityAndAreNeverSampled) {
   // Actor: Linear(15,64) Tanh Linear(64,64) Tanh Linear(64,7) -> params[5] is the head bias.
   ASSERT_EQ(params[5].sizes(), at::IntArrayRef({kA}));
   {
-    at::NoGradGuard no_grad;
+    c10::NoGradGuard no_grad;
     for (int64_t a : {0, 2, 3, 5}) params[5][a] = 30.0f;
   }
   constexpr int64_t kN = 10000;
@@ -118,7 +119,7 @@ TEST_F(PolicyTest, SamplingFollowsProbabilities) {
   auto policy = Make(5);
   std::vector<at::Tensor> params = policy->Parameters();
   {
-    at::NoGradGuard no_grad;
+    c10::NoGradGuard no_grad;
     params[5].copy_(at::tensor({0.0f, 1.0f, 0.0f, 0.0f, -1.0f, 0.0f, 0.5f}));
   }
   constexpr int64_t kN = 20000;

@@ -1,5 +1,6 @@
 #include "common/rl/ppo.h"
 
+#include <c10/core/GradMode.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -205,7 +206,7 @@ absl::Status MinibatchStep(Policy& policy, torch::optim::Adam& optimizer, const 
   }
   optimizer.step();
 
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;
   at::Tensor log_ratio = ev->log_probs.detach() - mb_old;
   at::Tensor ratio = at::exp(log_ratio);
   sums->policy += policy_loss.item<double>();

@@ -1,6 +1,7 @@
 #include "common/rl/warm_start.h"
 
 #include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
 
 #include <algorithm>
 #include <cmath>
@@ -53,7 +54,7 @@ absl::StatusOr<double> BehaviourClone(Policy& policy, const std::vector<Transiti
       }
       at::Tensor loss = -r.log_probs.mean();
       loss.backward();
-      at::NoGradGuard no_grad;
+      c10::NoGradGuard no_grad;
       const double c1 = 1.0 - std::pow(kBeta1, step + 1), c2 = 1.0 - std::pow(kBeta2, step + 1);
       for (size_t k = 0; k < params.size(); ++k) {
         const at::Tensor g = params[k].grad();

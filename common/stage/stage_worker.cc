@@ -1,5 +1,6 @@
 #include "common/stage/stage_worker.h"
 
+#include <c10/core/GradMode.h>
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
@@ -231,7 +232,7 @@ absl::StatusOr<at::Tensor> StageWorker::Forward(
     m = planned.get();
   }
   try {
-    at::NoGradGuard no_grad;
+    c10::NoGradGuard no_grad;
     return m->ForwardLayers(hidden, first_layer(), end_layer());
   } catch (const c10::Error& e) {
     return absl::InternalError(absl::StrCat("stage forward: ", e.what_without_backtrace()));
