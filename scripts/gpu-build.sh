@@ -103,12 +103,14 @@ paths_bin=build/cuda/common/testing/wq-test-paths
 eval "$(WQ_SOURCE_DIR="${ROOT}" "${paths_bin}")"
 [[ -s "${WQ_TEST_MODEL_DIR}/model.safetensors" ]] ||
   { echo "gpu-build: test model ${WQ_TEST_MODEL_DIR} missing (scripts/test.sh trains it)" >&2; exit 1; }
-ppl() {  # BINARY [CUDA_VISIBLE_DEVICES] -> perplexity
-  CUDA_VISIBLE_DEVICES="${2-${CUDA_VISIBLE_DEVICES-}}" "$1" eval --model "${WQ_TEST_MODEL_DIR}" \
+ppl() {  # BINARY [cpu] -> perplexity; `cpu` hides every GPU (eval then runs on the CPU)
+  local hide=()
+  [[ "${2:-}" == cpu ]] && hide=(CUDA_VISIBLE_DEVICES=)
+  env "${hide[@]}" "$1" eval --model "${WQ_TEST_MODEL_DIR}" \
     --text "${WQ_TEST_TEXT}" --max-tokens 16384 --json |
     python3 -c 'import json, sys; print(repr(json.load(sys.stdin)["perplexity"]))'
 }
-cuda_cpu="$(ppl build/cuda/cli/windquant "")"
+cuda_cpu="$(ppl build/cuda/cli/windquant cpu)"
 if [[ -x build/dev/cli/windquant ]]; then
   ref="$(ppl build/dev/cli/windquant)" ref_name="the CPU build (build/dev)"
 else
