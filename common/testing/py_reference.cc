@@ -5,7 +5,6 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/base/files.h"
@@ -19,10 +18,6 @@ namespace {
 
 // The exit status tokenizer_ref.py gives when a module is missing.
 constexpr int kMissingModuleExit = 3;
-
-std::string ShellQuote(const std::string& s) {
-  return "'" + absl::StrReplaceAll(s, {{"'", "'\\''"}}) + "'";
-}
 
 const char* ReferenceFlag(Reference reference) {
   return reference == Reference::kSentencePiece ? "--spm-model" : "--tokenizer";

@@ -48,6 +48,12 @@ std::string Slurp(const std::string& path) {
 
 }  // namespace
 
+std::string ShellQuote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
 CommandOutput RunInDir(const std::string& dir, const std::string& command, int timeout_s) {
   const std::string out = dir + "/.stdout", err = dir + "/.stderr";
   const std::string line = "cd '" + dir + "' && timeout " + std::to_string(timeout_s) + " " +

@@ -7,6 +7,9 @@
 
 namespace windquant::testing {
 
+// `s` single-quoted for /bin/sh (a ' inside becomes '\'').
+std::string ShellQuote(const std::string& s);
+
 // The first executable `name` on $PATH, or "" when there is none.
 std::string FindOnPath(const std::string& name);
 

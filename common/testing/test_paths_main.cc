@@ -5,20 +5,11 @@
 #include <cstring>
 #include <string>
 
+#include "common/testing/shell.h"
 #include "common/testing/test_paths.h"
 
-namespace {
-
-// Single-quotes `s` for the shell.
-std::string Quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-}  // namespace
-
 int main(int argc, char** argv) {
+  using windquant::testing::ShellQuote;
   if (argc > 1 && (std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0)) {
     std::printf(
         "usage: wq-test-paths\n"
@@ -28,11 +19,11 @@ int main(int argc, char** argv) {
     return 0;
   }
   const windquant::testing::TestModel m = windquant::testing::RealModel();
-  std::printf("WQ_TEST_MODEL_NAME=%s\n", Quote(m.name).c_str());
-  std::printf("WQ_TEST_MODEL_DIR=%s\n", Quote(m.dir).c_str());
-  std::printf("WQ_TEST_TEXT=%s\n", Quote(m.text_path).c_str());
-  std::printf("WQ_TEST_CONFIG=%s\n", Quote(m.config).c_str());
+  std::printf("WQ_TEST_MODEL_NAME=%s\n", ShellQuote(m.name).c_str());
+  std::printf("WQ_TEST_MODEL_DIR=%s\n", ShellQuote(m.dir).c_str());
+  std::printf("WQ_TEST_TEXT=%s\n", ShellQuote(m.text_path).c_str());
+  std::printf("WQ_TEST_CONFIG=%s\n", ShellQuote(m.config).c_str());
   std::printf("WQ_TEST_STORIES260K=%d\n", m.stories260k ? 1 : 0);
-  std::printf("WQ_SHARED_DIR=%s\n", Quote(windquant::testing::SharedDir()).c_str());
+  std::printf("WQ_SHARED_DIR=%s\n", ShellQuote(windquant::testing::SharedDir()).c_str());
   return 0;
 }
