@@ -43,11 +43,10 @@ namespace windquant::actor {
 absl::StatusOr<std::pair<int64_t, int64_t>> StageLayers(int64_t layers, int stages, int stage);
 
 // What an actor node reads (the run config's keys beside each field; built from the
-// config by job::ActorNodeOptionsFrom). The GPU work adds the compute device and dtype
-// next to `worker`.
+// config by job::ActorNodeOptionsFrom).
 struct ActorNodeOptions {
-  // The stage's worker: model.dir, quant.chunk_size, quant.salient_fraction,
-  // quant.cache_dir (its layer range is the node's stage of `stages`).
+  // The stage's worker: model.dir, model.device (worker.compute), quant.chunk_size,
+  // quant.salient_fraction, quant.cache_dir (its layer range is the node's stage of `stages`).
   stage::StageWorkerOptions worker;
   int stages = 1;    // service.stages
   int replicas = 1;  // service.replicas

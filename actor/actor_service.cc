@@ -143,7 +143,7 @@ grpc::Status ActorService::GetStageInfo(grpc::ServerContext* context,
   if (table.ok()) reply->set_model_fingerprint(table->fingerprint);
   reply->set_calibrated(table.ok());
   reply->set_unit_table_ready(table.ok());
-  reply->set_device(identity_.device);
+  reply->set_device(worker_->device().str());
   return grpc::Status::OK;
 }
 

@@ -19,7 +19,6 @@ struct ActorIdentity {
   int stage = 0, replica = 0, stages = 1, replicas = 1;
   std::string actor_id;   // "actor-s<stage>-r<replica>"
   std::string model_key;  // quant::ModelKey(): model + quant config
-  std::string device = "cpu";
 };
 
 class ActorService final : public v1::Actor::Service {

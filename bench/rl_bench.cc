@@ -482,7 +482,8 @@ void BenchStories(const Options& o, const Limits& lim) {
     }
     fp_s = std::min(fp_s, s);
   }
-  model::LlamaModel eval_model(CloneWeights(session->model().weights()), session->model().device());
+  model::LlamaModel eval_model(CloneWeights(session->model().weights()),
+                               session->model().compute());
   rl::LocalEvaluatorOptions lo;
   lo.context = cfg->evaluation.context;
   lo.batch = cfg->evaluation.batch;

@@ -39,6 +39,8 @@ constexpr char kUsage[] =
     "  --max-tokens N     then only the first N of those tokens (0 = all)\n"
     "  --batch N          windows per forward pass (8)\n"
     "  --threads N        intra-op threads (0 = library default)\n"
+    "  --device D         where the model computes: cpu, cuda or cuda:N (cpu; with --plan\n"
+    "                     the config's model.device)\n"
     "  --json             print one JSON object instead of text\n"
     "  --plan PLAN        apply a quantization plan (plan.json / plan.bin) first; needs\n"
     "                     --config FILE, whose unit table (cache or fitted) the plan is\n"
@@ -101,6 +103,7 @@ absl::Status RunEval(Args& args) {
   const std::string token_range = args.Get("tokens");
   WQ_ASSIGN_OR_RETURN(q.batch, args.GetInt("batch", q.batch));
   WQ_ASSIGN_OR_RETURN(const int64_t threads, args.GetInt("threads", 0));
+  const std::string device = args.Get("device");
   const bool json = args.Has("json");
   WQ_RETURN_IF_ERROR(args.Finish());
   // --plan: the model of the run config, whose flags default to its keys.
@@ -116,10 +119,18 @@ absl::Status RunEval(Args& args) {
       q.tokens = cfg.evaluation.heldout.tokens;
     }
     if (!context_given) q.context = cfg.evaluation.context;
+    if (!device.empty()) {
+      WQ_RETURN_IF_ERROR(config::CheckDeviceFlag("--device", device));
+      cfg.model.compute.device = device;
+    }
     WQ_RETURN_IF_ERROR(config::CheckThisMachine(cfg.model));
+    q.compute = cfg.model.compute;
     q.config = &cfg;
   } else if (!config_path.empty() || !sets.empty()) {
     return absl::InvalidArgumentError("--config and --set are only used with --plan");
+  } else if (!device.empty()) {
+    WQ_RETURN_IF_ERROR(config::CheckDeviceFlag("--device", device));
+    q.compute.device = device;
   }
   if (!q.quantized_dir.empty()) {
     if (!q.model_dir.empty() || !q.plan_path.empty()) {

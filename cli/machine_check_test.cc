@@ -81,6 +81,13 @@ TEST_F(MachineCheckTest, MissingDeviceOrTooManyThreadsIsOneLineBeforeAnyWork) {
   ExpectRefused("cli/windquant", "pretrain --text no-such.txt --out out " + flag, 1, flag_error);
   ExpectRefused("cli/windquant", "eval --model no-such-model --text no-such.txt " + flag, 1,
                 flag_error);
+  // A device index no machine has, and a device name that is none, on any machine.
+  ExpectRefused("cli/windquant", "quantize --config run.yaml --set model.device=cuda:99", 1,
+                "model.device: cuda:99, but this machine has");
+  ExpectRefused("cli/windquant", "eval --model no-such-model --text no-such.txt --device cuda:99",
+                1, "--device: cuda:99, but this machine has");
+  ExpectRefused("cli/windquant", "eval --model no-such-model --text no-such.txt --device tpu", 1,
+                "--device: tpu, must be cpu, cuda or cuda:N");
   if (machine.cuda_devices > 0) {
     GTEST_SKIP() << "this machine has a CUDA device: model.device=cuda is legitimate";
   }

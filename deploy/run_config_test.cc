@@ -29,7 +29,7 @@ RunConfig Load(const std::string& relative) {
 
 TEST(DeployRunConfigTest, BaseIsOneCpuStage) {
   RunConfig c = Load("base/run.yaml");
-  EXPECT_EQ(c.model.device, "cpu");
+  EXPECT_EQ(c.model.compute.device, "cpu");
   EXPECT_EQ(c.service.stages, 1);
   EXPECT_EQ(c.service.replicas, 1);
   EXPECT_EQ(c.service.stage, -1);
@@ -39,7 +39,7 @@ TEST(DeployRunConfigTest, BaseIsOneCpuStage) {
 
 TEST(DeployRunConfigTest, CpuSmallIsTwoCpuStages) {
   RunConfig c = Load("overlays/cpu-small/run.yaml");
-  EXPECT_EQ(c.model.device, "cpu");
+  EXPECT_EQ(c.model.compute.device, "cpu");
   EXPECT_EQ(c.service.stages, 2);
   EXPECT_EQ(c.service.replicas, 1);
   EXPECT_EQ(c.service.actor_addresses.size(), 2u);
@@ -49,7 +49,7 @@ TEST(DeployRunConfigTest, CpuSmallIsTwoCpuStages) {
 // (deploy/k8s/generate_overlays.py; tests/cluster_configs_test.cc compares them).
 TEST(DeployRunConfigTest, Llama70bIsThreeStagesTwoReplicasOnCuda) {
   RunConfig c = Load("overlays/llama3-70b-gpu/run.yaml");
-  EXPECT_EQ(c.model.device, "cuda");
+  EXPECT_EQ(c.model.compute.device, "cuda");
   EXPECT_EQ(c.service.stages, 3);
   EXPECT_EQ(c.service.replicas, 2);
   EXPECT_EQ(c.service.stage, -1);
@@ -62,7 +62,7 @@ TEST(DeployRunConfigTest, Llama70bIsThreeStagesTwoReplicasOnCuda) {
 
 TEST(DeployRunConfigTest, Llama8bIsOneStageSevenReplicasOnCuda) {
   RunConfig c = Load("overlays/llama3-8b-gpu/run.yaml");
-  EXPECT_EQ(c.model.device, "cuda");
+  EXPECT_EQ(c.model.compute.device, "cuda");
   EXPECT_EQ(c.service.stages, 1);
   EXPECT_EQ(c.service.replicas, 7);
   ASSERT_EQ(c.service.actor_addresses.size(), 7u);

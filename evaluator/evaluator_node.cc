@@ -36,6 +36,7 @@ absl::StatusOr<std::unique_ptr<EvaluatorNode>> EvaluatorNode::Create(
   WQ_ASSIGN_OR_RETURN(std::vector<int32_t> eval,
                       config::ReadTextRange(c.selection, "evaluation.selection", encode));
   PipelineEvaluatorOptions po;
+  po.compute = c.compute;
   po.context = c.context;
   po.batch_size = c.batch;
   po.calib_slice_tokens = c.calib_slice_tokens;

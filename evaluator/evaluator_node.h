@@ -30,6 +30,7 @@
 #include "common/base/log.h"
 #include "common/config/text_range.h"
 #include "common/metrics/registry.h"
+#include "common/model/compute_options.h"
 #include "common/model/llama_weights.h"
 #include "common/net/canceller.h"
 #include "common/net/peer_options.h"
@@ -48,6 +49,7 @@ namespace windquant::evaluator {
 // config by job::EvaluatorNodeOptionsFrom).
 struct EvaluatorNodeOptions {
   std::string model_dir;                  // model.dir: tokenizer, embeddings, final norm, lm_head
+  model::ComputeOptions compute;          // model.device: where the head computes
   quant::CalibrationOptions calibration;  // calibration.*: the windows and the loss slice
   config::TextRange selection;            // evaluation.selection: the PPL term
   // evaluation.heldout: final numbers only (EvaluatePlan with text HELDOUT); none

@@ -154,7 +154,7 @@ PipelineEvaluator::PipelineEvaluator(model::LlamaWeights head_weights,
                                      std::vector<int32_t> calibration_ids,
                                      std::vector<int32_t> evaluation_ids)
     : options_(options),
-      head_(std::move(head_weights)),
+      head_(std::move(head_weights), options.compute),
       calibration_ids_(std::move(calibration_ids)),
       evaluation_ids_(std::move(evaluation_ids)),
       core_(options.result_cache_size) {}

@@ -38,6 +38,7 @@
 namespace windquant::evaluator {
 
 struct PipelineEvaluatorOptions {
+  model::ComputeOptions compute;      // where the embeddings and the head compute
   int64_t context = 256;              // window length N (BOS + N-1 tokens)
   int64_t batch_size = 16;            // windows per micro-batch
   int64_t calib_slice_tokens = 8192;  // calibration-text tokens of the loss term (0 = all)

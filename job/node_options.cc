@@ -7,7 +7,7 @@ namespace windquant::job {
 quant::SessionOptions SessionOptionsFrom(const config::RunConfig& config) {
   quant::SessionOptions o;
   o.model_dir = config.model.dir;
-  o.device = config.model.device;
+  o.compute = config.model.compute;
   o.calibration = config.calibration;
   o.units = config.quant;
   o.cache_dir = config.quant.cache_dir;
@@ -21,6 +21,7 @@ quant::SessionOptions SessionOptionsFrom(const config::RunConfig& config) {
 actor::ActorNodeOptions ActorNodeOptionsFrom(const config::RunConfig& config) {
   actor::ActorNodeOptions o;
   o.worker.model_dir = config.model.dir;
+  o.worker.compute = config.model.compute;
   o.worker.units = config.quant;
   o.worker.cache_dir = config.quant.cache_dir;
   o.worker.compensation = config.quant.compensation;
@@ -39,6 +40,7 @@ actor::ActorNodeOptions ActorNodeOptionsFrom(const config::RunConfig& config) {
 evaluator::EvaluatorNodeOptions EvaluatorNodeOptionsFrom(const config::RunConfig& config) {
   evaluator::EvaluatorNodeOptions o;
   o.model_dir = config.model.dir;
+  o.compute = config.model.compute;
   o.calibration = config.calibration;
   o.selection = config.evaluation.selection;
   o.heldout = config.evaluation.heldout;

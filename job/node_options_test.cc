@@ -9,7 +9,7 @@ namespace {
 config::RunConfig Distinct() {
   config::RunConfig c;
   c.model.dir = "/m";
-  c.model.device = "cuda";
+  c.model.compute.device = "cuda";
   c.calibration.text = "/c.txt";
   c.calibration.tokens = {3, 900};
   c.calibration.samples = 7;
@@ -42,7 +42,7 @@ config::RunConfig Distinct() {
 TEST(NodeOptionsTest, SessionReadsModelCalibrationQuantAndHeldout) {
   const quant::SessionOptions o = SessionOptionsFrom(Distinct());
   EXPECT_EQ(o.model_dir, "/m");
-  EXPECT_EQ(o.device, "cuda");
+  EXPECT_EQ(o.compute.device, "cuda");
   EXPECT_EQ(o.calibration.text, "/c.txt");
   EXPECT_EQ(o.calibration.tokens, (std::vector<int64_t>{3, 900}));
   EXPECT_EQ(o.calibration.samples, 7);
@@ -60,6 +60,7 @@ TEST(NodeOptionsTest, SessionReadsModelCalibrationQuantAndHeldout) {
 TEST(NodeOptionsTest, ActorReadsWorkerServiceAndRollouts) {
   const actor::ActorNodeOptions o = ActorNodeOptionsFrom(Distinct());
   EXPECT_EQ(o.worker.model_dir, "/m");
+  EXPECT_EQ(o.worker.compute.device, "cuda");
   EXPECT_EQ(o.worker.units.chunk_size, 32);
   EXPECT_EQ(o.worker.units.salient_fraction, 0.02);
   EXPECT_EQ(o.worker.cache_dir, "/cache");
@@ -82,6 +83,7 @@ TEST(NodeOptionsTest, ActorReadsWorkerServiceAndRollouts) {
 TEST(NodeOptionsTest, EvaluatorReadsTextsEvaluationLagrangeAndService) {
   const evaluator::EvaluatorNodeOptions o = EvaluatorNodeOptionsFrom(Distinct());
   EXPECT_EQ(o.model_dir, "/m");
+  EXPECT_EQ(o.compute.device, "cuda");
   EXPECT_EQ(o.calibration.seed, 9u);
   EXPECT_EQ(o.selection.text, "/s.txt");
   EXPECT_EQ(o.context, 64);

@@ -30,8 +30,7 @@ absl::StatusOr<std::shared_ptr<const model::LlamaModel>> LoadModel(const TextPer
     WQ_ASSIGN_OR_RETURN(std::shared_ptr<const quant::QuantizedCheckpoint> q,
                         quant::QuantizedCheckpoint::Open(r.quantized_dir));
     *plan_id = q->plan_id();
-    return quant::QuantizedCheckpoint::Model(std::move(q),
-                                             at::hasCUDA() ? at::Device(at::kCUDA) : at::kCPU);
+    return quant::QuantizedCheckpoint::Model(std::move(q), r.compute);
   }
   if (r.plan_path.empty()) {
     model::LlamaWeights weights;
@@ -41,8 +40,7 @@ absl::StatusOr<std::shared_ptr<const model::LlamaModel>> LoadModel(const TextPer
       WQ_ASSIGN_OR_RETURN(weights, checkpoint->LoadWeights(model::LoadRequest{}));
     }
     try {
-      return std::make_shared<const model::LlamaModel>(
-          std::move(weights), at::hasCUDA() ? at::Device(at::kCUDA) : at::kCPU);
+      return std::make_shared<const model::LlamaModel>(std::move(weights), r.compute);
     } catch (const std::exception& e) {
       return absl::InvalidArgumentError(
           absl::StrCat(r.model_dir, ": cannot build the model: ", e.what()));

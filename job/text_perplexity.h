@@ -39,6 +39,8 @@ struct TextPerplexityRequest {
   // Instead of a checkpoint: a quantized one (quant::QuantizedCheckpoint),
   // decoded a layer at a time; its tokenizer too (model_dir = this).
   std::string quantized_dir;
+  // Where the model computes (`eval --device`; with --plan the config's model.device).
+  model::ComputeOptions compute;
   base::LogSink log;  // the plan's effective bits
 };
 

@@ -21,6 +21,7 @@ mkdir -p "${WORK}"
 export PATH="${ROOT}/.venv/bin:${PATH}"
 export WQ_SOURCE_DIR="${ROOT}"
 WORK="$(realpath "${WORK}")"
+rm -rf "${WORK:?}"/*
 cd "${ROOT}"
 eval "$("$(dirname "${WQ}")/../common/testing/wq-test-paths")"
 CONFIG="${WQ_TEST_CONFIG}"
@@ -35,10 +36,12 @@ for f in plan.json plan.bin unit_table.pb quantized/quantized.safetensors \
          fake_quant/model.safetensors; do
   say "quantize ${f}" "$(digest "${WORK}/run/${f}")"
 done
-# report.json without wall times, rates and paths (they differ from run to run).
+# report.json without wall times, rates, paths and what hashes paths (the run's config and
+# its fingerprint): those differ from run to run.
 say "quantize report.json" "$(python3 - "${WORK}/run/report.json" <<'EOF'
 import hashlib, json, re, sys
-skip = re.compile(r"(wall|_s$|seconds|per_s|time|date|dir|path|host|commit|eta)", re.I)
+skip = re.compile(r"(wall|_s$|seconds|per_s|time|date|dir|path|host|commit|eta|exported|"
+                  r"fingerprint|^config$|^notes$)", re.I)
 def clean(x):
     if isinstance(x, dict):
         return {k: clean(v) for k, v in sorted(x.items()) if not skip.search(k)}

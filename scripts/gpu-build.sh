@@ -103,10 +103,10 @@ paths_bin=build/cuda/common/testing/wq-test-paths
 eval "$(WQ_SOURCE_DIR="${ROOT}" "${paths_bin}")"
 [[ -s "${WQ_TEST_MODEL_DIR}/model.safetensors" ]] ||
   { echo "gpu-build: test model ${WQ_TEST_MODEL_DIR} missing (scripts/test.sh trains it)" >&2; exit 1; }
-ppl() {  # BINARY [cpu] -> perplexity; `cpu` hides every GPU (eval then runs on the CPU)
-  local hide=()
-  [[ "${2:-}" == cpu ]] && hide=(CUDA_VISIBLE_DEVICES=)
-  env "${hide[@]}" "$1" eval --model "${WQ_TEST_MODEL_DIR}" \
+ppl() {  # BINARY [cpu|cuda] -> perplexity; `cpu` also hides every GPU from the process
+  local hide=() device="${2:-cpu}"
+  [[ "${device}" == cpu ]] && hide=(CUDA_VISIBLE_DEVICES=)
+  env "${hide[@]}" "$1" eval --device "${device}" --model "${WQ_TEST_MODEL_DIR}" \
     --text "${WQ_TEST_TEXT}" --max-tokens 16384 --json |
     python3 -c 'import json, sys; print(repr(json.load(sys.stdin)["perplexity"]))'
 }
@@ -114,7 +114,7 @@ cuda_cpu="$(ppl build/cuda/cli/windquant cpu)"
 if [[ -x build/dev/cli/windquant ]]; then
   ref="$(ppl build/dev/cli/windquant)" ref_name="the CPU build (build/dev)"
 else
-  ref="$(ppl build/cuda/cli/windquant)" ref_name="this build on the CUDA device"
+  ref="$(ppl build/cuda/cli/windquant cuda)" ref_name="this build on the CUDA device"
 fi
 python3 - "${cuda_cpu}" "${ref}" "${ref_name}" "${WQ_TEST_MODEL_NAME}" <<'EOF'
 import sys

@@ -66,7 +66,7 @@ void CheckClusterConfig(const std::string& file, const std::string& shape, int s
   SCOPED_TRACE(file);
   auto run = config::LoadRunConfig(SourceDir() + "/configs/" + file);
   ASSERT_TRUE(run.ok()) << run.status();
-  EXPECT_EQ(run->model.device, "cuda");
+  EXPECT_EQ(run->model.compute.device, "cuda");
   EXPECT_EQ(run->service.stages, stages);
   EXPECT_EQ(run->service.replicas, replicas);
   EXPECT_EQ(run->service.actor_addresses.size(), static_cast<size_t>(stages * replicas));

@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "common/base/files.h"
 #include "common/base/status_macros.h"
 
@@ -28,7 +29,7 @@ namespace {
 template <typename V>
 void VisitFields(V& v, RunConfig& c) {
   v.Field("model.dir", &c.model.dir);
-  v.Field("model.device", &c.model.device);
+  v.Field("model.device", &c.model.compute.device);
   v.Field("model.threads", &c.model.threads);
   v.Field("calibration.text", &c.calibration.text);
   v.Field("calibration.tokens", &c.calibration.tokens);
@@ -376,11 +377,21 @@ absl::Status ValidateOutput(const OutputConfig& o) {
                "output.run_id", "must be up to 100 of [A-Za-z0-9._-], no '..'");
 }
 
+}  // namespace
+
+bool IsDeviceName(absl::string_view name) {
+  if (name == "cpu" || name == "cuda") return true;
+  if (!absl::ConsumePrefix(&name, "cuda:") || name.empty() || name.size() > 3) return false;
+  return std::all_of(name.begin(), name.end(), [](char ch) { return absl::ascii_isdigit(ch); });
+}
+
+namespace {
+
 // model.*, calibration.* and evaluation.*: the model and the texts a run reads.
 absl::Status ValidateModelAndText(const RunConfig& c) {
   WQ_RETURN_IF_ERROR(Check(!c.model.dir.empty(), "model.dir", "is required"));
-  WQ_RETURN_IF_ERROR(Check(c.model.device == "cpu" || c.model.device == "cuda", "model.device",
-                           "must be cpu or cuda"));
+  WQ_RETURN_IF_ERROR(
+      Check(IsDeviceName(c.model.compute.device), "model.device", "must be cpu, cuda or cuda:N"));
   WQ_RETURN_IF_ERROR(Check(c.model.threads >= 0, "model.threads", "must be >= 0"));
   WQ_RETURN_IF_ERROR(Check(!c.calibration.text.empty(), "calibration.text", "is required"));
   WQ_RETURN_IF_ERROR(Check(c.calibration.samples > 0, "calibration.samples", "must be > 0"));

@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/config/text_range.h"
+#include "common/model/compute_options.h"
 #include "common/net/peer_options.h"
 #include "common/quant/calibration_options.h"
 #include "common/quant/unit_table_options.h"
@@ -22,9 +23,9 @@
 namespace windquant::config {
 
 struct ModelConfig {
-  std::string dir;             // Hugging Face checkpoint directory
-  std::string device = "cpu";  // "cpu" or "cuda"
-  int threads = 0;             // intra-op threads; 0 = all cores
+  std::string dir;                // Hugging Face checkpoint directory
+  model::ComputeOptions compute;  // model.device: where every model of the run computes
+  int threads = 0;                // intra-op threads; 0 = all cores
 };
 
 // The calibration section is quant::CalibrationOptions (calibration_options.h):
@@ -150,6 +151,9 @@ TextRange CalibrationRange(const CalibrationConfig& calibration);
 
 // A canonical text of every field (for fingerprints and logs).
 std::string CanonicalText(const RunConfig& config);
+
+// "cpu", "cuda" or "cuda:N" (N a device index): the names model.device and `--device` take.
+bool IsDeviceName(absl::string_view name);
 
 }  // namespace windquant::config
 

@@ -5,6 +5,7 @@
 #define WINDQUANT_COMMON_CONFIG_THIS_MACHINE_H_
 
 #include <cstdint>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
@@ -28,6 +29,11 @@ absl::Status CheckMachineResources(const ModelConfig& model, const MachineResour
 
 // CheckMachineResources(model, ThisMachine()): call at start, before any work.
 absl::Status CheckThisMachine(const ModelConfig& model);
+
+// A device flag (`--device`) against this machine: INVALID_ARGUMENT for a name other than
+// cpu, cuda, cuda:N; FAILED_PRECONDITION "--device: cuda, but this machine has no CUDA
+// device (use cpu)" for a device it lacks.
+absl::Status CheckDeviceFlag(absl::string_view flag, const std::string& device);
 
 // A thread-count flag (`--threads`) against this machine's cores (0 = all):
 // FAILED_PRECONDITION "--threads: 64, more than the 2 cores of this machine".

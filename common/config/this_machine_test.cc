@@ -12,7 +12,7 @@ using ::windquant::testing::StatusIs;
 
 ModelConfig Model(const std::string& device, int threads) {
   ModelConfig m;
-  m.device = device;
+  m.compute.device = device;
   m.threads = threads;
   return m;
 }
@@ -31,6 +31,14 @@ TEST(MachineResourcesTest, MissingDeviceOrTooManyThreadsIsRefused) {
   EXPECT_TRUE(CheckMachineResources(Model("cpu", 2), cpu_only).ok());
   EXPECT_TRUE(CheckMachineResources(Model("cpu", 0), cpu_only).ok());  // 0 = all cores
   EXPECT_TRUE(CheckMachineResources(Model("cuda", 16), MachineResources{1, 16}).ok());
+  // A device index the machine does not have.
+  EXPECT_THAT(CheckMachineResources(Model("cuda:7", 0), MachineResources{1, 16}),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       "model.device: cuda:7, but this machine has 1 CUDA devices"));
+  EXPECT_THAT(CheckMachineResources(Model("cuda:0", 0), cpu_only),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       "model.device: cuda:0, but this machine has no CUDA device (use cpu)"));
+  EXPECT_TRUE(CheckMachineResources(Model("cuda:1", 0), MachineResources{2, 16}).ok());
 }
 
 TEST(MachineResourcesTest, ThisMachine) {

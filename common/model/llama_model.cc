@@ -89,9 +89,14 @@ at::Tensor RopeInvFreq(const LlamaConfig& c) {
   return at::where(medium, smoothed, scaled);
 }
 
-LlamaModel::LlamaModel(LlamaWeights weights, at::Device device,
+at::Device TorchDevice(const ComputeOptions& compute) { return at::Device(compute.device); }
+
+LlamaModel::LlamaModel(LlamaWeights weights, const ComputeOptions& compute,
                        std::shared_ptr<const LinearSource> linears)
-    : weights_(std::move(weights)), device_(device), linears_(std::move(linears)) {
+    : weights_(std::move(weights)),
+      compute_(compute),
+      device_(TorchDevice(compute)),
+      linears_(std::move(linears)) {
   const LlamaConfig& c = weights_.config;
   Require(c.hidden_size > 0 && c.num_attention_heads > 0, "hidden_size and heads must be > 0");
   Require(c.num_key_value_heads > 0 && c.num_attention_heads % c.num_key_value_heads == 0,

@@ -21,6 +21,7 @@
 
 #include <ATen/ATen.h>
 
+#include "common/model/compute_options.h"
 #include "common/model/llama_weights.h"
 
 namespace windquant::model {
@@ -33,6 +34,9 @@ using LinearInputHook = std::function<void(int64_t layer, Matrix m, const at::Te
 // RoPE inverse frequencies [head_dim / 2] (float64) for `config`: rope_theta
 // and, when rope_scaling.rope_type == "llama3", HF's llama3 frequency scaling.
 at::Tensor RopeInvFreq(const LlamaConfig& config);
+
+// The torch device of `compute` (at::Device parses "cpu", "cuda", "cuda:N").
+at::Device TorchDevice(const ComputeOptions& compute);
 
 // Supplies the FP32 weights of a decoder layer's seven linears for one forward pass
 // (e.g. a quantization plan's dequantized weights). Called once per layer per forward,
@@ -49,9 +53,11 @@ class LinearSource {
 
 class LlamaModel {
  public:
-  // Takes ownership of `weights` (kept in their dtype) and moves them to `device`.
+  // Takes ownership of `weights` (kept in their dtype) and moves them to `compute`'s device
+  // (TorchDevice); torch errors (a device this build or machine lacks) are thrown as
+  // c10::Error: config::CheckThisMachine refuses those at start.
   // `linears`, when given, replaces the decoder linears in every forward.
-  explicit LlamaModel(LlamaWeights weights, at::Device device = at::kCPU,
+  explicit LlamaModel(LlamaWeights weights, const ComputeOptions& compute = {},
                       std::shared_ptr<const LinearSource> linears = nullptr);
 
   // A model sharing this one's weights (no copy) whose decoder linears come from
@@ -66,6 +72,7 @@ class LlamaModel {
   const LlamaWeights& weights() const { return weights_; }
   // For training (pretrain updates the weights in place).
   LlamaWeights& mutable_weights() { return weights_; }
+  const ComputeOptions& compute() const { return compute_; }
   at::Device device() const { return device_; }
 
   // ids [B, T] (int64) -> hidden [B, T, H]. Requires embeddings.
@@ -86,6 +93,7 @@ class LlamaModel {
 
  private:
   LlamaWeights weights_;
+  ComputeOptions compute_;
   at::Device device_;
   std::shared_ptr<const LinearSource> linears_;
   at::Tensor rope_cos_, rope_sin_;  // [max_pos, head_dim]

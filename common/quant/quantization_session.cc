@@ -111,9 +111,8 @@ absl::StatusOr<std::unique_ptr<QuantizationSession>> QuantizationSession::Create
   s->table_fingerprint_ = fingerprints.table;
   s->use_cache_ = options.use_cache && !options.cache_dir.empty();
 
-  const at::Device device = options.device == "cuda" ? at::Device(at::kCUDA) : at::Device(at::kCPU);
   try {
-    s->model_ = std::make_shared<const model::LlamaModel>(std::move(weights), device);
+    s->model_ = std::make_shared<const model::LlamaModel>(std::move(weights), options.compute);
   } catch (const std::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat(dir, ": cannot build the model: ", e.what()));
   }

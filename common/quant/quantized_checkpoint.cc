@@ -407,12 +407,12 @@ absl::StatusOr<model::LlamaWeights> QuantizedCheckpoint::ReadAll() const {
 }
 
 absl::StatusOr<std::shared_ptr<const model::LlamaModel>> QuantizedCheckpoint::Model(
-    std::shared_ptr<const QuantizedCheckpoint> checkpoint, at::Device device) {
+    std::shared_ptr<const QuantizedCheckpoint> checkpoint, const model::ComputeOptions& compute) {
   WQ_ASSIGN_OR_RETURN(model::LlamaWeights fixed, checkpoint->FixedWeights());
   const std::string path = checkpoint->path_;
   try {
     return std::make_shared<const model::LlamaModel>(
-        std::move(fixed), device, std::make_shared<const DecodedLinears>(std::move(checkpoint)));
+        std::move(fixed), compute, std::make_shared<const DecodedLinears>(std::move(checkpoint)));
   } catch (const std::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": cannot build the model: ", e.what()));
   }

@@ -64,12 +64,13 @@ class QuantizedCheckpoint {
   // Everything as float32 (4 bytes per weight of the whole model).
   absl::StatusOr<model::LlamaWeights> ReadAll() const;
 
-  // The model on `device` whose forward decodes each layer from `checkpoint` when it
+  // The model on `compute`'s device whose forward decodes each layer from `checkpoint` when it
   // reaches it: the fixed tensors resident, one layer's linears at a time. A decoding
   // failure inside a forward is thrown as std::runtime_error with the message above
   // (ComputePerplexity returns it as a status).
   static absl::StatusOr<std::shared_ptr<const model::LlamaModel>> Model(
-      std::shared_ptr<const QuantizedCheckpoint> checkpoint, at::Device device = at::kCPU);
+      std::shared_ptr<const QuantizedCheckpoint> checkpoint,
+      const model::ComputeOptions& compute = {});
 
  private:
   QuantizedCheckpoint() = default;

@@ -8,17 +8,17 @@
 
 #include "common/base/log.h"
 #include "common/config/text_range.h"
+#include "common/model/compute_options.h"
 #include "common/quant/calibration_options.h"
 #include "common/quant/unit_table_options.h"
 
 namespace windquant::quant {
 
 // What a session reads. The run config's keys are named beside each field; errors name
-// those keys. Room for the compute device and dtype of the GPU work is here, next to
-// `device`.
+// those keys.
 struct SessionOptions {
   std::string model_dir;           // model.dir: config.json, *.safetensors, tokenizer.json
-  std::string device = "cpu";      // model.device: "cpu" or "cuda", where the model computes
+  model::ComputeOptions compute;   // model.device: where the model computes
   CalibrationOptions calibration;  // calibration.*
   UnitTableOptions units;          // quant.chunk_size, quant.salient_fraction
   std::string cache_dir;           // quant.cache_dir; empty = no unit-table cache

@@ -12,7 +12,8 @@
 namespace windquant::stage {
 
 StageWorker::StageWorker(model::LlamaWeights weights, const StageWorkerOptions& options)
-    : options_(options), model_(std::make_shared<const model::LlamaModel>(std::move(weights))) {}
+    : options_(options),
+      model_(std::make_shared<const model::LlamaModel>(std::move(weights), options.compute)) {}
 
 absl::StatusOr<std::unique_ptr<StageWorker>> StageWorker::Create(
     const StageWorkerOptions& options) {

@@ -50,10 +50,10 @@
 namespace windquant::stage {
 
 // What a stage worker reads (the run config's keys beside each field; the actor node's
-// builder in job/node_options.h fills them). The GPU work adds the compute device and
-// dtype here.
+// builder in job/node_options.h fills them).
 struct StageWorkerOptions {
-  std::string model_dir;  // model.dir
+  std::string model_dir;          // model.dir
+  model::ComputeOptions compute;  // model.device: where the stage's layers compute
   int64_t first_layer = 0;
   int64_t end_layer = -1;         // exclusive; -1 = num_hidden_layers
   quant::UnitTableOptions units;  // quant.chunk_size, quant.salient_fraction
@@ -79,6 +79,8 @@ class StageWorker {
   int64_t first_layer() const { return model_->first_layer(); }
   int64_t end_layer() const { return model_->end_layer(); }
   const model::LlamaConfig& config() const { return model_->config(); }
+  // Where the stage's layers are and compute (its ComputeOptions' device).
+  at::Device device() const { return model_->device(); }
   // The checkpoint the stage's layers come from (its other tensors are read from there).
   const std::string& model_dir() const { return options_.model_dir; }
 
