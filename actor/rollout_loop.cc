@@ -7,6 +7,7 @@
 #include "common/base/status_macros.h"
 #include "common/metrics/metric_names.h"
 #include "common/net/retry.h"
+#include "common/rl/environment.h"
 #include "common/rl/state_features.h"
 #include "common/rl/transition_codec.h"
 
@@ -235,6 +236,9 @@ void RolloutLoop::Submit(const rl::Episode& e, const quant::UnitTable& table) {
   retry.retry_deadline_exceeded = true;  // a duplicate submission is evaluated, not recorded, twice
   v1::SubmitPlanRequest req;
   e.plan.ToProto(table, req.mutable_plan());
+  // The bits the evaluator charges the reward with (0 = the plan's: every mode but repair).
+  req.mutable_plan()->set_charged_bits(
+      rl::ChargedEvaluation(options_.env, table, e.steps, rl::PlanEvaluation()).effective_bits);
   req.set_episode_id(e.episode_id);
   req.set_actor_id(options_.actor_id);
   absl::Status s = net::RetryWithBackoff(

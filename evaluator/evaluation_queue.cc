@@ -18,6 +18,10 @@ namespace {
 // Backoff after a failed calibration or evaluation: doubles up to 2 s, back to this on success.
 constexpr absl::Duration kFirstBackoff = absl::Milliseconds(100);
 
+// At most this many resends of one report rewarded again for the learner's
+// batch (one suffices: the learner's batch moves only with this queue's reports).
+constexpr int kMaxResends = 3;
+
 std::string Serialize(const QueuedPlan& q) {
   v1::Plan p;
   p.set_plan_id(q.plan.plan_id);
@@ -28,6 +32,7 @@ std::string Serialize(const QueuedPlan& q) {
   p.set_policy_version(q.plan.policy_version);
   p.set_episode_id(q.plan.episode_id);
   p.set_source(q.actor_id);  // the submitting actor, for logs
+  p.set_charged_bits(q.charged_bits);
   return p.SerializeAsString();
 }
 
@@ -35,6 +40,7 @@ std::string Serialize(const QueuedPlan& q) {
 
 EvaluationQueue::EvaluationQueue(ReplicaEvaluator* evaluator,
                                  std::vector<std::vector<transport::ActivationTransport*>> replicas,
+                                 const rl::EnvironmentOptions& env,
                                  const rl::LagrangeOptions& lagrange, std::string queue_dir,
                                  size_t max_queue, ReportFn report, metrics::Registry* registry,
                                  base::LogSink log)
@@ -44,7 +50,7 @@ EvaluationQueue::EvaluationQueue(ReplicaEvaluator* evaluator,
       queue_dir_(std::move(queue_dir)),
       max_queue_(max_queue),
       report_(std::move(report)),
-      lagrange_(lagrange) {
+      rewarder_(env, lagrange) {
   calibrated_.assign(replicas_.size(), false);
   if (registry != nullptr) {
     auto duration =
@@ -55,7 +61,7 @@ EvaluationQueue::EvaluationQueue(ReplicaEvaluator* evaluator,
     if (depth.ok()) depth_ = &(*depth)->Get();
     if (lambda.ok()) {
       lambda_gauge_ = &(*lambda)->Get();
-      lambda_gauge_->Set(lagrange_.lambda());
+      lambda_gauge_->Set(rewarder_.lambda().batch_lambda());
     }
   }
 }
@@ -73,15 +79,20 @@ bool EvaluationQueue::WaitOrStop(absl::Duration d) {
 
 EvaluationQueue::~EvaluationQueue() { Stop(); }
 
-void EvaluationQueue::set_lambda(double lambda) {
-  absl::MutexLock lock(&mu_);
-  lagrange_.set_lambda(lambda);
-  if (lambda_gauge_ != nullptr) lambda_gauge_->Set(lagrange_.lambda());
-}
-
 double EvaluationQueue::lambda() const {
   absl::MutexLock lock(&mu_);
-  return lagrange_.lambda();
+  return rewarder_.lambda().batch_lambda();
+}
+
+void EvaluationQueue::SaveLambdaLocked() {
+  if (lambda_gauge_ != nullptr) lambda_gauge_->Set(rewarder_.lambda().batch_lambda());
+  if (queue_dir_.empty()) return;
+  // Best effort: a lost write costs the g's since the last one (DESIGN.md
+  // section 6: a restarted evaluator loses no finished plan; λ follows the
+  // learner's batch again, EpisodeRewarder::Settle).
+  absl::Status s =
+      base::WriteFileAtomic(queue_dir_ + "/lambda.txt", rewarder_.lambda().Serialize());
+  if (!s.ok()) log_(absl::StrCat("evaluator: lambda state: ", s.message()));
 }
 
 std::string EvaluationQueue::PathOf(uint64_t episode_id) const {
@@ -92,6 +103,13 @@ absl::Status EvaluationQueue::Start() {
   if (!queue_dir_.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(queue_dir_, ec);
+    const std::string lambda_path = queue_dir_ + "/lambda.txt";
+    if (std::filesystem::exists(lambda_path, ec)) {
+      WQ_ASSIGN_OR_RETURN(std::string text, base::ReadFile(lambda_path));
+      absl::MutexLock lock(&mu_);
+      WQ_RETURN_IF_ERROR(rewarder_.mutable_lambda().Parse(text));
+      if (lambda_gauge_ != nullptr) lambda_gauge_->Set(rewarder_.lambda().batch_lambda());
+    }
     for (const auto& entry : std::filesystem::directory_iterator(queue_dir_, ec)) {
       if (entry.path().extension() != ".pb") continue;
       WQ_ASSIGN_OR_RETURN(std::string bytes, base::ReadFile(entry.path().string()));
@@ -100,6 +118,7 @@ absl::Status EvaluationQueue::Start() {
       QueuedPlan q;
       q.plan = quant::Plan::FromProto(p);
       q.effective_bits = p.effective_bits();
+      q.charged_bits = p.charged_bits();
       q.actor_id = p.source();
       absl::MutexLock lock(&mu_);
       queue_.push_back(std::move(q));
@@ -198,7 +217,7 @@ void EvaluationQueue::Worker(size_t r) {
     backoff = kFirstBackoff;
     // Stopped before the learner answered: the plan's file stays, so the next
     // start evaluates and reports it again.
-    if (!Deliver(Record(*q, *e), r)) return;
+    if (!Deliver(*q, Record(*q, *e), r)) return;
     RemoveFile(q->plan.episode_id);
   }
 }
@@ -251,12 +270,6 @@ Report EvaluationQueue::Record(const QueuedPlan& q, const PlanEvaluation& e) {
   report.evaluation = e;
   report.evaluation.effective_bits = q.effective_bits;
   absl::MutexLock lock(&mu_);
-  // A learner's candidate plan (no episode behind it) leaves λ as it is.
-  report.lambda = rl::IsCandidateEpisode(q.plan.episode_id)
-                      ? lagrange_.lambda()
-                      : lagrange_.Update(rl::ConstraintValue(lagrange_.options(), report.evaluation,
-                                                             q.plan.target_bits));
-  if (lambda_gauge_ != nullptr) lambda_gauge_->Set(report.lambda);
   ++evaluated_;
   return report;
 }
@@ -267,11 +280,41 @@ void EvaluationQueue::RemoveFile(uint64_t episode_id) const {
   std::filesystem::remove(PathOf(episode_id), ec);
 }
 
-bool EvaluationQueue::Deliver(const Report& report, size_t r) {
+bool EvaluationQueue::Deliver(const QueuedPlan& q, Report report, size_t r) {
+  absl::MutexLock deliver(&deliver_mu_);
+  // A learner's candidate plan (no episode behind it) is not rewarded and leaves λ as it is.
+  const bool episode = !rl::IsCandidateEpisode(q.plan.episode_id);
+  rl::PlanEvaluation charged = report.evaluation;
+  if (q.charged_bits > 0) charged.effective_bits = q.charged_bits;
+  for (int resends = 0;; ++resends) {
+    {
+      absl::MutexLock lock(&mu_);
+      report.grant.reset();
+      if (episode) report.grant = rewarder_.Reward(charged, q.plan.target_bits);
+      report.lambda = rewarder_.lambda().batch_lambda();
+    }
+    std::optional<ReportAnswer> answer;
+    if (!Send(report, r, &answer)) return false;
+    if (!answer.has_value()) return true;  // refused for good
+    absl::MutexLock lock(&mu_);
+    const bool again = rewarder_.Settle(report.grant.has_value() ? &*report.grant : nullptr,
+                                        answer->accepted, answer->updates, answer->lambda);
+    SaveLambdaLocked();
+    if (!again || resends >= kMaxResends) return true;
+    log_(absl::StrCat("evaluator: report of episode ", report.episode_id,
+                      " rewarded again for the learner's PPO batch ", answer->updates));
+  }
+}
+
+bool EvaluationQueue::Send(const Report& report, size_t r, std::optional<ReportAnswer>* answer) {
   absl::Duration backoff = absl::Milliseconds(100);
   for (int attempt = 1;; ++attempt) {
-    const absl::Status s = report_(report);
-    if (s.ok()) return true;
+    const absl::StatusOr<ReportAnswer> a = report_(report);
+    if (a.ok()) {
+      *answer = *a;
+      return true;
+    }
+    const absl::Status& s = a.status();
     // CANCELLED: the caller is shutting down (Stop() follows); keep the plan.
     const bool transient =
         absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s) || absl::IsCancelled(s);
@@ -280,6 +323,7 @@ bool EvaluationQueue::Deliver(const Report& report, size_t r) {
       // it again cannot help.
       log_(absl::StrCat("evaluator: report of episode ", report.episode_id,
                         " refused: ", s.message(), " (dropped)"));
+      answer->reset();
       return true;
     }
     if (!absl::IsCancelled(s) && (attempt == 1 || attempt % 10 == 0)) {

@@ -2,15 +2,20 @@
 // plans wait in a bounded queue, persisted one file per episode under
 // `queue_dir` so a restarted evaluator evaluates what was pending; one worker
 // per replica calibrates its replica once (retrying while its actors come
-// up), then evaluates plans through it with the ReplicaEvaluator, updates λ
-// (rl::LagrangeMultiplier, the formula lives there, once per plan; not for a
-// learner's candidate plan, rl::IsCandidateEpisode) and hands
+// up), then evaluates plans through it with the ReplicaEvaluator and hands
 // the report to `report`, one attempt per call: UNAVAILABLE and
 // DEADLINE_EXCEEDED are retried with backoff (the report, not the
 // evaluation) until delivered or Stop(); any other error drops the report.
 // A plan's file is removed only once its report was answered, so a plan
 // pending at a crash is evaluated after the restart. A plan whose replica
 // fails is put back and retried.
+// λ: the queue is its one owner (rl::EpisodeRewarder, the formulas live in
+// common/rl). An episode's report (not a learner's candidate plan,
+// rl::IsCandidateEpisode) carries its episode-end reward with the λ of the PPO
+// batch the learner will train it in; reports are delivered one at a time so
+// that the learner's answer (joined the batch, the batch completed) settles
+// λ before the next report is rewarded. The state is kept in
+// `queue_dir`/lambda.txt, rewritten after every answer.
 // Stop() returns promptly when `report` returns promptly after the caller
 // cancelled its calls (see net::Canceller).
 // Metrics (when given a registry): windquant_evaluator_evaluation_duration_seconds,
@@ -31,7 +36,9 @@
 #include "absl/synchronization/mutex.h"
 #include "common/base/log.h"
 #include "common/metrics/registry.h"
-#include "common/rl/lagrange.h"
+#include "common/rl/environment_options.h"
+#include "common/rl/episode_rewarder.h"
+#include "common/rl/lagrange_options.h"
 #include "evaluator/replica_evaluator.h"
 
 namespace windquant::evaluator {
@@ -39,6 +46,8 @@ namespace windquant::evaluator {
 struct QueuedPlan {
   quant::Plan plan;
   double effective_bits = 0;
+  double charged_bits =
+      0;  // v1::Plan.charged_bits: what its reward is charged with (0 = effective_bits)
   std::string actor_id;
 };
 
@@ -46,23 +55,31 @@ struct Report {
   uint64_t episode_id = 0;
   std::string plan_id;
   PlanEvaluation evaluation;  // effective_bits: the queued plan's
-  double lambda = 0;
+  double lambda = 0;          // the open batch's λ (an episode's: the one its reward used)
+  std::optional<rl::EpisodeRewardGrant> grant;  // an episode's reward; none for a candidate
+};
+
+// The learner's answer to a report (v1::ReportEvaluationReply).
+struct ReportAnswer {
+  bool accepted = false;
+  int64_t updates = 0;  // its PPO updates after the report
+  double lambda = 0;    // the λ it was last pushed
 };
 
 class EvaluationQueue {
  public:
-  using ReportFn = std::function<absl::Status(const Report&)>;
+  using ReportFn = std::function<absl::StatusOr<ReportAnswer>(const Report&)>;
   using TableFn = std::function<void(const std::vector<quant::UnitTable>&)>;
   EvaluationQueue(ReplicaEvaluator* evaluator,
                   std::vector<std::vector<transport::ActivationTransport*>> replicas,
-                  const rl::LagrangeOptions& lagrange, std::string queue_dir, size_t max_queue,
-                  ReportFn report, metrics::Registry* registry = nullptr,
-                  base::LogSink log = base::LogToStderr);
+                  const rl::EnvironmentOptions& env, const rl::LagrangeOptions& lagrange,
+                  std::string queue_dir, size_t max_queue, ReportFn report,
+                  metrics::Registry* registry = nullptr, base::LogSink log = base::LogToStderr);
   ~EvaluationQueue();
 
-  void set_lambda(double lambda);
+  // The λ of the open PPO batch.
   double lambda() const;
-  // Reloads persisted plans, starts one worker per replica.
+  // Reloads persisted plans and λ, starts one worker per replica.
   absl::Status Start();
   // RESOURCE_EXHAUSTED when full. Returns the queue depth.
   absl::StatusOr<int> Submit(QueuedPlan plan);
@@ -85,11 +102,18 @@ class EvaluationQueue {
   // After a failed evaluation: puts the plan back unless the plan itself is bad (then
   // its file goes), and recalibrates `replica` when its actors lost their fits.
   void Requeue(size_t replica, QueuedPlan plan, const absl::Status& error);
-  // The λ update (not for a candidate plan) and the report of an evaluated plan.
+  // The report of an evaluated plan (its reward and λ are filled in by Deliver).
   Report Record(const QueuedPlan& plan, const PlanEvaluation& evaluation);
   void RemoveFile(uint64_t episode_id) const;
-  // Delivers `report` (retrying transient failures); false when stopped first.
-  bool Deliver(const Report& report, size_t replica);
+  // Rewards `report` of `plan` (an episode's) and delivers it, one report at a
+  // time, retrying transient failures, and settles λ with the learner's
+  // answer; false when stopped first.
+  bool Deliver(const QueuedPlan& plan, Report report, size_t replica);
+  // One attempt after another until answered, refused for good (nullopt) or
+  // stopped (false).
+  bool Send(const Report& report, size_t replica, std::optional<ReportAnswer>* answer);
+  // λ after an answer: the gauge and `queue_dir`/lambda.txt.
+  void SaveLambdaLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Waits `d` or until Stop(); true when stopping.
   bool WaitOrStop(absl::Duration d);
   void PublishDepthLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -100,8 +124,11 @@ class EvaluationQueue {
   const std::string queue_dir_;
   const size_t max_queue_;
   const ReportFn report_;
+  // Held across a report's delivery: the learner answers one before the next
+  // is rewarded. Taken before mu_.
+  absl::Mutex deliver_mu_;
   mutable absl::Mutex mu_;
-  rl::LagrangeMultiplier lagrange_ ABSL_GUARDED_BY(mu_);
+  rl::EpisodeRewarder rewarder_ ABSL_GUARDED_BY(mu_);
   std::deque<QueuedPlan> queue_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   int64_t evaluated_ ABSL_GUARDED_BY(mu_) = 0;

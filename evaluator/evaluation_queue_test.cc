@@ -27,15 +27,34 @@ const model::LlamaConfig& RealConfig() {
 }
 using testing::RandomIds;
 
-// What the fake learner saw: every report attempt, in order.
+// What the fake learner saw: every report attempt, in order. It answers as
+// learner::LearnerService does: an episode's report joins its PPO batch when
+// meant for it, and every `episodes_per_update` of them an update runs and the
+// pushed λ_after becomes its λ.
 class FakeLearner {
  public:
   // The first `failures` attempts fail with `failure`, the rest succeed.
-  FakeLearner(int failures, absl::Status failure) : failures_(failures), failure_(failure) {}
-  absl::Status Receive(const Report& r) {
+  FakeLearner(int failures, absl::Status failure, int episodes_per_update = 1000,
+              int64_t updates = 0, double lambda = 1.0)
+      : failures_(failures),
+        failure_(failure),
+        per_update_(episodes_per_update),
+        updates_(updates),
+        lambda_(lambda) {}
+  absl::StatusOr<ReportAnswer> Receive(const Report& r) {
     absl::MutexLock lock(&mu_);
     attempts_.push_back(r);
-    return static_cast<int>(attempts_.size()) <= failures_ ? failure_ : absl::OkStatus();
+    if (static_cast<int>(attempts_.size()) <= failures_) return failure_;
+    ReportAnswer a;
+    a.accepted = !r.grant.has_value() || r.grant->batch == updates_;
+    if (r.grant.has_value() && a.accepted && ++in_batch_ == per_update_) {
+      in_batch_ = 0;
+      ++updates_;
+      lambda_ = r.grant->lambda_after;
+    }
+    a.updates = updates_;
+    a.lambda = lambda_;
+    return a;
   }
   std::vector<Report> attempts() const {
     absl::MutexLock lock(&mu_);
@@ -52,7 +71,11 @@ class FakeLearner {
   mutable absl::Mutex mu_;
   const int failures_;
   const absl::Status failure_;
+  const int per_update_;
   std::vector<Report> attempts_ ABSL_GUARDED_BY(mu_);
+  int64_t updates_ ABSL_GUARDED_BY(mu_);
+  double lambda_ ABSL_GUARDED_BY(mu_);
+  int in_batch_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 class EvaluationQueueTest : public ::testing::Test {
@@ -97,7 +120,7 @@ class EvaluationQueueTest : public ::testing::Test {
   std::unique_ptr<EvaluationQueue> MakeQueue(FakeLearner* learner,
                                              metrics::Registry* registry = nullptr) {
     return std::make_unique<EvaluationQueue>(
-        evaluator_.get(), std::vector<std::vector<transport::ActivationTransport*>>{stages_},
+        evaluator_.get(), std::vector<std::vector<transport::ActivationTransport*>>{stages_}, env_,
         lagrange_, dir_, 16, [learner](const Report& r) { return learner->Receive(r); }, registry);
   }
   bool QueueFileExists(uint64_t episode) const {
@@ -105,6 +128,7 @@ class EvaluationQueueTest : public ::testing::Test {
   }
 
   std::string dir_;
+  rl::EnvironmentOptions env_;
   rl::LagrangeOptions lagrange_;
   size_t units_ = 0;
   std::unique_ptr<PipelineEvaluator> evaluator_;
@@ -112,7 +136,7 @@ class EvaluationQueueTest : public ::testing::Test {
   std::vector<transport::ActivationTransport*>& stages_ = local_.stages;
 };
 
-TEST_F(EvaluationQueueTest, RetriesTheReportNotTheEvaluationAndUpdatesLambdaOnce) {
+TEST_F(EvaluationQueueTest, RetriesTheReportNotTheEvaluationAndMovesLambdaOnce) {
   FakeLearner learner(3, absl::UnavailableError("learner down"));
   metrics::Registry registry;
   auto queue = MakeQueue(&learner, &registry);
@@ -125,12 +149,14 @@ TEST_F(EvaluationQueueTest, RetriesTheReportNotTheEvaluationAndUpdatesLambdaOnce
   ASSERT_EQ(attempts.size(), 4u);  // 3 failures, then delivered; nothing after
   for (const Report& r : attempts) {
     EXPECT_EQ(r.episode_id, 7u);
-    EXPECT_EQ(r.lambda, attempts[0].lambda);  // one λ update for one plan
-    EXPECT_FALSE(r.evaluation.cached);        // evaluated once, not again per attempt
+    ASSERT_TRUE(r.grant.has_value());
+    EXPECT_EQ(r.grant->reward, attempts[0].grant->reward);  // one reward for one plan
+    EXPECT_EQ(r.lambda, lagrange_.lambda_init);             // batch 0's
+    EXPECT_FALSE(r.evaluation.cached);                      // evaluated once, not again per attempt
   }
   EXPECT_EQ(queue->evaluated(), 1);
-  EXPECT_DOUBLE_EQ(queue->lambda(), attempts[0].lambda);
-  EXPECT_FALSE(QueueFileExists(7));  // delivered: no longer pending
+  EXPECT_DOUBLE_EQ(queue->lambda(), lagrange_.lambda_init);  // the batch goes on
+  EXPECT_FALSE(QueueFileExists(7));                          // delivered: no longer pending
   const std::string text = registry.TextExposition();
   EXPECT_NE(text.find("\nwindquant_evaluator_evaluation_duration_seconds_count 1\n"),
             std::string::npos)
@@ -176,6 +202,50 @@ TEST_F(EvaluationQueueTest, ARefusedReportIsDroppedNotRetried) {
   EXPECT_EQ(attempts[1].episode_id, 10u);
   EXPECT_FALSE(QueueFileExists(9));
   EXPECT_FALSE(QueueFileExists(10));
+}
+
+// λ's owner: each episode is rewarded with its PPO batch's λ (the first two
+// with lambda_init, the next two with the multiplier after the first two g's),
+// the state survives a restart in lambda.txt, and a learner resumed from an
+// older batch is followed: the report is rewarded again for its batch.
+TEST_F(EvaluationQueueTest, RewardsEachBatchWithItsLambdaAndFollowsTheLearner) {
+  FakeLearner learner(0, absl::OkStatus(), /*episodes_per_update=*/2);
+  {
+    auto queue = MakeQueue(&learner);
+    ASSERT_TRUE(queue->Start().ok());
+    for (uint64_t id : {1, 2, 3, 4}) ASSERT_TRUE(queue->Submit(Plan(id)).ok());
+    ASSERT_TRUE(learner.WaitForAttempts(4));
+    queue->Stop();
+  }
+  const std::vector<Report> a = learner.attempts();
+  ASSERT_EQ(a.size(), 4u);
+  rl::BatchLambda reference(lagrange_);
+  for (size_t i = 0; i < a.size(); ++i) {
+    ASSERT_TRUE(a[i].grant.has_value());
+    EXPECT_EQ(a[i].grant->batch, static_cast<int64_t>(i / 2)) << i;
+    EXPECT_DOUBLE_EQ(a[i].grant->lambda, reference.batch_lambda()) << i;
+    reference.Observe(a[i].grant->constraint_value);
+    EXPECT_DOUBLE_EQ(a[i].grant->lambda_after, reference.lambda()) << i;
+    if (i % 2 == 1) reference.EndBatch();
+  }
+  EXPECT_NE(a[2].grant->lambda, a[0].grant->lambda);  // eta 0.5 moved it
+  ASSERT_TRUE(std::filesystem::exists(dir_ + "/lambda.txt"));
+
+  // A restarted evaluator goes on with batch 2's λ; the learner resumed from
+  // its checkpoint at update 1: the report is rewarded again with batch 1's.
+  FakeLearner resumed(0, absl::OkStatus(), 2, /*updates=*/1, reference.batch_lambda());
+  auto queue = MakeQueue(&resumed);
+  ASSERT_TRUE(queue->Start().ok());
+  EXPECT_DOUBLE_EQ(queue->lambda(), reference.batch_lambda());
+  ASSERT_TRUE(queue->Submit(Plan(5)).ok());
+  ASSERT_TRUE(resumed.WaitForAttempts(2));
+  queue->Stop();
+  const std::vector<Report> b = resumed.attempts();
+  ASSERT_EQ(b.size(), 2u);
+  EXPECT_EQ(b[0].grant->batch, 2);
+  EXPECT_EQ(b[1].grant->batch, 1);
+  EXPECT_DOUBLE_EQ(b[1].grant->lambda, a[2].grant->lambda);
+  EXPECT_DOUBLE_EQ(b[1].grant->reward, a[2].grant->reward);  // the same plan, the same batch λ
 }
 
 }  // namespace

@@ -77,7 +77,7 @@ absl::StatusOr<std::unique_ptr<EvaluatorNode>> EvaluatorNode::Create(
   node->learner_ = v1::Learner::NewStub(std::move(learner));
   EvaluatorNode* n = node.get();
   node->queue_ = std::make_unique<EvaluationQueue>(
-      node->pipeline_.get(), replicas, c.lagrange, c.queue_dir, c.max_queue,
+      node->pipeline_.get(), replicas, c.env, c.lagrange, c.queue_dir, c.max_queue,
       [n](const Report& r) { return n->SendReport(r); }, registry, std::move(log));
   node->service_ =
       std::make_unique<EvaluatorService>(node->queue_.get(), [n] { return n->Table(); });
@@ -91,15 +91,6 @@ absl::StatusOr<std::unique_ptr<EvaluatorNode>> EvaluatorNode::Create(
 EvaluatorNode::~EvaluatorNode() { Stop(); }
 
 absl::Status EvaluatorNode::Start() {
-  {  // λ survives an evaluator restart through the learner's checkpoint.
-    grpc::ClientContext ctx;
-    net::ConfigureContext(ctx, absl::Seconds(2));
-    v1::RunStatus status;
-    if (learner_->GetRunStatus(&ctx, v1::RunStatusRequest(), &status).ok() &&
-        status.updates() > 0) {
-      queue_->set_lambda(status.lambda());
-    }
-  }
   absl::Status s = queue_->Start();
   if (!s.ok()) return absl::Status(s.code(), absl::StrCat("queue: ", s.message()));
   return absl::OkStatus();
@@ -108,7 +99,7 @@ absl::Status EvaluatorNode::Start() {
 // One attempt; the queue retries UNAVAILABLE / DEADLINE_EXCEEDED with backoff
 // (the learner answers a duplicate with accepted=false, so a retry after a
 // lost reply records nothing twice).
-absl::Status EvaluatorNode::SendReport(const Report& r) {
+absl::StatusOr<ReportAnswer> EvaluatorNode::SendReport(const Report& r) {
   v1::EvaluationReport req;
   req.set_episode_id(r.episode_id);
   req.set_plan_id(r.plan_id);
@@ -120,16 +111,23 @@ absl::Status EvaluatorNode::SendReport(const Report& r) {
   req.set_lambda(r.lambda);
   req.set_tokens(r.evaluation.tokens);
   req.set_cached(r.evaluation.cached);
+  if (r.grant.has_value()) {
+    req.set_reward(r.grant->reward);
+    req.set_lambda_after(r.grant->lambda_after);
+    req.set_lambda_batch(r.grant->batch);
+  }
   v1::ReportEvaluationReply reply;
   grpc::ClientContext ctx;
   net::ConfigureContext(ctx, deadline_, /*wait_for_ready=*/true);
   net::Canceller::Scope scope(&stopping_, &ctx);
   if (scope.cancelled()) return net::FromGrpcStatus(net::CancelledStatus());
   grpc::Status s = learner_->ReportEvaluation(&ctx, req, &reply);
-  // The learner owns λ (it rewards a whole PPO batch with one value); the
-  // next plan's update starts from the learner's.
-  if (s.ok()) queue_->set_lambda(reply.lambda());
-  return net::FromGrpcStatus(s);
+  if (!s.ok()) return net::FromGrpcStatus(s);
+  ReportAnswer answer;
+  answer.accepted = reply.accepted();
+  answer.updates = reply.updates();
+  answer.lambda = reply.lambda();
+  return answer;
 }
 
 // The run's table, fetched once. The lock is not held across the RPC: while

@@ -1,11 +1,12 @@
 // EvaluatorNode: the evaluator process's parts wired together (DESIGN.md
 // section 5): the tokenized calibration and evaluation text, the
 // PipelineEvaluator (embeddings, final norm, lm_head), one gRPC activation
-// transport per actor, the EvaluationQueue (λ, reports to the learner) and the
-// Evaluator service on a started server. λ: each plan's d moves the
-// evaluator's λ (reported with the plan); every answered report sets it to
-// the learner's (ReportEvaluationReply.lambda), which owns λ: it rewards a
-// whole PPO batch with one value and checkpoints it. windquant-evaluator runs one over
+// transport per actor, the EvaluationQueue (λ, rewards, reports to the
+// learner) and the Evaluator service on a started server. λ: the evaluator is
+// its one owner (DESIGN.md section 4): it rewards each episode with the λ of
+// its PPO batch, pushes λ with the reports and keeps it in
+// queue_dir/lambda.txt; the learner's answers tell it where the learner's
+// batches stand (EvaluationQueue). windquant-evaluator runs one over
 // TCP; `windquant quantize` runs one beside the learner and actor nodes with
 // in-process channels.
 //
@@ -58,13 +59,14 @@ struct EvaluatorNodeOptions {
   int context = 256;                  // evaluation.context
   int batch = 16;                     // evaluation.batch
   int64_t calib_slice_tokens = 8192;  // evaluation.calib_slice_tokens
-  rl::LagrangeOptions lagrange;       // lagrange.*: the evaluator's λ updates
+  rl::EnvironmentOptions env;         // env.*: the episode-end reward's weights
+  rl::LagrangeOptions lagrange;       // lagrange.*: the evaluator's λ, which it owns
   int stages = 1;                     // service.stages
   int replicas = 1;                   // service.replicas
   // The server and the calls to the learner: service.tls.*, service.max_message_bytes,
   // service.rpc_deadline_ms (also the actors' calls).
   net::PeerOptions peer;
-  std::string queue_dir;    // output.dir + "/evaluator-queue": pending plans
+  std::string queue_dir;    // output.dir + "/evaluator-queue": pending plans, λ
   size_t max_queue = 4096;  // plans waiting at most
 };
 
@@ -86,8 +88,8 @@ class EvaluatorNode {
       const model::LlamaWeights* shared_weights = nullptr);
   ~EvaluatorNode();
 
-  // Takes λ from the learner's checkpoint when it has one, then starts the
-  // queue (its workers calibrate their replica, then evaluate plans).
+  // Starts the queue (its λ from queue_dir; its workers calibrate their
+  // replica, then evaluate plans).
   absl::Status Start();
   // Cancels calls to the learner in flight and stops the queue (no more
   // calls to the actors); the server still serves. Idempotent.
@@ -99,7 +101,7 @@ class EvaluatorNode {
 
  private:
   EvaluatorNode() = default;
-  absl::Status SendReport(const Report& r);
+  absl::StatusOr<ReportAnswer> SendReport(const Report& r);
   absl::StatusOr<quant::UnitTable> Table();
 
   absl::Duration deadline_;

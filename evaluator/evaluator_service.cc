@@ -33,6 +33,10 @@ grpc::Status EvaluatorService::SubmitPlan(grpc::ServerContext*, const v1::Submit
   QueuedPlan q;
   q.plan = *std::move(plan);
   q.effective_bits = bits;
+  q.charged_bits = req->plan().charged_bits();
+  if (!(q.charged_bits >= 0 && q.charged_bits <= 32)) {
+    return ToGrpcStatus(absl::InvalidArgumentError("plan.charged_bits: must be in [0, 32]"));
+  }
   q.actor_id = req->actor_id();
   absl::StatusOr<int> depth = queue_->Submit(std::move(q));
   if (!depth.ok()) return ToGrpcStatus(depth.status());

@@ -127,8 +127,9 @@ struct Harness {
     table = quant::UnitTable::Merge(*tables).value();
     rl::LagrangeOptions lagrange;
     queue = std::make_unique<EvaluationQueue>(
-        pipeline.get(), std::vector<std::vector<transport::ActivationTransport*>>{stages}, lagrange,
-        queue_dir, 8, [](const Report&) { return absl::OkStatus(); });
+        pipeline.get(), std::vector<std::vector<transport::ActivationTransport*>>{stages},
+        rl::EnvironmentOptions(), lagrange, queue_dir, 8,
+        [](const Report&) -> absl::StatusOr<ReportAnswer> { return ReportAnswer(); });
     service = std::make_unique<EvaluatorService>(
         queue.get(), [this]() -> absl::StatusOr<quant::UnitTable> { return table; });
     net::ServerOptions o;

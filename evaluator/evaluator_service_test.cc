@@ -82,7 +82,8 @@ class EvaluatorServiceTest : public ::testing::Test {
     queue_ = std::make_unique<EvaluationQueue>(
         pipeline_->evaluator.get(),
         std::vector<std::vector<transport::ActivationTransport*>>{pipeline_->local.stages},
-        lagrange, queue_dir_, kMaxQueue, [](const Report&) { return absl::OkStatus(); });
+        rl::EnvironmentOptions(), lagrange, queue_dir_, kMaxQueue,
+        [](const Report&) -> absl::StatusOr<ReportAnswer> { return ReportAnswer(); });
     service_ = std::make_unique<EvaluatorService>(
         queue_.get(), [this]() -> absl::StatusOr<quant::UnitTable> {
           absl::MutexLock lock(&mu_);

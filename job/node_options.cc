@@ -47,6 +47,7 @@ evaluator::EvaluatorNodeOptions EvaluatorNodeOptionsFrom(const config::RunConfig
   o.context = config.evaluation.context;
   o.batch = config.evaluation.batch;
   o.calib_slice_tokens = config.evaluation.calib_slice_tokens;
+  o.env = config.env;
   o.lagrange = config.lagrange;
   o.stages = config.service.stages;
   o.replicas = config.service.replicas;

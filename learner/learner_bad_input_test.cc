@@ -188,11 +188,11 @@ TEST_F(LearnerBadInputTest, NonFiniteRewardIsRefusedAndTheEpisodeStaysHeld) {
   bad.evaluation.loss_increase = nan;
   bad.evaluation.relative_ppl_increase = nan;
   bad.evaluation.effective_bits = nan;  // the reward clamps the others; not this one
-  EXPECT_THAT(core_->ReportEvaluation(bad),
+  EXPECT_THAT(Report(*core_, bad),
               StatusIs(absl::StatusCode::kInvalidArgument, "reward: not finite for episode 1"));
   const LearnerStatus before = core_->Status();
   EXPECT_EQ(before.episodes, 1);
-  EXPECT_TRUE(core_->ReportEvaluation(Eval(1, 3.0)).value());  // still held
+  EXPECT_TRUE(Report(*core_, Eval(1, 3.0)).value());  // still held
 }
 
 // error-case: learner.evaluation.non-finite-field
@@ -206,6 +206,9 @@ TEST_F(LearnerBadInputTest, EvaluationReportFieldsAreCheckedByTheService) {
       {"loss", [](v1::EvaluationReport* r) { r->set_loss(std::nan("")); }},
       {"perplexity", [](v1::EvaluationReport* r) { r->set_perplexity(INFINITY); }},
       {"lambda", [](v1::EvaluationReport* r) { r->set_lambda(-INFINITY); }},
+      {"reward", [](v1::EvaluationReport* r) { r->set_reward(std::nan("")); }},
+      {"lambda_after", [](v1::EvaluationReport* r) { r->set_lambda_after(-1); }},
+      {"lambda_batch", [](v1::EvaluationReport* r) { r->set_lambda_batch(-1); }},
       {"effective_bits", [](v1::EvaluationReport* r) { r->set_effective_bits(0); }},
       {"relative_ppl_increase", [](v1::EvaluationReport* r) { r->set_relative_ppl_increase(-2); }},
   };

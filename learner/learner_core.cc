@@ -56,7 +56,8 @@ LearnerCore::LearnerCore(const Options& options, std::unique_ptr<PolicyPublisher
       tables_(options.stages, options.replicas, options.chunk_size, TablePath(options)),
       policy_(std::move(policy)),
       curriculum_(options.curriculum),
-      lambda_(options.lagrange),
+      lambda_(options.lagrange.lambda_init),
+      next_lambda_(options.lagrange.lambda_init),
       clock_(options.evaluation_allowance, absl::Now()),
       best_(options.curriculum.target_bits.back(), options.dir + "/best"),
       records_(options.dir) {}
@@ -67,8 +68,7 @@ void LearnerCore::Log(const std::string& line) const {
 
 void LearnerCore::PublishLocked() {
   board_.Publish(StatusLocked());
-  metrics_.SetState(static_cast<double>(policy_->version()), curriculum_.target_bits(),
-                    lambda_.lambda());
+  metrics_.SetState(static_cast<double>(policy_->version()), curriculum_.target_bits(), lambda_);
   if (!best_.best().actions.empty()) {
     metrics_.SetBest(best_.best().evaluation.effective_bits, best_.best().evaluation.eval_ppl);
   }
@@ -128,7 +128,7 @@ absl::Status LearnerCore::RestoreCheckpoint(const rl::RunCheckpoint& ckpt) {
   WQ_RETURN_IF_ERROR(policy_->LoadState(ckpt.learner_state));
   counts_.updates = ckpt.update;
   curriculum_.Restore(ckpt);
-  lambda_.Restore(ckpt.lambda);
+  lambda_ = next_lambda_ = ckpt.lambda;
   best_.Restore(ckpt.best, ckpt.best_stage, ckpt.stage_reference_ppl);
   NoteFullPrecision(ckpt.best.evaluation);
   records_.Restore(ckpt.curve, ckpt.stages);
@@ -324,8 +324,8 @@ absl::StatusOr<bool> LearnerCore::LearnPredictedLocked(rl::Episode e) {
       options_.policy.env, table, e.steps,
       rl::PredictedEvaluation(e.predicted_log_ppl, table.EffectiveBits(e.plan.actions),
                               fp_eval_ppl_));
-  const rl::EpisodeReward reward = rl::EpisodeEndReward(
-      options_.policy.env, pe, lambda_.batch_lambda(), target, options_.lagrange.prices);
+  const rl::EpisodeReward reward =
+      rl::EpisodeEndReward(options_.policy.env, pe, lambda_, target, options_.lagrange.prices);
   if (!std::isfinite(reward.total)) {
     return absl::InvalidArgumentError(
         absl::StrCat("predicted_log_ppl: reward not finite for ", "episode ", e.episode_id));
@@ -374,16 +374,17 @@ absl::StatusOr<bool> LearnerCore::ReportCandidateLocked(const EvaluationInput& i
 absl::StatusOr<bool> LearnerCore::ReportEpisodeLocked(const EvaluationInput& in) {
   const rl::Episode* peek = held_.Find(in.episode_id);
   if (peek == nullptr) return false;
+  // Rewarded for another batch (the evaluator's λ state is behind or ahead,
+  // e.g. after a restart): it stays held; the answer's updates say which.
+  if (in.batch != counts_.updates) return false;
   const rl::PlanEvaluation& pe = in.evaluation;
+  // The bits the episode chose (repair mode), for the batch's mean bits.
   const rl::PlanEvaluation charged =
       rl::ChargedEvaluation(options_.policy.env, *tables_.table(), peek->steps, pe);
   const double target =
       peek->plan.target_bits > 0 ? peek->plan.target_bits : curriculum_.target_bits();
-  // The batch's λ (rl::BatchLambda), not the evaluator's in.lambda.
-  const rl::EpisodeReward reward = rl::EpisodeEndReward(
-      options_.policy.env, charged, lambda_.batch_lambda(), target, options_.lagrange.prices);
   // Checked before anything changes: the episode stays held (and expires).
-  if (!std::isfinite(reward.total)) {
+  if (!std::isfinite(in.reward)) {
     return absl::InvalidArgumentError(absl::StrCat("reward: not finite for episode ", in.episode_id,
                                                    " (perplexity ", pe.eval_ppl, ", bits ",
                                                    pe.effective_bits, ")"));
@@ -394,10 +395,10 @@ absl::StatusOr<bool> LearnerCore::ReportEpisodeLocked(const EvaluationInput& in)
   NoteFullPrecision(pe);
   ++counts_.evaluations;
   records_.CountEvaluation(pe.cached);
-  lambda_.Observe(rl::ConstraintValue(options_.lagrange, charged, target));
-  double ret = reward.total;
+  next_lambda_ = in.lambda_after;
+  double ret = in.reward;
   for (const auto& t : e.steps) ret += t.reward;
-  e.steps.back().reward += static_cast<float>(reward.total);
+  e.steps.back().reward += static_cast<float>(in.reward);
   // Every evaluated plan is recorded; the best feasible one is kept as plan files.
   records_.RecordEpisode(e, in.plan_id, pe, ret);
   {
@@ -415,10 +416,10 @@ absl::StatusOr<bool> LearnerCore::ReportEpisodeLocked(const EvaluationInput& in)
 
 absl::Status LearnerCore::Update() {
   const UpdateBatch::Taken batch = batch_.Take();
-  const double batch_lambda = lambda_.batch_lambda();  // the λ this batch was rewarded with
+  const double batch_lambda = lambda_;  // the λ this batch was rewarded with
   const auto start = std::chrono::steady_clock::now();
   WQ_ASSIGN_OR_RETURN(rl::PpoStats stats, policy_->Update(batch.transitions));
-  lambda_.EndBatch();  // the next batch's λ
+  lambda_ = next_lambda_;  // the next batch's, as the evaluator pushed it
   ++counts_.updates;
   run_.OnUpdate();
   metrics_.OnUpdate(batch.mean_reward);
@@ -495,7 +496,7 @@ absl::Status LearnerCore::WriteCheckpoint() {
   c.fingerprint = run_fingerprint_;
   c.update = counts_.updates;
   curriculum_.SaveTo(&c);
-  c.lambda = lambda_.batch_lambda();
+  c.lambda = lambda_;
   c.rng_seed = options_.policy.seed;
   WQ_ASSIGN_OR_RETURN(c.learner_state, policy_->SaveState());
   c.best = best_.best();
@@ -536,7 +537,7 @@ rl::RunResult LearnerCore::Result() const {
   r.reference = best_.reference();
   r.curve = records_.curve();
   r.stages = records_.steps();
-  r.lambda = lambda_.batch_lambda();
+  r.lambda = lambda_;
   r.updates = counts_.updates;
   r.resumed_from_update = counts_.resumed_from_update;
   r.evaluations = records_.evaluations();
@@ -561,8 +562,7 @@ PublishedPolicy LearnerCore::WaitForPolicy(int64_t known_version, absl::Duration
     p.snapshot.version = known_version;  // nothing new
     return p;
   }
-  return policy_->Publish(known_version, curriculum_.step(), curriculum_.target_bits(),
-                          lambda_.batch_lambda());
+  return policy_->Publish(known_version, curriculum_.step(), curriculum_.target_bits(), lambda_);
 }
 
 LearnerStatus LearnerCore::Status() const { return board_.Get(); }
@@ -587,7 +587,7 @@ LearnerStatus LearnerCore::StatusLocked() const {
     s.best_bits = best_.best().evaluation.effective_bits;
     s.best_perplexity = best_.best().evaluation.eval_ppl;
   }
-  s.lambda = lambda_.batch_lambda();
+  s.lambda = lambda_;
   s.done = run_.done();
   s.stopped = run_.stopped();
   s.table_complete = tables_.table() != nullptr;

@@ -9,7 +9,8 @@
 //   EvaluationClock      how long a plan out for evaluation is waited for
 //   CurriculumProgress   the curriculum step, its warm start, self-imitation
 //   PolicyPublisher      the policy, its updates and what actors get of it
-//   rl::BatchLambda      the λ episodes are rewarded with
+//   (λ and the episode-end reward are the evaluator's: rl::EpisodeRewarder;
+//   the learner adds the reward it is sent and keeps the λ it was pushed)
 //   BestPlans, RunRecords            the best plans, plans.jsonl, the curve
 //   RunLifecycle         running, stopped (stop_after_updates) or done
 //   StatusBoard          the status snapshot readers get without the lock
@@ -39,7 +40,6 @@
 #include "common/quant/unit_table.h"
 #include "common/rl/curriculum_options.h"
 #include "common/rl/episode.h"
-#include "common/rl/lagrange.h"
 #include "common/rl/lagrange_options.h"
 #include "common/rl/plan_evaluation.h"
 #include "common/rl/ppo.h"
@@ -65,7 +65,14 @@ struct EvaluationInput {
   std::string plan_id;
   // As the evaluator measured it (cached: it had measured an identical plan before).
   rl::PlanEvaluation evaluation;
-  double lambda = 0;  // the evaluator's λ (informational; rewards use the learner's)
+  // An episode's reward, computed by the evaluator, λ's owner
+  // (rl::EpisodeRewarder): meant for the PPO batch `batch` (the learner's
+  // updates), with that batch's `lambda`; `lambda_after` is the next batch's λ
+  // when this episode completes the batch. A candidate's report: `lambda` only.
+  double reward = 0;
+  double lambda = 0;
+  double lambda_after = 0;
+  int64_t batch = 0;
 };
 
 class LearnerCore {
@@ -132,17 +139,21 @@ class LearnerCore {
   // batch at once, rewarded with the batch λ from its predicted perplexity
   // (rl::PredictedEvaluation; the full-precision perplexity from the evaluations
   // so far: refused before any), and neither counts towards episodes_per_update
-  // nor moves λ nor competes for the best plan.
+  // nor moves λ nor competes for the best plan. (The one reward the learner
+  // computes: nothing was measured, so the evaluator never sees the sample.)
   absl::StatusOr<bool> SubmitEpisode(rl::Episode episode);
   // The evaluation of a held episode or of a candidate plan; false for an
   // unknown or duplicate one and when stopped (the evaluation of an expired
-  // one is counted in Result's evaluations, nothing else, and answers false). Every evaluated plan
-  // goes to plans.jsonl and competes for the best plan. An episode also gets its episode-end reward
-  // (rl::EpisodeEndReward) with the batch λ (rl::BatchLambda: the learner's λ at the previous PPO
-  // update, the checkpointed one; not `input.lambda`, which that very plan already moved) and joins
-  // the PPO batch; its constraint value then moves the learner's λ. Every
-  // training.episodes_per_update episodes a PPO update runs, the greedy plan of the new policy is
-  // queued as a candidate and the curriculum may step. INVALID_ARGUMENT for a non-finite reward
+  // one is counted in Result's evaluations, nothing else, and answers false),
+  // and for an episode's reward meant for another batch than the open one
+  // (input.batch != the updates so far: the episode stays held, the evaluator
+  // rewards it again). Every evaluated plan goes to plans.jsonl and competes
+  // for the best plan. An episode also gets its episode-end reward
+  // (input.reward) and joins the PPO batch; the λ pushed with it
+  // (input.lambda_after) becomes the λ shown and checkpointed when it
+  // completes the batch. Every training.episodes_per_update episodes a PPO
+  // update runs, the greedy plan of the new policy is queued as a candidate
+  // and the curriculum may step. INVALID_ARGUMENT for a non-finite reward
   // (the episode stays held).
   absl::StatusOr<bool> ReportEvaluation(const EvaluationInput& input);
 
@@ -177,7 +188,7 @@ class LearnerCore {
   // and `stages` as RunRecords; `evaluations` counts the episode and candidate
   // evaluations this process accepted, cached ones included, `cache_hits`
   // those whose report said cached; `seconds` is the wall time since Create;
-  // `lambda` is the batch λ (the checkpointed one).
+  // `lambda` is the λ of the open batch as the evaluator pushed it (the checkpointed one).
   rl::RunResult Result() const;
   // After `n` PPO updates run by this process (0 = never; reached already:
   // now) the checkpoint is written and the learner stops: SubmitEpisode and
@@ -253,7 +264,11 @@ class LearnerCore {
   const std::unique_ptr<PolicyPublisher> policy_ ABSL_GUARDED_BY(mu_);
   bool policy_ready_ ABSL_GUARDED_BY(mu_) = false;  // table complete, step started
   CurriculumProgress curriculum_ ABSL_GUARDED_BY(mu_);
-  rl::BatchLambda lambda_ ABSL_GUARDED_BY(mu_);
+  // λ as the evaluator (its owner) pushed it: of the open PPO batch (for the
+  // status, the checkpoint and screened-out samples' rewards), and the one the
+  // last accepted episode would make the next batch's.
+  double lambda_ ABSL_GUARDED_BY(mu_);
+  double next_lambda_ ABSL_GUARDED_BY(mu_);
   HeldEpisodes held_ ABSL_GUARDED_BY(mu_);
   UpdateBatch batch_ ABSL_GUARDED_BY(mu_);
   CandidateQueue candidates_ ABSL_GUARDED_BY(mu_);

@@ -55,14 +55,14 @@ class LearnerCoreHistoryTest : public LearnerCoreTest {
     EvaluationInput in = Eval(out[0].episode_id, ppl);
     in.plan_id = out[0].plan_id;
     in.evaluation.cached = true;
-    ASSERT_TRUE(core.ReportEvaluation(in).value());
+    ASSERT_TRUE(Report(core, in).value());
   }
   // One PPO batch: episodes `id` and `id` + 1 of `version` evaluated at these PPLs.
   void Batch(LearnerCore& core, uint64_t id, int64_t version, double ppl1, double ppl2) {
     for (uint64_t i : {id, id + 1})
       ASSERT_TRUE(core.SubmitEpisode(MakeEpisode(i, version)).value());
-    ASSERT_TRUE(core.ReportEvaluation(Eval(id, ppl1)).value());
-    ASSERT_TRUE(core.ReportEvaluation(Eval(id + 1, ppl2)).value());
+    ASSERT_TRUE(Report(core, Eval(id, ppl1)).value());
+    ASSERT_TRUE(Report(core, Eval(id + 1, ppl2)).value());
   }
   // Step 0: its reference at 9.0, update 1 (episodes at 3.0 and 2.5 PPL),
   // update 2 (2.0, 2.0); the step ends after max_updates.
@@ -228,11 +228,11 @@ TEST_F(LearnerCoreTest, StopAfterUpdatesCheckpointsAndStops) {
   for (const auto& s : Stages(whole_))
     ASSERT_THAT(core->RegisterTable(s.first_layer, 0, s), IsOk());
   for (uint64_t id : {1, 2}) ASSERT_TRUE(core->SubmitEpisode(MakeEpisode(id, 0)).value());
-  for (uint64_t id : {1, 2}) ASSERT_TRUE(core->ReportEvaluation(Eval(id, 3.0)).value());
+  for (uint64_t id : {1, 2}) ASSERT_TRUE(Report(*core, Eval(id, 3.0)).value());
   EXPECT_FALSE(core->Status().stopped);
   EXPECT_EQ(log.Count("learner: checkpoint: "), 0);
   for (uint64_t id : {3, 4, 5}) ASSERT_TRUE(core->SubmitEpisode(MakeEpisode(id, 1)).value());
-  for (uint64_t id : {3, 4}) ASSERT_TRUE(core->ReportEvaluation(Eval(id, 2.0)).value());
+  for (uint64_t id : {3, 4}) ASSERT_TRUE(Report(*core, Eval(id, 2.0)).value());
   LearnerStatus s = core->Status();
   EXPECT_TRUE(s.stopped);
   EXPECT_FALSE(s.done);
@@ -246,7 +246,7 @@ TEST_F(LearnerCoreTest, StopAfterUpdatesCheckpointsAndStops) {
   EXPECT_EQ(r.curve.size(), 2u);
   // Stopped: no episodes, no evaluations, no candidates, no new policy.
   EXPECT_FALSE(core->SubmitEpisode(MakeEpisode(6, 2)).value());
-  EXPECT_FALSE(core->ReportEvaluation(Eval(5, 2.0)).value());  // held before the stop
+  EXPECT_FALSE(Report(*core, Eval(5, 2.0)).value());  // held before the stop
   EXPECT_TRUE(core->TakeCandidates(absl::ZeroDuration()).empty());
   const absl::Time t0 = absl::Now();
   const PublishedPolicy p = core->WaitForPolicy(1, absl::Seconds(60));
@@ -269,7 +269,7 @@ TEST_F(LearnerCoreTest, StopAfterUpdatesCheckpointsAndStops) {
   EXPECT_TRUE(core->SubmitEpisode(MakeEpisode(7, 2)).value());
   // Set once the count is reached already: stops at once (a checkpoint first).
   ASSERT_TRUE(core->SubmitEpisode(MakeEpisode(8, 2)).value());
-  for (uint64_t id : {7, 8}) ASSERT_TRUE(core->ReportEvaluation(Eval(id, 2.0)).value());
+  for (uint64_t id : {7, 8}) ASSERT_TRUE(Report(*core, Eval(id, 2.0)).value());
   EXPECT_FALSE(core->Status().stopped);
   core->set_stop_after_updates(1);
   EXPECT_TRUE(core->Status().stopped);

@@ -61,22 +61,22 @@ TEST_F(LearnerCoreTest, HoldsEpisodesUntilEvaluatedUpdatesAndResumesFromCheckpoi
   ASSERT_TRUE(core_->SubmitEpisode(MakeEpisode(1, 0)).value());
   ASSERT_TRUE(core_->SubmitEpisode(MakeEpisode(2, 0)).value());
   EXPECT_FALSE(core_->SubmitEpisode(MakeEpisode(2, 0)).value());  // duplicate
-  EXPECT_FALSE(core_->ReportEvaluation(Eval(99, 3.0)).value());   // unknown
-  ASSERT_TRUE(core_->ReportEvaluation(Eval(1, 3.0)).value());
+  EXPECT_FALSE(Report(*core_, Eval(99, 3.0)).value());            // unknown
+  ASSERT_TRUE(Report(*core_, Eval(1, 3.0)).value());
   EXPECT_EQ(core_->version(), 0);  // waits for episodes_per_update evaluated episodes
-  EXPECT_FALSE(core_->ReportEvaluation(Eval(1, 3.0)).value());  // duplicate
-  ASSERT_TRUE(core_->ReportEvaluation(Eval(2, 2.5)).value());
+  EXPECT_FALSE(Report(*core_, Eval(1, 3.0)).value());  // duplicate
+  ASSERT_TRUE(Report(*core_, Eval(2, 2.5)).value());
   EXPECT_EQ(core_->version(), 1);
   // Two more versions make version-0 data stale (max_policy_lag 1).
   for (uint64_t id : {3, 4}) ASSERT_TRUE(core_->SubmitEpisode(MakeEpisode(id, 1)).value());
-  for (uint64_t id : {3, 4}) ASSERT_TRUE(core_->ReportEvaluation(Eval(id, 2.0)).value());
+  for (uint64_t id : {3, 4}) ASSERT_TRUE(Report(*core_, Eval(id, 2.0)).value());
   EXPECT_EQ(core_->version(), 2);
   EXPECT_FALSE(core_->SubmitEpisode(MakeEpisode(5, 0)).value());  // stale
   EXPECT_FALSE(core_->SubmitEpisode(MakeEpisode(6, 7)).value());  // from the future
   const LearnerStatus s = core_->Status();
   EXPECT_EQ(s.updates, 2);
   EXPECT_DOUBLE_EQ(s.best_perplexity, 2.0);
-  // The learner's λ, not the evaluator's 0.7: lambda_init moved by the four d's.
+  // The λ the evaluator pushed: lambda_init moved by the four d's.
   EXPECT_NEAR(s.lambda, 1.0 + 4 * 0.05 * (0.5 - 0.05), 1e-12);
   EXPECT_TRUE(std::filesystem::exists(dir_ + "/best"));
 
@@ -96,11 +96,11 @@ TEST_F(LearnerCoreTest, AnEpisodeIdIsAcceptedOncePerRunAcrossRestarts) {
   for (const auto& s : Stages(whole_))
     ASSERT_THAT(core_->RegisterTable(s.first_layer, 0, s), IsOk());
   ASSERT_TRUE(core_->SubmitEpisode(MakeEpisode(1, 0)).value());
-  ASSERT_TRUE(core_->ReportEvaluation(Eval(1, 3.0)).value());
+  ASSERT_TRUE(Report(*core_, Eval(1, 3.0)).value());
   // Re-sent after its evaluation (an ack lost on the way back): refused, so
   // the plan is not evaluated and recorded a second time.
   EXPECT_FALSE(core_->SubmitEpisode(MakeEpisode(1, 0)).value());
-  EXPECT_FALSE(core_->ReportEvaluation(Eval(1, 3.0)).value());
+  EXPECT_FALSE(Report(*core_, Eval(1, 3.0)).value());
   core_.reset();
   // A restarted learner knows the ids recorded in plans.jsonl.
   auto again = LearnerCore::Create(TestOptions(dir_), nullptr);
@@ -118,8 +118,8 @@ TEST_F(LearnerCoreTest, ExportsItsMetrics) {
     ASSERT_THAT((*core)->RegisterTable(s.first_layer, 0, s), IsOk());
   const size_t steps = MakeEpisode(1, 0).steps.size();
   for (uint64_t id : {1, 2}) ASSERT_TRUE((*core)->SubmitEpisode(MakeEpisode(id, 0)).value());
-  ASSERT_TRUE((*core)->ReportEvaluation(Eval(1, 3.0)).value());
-  ASSERT_TRUE((*core)->ReportEvaluation(Eval(2, 2.5)).value());
+  ASSERT_TRUE(Report(**core, Eval(1, 3.0)).value());
+  ASSERT_TRUE(Report(**core, Eval(2, 2.5)).value());
   const std::string text = registry.TextExposition();
   auto has = [&](const std::string& line) {
     return text.find("\n" + line + "\n") != std::string::npos;
@@ -164,13 +164,13 @@ TEST_F(LearnerCoreTest, CandidatePlansCompeteForTheBestPlanButNeverEnterAPpoBatc
 
   ASSERT_TRUE(core_->SubmitEpisode(MakeEpisode(1, 0)).value());
   ASSERT_TRUE(core_->SubmitEpisode(MakeEpisode(2, 0)).value());
-  ASSERT_TRUE(core_->ReportEvaluation(Eval(1, 3.0)).value());
+  ASSERT_TRUE(Report(*core_, Eval(1, 3.0)).value());
   EvaluationInput c = Eval(ref.episode_id, 1.5);
   c.plan_id = "other";
-  EXPECT_FALSE(core_->ReportEvaluation(c).value());  // another plan's report
+  EXPECT_FALSE(Report(*core_, c).value());  // another plan's report
   c.plan_id = ref.plan_id;
-  ASSERT_TRUE(core_->ReportEvaluation(c).value());
-  EXPECT_FALSE(core_->ReportEvaluation(c).value());  // duplicate
+  ASSERT_TRUE(Report(*core_, c).value());
+  EXPECT_FALSE(Report(*core_, c).value());  // duplicate
   LearnerStatus s = core_->Status();
   EXPECT_DOUBLE_EQ(s.best_perplexity, 1.5);  // the candidate is the best plan
   EXPECT_EQ(s.candidate_evaluations, 1);
@@ -185,7 +185,7 @@ TEST_F(LearnerCoreTest, CandidatePlansCompeteForTheBestPlanButNeverEnterAPpoBatc
   EXPECT_EQ(best->actions, ref.actions);
   EXPECT_EQ(best->source, "lagrange");
 
-  ASSERT_TRUE(core_->ReportEvaluation(Eval(2, 2.5)).value());
+  ASSERT_TRUE(Report(*core_, Eval(2, 2.5)).value());
   s = core_->Status();
   EXPECT_EQ(s.updates, 1);  // exactly the two episodes
   EXPECT_DOUBLE_EQ(s.best_perplexity, 1.5);
@@ -198,7 +198,7 @@ TEST_F(LearnerCoreTest, CandidatePlansCompeteForTheBestPlanButNeverEnterAPpoBatc
   // The evaluator refused it: the run does not wait for it.
   core_->DropCandidate(out[0].episode_id);
   EXPECT_FALSE(core_->CandidatePending(out[0].episode_id));
-  EXPECT_FALSE(core_->ReportEvaluation(Eval(out[0].episode_id, 1.0)).value());
+  EXPECT_FALSE(Report(*core_, Eval(out[0].episode_id, 1.0)).value());
 }
 
 TEST_F(LearnerCoreTest, FinishesOnlyOnceTheLastCandidatesAreEvaluated) {
@@ -210,7 +210,7 @@ TEST_F(LearnerCoreTest, FinishesOnlyOnceTheLastCandidatesAreEvaluated) {
     ASSERT_THAT(core_->RegisterTable(s.first_layer, 0, s), IsOk());
   std::vector<quant::Plan> out = core_->TakeCandidates(absl::ZeroDuration());
   for (uint64_t id : {1, 2}) ASSERT_TRUE(core_->SubmitEpisode(MakeEpisode(id, 0)).value());
-  for (uint64_t id : {1, 2}) ASSERT_TRUE(core_->ReportEvaluation(Eval(id, 3.0)).value());
+  for (uint64_t id : {1, 2}) ASSERT_TRUE(Report(*core_, Eval(id, 3.0)).value());
   EXPECT_EQ(core_->Status().updates, 1);
   EXPECT_FALSE(core_->done());  // the reference and the greedy plan are out
   EXPECT_FALSE(core_->SubmitEpisode(MakeEpisode(3, 1)).value());  // curriculum finished
@@ -220,7 +220,7 @@ TEST_F(LearnerCoreTest, FinishesOnlyOnceTheLastCandidatesAreEvaluated) {
     EXPECT_FALSE(core_->done());
     EvaluationInput in = Eval(p.episode_id, p.source == "rl-greedy" ? 2.0 : 2.8);
     in.plan_id = p.plan_id;
-    ASSERT_TRUE(core_->ReportEvaluation(in).value());
+    ASSERT_TRUE(Report(*core_, in).value());
   }
   EXPECT_TRUE(core_->done());
   EXPECT_DOUBLE_EQ(core_->Status().best_perplexity, 2.0);
@@ -232,11 +232,13 @@ TEST_F(LearnerCoreTest, FinishesOnlyOnceTheLastCandidatesAreEvaluated) {
   EXPECT_DOUBLE_EQ((*again)->Status().best_perplexity, 2.0);
 }
 
-// Every episode of one PPO batch is rewarded with one λ, the
-// one in effect when the batch began (lambda_init, then the multiplier moved by
-// every d of the earlier batches), never with the λ the evaluator reports
-// (already moved by that very plan); a restarted learner goes on with the
-// checkpointed λ.
+// Every episode of one PPO batch is rewarded with one λ, the one in effect
+// when the batch began (lambda_init, then the multiplier moved by every d of
+// the earlier batches): the evaluator (λ's owner, the fixture's
+// rl::EpisodeRewarder) computes the reward, the learner adds it, shows the λ
+// pushed with the batch's last episode after its update and checkpoints it; a
+// reward meant for another batch is refused (the episode stays held); a
+// restarted learner goes on with the checkpointed λ.
 TEST_F(LearnerCoreTest, EpisodesOfOneBatchAreRewardedWithOneLambda) {
   for (const auto& s : Stages(whole_))
     ASSERT_THAT(core_->RegisterTable(s.first_layer, 0, s), IsOk());
@@ -245,25 +247,28 @@ TEST_F(LearnerCoreTest, EpisodesOfOneBatchAreRewardedWithOneLambda) {
   for (const auto& t : MakeEpisode(1, 0).steps) step_return += t.reward;
   // Slow obvious reference: the sequence of batch λs from the formula.
   rl::LagrangeMultiplier reference(c.lagrange);
-  std::map<uint64_t, double> expected, with_reported;
-  auto report = [&](uint64_t id, double d, double reported_lambda, double batch_lambda) {
+  std::map<uint64_t, double> expected;
+  auto report = [&](uint64_t id, double d, double batch_lambda) {
     EvaluationInput in = Eval(id, 3.0);
     in.evaluation.relative_ppl_increase = d;
     in.evaluation.loss_increase = 0.1;
-    in.lambda = reported_lambda;
-    ASSERT_TRUE(core_->ReportEvaluation(in).value());
+    ASSERT_TRUE(Report(*core_, in).value());
     const rl::PlanEvaluation& pe = in.evaluation;
     expected[id] = step_return + rl::EpisodeEndReward(c.policy.env, pe, batch_lambda, 3.0).total;
-    with_reported[id] =
-        step_return + rl::EpisodeEndReward(c.policy.env, pe, reported_lambda, 3.0).total;
   };
-  // Batch 1 (version 0): λ = lambda_init for both, whatever the evaluator says.
+  // Batch 1 (version 0): λ = lambda_init for both.
   for (uint64_t id : {1, 2}) ASSERT_TRUE(core_->SubmitEpisode(MakeEpisode(id, 0)).value());
   const double lambda1 = reference.lambda();
   EXPECT_DOUBLE_EQ(lambda1, c.lagrange.lambda_init);
-  report(1, 2.0, 1.5, lambda1);
+  report(1, 2.0, lambda1);
   EXPECT_DOUBLE_EQ(core_->Status().lambda, lambda1);  // unchanged within the batch
-  report(2, 4.0, 3.0, lambda1);
+  {  // Meant for batch 1 while the learner is at batch 0: refused, still held.
+    EvaluationInput ahead = Eval(2, 3.0);
+    ahead.batch = 1;
+    ahead.reward = 5.0;
+    EXPECT_FALSE(core_->ReportEvaluation(ahead).value());
+  }
+  report(2, 4.0, lambda1);
   for (double d : {2.0, 4.0}) reference.Update(d);
   ASSERT_EQ(core_->version(), 1);
   // Batch 2 (version 1): the λ after batch 1's d's, for both episodes.
@@ -271,20 +276,12 @@ TEST_F(LearnerCoreTest, EpisodesOfOneBatchAreRewardedWithOneLambda) {
   EXPECT_GT(lambda2, lambda1 + 0.2);
   EXPECT_NEAR(core_->Status().lambda, lambda2, 1e-12);
   for (uint64_t id : {3, 4}) ASSERT_TRUE(core_->SubmitEpisode(MakeEpisode(id, 1)).value());
-  report(4, 1.0, 20.0, lambda2);  // evaluation order need not be submission order
-  report(3, 3.0, 0.0, lambda2);
+  report(4, 1.0, lambda2);  // evaluation order need not be submission order
+  report(3, 3.0, lambda2);
   for (double d : {1.0, 3.0}) reference.Update(d);
   ASSERT_EQ(core_->version(), 2);
   const double lambda3 = reference.lambda();
-
-  // The same through rl::BatchLambda on its own.
-  rl::BatchLambda trainer(c.lagrange);
-  EXPECT_DOUBLE_EQ(trainer.batch_lambda(), lambda1);
-  for (double d : {2.0, 4.0}) trainer.Observe(d);
-  EXPECT_DOUBLE_EQ(trainer.batch_lambda(), lambda1);
-  EXPECT_DOUBLE_EQ(trainer.EndBatch(), lambda2);
-  for (double d : {1.0, 3.0}) trainer.Observe(d);
-  EXPECT_DOUBLE_EQ(trainer.EndBatch(), lambda3);
+  EXPECT_NEAR(evaluator_.lambda().batch_lambda(), lambda3, 1e-12);
 
   // A restarted learner rewards the next batch with the checkpointed λ.
   core_.reset();
@@ -292,8 +289,8 @@ TEST_F(LearnerCoreTest, EpisodesOfOneBatchAreRewardedWithOneLambda) {
   EXPECT_NEAR(core_->Status().lambda, lambda3, 1e-12);
   EXPECT_NEAR(core_->WaitForPolicy(-1, absl::ZeroDuration()).lambda, lambda3, 1e-12);
   for (uint64_t id : {5, 6}) ASSERT_TRUE(core_->SubmitEpisode(MakeEpisode(id, 2)).value());
-  report(5, 0.5, 9.0, lambda3);
-  report(6, 0.5, 9.0, lambda3);
+  report(5, 0.5, lambda3);
+  report(6, 0.5, lambda3);
 
   const std::map<uint64_t, double> got = RecordedRewards(dir_);
   ASSERT_EQ(got.size(), expected.size());
@@ -301,14 +298,13 @@ TEST_F(LearnerCoreTest, EpisodesOfOneBatchAreRewardedWithOneLambda) {
     ASSERT_TRUE(got.count(id)) << id;
     // plans.jsonl keeps 6 significant digits.
     EXPECT_NEAR(got.at(id), want, 1e-4 * std::max(1.0, std::abs(want))) << "episode " << id;
-    // The reported λ would have given a clearly different reward.
-    EXPECT_GT(std::abs(with_reported.at(id) - want), 0.1) << "episode " << id;
   }
 }
 
 // The repair budget mode: the plan measured is the chosen actions' repair to
-// the target, and the episode is charged (λ's price, the violation term, the
-// batch's mean bits) for the bits it chose, not for the repaired plan's.
+// the target, and the episode is charged (λ's price, the violation term: by the
+// evaluator, told by v1::Plan.charged_bits; the batch's mean bits) for the bits
+// it chose, not for the repaired plan's.
 TEST_F(LearnerCoreTest, RepairModeChargesTheBitsTheEpisodeChose) {
   LearnerCore::Options c = TestOptions(dir_);
   c.policy.env.budget_mode = "repair";
@@ -320,6 +316,7 @@ TEST_F(LearnerCoreTest, RepairModeChargesTheBitsTheEpisodeChose) {
   c.curriculum.max_updates = 1;
   core_.reset();
   core_ = LearnerCore::Create(c, nullptr).value();
+  evaluator_ = rl::EpisodeRewarder(c.policy.env, c.lagrange);
   for (const auto& s : Stages(whole_))
     ASSERT_THAT(core_->RegisterTable(s.first_layer, 0, s), IsOk());
   auto costs = rl::UnitCosts::Create(whole_).value();
@@ -345,7 +342,13 @@ TEST_F(LearnerCoreTest, RepairModeChargesTheBitsTheEpisodeChose) {
   for (uint64_t id : {1, 2}) {
     EvaluationInput in = Eval(id, 3.0);
     in.evaluation.effective_bits = whole_.EffectiveBits(measured);
-    ASSERT_TRUE(core_->ReportEvaluation(in).value());
+    // What the actor submits: rl::ChargedEvaluation of the episode's steps.
+    ASSERT_NEAR(
+        rl::ChargedEvaluation(c.policy.env, whole_, rl::ReplayPlan(costs, eo, chosen).value(),
+                              rl::PlanEvaluation())
+            .effective_bits,
+        chosen_bits, 1e-12);
+    ASSERT_TRUE(Report(*core_, in, chosen_bits).value());
     rl::PlanEvaluation charged = in.evaluation;
     charged.effective_bits = chosen_bits;
     expected[id] =
@@ -379,11 +382,11 @@ TEST_F(LearnerCoreTest, ScreenedOutSamplesJoinTheBatchWithPredictedRewards) {
   // Nothing measured yet: no full-precision perplexity to predict d from.
   EXPECT_FALSE(core_->SubmitEpisode(screened_out(9)).value());
   for (uint64_t id : {1, 2}) ASSERT_TRUE(core_->SubmitEpisode(MakeEpisode(id, 0)).value());
-  ASSERT_TRUE(core_->ReportEvaluation(Eval(1, 3.0)).value());  // FP perplexity 3 / 1.5 = 2
+  ASSERT_TRUE(Report(*core_, Eval(1, 3.0)).value());  // FP perplexity 3 / 1.5 = 2
   for (uint64_t id : {10, 11, 12}) ASSERT_TRUE(core_->SubmitEpisode(screened_out(id)).value());
   EXPECT_FALSE(core_->SubmitEpisode(screened_out(11)).value());  // an id is accepted once
   EXPECT_EQ(core_->version(), 0) << "screened-out samples do not count towards the batch";
-  ASSERT_TRUE(core_->ReportEvaluation(Eval(2, 2.5)).value());
+  ASSERT_TRUE(Report(*core_, Eval(2, 2.5)).value());
   ASSERT_EQ(core_->version(), 1);
   // 2 measured + 3 predicted episodes of 14 units each.
   EXPECT_EQ(log.Count("learner: update 1 version 1 mean reward"), 1);
@@ -436,10 +439,10 @@ TEST_F(LearnerCoreTest, AStepEndsEarlyOnceAPolicyPlanBeatsItsReference) {
     for (const quant::Plan& p : core->TakeCandidates(absl::ZeroDuration())) {
       EvaluationInput in = Eval(p.episode_id, reference_ppl);
       in.plan_id = p.plan_id;
-      EXPECT_TRUE(core->ReportEvaluation(in).value());
+      EXPECT_TRUE(Report(*core, in).value());
     }
     for (uint64_t id : {1, 2}) EXPECT_TRUE(core->SubmitEpisode(MakeEpisode(id, 0)).value());
-    for (uint64_t id : {1, 2}) EXPECT_TRUE(core->ReportEvaluation(Eval(id, 2.0)).value());
+    for (uint64_t id : {1, 2}) EXPECT_TRUE(Report(*core, Eval(id, 2.0)).value());
     EXPECT_EQ(core->Status().updates, 1);
     // Finished: no more episodes accepted (the greedy candidate is still out).
     return !core->SubmitEpisode(MakeEpisode(3, 1)).value();
@@ -491,7 +494,7 @@ TEST_F(LearnerCoreTest, SelfImitationClonesThePolicyOnTheBestPlan) {
     for (const auto& s : Stages(whole_))
       EXPECT_THAT(core->RegisterTable(s.first_layer, 0, s), IsOk());
     for (uint64_t id : {1, 2}) EXPECT_TRUE(core->SubmitEpisode(MakeEpisode(id, 0)).value());
-    for (uint64_t id : {1, 2}) EXPECT_TRUE(core->ReportEvaluation(Eval(id, 2.0)).value());
+    for (uint64_t id : {1, 2}) EXPECT_TRUE(Report(*core, Eval(id, 2.0)).value());
     const PublishedPolicy p = core->WaitForPolicy(0, absl::ZeroDuration());
     EXPECT_EQ(p.snapshot.version, 1);
     auto ppo = rl::CreatePpoLearner(c.policy.ppo, c.policy.seed).value();
@@ -525,13 +528,13 @@ TEST_F(LearnerCoreTest, HeldEpisodesAndCandidatesExpire) {
   EXPECT_FALSE(core->CandidatePending(ref[0].episode_id));
   EXPECT_TRUE(log.Has("learner: candidate " + ref[0].plan_id + " expired without evaluation"));
   ASSERT_TRUE(core->SubmitEpisode(MakeEpisode(1, 0)).value());
-  ASSERT_TRUE(core->ReportEvaluation(Eval(1, 3.0)).value());    // evaluated in time
+  ASSERT_TRUE(Report(*core, Eval(1, 3.0)).value());             // evaluated in time
   ASSERT_TRUE(core->SubmitEpisode(MakeEpisode(2, 0)).value());  // (1 is gone: not expired)
   EXPECT_EQ(core->Status().expired, 0);
   EXPECT_EQ(core->Status().pending, 1);
   ASSERT_TRUE(core->SubmitEpisode(MakeEpisode(3, 0)).value());  // expires 2
   EXPECT_EQ(core->Status().expired, 1);
-  EXPECT_FALSE(core->ReportEvaluation(Eval(2, 3.0)).value());
+  EXPECT_FALSE(Report(*core, Eval(2, 3.0)).value());
   core->ExpirePending();  // expires 3
   const LearnerStatus s = core->Status();
   EXPECT_EQ(s.expired, 2);
@@ -539,13 +542,13 @@ TEST_F(LearnerCoreTest, HeldEpisodesAndCandidatesExpire) {
   EXPECT_TRUE(log.Has("learner: episode 2 expired without evaluation"));
   EXPECT_TRUE(log.Has("learner: episode 3 expired without evaluation"));
   EXPECT_EQ(log.Count("learner: episode "), 2);
-  EXPECT_FALSE(core->ReportEvaluation(Eval(3, 3.0)).value());
+  EXPECT_FALSE(Report(*core, Eval(3, 3.0)).value());
   // Expired but measured: each late evaluation was real and counts once.
   EXPECT_EQ(core->Result().real_evaluations, 3);
-  EXPECT_FALSE(core->ReportEvaluation(Eval(2, 3.0)).value());  // a duplicate: not again
+  EXPECT_FALSE(Report(*core, Eval(2, 3.0)).value());  // a duplicate: not again
   EvaluationInput late_ref = Eval(ref[0].episode_id, 4.0);
   late_ref.plan_id = ref[0].plan_id;
-  EXPECT_FALSE(core->ReportEvaluation(late_ref).value());
+  EXPECT_FALSE(Report(*core, late_ref).value());
   EXPECT_EQ(core->Result().real_evaluations, 4);
   EXPECT_TRUE(log.Has("learner: late evaluation of expired plan p3 counted (2 so far)"));
 
@@ -559,7 +562,7 @@ TEST_F(LearnerCoreTest, HeldEpisodesAndCandidatesExpire) {
   keep->ExpirePending();
   EXPECT_EQ(keep->Status().expired, 0);
   EXPECT_EQ(keep->Status().pending, 3);
-  EXPECT_TRUE(keep->ReportEvaluation(Eval(3, 3.0)).value());
+  EXPECT_TRUE(Report(*keep, Eval(3, 3.0)).value());
 }
 
 // The wait actors learn from every ack: before any report it follows the work
@@ -581,7 +584,7 @@ TEST_F(LearnerCoreTest, EvaluationWaitFollowsTheWorkThenTheMeasuredTime) {
   ASSERT_TRUE(core->SubmitEpisode(MakeEpisode(1, 0)).value());  // two out
   const absl::Duration before = core->EvaluationWait();
   EXPECT_EQ(before, absl::Seconds(1) + EvaluationClock::kSlack * 3 * prior);
-  ASSERT_TRUE(core->ReportEvaluation(Eval(1, 3.0)).value());  // measured: far under the prior
+  ASSERT_TRUE(Report(*core, Eval(1, 3.0)).value());  // measured: far under the prior
   EXPECT_LT(core->EvaluationWait(), before);
   EXPECT_GE(core->EvaluationWait(), absl::Seconds(1));
 }

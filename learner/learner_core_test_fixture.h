@@ -1,7 +1,8 @@
 // The fixture of the LearnerCore tests (learner_core_test.cc,
 // learner_core_resume_test.cc): a two-stage run over a synthetic table of 14
-// units, episodes of a policy-free walk and their evaluations, the log lines
-// and the rewards plans.jsonl recorded.
+// units, episodes of a policy-free walk and their evaluations, reported as the
+// evaluator (λ's owner, rl::EpisodeRewarder) reports them, the log lines and
+// the rewards plans.jsonl recorded.
 #ifndef WINDQUANT_LEARNER_LEARNER_CORE_TEST_FIXTURE_H_
 #define WINDQUANT_LEARNER_LEARNER_CORE_TEST_FIXTURE_H_
 
@@ -17,8 +18,11 @@
 
 #include <gtest/gtest.h>
 
+#include "absl/status/statusor.h"
 #include "common/base/log.h"
 #include "common/rl/environment.h"
+#include "common/rl/episode.h"
+#include "common/rl/episode_rewarder.h"
 #include "common/rl/synthetic_table.h"
 #include "common/testing/scoped_test_dir.h"
 #include "learner/learner_core.h"
@@ -99,14 +103,41 @@ class LearnerCoreTest : public ::testing::Test {
     in.evaluation.eval_ppl = ppl;
     in.evaluation.effective_bits = 1.2;
     in.evaluation.relative_ppl_increase = 0.5;
-    in.lambda = 0.7;
     return in;
+  }
+  // `in` as the evaluator reports it to `core`: an episode's with its reward
+  // and its PPO batch's λ (episodes of MakeEpisode: target 3 bits; charged
+  // for `charged_bits` when > 0, v1::Plan.charged_bits), resent rewarded for
+  // the learner's batch when it is at another; a candidate's as is.
+  absl::StatusOr<bool> Report(LearnerCore& core, EvaluationInput in, double charged_bits = 0) {
+    const bool episode = !rl::IsCandidateEpisode(in.episode_id);
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      rl::EpisodeRewardGrant g;
+      if (episode) {
+        rl::PlanEvaluation charged = in.evaluation;
+        if (charged_bits > 0) charged.effective_bits = charged_bits;
+        g = evaluator_.Reward(charged, 3.0);
+        in.reward = g.reward;
+        in.lambda_after = g.lambda_after;
+        in.batch = g.batch;
+      }
+      in.lambda = evaluator_.lambda().batch_lambda();
+      absl::StatusOr<bool> accepted = core.ReportEvaluation(in);
+      if (!accepted.ok()) return accepted;
+      const LearnerStatus s = core.Status();
+      if (!evaluator_.Settle(episode ? &g : nullptr, *accepted, s.updates, s.lambda)) {
+        return accepted;
+      }
+    }
+    return false;
   }
 
   ::windquant::testing::ScopedTestDir temp_{"wq-learner-core"};
   std::string dir_;
   quant::UnitTable whole_;
   std::unique_ptr<LearnerCore> core_;
+  // The evaluator's side: λ and the rewards (the options of TestOptions).
+  rl::EpisodeRewarder evaluator_{TestOptions("").policy.env, TestOptions("").lagrange};
 };
 
 // plans.jsonl's reward (episode return incl. the episode-end reward) by episode id.

@@ -11,6 +11,7 @@
 #include <functional>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -22,6 +23,8 @@
 #include "absl/time/time.h"
 #include "common/quant/action.h"
 #include "common/quant/baselines.h"
+#include "common/rl/environment.h"
+#include "common/rl/episode_rewarder.h"
 #include "common/rl/policy.h"
 #include "common/rl/rollout_worker.h"
 #include "common/rl/run_policy.h"
@@ -88,6 +91,53 @@ struct DriveOptions {
   int max_rounds = 200;  // a guard against a run that never ends
 };
 
+// The evaluator's part for Drive: measures a plan with the synthetic
+// evaluator (a cache of identical plans), rewards an episode's with its PPO
+// batch's λ (rl::EpisodeRewarder, λ's owner) and reports it as
+// learner::LearnerService does.
+class EvaluatorRole {
+ public:
+  EvaluatorRole(LearnerCore* core, rl::testing::SyntheticEvaluator* ev,
+                const LearnerCore::Options& c)
+      : core_(core), ev_(ev), rewarder_(c.policy.env, c.lagrange) {}
+
+  // An episode's plan is rewarded, charged for `charged_bits`
+  // (v1::Plan.charged_bits, 0 = the measured bits).
+  absl::Status Evaluate(uint64_t episode_id, const std::string& plan_id,
+                        const std::vector<int>& actions, double target_bits, bool episode,
+                        double charged_bits) {
+    absl::StatusOr<rl::PlanEvaluation> pe = ev_->Evaluate(actions);
+    if (!pe.ok()) return pe.status();
+    EvaluationInput in;
+    in.episode_id = episode_id;
+    in.plan_id = plan_id;
+    in.evaluation = *pe;
+    in.evaluation.cached = !measured_.insert(actions).second;
+    std::optional<rl::EpisodeRewardGrant> grant;
+    if (episode) {
+      rl::PlanEvaluation charged = in.evaluation;
+      if (charged_bits > 0) charged.effective_bits = charged_bits;
+      grant = rewarder_.Reward(charged, target_bits);
+      in.reward = grant->reward;
+      in.lambda_after = grant->lambda_after;
+      in.batch = grant->batch;
+    }
+    in.lambda = rewarder_.lambda().batch_lambda();
+    absl::StatusOr<bool> accepted = core_->ReportEvaluation(in);
+    if (!accepted.ok()) return accepted.status();
+    if (!*accepted) return absl::InternalError(absl::StrCat("evaluation of ", plan_id, " refused"));
+    const LearnerStatus st = core_->Status();
+    rewarder_.Settle(grant.has_value() ? &*grant : nullptr, true, st.updates, st.lambda);
+    return absl::OkStatus();
+  }
+
+ private:
+  LearnerCore* const core_;
+  rl::testing::SyntheticEvaluator* const ev_;
+  std::set<std::vector<int>> measured_;  // the evaluator's cache
+  rl::EpisodeRewarder rewarder_;
+};
+
 // Runs `core` to done(): registers `table` (one stage), then per round hands
 // the candidates out for evaluation, takes the published policy, rolls out
 // episodes_per_update episodes with one RolloutWorker, submits them and
@@ -105,22 +155,11 @@ absl::Status Drive(LearnerCore& core, const quant::UnitTable& table, const Learn
       rl::RunPolicyOptions(c.policy.ppo, c.policy.seed));  // as actor::RolloutLoop
   if (!policy.ok()) return policy.status();
 
-  std::set<std::vector<int>> measured;  // the evaluator's cache
-  // As the evaluator's report, filled in as learner::LearnerService does.
+  EvaluatorRole evaluator(&core, &ev, c);
   auto evaluate = [&](uint64_t episode_id, const std::string& plan_id,
-                      const std::vector<int>& actions) -> absl::Status {
-    absl::StatusOr<rl::PlanEvaluation> pe = ev.Evaluate(actions);
-    if (!pe.ok()) return pe.status();
-    EvaluationInput in;
-    in.episode_id = episode_id;
-    in.plan_id = plan_id;
-    in.evaluation = *pe;
-    in.evaluation.cached = !measured.insert(actions).second;
-    in.lambda = c.lagrange.lambda_init;  // eta 0: the evaluator's λ stays put
-    absl::StatusOr<bool> accepted = core.ReportEvaluation(in);
-    if (!accepted.ok()) return accepted.status();
-    if (!*accepted) return absl::InternalError(absl::StrCat("evaluation of ", plan_id, " refused"));
-    return absl::OkStatus();
+                      const std::vector<int>& actions, double target_bits, bool episode,
+                      double charged_bits) {
+    return evaluator.Evaluate(episode_id, plan_id, actions, target_bits, episode, charged_bits);
   };
 
   int64_t known = -1;
@@ -133,7 +172,9 @@ absl::Status Drive(LearnerCore& core, const quant::UnitTable& table, const Learn
         core.DropCandidate(p.episode_id);
         continue;
       }
-      if (absl::Status s = evaluate(p.episode_id, p.plan_id, p.actions); !s.ok()) return s;
+      if (absl::Status s = evaluate(p.episode_id, p.plan_id, p.actions, p.target_bits, false, 0);
+          !s.ok())
+        return s;
     }
     if (core.done()) break;
     const PublishedPolicy published = core.WaitForPolicy(known, absl::ZeroDuration());
@@ -147,16 +188,23 @@ absl::Status Drive(LearnerCore& core, const quant::UnitTable& table, const Learn
         (*worker)->Run(**policy, published.target_bits);
     if (!episodes.ok()) return episodes.status();
     std::vector<quant::Plan> plans;
+    std::vector<double> charged_bits;
     for (rl::Episode& e : *episodes) {
       plans.push_back(e.plan);
+      charged_bits.push_back(
+          rl::ChargedEvaluation(c.policy.env, table, e.steps, rl::PlanEvaluation()).effective_bits);
       absl::StatusOr<bool> accepted = core.SubmitEpisode(std::move(e));
       if (!accepted.ok()) return accepted.status();
       if (!*accepted) {
         return absl::InternalError(absl::StrCat("episode ", plans.back().plan_id, " refused"));
       }
     }
-    for (const quant::Plan& p : plans) {
-      if (absl::Status s = evaluate(p.episode_id, p.plan_id, p.actions); !s.ok()) return s;
+    for (size_t i = 0; i < plans.size(); ++i) {
+      const quant::Plan& p = plans[i];
+      if (absl::Status s =
+              evaluate(p.episode_id, p.plan_id, p.actions, p.target_bits, true, charged_bits[i]);
+          !s.ok())
+        return s;
     }
   }
   return absl::OkStatus();

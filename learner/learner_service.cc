@@ -109,7 +109,9 @@ grpc::Status LearnerService::ReportEvaluation(grpc::ServerContext*, const v1::Ev
       {"loss_increase", r->loss_increase()},
       {"relative_ppl_increase", r->relative_ppl_increase()},
       {"effective_bits", r->effective_bits()},
-      {"lambda", r->lambda()}};
+      {"lambda", r->lambda()},
+      {"reward", r->reward()},
+      {"lambda_after", r->lambda_after()}};
   for (const auto& [name, v] : fields) {
     absl::Status s = net::RequireFinite(name, v);
     if (!s.ok()) return ToGrpcStatus(s);
@@ -118,6 +120,12 @@ grpc::Status LearnerService::ReportEvaluation(grpc::ServerContext*, const v1::Ev
     return ToGrpcStatus(absl::InvalidArgumentError("perplexity: must be >= 1"));
   }
   if (r->lambda() < 0) return ToGrpcStatus(absl::InvalidArgumentError("lambda: must be >= 0"));
+  if (r->lambda_after() < 0) {
+    return ToGrpcStatus(absl::InvalidArgumentError("lambda_after: must be >= 0"));
+  }
+  if (r->lambda_batch() < 0) {
+    return ToGrpcStatus(absl::InvalidArgumentError("lambda_batch: must be >= 0"));
+  }
   if (!(r->effective_bits() > 0 && r->effective_bits() <= 32)) {
     return ToGrpcStatus(absl::InvalidArgumentError("effective_bits: must be in (0, 32]"));
   }
@@ -135,11 +143,16 @@ grpc::Status LearnerService::ReportEvaluation(grpc::ServerContext*, const v1::Ev
   in.evaluation.relative_ppl_increase = r->relative_ppl_increase();
   in.evaluation.tokens = r->tokens();
   in.evaluation.cached = r->cached();
+  in.reward = r->reward();
   in.lambda = r->lambda();
+  in.lambda_after = r->lambda_after();
+  in.batch = r->lambda_batch();
   absl::StatusOr<bool> accepted = core_->ReportEvaluation(in);
   if (!accepted.ok()) return ToGrpcStatus(accepted.status());
   reply->set_accepted(*accepted);
-  reply->set_lambda(core_->Status().lambda);
+  const LearnerStatus status = core_->Status();
+  reply->set_lambda(status.lambda);
+  reply->set_updates(status.updates);
   return grpc::Status::OK;
 }
 

@@ -215,6 +215,8 @@ std::vector<std::string> WqFuzzSeeds() {
     r.set_relative_ppl_increase(0.2);
     r.set_effective_bits(2.9);
     r.set_lambda(0.5);
+    r.set_reward(0.25);
+    r.set_lambda_after(0.5);
     r.set_tokens(512);
     seeds.push_back(WithMethod(kReport, r));
   }

@@ -52,7 +52,7 @@
 #     138.8): the learner lacked the reference candidate, warm start and
 #     greedy candidate; it rewarded each episode with the λ the evaluator
 #     reported after that very plan (penalties of different scale within one
-#     batch; now rl::BatchLambda); every actor sampled the same stream (seeds
+#     batch; now rl::BatchLambda, kept by the evaluator); every actor sampled the same stream (seeds
 #     differing only in bits mt19937 drops; now SplitMix64-mixed).
 #
 # Environment: WQ_SOURCE_DIR (repo root), WQ_EQUIV_KEEP=1 keeps the work folder (/tmp/wq-equiv.*).

@@ -17,7 +17,8 @@
 //         the proxy's cheapest step downs, or the walk's last units first)
 //         before it is measured, so every measured plan
 //         can be returned. The episode is charged for the bits it chose
-//         (ChosenBits: the penalties and lambda's price, learner_core.cc) and
+//         (ChosenBits: the penalties and lambda's price, charged by the
+//         evaluator, told by the actor in v1::Plan.charged_bits) and
 //         rewarded for the quality of the plan measured.
 //
 // Step reward (dense budget-feasibility signal), for unit t of n_t weights:
@@ -155,7 +156,8 @@ class BatchedEnvironment {
 // cover the table's units or an action is out of range.
 double ChosenBits(const quant::UnitTable& table, const std::vector<Transition>& steps);
 
-// What an episode's reward and lambda are charged with (learner::LearnerCore):
+// What an episode's reward and lambda are charged with (the actor sends its
+// bits as v1::Plan.charged_bits, the evaluator's rl::EpisodeRewarder charges them):
 // its plan's evaluation `measured`, with, in the repair budget mode, the bits
 // its steps chose (when they cover the table).
 PlanEvaluation ChargedEvaluation(const EnvironmentOptions& env, const quant::UnitTable& table,

@@ -13,6 +13,12 @@
 #ifndef WINDQUANT_COMMON_RL_LAGRANGE_H_
 #define WINDQUANT_COMMON_RL_LAGRANGE_H_
 
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
 #include "common/rl/lagrange_options.h"
 #include "common/rl/plan_evaluation.h"
 
@@ -40,39 +46,58 @@ class LagrangeMultiplier {
   double lambda_;
 };
 
-// The lambda of the episode-end rewards of PPO batches (learner::LearnerCore):
-// every episode of one batch is rewarded with the same lambda, the
-// one in effect when the batch began (batch_lambda(): lambda_init, or the
-// value at the end of the previous batch); every measured d of the batch's
-// episodes (its ConstraintValue) updates the multiplier (Observe) in the order measured, and
-// EndBatch() (at the PPO update) makes the updated value the next batch's.
-// Candidate plans (reference, greedy) neither use nor move lambda.
+// The lambda of the episode-end rewards of PPO batches, kept by its one owner,
+// the evaluator (evaluator::EvaluationQueue, DESIGN.md section 4: "the
+// evaluator updates lambda and pushes it"): every episode of batch k (the
+// episodes the learner's k-th PPO update trains on) is rewarded with the same
+// lambda_k, the one in effect when the batch began (lambda_0 = lambda_init);
+// every measured g of the batch's episodes (its ConstraintValue) updates the
+// multiplier (Observe) in the order the learner accepted them, and EndBatch()
+// (the learner ran the update) makes the updated value lambda_{k+1}. So an
+// episode's reward does not depend on the order evaluations finish, only on
+// its batch. Candidate plans (reference, greedy) neither use nor move lambda.
+// Every lambda_k is kept (8 bytes per PPO update), so that the owner can go
+// back to the batch a restarted learner resumes at (Rewind).
 // Thread-compatible.
 class BatchLambda {
  public:
   explicit BatchLambda(const LagrangeOptions& options)
-      : multiplier_(options), batch_lambda_(multiplier_.lambda()) {}
+      : multiplier_(options), history_{multiplier_.lambda()} {}
 
-  // The lambda for every episode of the current batch.
-  double batch_lambda() const { return batch_lambda_; }
-  // The multiplier after the d's observed so far (= batch_lambda() right after EndBatch).
+  // The open batch: the PPO updates run so far.
+  int64_t batch() const { return static_cast<int64_t>(history_.size()) - 1; }
+  // lambda_k of the open batch k, for every episode of it.
+  double batch_lambda() const { return history_.back(); }
+  // The multiplier after the g's observed so far (= batch_lambda() right after EndBatch).
   double lambda() const { return multiplier_.lambda(); }
-  // One constraint value g of an episode of the current batch.
+  // What lambda() would be after Observe(g), without observing it: the next
+  // batch's lambda when g is the last of its batch.
+  double Preview(double constraint_value) const;
+  // One constraint value g of an episode of the open batch.
   void Observe(double constraint_value) { multiplier_.Update(constraint_value); }
   // The batch is complete: the next batch uses the updated lambda. Returns it.
   double EndBatch() {
-    batch_lambda_ = multiplier_.lambda();
-    return batch_lambda_;
+    history_.push_back(multiplier_.lambda());
+    return history_.back();
   }
-  // A checkpointed lambda (taken right after EndBatch): both values.
-  void Restore(double lambda) {
-    multiplier_.set_lambda(lambda);
-    batch_lambda_ = lambda;
-  }
+  // Back to the start of an earlier (or the open) batch, with its lambda and no
+  // g observed: what a learner restarted from its checkpoint at `batch`
+  // updates continues with. False (nothing changed) for a batch not reached.
+  bool Rewind(int64_t batch);
+  // Continues at `batch` with `lambda` when this owner never reached it (its
+  // state was lost): lambda_k of the batches in between are unknown (Rewind to
+  // them answers false).
+  void Adopt(int64_t batch, double lambda);
+  const LagrangeOptions& options() const { return multiplier_.options(); }
+
+  // The whole state as text (exact: doubles in hexadecimal), for the owner's
+  // file; Parse answers INVALID_ARGUMENT for text Serialize did not write.
+  std::string Serialize() const;
+  absl::Status Parse(std::string_view text);
 
  private:
   LagrangeMultiplier multiplier_;
-  double batch_lambda_;
+  std::vector<double> history_;  // lambda_0 .. lambda_k of the open batch k; NaN = unknown
 };
 
 }  // namespace windquant::rl

@@ -118,5 +118,45 @@ TEST(LagrangeMultiplierTest, BudgetPriceSettlesBetweenTheBounds) {
   EXPECT_DOUBLE_EQ(tq.lambda.back(), q.lambda_max);
 }
 
+// The owner's record of the batches: Preview is Observe without the change,
+// Rewind goes back to a batch reached before (a learner resumed there),
+// Adopt continues at one never reached, and Serialize/Parse are exact.
+TEST(BatchLambdaTest, PreviewRewindAdoptAndTheTextStateAreExact) {
+  LagrangeOptions c;
+  c.eta = 0.3;
+  c.epsilon = 0.01;
+  BatchLambda l(c);
+  EXPECT_EQ(l.batch(), 0);
+  const double after = l.Preview(0.7);
+  EXPECT_DOUBLE_EQ(l.lambda(), c.lambda_init);  // unchanged
+  l.Observe(0.7);
+  EXPECT_EQ(l.lambda(), after);
+  EXPECT_EQ(l.EndBatch(), after);
+  l.Observe(1.0 / 3.0);
+  const double lambda2 = l.EndBatch();
+  l.Observe(2.0);
+  EXPECT_EQ(l.batch(), 2);
+
+  BatchLambda copy(c);
+  ASSERT_TRUE(copy.Parse(l.Serialize()).ok());
+  EXPECT_EQ(copy.batch(), 2);
+  EXPECT_EQ(copy.batch_lambda(), lambda2);
+  EXPECT_EQ(copy.lambda(), l.lambda());
+  EXPECT_EQ(copy.Serialize(), l.Serialize());
+  EXPECT_FALSE(copy.Parse("lambda-v1 x 1").ok());
+  EXPECT_FALSE(copy.Parse("").ok());
+
+  EXPECT_FALSE(l.Rewind(3));
+  ASSERT_TRUE(l.Rewind(1));
+  EXPECT_EQ(l.batch(), 1);
+  EXPECT_EQ(l.batch_lambda(), after);
+  EXPECT_EQ(l.lambda(), after);  // no g of batch 1 observed
+  l.Adopt(4, 2.5);
+  EXPECT_EQ(l.batch(), 4);
+  EXPECT_EQ(l.batch_lambda(), 2.5);
+  EXPECT_FALSE(l.Rewind(3));  // lambda_3 unknown
+  EXPECT_TRUE(l.Rewind(1));
+}
+
 }  // namespace
 }  // namespace windquant::rl

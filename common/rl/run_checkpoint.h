@@ -1,5 +1,6 @@
 // Checkpoint of a training run (DESIGN.md section 5, learner): the PPO
-// learner (policy + optimiser, PpoLearner::SaveState), lambda, curriculum
+// learner (policy + optimiser, PpoLearner::SaveState), lambda (as the
+// evaluator, its owner, pushed it; the evaluator keeps its own state), curriculum
 // position, the RNG position, the update counter, the best plan so far and the
 // run's history, with a fingerprint of model + data + config
 // (config::RunFingerprint, common/config/run_digest.h). One file,
