@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <limits>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <type_traits>
@@ -182,6 +183,15 @@ class Reader {
     }
   }
 
+  // An enum key, parsed here once; the error names the key and the choices.
+  void ReadValue(const std::string& path, const YAML::Node& node, quant::Compensation* out) {
+    std::string name;
+    ReadValue(path, node, &name);
+    const std::optional<quant::Compensation> value = quant::ParseCompensation(name);
+    if (value.has_value()) *out = *value;
+    if (!value.has_value()) Fail(absl::StrCat(path, ": must be none or gptq, got '", name, "'"));
+  }
+
   template <typename T>
   void ReadValue(const std::string& path, const YAML::Node& node, std::vector<T>* out) {
     if (!node.IsSequence()) return Fail(absl::StrCat(path, ": expected a list"));
@@ -217,6 +227,9 @@ class Printer {
     s.precision(17);
     s << v;
     return s.str();
+  }
+  static std::string Format(quant::Compensation c) {
+    return std::string(quant::CompensationName(c));
   }
   template <typename T>
   static std::string Format(const std::vector<T>& v) {
@@ -404,8 +417,6 @@ absl::Status ValidateQuantEnvLagrange(const RunConfig& c) {
   WQ_RETURN_IF_ERROR(Check(c.quant.chunk_size >= 1, "quant.chunk_size", "must be >= 1"));
   WQ_RETURN_IF_ERROR(Check(c.quant.salient_fraction >= 0 && c.quant.salient_fraction < 0.5,
                            "quant.salient_fraction", "must be in [0, 0.5)"));
-  WQ_RETURN_IF_ERROR(Check(c.quant.compensation == "none" || c.quant.compensation == "gptq",
-                           "quant.compensation", "must be none or gptq"));
   WQ_RETURN_IF_ERROR(Check(
       c.env.budget_mode == "hard" || c.env.budget_mode == "soft" || c.env.budget_mode == "repair",
       "env.budget_mode", "must be hard, soft or repair"));

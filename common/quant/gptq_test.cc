@@ -399,7 +399,7 @@ TEST(GptqRealModelTest, ExportIsTheEvaluatedCompensatedModelBitForBit) {
   so.heldout.text = m.text_path;
   so.context = c->evaluation.context;
   so.batch = c->evaluation.batch;
-  so.compensation = "gptq";
+  so.compensation = Compensation::kGptq;
   so.use_cache = false;
   auto session = QuantizationSession::Create(so);
   ASSERT_TRUE(session.ok()) << session.status();
