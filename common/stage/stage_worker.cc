@@ -113,10 +113,15 @@ absl::Status StageWorker::LoadCachedFits(const std::string& fingerprint) {
   if (options_.compensation != quant::Compensation::kNone) {
     return absl::NotFoundError("error compensation needs the calibration pass");
   }
-  WQ_ASSIGN_OR_RETURN(quant::CachedQuantization hit, fitter_.LoadCached(fingerprint));
-  hit.fits.set_fingerprint(fingerprint);
+  absl::StatusOr<quant::CachedQuantization> hit;
+  {
+    absl::MutexLock lock(&calib_mu_);
+    hit = fitter_.LoadCached(fingerprint);
+  }
+  if (!hit.ok()) return hit.status();
+  hit->fits.set_fingerprint(fingerprint);
   // No statistics: the fits did not come from a pass of this worker.
-  return SetFits(std::move(hit.fits), quant::ActivationStats());
+  return SetFits(std::move(hit->fits), quant::ActivationStats());
 }
 
 absl::StatusOr<quant::UnitTable> StageWorker::table() const {
