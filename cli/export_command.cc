@@ -64,7 +64,7 @@ absl::Status RunExport(Args& args) {
   WQ_ASSIGN_OR_RETURN(const std::unique_ptr<model::Checkpoint> checkpoint,
                       model::Checkpoint::Open(cfg.model.dir));
   // Error compensation needs the calibration Hessians, hence the model: a session.
-  const bool stream = !no_cache && cfg.quant.compensation == "none";
+  const bool stream = !no_cache && cfg.quant.compensation == quant::Compensation::kNone;
   absl::StatusOr<quant::StageFits> cached =
       absl::NotFoundError(no_cache ? "--no-cache" : "quant.compensation");
   if (stream)

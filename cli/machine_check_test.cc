@@ -70,7 +70,7 @@ TEST_F(MachineCheckTest, MissingDeviceOrTooManyThreadsIsOneLineBeforeAnyWork) {
   const std::string cuda_error = "model.device: cuda, but this machine has no CUDA device";
   ExpectRefused("cli/windquant", "quantize --config run.yaml " + threads, 1, threads_error);
   for (const std::string service : {"learner", "evaluator", "actor"}) {
-    ExpectRefused(absl::StrCat(service, "/windquant-", service), "--config run.yaml " + threads, 0,
+    ExpectRefused(absl::StrCat("services/windquant-", service), "--config run.yaml " + threads, 0,
                   threads_error);
   }
   // Thread flags: the inputs and the output folder do not exist, so only the check
@@ -97,7 +97,7 @@ TEST_F(MachineCheckTest, MissingDeviceOrTooManyThreadsIsOneLineBeforeAnyWork) {
                 "eval --config run.yaml --set model.device=cuda --plan no-such-plan.json", 1,
                 cuda_error);
   for (const std::string service : {"learner", "evaluator", "actor"}) {
-    ExpectRefused(absl::StrCat(service, "/windquant-", service),
+    ExpectRefused(absl::StrCat("services/windquant-", service),
                   "--config run.yaml --set model.device=cuda", 0, cuda_error);
   }
 }

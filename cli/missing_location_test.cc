@@ -98,7 +98,7 @@ TEST_F(MissingLocationTest, MissingModelOrInputFolderIsOneLineNamingTheFlagOrKey
   for (const Case& c : cli) ExpectRefused(c, 1);
   // The services: bad config, nothing started (exit 2).
   for (const std::string service : kServices) {
-    ExpectRefused({absl::StrCat(service, "/windquant-", service), "--config missing.yaml",
+    ExpectRefused({absl::StrCat("services/windquant-", service), "--config missing.yaml",
                    absl::StrCat("windquant-", service, ": ", model)},
                   2);
   }
@@ -133,7 +133,7 @@ TEST_F(MissingLocationTest, MissingParentOfAnOutputIsOneLineAndNothingIsCreated)
   };
   for (const Case& c : cli) ExpectRefused(c, 1);
   for (const std::string service : kServices) {
-    ExpectRefused({absl::StrCat(service, "/windquant-", service),
+    ExpectRefused({absl::StrCat("services/windquant-", service),
                    "--config present.yaml --set output.dir=no-parent/run",
                    absl::StrCat("windquant-", service, ": output.dir: no-parent/run", parent)},
                   2);

@@ -230,7 +230,7 @@ TEST(InProcessJobTest, FitsOfAnotherCalibrationInTheCacheAreRefusedNotMerged) {
   ASSERT_TRUE(c.ok()) << c.status();
   // Actors offer cached fits only without error compensation (with it they redo the
   // calibration pass: StageWorker::LoadCachedFits).
-  c->quant.compensation = "none";
+  c->quant.compensation = quant::Compensation::kNone;
   LogLines log;  // outlives o, whose sink points at it
   InProcessJobOptions o;
   o.incarnation_seed = 5;

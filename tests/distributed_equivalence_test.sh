@@ -119,7 +119,9 @@ if [[ "$MODE" == table ]]; then
   # Every replica registers after its own calibration: wait for all stage tables.
   deadline=$((SECONDS + 300))
   while :; do
-    n=$(ls "$WORK"/dist/cache-r*/stage-*.table.pb 2>/dev/null | wc -l)
+    # Each actor's fit cache entry (quant/unit_table_cache.h): complete once its
+    # manifest.json, written last, is there.
+    n=$(ls "$WORK"/dist/cache-r*/*/manifest.json 2>/dev/null | wc -l)
     ((n >= STAGES * REPLICAS)) && break
     ((SECONDS < deadline)) || fail "only $n of $((STAGES * REPLICAS)) actors wrote their stage table"
     sleep 0.5
@@ -133,8 +135,8 @@ if [[ "$MODE" == table ]]; then
   echo "--- merged (learner) vs one process"
   "$WQ" table diff "$WORK/dist/run/unit_table.pb" "$WORK/one/unit_table.pb" "${TOL[@]}" \
     || fail "merged table differs from the one-process table"
-  for f in "$WORK"/dist/cache-r*/stage-*.table.pb; do
-    echo "--- $(basename "$(dirname "$f")")/$(basename "$f") vs one process"
+  for f in "$WORK"/dist/cache-r*/*/unit_table.pb; do
+    echo "--- $(basename "$(dirname "$(dirname "$f")")")/$(basename "$(dirname "$f")") vs one process"
     "$WQ" table diff "$f" "$WORK/one/unit_table.pb" "${TOL[@]}" \
       | grep -E "max (rel|abs) diff|units within|EQUIVALENT|DIFFERENT|layout" \
       || fail "stage table $f differs from the one-process table"

@@ -14,6 +14,7 @@
 #include "common/model/compute_options.h"
 #include "common/net/peer_options.h"
 #include "common/quant/calibration_options.h"
+#include "common/quant/compensation.h"
 #include "common/quant/unit_table_options.h"
 #include "common/rl/curriculum_options.h"
 #include "common/rl/environment_options.h"
@@ -51,7 +52,8 @@ struct QuantConfig : quant::UnitTableOptions {
   // Applying a plan: none (every unit rounded on its own) | gptq (each linear quantized
   // column by column in unit order, the rounding error carried into the columns not yet
   // quantized through the calibration Hessian of its input; common/quant/gptq.h).
-  std::string compensation = "none";
+  // Parsed here, once (quant/compensation.h).
+  quant::Compensation compensation = quant::Compensation::kNone;
 };
 
 struct TrainingConfig {

@@ -41,6 +41,16 @@ TEST(RunConfigTest, MinimalConfigGetsDefaults) {
   EXPECT_EQ(c->curriculum.target_bits, std::vector<double>{2.0});
 }
 
+// quant.compensation is parsed once, to the enum every component takes.
+TEST(RunConfigTest, CompensationIsParsedToItsEnum) {
+  auto c = ParseRunConfig(kMinimal, "run.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->quant.compensation, quant::Compensation::kNone);
+  auto g = ParseRunConfig(std::string(kMinimal) + "quant: {compensation: gptq}\n", "run.yaml");
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(g->quant.compensation, quant::Compensation::kGptq);
+}
+
 // training.screen_samples: 0 and 1 are off (one sample per episode sent), K > 1 draws K.
 TEST(RunConfigTest, ScreeningIsOnFromTwoSamples) {
   TrainingConfig t;
@@ -119,6 +129,8 @@ TEST(RunConfigTest, OutOfRangeNamesKey) {
   EXPECT_EQ(ErrorOf(kMinimal, {"env.budget_mode=repair", "env.repair_order=walk"}), "");
   EXPECT_EQ(ErrorOf(kMinimal, {"env.repair_order=last"}),
             "run.yaml: env.repair_order: must be proxy or walk");
+  EXPECT_EQ(ErrorOf(kMinimal, {"quant.compensation=GPTQ"}),
+            "run.yaml: quant.compensation: must be none or gptq, got 'GPTQ'");
   EXPECT_EQ(ErrorOf("calibration: {text: c}\n"
                     "evaluation: {selection: {text: s}, heldout: {text: h}}\n"),
             "run.yaml: model.dir: is required");

@@ -21,6 +21,7 @@
 #include "common/quant/reference_quantizer.h"
 #include "common/testing/scoped_test_dir.h"
 #include "common/testing/test_paths.h"
+#include "common/testing/tiny_weights.h"
 #include "gtest/gtest.h"
 
 namespace windquant::quant {
@@ -225,29 +226,9 @@ TEST(GptqTest, PackedFactorHoldsTheUpperTriangle) {
   }
 }
 
-// A 2-layer stage of random weights (hidden 16, intermediate 24).
+// A stage of random weights (hidden 16, intermediate 24).
 model::LlamaModel TinyModel(int64_t layers) {
-  model::LlamaConfig c;
-  c.hidden_size = 16;
-  c.intermediate_size = 24;
-  c.num_hidden_layers = layers;
-  c.num_attention_heads = 4;
-  c.num_key_value_heads = 2;
-  c.head_dim = 4;
-  c.vocab_size = 32;
-  at::manual_seed(3);
-  const std::vector<std::vector<int64_t>> shapes = {{16, 16}, {8, 16},  {8, 16}, {16, 16},
-                                                    {24, 16}, {24, 16}, {16, 24}};
-  model::LlamaWeights w;
-  w.config = c;
-  for (int64_t l = 0; l < layers; ++l) {
-    model::LayerWeights lw;
-    for (int m = 0; m < model::kNumMatrices; ++m) lw.linear[m] = at::randn(shapes[m]) * 0.2;
-    lw.input_layernorm = at::ones({16});
-    lw.post_attention_layernorm = at::ones({16});
-    w.layers.push_back(std::move(lw));
-  }
-  return model::LlamaModel(std::move(w));
+  return model::LlamaModel(testing::TinyLayerWeights(layers));
 }
 
 void ExpectSameFactors(const GptqFactors& got, const GptqFactors& want) {
@@ -399,7 +380,7 @@ TEST(GptqRealModelTest, ExportIsTheEvaluatedCompensatedModelBitForBit) {
   so.heldout.text = m.text_path;
   so.context = c->evaluation.context;
   so.batch = c->evaluation.batch;
-  so.compensation = "gptq";
+  so.compensation = Compensation::kGptq;
   so.use_cache = false;
   auto session = QuantizationSession::Create(so);
   ASSERT_TRUE(session.ok()) << session.status();

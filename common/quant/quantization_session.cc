@@ -12,7 +12,6 @@
 #include "common/config/text_range.h"
 #include "common/model/checkpoint.h"
 #include "common/quant/table_fingerprint.h"
-#include "common/quant/unit_table_builder.h"
 #include "common/quant/unit_table_cache.h"
 
 namespace windquant::quant {
@@ -116,15 +115,21 @@ absl::StatusOr<std::unique_ptr<QuantizationSession>> QuantizationSession::Create
   } catch (const std::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat(dir, ": cannot build the model: ", e.what()));
   }
+  StageFitterOptions fitter;
+  fitter.units = options.units;
+  fitter.compensation = options.compensation;
+  fitter.cache_dir = options.cache_dir;
+  fitter.use_cache = options.use_cache;
+  fitter.log = options.log;
+  s->fitter_ = std::make_unique<StageFitter>(s->model_, std::move(fitter));
   if (s->use_cache_) {
-    absl::StatusOr<CachedQuantization> hit =
-        UnitTableCache(options.cache_dir)
-            .Load(fingerprint, 0, s->model_->config().num_hidden_layers);
+    absl::StatusOr<CachedQuantization> hit = s->fitter_->LoadCached(fingerprint);
     if (hit.ok()) {
       s->stats_ = std::move(hit->stats);
       s->from_cache_ = true;
-      log(absl::StrCat("unit table: cache hit ",
-                       UnitTableCache(options.cache_dir).EntryDir(fingerprint)));
+      log(absl::StrCat(
+          "unit table: cache hit ",
+          UnitTableCache(options.cache_dir).EntryDir(s->fitter_->CacheKey(fingerprint))));
       WQ_RETURN_IF_ERROR(s->SetFits(std::move(hit->fits)));
       return s;
     }
@@ -156,41 +161,28 @@ absl::StatusOr<StageFits> QuantizationSession::LoadCachedFits(const SessionOptio
   WQ_ASSIGN_OR_RETURN(
       const std::string table_fingerprint,
       RunTableFingerprint(options.model_dir, options.units, options.calibration, calib.ids));
+  const int64_t layers = checkpoint.config().num_hidden_layers;
   WQ_ASSIGN_OR_RETURN(
       CachedQuantization hit,
-      UnitTableCache(options.cache_dir).Load(cache_key, 0, checkpoint.config().num_hidden_layers));
+      UnitTableCache(options.cache_dir).Load(FitCacheKey(cache_key, 0, layers), 0, layers));
   hit.fits.set_fingerprint(table_fingerprint);
   return std::move(hit.fits);
 }
 
 absl::Status QuantizationSession::SetFits(StageFits fits) {
   fits.set_fingerprint(table_fingerprint_);
-  if (options_.compensation == "gptq" && fits.compensation() == nullptr) {
-    // The Hessians come from the same calibration windows as the statistics; they are
-    // not cached (a pass over the windows costs less than their in^2 floats on disk).
-    // One layer at a time (GptqFactors::FromInputs): never every layer's Hessians at once.
-    if (options_.log)
-      options_.log("error compensation (quant.compensation: gptq): calibration Hessians");
+  if (options_.compensation == Compensation::kGptq && fits.compensation() == nullptr) {
+    // Fits from the cache come without factors (StageFitter): they are built from the
+    // same calibration windows, entering layer 0, one layer at a time.
     std::vector<at::Tensor> inputs;
-    try {
-      c10::NoGradGuard no_grad;
-      for (int64_t b = 0; b < calib_windows_.size(0); b += kCalibrationBatch) {
-        const at::Tensor ids =
-            calib_windows_.slice(0, b, std::min(b + kCalibrationBatch, calib_windows_.size(0)));
-        inputs.push_back(model_->Embed(ids.to(model_->device())));
-      }
-    } catch (const c10::Error& e) {
-      return absl::InternalError(absl::StrCat("hessians: ", e.what_without_backtrace()));
-    }
-    GptqOptions gptq;
-    gptq.spill_dir = FactorSpillDir(options_.cache_dir);
-    absl::StatusOr<GptqFactors> factors = GptqFactors::FromInputs(
-        *model_, model_->first_layer(), model_->end_layer(), std::move(inputs), gptq);
-    if (!factors.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("quant.compensation: gptq: ", factors.status().message()));
-    }
-    fits.set_compensation(std::make_shared<const GptqFactors>(*std::move(factors)));
+    WQ_RETURN_IF_ERROR(RunCalibrationWindows(*model_, calib_windows_, kCalibrationBatch, "hessians",
+                                             [&](const at::Tensor& hidden) {
+                                               inputs.push_back(hidden);
+                                               return absl::OkStatus();
+                                             }));
+    WQ_ASSIGN_OR_RETURN(std::shared_ptr<const GptqFactors> factors,
+                        fitter_->Factors(std::move(inputs)));
+    fits.set_compensation(std::move(factors));
   }
   WQ_ASSIGN_OR_RETURN(
       stage_, QuantizedStage::Create(model_, std::make_shared<const StageFits>(std::move(fits))));
@@ -199,39 +191,41 @@ absl::Status QuantizationSession::SetFits(StageFits fits) {
 
 absl::Status QuantizationSession::Fit() {
   if (stage_ != nullptr) return absl::FailedPreconditionError("the session already has fits");
-  const UnitTableOptions& units = options_.units;
   const base::LogSink& sink = options_.log;
-  auto log = [&](const std::string& line) {
-    if (sink) sink(line);
-  };
-  log(absl::StrFormat("calibrating on %d x %d tokens", options_.calibration.samples,
-                      options_.calibration.seq_len));
-  WQ_ASSIGN_OR_RETURN(stats_, CalibrateModel(*model_, calib_windows_, kCalibrationBatch));
+  if (sink) {
+    sink(absl::StrFormat("calibrating on %d x %d tokens", options_.calibration.samples,
+                         options_.calibration.seq_len));
+  }
+  // The stage part: the one fit path of every layer range (StageFitter), over all layers.
+  fitter_->StartPass();
+  WQ_RETURN_IF_ERROR(RunCalibrationWindows(
+      *model_, calib_windows_, kCalibrationBatch, "calibration",
+      [&](const at::Tensor& hidden) { return fitter_->Calibrate(hidden).status(); }));
   const int64_t num_layers = model_->config().num_hidden_layers;
   base::Progress progress(
       "unit table",
-      static_cast<double>(UnitsPerLayer(model_->config(), units.chunk_size) * num_layers), "units");
+      static_cast<double>(UnitsPerLayer(model_->config(), options_.units.chunk_size) * num_layers),
+      "units");
   const FitProgress on_progress = [&](int64_t done, int64_t total) {
     if (sink) progress.Update(static_cast<double>(done));
     (void)total;
   };
-  absl::StatusOr<StageFits> fits;
-  try {
-    fits = BuildStageFits(model_->weights(), stats_, units, fingerprint_, on_progress);
-  } catch (const c10::Error& e) {
-    return absl::InternalError(absl::StrCat("unit table: ", e.what_without_backtrace()));
+  absl::StatusOr<StageQuantization> fitted =
+      fitter_->FinishPass(table_fingerprint_, fingerprint_, on_progress);
+  if (!fitted.ok()) {
+    return absl::Status(fitted.status().code(),
+                        absl::StrCat("unit table: ", fitted.status().message()));
   }
-  if (!fits.ok()) return fits.status();
-  if (sink) progress.Finish(absl::StrCat(fits->table().units.size(), " units"));
-  StoreInCache(*fits);
-  return SetFits(*std::move(fits));
+  if (sink) progress.Finish(absl::StrCat(fitted->fits.table().units.size(), " units"));
+  WarnIfNotCached(fitted->cache_write);
+  stats_ = std::move(fitted->stats);
+  return SetFits(std::move(fitted->fits));
 }
 
-void QuantizationSession::StoreInCache(const StageFits& fits) const {
-  if (!use_cache_) return;
-  absl::Status st = UnitTableCache(options_.cache_dir).Store(fits, stats_);
-  if (!st.ok() && options_.log) {
-    options_.log(absl::StrCat("warning: could not write the unit table cache: ", st.message()));
+void QuantizationSession::WarnIfNotCached(const absl::Status& cache_write) const {
+  if (!cache_write.ok() && options_.log) {
+    options_.log(
+        absl::StrCat("warning: could not write the unit table cache: ", cache_write.message()));
   }
 }
 
@@ -244,17 +238,12 @@ absl::Status QuantizationSession::AdoptFits(StageFits fits, ActivationStats stat
         "fits of layers [", fits.first_layer(), ", ", fits.end_layer(), ") and statistics of ",
         stats.layers.size(), " layers do not cover the model's ", layers, " layers"));
   }
-  UnitTable table = fits.table();
-  table.fingerprint = fingerprint_;
-  std::vector<StageFits::UnitParams> params;
-  params.reserve(table.units.size());
-  for (size_t i = 0; i < table.units.size(); ++i) params.push_back(fits.params(i));
-  WQ_ASSIGN_OR_RETURN(StageFits renamed, StageFits::Create(std::move(table), std::move(params)));
+  fits.set_fingerprint(table_fingerprint_);
   // The factors the fits came with (the actors'): shared, not built a second time.
-  if (options_.compensation == "gptq") renamed.set_compensation(fits.shared_compensation());
+  if (options_.compensation != Compensation::kGptq) fits.set_compensation(nullptr);
   stats_ = std::move(stats);
-  StoreInCache(renamed);
-  return SetFits(std::move(renamed));
+  WarnIfNotCached(fitter_->StoreCached(fingerprint_, fits, stats_));
+  return SetFits(std::move(fits));
 }
 
 absl::StatusOr<std::shared_ptr<const model::LlamaModel>> QuantizationSession::PlanModel(

@@ -2,9 +2,10 @@
 // calibration and unit table (SessionOptions; job::SessionOptionsFrom builds them from
 // the run config), used by `windquant baseline|export|eval|table` and the one-process job:
 //   open the checkpoint, load every weight (in its stored dtype), tokenize the
-//   calibration text (model.dir/tokenizer.json), SampleCalibrationWindows,
-//   CalibrateModel, BuildStageFits over all layers -- or load the last three from the
-//   unit-table cache (unit_table_cache.h) when the fingerprint matches --
+//   calibration text (model.dir/tokenizer.json), SampleCalibrationWindows, then the
+//   stage part over all layers: StageFitter (stage_fitter.h), the one calibrate ->
+//   compensate -> fit -> cache path the actors' stage workers run over their shards
+//   -- or the fits from its cache (unit_table_cache.h) when the fingerprint matches --
 // and then measure the perplexity of plans on the held-out text
 // (evaluation.heldout). Calibration reads only calibration.tokens of
 // calibration.text (config::ReadTextRange).
@@ -44,6 +45,7 @@
 #include "common/quant/quantized_stage.h"
 #include "common/quant/session_options.h"
 #include "common/quant/stage_fits.h"
+#include "common/quant/stage_fitter.h"
 #include "common/quant/unit_table.h"
 #include "common/quant/unit_table_options.h"
 
@@ -76,7 +78,8 @@ class QuantizationSession {
   const std::vector<int32_t>& eval_ids() const { return eval_ids_; }
   // True when the unit table and fits came from the cache (nothing was fitted).
   bool from_cache() const { return from_cache_; }
-  // The unit-table cache key of the options, model and calibration text.
+  // The cache identity of the options, model and calibration text (UnitTableFingerprint:
+  // every weight hashed); the fit cache keys the entry by it and the layers (FitCacheKey).
   const std::string& fingerprint() const { return fingerprint_; }
   // The unit table's identity (table_fingerprint.h) that every plan of these options
   // carries; known before any fit.
@@ -89,8 +92,8 @@ class QuantizationSession {
   // FAILED_PRECONDITION when the session already has fits; INVALID_ARGUMENT when the
   // fits do not cover the model's layers.
   absl::Status AdoptFits(StageFits fits, ActivationStats stats);
-  // The calibration pass and BuildStageFits over every layer (stored in the cache when
-  // the session uses it); what Create does unless options.fit = false.
+  // The calibration pass, factors and BuildStageFits over every layer (StageFitter; stored
+  // in the cache when the session uses it); what Create does unless options.fit = false.
   // FAILED_PRECONDITION when the session already has fits.
   absl::Status Fit();
 
@@ -127,13 +130,14 @@ class QuantizationSession {
  private:
   QuantizationSession() = default;
   absl::Status SetFits(StageFits fits);
-  void StoreInCache(const StageFits& fits) const;
+  void WarnIfNotCached(const absl::Status& cache_write) const;
 
   SessionOptions options_;
   bool use_cache_ = true;  // options_.use_cache and a cache_dir
   std::string fingerprint_;
   std::string table_fingerprint_;  // the table's identity (table_fingerprint.h), set on every fit
   std::shared_ptr<const model::LlamaModel> model_;
+  std::unique_ptr<StageFitter> fitter_;  // the stage part: every layer of model_
   std::shared_ptr<const QuantizedStage> stage_;
   std::unique_ptr<model::Tokenizer> tokenizer_;
   ActivationStats stats_;

@@ -10,6 +10,7 @@
 #include "common/config/text_range.h"
 #include "common/model/compute_options.h"
 #include "common/quant/calibration_options.h"
+#include "common/quant/compensation.h"
 #include "common/quant/unit_table_options.h"
 
 namespace windquant::quant {
@@ -22,9 +23,9 @@ struct SessionOptions {
   CalibrationOptions calibration;  // calibration.*
   UnitTableOptions units;          // quant.chunk_size, quant.salient_fraction
   std::string cache_dir;           // quant.cache_dir; empty = no unit-table cache
-  // quant.compensation: "gptq" applies plans with error compensation (gptq.h), the
-  // factors from a calibration pass over the session's windows; "none" rounds each unit.
-  std::string compensation = "none";
+  // quant.compensation: kGptq applies plans with error compensation (gptq.h), the
+  // factors from a calibration pass over the session's windows; kNone rounds each unit.
+  Compensation compensation = Compensation::kNone;
   config::TextRange heldout;  // evaluation.heldout
   int context = 256;          // evaluation.context: window length of Perplexity
   int batch = 16;             // evaluation.batch: windows per forward

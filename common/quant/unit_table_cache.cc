@@ -165,14 +165,18 @@ absl::StatusOr<std::string> UnitTableFingerprint(const FingerprintInputs& in,
   }
 }
 
-std::string UnitTableCache::EntryDir(const std::string& fingerprint) const {
-  return (std::filesystem::path(dir_) / fingerprint).string();
+std::string FitCacheKey(const std::string& identity, int64_t first_layer, int64_t end_layer) {
+  return base::Sha256Hex(
+      absl::StrCat("windquant.fit_cache.v3\n", identity, "\nlayers=", first_layer, ",", end_layer));
 }
 
-absl::StatusOr<CachedQuantization> UnitTableCache::Load(const std::string& fingerprint,
-                                                        int64_t first_layer,
+std::string UnitTableCache::EntryDir(const std::string& key) const {
+  return (std::filesystem::path(dir_) / key).string();
+}
+
+absl::StatusOr<CachedQuantization> UnitTableCache::Load(const std::string& key, int64_t first_layer,
                                                         int64_t end_layer) const {
-  const std::filesystem::path d(EntryDir(fingerprint));
+  const std::filesystem::path d(EntryDir(key));
   const std::string manifest_path = (d / kManifestFile).string();
   if (!base::PathExists(manifest_path)) {
     return absl::NotFoundError(absl::StrCat("unit table cache: no entry ", d.string()));
@@ -181,6 +185,10 @@ absl::StatusOr<CachedQuantization> UnitTableCache::Load(const std::string& finge
   nlohmann::json manifest = nlohmann::json::parse(manifest_text, nullptr, false);
   if (manifest.is_discarded() || !manifest.is_object()) {
     return absl::DataLossError(absl::StrCat(manifest_path, ": not a JSON object"));
+  }
+  if (!manifest.contains("key") || !manifest["key"].is_string() ||
+      manifest["key"].get<std::string>() != key) {
+    return absl::DataLossError(absl::StrCat(manifest_path, ": holds another key"));
   }
   // Every file must hash to what the manifest says before anything parses it.
   for (const char* f : {kTableFile, kFitsFile, kStatsFile}) {
@@ -209,10 +217,10 @@ absl::StatusOr<CachedQuantization> UnitTableCache::Load(const std::string& finge
     if (!t.ok())
       return absl::DataLossError(
           absl::StrCat((d / kTableFile).string(), ": ", t.status().message()));
-    if (t->fingerprint != fingerprint || t->first_layer != first_layer ||
-        t->end_layer != end_layer) {
-      return absl::DataLossError(
-          absl::StrCat((d / kTableFile).string(), ": holds another fingerprint or layers"));
+    if (t->first_layer != first_layer || t->end_layer != end_layer) {
+      return absl::DataLossError(absl::StrCat((d / kTableFile).string(), ": holds layers [",
+                                              t->first_layer, ", ", t->end_layer, "), not [",
+                                              first_layer, ", ", end_layer, ")"));
     }
     table = *std::move(t);
   }
@@ -240,9 +248,10 @@ absl::StatusOr<CachedQuantization> UnitTableCache::Load(const std::string& finge
   return out;
 }
 
-absl::Status UnitTableCache::Store(const StageFits& fits, const ActivationStats& stats) const {
+absl::Status UnitTableCache::Store(const std::string& key, const StageFits& fits,
+                                   const ActivationStats& stats) const {
   const UnitTable& table = fits.table();
-  const std::filesystem::path d(EntryDir(table.fingerprint));
+  const std::filesystem::path d(EntryDir(key));
   v1::UnitTable proto;
   table.ToProto(&proto);
   const std::string table_bytes = proto.SerializeAsString();
@@ -261,6 +270,7 @@ absl::Status UnitTableCache::Store(const StageFits& fits, const ActivationStats&
     WQ_ASSIGN_OR_RETURN(const std::string bytes, base::ReadFile((d / f).string()));
     manifest[f] = base::Sha256Hex(bytes);
   }
+  manifest["key"] = key;
   manifest["fingerprint"] = table.fingerprint;
   return base::WriteFileAtomic((d / kManifestFile).string(), manifest.dump(1) + "\n");
 }

@@ -1,26 +1,35 @@
-// UnitTableCache: the unit table, the fits and the activation statistics of a
-// model + calibration + quant config, on disk under their fingerprint, so that a
-// second run with the same inputs fits nothing.
+// UnitTableCache: the fit cache, the one format of every fit path (StageFitter, used by
+// the actors' stage workers and by QuantizationSession): the unit table, the fits and the
+// activation statistics of a layer range of a model + calibration + quant config, on disk
+// under their key, so that a second run (or a restarted actor) with the same inputs fits
+// nothing.
 //
-// Fingerprint (UnitTableFingerprint) = SHA-256 over, in this order:
+// Key (FitCacheKey) = SHA-256 of "windquant.fit_cache.v3", the caller's cache identity
+// and the layer range [first_layer, end_layer). The identity names the model, the
+// calibration and the quantization as far as the caller can vouch for them:
+// QuantizationSession's is UnitTableFingerprint (below: every weight hashed), an actor's
+// the table fingerprint it is handed (table_fingerprint.h: the model key samples the
+// weights). The range is part of the key: a stage's entry is never a whole model's.
+// UnitTableFingerprint = SHA-256 over, in this order:
 //   "windquant.unit_table.v2", the model's config.json text, every tensor of the
 //   loaded weights (name, shape, float32 bytes; layer linears and norms, then
 //   embeddings / final norm / lm_head when present), the SHA-256 of the
 //   calibration text bytes, calibration samples / seq_len / seed, and the quant
 //   config: chunk size, salient fraction, every QuantizerOptions field.
-// Layout: <dir>/<fingerprint>/
-//     unit_table.pb          serialized windquant.v1.UnitTable
+// Layout: <dir>/<key>/
+//     unit_table.pb          serialized windquant.v1.UnitTable (layers [first, end))
 //     fits.safetensors       StageFits::Save (format windquant.fits version 2: FP16
 //                            scales/offsets + INT8 salient sets, ~0.13 bytes per weight)
 //     act_stats.safetensors  mean |x_j| per linear input ("layers.<l>.<matrix>")
-//     manifest.json          sha256 of each file above (written last)
+//     manifest.json          sha256 of each file above and the key (written last)
 // Every file is written atomically; a missing manifest means "not cached". A file
 // whose hash disagrees with the manifest, or that fails to parse, is reported as
-// DATA_LOSS so the caller recomputes (it is never used). Version 1 entries (float32
-// dequantized copies of every action) have other fingerprints and are never read.
+// DATA_LOSS so the caller recomputes (it is never used). Entries of older versions
+// (keyed by UnitTableFingerprint alone, or an actor's stage-*.fits files) are not read:
+// they simply miss.
 // Memory: Load holds one file's bytes at a time while checking its hash, then the
 // StageFits and statistics it returns. Thread-compatible; concurrent writers of one
-// fingerprint write identical bytes.
+// key write identical bytes.
 #ifndef WINDQUANT_COMMON_QUANT_UNIT_TABLE_CACHE_H_
 #define WINDQUANT_COMMON_QUANT_UNIT_TABLE_CACHE_H_
 
@@ -54,7 +63,10 @@ absl::StatusOr<std::string> UnitTableFingerprint(const FingerprintInputs& in);
 absl::StatusOr<std::string> UnitTableFingerprint(const FingerprintInputs& in,
                                                  const model::Checkpoint& checkpoint);
 
-// What the cache holds for one fingerprint.
+// The cache key of `identity` for layers [first_layer, end_layer) (see the top).
+std::string FitCacheKey(const std::string& identity, int64_t first_layer, int64_t end_layer);
+
+// What the cache holds for one key.
 struct CachedQuantization {
   StageFits fits;         // with the unit table
   ActivationStats stats;  // mean_abs only (mean_sq undefined, tokens 0)
@@ -64,14 +76,16 @@ class UnitTableCache {
  public:
   explicit UnitTableCache(std::string dir) : dir_(std::move(dir)) {}
 
-  // NOT_FOUND when nothing is cached for `fingerprint`; DATA_LOSS (naming the file)
-  // when a cached file is corrupted or inconsistent.
-  absl::StatusOr<CachedQuantization> Load(const std::string& fingerprint, int64_t first_layer,
+  // The entry of `key` for layers [first_layer, end_layer); the table keeps the
+  // fingerprint it was stored with. NOT_FOUND when nothing is cached for `key`;
+  // DATA_LOSS (naming the file) when a cached file is corrupted or inconsistent.
+  absl::StatusOr<CachedQuantization> Load(const std::string& key, int64_t first_layer,
                                           int64_t end_layer) const;
-  // Writes the entry of `fits.table().fingerprint` (atomically per file, manifest last).
-  absl::Status Store(const StageFits& fits, const ActivationStats& stats) const;
+  // Writes the entry of `key` (atomically per file, manifest last).
+  absl::Status Store(const std::string& key, const StageFits& fits,
+                     const ActivationStats& stats) const;
 
-  std::string EntryDir(const std::string& fingerprint) const;
+  std::string EntryDir(const std::string& key) const;
 
  private:
   std::string dir_;

@@ -103,7 +103,7 @@ TEST(UnitTableCacheTest, StoreLoadRoundTripAndNotFound) {
   ASSERT_TRUE(sq.ok()) << sq.status();
   UnitTableCache cache(test_dir.path() + "/roundtrip");
   EXPECT_TRUE(absl::IsNotFound(cache.Load("abc123", 0, 2).status()));
-  ASSERT_TRUE(cache.Store(*sq, stats).ok());
+  ASSERT_TRUE(cache.Store("abc123", *sq, stats).ok());
   auto hit = cache.Load("abc123", 0, 2);
   ASSERT_TRUE(hit.ok()) << hit.status();
   const UnitTable& t = hit->fits.table();
@@ -130,6 +130,19 @@ TEST(UnitTableCacheTest, StoreLoadRoundTripAndNotFound) {
                           stats.at(1, static_cast<model::Matrix>(m)).mean_abs));
   }
   EXPECT_TRUE(absl::IsNotFound(cache.Load("other", 0, 2).status()));
+  // An entry holds one layer range: asked for another, it is unusable.
+  EXPECT_EQ(cache.Load("abc123", 0, 1).status().code(), absl::StatusCode::kDataLoss);
+}
+
+// The layer range is part of the key: two stages (or a stage and the whole model) of one
+// identity never share an entry.
+TEST(UnitTableCacheTest, KeyNamesTheIdentityAndTheLayerRange) {
+  const std::string k = FitCacheKey("fp", 0, 4);
+  EXPECT_EQ(k.size(), 64u);
+  EXPECT_EQ(FitCacheKey("fp", 0, 4), k);
+  EXPECT_NE(FitCacheKey("fp", 0, 2), k);
+  EXPECT_NE(FitCacheKey("fp", 2, 4), k);
+  EXPECT_NE(FitCacheKey("fq", 0, 4), k);
 }
 
 TEST(UnitTableCacheTest, CorruptedFileIsDataLoss) {
@@ -144,7 +157,7 @@ TEST(UnitTableCacheTest, CorruptedFileIsDataLoss) {
   UnitTableCache cache(dir);
   for (const char* f :
        {"unit_table.pb", "fits.safetensors", "act_stats.safetensors", "manifest.json"}) {
-    ASSERT_TRUE(cache.Store(*sq, stats).ok());
+    ASSERT_TRUE(cache.Store("fp1", *sq, stats).ok());
     ASSERT_TRUE(cache.Load("fp1", 0, 2).ok());
     const std::string path = cache.EntryDir("fp1") + "/" + f;
     auto bytes = base::ReadFile(path);
@@ -192,7 +205,10 @@ TEST(QuantizationSessionTest, CacheHitFitsNothingAndCorruptionRecomputes) {
   EXPECT_EQ(p1->perplexity, p2->perplexity);
 
   // Corrupt the fits: detected, warned about, recomputed, and the entry rewritten.
-  const std::string fits = so.cache_dir + "/" + (*first)->fingerprint() + "/fits.safetensors";
+  const std::string fits =
+      so.cache_dir + "/" +
+      FitCacheKey((*first)->fingerprint(), 0, (*first)->model().config().num_hidden_layers) +
+      "/fits.safetensors";
   auto bytes = base::ReadFile(fits);
   ASSERT_TRUE(bytes.ok());
   std::string bad = *bytes;

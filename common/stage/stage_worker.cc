@@ -1,19 +1,29 @@
 #include "common/stage/stage_worker.h"
 
 #include <c10/core/GradMode.h>
-#include <filesystem>
 
 #include "absl/strings/str_cat.h"
-#include "common/base/files.h"
 #include "common/base/status_macros.h"
 #include "common/model/checkpoint.h"
-#include "windquant/v1/types.pb.h"
 
 namespace windquant::stage {
 
+namespace {
+
+quant::StageFitterOptions FitterOptions(const StageWorkerOptions& options) {
+  quant::StageFitterOptions o;
+  o.units = options.units;
+  o.compensation = options.compensation;
+  o.cache_dir = options.cache_dir;
+  return o;
+}
+
+}  // namespace
+
 StageWorker::StageWorker(model::LlamaWeights weights, const StageWorkerOptions& options)
     : options_(options),
-      model_(std::make_shared<const model::LlamaModel>(std::move(weights), options.compute)) {}
+      model_(std::make_shared<const model::LlamaModel>(std::move(weights), options.compute)),
+      fitter_(model_, FitterOptions(options)) {}
 
 absl::StatusOr<std::unique_ptr<StageWorker>> StageWorker::Create(
     const StageWorkerOptions& options) {
@@ -66,74 +76,24 @@ absl::Status StageWorker::CheckHidden(const at::Tensor& hidden, const std::strin
 
 void StageWorker::StartCalibration() {
   absl::MutexLock lock(&calib_mu_);
-  calibrator_ = std::make_unique<quant::Calibrator>(*model_, first_layer(), end_layer());
-  calib_inputs_.clear();
-  collect_inputs_ = options_.compensation == "gptq";
+  fitter_.StartPass();
 }
 
 absl::StatusOr<at::Tensor> StageWorker::Calibrate(const at::Tensor& hidden) {
   WQ_RETURN_IF_ERROR(CheckHidden(hidden, "hidden"));
   absl::MutexLock lock(&calib_mu_);
-  if (calibrator_ == nullptr) {
-    return absl::FailedPreconditionError("calibration pass not started");
-  }
-  if (collect_inputs_) calib_inputs_.push_back(hidden.to(model_->device()).clone());
-  return calibrator_->RunStage(hidden);
-}
-
-std::string StageWorker::CachePath(const std::string& fingerprint,
-                                   const std::string& suffix) const {
-  // "-v2": the fits format of StageFits (older caches held float32 copies).
-  return absl::StrCat(options_.cache_dir, "/stage-", fingerprint.substr(0, 16), "-", first_layer(),
-                      "-", end_layer(), "-c", options_.units.chunk_size, "-v2", suffix);
+  return fitter_.Calibrate(hidden);
 }
 
 absl::StatusOr<quant::UnitTable> StageWorker::FinishCalibration(const std::string& fingerprint) {
-  quant::ActivationStats stats;
-  std::shared_ptr<const quant::GptqFactors> factors;
-  {
-    absl::MutexLock lock(&calib_mu_);
-    if (calibrator_ == nullptr) {
-      return absl::FailedPreconditionError("calibration pass not started");
-    }
-    stats = calibrator_->Finish();
-    calibrator_.reset();
-    if (collect_inputs_) {
-      collect_inputs_ = false;
-      quant::GptqOptions gptq;
-      gptq.spill_dir = quant::FactorSpillDir(options_.cache_dir);
-      WQ_ASSIGN_OR_RETURN(quant::GptqFactors f,
-                          quant::GptqFactors::FromInputs(*model_, first_layer(), end_layer(),
-                                                         std::move(calib_inputs_), gptq));
-      calib_inputs_.clear();
-      factors = std::make_shared<const quant::GptqFactors>(std::move(f));
-    }
-  }
-  for (const auto& layer : stats.layers) {
-    for (const auto& s : layer) {
-      if (s.tokens == 0) return absl::FailedPreconditionError("calibration saw no tokens");
-    }
-  }
-  absl::StatusOr<quant::StageFits> fits;
-  try {
-    fits = quant::BuildStageFits(model_->weights(), stats, options_.units, fingerprint);
-  } catch (const c10::Error& e) {
-    return absl::InternalError(absl::StrCat("fitting the stage: ", e.what_without_backtrace()));
-  }
-  if (!fits.ok()) return fits.status();
-  if (!options_.cache_dir.empty()) {
-    std::error_code ec;
-    std::filesystem::create_directories(options_.cache_dir, ec);
-    v1::UnitTable proto;
-    fits->table().ToProto(&proto);
-    // Fits first: a table file without its fits is never read.
-    WQ_RETURN_IF_ERROR(fits->Save(CachePath(fingerprint, ".fits.safetensors")));
-    WQ_RETURN_IF_ERROR(
-        base::WriteFileAtomic(CachePath(fingerprint, ".table.pb"), proto.SerializeAsString()));
-  }
-  quant::UnitTable table = fits->table();
-  fits->set_compensation(std::move(factors));
-  WQ_RETURN_IF_ERROR(SetFits(*std::move(fits), std::move(stats)));
+  absl::MutexLock lock(&calib_mu_);
+  // The table fingerprint is the stage's cache identity too (all the actor knows of the
+  // model beyond its own layers).
+  WQ_ASSIGN_OR_RETURN(quant::StageQuantization fitted,
+                      fitter_.FinishPass(fingerprint, fingerprint));
+  WQ_RETURN_IF_ERROR(fitted.cache_write);
+  quant::UnitTable table = fitted.fits.table();
+  WQ_RETURN_IF_ERROR(SetFits(std::move(fitted.fits), std::move(fitted.stats)));
   return table;
 }
 
@@ -150,26 +110,18 @@ absl::Status StageWorker::SetFits(quant::StageFits fits, quant::ActivationStats 
 
 absl::Status StageWorker::LoadCachedFits(const std::string& fingerprint) {
   if (options_.cache_dir.empty()) return absl::NotFoundError("no fit cache configured");
-  if (options_.compensation != "none") {
+  if (options_.compensation != quant::Compensation::kNone) {
     return absl::NotFoundError("error compensation needs the calibration pass");
   }
-  const std::string table_path = CachePath(fingerprint, ".table.pb");
-  if (!std::filesystem::exists(table_path)) {
-    return absl::NotFoundError(absl::StrCat("no cached fits at ", table_path));
+  absl::StatusOr<quant::CachedQuantization> hit;
+  {
+    absl::MutexLock lock(&calib_mu_);
+    hit = fitter_.LoadCached(fingerprint);
   }
-  WQ_ASSIGN_OR_RETURN(std::string bytes, base::ReadFile(table_path));
-  v1::UnitTable proto;
-  if (!proto.ParseFromString(bytes)) {
-    return absl::DataLossError(absl::StrCat(table_path, ": not a UnitTable"));
-  }
-  WQ_ASSIGN_OR_RETURN(quant::UnitTable table, quant::UnitTable::FromProto(proto));
-  if (table.fingerprint != fingerprint) {
-    return absl::NotFoundError(absl::StrCat(table_path, ": other fingerprint"));
-  }
-  WQ_ASSIGN_OR_RETURN(
-      quant::StageFits fits,
-      quant::StageFits::Load(CachePath(fingerprint, ".fits.safetensors"), std::move(table)));
-  return SetFits(std::move(fits), quant::ActivationStats());
+  if (!hit.ok()) return hit.status();
+  hit->fits.set_fingerprint(fingerprint);
+  // No statistics: the fits did not come from a pass of this worker.
+  return SetFits(std::move(hit->fits), quant::ActivationStats());
 }
 
 absl::StatusOr<quant::UnitTable> StageWorker::table() const {

@@ -11,19 +11,21 @@
 // (quant::QuantizedStage::PlanModel); the plan models are kept per plan id
 // (LRU, `plan_cache_size`; each holds only its actions; with compensation one plan,
 // which holds its compensated layers' codes, 1 byte per weight: quant/quantized_stage.h).
-// Fit cache: when `cache_dir` is set the fits and the stage table are saved
-// there under the fingerprint, and a restarted actor reloads them instead of
-// waiting for a new calibration pass.
+// Calibration, compensation, fits and the fit cache are quant::StageFitter's, the one
+// path every layer range takes (QuantizationSession runs the same over all layers):
+// when `cache_dir` is set the stage's table, fits and statistics are stored there
+// (quant/unit_table_cache.h, keyed by the table fingerprint and the stage's layers),
+// and a restarted actor reloads them instead of waiting for a new calibration pass.
 // Memory: the stage's weights in their stored dtype (2 bytes per weight for
 // BF16) and, once fitted, its StageFits (~0.13 bytes per weight at chunk 128),
 // for the worker's life (with compensation also the inverse-Hessian factors, packed:
 // 2 bytes x in^2 per input kind per layer, ~1.2-1.3 x the BF16 weight bytes: quant/gptq.h;
 // and during the calibration pass the stage's input batches, 4 bytes x tokens x hidden,
-// turned into the factors one layer at a time); during a forward, 4 bytes per weight of
-// the layer being computed, per concurrent forward.
+// turned into the factors one layer at a time: quant/stage_fitter.h); during a forward,
+// 4 bytes per weight of the layer being computed, per concurrent forward.
 //
 // Thread-safety: all methods are thread-safe. Forward calls run concurrently;
-// calibration calls are serialised.
+// calibration calls (and the fit that ends a pass) are serialised.
 #ifndef WINDQUANT_COMMON_STAGE_STAGE_WORKER_H_
 #define WINDQUANT_COMMON_STAGE_STAGE_WORKER_H_
 
@@ -40,11 +42,11 @@
 #include "absl/synchronization/mutex.h"
 #include "common/model/llama_model.h"
 #include "common/quant/calibration.h"
-#include "common/quant/gptq.h"
+#include "common/quant/compensation.h"
 #include "common/quant/quantized_stage.h"
 #include "common/quant/stage_fits.h"
+#include "common/quant/stage_fitter.h"
 #include "common/quant/unit_table.h"
-#include "common/quant/unit_table_builder.h"
 #include "common/quant/unit_table_options.h"
 
 namespace windquant::stage {
@@ -59,10 +61,10 @@ struct StageWorkerOptions {
   quant::UnitTableOptions units;  // quant.chunk_size, quant.salient_fraction
   std::string cache_dir;          // quant.cache_dir; empty = no fit cache
   int plan_cache_size = 4;        // plans kept applied
-  // quant.compensation: "gptq" collects the calibration Hessians in the calibration pass
-  // and applies plans with error compensation (quant/gptq.h); the fit cache is then not
-  // read (the Hessians are not cached).
-  std::string compensation = "none";
+  // quant.compensation: kGptq collects the stage's inputs in the calibration pass for the
+  // factors and applies plans with error compensation (quant/gptq.h); the fit cache is
+  // then not read at a restart (the factors are not cached).
+  quant::Compensation compensation = quant::Compensation::kNone;
 };
 
 class StageWorker {
@@ -90,10 +92,12 @@ class StageWorker {
   // FAILED_PRECONDITION without StartCalibration; INVALID_ARGUMENT for a bad shape.
   absl::StatusOr<at::Tensor> Calibrate(const at::Tensor& hidden);
   // Fits the shard from the statistics so far and returns its unit table
-  // (fingerprint stored in it). FAILED_PRECONDITION when nothing was calibrated.
+  // (fingerprint stored in it; the fit cache entry is keyed by it and the stage's layers).
+  // FAILED_PRECONDITION when nothing was calibrated; StageFitter::FinishPass's errors, and
+  // the cache's when the entry cannot be written.
   absl::StatusOr<quant::UnitTable> FinishCalibration(const std::string& fingerprint);
   // Loads fits saved by an earlier FinishCalibration for `fingerprint`;
-  // NOT_FOUND when there are none.
+  // NOT_FOUND when there are none (or with compensation); DATA_LOSS for an unusable entry.
   absl::Status LoadCachedFits(const std::string& fingerprint);
 
   // The stage table once fitted, else FAILED_PRECONDITION.
@@ -123,19 +127,14 @@ class StageWorker {
   StageWorker(model::LlamaWeights weights, const StageWorkerOptions& options);
   absl::StatusOr<std::shared_ptr<const model::LlamaModel>> PlanModel(
       const std::string& plan_id, const std::shared_ptr<const std::vector<int>>& actions);
-  std::string CachePath(const std::string& fingerprint, const std::string& suffix) const;
   absl::Status SetFits(quant::StageFits fits, quant::ActivationStats stats);
 
   const StageWorkerOptions options_;
   const std::shared_ptr<const model::LlamaModel> model_;
 
   mutable absl::Mutex calib_mu_;
-  std::unique_ptr<quant::Calibrator> calibrator_ ABSL_GUARDED_BY(calib_mu_);
-  // With compensation: the calibration batches entering the stage (4 bytes * tokens *
-  // hidden), turned into the inverse-Hessian factors one layer at a time when the pass
-  // finishes (quant::GptqFactors::FromInputs), instead of every layer's Hessians at once.
-  bool collect_inputs_ ABSL_GUARDED_BY(calib_mu_) = false;
-  std::vector<at::Tensor> calib_inputs_ ABSL_GUARDED_BY(calib_mu_);
+  // The calibration pass, the factors, the fits and the fit cache of the stage's layers.
+  quant::StageFitter fitter_ ABSL_GUARDED_BY(calib_mu_);
 
   mutable absl::Mutex mu_;
   std::shared_ptr<const quant::QuantizedStage> stage_ ABSL_GUARDED_BY(mu_);

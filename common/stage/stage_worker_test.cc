@@ -118,7 +118,7 @@ TEST_F(StageWorkerTest, RestartedWorkerReloadsCachedFits) {
   auto a = StageWorker::Create(o);
   ASSERT_TRUE(a.ok());
   EXPECT_THAT((*a)->LoadCachedFits("fp"),
-              StatusIs(absl::StatusCode::kNotFound, "no cached fits at " + dir));
+              StatusIs(absl::StatusCode::kNotFound, "unit table cache: no entry " + dir));
   (*a)->StartCalibration();
   ASSERT_TRUE((*a)->Calibrate(hidden_).ok());
   auto table = (*a)->FinishCalibration("fp");
@@ -135,6 +135,12 @@ TEST_F(StageWorkerTest, RestartedWorkerReloadsCachedFits) {
   auto y = (*b)->Forward("p", actions, hidden_);
   ASSERT_TRUE(x.ok() && y.ok());
   EXPECT_TRUE(at::equal(*x, *y));
+  // One entry per layer range: another stage of the same fingerprint misses it.
+  StageWorkerOptions other = o;
+  other.end_layer = 1;
+  auto c = StageWorker::Create(other);
+  ASSERT_TRUE(c.ok());
+  EXPECT_THAT((*c)->LoadCachedFits("fp"), StatusIs(absl::StatusCode::kNotFound));
 }
 
 // With quant.compensation gptq the calibration pass also collects the Hessians and plans
@@ -143,7 +149,7 @@ TEST_F(StageWorkerTest, RestartedWorkerReloadsCachedFits) {
 // precision than without. The Hessians are not cached, so the fit cache is not read.
 TEST_F(StageWorkerTest, CompensationLowersThePlanErrorOnTheCalibrationInputs) {
   std::array<at::Tensor, 2> two;
-  for (const char* comp : {"none", "gptq"}) {
+  for (const quant::Compensation comp : {quant::Compensation::kNone, quant::Compensation::kGptq}) {
     StageWorkerOptions o;
     o.model_dir = ModelDir();
     o.first_layer = 1;
@@ -156,7 +162,7 @@ TEST_F(StageWorkerTest, CompensationLowersThePlanErrorOnTheCalibrationInputs) {
     (*w)->StartCalibration();
     ASSERT_TRUE((*w)->Calibrate(hidden_).ok());
     ASSERT_TRUE((*w)->FinishCalibration("comp").ok());
-    const bool gptq = std::string(comp) == "gptq";
+    const bool gptq = comp == quant::Compensation::kGptq;
     EXPECT_EQ((*w)->stage()->fits().compensation() != nullptr, gptq);
     if (gptq) {
       EXPECT_THAT((*w)->LoadCachedFits("comp"),

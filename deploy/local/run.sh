@@ -48,7 +48,7 @@ parse_args() {
   done
   [[ -n "$CONFIG" ]] || { echo "run.sh: --config is required" >&2; exit 2; }
   [[ -n "$BIN" ]] || { echo "run.sh: --bin (build directory) is required" >&2; exit 2; }
-  for b in learner/windquant-learner evaluator/windquant-evaluator actor/windquant-actor; do
+  for b in services/windquant-learner services/windquant-evaluator services/windquant-actor; do
     [[ -x "$BIN/$b" ]] || { echo "run.sh: $BIN/$b not built" >&2; exit 2; }
   done
   OUT="${OUT:-$(mktemp -d /tmp/wq-run.XXXXXX)}"
@@ -78,19 +78,19 @@ plan_topology() {
 }
 
 start_learner() {
-  "$BIN/learner/windquant-learner" "${COMMON[@]}" "${LEARNER_SETS[@]+"${LEARNER_SETS[@]}"}" \
+  "$BIN/services/windquant-learner" "${COMMON[@]}" "${LEARNER_SETS[@]+"${LEARNER_SETS[@]}"}" \
     --metrics-port "${METRICS_PORTS[learner]}" \
     >>"$OUT/logs/learner.out" 2>>"$OUT/logs/learner.log" &
   PIDS[learner]=$!
 }
 start_evaluator() {
-  "$BIN/evaluator/windquant-evaluator" "${COMMON[@]}" --metrics-port "${METRICS_PORTS[evaluator]}" \
+  "$BIN/services/windquant-evaluator" "${COMMON[@]}" --metrics-port "${METRICS_PORTS[evaluator]}" \
     >>"$OUT/logs/evaluator.out" 2>>"$OUT/logs/evaluator.log" &
   PIDS[evaluator]=$!
 }
 start_actor() {  # stage replica
   local name="actor-s$1-r$2"
-  "$BIN/actor/windquant-actor" "${COMMON[@]}" --set "service.stage=$1" --set "service.replica=$2" \
+  "$BIN/services/windquant-actor" "${COMMON[@]}" --set "service.stage=$1" --set "service.replica=$2" \
     --metrics-port "${METRICS_PORTS[$name]}" >>"$OUT/logs/$name.out" 2>>"$OUT/logs/$name.log" &
   PIDS[$name]=$!
 }

@@ -1,20 +1,21 @@
-// windquant-learner: merges the unit table, runs PPO, publishes policies,
-// keeps the best plan and checkpoints (DESIGN.md section 5). The process's
-// skeleton (flags, /metrics, signals, exit codes) is common/service/service_main.h.
+// windquant-learner's role (service_roles.h).
 #include <algorithm>
+#include <memory>
+#include <string>
 
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "common/base/status_macros.h"
 #include "common/net/channel.h"
 #include "common/quant/table_fingerprint.h"
-#include "common/service/service_main.h"
 #include "common/store/s3_environment.h"
 #include "job/learner_options.h"
+#include "job/service_roles.h"
 #include "job/service_run_config.h"
 #include "learner/learner_node.h"
 #include "learner/run_publisher.h"
 
-namespace wq = windquant;
-
+namespace windquant::job {
 namespace {
 
 // What the store has not taken yet gets most of the grace period
@@ -37,32 +38,30 @@ constexpr char kUsage[] =
 // The run's table fingerprint from the config; "" (any) when it cannot be
 // computed. Actors may hold fits of another calibration or build in their
 // cache: with the run's fingerprint known, those are refused, not merged.
-std::string ExpectedTableFingerprint(const wq::config::RunConfig& c, const wq::base::LogSink& log) {
-  absl::StatusOr<std::string> fp =
-      wq::quant::RunTableFingerprint(c.model.dir, c.quant, c.calibration);
+std::string ExpectedTableFingerprint(const config::RunConfig& c, const base::LogSink& log) {
+  absl::StatusOr<std::string> fp = quant::RunTableFingerprint(c.model.dir, c.quant, c.calibration);
   if (fp.ok()) return *fp;
   log(absl::StrCat("windquant-learner: stage tables not checked against the run's fingerprint: ",
                    fp.status().message()));
   return "";
 }
 
-class LearnerService : public wq::service::Service {
+class LearnerRoleService : public service::Service {
  public:
-  static absl::StatusOr<std::unique_ptr<wq::service::Service>> Create(
-      const wq::config::RunConfig& c, wq::metrics::Registry* registry,
-      const wq::base::LogSink& log) {
-    auto s = std::make_unique<LearnerService>();
+  static absl::StatusOr<std::unique_ptr<service::Service>> Create(const config::RunConfig& c,
+                                                                  metrics::Registry* registry,
+                                                                  const base::LogSink& log) {
+    auto s = std::make_unique<LearnerRoleService>();
     // The artifact store: the run's results, and its checkpoint when this disk is lost.
     if (!c.output.store.empty()) {
-      wq::learner::RunPublisherOptions po = wq::job::RunPublisherOptionsFrom(c);
-      po.s3 = wq::store::S3OptionsFromEnvironment();
+      learner::RunPublisherOptions po = RunPublisherOptionsFrom(c);
+      po.s3 = store::S3OptionsFromEnvironment();
       po.log = log;
-      WQ_ASSIGN_OR_RETURN(s->publisher_, wq::learner::RunPublisher::Open(std::move(po)));
+      WQ_ASSIGN_OR_RETURN(s->publisher_, learner::RunPublisher::Open(std::move(po)));
     }
-    WQ_ASSIGN_OR_RETURN(s->evaluator_, wq::net::MakeChannelFromConfig(
+    WQ_ASSIGN_OR_RETURN(s->evaluator_, net::MakeChannelFromConfig(
                                            c.service, c.service.evaluator_address, registry));
-    wq::learner::LearnerNodeOptions node_options =
-        wq::job::LearnerNodeOptionsFrom(c, /*write_final=*/true);
+    learner::LearnerNodeOptions node_options = LearnerNodeOptionsFrom(c, /*write_final=*/true);
     node_options.publisher = s->publisher_.get();
     node_options.expected_table_fingerprint = ExpectedTableFingerprint(c, log);
     // The export of the result is pulled from the actors (service.actor_addresses,
@@ -71,14 +70,13 @@ class LearnerService : public wq::service::Service {
       const size_t stage = i / static_cast<size_t>(std::max(1, c.service.replicas));
       if (node_options.export_actors.size() <= stage) node_options.export_actors.emplace_back();
       const std::string& address = c.service.actor_addresses[i];
-      WQ_ASSIGN_OR_RETURN(auto channel,
-                          wq::net::MakeChannelFromConfig(c.service, address, registry));
+      WQ_ASSIGN_OR_RETURN(auto channel, net::MakeChannelFromConfig(c.service, address, registry));
       node_options.export_actors[stage].channels.push_back(std::move(channel));
       node_options.export_actors[stage].names.push_back(absl::StrCat("actor ", address));
     }
-    WQ_ASSIGN_OR_RETURN(s->node_,
-                        wq::learner::LearnerNode::Create(std::move(node_options),
-                                                         c.service.learner_address, registry, log));
+    WQ_ASSIGN_OR_RETURN(
+        s->node_, learner::LearnerNode::Create(std::move(node_options), c.service.learner_address,
+                                               registry, log));
     return s;
   }
   absl::Status Start() override {
@@ -92,15 +90,16 @@ class LearnerService : public wq::service::Service {
   }
 
  private:
-  std::unique_ptr<wq::learner::RunPublisher> publisher_;
+  std::unique_ptr<learner::RunPublisher> publisher_;
   std::shared_ptr<grpc::Channel> evaluator_;
-  std::unique_ptr<wq::learner::LearnerNode> node_;
+  std::unique_ptr<learner::LearnerNode> node_;
 };
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  return wq::service::RunServiceMain(argc, argv,
-                                     {"windquant-learner", "learner_port", kUsage,
-                                      wq::job::RunConfigLoader(&LearnerService::Create)});
+service::ServiceMainOptions LearnerRole() {
+  return {"windquant-learner", "learner_port", kUsage,
+          RunConfigLoader(&LearnerRoleService::Create)};
 }
+
+}  // namespace windquant::job
