@@ -9,6 +9,7 @@
 #include "common/model/llama_model.h"
 
 #include "common/testing/status_matchers.h"
+#include "common/testing/tiny_weights.h"
 
 namespace windquant::quant {
 namespace {
@@ -20,30 +21,13 @@ using ::windquant::testing::StatusIs;
 // (s = the sum of the normalized input), and down = 3e38 sums 24 of them past
 // the float range, so the residual stream becomes Inf on every token.
 model::LlamaWeights TinyWeights(bool overflow) {
-  model::LlamaConfig c;
-  c.hidden_size = 16;
-  c.intermediate_size = 24;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 4;
-  c.num_key_value_heads = 2;
-  c.head_dim = 4;
-  c.vocab_size = 32;
-  at::manual_seed(3);
-  const std::vector<std::vector<int64_t>> shapes = {{16, 16}, {8, 16},  {8, 16}, {16, 16},
-                                                    {24, 16}, {24, 16}, {16, 24}};
-  model::LlamaWeights w;
-  w.config = c;
-  for (int l = 0; l < 2; ++l) {
-    model::LayerWeights lw;
-    for (int m = 0; m < model::kNumMatrices; ++m) lw.linear[m] = at::randn(shapes[m]) * 0.2;
-    if (overflow) {
+  model::LlamaWeights w = testing::TinyLayerWeights(2);
+  if (overflow) {
+    for (model::LayerWeights& lw : w.layers) {
       lw.at(model::Matrix::kGate).fill_(1.0f);
       lw.at(model::Matrix::kUp).fill_(1.0f);
       lw.at(model::Matrix::kDown).fill_(3e38f);
     }
-    lw.input_layernorm = at::ones({16});
-    lw.post_attention_layernorm = at::ones({16});
-    w.layers.push_back(std::move(lw));
   }
   return w;
 }
