@@ -99,7 +99,14 @@ TEST(QuantizeReproducibleTest, SameConfigAndSeedSamePlansAndNumbers) {
   const json a = ReadJson(tmp / "a/report.json"), b = ReadJson(tmp / "b/report.json");
   ASSERT_TRUE(a.is_object() && b.is_object()) << log_a << "\n" << log_b;
 
-  const auto ea = Evaluated(tmp / "a/plans.jsonl"), eb = Evaluated(tmp / "b/plans.jsonl");
+  // Plans reach the evaluator two ways (the actors' episodes, the learner's candidates),
+  // and which of two plans in flight at once it measures first is timing (one path is
+  // issue 34's open item): each path's evaluations are compared in their own order.
+  auto ea = Evaluated(tmp / "a/plans.jsonl"), eb = Evaluated(tmp / "b/plans.jsonl");
+  for (auto* e : {&ea, &eb}) {
+    std::stable_partition(e->begin(), e->end(),
+                          [](const auto& x) { return x.first.rfind("actor-", 0) == 0; });
+  }
   ASSERT_GE(ea.size(), 12u) << "3 updates of 4 episodes, the reference and greedy plans";
   ASSERT_EQ(ea.size(), eb.size());
   for (size_t i = 0; i < ea.size(); ++i) {
