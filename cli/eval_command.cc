@@ -5,6 +5,7 @@
 #include <ATen/Parallel.h>
 
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,8 @@ constexpr char kUsage[] =
     "  --threads N        intra-op threads (0 = library default)\n"
     "  --device D         where the model computes: cpu, cuda or cuda:N (cpu; with --plan\n"
     "                     the config's model.device)\n"
+    "  --dtype T          what it computes in: float32 or bfloat16 (bfloat16 on cuda, else\n"
+    "                     float32; with --plan the config's model.compute_dtype)\n"
     "  --json             print one JSON object instead of text\n"
     "  --plan PLAN        apply a quantization plan (plan.json / plan.bin) first; needs\n"
     "                     --config FILE, whose unit table (cache or fitted) the plan is\n"
@@ -76,6 +79,16 @@ void Print(const job::TextPerplexityRequest& q, const job::TextPerplexity& p, bo
   std::printf("throughput   %.0f tokens/s (%.2f s)\n", r.tokens_per_s, r.seconds);
 }
 
+// --dtype's value, checked before anything is opened (as --device is).
+absl::StatusOr<model::ComputeDtype> ParseDtypeFlag(const std::string& value) {
+  const std::optional<model::ComputeDtype> dtype = model::ParseComputeDtype(value);
+  if (!dtype.has_value()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--dtype: ", value, ", must be float32 or bfloat16"));
+  }
+  return *dtype;
+}
+
 // "B:E" -> {B, E}: non-negative, and E > B unless E is 0 (the end).
 absl::StatusOr<std::vector<int64_t>> ParseTokenRange(const std::string& v) {
   const std::vector<std::string> parts = absl::StrSplit(v, ':');
@@ -104,6 +117,7 @@ absl::Status RunEval(Args& args) {
   WQ_ASSIGN_OR_RETURN(q.batch, args.GetInt("batch", q.batch));
   WQ_ASSIGN_OR_RETURN(const int64_t threads, args.GetInt("threads", 0));
   const std::string device = args.Get("device");
+  const std::string dtype = args.Get("dtype");
   const bool json = args.Has("json");
   WQ_RETURN_IF_ERROR(args.Finish());
   // --plan: the model of the run config, whose flags default to its keys.
@@ -123,14 +137,23 @@ absl::Status RunEval(Args& args) {
       WQ_RETURN_IF_ERROR(config::CheckDeviceFlag("--device", device));
       cfg.model.compute.device = device;
     }
+    if (!dtype.empty()) {
+      WQ_ASSIGN_OR_RETURN(cfg.model.compute.dtype, ParseDtypeFlag(dtype));
+    }
     WQ_RETURN_IF_ERROR(config::CheckThisMachine(cfg.model));
     q.compute = cfg.model.compute;
     q.config = &cfg;
   } else if (!config_path.empty() || !sets.empty()) {
     return absl::InvalidArgumentError("--config and --set are only used with --plan");
-  } else if (!device.empty()) {
-    WQ_RETURN_IF_ERROR(config::CheckDeviceFlag("--device", device));
-    q.compute.device = device;
+  } else {
+    if (!device.empty()) {
+      WQ_RETURN_IF_ERROR(config::CheckDeviceFlag("--device", device));
+      q.compute.device = device;
+    }
+    q.compute.dtype = model::DefaultComputeDtype(q.compute.device);
+    if (!dtype.empty()) {
+      WQ_ASSIGN_OR_RETURN(q.compute.dtype, ParseDtypeFlag(dtype));
+    }
   }
   if (!q.quantized_dir.empty()) {
     if (!q.model_dir.empty() || !q.plan_path.empty()) {

@@ -88,6 +88,11 @@ TEST_F(MachineCheckTest, MissingDeviceOrTooManyThreadsIsOneLineBeforeAnyWork) {
                 1, "--device: cuda:99, but this machine has");
   ExpectRefused("cli/windquant", "eval --model no-such-model --text no-such.txt --device tpu", 1,
                 "--device: tpu, must be cpu, cuda or cuda:N");
+  // --dtype is checked as --device is, before the model is opened, and so is the key.
+  ExpectRefused("cli/windquant", "eval --model no-such-model --text no-such.txt --dtype fp16", 1,
+                "--dtype: fp16, must be float32 or bfloat16");
+  ExpectRefused("cli/windquant", "quantize --config run.yaml --set model.compute_dtype=fp16", 1,
+                "model.compute_dtype: must be float32 or bfloat16, got 'fp16'");
   if (machine.cuda_devices > 0) {
     GTEST_SKIP() << "this machine has a CUDA device: model.device=cuda is legitimate";
   }

@@ -32,6 +32,7 @@ template <typename V>
 void VisitFields(V& v, RunConfig& c) {
   v.Field("model.dir", &c.model.dir);
   v.Field("model.device", &c.model.compute.device);
+  v.Field("model.compute_dtype", &c.model.compute.dtype);
   v.Field("model.threads", &c.model.threads);
   v.Field("calibration.text", &c.calibration.text);
   v.Field("calibration.tokens", &c.calibration.tokens);
@@ -127,6 +128,7 @@ class Reader {
     if (!status_.ok()) return;
     YAML::Node node = Lookup(path);
     if (!node.IsDefined() || node.IsNull()) return;  // keep the default
+    given_.insert(path);
     ReadValue(path, node, out);
   }
 
@@ -153,6 +155,8 @@ class Reader {
 
   const absl::Status& status() const { return status_; }
   const YAML::Node& root() const { return root_; }
+  // Whether the YAML (or an override) gave `path` a value.
+  bool Given(const std::string& path) const { return given_.count(path) > 0; }
 
  private:
   YAML::Node Lookup(const std::string& path) {
@@ -194,6 +198,16 @@ class Reader {
     if (!value.has_value()) Fail(absl::StrCat(path, ": must be none or gptq, got '", name, "'"));
   }
 
+  void ReadValue(const std::string& path, const YAML::Node& node, model::ComputeDtype* out) {
+    std::string name;
+    ReadValue(path, node, &name);
+    const std::optional<model::ComputeDtype> value = model::ParseComputeDtype(name);
+    if (value.has_value()) *out = *value;
+    if (!value.has_value()) {
+      Fail(absl::StrCat(path, ": must be float32 or bfloat16, got '", name, "'"));
+    }
+  }
+
   template <typename T>
   void ReadValue(const std::string& path, const YAML::Node& node, std::vector<T>* out) {
     if (!node.IsSequence()) return Fail(absl::StrCat(path, ": expected a list"));
@@ -211,6 +225,7 @@ class Reader {
 
   YAML::Node root_;
   std::set<std::string> known_;
+  std::set<std::string> given_;
   absl::Status status_;
 };
 
@@ -233,6 +248,7 @@ class Printer {
   static std::string Format(quant::Compensation c) {
     return std::string(quant::CompensationName(c));
   }
+  static std::string Format(model::ComputeDtype d) { return model::ComputeDtypeName(d); }
   template <typename T>
   static std::string Format(const std::vector<T>& v) {
     std::vector<std::string> parts;
@@ -355,6 +371,10 @@ absl::StatusOr<RunConfig> ParseRunConfig(const std::string& yaml_text, const std
   Reader reader(root);
   VisitFields(reader, config);
   reader.CheckUnknown(reader.root(), "");
+  // model.compute_dtype's default follows model.device (bfloat16 on CUDA).
+  if (!reader.Given("model.compute_dtype")) {
+    config.model.compute.dtype = model::DefaultComputeDtype(config.model.compute.device);
+  }
   if (!reader.status().ok()) {
     return absl::InvalidArgumentError(absl::StrCat(source, ": ", reader.status().message()));
   }

@@ -25,7 +25,7 @@ namespace windquant::config {
 
 struct ModelConfig {
   std::string dir;                // Hugging Face checkpoint directory
-  model::ComputeOptions compute;  // model.device: where every model of the run computes
+  model::ComputeOptions compute;  // model.device, model.compute_dtype (dtype by device)
   int threads = 0;                // intra-op threads; 0 = all cores
 };
 

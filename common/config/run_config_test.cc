@@ -51,6 +51,34 @@ TEST(RunConfigTest, CompensationIsParsedToItsEnum) {
   EXPECT_EQ(g->quant.compensation, quant::Compensation::kGptq);
 }
 
+// model.compute_dtype: float32 | bfloat16, by default bfloat16 on CUDA and float32 on
+// the CPU; an explicit value wins over the device's default.
+TEST(RunConfigTest, ComputeDtypeDefaultsByDeviceAndIsParsedToItsEnum) {
+  const auto dtype_of = [](const std::vector<std::string>& sets) {
+    auto c = ParseRunConfig(kMinimal, "run.yaml", sets);
+    EXPECT_TRUE(c.ok()) << c.status();
+    return c.ok() ? c->model.compute.dtype : model::ComputeDtype::kFloat32;
+  };
+  EXPECT_EQ(dtype_of({}), model::ComputeDtype::kFloat32);
+  EXPECT_EQ(dtype_of({"model.device=cuda"}), model::ComputeDtype::kBFloat16);
+  EXPECT_EQ(dtype_of({"model.device=cuda:1"}), model::ComputeDtype::kBFloat16);
+  EXPECT_EQ(dtype_of({"model.compute_dtype=bfloat16"}), model::ComputeDtype::kBFloat16);
+  EXPECT_EQ(dtype_of({"model.device=cuda", "model.compute_dtype=float32"}),
+            model::ComputeDtype::kFloat32);
+  auto c = ParseRunConfig(kMinimal, "run.yaml", {"model.compute_dtype=bfloat16"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_NE(CanonicalText(*c).find("model.compute_dtype=bfloat16\n"), std::string::npos);
+}
+
+TEST(RunConfigTest, RejectsABadComputeDtypeInOneLineNamingTheKey) {
+  for (const std::string bad : {"fp16", "bf16", "Float32", "1"}) {
+    const std::string error = ErrorOf(kMinimal, {"model.compute_dtype=" + bad});
+    EXPECT_EQ(error, "run.yaml: model.compute_dtype: must be float32 or bfloat16, got '" + bad +
+                         "'");
+    EXPECT_EQ(error.find('\n'), std::string::npos);
+  }
+}
+
 // training.screen_samples: 0 and 1 are off (one sample per episode sent), K > 1 draws K.
 TEST(RunConfigTest, ScreeningIsOnFromTwoSamples) {
   TrainingConfig t;

@@ -16,6 +16,9 @@ std::string RunDefiningText(const RunConfig& config) {
         absl::StartsWith(line, "training.checkpoint_every_updates=")) {
       continue;
     }
+    // float32 runs keep the digest and fingerprint they had before model.compute_dtype
+    // existed (their checkpoints still resume); a bfloat16 run is another run.
+    if (line == "model.compute_dtype=float32") continue;
     absl::StrAppend(&kept, line, "\n");
   }
   return kept;

@@ -1,6 +1,7 @@
 // What identifies a run: the run config's text without the keys that only say
 // where output goes or how the process runs (output.*, model.threads,
-// service.*, training.checkpoint_every_updates), its digest, and the run's
+// service.*, training.checkpoint_every_updates; model.compute_dtype when float32, so
+// that float32 runs keep the identity they had before the key), its digest, and the run's
 // fingerprint (that text with the unit table's fingerprint: model +
 // calibration + quant config), which a checkpoint must match to be resumed.
 // The learner gets the text (its Options) and never the config itself.

@@ -21,6 +21,17 @@ TEST(RunFingerprintTest, IgnoresOutputKeysOnly) {
   EXPECT_NE(RunFingerprint("table", a), RunFingerprint("other", a));
 }
 
+// A bfloat16 run is another run; a float32 run is the run it was before the key existed.
+TEST(RunFingerprintTest, Bfloat16ComputeIsAnotherRun) {
+  RunConfig a;
+  EXPECT_EQ(RunDefiningText(a).find("model.compute_dtype"), std::string::npos);
+  RunConfig b = a;
+  b.model.compute.dtype = model::ComputeDtype::kBFloat16;
+  EXPECT_NE(RunDefiningText(b).find("model.compute_dtype=bfloat16\n"), std::string::npos);
+  EXPECT_NE(RunFingerprint("table", a), RunFingerprint("table", b));
+  EXPECT_NE(RunConfigDigest(a), RunConfigDigest(b));
+}
+
 TEST(RunFingerprintTest, TheConfigFormIsTheTextForm) {
   RunConfig c;
   c.curriculum.target_bits = {3.0, 2.5};

@@ -8,30 +8,48 @@
 #ifndef WINDQUANT_COMMON_MODEL_COMPUTE_OPTIONS_H_
 #define WINDQUANT_COMMON_MODEL_COMPUTE_OPTIONS_H_
 
+#include <optional>
 #include <string>
 
 namespace windquant::model {
 
-// The dtype a forward computes in (hidden states, activations, dequantized linears).
-// float32 only, for now: weights stay in their stored dtype and are widened per layer.
-enum class ComputeDtype { kFloat32 };
+// The dtype a forward computes in (hidden states, norm weights, RoPE tables, the mask,
+// activations, dequantized linears and hidden states on the wire). Weights stay in their
+// stored dtype and are cast per layer when it differs. Softmax, RMSNorm statistics,
+// logits and the loss are float32 whatever the compute dtype (as Hugging Face does).
+enum class ComputeDtype { kFloat32, kBFloat16 };
 
 struct ComputeOptions {
   // "cpu", "cuda" (the current CUDA device) or "cuda:N"; checked when the config loads
   // (names) and before work starts (config::CheckThisMachine: a device this machine has).
   std::string device = "cpu";
+  // model.compute_dtype; when the config does not say, DefaultComputeDtype(device).
   ComputeDtype dtype = ComputeDtype::kFloat32;
 
   bool cuda() const { return device.rfind("cuda", 0) == 0; }
 };
 
-// The config's name of a compute dtype ("float32").
+// float32 on the CPU (bit-identical to every earlier release), bfloat16 on CUDA.
+inline ComputeDtype DefaultComputeDtype(const std::string& device) {
+  return device.rfind("cuda", 0) == 0 ? ComputeDtype::kBFloat16 : ComputeDtype::kFloat32;
+}
+
+// The config's name of a compute dtype ("float32", "bfloat16").
 inline const char* ComputeDtypeName(ComputeDtype dtype) {
   switch (dtype) {
     case ComputeDtype::kFloat32:
       return "float32";
+    case ComputeDtype::kBFloat16:
+      return "bfloat16";
   }
   return "?";
+}
+
+// The dtype a config or flag names; nullopt for any other name.
+inline std::optional<ComputeDtype> ParseComputeDtype(const std::string& name) {
+  if (name == "float32") return ComputeDtype::kFloat32;
+  if (name == "bfloat16") return ComputeDtype::kBFloat16;
+  return std::nullopt;
 }
 
 }  // namespace windquant::model
