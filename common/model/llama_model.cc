@@ -27,21 +27,23 @@ at::Tensor ToDevice(const at::Tensor& t, at::Device device) {
   return t.to(device);
 }
 
-// FP32 view of a weight: the tensor itself when it is already FP32 (so training
-// keeps its autograd graph), else a widened copy.
-at::Tensor Widen(const at::Tensor& t) {
-  return t.scalar_type() == at::kFloat ? t : t.to(at::kFloat);
+// A weight in the compute dtype: the tensor itself when it already is (so training keeps
+// its autograd graph, and a BF16 checkpoint computing in BF16 is never copied), else a
+// cast copy.
+at::Tensor Cast(const at::Tensor& t, at::ScalarType dtype) {
+  return t.scalar_type() == dtype ? t : t.to(dtype);
 }
 
-// lm_head rows widened at a time when the head is not stored FP32: bounds the FP32
-// temporary to ~64 MB whatever the vocabulary.
+// lm_head rows cast at a time when the head is not stored in the compute dtype: bounds
+// the temporary to ~64 MB whatever the vocabulary.
 constexpr int64_t kHeadBlockBytes = 64 << 20;
 
-// HF LlamaRMSNorm: x * rsqrt(mean(x^2) + eps) * w, computed in fp32.
+// HF LlamaRMSNorm: the statistics in fp32, the normalized x back in x's dtype, times
+// w in that dtype (w * x.to(input_dtype)).
 at::Tensor RmsNorm(const at::Tensor& x, const at::Tensor& w, double eps) {
   const at::Tensor xf = x.to(at::kFloat);
   const at::Tensor var = xf.pow(2).mean(-1, /*keepdim=*/true);
-  return Widen(w) * (xf * at::rsqrt(var + eps)).to(x.scalar_type());
+  return Cast(w, x.scalar_type()) * (xf * at::rsqrt(var + eps)).to(x.scalar_type());
 }
 
 // [.., d] -> [.., d] with the halves swapped and the second negated.
@@ -50,16 +52,17 @@ at::Tensor RotateHalf(const at::Tensor& x) {
   return at::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
 }
 
-// cos/sin tables [positions, head_dim] (float32, CPU) for RoPE in the
+// cos/sin tables [positions, head_dim] (in `dtype`, CPU) for RoPE in the
 // rotate_half layout: angle(p, i) = p * inv_freq[i mod head_dim/2]. Computed in
-// double so that long positions keep their precision.
-void RopeCosSin(const LlamaConfig& c, int64_t positions, at::Tensor* cos, at::Tensor* sin) {
+// double so that long positions keep their precision, rounded once to `dtype`.
+void RopeCosSin(const LlamaConfig& c, int64_t positions, at::ScalarType dtype, at::Tensor* cos,
+                at::Tensor* sin) {
   const at::Tensor inv_freq = RopeInvFreq(c);  // [hd/2] double
   const at::Tensor pos = at::arange(positions, at::TensorOptions().dtype(at::kDouble));
   const at::Tensor freqs = at::outer(pos, inv_freq);   // [P, hd/2]
   const at::Tensor emb = at::cat({freqs, freqs}, -1);  // [P, hd]
-  *cos = emb.cos().to(at::kFloat);
-  *sin = emb.sin().to(at::kFloat);
+  *cos = emb.cos().to(dtype);
+  *sin = emb.sin().to(dtype);
 }
 
 }  // namespace
@@ -91,11 +94,22 @@ at::Tensor RopeInvFreq(const LlamaConfig& c) {
 
 at::Device TorchDevice(const ComputeOptions& compute) { return at::Device(compute.device); }
 
+at::ScalarType TorchDtype(const ComputeOptions& compute) {
+  return compute.dtype == ComputeDtype::kBFloat16 ? at::kBFloat16 : at::kFloat;
+}
+
+std::string DtypeName(at::ScalarType dtype) {
+  if (dtype == at::kFloat) return ComputeDtypeName(ComputeDtype::kFloat32);
+  if (dtype == at::kBFloat16) return ComputeDtypeName(ComputeDtype::kBFloat16);
+  return c10::toString(dtype);
+}
+
 LlamaModel::LlamaModel(LlamaWeights weights, const ComputeOptions& compute,
                        std::shared_ptr<const LinearSource> linears)
     : weights_(std::move(weights)),
       compute_(compute),
       device_(TorchDevice(compute)),
+      dtype_(TorchDtype(compute)),
       linears_(std::move(linears)) {
   const LlamaConfig& c = weights_.config;
   Require(c.hidden_size > 0 && c.num_attention_heads > 0, "hidden_size and heads must be > 0");
@@ -117,7 +131,7 @@ LlamaModel::LlamaModel(LlamaWeights weights, const ComputeOptions& compute,
   weights_.lm_head = tied ? weights_.embed_tokens : ToDevice(weights_.lm_head, device_);
 
   const int64_t positions = std::min(c.max_position_embeddings, kMaxTabulatedPositions);
-  RopeCosSin(weights_.config, std::max<int64_t>(positions, 1), &rope_cos_, &rope_sin_);
+  RopeCosSin(weights_.config, std::max<int64_t>(positions, 1), dtype_, &rope_cos_, &rope_sin_);
   rope_cos_ = rope_cos_.to(device_);
   rope_sin_ = rope_sin_.to(device_);
 }
@@ -133,17 +147,22 @@ std::array<at::Tensor, kNumMatrices> LlamaModel::LayerLinears(int64_t layer) con
   Require(layer >= first_layer() && layer < end_layer(),
           "layer " + std::to_string(layer) + " not in this stage");
   const LayerWeights& w = weights_.layers[layer - first_layer()];
-  if (linears_ != nullptr) return linears_->Linears(layer, w);
   std::array<at::Tensor, kNumMatrices> out;
-  for (int m = 0; m < kNumMatrices; ++m) out[m] = Widen(w.linear[m]);
+  if (linears_ != nullptr) {
+    out = linears_->Linears(layer, w);
+    // A source that hands back another dtype still computes in this model's.
+    for (at::Tensor& t : out) t = Cast(t, dtype_);
+    return out;
+  }
+  for (int m = 0; m < kNumMatrices; ++m) out[m] = Cast(w.linear[m], dtype_);
   return out;
 }
 
 at::Tensor LlamaModel::Embed(const at::Tensor& ids) const {
   Require(weights_.embed_tokens.defined(), "Embed() needs embed_tokens in this stage");
   Require(ids.dim() == 2, "ids must be [B, T]");
-  // Look up in the stored dtype, then widen only the rows used.
-  return Widen(at::embedding(weights_.embed_tokens, ids.to(device_, at::kLong)));
+  // Look up in the stored dtype, then cast only the rows used.
+  return Cast(at::embedding(weights_.embed_tokens, ids.to(device_, at::kLong)), dtype_);
 }
 
 at::Tensor LlamaModel::ForwardLayers(const at::Tensor& hidden, int64_t begin, int64_t end,
@@ -166,14 +185,14 @@ at::Tensor LlamaModel::ForwardLayers(const at::Tensor& hidden, int64_t begin, in
     cos = rope_cos_.narrow(0, 0, T);
     sin = rope_sin_.narrow(0, 0, T);
   } else {
-    RopeCosSin(c, T, &cos, &sin);
+    RopeCosSin(c, T, dtype_, &cos, &sin);
     cos = cos.to(device_);
     sin = sin.to(device_);
   }
   // Additive causal mask: 0 on and below the diagonal, -inf above; repeated
   // for the n_rep query heads that share a K/V head (rows are (rep, t)).
   const at::Tensor mask = at::full({T, T}, -std::numeric_limits<float>::infinity(),
-                                   at::TensorOptions().dtype(at::kFloat).device(device_))
+                                   at::TensorOptions().dtype(dtype_).device(device_))
                               .triu(1)
                               .repeat({n_rep, 1})
                               .expand({B * nkv, n_rep * T, T});
@@ -182,10 +201,10 @@ at::Tensor LlamaModel::ForwardLayers(const at::Tensor& hidden, int64_t begin, in
     if (hook != nullptr && *hook) (*hook)(layer, m, in);
   };
 
-  at::Tensor x = hidden.to(device_);
+  at::Tensor x = hidden.to(device_, dtype_);
   for (int64_t layer = begin; layer < end; ++layer) {
     const LayerWeights& w = weights_.layers[layer - first_layer()];
-    // This layer's FP32 linears; released at the end of the iteration.
+    // This layer's linears in the compute dtype; released at the end of the iteration.
     const std::array<at::Tensor, kNumMatrices> lin = LayerLinears(layer);
     auto L = [&](Matrix m) -> const at::Tensor& { return lin[static_cast<int>(m)]; };
     // --- attention ---
@@ -227,16 +246,20 @@ at::Tensor LlamaModel::Head(const at::Tensor& hidden) const {
   Require(weights_.final_norm.defined(), "Head() needs the final norm in this stage");
   const at::Tensor& head = weights_.lm_head.defined() ? weights_.lm_head : weights_.embed_tokens;
   Require(head.defined(), "Head() needs lm_head (or tied embed_tokens) in this stage");
-  const at::Tensor normed = RmsNorm(hidden.to(device_), weights_.final_norm, config().rms_norm_eps);
-  if (head.scalar_type() == at::kFloat) return at::linear(normed, head);
-  const int64_t rows = std::max<int64_t>(1, kHeadBlockBytes / (4 * head.size(1)));
-  if (rows >= head.size(0)) return at::linear(normed, head.to(at::kFloat));
+  const at::Tensor normed =
+      RmsNorm(hidden.to(device_, dtype_), weights_.final_norm, config().rms_norm_eps);
+  // The logits in the compute dtype (HF's lm_head), then float32 for the loss: a no-op
+  // in float32.
+  if (head.scalar_type() == dtype_) return at::linear(normed, head).to(at::kFloat);
+  const int64_t rows =
+      std::max<int64_t>(1, kHeadBlockBytes / (c10::elementSize(dtype_) * head.size(1)));
+  if (rows >= head.size(0)) return at::linear(normed, head.to(dtype_)).to(at::kFloat);
   std::vector<at::Tensor> blocks;
   for (int64_t r = 0; r < head.size(0); r += rows) {
     blocks.push_back(
-        at::linear(normed, head.slice(0, r, std::min(r + rows, head.size(0))).to(at::kFloat)));
+        at::linear(normed, head.slice(0, r, std::min(r + rows, head.size(0))).to(dtype_)));
   }
-  return at::cat(blocks, -1);
+  return at::cat(blocks, -1).to(at::kFloat);
 }
 
 at::Tensor LlamaModel::Logits(const at::Tensor& ids) const {

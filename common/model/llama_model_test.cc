@@ -3,6 +3,7 @@
 #include <c10/core/GradMode.h>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -15,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/model/checkpoint.h"
+#include "common/model/perplexity.h"
 #include "common/model/tokenizer.h"
 #include "common/testing/test_paths.h"
 
@@ -450,6 +452,45 @@ TEST(LlamaModelRealTest, GreedyDecodeFromBosMatchesReference) {
     ids.push_back(logits[0][-1].argmax().item<int64_t>());
   }
   EXPECT_EQ(ids, expected);
+}
+
+// bfloat16 compute (model.compute_dtype) against float32 on the real test model: the
+// perplexity within 2e-2 relative (issue 35; bf16 keeps 8 bits of mantissa, the softmax,
+// the norms' statistics and the loss stay float32).
+constexpr double kBf16PerplexityRelTolerance = 2e-2;
+
+TEST(LlamaModelRealTest, Bfloat16PerplexityIsWithinTwoPercentOfFloat32) {
+  const testing::TestModel m = testing::RealModel();
+  auto tok = Tokenizer::FromFile(m.dir + "/tokenizer.json");
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  const std::vector<int32_t> ids = (*tok)->Encode(ReadAll(m.text_path).substr(0, 40000));
+  PerplexityOptions o;
+  o.context = 128;
+  o.batch_size = 4;
+  o.max_tokens = 4096;
+  c10::NoGradGuard no_grad;
+  ComputeOptions f32, bf16;
+  bf16.dtype = ComputeDtype::kBFloat16;
+  const LlamaModel model32(LoadRealWeights(m.dir), f32);
+  const LlamaModel model16(LoadRealWeights(m.dir), bf16);
+  auto p32 = ComputePerplexity(model32, ids, o);
+  auto p16 = ComputePerplexity(model16, ids, o);
+  ASSERT_TRUE(p32.ok()) << p32.status();
+  ASSERT_TRUE(p16.ok()) << p16.status();
+  ASSERT_EQ(p32->tokens, p16->tokens);
+  EXPECT_GT(p32->tokens, 2000);
+  const double rel = std::abs(p16->perplexity - p32->perplexity) / p32->perplexity;
+  std::printf("%s perplexity over %lld tokens: float32 %.6f, bfloat16 %.6f (rel %.2e)\n",
+              m.name.c_str(), static_cast<long long>(p32->tokens), p32->perplexity,
+              p16->perplexity, rel);
+  EXPECT_LT(rel, kBf16PerplexityRelTolerance);
+  // And it really computed in bfloat16: the hidden states are bf16 and the logits differ.
+  const at::Tensor probe = at::tensor(std::vector<int64_t>(ids.begin(), ids.begin() + 16),
+                                      at::kLong)
+                               .unsqueeze(0);
+  EXPECT_EQ(model16.ForwardLayers(model16.Embed(probe), 0, 1).scalar_type(), at::kBFloat16);
+  EXPECT_EQ(model16.Logits(probe).scalar_type(), at::kFloat);
+  EXPECT_FALSE(at::equal(model16.Logits(probe), model32.Logits(probe)));
 }
 
 }  // namespace

@@ -10,17 +10,19 @@
 namespace windquant::quant {
 
 absl::StatusOr<std::shared_ptr<const PlanLinears>> PlanLinears::Create(
-    std::shared_ptr<const StageFits> fits, std::shared_ptr<const std::vector<int>> actions) {
+    std::shared_ptr<const StageFits> fits, std::shared_ptr<const std::vector<int>> actions,
+    at::ScalarType dtype) {
   if (fits == nullptr || actions == nullptr) {
     return absl::InvalidArgumentError("plan: no fits or no actions");
   }
   WQ_RETURN_IF_ERROR(fits->CheckPlan(*actions));
-  return std::shared_ptr<const PlanLinears>(new PlanLinears(std::move(fits), std::move(actions)));
+  return std::shared_ptr<const PlanLinears>(
+      new PlanLinears(std::move(fits), std::move(actions), dtype));
 }
 
 PlanLinears::PlanLinears(std::shared_ptr<const StageFits> fits,
-                         std::shared_ptr<const std::vector<int>> actions)
-    : fits_(std::move(fits)), actions_(std::move(actions)) {
+                         std::shared_ptr<const std::vector<int>> actions, at::ScalarType dtype)
+    : fits_(std::move(fits)), actions_(std::move(actions)), dtype_(dtype) {
   if (fits_->compensation() != nullptr) {
     codes_.reset(new LayerCodes[fits_->end_layer() - fits_->first_layer()]);
   }
@@ -151,8 +153,12 @@ std::array<at::Tensor, model::kNumMatrices> PlanLinears::Linears(
   } else {
     fits_->ApplyToLayer(layer, *actions_, &out);
   }
+  // To the compute dtype and the stored weights' device in one copy (none for float32
+  // on the CPU).
   for (int m = 0; m < model::kNumMatrices; ++m) {
-    if (stored.linear[m].device() != out[m].device()) out[m] = out[m].to(stored.linear[m].device());
+    if (stored.linear[m].device() != out[m].device() || out[m].scalar_type() != dtype_) {
+      out[m] = out[m].to(stored.linear[m].device(), dtype_);
+    }
   }
   return out;
 }
@@ -167,7 +173,7 @@ absl::StatusOr<std::shared_ptr<const model::LlamaModel>> ApplyPlan(
         ") for a model of layers [", model.first_layer(), ", ", model.end_layer(), ")"));
   }
   WQ_ASSIGN_OR_RETURN(std::shared_ptr<const PlanLinears> linears,
-                      PlanLinears::Create(std::move(fits), std::move(actions)));
+                      PlanLinears::Create(std::move(fits), std::move(actions), model.dtype()));
   return model.WithLinears(std::move(linears));
 }
 

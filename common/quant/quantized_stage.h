@@ -36,12 +36,16 @@ namespace windquant::quant {
 
 // model::LinearSource of a plan: the layer's full-precision weights widened to float32
 // (a copy), then every unit's chosen action dequantized in place (StageFits::ApplyToLayer);
-// with compensation, the layer is compensated once and its codes kept (see above).
+// with compensation, the layer is compensated once and its codes kept (see above). The
+// weights it hands out are cast to the compute dtype (`dtype`) on the way to the device
+// (one copy; none more in float32), so a bfloat16 forward holds 2 bytes per weight of
+// the layer on the device.
 class PlanLinears : public model::LinearSource {
  public:
   // INVALID_ARGUMENT when `actions` does not cover fits' units (StageFits::CheckPlan).
   static absl::StatusOr<std::shared_ptr<const PlanLinears>> Create(
-      std::shared_ptr<const StageFits> fits, std::shared_ptr<const std::vector<int>> actions);
+      std::shared_ptr<const StageFits> fits, std::shared_ptr<const std::vector<int>> actions,
+      at::ScalarType dtype = at::kFloat);
   std::array<at::Tensor, model::kNumMatrices> Linears(
       int64_t layer, const model::LayerWeights& stored) const override;
 
@@ -55,7 +59,7 @@ class PlanLinears : public model::LinearSource {
     std::vector<std::vector<uint16_t>> halves;
   };
   PlanLinears(std::shared_ptr<const StageFits> fits,
-              std::shared_ptr<const std::vector<int>> actions);
+              std::shared_ptr<const std::vector<int>> actions, at::ScalarType dtype);
   void Encode(int64_t layer, const std::array<at::Tensor, model::kNumMatrices>& w,
               LayerCodes* codes) const;
   // Writes the units of the layer (of matrix `only` when >= 0) into w's columns.
@@ -63,10 +67,12 @@ class PlanLinears : public model::LinearSource {
               std::array<at::Tensor, model::kNumMatrices>* w, int only = -1) const;
   std::shared_ptr<const StageFits> fits_;
   std::shared_ptr<const std::vector<int>> actions_;
+  at::ScalarType dtype_;
   std::unique_ptr<LayerCodes[]> codes_;  // [layer - first_layer], compensation only
 };
 
-// `model` with `actions` applied from `fits` (which must cover the model's layers).
+// `model` with `actions` applied from `fits` (which must cover the model's layers), its
+// linears in the model's compute dtype.
 // INVALID_ARGUMENT for a plan of the wrong length, an action out of range or fits of
 // other layers.
 absl::StatusOr<std::shared_ptr<const model::LlamaModel>> ApplyPlan(

@@ -57,8 +57,11 @@ absl::Status StageWorker::CheckHidden(const at::Tensor& hidden, const std::strin
   if (!hidden.defined() || hidden.dim() != 3) {
     return absl::InvalidArgumentError(absl::StrCat(field, ": must be [batch, seq, hidden]"));
   }
-  if (hidden.scalar_type() != at::kFloat) {
-    return absl::InvalidArgumentError(absl::StrCat(field, ": must be float32"));
+  if (hidden.scalar_type() != model_->dtype()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": ", model::DtypeName(hidden.scalar_type()),
+                     ", but this stage computes in ", model::DtypeName(model_->dtype()),
+                     " (model.compute_dtype)"));
   }
   if (hidden.size(2) != c.hidden_size) {
     return absl::InvalidArgumentError(

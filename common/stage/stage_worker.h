@@ -22,7 +22,7 @@
 // 2 bytes x in^2 per input kind per layer, ~1.2-1.3 x the BF16 weight bytes: quant/gptq.h;
 // and during the calibration pass the stage's input batches, 4 bytes x tokens x hidden,
 // turned into the factors one layer at a time: quant/stage_fitter.h); during a forward,
-// 4 bytes per weight of the layer being computed, per concurrent forward.
+// 4 bytes per weight of the layer being computed (2 in bfloat16), per concurrent forward.
 //
 // Thread-safety: all methods are thread-safe. Forward calls run concurrently;
 // calibration calls (and the fit that ends a pass) are serialised.
@@ -55,7 +55,7 @@ namespace windquant::stage {
 // builder in job/node_options.h fills them).
 struct StageWorkerOptions {
   std::string model_dir;          // model.dir
-  model::ComputeOptions compute;  // model.device: where the stage's layers compute
+  model::ComputeOptions compute;  // model.device / compute_dtype: where and in what it computes
   int64_t first_layer = 0;
   int64_t end_layer = -1;         // exclusive; -1 = num_hidden_layers
   quant::UnitTableOptions units;  // quant.chunk_size, quant.salient_fraction
@@ -119,8 +119,10 @@ class StageWorker {
                                      const std::shared_ptr<const std::vector<int>>& actions,
                                      const at::Tensor& hidden);
 
-  // Checks a hidden-state tensor against the stage: 3-D float32 [B, T, H],
-  // T <= max_position_embeddings. `field` names it in the message.
+  // Checks a hidden-state tensor against the stage: 3-D [B, T, H] in the stage's compute
+  // dtype (INVALID_ARGUMENT naming both dtypes otherwise), T <= max_position_embeddings,
+  // finite. `field` names it in the message. The finiteness check reads one bool back
+  // to the host: input validation, outside the forward.
   absl::Status CheckHidden(const at::Tensor& hidden, const std::string& field) const;
 
  private:

@@ -71,6 +71,47 @@ TEST_F(StageWorkerTest, RejectsBadHiddenStatesNamingTheField) {
   EXPECT_THAT(twod, StatusIs(kInvalid, "hidden: must be [batch, seq, hidden]"));
 }
 
+// model.compute_dtype bfloat16: the stage takes and gives bf16 hidden states, equal to the
+// whole model's bf16 forward, calibrates and applies plans in bf16, and refuses float32
+// (as a float32 stage refuses bf16) naming both dtypes.
+TEST_F(StageWorkerTest, Bfloat16StageComputesInBfloat16AndRefusesAnotherDtype) {
+  StageWorkerOptions o;
+  o.model_dir = ModelDir();
+  o.compute.dtype = model::ComputeDtype::kBFloat16;
+  o.first_layer = 1;
+  o.end_layer = 3;
+  o.units.chunk_size = 32;
+  auto w = StageWorker::Create(o);
+  ASSERT_TRUE(w.ok()) << w.status();
+  StageWorker& bf16 = **w;
+  const at::Tensor hidden = hidden_.to(at::kBFloat16);
+  auto out = bf16.Forward("", nullptr, hidden);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->scalar_type(), at::kBFloat16);
+  auto checkpoint = model::Checkpoint::Open(ModelDir());
+  ASSERT_TRUE(checkpoint.ok());
+  auto weights = (*checkpoint)->LoadWeights(model::LoadRequest{});
+  ASSERT_TRUE(weights.ok());
+  model::LlamaModel whole(*std::move(weights), o.compute);
+  EXPECT_TRUE(at::equal(*out, whole.ForwardLayers(hidden, 1, 3)));
+
+  EXPECT_THAT(bf16.Forward("", nullptr, hidden_),
+              StatusIs(kInvalid, "hidden: float32, but this stage computes in bfloat16 "
+                                 "(model.compute_dtype)"));
+  EXPECT_THAT(worker_->Forward("", nullptr, hidden),
+              StatusIs(kInvalid, "hidden: bfloat16, but this stage computes in float32"));
+
+  bf16.StartCalibration();
+  ASSERT_TRUE(bf16.Calibrate(hidden).ok());
+  auto table = bf16.FinishCalibration("fp");
+  ASSERT_TRUE(table.ok()) << table.status();
+  auto actions = std::make_shared<const std::vector<int>>(10000, 3);
+  auto planned = bf16.Forward("p", actions, hidden);
+  ASSERT_TRUE(planned.ok()) << planned.status();
+  EXPECT_EQ(planned->scalar_type(), at::kBFloat16);
+  EXPECT_FALSE(at::equal(*planned, *out));
+}
+
 TEST_F(StageWorkerTest, PlansNeedFitsAndAreAppliedOncePerPlanId) {
   auto actions = std::make_shared<const std::vector<int>>(10000, 4);
   EXPECT_EQ(worker_->Forward("p", actions, hidden_).status().code(),
