@@ -64,6 +64,34 @@ TEST_F(ActorServiceTest, PipelineOverGrpcEqualsSingleProcessPerplexity) {
   EXPECT_NEAR(piped->perplexity, ref->perplexity, kPerplexityRelTol * ref->perplexity);
 }
 
+// model.compute_dtype bfloat16: the hidden states go over gRPC as bf16 (2 bytes each, bit
+// for bit), so the pipeline equals the single-process bf16 perplexity.
+class ActorServiceBf16Test : public ActorServiceTest {
+ protected:
+  ActorServiceBf16Test() { compute_.dtype = model::ComputeDtype::kBFloat16; }
+};
+
+TEST_F(ActorServiceBf16Test, Bfloat16PipelineOverGrpcEqualsSingleProcessPerplexity) {
+  const std::vector<int32_t> ids = RandomIds(1500, 9);
+  auto piped = evaluator_->Perplexity(stages_, transport::PassSpec{}, ids, 0);
+  ASSERT_TRUE(piped.ok()) << piped.status();
+  auto checkpoint = model::Checkpoint::Open(ModelDir());
+  ASSERT_TRUE(checkpoint.ok());
+  auto weights = (*checkpoint)->LoadWeights(model::LoadRequest{});
+  ASSERT_TRUE(weights.ok());
+  model::LlamaModel whole(*std::move(weights), compute_);
+  model::PerplexityOptions po;
+  po.context = 64;
+  po.batch_size = 3;
+  auto ref = model::ComputePerplexity(whole, ids, po);
+  ASSERT_TRUE(ref.ok());
+  EXPECT_NEAR(piped->perplexity, ref->perplexity, kPerplexityRelTol * ref->perplexity);
+  model::LlamaModel whole32(*(*checkpoint)->LoadWeights(model::LoadRequest{}));
+  auto ref32 = model::ComputePerplexity(whole32, ids, po);
+  ASSERT_TRUE(ref32.ok());
+  EXPECT_NE(piped->perplexity, ref32->perplexity);  // it did compute in bf16
+}
+
 TEST_F(ActorServiceTest, CalibrationOverGrpcRegistersTablesAndPlansEvaluate) {
   auto tables = evaluator_->Calibrate(stages_, "calib");
   ASSERT_TRUE(tables.ok()) << tables.status();
@@ -127,6 +155,14 @@ TEST_F(ActorServiceTest, BadRequestsAreInvalidArgumentNamingTheField) {
   s = forward(req);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_NE(s.error_message().find("NaN"), std::string::npos);
+
+  // bfloat16 hidden states (their dtype in the framing) to a float32 stage.
+  transport::EncodeHiddenStates(at::randn({1, 4, H}).to(at::kBFloat16), 0, req.mutable_hidden());
+  s = forward(req);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("hidden: bfloat16, but this stage computes in float32"),
+            std::string::npos)
+      << s.error_message();
 
   transport::EncodeHiddenStates(at::randn({1, 4, H}), 0, req.mutable_hidden());
   req.set_plan_id("../escape");

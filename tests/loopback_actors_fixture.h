@@ -32,6 +32,7 @@ class LoopbackActorsTest : public ::testing::Test {
     for (auto [a, b] : std::vector<std::pair<int64_t, int64_t>>{{0, L - 2}, {L - 2, L}}) {
       stage::StageWorkerOptions o;
       o.model_dir = RealModelDir();
+      o.compute = compute_;
       o.first_layer = a;
       o.end_layer = b;
       o.units.chunk_size = 32;
@@ -51,6 +52,7 @@ class LoopbackActorsTest : public ::testing::Test {
       stages_.push_back(transports_.back().get());
     }
     evaluator::PipelineEvaluatorOptions po;
+    po.compute = compute_;
     po.context = 64;
     po.batch_size = 3;
     po.calibration_samples = 4;
@@ -86,6 +88,7 @@ class LoopbackActorsTest : public ::testing::Test {
   }
 
   absl::Duration transport_timeout_ = absl::Seconds(60);  // per activation call
+  model::ComputeOptions compute_;  // of the stages and the evaluator's head (set before SetUp)
   std::vector<std::unique_ptr<stage::StageWorker>> workers_;
   std::vector<std::unique_ptr<actor::ActorService>> services_;
   std::vector<std::unique_ptr<net::GrpcServer>> servers_;

@@ -45,7 +45,9 @@ struct PassSpec {
   int64_t tokens = 0;
 };
 
-// One micro-batch of hidden states [batch, seq, hidden] (float32, CPU).
+// One micro-batch of hidden states [batch, seq, hidden] in the run's compute dtype
+// (float32 or bfloat16: model.compute_dtype); a stage refuses another dtype
+// (INVALID_ARGUMENT naming both).
 struct MicroBatch {
   int32_t index = 0;
   at::Tensor hidden;

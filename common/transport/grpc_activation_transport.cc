@@ -1,5 +1,6 @@
 #include "common/transport/grpc_activation_transport.h"
 
+#include <atomic>
 #include <functional>
 
 #include "absl/strings/str_cat.h"
@@ -36,6 +37,9 @@ class GrpcStageStream : public StageStream {
     first_ = false;
     req.set_request_id(static_cast<uint64_t>(batch.index));
     EncodeHiddenStates(batch.hidden, batch.index, req.mutable_hidden());
+    // As EncodeHiddenStates sends it.
+    sent_dtype_.store(static_cast<int>(
+        batch.hidden.scalar_type() == at::kBFloat16 ? at::kBFloat16 : at::kFloat));
     // A failed write means the actor ended the call; its status (e.g.
     // INVALID_ARGUMENT naming the field) is what Receive reports, so the
     // write failure itself is not an error here.
@@ -50,7 +54,13 @@ class GrpcStageStream : public StageStream {
       if (s.ok()) return absl::OutOfRangeError("end of stream");
       return net::FromGrpcStatus(s);
     }
-    WQ_ASSIGN_OR_RETURN(at::Tensor hidden, DecodeHiddenStates(resp.hidden(), "hidden"));
+    // The stage answers in the dtype it was sent (its compute dtype): anything else is a
+    // stage of another model.compute_dtype.
+    const int sent = sent_dtype_.load();
+    std::optional<at::ScalarType> expected;
+    if (sent >= 0) expected = static_cast<at::ScalarType>(sent);
+    WQ_ASSIGN_OR_RETURN(at::Tensor hidden,
+                        DecodeHiddenStates(resp.hidden(), "hidden", expected));
     return MicroBatch{static_cast<int32_t>(resp.request_id()), hidden};
   }
   absl::Status CloseSend() override {
@@ -64,6 +74,7 @@ class GrpcStageStream : public StageStream {
   std::unique_ptr<grpc::ClientReaderWriter<Req, Resp>> stream_;
   bool first_ = true;
   bool finished_ = false;
+  std::atomic<int> sent_dtype_{-1};  // at::ScalarType of the last batch sent (-1: none)
 };
 
 }  // namespace
