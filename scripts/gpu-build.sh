@@ -15,7 +15,10 @@
 # stories260k from ../shared, else the project's test model) with this build's windquant
 # on the CPU and compares it with the CPU build's (build/dev, built by scripts/test.sh):
 # they must agree within 1e-6 (relative). On a GPU machine (no CPU build there) it prints
-# the CPU and the CUDA device's perplexity of the same build and compares those.
+# the CPU and the CUDA device's perplexity of the same build and compares those. Both in
+# float32 (--dtype float32: bfloat16 is the default on CUDA); then this build's bfloat16
+# perplexity (on the CUDA device where there is one, else the CPU) must be within 2e-2
+# (relative) of its float32 one on the CPU.
 #
 # Build dependencies on a machine without Debian's packages (the GPU machine): unpack the
 # .deb files of ../shared/gpu/README.md into a prefix and pass it as WQ_DEPS_PREFIX; the
@@ -103,24 +106,32 @@ paths_bin=build/cuda/common/testing/wq-test-paths
 eval "$(WQ_SOURCE_DIR="${ROOT}" "${paths_bin}")"
 [[ -s "${WQ_TEST_MODEL_DIR}/model.safetensors" ]] ||
   { echo "gpu-build: test model ${WQ_TEST_MODEL_DIR} missing (scripts/test.sh trains it)" >&2; exit 1; }
-ppl() {  # BINARY [cpu|cuda] -> perplexity; `cpu` also hides every GPU from the process
+ppl() {  # BINARY [cpu|cuda] [float32|bfloat16] -> perplexity; `cpu` also hides every GPU
   local hide=() device="${2:-cpu}"
   [[ "${device}" == cpu ]] && hide=(CUDA_VISIBLE_DEVICES=)
-  env "${hide[@]}" "$1" eval --device "${device}" --model "${WQ_TEST_MODEL_DIR}" \
+  env "${hide[@]}" "$1" eval --device "${device}" --dtype "${3:-float32}" \
+    --model "${WQ_TEST_MODEL_DIR}" \
     --text "${WQ_TEST_TEXT}" --max-tokens 16384 --json |
     python3 -c 'import json, sys; print(repr(json.load(sys.stdin)["perplexity"]))'
 }
 cuda_cpu="$(ppl build/cuda/cli/windquant cpu)"
 if [[ -x build/dev/cli/windquant ]]; then
-  ref="$(ppl build/dev/cli/windquant)" ref_name="the CPU build (build/dev)"
+  ref="$(ppl build/dev/cli/windquant)" ref_name="the CPU build (build/dev)" bf16_device=cpu
 else
   ref="$(ppl build/cuda/cli/windquant cuda)" ref_name="this build on the CUDA device"
+  bf16_device=cuda
 fi
-python3 - "${cuda_cpu}" "${ref}" "${ref_name}" "${WQ_TEST_MODEL_NAME}" <<'EOF'
+bf16="$(ppl build/cuda/cli/windquant "${bf16_device}" bfloat16)"
+python3 - "${cuda_cpu}" "${ref}" "${ref_name}" "${WQ_TEST_MODEL_NAME}" "${bf16}" \
+  "${bf16_device}" <<'EOF'
 import sys
 got, ref, name, model = float(sys.argv[1]), float(sys.argv[2]), sys.argv[3], sys.argv[4]
+bf16, bf16_device = float(sys.argv[5]), sys.argv[6]
 rel = abs(got - ref) / ref
 print(f"gpu-build: {model} FP perplexity: build/cuda on the CPU {got:.8f}, {name} {ref:.8f}, "
       f"relative difference {rel:.2e} (limit 1e-6)")
-sys.exit(0 if rel <= 1e-6 else 1)
+rel16 = abs(bf16 - got) / got
+print(f"gpu-build: {model} bfloat16 perplexity on the {bf16_device} {bf16:.8f} vs float32 on the "
+      f"CPU {got:.8f}, relative difference {rel16:.2e} (limit 2e-2)")
+sys.exit(0 if rel <= 1e-6 and rel16 <= 2e-2 else 1)
 EOF
