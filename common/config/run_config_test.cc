@@ -70,6 +70,7 @@ TEST(RunConfigTest, ComputeDtypeDefaultsByDeviceAndIsParsedToItsEnum) {
   EXPECT_NE(CanonicalText(*c).find("model.compute_dtype=bfloat16\n"), std::string::npos);
 }
 
+// error-case: config.compute-dtype
 TEST(RunConfigTest, RejectsABadComputeDtypeInOneLineNamingTheKey) {
   for (const std::string bad : {"fp16", "bf16", "Float32", "1"}) {
     const std::string error = ErrorOf(kMinimal, {"model.compute_dtype=" + bad});
