@@ -113,7 +113,7 @@ absl::StatusOr<std::unique_ptr<StageStream>> GrpcActivationTransport::Open(const
             }));
 }
 
-absl::StatusOr<quant::UnitTable> GrpcActivationTransport::FinishCalibration(
+absl::StatusOr<plan::UnitTable> GrpcActivationTransport::FinishCalibration(
     const std::string& fingerprint) {
   int64_t weights = 0;
   if (weights_per_layer_ > 0) {
@@ -127,7 +127,7 @@ absl::StatusOr<quant::UnitTable> GrpcActivationTransport::FinishCalibration(
   v1::FinishCalibrationReply reply;
   const grpc::Status s = stub_->FinishCalibration(&context, req, &reply);
   if (!s.ok()) return net::FromGrpcStatus(s);
-  return quant::UnitTable::FromProto(reply.table());
+  return plan::UnitTable::FromProto(reply.table());
 }
 
 }  // namespace windquant::transport
