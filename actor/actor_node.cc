@@ -95,7 +95,7 @@ absl::StatusOr<std::unique_ptr<ActorNode>> ActorNode::Create(
   }
   ActorNode* n = node.get();
   node->service_ = std::make_unique<ActorService>(
-      node->worker_.get(), id, [n](const quant::UnitTable& t) { return n->RegisterTable(t); },
+      node->worker_.get(), id, [n](const plan::UnitTable& t) { return n->RegisterTable(t); },
       registry);
   WQ_ASSIGN_OR_RETURN(node->server_,
                       net::StartServer(options.peer, address, registry, node->service_.get(),
@@ -108,7 +108,7 @@ absl::StatusOr<std::unique_ptr<ActorNode>> ActorNode::Create(
 
 ActorNode::~ActorNode() { Stop(); }
 
-absl::Status ActorNode::RegisterTable(const quant::UnitTable& table) {
+absl::Status ActorNode::RegisterTable(const plan::UnitTable& table) {
   if (!last_fp_path_.empty()) (void)base::WriteFileAtomic(last_fp_path_, table.fingerprint);
   v1::RegisterUnitTableRequest req;
   req.set_stage(id_.stage);
@@ -147,7 +147,7 @@ absl::Status ActorNode::Connect(std::shared_ptr<grpc::Channel> evaluator, uint32
   ro.log = log_;
   ro.register_table = [this]() -> absl::Status {
     if (!worker_->fitted()) return absl::FailedPreconditionError("not calibrated yet");
-    WQ_ASSIGN_OR_RETURN(quant::UnitTable table, worker_->table());
+    WQ_ASSIGN_OR_RETURN(plan::UnitTable table, worker_->table());
     return RegisterTable(table);
   };
   rollouts_ = std::make_unique<RolloutLoop>(ro, learner_channel_, std::move(evaluator), registry_);

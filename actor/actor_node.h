@@ -94,7 +94,7 @@ class ActorNode {
 
  private:
   ActorNode() = default;
-  absl::Status RegisterTable(const quant::UnitTable& table);
+  absl::Status RegisterTable(const plan::UnitTable& table);
 
   Options options_;
   ActorIdentity id_;

@@ -32,7 +32,7 @@ absl::StatusOr<std::shared_ptr<const std::vector<int>>> CheckPlan(const v1::Plan
   if (!plan.plan_id().empty() && plan.plan_id() != plan_id) {
     return absl::InvalidArgumentError("plan.plan_id: differs from plan_id");
   }
-  absl::StatusOr<quant::UnitTable> table = worker.table();
+  absl::StatusOr<plan::UnitTable> table = worker.table();
   if (!table.ok()) return table.status();
   WQ_RETURN_IF_ERROR(rl::ValidatePlan(plan, *table, rl::PlanScope::kStage));
   return std::make_shared<const std::vector<int>>(plan.actions().begin(), plan.actions().end());
@@ -116,7 +116,7 @@ grpc::Status ActorService::FinishCalibration(grpc::ServerContext* context,
       net::RequireNonEmpty("calibration_fingerprint", request->calibration_fingerprint());
   if (!s.ok()) return net::ToGrpcStatus(s);
   const auto start = std::chrono::steady_clock::now();
-  absl::StatusOr<quant::UnitTable> table = worker_->FinishCalibration(
+  absl::StatusOr<plan::UnitTable> table = worker_->FinishCalibration(
       quant::TableFingerprint(identity_.model_key, request->calibration_fingerprint()));
   if (!table.ok()) return net::ToGrpcStatus(table.status());
   reply->set_fit_seconds(
@@ -139,7 +139,7 @@ grpc::Status ActorService::GetStageInfo(grpc::ServerContext* context,
   reply->set_end_layer(static_cast<int32_t>(worker_->end_layer()));
   reply->set_num_layers(static_cast<int32_t>(worker_->config().num_hidden_layers));
   reply->set_hidden_size(static_cast<int32_t>(worker_->config().hidden_size));
-  absl::StatusOr<quant::UnitTable> table = worker_->table();
+  absl::StatusOr<plan::UnitTable> table = worker_->table();
   if (table.ok()) reply->set_model_fingerprint(table->fingerprint);
   reply->set_calibrated(table.ok());
   reply->set_unit_table_ready(table.ok());

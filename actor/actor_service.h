@@ -23,7 +23,7 @@ struct ActorIdentity {
 
 class ActorService final : public v1::Actor::Service {
  public:
-  using TableSink = std::function<absl::Status(const quant::UnitTable&)>;
+  using TableSink = std::function<absl::Status(const plan::UnitTable&)>;
   ActorService(stage::StageWorker* worker, ActorIdentity identity, TableSink on_table,
                metrics::Registry* registry);
 

@@ -25,14 +25,14 @@ absl::StatusOr<v1::RunStatus> GrpcLearnerClient::GetRunStatus(absl::Duration dea
   return run;
 }
 
-absl::StatusOr<quant::UnitTable> GrpcLearnerClient::GetUnitTable(absl::Duration deadline) {
+absl::StatusOr<plan::UnitTable> GrpcLearnerClient::GetUnitTable(absl::Duration deadline) {
   grpc::ClientContext ctx;
   net::ConfigureContext(ctx, deadline, /*wait_for_ready=*/true);
   net::Canceller::Scope scope(&cancel_, &ctx);
   v1::UnitTable proto;
   WQ_RETURN_IF_ERROR(
       net::FromGrpcStatus(stub_->GetUnitTable(&ctx, v1::GetUnitTableRequest(), &proto)));
-  return quant::UnitTable::FromProto(proto);
+  return plan::UnitTable::FromProto(proto);
 }
 
 absl::Status GrpcLearnerClient::WatchPolicy(const std::string& actor_id, int64_t known_version,

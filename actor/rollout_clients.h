@@ -21,7 +21,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/net/canceller.h"
-#include "common/quant/unit_table.h"
+#include "common/plan/unit_table.h"
 #include "windquant/v1/evaluator.grpc.pb.h"
 #include "windquant/v1/learner.grpc.pb.h"
 
@@ -34,7 +34,7 @@ class LearnerClient {
   // Waits for the learner (up to `deadline`).
   virtual absl::StatusOr<v1::RunStatus> GetRunStatus(absl::Duration deadline) = 0;
   // UNAVAILABLE until every stage registered its part.
-  virtual absl::StatusOr<quant::UnitTable> GetUnitTable(absl::Duration deadline) = 0;
+  virtual absl::StatusOr<plan::UnitTable> GetUnitTable(absl::Duration deadline) = 0;
   // Subscribes (from `known_version`; -1 = the current snapshot first) and
   // calls `on_snapshot` for every snapshot until the stream ends; returns how
   // it ended (OK: the learner closed it).
@@ -63,7 +63,7 @@ class GrpcLearnerClient final : public LearnerClient {
   explicit GrpcLearnerClient(std::shared_ptr<grpc::Channel> channel);
   ~GrpcLearnerClient() override;
   absl::StatusOr<v1::RunStatus> GetRunStatus(absl::Duration deadline) override;
-  absl::StatusOr<quant::UnitTable> GetUnitTable(absl::Duration deadline) override;
+  absl::StatusOr<plan::UnitTable> GetUnitTable(absl::Duration deadline) override;
   absl::Status WatchPolicy(const std::string& actor_id, int64_t known_version,
                            const SnapshotFn& on_snapshot) override;
   absl::StatusOr<v1::TransitionAck> SendTransitions(const v1::TransitionBatch& batch) override;

@@ -162,7 +162,7 @@ std::unique_ptr<rl::RolloutWorker> RolloutLoop::FetchWorker() {
   // The global unit table (UNAVAILABLE until every stage registered).
   absl::Duration backoff = absl::Milliseconds(200);
   while (true) {
-    absl::StatusOr<quant::UnitTable> table = learner_->GetUnitTable(options_.deadline);
+    absl::StatusOr<plan::UnitTable> table = learner_->GetUnitTable(options_.deadline);
     if (table.ok()) {
       // Screening samples are drawn in batches of up to screen_batch_steps transitions.
       const int64_t samples = int64_t{options_.envs} * (screening() ? options_.screen_samples : 1);
@@ -209,7 +209,7 @@ bool RolloutLoop::WaitForPolicy(Produced* p) {
   }
 }
 
-bool RolloutLoop::Deliver(const rl::Episode& e, const quant::UnitTable& table) {
+bool RolloutLoop::Deliver(const rl::Episode& e, const plan::UnitTable& table) {
   v1::TransitionBatch batch;
   rl::EncodeEpisode(e, table, &batch);
   for (int attempt = 0; attempt < 50 && !cancel_.cancelled(); ++attempt) {
@@ -227,7 +227,7 @@ bool RolloutLoop::Deliver(const rl::Episode& e, const quant::UnitTable& table) {
   return false;  // lost with its learner
 }
 
-void RolloutLoop::Submit(const rl::Episode& e, const quant::UnitTable& table) {
+void RolloutLoop::Submit(const rl::Episode& e, const plan::UnitTable& table) {
   // A plan is worth submitting while the learner still holds its episode.
   net::RetryPolicy retry;
   retry.max_attempts = 1 << 20;
@@ -260,7 +260,7 @@ absl::StatusOr<std::vector<rl::Episode>> RolloutLoop::RunScreened(rl::RolloutWor
   const size_t keep = static_cast<size_t>(options_.envs);
   const bool screen =
       screening() && !reward_model_.empty() &&
-      reward_model_.correction.size() == worker.table().units.size() * quant::kNumActions;
+      reward_model_.correction.size() == worker.table().units.size() * plan::kNumActions;
   if (!screen) {  // no model yet: the first samples, as drawn
     WQ_ASSIGN_OR_RETURN(std::vector<rl::Episode> drawn, worker.Run(*policy_, target_bits_));
     drawn.resize(std::min(drawn.size(), keep));

@@ -117,9 +117,9 @@ class RolloutLoop {
   // Waits for a policy to produce for; false when stopping or done.
   bool WaitForPolicy(Produced* produced);
   // Streams `e` to the learner; true when it was accepted.
-  bool Deliver(const rl::Episode& e, const quant::UnitTable& table);
+  bool Deliver(const rl::Episode& e, const plan::UnitTable& table);
   // Submits the accepted episode's plan to the evaluator (retrying).
-  void Submit(const rl::Episode& e, const quant::UnitTable& table);
+  void Submit(const rl::Episode& e, const plan::UnitTable& table);
   bool Sleep(absl::Duration d);  // false when stopping
   bool stopping();
   void Log(absl::string_view line) const;  // actor_id + line to options_.log

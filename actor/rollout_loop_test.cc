@@ -16,7 +16,7 @@
 #include "common/config/run_config.h"
 #include "common/rl/policy.h"
 #include "common/rl/run_policy.h"
-#include "common/rl/synthetic_table.h"
+#include "common/testing/synthetic_table.h"
 #include "gtest/gtest.h"
 
 namespace windquant::actor {
@@ -31,7 +31,7 @@ constexpr int kUnits = 14;
 class FakeLearner final : public LearnerClient {
  public:
   explicit FakeLearner(const config::RunConfig& config)
-      : table_(rl::testing::SyntheticTable(kUnits, 7)) {
+      : table_(testing::SyntheticTable(kUnits, 7)) {
     auto policy = rl::Policy::Create(rl::RunPolicyOptions(config.ppo, config.training.seed));
     EXPECT_TRUE(policy.ok()) << policy.status();
     policy_ = *std::move(policy);
@@ -47,7 +47,7 @@ class FakeLearner final : public LearnerClient {
     s.set_unit_table_complete(table_complete_);
     return s;
   }
-  absl::StatusOr<quant::UnitTable> GetUnitTable(absl::Duration) override {
+  absl::StatusOr<plan::UnitTable> GetUnitTable(absl::Duration) override {
     absl::MutexLock lock(&mu_);
     if (!up_ || !table_complete_) return absl::UnavailableError("unit table incomplete");
     return table_;
@@ -154,7 +154,7 @@ class FakeLearner final : public LearnerClient {
   int closes_ ABSL_GUARDED_BY(mu_) = 0;
 
  private:
-  const quant::UnitTable table_;
+  const plan::UnitTable table_;
   std::unique_ptr<rl::Policy> policy_ ABSL_GUARDED_BY(mu_);
   v1::PolicySnapshot snapshot_ ABSL_GUARDED_BY(mu_);
   bool up_ ABSL_GUARDED_BY(mu_) = true;
@@ -266,8 +266,8 @@ std::pair<double, double> PreferredBeforeAndAfterTheModel(Loop& t) {
   EXPECT_TRUE(t.evaluator->WaitForSubmitted(2));
   rl::RewardModel model;
   model.plans = 10;
-  model.correction.assign(kUnits * quant::kNumActions, 0.0f);
-  for (int u = 0; u < kUnits; ++u) model.correction[u * quant::kNumActions + Preferred(u)] = -1;
+  model.correction.assign(kUnits * plan::kNumActions, 0.0f);
+  for (int u = 0; u < kUnits; ++u) model.correction[u * plan::kNumActions + Preferred(u)] = -1;
   t.learner->SetRewardModel(model);
   t.learner->Publish(2);
   EXPECT_TRUE(t.evaluator->WaitForSubmitted(4));

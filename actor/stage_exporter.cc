@@ -11,10 +11,10 @@ namespace windquant::actor {
 
 absl::StatusOr<StageExportRequest> StageExportRequestFromProto(const v1::ExportStageRequest& r) {
   StageExportRequest out;
-  out.file = r.file() == v1::ExportStageRequest::FAKE_QUANT ? quant::ExportFile::kFakeQuant
-                                                            : quant::ExportFile::kQuantized;
-  out.part = r.part() == v1::ExportStageRequest::FIXED ? quant::ExportPart::kFixed
-                                                       : quant::ExportPart::kLayers;
+  out.file = r.file() == v1::ExportStageRequest::FAKE_QUANT ? exporter::ExportFile::kFakeQuant
+                                                            : exporter::ExportFile::kQuantized;
+  out.part = r.part() == v1::ExportStageRequest::FIXED ? exporter::ExportPart::kFixed
+                                                       : exporter::ExportPart::kLayers;
   if (r.first_layer() < 0 || r.end_layer() <= r.first_layer()) {
     return absl::InvalidArgumentError(absl::StrCat("first_layer, end_layer: [", r.first_layer(),
                                                    ", ", r.end_layer(), ") is no layer range"));
@@ -29,7 +29,7 @@ absl::StatusOr<StageExportRequest> StageExportRequestFromProto(const v1::ExportS
   if (r.chunk_bytes() != 0) out.chunk_bytes = static_cast<size_t>(r.chunk_bytes());
   out.actions.reserve(r.plan().actions_size());
   for (uint32_t a : r.plan().actions()) {
-    if (a >= static_cast<uint32_t>(quant::kNumActions)) {
+    if (a >= static_cast<uint32_t>(plan::kNumActions)) {
       return absl::InvalidArgumentError(absl::StrCat("plan.actions: action ", a, " out of range"));
     }
     out.actions.push_back(static_cast<int>(a));
@@ -42,7 +42,7 @@ absl::Status StageExporter::Export(const StageExportRequest& request, const Chun
   if (stage == nullptr) {
     return absl::FailedPreconditionError("export: the stage is not fitted yet");
   }
-  const quant::ExportShare& share = request.share;
+  const exporter::ExportShare& share = request.share;
   if (share.first_layer != worker_->first_layer() || share.end_layer != worker_->end_layer()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "export: asked for layers [", share.first_layer, ", ", share.end_layer,
@@ -51,27 +51,27 @@ absl::Status StageExporter::Export(const StageExportRequest& request, const Chun
   WQ_RETURN_IF_ERROR(stage->fits().CheckPlan(request.actions));
   const model::LlamaConfig& config = worker_->config();
   WQ_ASSIGN_OR_RETURN(std::vector<model::StreamTensor> declared,
-                      quant::DeclarePart(request.file, request.part, share, config, stage->table(),
-                                         request.actions));
+                      exporter::DeclarePart(request.file, request.part, share, config,
+                                            stage->table(), request.actions));
   // Memory-mapped: only the headers are read until a fixed tensor is asked for.
   std::unique_ptr<model::Checkpoint> checkpoint;
-  if (request.part == quant::ExportPart::kFixed && (share.embeddings || share.head)) {
+  if (request.part == exporter::ExportPart::kFixed && (share.embeddings || share.head)) {
     WQ_ASSIGN_OR_RETURN(checkpoint, model::Checkpoint::Open(options_.model_dir));
   }
-  quant::PartSource source;
+  exporter::PartSource source;
   source.config = &config;
   source.weights = &stage->model().weights();
   source.checkpoint = checkpoint.get();
   source.fits = &stage->fits();
   source.actions = &request.actions;
   uint64_t part_bytes = 0;
-  quant::PartSink out(
+  exporter::PartSink out(
       std::move(declared),
       [&sink, &part_bytes](std::string_view bytes) { return sink(bytes, part_bytes); },
       request.chunk_bytes);
   part_bytes = out.bytes_declared();
   if (part_bytes == 0) return sink(std::string_view(), 0);  // the learner sees the size
-  return quant::StreamPart(request.file, request.part, share, source, &out);
+  return exporter::StreamPart(request.file, request.part, share, source, &out);
 }
 
 }  // namespace windquant::actor

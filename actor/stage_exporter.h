@@ -1,6 +1,6 @@
 // StageExporter: the actor's side of a distributed export (docs/quantized-format.md,
 // "Export in a distributed job"): produces the bytes of one part of an exported file
-// (common/quant/export_layout.h) for the stage's own layers, from the stage's own fits
+// (common/export/export_layout.h) for the stage's own layers, from the stage's own fits
 // and weights (nothing is refitted, nothing reloaded: the quantized codes come from the
 // kernel that produced the weights its Forward applies, the fake-quant linears are those
 // weights), and the fixed tensors it is asked for from the memory-mapped checkpoint.
@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/quant/export_layout.h"
+#include "common/export/export_layout.h"
 #include "common/stage/stage_worker.h"
 #include "windquant/v1/actor.pb.h"
 
@@ -33,10 +33,10 @@ struct StageExporterOptions {
 };
 
 struct StageExportRequest {
-  quant::ExportFile file = quant::ExportFile::kQuantized;
-  quant::ExportPart part = quant::ExportPart::kLayers;
-  quant::ExportShare share;  // must be the stage's layers
-  std::vector<int> actions;  // one per global unit
+  exporter::ExportFile file = exporter::ExportFile::kQuantized;
+  exporter::ExportPart part = exporter::ExportPart::kLayers;
+  exporter::ExportShare share;  // must be the stage's layers
+  std::vector<int> actions;     // one per global unit
   size_t chunk_bytes = 4 << 20;
 };
 

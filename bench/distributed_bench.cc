@@ -58,18 +58,18 @@
 #include "absl/time/clock.h"
 #include "actor/actor_service.h"
 #include "common/base/files.h"
+#include "common/base/text_range.h"
 #include "common/config/run_config.h"
-#include "common/config/text_range.h"
 #include "common/model/perplexity.h"
 #include "common/net/channel.h"
 #include "common/net/server.h"
-#include "common/quant/baselines.h"
 #include "common/quant/quantization_session.h"
 #include "common/quant/table_fingerprint.h"
 #include "common/rl/policy.h"
 #include "common/rl/rollout_worker.h"
 #include "common/rl/state_features.h"
 #include "common/rl/transition_codec.h"
+#include "common/search/baselines.h"
 #include "common/stage/stage_worker.h"
 #include "common/transport/grpc_activation_transport.h"
 #include "evaluator/pipeline_evaluator.h"
@@ -391,10 +391,10 @@ int RunIngestChild(const Flags& f) {
     const grpc::Status s = stub->GetUnitTable(&ctx, wq::v1::GetUnitTableRequest(), &proto);
     if (!s.ok()) Die(absl::StrCat("GetUnitTable: ", s.error_message()));
   }
-  const wq::quant::UnitTable table = OrDie(wq::quant::UnitTable::FromProto(proto), "table");
+  const wq::plan::UnitTable table = OrDie(wq::plan::UnitTable::FromProto(proto), "table");
   wq::rl::PolicyOptions po;
   po.state_dim = wq::rl::kStateDim;
-  po.num_actions = wq::quant::kNumActions;
+  po.num_actions = wq::plan::kNumActions;
   po.hidden_sizes.assign(cfg.ppo.hidden.begin(), cfg.ppo.hidden.end());
   po.init_seed = cfg.training.seed;
   auto policy = OrDie(wq::rl::Policy::Create(po), "policy");
@@ -488,7 +488,7 @@ struct Learner {
 // (service.evaluation_timeout_ms; LearnerCore scans the held ones on every submit).
 int64_t g_hold_ms = 2000;
 
-Learner StartLearner(wq::config::RunConfig cfg, const wq::quant::UnitTable& table,
+Learner StartLearner(wq::config::RunConfig cfg, const wq::plan::UnitTable& table,
                      const std::string& dir, bool serve) {
   std::filesystem::remove_all(dir);
   cfg.output.dir = dir;
@@ -609,7 +609,7 @@ int main(int argc, char** argv) {
   wq::quant::SessionOptions so = wq::job::SessionOptionsFrom(cfg);
   so.log = nullptr;
   auto session = OrDie(wq::quant::QuantizationSession::Create(so), "quantization session");
-  const wq::quant::UnitTable& table = session->table();
+  const wq::plan::UnitTable& table = session->table();
   const int steps = static_cast<int>(table.units.size());
   const int64_t layers = session->model().config().num_hidden_layers;
   const std::string tmp = absl::StrCat(std::filesystem::temp_directory_path().string(),
@@ -627,7 +627,7 @@ int main(int argc, char** argv) {
   {
     wq::rl::PolicyOptions po;
     po.state_dim = wq::rl::kStateDim;
-    po.num_actions = wq::quant::kNumActions;
+    po.num_actions = wq::plan::kNumActions;
     po.hidden_sizes.assign(cfg.ppo.hidden.begin(), cfg.ppo.hidden.end());
     po.init_seed = cfg.training.seed;
     auto policy = OrDie(wq::rl::Policy::Create(po), "policy");
@@ -707,12 +707,12 @@ int main(int argc, char** argv) {
   // 3. Pipeline evaluation.
   const std::vector<int32_t>& eval_ids = session->eval_ids();
   const std::vector<int32_t> calib_ids = OrDie(
-      wq::config::ReadTextRange(
+      wq::base::ReadTextRange(
           wq::config::CalibrationRange(cfg.calibration), "calibration",
           [&tok = session->tokenizer()](std::string_view text) { return tok.Encode(text, false); }),
       "calibration");
   const std::vector<int> plan_actions =
-      OrDie(wq::quant::LagrangePlan(table, 2.0), "lagrange plan").actions;
+      OrDie(wq::search::LagrangePlan(table, 2.0), "lagrange plan").actions;
   wq::model::PerplexityOptions popt;
   popt.context = cfg.evaluation.context;
   popt.batch_size = batch;
@@ -809,8 +809,8 @@ int main(int argc, char** argv) {
     double t0 = Now();
     auto tables = OrDie(pe->Calibrate(stages, pe->CalibrationFingerprint()), "calibration");
     c.calibration_s = Now() - t0;
-    const wq::quant::UnitTable merged = OrDie(wq::quant::UnitTable::Merge(tables), "merge");
-    const wq::quant::Plan plan = wq::quant::Plan::Make(merged, plan_actions, "lagrange", 2.0);
+    const wq::plan::UnitTable merged = OrDie(wq::plan::UnitTable::Merge(tables), "merge");
+    const wq::plan::Plan plan = wq::plan::Plan::Make(merged, plan_actions, "lagrange", 2.0);
     wq::transport::PassSpec fp_spec;
     wq::transport::PassSpec plan_spec;
     plan_spec.plan_id = wq::evaluator::PipelineEvaluator::PlanKey(plan);

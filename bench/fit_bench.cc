@@ -145,7 +145,7 @@ Result ReferenceFits(const wq::model::LlamaWeights& w, const wq::quant::Activati
   at::parallel_for(0, r.units, 1, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
       failed[i] = !wq::quant::reference::ReferenceFitUnit(units[i].first, units[i].second,
-                                                          wq::quant::kAllActions)
+                                                          wq::plan::kAllActions)
                        .ok();
     }
   });

@@ -28,7 +28,7 @@ namespace {
 using windquant::bench::MatmulGflops;
 using windquant::bench::Now;
 
-using windquant::quant::Action;
+using windquant::plan::Action;
 using windquant::quant::ColumnUnit;
 using windquant::quant::GptqOptions;
 using windquant::quant::PackedUpper;

@@ -26,7 +26,7 @@
 #include "common/config/run_config.h"
 #include "common/rl/reward_model.h"
 #include "common/rl/run_policy.h"
-#include "common/rl/synthetic_table.h"
+#include "common/testing/synthetic_table.h"
 #include "windquant/v1/types.pb.h"
 
 namespace windquant {
@@ -44,8 +44,8 @@ double PlainCompareRate(size_t n, int reps) {
   std::mt19937_64 rng(9);
   std::vector<uint8_t> a(n), b(n);
   for (size_t i = 0; i < n; ++i) {
-    a[i] = static_cast<uint8_t>(rng() % quant::kNumActions);
-    b[i] = static_cast<uint8_t>(rng() % quant::kNumActions);
+    a[i] = static_cast<uint8_t>(rng() % plan::kNumActions);
+    b[i] = static_cast<uint8_t>(rng() % plan::kNumActions);
   }
   const auto start = std::chrono::steady_clock::now();
   for (int r = 0; r < reps; ++r) {
@@ -58,7 +58,7 @@ double PlainCompareRate(size_t n, int reps) {
 }
 
 void Run(int units, int plans) {
-  const quant::UnitTable table = rl::testing::SyntheticTable(units, 1);
+  const plan::UnitTable table = testing::SyntheticTable(units, 1);
   std::mt19937_64 rng(5);
   std::vector<int> base(units, 4);
   std::vector<std::vector<int>> measured;
@@ -66,7 +66,7 @@ void Run(int units, int plans) {
     std::vector<int> p = base;
     for (int m = 0; m < 4; ++m) {
       p[std::uniform_int_distribution<int>(0, units - 1)(rng)] =
-          std::uniform_int_distribution<int>(0, quant::kNumActions - 1)(rng);
+          std::uniform_int_distribution<int>(0, plan::kNumActions - 1)(rng);
     }
     measured.push_back(std::move(p));
   }
@@ -108,7 +108,7 @@ double PeakMiB() {
 absl::Status ScreenedRollout(int units) {
   constexpr int kEnvs = 4, kScreen = 128;
   constexpr int64_t kBatchSteps = int64_t{1} << 19;  // RolloutLoopOptions' default
-  const quant::UnitTable table = rl::testing::SyntheticTable(units, 1);
+  const plan::UnitTable table = testing::SyntheticTable(units, 1);
   config::RunConfig config;
   WQ_ASSIGN_OR_RETURN(std::unique_ptr<rl::Policy> policy,
                       rl::Policy::Create(rl::RunPolicyOptions(config.ppo, config.training.seed)));

@@ -49,18 +49,18 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "common/base/files.h"
+#include "common/base/text_range.h"
 #include "common/config/run_config.h"
-#include "common/config/text_range.h"
 #include "common/model/perplexity.h"
 #include "common/quant/quantization_session.h"
-#include "common/rl/caching_plan_evaluator.h"
 #include "common/rl/environment.h"
 #include "common/rl/local_plan_evaluator.h"
 #include "common/rl/policy.h"
 #include "common/rl/ppo.h"
 #include "common/rl/state_features.h"
-#include "common/rl/synthetic_table.h"
 #include "common/rl/transition_codec.h"
+#include "common/testing/caching_plan_evaluator.h"
+#include "common/testing/synthetic_table.h"
 #include "job/node_options.h"
 #include "windquant/v1/types.pb.h"
 
@@ -138,7 +138,7 @@ double GemmGflops(int64_t n) {
 // Layer widths of the actor and the critic: state -> hidden... -> out.
 std::vector<std::vector<int64_t>> MlpShapes(const std::vector<int64_t>& hidden) {
   std::vector<std::vector<int64_t>> mlps;
-  for (int64_t out : {int64_t{quant::kNumActions}, int64_t{1}}) {
+  for (int64_t out : {int64_t{plan::kNumActions}, int64_t{1}}) {
     std::vector<int64_t> dims = {rl::kStateDim};
     dims.insert(dims.end(), hidden.begin(), hidden.end());
     dims.push_back(out);
@@ -219,16 +219,17 @@ struct Limits {
 
 // The repair budget mode's repair (env.repair_order), worst case: every unit at 8 bits
 // brought to the target, against one synthetic plan evaluation (`eval_s`).
-void BenchRepair(const quant::UnitTable& table, double eval_s) {
-  const std::vector<int> eight(table.units.size(), quant::ActionIndex(quant::Action::k8));
-  for (const quant::RepairOrder order : {quant::RepairOrder::kProxy, quant::RepairOrder::kWalk}) {
+void BenchRepair(const plan::UnitTable& table, double eval_s) {
+  const std::vector<int> eight(table.units.size(), plan::ActionIndex(plan::Action::k8));
+  for (const search::RepairOrder order :
+       {search::RepairOrder::kProxy, search::RepairOrder::kWalk}) {
     int64_t n = 0;
     const double t0 = Now();
-    do n += !quant::RepairToBudget(table, eight, kTargetBits, order).empty();
+    do n += !search::RepairToBudget(table, eight, kTargetBits, order).empty();
     while (Now() - t0 < kMinLimitSeconds);
     const double s = (Now() - t0) / static_cast<double>(n);
     std::printf("  repair (%s): %8.0f us per plan from 8 bits = %.1f x one synthetic evaluation\n",
-                order == quant::RepairOrder::kWalk ? "walk " : "proxy", s * 1e6, s / eval_s);
+                order == search::RepairOrder::kWalk ? "walk " : "proxy", s * 1e6, s / eval_s);
   }
 }
 
@@ -248,7 +249,7 @@ struct ModelEval {
   double fp_tokens_per_s = 0;   // plain FP forward on the same ids
 };
 
-void BenchTable(const std::string& name, const quant::UnitTable& table, const Options& o,
+void BenchTable(const std::string& name, const plan::UnitTable& table, const Options& o,
                 const Limits& lim, const ModelEval* model_eval) {
   const int64_t units = static_cast<int64_t>(table.units.size());
   std::printf("\n[%s] %lld units, %lld weights, target %.2f bits, %lld episodes per rollout\n",
@@ -262,7 +263,7 @@ void BenchTable(const std::string& name, const quant::UnitTable& table, const Op
                              static_cast<int>(o.episodes));
   rl::PolicyOptions po;
   po.state_dim = rl::kStateDim;
-  po.num_actions = quant::kNumActions;
+  po.num_actions = plan::kNumActions;
   po.hidden_sizes = o.hidden;
   auto learner = OrDie(rl::PpoLearner::Create(po, MakePpoConfig(o), /*shuffle_seed=*/0));
   at::Generator gen = rl::MakeGenerator(7);
@@ -271,7 +272,7 @@ void BenchTable(const std::string& name, const quant::UnitTable& table, const Op
   const double flops_row = MlpFlopsPerRow(o.hidden);
   at::manual_seed(3);
   const at::Tensor states = at::rand({o.episodes, rl::kStateDim});
-  const at::Tensor masks = at::ones({o.episodes, quant::kNumActions}, at::kBool);
+  const at::Tensor masks = at::ones({o.episodes, plan::kNumActions}, at::kBool);
   OrDie(learner->policy().Act(states, masks, gen, false));
   const int64_t act_calls = std::clamp(units, kMinActCalls, kMaxActCalls);
   double t0 = Now();
@@ -315,7 +316,7 @@ void BenchTable(const std::string& name, const quant::UnitTable& table, const Op
     e.actor_id = "actor-s0-r0";
     e.episode_id = (uint64_t{1} << 48) | 1;
     e.steps = ro.episodes[0];
-    e.plan = quant::Plan::Make(table, ro.plans[0], "rl", kTargetBits);
+    e.plan = plan::Plan::Make(table, ro.plans[0], "rl", kTargetBits);
     e.plan.plan_id = e.actor_id + "-" + std::to_string(e.episode_id);
     v1::TransitionBatch batch;
     rl::EncodeEpisode(e, table, &batch);
@@ -358,7 +359,7 @@ void BenchTable(const std::string& name, const quant::UnitTable& table, const Op
 
   // Plan evaluations on distinct plans (cache misses), through the trainer's cache.
   if (model_eval != nullptr) {
-    rl::CachingPlanEvaluator cache(model_eval->evaluator);
+    testing::CachingPlanEvaluator cache(model_eval->evaluator);
     std::vector<std::vector<int>> plans;
     for (const auto& p : ro.plans) {
       if (static_cast<int64_t>(plans.size()) < o.eval_plans &&
@@ -377,17 +378,17 @@ void BenchTable(const std::string& name, const quant::UnitTable& table, const Op
         1.0 / s, s, plans.size(), static_cast<long long>(model_eval->tokens_per_plan), tps,
         100 * tps / model_eval->fp_tokens_per_s, model_eval->fp_tokens_per_s);
   } else {
-    rl::testing::SyntheticEvaluator synthetic(&table);
+    testing::SyntheticEvaluator synthetic(&table);
     int64_t evaluated = 0;
     t0 = Now();
     do {  // a fresh cache per round keeps every evaluation a miss
-      rl::CachingPlanEvaluator cache(&synthetic);
+      testing::CachingPlanEvaluator cache(&synthetic);
       for (const auto& p : ro.plans) OrDie(cache.Evaluate(p));
       evaluated += static_cast<int64_t>(ro.plans.size());
     } while (Now() - t0 < kMinLimitSeconds);
     const double s = (Now() - t0) / static_cast<double>(evaluated);
     // Every cache line of a Unit is touched (rows/cols, bits[a], error[a]).
-    const double bytes = static_cast<double>(units) * (sizeof(quant::Unit) + sizeof(int));
+    const double bytes = static_cast<double>(units) * (sizeof(plan::Unit) + sizeof(int));
     const double read = ReadGbps(bytes);
     std::printf(
         "  plan evaluation:  %10.0f plans/s   (synthetic evaluator, no model: bits + proxy loss + "
@@ -452,16 +453,16 @@ void BenchStories(const Options& o, const Limits& lim) {
   std::printf("\n[stories260k] unit table built in %.1f s (%s)\n", build_s, path.c_str());
 
   // The slices `windquant quantize` uses (quantize_command.cc).
-  const config::TextEncoder encode = [&tok = session->tokenizer()](std::string_view text) {
+  const base::TextEncoder encode = [&tok = session->tokenizer()](std::string_view text) {
     return tok.Encode(text, false);
   };
-  std::vector<int32_t> calib_ids = OrDie(
-      config::ReadTextRange(config::CalibrationRange(cfg->calibration), "calibration", encode));
+  std::vector<int32_t> calib_ids =
+      OrDie(base::ReadTextRange(config::CalibrationRange(cfg->calibration), "calibration", encode));
   if (static_cast<int64_t>(calib_ids.size()) > cfg->evaluation.calib_slice_tokens) {
     calib_ids.resize(cfg->evaluation.calib_slice_tokens);
   }
   std::vector<int32_t> eval_ids =
-      OrDie(config::ReadTextRange(cfg->evaluation.selection, "evaluation.selection", encode));
+      OrDie(base::ReadTextRange(cfg->evaluation.selection, "evaluation.selection", encode));
 
   // Limit: the plain FP forward over the same ids (best of two passes after a warm-up,
   // so a busy moment on a shared machine does not lower the limit).
@@ -590,7 +591,7 @@ int main(int argc, char** argv) {
       BenchStories(o, lim);
     } else {
       const int units = t == "8b" ? 4864 : 24320;
-      const quant::UnitTable table = rl::testing::SyntheticTable(units, 1);
+      const plan::UnitTable table = testing::SyntheticTable(units, 1);
       BenchTable(t == "8b" ? "synthetic LLaMA-3-8B size" : "synthetic LLaMA-3-70B size", table, o,
                  lim, nullptr);
     }

@@ -30,8 +30,8 @@
 
 #include "absl/strings/numbers.h"
 #include "common/model/llama_model.h"
+#include "common/plan/plan.h"
 #include "common/quant/calibration.h"
-#include "common/quant/plan.h"
 #include "common/quant/quantized_stage.h"
 #include "common/quant/unit_table_builder.h"
 #include "common/transport/hidden_states_codec.h"
@@ -192,7 +192,7 @@ int main(int argc, char** argv) {
   auto fits = std::make_shared<const wq::quant::StageFits>(
       OrDie(wq::quant::BuildStageFits(w, stats, to, "stage-bench")));
   const double fit_s = Now() - t0;
-  const wq::quant::UnitTable& table = fits->table();
+  const wq::plan::UnitTable& table = fits->table();
   const auto units = static_cast<double>(table.units.size());
   const auto weights = static_cast<double>(table.TotalWeights());
   wq::v1::UnitTable table_proto;
@@ -210,7 +210,7 @@ int main(int argc, char** argv) {
   // Plans: every unit at 2 bits (action index 4), and a mix of all seven actions.
   std::vector<int> two_bit(table.units.size(), 4), mixed(table.units.size());
   for (size_t u = 0; u < mixed.size(); ++u) mixed[u] = static_cast<int>((u * 2654435761u) % 7);
-  const wq::quant::Plan plan = wq::quant::Plan::Make(table, mixed, "rl", 2.0);
+  const wq::plan::Plan plan = wq::plan::Plan::Make(table, mixed, "rl", 2.0);
   wq::v1::Plan plan_proto;
   plan.ToProto(table, &plan_proto);
 

@@ -14,9 +14,9 @@
 #include "common/base/output_dir.h"
 #include "common/base/status_macros.h"
 #include "common/config/run_config.h"
-#include "common/quant/baselines.h"
-#include "common/quant/plan_io.h"
+#include "common/plan/plan_io.h"
 #include "common/quant/quantization_session.h"
+#include "common/search/baselines.h"
 #include "job/baseline_plans.h"
 #include "job/baseline_run.h"
 #include "job/open_session.h"
@@ -59,11 +59,11 @@ constexpr char kUsage[] =
     "  --json             print one JSON object instead of text\n";
 
 // The text form of `j` (the --json object).
-void PrintText(const nlohmann::json& j, const quant::PlanTotals& totals, size_t units,
+void PrintText(const nlohmann::json& j, const plan::PlanTotals& totals, size_t units,
                const std::string& out) {
   std::string count_text;
-  for (int a = 0; a < quant::kNumActions; ++a) {
-    absl::StrAppend(&count_text, " ", std::string(quant::ActionName(quant::kAllActions[a])), ":",
+  for (int a = 0; a < plan::kNumActions; ++a) {
+    absl::StrAppend(&count_text, " ", std::string(plan::ActionName(plan::kAllActions[a])), ":",
                     totals.action_counts[a]);
   }
   std::printf("plan %s\n", j.at("plan_id").get<std::string>().c_str());
@@ -125,7 +125,7 @@ absl::Status RunBaseline(Args& args) {
   if (method == "uniform") {
     if (action_text.empty())
       return absl::InvalidArgumentError("--action is required for --method uniform");
-    absl::StatusOr<quant::Action> a = quant::ParseAction(action_text);
+    absl::StatusOr<plan::Action> a = plan::ParseAction(action_text);
     if (!a.ok())
       return absl::InvalidArgumentError(absl::StrCat("--action: ", a.status().message()));
     spec.action = *a;
@@ -134,18 +134,18 @@ absl::Status RunBaseline(Args& args) {
   WQ_ASSIGN_OR_RETURN(config::RunConfig cfg, config::LoadRunConfig(config_path, sets));
   WQ_RETURN_IF_ERROR(base::CheckInputDir(cfg.model.dir, "model.dir"));
   WQ_ASSIGN_OR_RETURN(auto session, job::OpenSession(cfg, !no_cache, /*load_eval_text=*/!no_eval));
-  const quant::UnitTable& table = session->table();
+  const plan::UnitTable& table = session->table();
   nlohmann::json search_json;
-  absl::StatusOr<quant::Plan> built =
+  absl::StatusOr<plan::Plan> built =
       method == "search"
           ? job::SearchSessionPlan(*session, cfg.evaluation.selection, spec, &search_json)
           : job::BaselinePlan(table, spec);
   if (!built.ok()) return built.status();
-  const quant::Plan plan = *std::move(built);
+  const plan::Plan plan = *std::move(built);
   if (!out.empty()) {
     // plan.json and plan.bin appear together or not at all.
     WQ_RETURN_IF_ERROR(base::WriteDirAtomic(out, force, [&](const std::string& tmp) {
-      return quant::WritePlanFiles(plan, table, tmp);
+      return plan::WritePlanFiles(plan, table, tmp);
     }));
   }
   WQ_ASSIGN_OR_RETURN(nlohmann::json j, job::DescribeBaseline(*session, plan, method,

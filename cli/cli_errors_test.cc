@@ -56,6 +56,20 @@ class CliErrorsTest : public ::testing::Test {
   std::string dir_;
 };
 
+// Not an error: --version names the commit the binary was built from (report.json
+// records the same), the checkout's HEAD when built from it.
+TEST_F(CliErrorsTest, VersionNamesTheCommitItWasBuiltFrom) {
+  const Result r = Run("--version");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, ::testing::MatchesRegex("windquant ([0-9a-f]{40}(-dirty)?|unknown)\n"));
+  const char* src = std::getenv("WQ_SOURCE_DIR");
+  ASSERT_NE(src, nullptr);
+  const Result head = testing::RunInDir(dir_, "git -C " + std::string(src) + " rev-parse HEAD");
+  if (head.exit_code == 0) {
+    EXPECT_THAT(r.out, HasSubstr(head.out.substr(0, 40)));
+  }
+}
+
 // error-case: cli.bits-non-finite
 TEST_F(CliErrorsTest, NonFiniteBitsAreRefused) {
   for (const char* v : {"inf", "nan", "-inf"}) {

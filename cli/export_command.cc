@@ -11,11 +11,11 @@
 #include "common/base/output_dir.h"
 #include "common/base/status_macros.h"
 #include "common/config/run_config.h"
+#include "common/export/exporter.h"
+#include "common/export/quantized_checkpoint.h"
 #include "common/model/checkpoint.h"
-#include "common/quant/exporter.h"
-#include "common/quant/plan_io.h"
+#include "common/plan/plan_io.h"
 #include "common/quant/quantization_session.h"
-#include "common/quant/quantized_checkpoint.h"
 #include "job/node_options.h"
 #include "job/open_session.h"
 
@@ -79,11 +79,11 @@ absl::Status RunExport(Args& args) {
                  stream ? "unit table not cached" : "error compensation or --no-cache");
     WQ_ASSIGN_OR_RETURN(session, job::OpenSession(cfg, !no_cache, /*load_eval_text=*/false));
   }
-  const quant::UnitTable& table = session != nullptr ? session->table() : cached->table();
-  WQ_ASSIGN_OR_RETURN(const quant::Plan plan, quant::ReadPlanFile(plan_path, table));
-  quant::ExportInputs in;
+  const plan::UnitTable& table = session != nullptr ? session->table() : cached->table();
+  WQ_ASSIGN_OR_RETURN(const plan::Plan plan, plan::ReadPlanFile(plan_path, table));
+  exporter::ExportInputs in;
   if (session != nullptr) {
-    in = session->ExportInputsFor(plan);
+    in = exporter::SessionExportInputs(*session, plan);
   } else {
     in.checkpoint = checkpoint.get();
     in.table = &table;
@@ -91,21 +91,21 @@ absl::Status RunExport(Args& args) {
     in.plan = &plan;
     in.model_dir = cfg.model.dir;
   }
-  const quant::PlanTotals totals = plan.Totals(table);
+  const plan::PlanTotals totals = plan.Totals(table);
   // All or nothing: both checkpoints are written and checked in a temporary
   // folder that becomes --out only when everything worked.
   WQ_RETURN_IF_ERROR(base::WriteDirAtomic(out, force, [&](const std::string& tmp) -> absl::Status {
     if (!fake_only) {
       const std::string qdir = tmp + "/quantized";
-      WQ_RETURN_IF_ERROR(quant::WriteQuantizedCheckpoint(in, qdir));
-      WQ_RETURN_IF_ERROR(quant::VerifyQuantizedCheckpoint(in, qdir, out + "/quantized"));
+      WQ_RETURN_IF_ERROR(exporter::WriteQuantizedCheckpoint(in, qdir));
+      WQ_RETURN_IF_ERROR(exporter::VerifyQuantizedCheckpoint(in, qdir, out + "/quantized"));
     }
-    return quant::WriteFakeQuantCheckpoint(in, tmp + "/fake_quant");
+    return exporter::WriteFakeQuantCheckpoint(in, tmp + "/fake_quant");
   }));
   if (!fake_only) {
     std::error_code ec;
     const auto bytes =
-        std::filesystem::file_size(out + "/quantized/" + quant::kQuantizedFileName, ec);
+        std::filesystem::file_size(out + "/quantized/" + exporter::kQuantizedFileName, ec);
     std::printf("wrote %s/quantized (%ju bytes; read back bit-exact)\n", out.c_str(),
                 static_cast<uintmax_t>(ec ? 0 : bytes));
   }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cli/command.h"
+#include "common/base/build_commit.h"
 #include "common/base/location_check.h"
 #include "common/base/status_macros.h"
 #include "common/config/run_config.h"
@@ -34,7 +35,8 @@ constexpr char kUsage[] =
     "  plan.json, plan.bin     the best feasible RL plan (plan_io.h)\n"
     "  report.json             FP / RL / baseline perplexities and bits, winner, wall time,\n"
     "                          lambda, curriculum history, training curve per update, and\n"
-    "                          the HTML report's data (common/report/report_data.h)\n"
+    "                          the HTML report's data (common/report/report_data.h), the\n"
+    "                          binary's commit and the config's digest without its seeds\n"
     "  report.html             self-contained report (inline SVG: bits heat map over layers\n"
     "                          x matrix types, perplexity vs effective bits for RL and every\n"
     "                          baseline, training curves); `windquant report --in\n"
@@ -88,6 +90,7 @@ absl::Status RunQuantize(Args& args) {
   options.export_model = !args.Has("no-export");
   options.use_cache = !args.Has("no-cache");
   options.baselines = !args.Has("no-baselines");
+  options.build_commit = base::BuildCommit();
   WQ_ASSIGN_OR_RETURN(options.stop_after_updates, args.GetInt("stop-after-updates", 0));
   WQ_RETURN_IF_ERROR(args.Finish());
   if (config_path.empty()) return absl::InvalidArgumentError("--config is required (see --help)");

@@ -70,7 +70,7 @@ absl::Status Dump(Args& args) {
   WQ_RETURN_IF_ERROR(args.Finish(2));
   if (args.positional().size() != 2)
     return absl::InvalidArgumentError("dump: one TABLE.pb is required");
-  WQ_ASSIGN_OR_RETURN(const quant::UnitTable t, job::ReadUnitTableFile(args.positional()[1]));
+  WQ_ASSIGN_OR_RETURN(const plan::UnitTable t, job::ReadUnitTableFile(args.positional()[1]));
   std::fputs(job::DumpUnitTable(t, as_json).c_str(), stdout);
   return absl::OkStatus();
 }
@@ -89,8 +89,8 @@ absl::Status Diff(Args& args) {
   }
   const std::string& pa = args.positional()[1];
   const std::string& pb = args.positional()[2];
-  WQ_ASSIGN_OR_RETURN(const quant::UnitTable a, job::ReadUnitTableFile(pa));
-  WQ_ASSIGN_OR_RETURN(quant::UnitTable b, job::ReadUnitTableFile(pb));
+  WQ_ASSIGN_OR_RETURN(const plan::UnitTable a, job::ReadUnitTableFile(pa));
+  WQ_ASSIGN_OR_RETURN(plan::UnitTable b, job::ReadUnitTableFile(pb));
   job::TableDiff diff = job::DiffUnitTables(a, std::move(b), tol);
   diff.path_a = pa;
   diff.path_b = pb;

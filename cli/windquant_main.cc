@@ -4,13 +4,15 @@
 #include <vector>
 
 #include "cli/command.h"
+#include "common/base/build_commit.h"
 
 namespace {
 
 void PrintHelp() {
   std::printf(
       "windquant: learned mixed-precision quantization of LLaMA models (WINDQuant).\n\n"
-      "usage: windquant COMMAND [flags]   (windquant COMMAND --help for its flags)\n\ncommands:\n");
+      "usage: windquant COMMAND [flags]   (windquant COMMAND --help for its flags)\n"
+      "       windquant --version            (the commit it was built from)\n\ncommands:\n");
   for (const auto& [name, c] : windquant::cli::CommandRegistry()) {
     std::printf("  %-12s %s\n", name.c_str(), c.summary.c_str());
   }
@@ -23,6 +25,10 @@ int main(int argc, char** argv) {
       std::string(argv[1]) == "help") {
     PrintHelp();
     return argc < 2 ? 2 : 0;
+  }
+  if (std::string(argv[1]) == "--version") {
+    std::printf("windquant %s\n", windquant::base::BuildCommit());
+    return 0;
   }
   auto& registry = windquant::cli::CommandRegistry();
   auto it = registry.find(argv[1]);

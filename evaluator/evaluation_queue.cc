@@ -116,7 +116,7 @@ absl::Status EvaluationQueue::Start() {
       v1::Plan p;
       if (!p.ParseFromString(bytes)) continue;
       QueuedPlan q;
-      q.plan = quant::Plan::FromProto(p);
+      q.plan = plan::Plan::FromProto(p);
       q.effective_bits = p.effective_bits();
       q.charged_bits = p.charged_bits();
       q.actor_id = p.source();
@@ -151,11 +151,11 @@ absl::StatusOr<int> EvaluationQueue::Submit(QueuedPlan q) {
   return static_cast<int>(queue_.size());
 }
 
-absl::StatusOr<PlanEvaluation> EvaluationQueue::EvaluateNow(const quant::Plan& plan) {
+absl::StatusOr<PlanEvaluation> EvaluationQueue::EvaluateNow(const plan::Plan& plan) {
   return evaluator_->Evaluate(replicas_.at(0), plan);
 }
 
-absl::StatusOr<PlanEvaluation> EvaluationQueue::HeldOutNow(const quant::Plan& plan) {
+absl::StatusOr<PlanEvaluation> EvaluationQueue::HeldOutNow(const plan::Plan& plan) {
   return evaluator_->HeldOutPerplexity(replicas_.at(0), plan);
 }
 
@@ -223,7 +223,7 @@ void EvaluationQueue::Worker(size_t r) {
 }
 
 bool EvaluationQueue::CalibrateReplica(size_t r) {
-  absl::StatusOr<std::vector<quant::UnitTable>> tables =
+  absl::StatusOr<std::vector<plan::UnitTable>> tables =
       evaluator_->Calibrate(replicas_[r], evaluator_->CalibrationFingerprint());
   if (!tables.ok()) {
     log_(absl::StrCat("evaluator: replica ", r, " calibration: ", tables.status().message(),

@@ -44,7 +44,7 @@
 namespace windquant::evaluator {
 
 struct QueuedPlan {
-  quant::Plan plan;
+  plan::Plan plan;
   double effective_bits = 0;
   double charged_bits =
       0;  // v1::Plan.charged_bits: what its reward is charged with (0 = effective_bits)
@@ -69,7 +69,7 @@ struct ReportAnswer {
 class EvaluationQueue {
  public:
   using ReportFn = std::function<absl::StatusOr<ReportAnswer>(const Report&)>;
-  using TableFn = std::function<void(const std::vector<quant::UnitTable>&)>;
+  using TableFn = std::function<void(const std::vector<plan::UnitTable>&)>;
   EvaluationQueue(ReplicaEvaluator* evaluator,
                   std::vector<std::vector<transport::ActivationTransport*>> replicas,
                   const rl::EnvironmentOptions& env, const rl::LagrangeOptions& lagrange,
@@ -84,10 +84,10 @@ class EvaluationQueue {
   // RESOURCE_EXHAUSTED when full. Returns the queue depth.
   absl::StatusOr<int> Submit(QueuedPlan plan);
   // Evaluates now on replica 0 (no λ update, no report).
-  absl::StatusOr<PlanEvaluation> EvaluateNow(const quant::Plan& plan);
+  absl::StatusOr<PlanEvaluation> EvaluateNow(const plan::Plan& plan);
   // The held-out perplexity of `plan` now on replica 0
   // (ReplicaEvaluator::HeldOutPerplexity; no λ update, no report, no cache).
-  absl::StatusOr<PlanEvaluation> HeldOutNow(const quant::Plan& plan);
+  absl::StatusOr<PlanEvaluation> HeldOutNow(const plan::Plan& plan);
   int depth() const;
   int64_t evaluated() const;
   void Stop();

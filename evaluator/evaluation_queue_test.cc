@@ -10,7 +10,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "common/metrics/registry.h"
-#include "common/quant/action.h"
+#include "common/plan/action.h"
 #include "common/stage/stage_worker.h"
 #include "common/testing/stage_test_util.h"
 #include "common/transport/local_activation_transport.h"
@@ -112,7 +112,7 @@ class EvaluationQueueTest : public ::testing::Test {
     q.plan.plan_id = "plan-" + std::to_string(episode);
     q.plan.episode_id = episode;
     q.plan.model_fingerprint = evaluator_->CalibrationFingerprint();
-    q.plan.actions.assign(units_, static_cast<int>(quant::Action::k2));
+    q.plan.actions.assign(units_, static_cast<int>(plan::Action::k2));
     q.effective_bits = 2.0;
     q.actor_id = "a";
     return q;

@@ -5,7 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/base/files.h"
 #include "common/base/status_macros.h"
-#include "common/config/text_range.h"
+#include "common/base/text_range.h"
 #include "common/model/tokenizer.h"
 #include "common/net/channel.h"
 #include "common/net/status_convert.h"
@@ -25,16 +25,16 @@ absl::StatusOr<std::unique_ptr<EvaluatorNode>> EvaluatorNode::Create(
   std::unique_ptr<EvaluatorNode> node(new EvaluatorNode());
   node->deadline_ = absl::Milliseconds(c.peer.rpc_deadline_ms);
   WQ_ASSIGN_OR_RETURN(auto tok, model::Tokenizer::FromFile(c.model_dir + "/tokenizer.json"));
-  const config::TextEncoder encode = [&t = *tok](std::string_view text) {
+  const base::TextEncoder encode = [&t = *tok](std::string_view text) {
     return t.Encode(text, /*add_bos=*/false);
   };
   // Calibration windows and the loss slice come from the calibration range,
   // the PPL term from the selection slice; the held-out text is read only by
   // EvaluatePlan's final numbers.
   WQ_ASSIGN_OR_RETURN(std::vector<int32_t> calib,
-                      config::ReadTextRange(c.calibration.range(), "calibration", encode));
+                      base::ReadTextRange(c.calibration.range(), "calibration", encode));
   WQ_ASSIGN_OR_RETURN(std::vector<int32_t> eval,
-                      config::ReadTextRange(c.selection, "evaluation.selection", encode));
+                      base::ReadTextRange(c.selection, "evaluation.selection", encode));
   PipelineEvaluatorOptions po;
   po.compute = c.compute;
   po.context = c.context;
@@ -60,7 +60,7 @@ absl::StatusOr<std::unique_ptr<EvaluatorNode>> EvaluatorNode::Create(
   }
   if (!c.heldout.text.empty()) {
     WQ_ASSIGN_OR_RETURN(std::vector<int32_t> heldout,
-                        config::ReadTextRange(c.heldout, "evaluation.heldout", encode));
+                        base::ReadTextRange(c.heldout, "evaluation.heldout", encode));
     absl::Status s = node->pipeline_->SetHeldOut(std::move(heldout));
     if (!s.ok() && log) log(absl::StrCat("evaluator: no held-out numbers: ", s.message()));
   }
@@ -133,7 +133,7 @@ absl::StatusOr<ReportAnswer> EvaluatorNode::SendReport(const Report& r) {
 // The run's table, fetched once. The lock is not held across the RPC: while
 // the learner is away every SubmitPlan fails fast with UNAVAILABLE (the actor
 // retries) instead of queueing behind one call's deadline.
-absl::StatusOr<quant::UnitTable> EvaluatorNode::Table() {
+absl::StatusOr<plan::UnitTable> EvaluatorNode::Table() {
   {
     absl::MutexLock lock(&table_mu_);
     if (table_.has_value()) return *table_;
@@ -144,7 +144,7 @@ absl::StatusOr<quant::UnitTable> EvaluatorNode::Table() {
   v1::UnitTable proto;
   grpc::Status s = learner_->GetUnitTable(&ctx, v1::GetUnitTableRequest(), &proto);
   if (!s.ok()) return net::FromGrpcStatus(s);
-  WQ_ASSIGN_OR_RETURN(quant::UnitTable t, quant::UnitTable::FromProto(proto));
+  WQ_ASSIGN_OR_RETURN(plan::UnitTable t, plan::UnitTable::FromProto(proto));
   absl::MutexLock lock(&table_mu_);
   if (!table_.has_value()) table_ = std::move(t);
   return *table_;

@@ -29,7 +29,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "common/base/log.h"
-#include "common/config/text_range.h"
+#include "common/base/text_range.h"
 #include "common/metrics/registry.h"
 #include "common/model/compute_options.h"
 #include "common/model/llama_weights.h"
@@ -52,10 +52,10 @@ struct EvaluatorNodeOptions {
   std::string model_dir;                  // model.dir: tokenizer, embeddings, final norm, lm_head
   model::ComputeOptions compute;          // model.device: where the head computes
   quant::CalibrationOptions calibration;  // calibration.*: the windows and the loss slice
-  config::TextRange selection;            // evaluation.selection: the PPL term
+  base::TextRange selection;              // evaluation.selection: the PPL term
   // evaluation.heldout: final numbers only (EvaluatePlan with text HELDOUT); none
   // when its text is "" or shorter than one window.
-  config::TextRange heldout;
+  base::TextRange heldout;
   int context = 256;                  // evaluation.context
   int batch = 16;                     // evaluation.batch
   int64_t calib_slice_tokens = 8192;  // evaluation.calib_slice_tokens
@@ -102,7 +102,7 @@ class EvaluatorNode {
  private:
   EvaluatorNode() = default;
   absl::StatusOr<ReportAnswer> SendReport(const Report& r);
-  absl::StatusOr<quant::UnitTable> Table();
+  absl::StatusOr<plan::UnitTable> Table();
 
   absl::Duration deadline_;
   std::unique_ptr<PipelineEvaluator> pipeline_;
@@ -113,7 +113,7 @@ class EvaluatorNode {
   net::Canceller stopping_;
   std::unique_ptr<EvaluationQueue> queue_;
   absl::Mutex table_mu_;
-  std::optional<quant::UnitTable> table_ ABSL_GUARDED_BY(table_mu_);
+  std::optional<plan::UnitTable> table_ ABSL_GUARDED_BY(table_mu_);
   std::unique_ptr<EvaluatorService> service_;
   std::unique_ptr<net::GrpcServer> server_;
   bool running_ = false;  // Create succeeded, Stop not called

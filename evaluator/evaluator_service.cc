@@ -9,12 +9,12 @@ namespace windquant::evaluator {
 
 using net::ToGrpcStatus;
 
-absl::StatusOr<quant::Plan> EvaluatorService::CheckPlan(const v1::Plan& proto,
-                                                        double* effective_bits) {
+absl::StatusOr<plan::Plan> EvaluatorService::CheckPlan(const v1::Plan& proto,
+                                                       double* effective_bits) {
   WQ_RETURN_IF_ERROR(net::RequireIdentifier("plan.plan_id", proto.plan_id()));
-  WQ_ASSIGN_OR_RETURN(quant::UnitTable table, table_());
+  WQ_ASSIGN_OR_RETURN(plan::UnitTable table, table_());
   WQ_RETURN_IF_ERROR(rl::ValidatePlan(proto, table, rl::PlanScope::kRun));
-  quant::Plan plan = quant::Plan::FromProto(proto);
+  plan::Plan plan = plan::Plan::FromProto(proto);
   *effective_bits = table.EffectiveBits(plan.actions);
   return plan;
 }
@@ -27,7 +27,7 @@ grpc::Status EvaluatorService::SubmitPlan(grpc::ServerContext*, const v1::Submit
     if (!s.ok()) return ToGrpcStatus(s);
   }
   double bits = 0;
-  absl::StatusOr<quant::Plan> plan = CheckPlan(req->plan(), &bits);
+  absl::StatusOr<plan::Plan> plan = CheckPlan(req->plan(), &bits);
   if (!plan.ok()) return ToGrpcStatus(plan.status());
   if (req->episode_id() != 0) plan->episode_id = req->episode_id();
   QueuedPlan q;
@@ -54,7 +54,7 @@ grpc::Status EvaluatorService::EvaluatePlan(grpc::ServerContext*,
         "tokens: only 0 (the configured evaluation slice) is supported"));
   }
   double bits = 0;
-  absl::StatusOr<quant::Plan> plan = CheckPlan(req->plan(), &bits);
+  absl::StatusOr<plan::Plan> plan = CheckPlan(req->plan(), &bits);
   if (!plan.ok()) return ToGrpcStatus(plan.status());
   if (req->text() != v1::EVALUATION_TEXT_SELECTION && req->text() != v1::EVALUATION_TEXT_HELDOUT) {
     return ToGrpcStatus(absl::InvalidArgumentError(

@@ -11,7 +11,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "common/quant/unit_table.h"
+#include "common/plan/unit_table.h"
 #include "evaluator/evaluation_queue.h"
 #include "windquant/v1/evaluator.grpc.pb.h"
 
@@ -21,7 +21,7 @@ class EvaluatorService final : public v1::Evaluator::Service {
  public:
   // `table` answers the run's global unit table (from the learner), used to
   // validate plans; UNAVAILABLE while it is not complete.
-  using TableFn = std::function<absl::StatusOr<quant::UnitTable>()>;
+  using TableFn = std::function<absl::StatusOr<plan::UnitTable>()>;
   EvaluatorService(EvaluationQueue* queue, TableFn table)
       : queue_(queue), table_(std::move(table)) {}
 
@@ -31,7 +31,7 @@ class EvaluatorService final : public v1::Evaluator::Service {
                             v1::EvaluationReport*) override;
 
  private:
-  absl::StatusOr<quant::Plan> CheckPlan(const v1::Plan& plan, double* effective_bits);
+  absl::StatusOr<plan::Plan> CheckPlan(const v1::Plan& plan, double* effective_bits);
   EvaluationQueue* const queue_;
   TableFn table_;
 };

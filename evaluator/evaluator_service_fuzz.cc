@@ -91,7 +91,7 @@ struct Harness {
   std::vector<std::unique_ptr<transport::LocalActivationTransport>> transports;
   std::vector<transport::ActivationTransport*> stages;
   std::unique_ptr<PipelineEvaluator> pipeline;
-  quant::UnitTable table;
+  plan::UnitTable table;
   std::unique_ptr<EvaluationQueue> queue;
   std::unique_ptr<EvaluatorService> service;
   std::unique_ptr<net::GrpcServer> server;
@@ -124,14 +124,14 @@ struct Harness {
     pipeline = *std::move(p);
     auto tables = pipeline->Calibrate(stages, pipeline->CalibrationFingerprint());
     if (!tables.ok()) FuzzFail(std::string(tables.status().message()));
-    table = quant::UnitTable::Merge(*tables).value();
+    table = plan::UnitTable::Merge(*tables).value();
     rl::LagrangeOptions lagrange;
     queue = std::make_unique<EvaluationQueue>(
         pipeline.get(), std::vector<std::vector<transport::ActivationTransport*>>{stages},
         rl::EnvironmentOptions(), lagrange, queue_dir, 8,
         [](const Report&) -> absl::StatusOr<ReportAnswer> { return ReportAnswer(); });
     service = std::make_unique<EvaluatorService>(
-        queue.get(), [this]() -> absl::StatusOr<quant::UnitTable> { return table; });
+        queue.get(), [this]() -> absl::StatusOr<plan::UnitTable> { return table; });
     net::ServerOptions o;
     o.address = "127.0.0.1:0";
     server = std::make_unique<net::GrpcServer>(o);
@@ -171,7 +171,7 @@ namespace windquant::testing {
 
 std::vector<std::string> WqFuzzSeeds() {
   using namespace windquant::evaluator;  // NOLINT: the target's own names
-  const quant::UnitTable& table = TheHarness().table;
+  const plan::UnitTable& table = TheHarness().table;
   // Mutated strings are often invalid UTF-8: protobuf refuses them (the
   // input is skipped) and would log each one.
   google::protobuf::SetLogHandler(nullptr);

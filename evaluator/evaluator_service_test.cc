@@ -13,7 +13,7 @@
 #include "common/net/channel.h"
 #include "common/net/server.h"
 #include "common/net/status_convert.h"
-#include "common/quant/action.h"
+#include "common/plan/action.h"
 #include "common/testing/scoped_test_dir.h"
 #include "common/testing/stage_test_util.h"
 #include "common/testing/status_matchers.h"
@@ -35,7 +35,7 @@ constexpr size_t kHeldOutTokens = 300;
 struct Pipeline {
   std::unique_ptr<PipelineEvaluator> evaluator;
   testing::LocalStages local;
-  quant::UnitTable table;  // the run's global table
+  plan::UnitTable table;  // the run's global table
 };
 
 Pipeline* BuildPipeline() {
@@ -61,7 +61,7 @@ Pipeline* BuildPipeline() {
   auto tables = p->evaluator->Calibrate(p->local.stages, p->evaluator->CalibrationFingerprint());
   EXPECT_THAT(tables.status(), IsOk());
   if (!tables.ok()) return nullptr;
-  auto merged = quant::UnitTable::Merge(*std::move(tables));
+  auto merged = plan::UnitTable::Merge(*std::move(tables));
   EXPECT_THAT(merged.status(), IsOk());
   if (!merged.ok()) return nullptr;
   p->table = *std::move(merged);
@@ -85,7 +85,7 @@ class EvaluatorServiceTest : public ::testing::Test {
         rl::EnvironmentOptions(), lagrange, queue_dir_, kMaxQueue,
         [](const Report&) -> absl::StatusOr<ReportAnswer> { return ReportAnswer(); });
     service_ = std::make_unique<EvaluatorService>(
-        queue_.get(), [this]() -> absl::StatusOr<quant::UnitTable> {
+        queue_.get(), [this]() -> absl::StatusOr<plan::UnitTable> {
           absl::MutexLock lock(&mu_);
           if (!table_ready_) return absl::UnavailableError("unit table: not complete yet");
           return pipeline_->table;
@@ -109,7 +109,7 @@ class EvaluatorServiceTest : public ::testing::Test {
     p.set_plan_id(plan_id);
     p.set_model_fingerprint(pipeline_->table.fingerprint);
     for (size_t i = 0; i < pipeline_->table.units.size(); ++i) {
-      p.add_actions(static_cast<uint32_t>(quant::Action::k4));
+      p.add_actions(static_cast<uint32_t>(plan::Action::k4));
     }
     return p;
   }
@@ -189,7 +189,7 @@ TEST_F(EvaluatorServiceTest, SubmitRefusesAPlanThatDoesNotFitTheRunsTable) {
   EXPECT_THAT(SubmitPlan(longer),
               StatusIs(kInvalid, "plan.actions: " + std::to_string(units + 1) + " entries"));
   v1::Plan out_of_range = WirePlan();
-  out_of_range.set_actions(units - 1, quant::kNumActions);
+  out_of_range.set_actions(units - 1, plan::kNumActions);
   EXPECT_THAT(SubmitPlan(out_of_range),
               StatusIs(kInvalid, "plan.actions[" + std::to_string(units - 1) + "]: 7 is not"));
   EXPECT_EQ(queue_->depth(), 0);
@@ -226,14 +226,14 @@ TEST_F(EvaluatorServiceTest, EvaluateAnswersThePipelinesReportThenTheCachedOne) 
   v1::EvaluatePlanRequest req;
   *req.mutable_plan() = WirePlan("plan-eval");
   req.mutable_plan()->set_episode_id(5);
-  req.mutable_plan()->set_actions(0, static_cast<uint32_t>(quant::Action::k2));
+  req.mutable_plan()->set_actions(0, static_cast<uint32_t>(plan::Action::k2));
   v1::EvaluationReport first;
   ASSERT_THAT(Evaluate(req, &first), IsOk());
-  const quant::Plan plan = quant::Plan::FromProto(req.plan());
+  const plan::Plan plan = plan::Plan::FromProto(req.plan());
   EXPECT_EQ(first.plan_id(), "plan-eval");
   EXPECT_EQ(first.episode_id(), 5u);
   EXPECT_DOUBLE_EQ(first.effective_bits(), pipeline_->table.EffectiveBits(plan.actions));
-  const std::vector<int> all4(plan.actions.size(), static_cast<int>(quant::Action::k4));
+  const std::vector<int> all4(plan.actions.size(), static_cast<int>(plan::Action::k4));
   EXPECT_LT(first.effective_bits(), pipeline_->table.EffectiveBits(all4));  // one unit at 2 bits
   EXPECT_GT(first.perplexity(), 1.0);
   EXPECT_TRUE(std::isfinite(first.loss()));
@@ -253,7 +253,7 @@ TEST_F(EvaluatorServiceTest, EvaluateAnswersThePipelinesReportThenTheCachedOne) 
 TEST_F(EvaluatorServiceTest, EvaluateOnTheHeldOutTextMeasuresItsWindowsEveryTime) {
   v1::EvaluatePlanRequest req;
   *req.mutable_plan() = WirePlan("plan-heldout");
-  req.mutable_plan()->set_actions(0, static_cast<uint32_t>(quant::Action::k2));
+  req.mutable_plan()->set_actions(0, static_cast<uint32_t>(plan::Action::k2));
   v1::EvaluationReport selection;
   ASSERT_THAT(Evaluate(req, &selection), IsOk());
   req.set_text(v1::EVALUATION_TEXT_HELDOUT);
@@ -283,7 +283,7 @@ TEST_F(EvaluatorServiceTest, AnEvaluatorWithoutHeldOutTextRefusesItNamingTheKey)
   EXPECT_THAT((*bare)->SetHeldOut(testing::RandomIds(kContext - 1, 3)),
               StatusIs(kInvalid, "evaluation.heldout: 15 tokens, shorter than one window"));
   EXPECT_FALSE((*bare)->has_heldout());
-  const quant::Plan plan = quant::Plan::FromProto(WirePlan());
+  const plan::Plan plan = plan::Plan::FromProto(WirePlan());
   EXPECT_THAT((*bare)->HeldOutPerplexity(pipeline_->local.stages, plan).status(),
               StatusIs(absl::StatusCode::kFailedPrecondition, "evaluation.heldout: the evaluator"));
 }

@@ -294,7 +294,7 @@ absl::StatusOr<model::PerplexityResult> PipelineEvaluator::Perplexity(
   return r;
 }
 
-absl::StatusOr<std::vector<quant::UnitTable>> PipelineEvaluator::Calibrate(
+absl::StatusOr<std::vector<plan::UnitTable>> PipelineEvaluator::Calibrate(
     const std::vector<ActivationTransport*>& stages, const std::string& fingerprint) {
   WQ_RETURN_IF_ERROR(CheckChain(stages));
   WQ_ASSIGN_OR_RETURN(at::Tensor windows, quant::SampleCalibrationWindows(
@@ -320,9 +320,9 @@ absl::StatusOr<std::vector<quant::UnitTable>> PipelineEvaluator::Calibrate(
         }
       },
       [](int64_t, const at::Tensor&) { return absl::OkStatus(); }));
-  std::vector<quant::UnitTable> tables;
+  std::vector<plan::UnitTable> tables;
   for (ActivationTransport* t : stages) {
-    absl::StatusOr<quant::UnitTable> table = t->FinishCalibration(fingerprint);
+    absl::StatusOr<plan::UnitTable> table = t->FinishCalibration(fingerprint);
     if (!table.ok()) return Prefix(table.status(), t->Name());
     tables.push_back(*std::move(table));
   }
@@ -346,7 +346,7 @@ absl::Status PipelineEvaluator::SetHeldOut(std::vector<int32_t> ids) {
 }
 
 absl::StatusOr<PlanEvaluation> PipelineEvaluator::HeldOutPerplexity(
-    const std::vector<ActivationTransport*>& stages, const quant::Plan& plan) {
+    const std::vector<ActivationTransport*>& stages, const plan::Plan& plan) {
   if (heldout_ids_.empty()) {
     return absl::FailedPreconditionError("evaluation.heldout: the evaluator has no held-out text");
   }
@@ -360,7 +360,7 @@ absl::StatusOr<PlanEvaluation> PipelineEvaluator::HeldOutPerplexity(
   return e;
 }
 
-PassSpec PipelineEvaluator::PlanPass(const quant::Plan* plan) {
+PassSpec PipelineEvaluator::PlanPass(const plan::Plan* plan) {
   PassSpec spec;  // empty plan id: full precision
   if (plan != nullptr) {
     spec.plan_id = PlanKey(*plan);
@@ -370,7 +370,7 @@ PassSpec PipelineEvaluator::PlanPass(const quant::Plan* plan) {
   return spec;
 }
 
-std::string PipelineEvaluator::PlanKey(const quant::Plan& plan) {
+std::string PipelineEvaluator::PlanKey(const plan::Plan& plan) {
   std::string bytes = plan.model_fingerprint;
   bytes.push_back('\n');
   for (int a : plan.actions) bytes.push_back(static_cast<char>('0' + a));
@@ -384,7 +384,7 @@ absl::StatusOr<PlanEvaluation> PipelineEvaluator::Reference(
 }
 
 absl::StatusOr<PlanEvaluation> PipelineEvaluator::Evaluate(
-    const std::vector<ActivationTransport*>& stages, const quant::Plan& plan) {
+    const std::vector<ActivationTransport*>& stages, const plan::Plan& plan) {
   PipelinePlanBackend backend(this, stages);
   return core_.Evaluate(backend, plan);
 }

@@ -28,8 +28,8 @@
 #include "absl/status/statusor.h"
 #include "common/model/llama_model.h"
 #include "common/model/perplexity.h"
-#include "common/quant/plan.h"
-#include "common/quant/unit_table.h"
+#include "common/plan/plan.h"
+#include "common/plan/unit_table.h"
 #include "common/rl/plan_evaluation.h"
 #include "common/rl/plan_evaluation_core.h"
 #include "common/transport/activation_transport.h"
@@ -86,7 +86,7 @@ class PipelineEvaluator : public ReplicaEvaluator {
 
   // Calibration pass through `stages`, then every stage fits its shard;
   // returns the stage tables in stage order.
-  absl::StatusOr<std::vector<quant::UnitTable>> Calibrate(
+  absl::StatusOr<std::vector<plan::UnitTable>> Calibrate(
       const std::vector<transport::ActivationTransport*>& stages,
       const std::string& fingerprint) override;
 
@@ -104,7 +104,7 @@ class PipelineEvaluator : public ReplicaEvaluator {
   // Evaluates `plan` (its actions over the global unit order) through
   // `stages`; identical plans are answered from the cache (cached = true).
   absl::StatusOr<PlanEvaluation> Evaluate(
-      const std::vector<transport::ActivationTransport*>& stages, const quant::Plan& plan) override;
+      const std::vector<transport::ActivationTransport*>& stages, const plan::Plan& plan) override;
 
   // The perplexity of `plan` on the whole held-out text through `stages` (not
   // cached: a run asks for a few plans' once). The result's eval_* fields and
@@ -112,14 +112,14 @@ class PipelineEvaluator : public ReplicaEvaluator {
   // it); no loss term. FAILED_PRECONDITION naming evaluation.heldout when there
   // is no held-out text; Perplexity's errors.
   absl::StatusOr<PlanEvaluation> HeldOutPerplexity(
-      const std::vector<transport::ActivationTransport*>& stages, const quant::Plan& plan) override;
+      const std::vector<transport::ActivationTransport*>& stages, const plan::Plan& plan) override;
 
   // The pass of `plan` through the stages (nullptr: full precision).
-  static transport::PassSpec PlanPass(const quant::Plan* plan);
+  static transport::PassSpec PlanPass(const plan::Plan* plan);
 
   // The stage-side plan id of `plan`: a digest of fingerprint + actions, so
   // identical plans share applied weights on the stages.
-  static std::string PlanKey(const quant::Plan& plan);
+  static std::string PlanKey(const plan::Plan& plan);
 
  private:
   PipelineEvaluator(model::LlamaWeights head_weights, const PipelineEvaluatorOptions& options,

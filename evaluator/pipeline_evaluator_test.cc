@@ -115,7 +115,7 @@ TEST_F(PipelineEvaluatorTest, RejectsStagesThatDoNotChainToTheModel) {
 TEST_F(PipelineEvaluatorTest, TwoStagesBuildTheSameUnitTableAsOneProcessAndPlansEvaluateAlike) {
   auto tables = evaluator_->Calibrate(stages_, "fp");
   ASSERT_TRUE(tables.ok()) << tables.status();
-  auto merged = quant::UnitTable::Merge(*tables);
+  auto merged = plan::UnitTable::Merge(*tables);
   ASSERT_TRUE(merged.ok()) << merged.status();
 
   // One process: the same windows, the same micro-batches, the whole model.
@@ -129,27 +129,27 @@ TEST_F(PipelineEvaluatorTest, TwoStagesBuildTheSameUnitTableAsOneProcessAndPlans
   uo.chunk_size = 32;
   auto single = quant::BuildStageFits(whole_->weights(), *stats, uo, "fp");
   ASSERT_TRUE(single.ok()) << single.status();
-  const quant::UnitTable& one = single->table();
+  const plan::UnitTable& one = single->table();
   ASSERT_EQ(merged->units.size(), one.units.size());
   for (size_t i = 0; i < one.units.size(); ++i) {
-    const quant::Unit &a = merged->units[i], &b = one.units[i];
+    const plan::Unit &a = merged->units[i], &b = one.units[i];
     ASSERT_EQ(a.id, b.id);
     ASSERT_EQ(a.salient_count, b.salient_count) << "unit " << i;
-    for (int k = 0; k < quant::kNumActions; ++k) {
+    for (int k = 0; k < plan::kNumActions; ++k) {
       EXPECT_NEAR(a.bits[k], b.bits[k], kTableRelTol * b.bits[k]) << "unit " << i;
       EXPECT_NEAR(a.error[k], b.error[k], kTableRelTol * std::abs(b.error[k]) + 1e-12)
           << "unit " << i << " action " << k;
     }
-    for (int f = 0; f < quant::kNumStaticFeatures; ++f) {
+    for (int f = 0; f < plan::kNumStaticFeatures; ++f) {
       EXPECT_NEAR(a.features[f], b.features[f], 1e-5) << "unit " << i << " feature " << f;
     }
   }
 
   // A 2-bit plan through the pipeline == the plan applied to the whole model.
-  quant::Plan plan;
+  plan::Plan plan;
   plan.plan_id = "two-bit";
   plan.model_fingerprint = "fp";
-  plan.actions.assign(one.units.size(), static_cast<int>(quant::Action::k2));
+  plan.actions.assign(one.units.size(), static_cast<int>(plan::Action::k2));
   auto e = evaluator_->Evaluate(stages_, plan);
   ASSERT_TRUE(e.ok()) << e.status();
   EXPECT_FALSE(e->cached);

@@ -5,7 +5,7 @@
 
 namespace windquant::evaluator {
 
-absl::StatusOr<rl::SliceMeasurement> PipelinePlanBackend::Measure(const quant::Plan* plan) {
+absl::StatusOr<rl::SliceMeasurement> PipelinePlanBackend::Measure(const plan::Plan* plan) {
   const transport::PassSpec spec = PipelineEvaluator::PlanPass(plan);
   const PipelineEvaluatorOptions& o = evaluator_->options();
   rl::SliceMeasurement m;

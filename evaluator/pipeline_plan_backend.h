@@ -28,7 +28,7 @@ class PipelinePlanBackend : public rl::PlanBackend {
   // The errors of PipelineEvaluator::Perplexity, prefixed with the stage at
   // fault (a stage's INVALID_ARGUMENT for a malformed plan, UNAVAILABLE or
   // FAILED_PRECONDITION from a stage that lost its fits).
-  absl::StatusOr<rl::SliceMeasurement> Measure(const quant::Plan* plan) override;
+  absl::StatusOr<rl::SliceMeasurement> Measure(const plan::Plan* plan) override;
 
  private:
   PipelineEvaluator* const evaluator_;

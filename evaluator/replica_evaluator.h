@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/quant/plan.h"
-#include "common/quant/unit_table.h"
+#include "common/plan/plan.h"
+#include "common/plan/unit_table.h"
 #include "common/rl/plan_evaluation.h"
 #include "common/transport/activation_transport.h"
 
@@ -27,17 +27,17 @@ class ReplicaEvaluator {
   virtual std::string CalibrationFingerprint() const = 0;
   // Calibration pass through `stages` (one replica, stage order), then every stage fits
   // its shard; returns the stage tables in stage order.
-  virtual absl::StatusOr<std::vector<quant::UnitTable>> Calibrate(
+  virtual absl::StatusOr<std::vector<plan::UnitTable>> Calibrate(
       const std::vector<transport::ActivationTransport*>& stages,
       const std::string& fingerprint) = 0;
   // Evaluates `plan` through `stages` (identical plans may be answered from a cache).
   virtual absl::StatusOr<rl::PlanEvaluation> Evaluate(
-      const std::vector<transport::ActivationTransport*>& stages, const quant::Plan& plan) = 0;
+      const std::vector<transport::ActivationTransport*>& stages, const plan::Plan& plan) = 0;
   // The perplexity of `plan` on the held-out text through `stages` (the
   // eval_* fields and tokens are the held-out text's). FAILED_PRECONDITION
   // when the evaluator has none (the default).
   virtual absl::StatusOr<rl::PlanEvaluation> HeldOutPerplexity(
-      const std::vector<transport::ActivationTransport*>& /*stages*/, const quant::Plan& /*plan*/) {
+      const std::vector<transport::ActivationTransport*>& /*stages*/, const plan::Plan& /*plan*/) {
     return absl::FailedPreconditionError("evaluation.heldout: the evaluator has no held-out text");
   }
 };

@@ -2,7 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/base/status_macros.h"
-#include "common/quant/baselines.h"
+#include "common/search/baselines.h"
 #include "job/plan_measurement.h"
 
 namespace windquant::job {
@@ -35,32 +35,32 @@ absl::Status ValidateBaselineSpec(const BaselineSpec& spec) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<quant::Plan> BaselinePlan(const quant::UnitTable& table, const BaselineSpec& spec) {
+absl::StatusOr<plan::Plan> BaselinePlan(const plan::UnitTable& table, const BaselineSpec& spec) {
   WQ_RETURN_IF_ERROR(ValidateBaselineSpec(spec));
   if (spec.method == "uniform") {
-    quant::Plan plan = quant::UniformPlan(table, spec.action);
-    plan.plan_id = absl::StrCat("uniform-", std::string(quant::ActionName(spec.action)),
+    plan::Plan plan = search::UniformPlan(table, spec.action);
+    plan.plan_id = absl::StrCat("uniform-", std::string(plan::ActionName(spec.action)),
                                 plan.plan_id.substr(plan.plan_id.rfind('-')));
     return plan;
   }
-  if (spec.method == "greedy") return quant::GreedyPlan(table, spec.bits);
-  if (spec.method == "lagrange") return quant::LagrangePlan(table, spec.bits);
+  if (spec.method == "greedy") return search::GreedyPlan(table, spec.bits);
+  if (spec.method == "lagrange") return search::LagrangePlan(table, spec.bits);
   if (spec.method == "search") {
     return absl::InvalidArgumentError("--method search measures plans: job::SearchPlan builds it");
   }
-  return quant::RandomPlan(table, spec.bits, spec.seed);
+  return search::RandomPlan(table, spec.bits, spec.seed);
 }
 
-absl::StatusOr<std::vector<std::pair<std::string, quant::Plan>>> BaselinesAt(
-    const quant::UnitTable& table, double target_bits, uint64_t seed) {
-  std::vector<std::pair<std::string, quant::Plan>> out;
+absl::StatusOr<std::vector<std::pair<std::string, plan::Plan>>> BaselinesAt(
+    const plan::UnitTable& table, double target_bits, uint64_t seed) {
+  std::vector<std::pair<std::string, plan::Plan>> out;
   // The uniform actions bracketing the target: the most bits within it and the fewest
   // above it (the plainest anchor at its own bits, e.g. uniform 2-bit at ~2.35 bits).
-  const quant::Plan* within = nullptr;
-  const quant::Plan* above = nullptr;
-  std::vector<quant::Plan> uniform;
-  for (quant::Action a : quant::kAllActions) uniform.push_back(quant::UniformPlan(table, a));
-  for (const quant::Plan& u : uniform) {
+  const plan::Plan* within = nullptr;
+  const plan::Plan* above = nullptr;
+  std::vector<plan::Plan> uniform;
+  for (plan::Action a : plan::kAllActions) uniform.push_back(search::UniformPlan(table, a));
+  for (const plan::Plan& u : uniform) {
     const double bits = table.EffectiveBits(u.actions);
     if (bits <= target_bits + kSameBitsTolerance) {
       if (within == nullptr || bits > table.EffectiveBits(within->actions)) within = &u;
@@ -68,16 +68,16 @@ absl::StatusOr<std::vector<std::pair<std::string, quant::Plan>>> BaselinesAt(
       above = &u;
     }
   }
-  for (const quant::Plan* u : {within, above}) {
+  for (const plan::Plan* u : {within, above}) {
     if (u == nullptr) continue;
-    const quant::Action a = quant::ActionFromIndex(u->actions[0]).value();
-    out.emplace_back(absl::StrCat("uniform-", std::string(quant::ActionName(a))), *u);
+    const plan::Action a = plan::ActionFromIndex(u->actions[0]).value();
+    out.emplace_back(absl::StrCat("uniform-", std::string(plan::ActionName(a))), *u);
   }
-  WQ_ASSIGN_OR_RETURN(quant::Plan greedy, quant::GreedyPlan(table, target_bits));
+  WQ_ASSIGN_OR_RETURN(plan::Plan greedy, search::GreedyPlan(table, target_bits));
   out.emplace_back("greedy", std::move(greedy));
-  WQ_ASSIGN_OR_RETURN(quant::Plan lagrange, quant::LagrangePlan(table, target_bits));
+  WQ_ASSIGN_OR_RETURN(plan::Plan lagrange, search::LagrangePlan(table, target_bits));
   out.emplace_back("lagrange", std::move(lagrange));
-  WQ_ASSIGN_OR_RETURN(quant::Plan random, quant::RandomPlan(table, target_bits, seed));
+  WQ_ASSIGN_OR_RETURN(plan::Plan random, search::RandomPlan(table, target_bits, seed));
   out.emplace_back("random", std::move(random));
   return out;
 }

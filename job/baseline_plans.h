@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/quant/action.h"
-#include "common/quant/plan.h"
-#include "common/quant/unit_table.h"
+#include "common/plan/action.h"
+#include "common/plan/plan.h"
+#include "common/plan/unit_table.h"
 #include "job/search_baseline.h"
 
 namespace windquant::job {
@@ -21,7 +21,7 @@ namespace windquant::job {
 struct BaselineSpec {
   std::string method;                           // uniform | greedy | lagrange | random | search
   double bits = 0;                              // budget (greedy, lagrange, random), > 0
-  quant::Action action = quant::Action::k4;     // uniform
+  plan::Action action = plan::Action::k4;       // uniform
   uint64_t seed = 0;                            // random, search
   int64_t evals = 0;                            // search: plans to measure (>= 1)
   int64_t restart_after = kSearchRestartAfter;  // search: restart after R stale (0: never)
@@ -33,14 +33,14 @@ struct BaselineSpec {
 // without a positive count; the baselines' own errors. BaselinePlan builds
 // every method but search, which measures plans (search_baseline.h: SearchPlan).
 absl::Status ValidateBaselineSpec(const BaselineSpec& spec);
-absl::StatusOr<quant::Plan> BaselinePlan(const quant::UnitTable& table, const BaselineSpec& spec);
+absl::StatusOr<plan::Plan> BaselinePlan(const plan::UnitTable& table, const BaselineSpec& spec);
 
 // Every baseline at `target_bits`, named as the quantize report names them:
 // "uniform-<action>" twice: the uniform action with the most bits within the target
 // and the one with the fewest above it (over the budget: a reference at its own bits,
 // never a contender), then "greedy", "lagrange", "random" (`seed`).
-absl::StatusOr<std::vector<std::pair<std::string, quant::Plan>>> BaselinesAt(
-    const quant::UnitTable& table, double target_bits, uint64_t seed);
+absl::StatusOr<std::vector<std::pair<std::string, plan::Plan>>> BaselinesAt(
+    const plan::UnitTable& table, double target_bits, uint64_t seed);
 
 }  // namespace windquant::job
 

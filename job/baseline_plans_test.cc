@@ -2,8 +2,8 @@
 
 #include <string>
 
-#include "common/quant/baselines.h"
-#include "common/rl/synthetic_table.h"
+#include "common/search/baselines.h"
+#include "common/testing/synthetic_table.h"
 #include "gtest/gtest.h"
 #include "job/plan_measurement.h"
 
@@ -13,13 +13,13 @@ namespace {
 // The uniform plans of BaselinesAt bracket the target: the most bits within it, the
 // fewest above it, each named after its action and uniform over every unit.
 TEST(BaselinesAtTest, UniformPlansBracketTheTarget) {
-  const quant::UnitTable t = rl::testing::SyntheticTable(30, 3);
-  double bits[quant::kNumActions];
-  for (quant::Action a : quant::kAllActions) {
-    bits[quant::ActionIndex(a)] = t.EffectiveBits(quant::UniformPlan(t, a).actions);
+  const plan::UnitTable t = testing::SyntheticTable(30, 3);
+  double bits[plan::kNumActions];
+  for (plan::Action a : plan::kAllActions) {
+    bits[plan::ActionIndex(a)] = t.EffectiveBits(search::UniformPlan(t, a).actions);
   }
   // A target between the 2-bit and the 3-bit uniform plans' bits.
-  const int i2 = quant::ActionIndex(quant::Action::k2), i3 = quant::ActionIndex(quant::Action::k3);
+  const int i2 = plan::ActionIndex(plan::Action::k2), i3 = plan::ActionIndex(plan::Action::k3);
   ASSERT_LT(bits[i2], bits[i3]);
   const double target = 0.5 * (bits[i2] + bits[i3]);
   auto baselines = BaselinesAt(t, target, /*seed=*/0);

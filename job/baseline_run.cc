@@ -5,20 +5,20 @@
 
 #include "absl/strings/str_format.h"
 #include "common/base/status_macros.h"
-#include "common/config/text_range.h"
-#include "common/quant/baselines.h"
+#include "common/base/text_range.h"
+#include "common/search/baselines.h"
 #include "job/search_baseline.h"
 
 namespace windquant::job {
 
-absl::StatusOr<quant::Plan> SearchSessionPlan(const quant::QuantizationSession& session,
-                                              const config::TextRange& selection_range,
-                                              const BaselineSpec& spec, nlohmann::json* info) {
+absl::StatusOr<plan::Plan> SearchSessionPlan(const quant::QuantizationSession& session,
+                                             const base::TextRange& selection_range,
+                                             const BaselineSpec& spec, nlohmann::json* info) {
   WQ_ASSIGN_OR_RETURN(const std::vector<int32_t> selection,
-                      config::ReadTextRange(selection_range, "evaluation.selection",
-                                            [&tok = session.tokenizer()](std::string_view text) {
-                                              return tok.Encode(text, /*add_bos=*/false);
-                                            }));
+                      base::ReadTextRange(selection_range, "evaluation.selection",
+                                          [&tok = session.tokenizer()](std::string_view text) {
+                                            return tok.Encode(text, /*add_bos=*/false);
+                                          }));
   SearchOptions so;
   so.target_bits = spec.bits;
   so.evaluations = spec.evals;
@@ -45,22 +45,22 @@ absl::StatusOr<quant::Plan> SearchSessionPlan(const quant::QuantizationSession& 
 }
 
 absl::StatusOr<nlohmann::json> DescribeBaseline(const quant::QuantizationSession& session,
-                                                const quant::Plan& plan, const std::string& method,
+                                                const plan::Plan& plan, const std::string& method,
                                                 const DescribeOptions& options) {
-  const quant::UnitTable& table = session.table();
-  const quant::PlanTotals totals = plan.Totals(table);
+  const plan::UnitTable& table = session.table();
+  const plan::PlanTotals totals = plan.Totals(table);
   nlohmann::json j = {{"plan_id", plan.plan_id},
                       {"method", method},
                       {"target_bits", plan.target_bits},
                       {"effective_bits", totals.effective_bits},
                       {"whole_model_bits", totals.whole_model_bits},
-                      {"proxy_error", quant::ProxyError(table, plan.actions)},
+                      {"proxy_error", search::ProxyError(table, plan.actions)},
                       {"units", table.units.size()},
                       {"unit_table_from_cache", session.from_cache()},
                       {"fingerprint", session.fingerprint()}};
   nlohmann::json counts = nlohmann::json::object();
-  for (int a = 0; a < quant::kNumActions; ++a) {
-    counts[std::string(quant::ActionName(quant::kAllActions[a]))] = totals.action_counts[a];
+  for (int a = 0; a < plan::kNumActions; ++a) {
+    counts[std::string(plan::ActionName(plan::kAllActions[a]))] = totals.action_counts[a];
   }
   j["action_counts"] = counts;
   if (!options.measure) return j;

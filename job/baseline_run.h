@@ -10,8 +10,8 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "common/config/text_range.h"
-#include "common/quant/plan.h"
+#include "common/base/text_range.h"
+#include "common/plan/plan.h"
 #include "common/quant/quantization_session.h"
 #include "job/baseline_plans.h"
 #include "nlohmann/json.hpp"
@@ -21,9 +21,9 @@ namespace windquant::job {
 // The search baseline (search_baseline.h) of `spec` on the session's model,
 // each candidate measured on `selection` (evaluation.selection). `info` gets its
 // counts and perplexities. Errors: evaluation.selection's, SearchPlan's.
-absl::StatusOr<quant::Plan> SearchSessionPlan(const quant::QuantizationSession& session,
-                                              const config::TextRange& selection,
-                                              const BaselineSpec& spec, nlohmann::json* info);
+absl::StatusOr<plan::Plan> SearchSessionPlan(const quant::QuantizationSession& session,
+                                             const base::TextRange& selection,
+                                             const BaselineSpec& spec, nlohmann::json* info);
 
 struct DescribeOptions {
   bool measure = true;     // the plan's perplexity on the held-out text
@@ -34,7 +34,7 @@ struct DescribeOptions {
 // plan_id, method, bits, proxy error, action counts, cache and fingerprint,
 // and (options.measure) the held-out perplexity: the `--json` object.
 absl::StatusOr<nlohmann::json> DescribeBaseline(const quant::QuantizationSession& session,
-                                                const quant::Plan& plan, const std::string& method,
+                                                const plan::Plan& plan, const std::string& method,
                                                 const DescribeOptions& options);
 
 }  // namespace windquant::job

@@ -1,5 +1,5 @@
 // The token slices of the quantize job (DESIGN.md section 4), one per text
-// role of the run config (config::TextRange, disjoint by the config's own
+// role of the run config (base::TextRange, disjoint by the config's own
 // check): the loss term of the episode-end reward is measured on the start of
 // the calibration range, plans are chosen on the selection range, and the
 // final numbers are also given on the held-out range, which no step of

@@ -8,7 +8,7 @@
 namespace windquant::job {
 
 absl::StatusOr<std::vector<learner::FinalSearch>> RunFinalSearches(
-    const quant::UnitTable& table, double target_bits, uint64_t seed, int64_t rl_evaluations,
+    const plan::UnitTable& table, double target_bits, uint64_t seed, int64_t rl_evaluations,
     const learner::PlanMeasurer& measure, const base::LogSink& log) {
   const PlanMeasure on_selection = [&](const std::vector<int>& actions) -> absl::StatusOr<double> {
     WQ_ASSIGN_OR_RETURN(learner::TextMeasurement m,

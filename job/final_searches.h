@@ -14,7 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/base/log.h"
-#include "common/quant/unit_table.h"
+#include "common/plan/unit_table.h"
 #include "learner/final_rows.h"
 
 namespace windquant::job {
@@ -23,7 +23,7 @@ namespace windquant::job {
 // `seed`), each with max(1, rl_evaluations) real evaluations. SearchPlan's
 // errors and `measure`'s.
 absl::StatusOr<std::vector<learner::FinalSearch>> RunFinalSearches(
-    const quant::UnitTable& table, double target_bits, uint64_t seed, int64_t rl_evaluations,
+    const plan::UnitTable& table, double target_bits, uint64_t seed, int64_t rl_evaluations,
     const learner::PlanMeasurer& measure, const base::LogSink& log);
 
 }  // namespace windquant::job

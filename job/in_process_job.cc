@@ -41,15 +41,15 @@ struct Nodes {
   }
 };
 
-absl::Status SameUnits(const quant::UnitTable& a, const quant::UnitTable& b) {
+absl::Status SameUnits(const plan::UnitTable& a, const plan::UnitTable& b) {
   if (a.units.size() != b.units.size()) {
     return absl::FailedPreconditionError(absl::StrCat("quantize: the actors' unit table has ",
                                                       a.units.size(), " units, the session's ",
                                                       b.units.size()));
   }
   for (size_t i = 0; i < a.units.size(); ++i) {
-    const quant::Unit& x = a.units[i];
-    const quant::Unit& y = b.units[i];
+    const plan::Unit& x = a.units[i];
+    const plan::Unit& y = b.units[i];
     if (x.layer != y.layer || x.matrix != y.matrix || x.col_begin != y.col_begin ||
         x.rows != y.rows || x.cols != y.cols || x.bits != y.bits) {
       return absl::FailedPreconditionError(absl::StrCat(
@@ -98,7 +98,7 @@ absl::Status WaitForLearner(learner::LearnerCore& core, const config::RunConfig&
 
 // Replica 0 of every stage: its fits and statistics.
 void CollectActorFits(const Nodes& nodes, const config::ServiceConfig& svc,
-                      std::shared_ptr<const quant::UnitTable> table, ActorFits* out) {
+                      std::shared_ptr<const plan::UnitTable> table, ActorFits* out) {
   *out = ActorFits();
   out->table = std::move(table);
   for (int s = 0; s < svc.stages; ++s) {
@@ -205,7 +205,7 @@ absl::StatusOr<rl::RunResult> RunInProcessJob(const config::RunConfig& config,
   WQ_RETURN_IF_ERROR(WaitForLearner(core, config, options.stall_timeout));
   // The finisher measures plans through the evaluator: every node serves until it is done.
   if (options.write_final && core.Status().done) nodes.learner->WaitForFinal();
-  std::shared_ptr<const quant::UnitTable> table = core.SharedTable();
+  std::shared_ptr<const plan::UnitTable> table = core.SharedTable();
   if (options.expected_table != nullptr) {
     if (table == nullptr)
       return absl::InternalError("quantize: the job ended without a unit table");

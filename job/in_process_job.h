@@ -23,10 +23,10 @@
 #include "absl/time/time.h"
 #include "common/base/log.h"
 #include "common/config/run_config.h"
+#include "common/plan/unit_table.h"
 #include "common/quant/calibration.h"
 #include "common/quant/quantized_stage.h"
 #include "common/quant/stage_fits.h"
-#include "common/quant/unit_table.h"
 #include "common/rl/run_result.h"
 #include "learner/run_publisher.h"
 
@@ -35,7 +35,7 @@ namespace windquant::job {
 // The actors' fits at the end of a job: replica 0 of every stage, in stage
 // order, and the learner's merged table (the stages' units back to back).
 struct ActorFits {
-  std::shared_ptr<const quant::UnitTable> table;
+  std::shared_ptr<const plan::UnitTable> table;
   std::vector<std::shared_ptr<const quant::QuantizedStage>> stages;
   std::vector<quant::ActivationStats> stats;  // per stage (empty for cached fits)
 };
@@ -57,7 +57,7 @@ struct InProcessJobOptions {
   // same units (layer, matrix, columns, bits of every action) as this one,
   // so that the result's plans index it too (the caller measures and exports
   // them with its own fits). Borrowed.
-  const quant::UnitTable* expected_table = nullptr;
+  const plan::UnitTable* expected_table = nullptr;
   // When set: the run's table identity (QuantizationSession::table_fingerprint);
   // the learner refuses stage tables of another, so that fits an actor reloaded
   // from quant.cache_dir for another calibration or build are recalibrated

@@ -21,12 +21,12 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
-#include "common/quant/plan_io.h"
+#include "common/plan/plan_io.h"
 #include "common/quant/quantization_session.h"
 #include "common/quant/table_fingerprint.h"
-#include "common/rl/synthetic_table.h"
 #include "common/testing/scoped_test_dir.h"
 #include "common/testing/stage_test_util.h"
+#include "common/testing/synthetic_table.h"
 #include "common/testing/test_paths.h"
 #include "gtest/gtest.h"
 #include "job/node_options.h"
@@ -144,8 +144,8 @@ void ExpectBestPlanFitsTheConfigsTable(const config::RunConfig& c, const rl::Run
   absl::StatusOr<std::unique_ptr<quant::QuantizationSession>> session =
       quant::QuantizationSession::Create(so);
   ASSERT_TRUE(session.ok()) << session.status();
-  absl::StatusOr<quant::Plan> best =
-      quant::ReadPlanFile(c.output.dir + "/best/plan.json", (*session)->table());
+  absl::StatusOr<plan::Plan> best =
+      plan::ReadPlanFile(c.output.dir + "/best/plan.json", (*session)->table());
   ASSERT_TRUE(best.ok()) << best.status();
   EXPECT_EQ(best->actions, r.best.actions);
   // Another calibration is another table: refused with the one-line error.
@@ -153,8 +153,8 @@ void ExpectBestPlanFitsTheConfigsTable(const config::RunConfig& c, const rl::Run
   so.use_cache = false;
   auto other = quant::QuantizationSession::Create(so);
   ASSERT_TRUE(other.ok()) << other.status();
-  absl::StatusOr<quant::Plan> refused =
-      quant::ReadPlanFile(c.output.dir + "/best/plan.json", (*other)->table());
+  absl::StatusOr<plan::Plan> refused =
+      plan::ReadPlanFile(c.output.dir + "/best/plan.json", (*other)->table());
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(refused.status().message().find("plan is for another model or quantization"),
             std::string::npos)
@@ -202,7 +202,7 @@ TEST(InProcessJobTest, TwoStagesTwoReplicasRunTheJobThenResumeDoneAndClear) {
 
   // Again on the same output.dir: the learner resumes a finished run (done at
   // once); a table of another layout is refused, naming the mismatch.
-  const quant::UnitTable other = rl::testing::SyntheticTable(10, 1);
+  const plan::UnitTable other = testing::SyntheticTable(10, 1);
   o.expected_table = &other;
   absl::StatusOr<rl::RunResult> again = RunInProcessJob(*c, o);
   ASSERT_FALSE(again.ok());
@@ -255,7 +255,7 @@ TEST(InProcessJobTest, FitsOfAnotherCalibrationInTheCacheAreRefusedNotMerged) {
   absl::StatusOr<rl::RunResult> r = RunInProcessJob(other, o);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->updates, kUpdates);
-  absl::StatusOr<quant::UnitTable> table = ReadUnitTableFile(other.output.dir + "/unit_table.pb");
+  absl::StatusOr<plan::UnitTable> table = ReadUnitTableFile(other.output.dir + "/unit_table.pb");
   ASSERT_TRUE(table.ok()) << table.status();
   EXPECT_EQ(table->fingerprint, o.expected_fingerprint);
   EXPECT_GE(log.Count("is not the run's"), 1) << "no actor offered the first run's fits";

@@ -18,7 +18,7 @@ namespace {
 // The report's search rows, measured through the evaluator (options->measure);
 // when they fail, the report says why and keeps RL's row.
 void AddFinalSearches(const config::RunConfig& c, const rl::RunResult& result,
-                      const quant::UnitTable& table, learner::FinishOptions* options) {
+                      const plan::UnitTable& table, learner::FinishOptions* options) {
   if (!options->measure || result.best.actions.empty()) {
     options->searches_note = "searches not run: no evaluator to measure plans or no RL plan";
     return;
@@ -45,7 +45,7 @@ int64_t EvaluationTokens(const config::RunConfig& c) {
 
 absl::Duration HeldOutAllowance(const config::RunConfig& c) {
   constexpr int64_t kUnknownPasses = 64;
-  const config::TextRange& h = c.evaluation.heldout;
+  const base::TextRange& h = c.evaluation.heldout;
   const int64_t per_pass = std::max<int64_t>(1, EvaluationTokens(c));
   int64_t passes = kUnknownPasses;
   if (h.tokens.size() == 2 && h.tokens[1] > h.tokens[0]) {
@@ -106,7 +106,7 @@ learner::LearnerNodeOptions LearnerNodeOptionsFrom(const config::RunConfig& c, b
   o.rpc_deadline = absl::Milliseconds(c.service.rpc_deadline_ms);
   o.heldout_allowance = HeldOutAllowance(c);
   if (write_final) {
-    o.write_final = [c](const rl::RunResult& result, const quant::UnitTable& table,
+    o.write_final = [c](const rl::RunResult& result, const plan::UnitTable& table,
                         const std::string& run_id, const std::string& dir,
                         learner::FinishOptions options) {
       options.export_options.model_dir = c.model.dir;

@@ -10,10 +10,10 @@
 #include "common/base/files.h"
 #include "common/base/output_dir.h"
 #include "common/base/status_macros.h"
+#include "common/base/text_range.h"
 #include "common/config/run_digest.h"
-#include "common/config/text_range.h"
-#include "common/quant/exporter.h"
-#include "common/quant/plan_io.h"
+#include "common/export/exporter.h"
+#include "common/plan/plan_io.h"
 #include "common/quant/quantization_session.h"
 #include "common/rl/run_checkpoint.h"
 #include "job/baseline_plans.h"
@@ -69,7 +69,7 @@ absl::StatusOr<rl::RunResult> Train(const config::RunConfig& cfg, const Quantize
 
 // A search row at `target` with the RL run's count of real evaluations, each
 // on the selection slice: "search" (restarts) or "screened-search".
-absl::StatusOr<SearchResult> Search(const quant::UnitTable& table, double target, uint64_t seed,
+absl::StatusOr<SearchResult> Search(const plan::UnitTable& table, double target, uint64_t seed,
                                     int64_t evaluations, bool screened,
                                     rl::LocalPlanEvaluator& evaluator,
                                     const EvaluationSlices& slices, const base::LogSink& log) {
@@ -84,7 +84,7 @@ absl::StatusOr<SearchResult> Search(const quant::UnitTable& table, double target
 }
 
 // The RL plan, then (when asked) every baseline at the target, all measured.
-absl::Status MeasureAll(const quant::UnitTable& table, const rl::RunResult& tr,
+absl::Status MeasureAll(const plan::UnitTable& table, const rl::RunResult& tr,
                         const QuantizeOptions& options, double target, uint64_t seed,
                         rl::LocalPlanEvaluator& evaluator, const EvaluationSlices& slices,
                         const base::LogSink& log, QuantizeResult* out) {
@@ -121,24 +121,24 @@ absl::StatusOr<std::string> WriteArtifacts(const quant::QuantizationSession& ses
                                            const config::RunConfig& cfg, const rl::RunResult& tr,
                                            const QuantizeResult& out, double target,
                                            bool export_model) {
-  quant::Plan plan = ReturnedPlan(session.table(), tr, target);
+  plan::Plan plan = ReturnedPlan(session.table(), tr, target);
   if (out.returned != "rl") {  // a search's plan
     for (const MeasuredPlan& m : out.plans) {
       if (m.name == out.returned)
-        plan = quant::Plan::Make(session.table(), m.actions, m.name, target);
+        plan = plan::Plan::Make(session.table(), m.actions, m.name, target);
     }
   }
-  WQ_RETURN_IF_ERROR(quant::WritePlanFiles(plan, session.table(), cfg.output.dir));
+  WQ_RETURN_IF_ERROR(plan::WritePlanFiles(plan, session.table(), cfg.output.dir));
   if (!export_model) return std::string();
-  const quant::ExportInputs in = session.ExportInputsFor(plan);
+  const exporter::ExportInputs in = exporter::SessionExportInputs(session, plan);
   const std::filesystem::path d(cfg.output.dir);
   // Each checkpoint folder is replaced whole (a rerun's), never half-written.
   WQ_RETURN_IF_ERROR(base::WriteDirAtomic(
       (d / "quantized").string(), true,
-      [&](const std::string& t) { return quant::WriteQuantizedCheckpoint(in, t); }));
+      [&](const std::string& t) { return exporter::WriteQuantizedCheckpoint(in, t); }));
   WQ_RETURN_IF_ERROR(base::WriteDirAtomic(
       (d / "fake_quant").string(), true,
-      [&](const std::string& t) { return quant::WriteFakeQuantCheckpoint(in, t); }));
+      [&](const std::string& t) { return exporter::WriteFakeQuantCheckpoint(in, t); }));
   return (d / "fake_quant").string();
 }
 
@@ -166,15 +166,15 @@ absl::Status TakeActorFits(quant::QuantizationSession& session, const ActorFits&
 // the held-out text (the session's eval ids), each from its own text role.
 absl::StatusOr<EvaluationSlices> Slices(const config::RunConfig& cfg,
                                         const quant::QuantizationSession& session) {
-  const config::TextEncoder encode = [&tok = session.tokenizer()](std::string_view text) {
+  const base::TextEncoder encode = [&tok = session.tokenizer()](std::string_view text) {
     return tok.Encode(text, /*add_bos=*/false);
   };
   WQ_ASSIGN_OR_RETURN(
       std::vector<int32_t> calibration,
-      config::ReadTextRange(config::CalibrationRange(cfg.calibration), "calibration", encode));
+      base::ReadTextRange(config::CalibrationRange(cfg.calibration), "calibration", encode));
   WQ_ASSIGN_OR_RETURN(
       std::vector<int32_t> selection,
-      config::ReadTextRange(cfg.evaluation.selection, "evaluation.selection", encode));
+      base::ReadTextRange(cfg.evaluation.selection, "evaluation.selection", encode));
   return SliceEvaluationText(cfg.evaluation, std::move(calibration), std::move(selection),
                              session.eval_ids());
 }
@@ -225,7 +225,7 @@ absl::Status PushResult(const config::RunConfig& cfg, const QuantizeOptions& opt
 }
 
 // The report of a measured run (it borrows all of these), times and export aside.
-QuantizeReport MakeReport(const config::RunConfig& cfg, const quant::UnitTable& table,
+QuantizeReport MakeReport(const config::RunConfig& cfg, const plan::UnitTable& table,
                           const rl::RunResult& tr, const EvaluationSlices& slices,
                           const QuantizeResult& out, bool baselines) {
   QuantizeReport report;
@@ -288,7 +288,7 @@ absl::StatusOr<QuantizeResult> RunQuantizeJob(const config::RunConfig& cfg,
   const double train_s = Since(train_start);
   WQ_RETURN_IF_ERROR(TakeActorFits(*session, actor_fits, log));
   actor_fits = ActorFits();  // the actors' copies of the fits go
-  const quant::UnitTable& table = session->table();
+  const plan::UnitTable& table = session->table();
   const double prepare_s = Since(t0) - train_s;
   WQ_ASSIGN_OR_RETURN(const EvaluationSlices slices, Slices(cfg, *session));
   rl::LocalEvaluatorOptions lo;
@@ -306,6 +306,7 @@ absl::StatusOr<QuantizeResult> RunQuantizeJob(const config::RunConfig& cfg,
   out.winner = PickWinner(out.plans, target, out.have_heldout);
 
   QuantizeReport report = MakeReport(cfg, table, tr, slices, out, options.baselines);
+  report.commit = options.build_commit;
   const bool export_model = options.export_model && cfg.output.export_model;
   WQ_ASSIGN_OR_RETURN(report.exported,
                       WriteArtifacts(*session, cfg, tr, out, target, export_model));

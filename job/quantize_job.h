@@ -51,6 +51,9 @@ struct QuantizeOptions {
   // included). The returned plan is then the one of RL, search and
   // screened-search with the lowest selection perplexity (PickReturned).
   bool baselines = true;
+  // The commit the binary was built from (base::BuildCommit; the CLI sets it), recorded in
+  // report.json next to the config's variant digest (config::VariantDigest).
+  std::string build_commit = "unknown";
   int64_t stop_after_updates = 0;  // > 0: stop (checkpoint first) after that many updates
   base::LogSink log;               // progress lines
   // With output.store: S3 settings, and how long the end waits for the store

@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "common/base/files.h"
 #include "common/base/status_macros.h"
+#include "common/config/run_digest.h"
 #include "common/report/html_report.h"
 #include "learner/final_rows.h"
 
@@ -38,6 +39,8 @@ json SummaryJson(const QuantizeReport& r) {
   json report;
   report["config"] = r.config->source;
   report["fingerprint"] = r.fingerprint;
+  report["commit"] = r.commit;
+  report["config_digest"] = config::VariantDigest(*r.config);
   report["target_bits"] = r.target_bits;
   report["bits_note"] =
       "effective bits of the quantized decoder linears; embeddings, norms and lm_head keep the "
@@ -82,7 +85,7 @@ json SummaryJson(const QuantizeReport& r) {
   for (const auto& [key, q] : {std::pair<const char*, const SearchResult*>{"search", r.search},
                                {"screened_search", r.screened_search}}) {
     if (q == nullptr) continue;
-    report[key] = rl::SearchRowJson(*q, r.rl_evaluations, r.config->training.seed);
+    report[key] = search::SearchRowJson(*q, r.rl_evaluations, r.config->training.seed);
   }
   report["wall_time_s"] = {{"prepare", r.prepare_s}, {"train", r.train_s}, {"total", r.total_s}};
   if (!r.exported.empty()) report["exported"] = r.exported;
@@ -118,7 +121,7 @@ void AddTrainingJson(const QuantizeReport& r, json* report) {
   (*report)["training_curve"] = curve;
 }
 
-std::string RoleText(const config::TextRange& r) {
+std::string RoleText(const base::TextRange& r) {
   return r.tokens[1] == 0 ? absl::StrFormat("%s tokens [%d, end)", r.text, r.tokens[0])
                           : absl::StrFormat("%s tokens [%d, %d)", r.text, r.tokens[0], r.tokens[1]);
 }
@@ -148,10 +151,10 @@ std::string ReturnedPlanOrigin(const std::string& learner_source) {
   return learner::PlanOrigin(learner_source);  // the distributed report's names too
 }
 
-quant::Plan ReturnedPlan(const quant::UnitTable& table, const rl::RunResult& training,
-                         double target_bits) {
-  quant::Plan plan = quant::Plan::Make(table, training.best.actions,
-                                       ReturnedPlanOrigin(training.best.source), target_bits);
+plan::Plan ReturnedPlan(const plan::UnitTable& table, const rl::RunResult& training,
+                        double target_bits) {
+  plan::Plan plan = plan::Plan::Make(table, training.best.actions,
+                                     ReturnedPlanOrigin(training.best.source), target_bits);
   plan.policy_version = training.best.policy_version;
   return plan;
 }
@@ -175,7 +178,7 @@ report::ReportData MakeReportData(const QuantizeReport& r) {
   d.wall_time_s = r.total_s;
   const std::vector<int>& rl = r.plans.front().actions;
   for (size_t i = 0; i < r.table->units.size(); ++i) {
-    const quant::Unit& u = r.table->units[i];
+    const plan::Unit& u = r.table->units[i];
     d.units.push_back({u.layer, u.matrix, u.n(), u.bits[rl[i]] / static_cast<double>(u.n())});
   }
   for (const MeasuredPlan& m : r.plans) d.points.push_back({m.name, m.bits, metric(m)});

@@ -14,8 +14,8 @@
 
 #include "absl/status/status.h"
 #include "common/config/run_config.h"
-#include "common/quant/plan.h"
-#include "common/quant/unit_table.h"
+#include "common/plan/plan.h"
+#include "common/plan/unit_table.h"
 #include "common/report/report_data.h"
 #include "common/rl/run_result.h"
 #include "job/evaluation_slices.h"
@@ -26,10 +26,11 @@ namespace windquant::job {
 
 struct QuantizeReport {
   const config::RunConfig* config = nullptr;  // borrowed, as the pointers below
-  const quant::UnitTable* table = nullptr;
+  const plan::UnitTable* table = nullptr;
   const rl::RunResult* training = nullptr;
   const EvaluationSlices* slices = nullptr;
   std::string fingerprint;          // config::RunFingerprint of the run
+  std::string commit;               // the commit of the binary (QuantizeOptions::build_commit)
   double target_bits = 0;           // the final curriculum target
   MeasuredPlan fp;                  // the full-precision model
   std::vector<MeasuredPlan> plans;  // the RL plan first, then the baselines
@@ -53,8 +54,8 @@ std::string ReturnedPlanOrigin(const std::string& learner_source);
 
 // The returned plan as plan.json / plan.bin carry it: training.best's actions
 // at `target_bits`, source = its origin, its policy version.
-quant::Plan ReturnedPlan(const quant::UnitTable& table, const rl::RunResult& training,
-                         double target_bits);
+plan::Plan ReturnedPlan(const plan::UnitTable& table, const rl::RunResult& training,
+                        double target_bits);
 
 // The HTML report's data: the RL plan's bits per unit, every measured plan
 // at its effective bits, the training curve. Perplexities are the winner

@@ -3,8 +3,9 @@
 #include <filesystem>
 
 #include "common/base/files.h"
-#include "common/quant/plan_io.h"
-#include "common/rl/synthetic_table.h"
+#include "common/config/run_digest.h"
+#include "common/plan/plan_io.h"
+#include "common/testing/synthetic_table.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 
@@ -25,7 +26,7 @@ TEST(QuantizeReportTest, ReturnedPlanOriginNamesTheLearnerSource) {
 TEST(QuantizeReportTest, PlanAndReportNameTheOriginAndBothEvaluationCounts) {
   const fs::path dir = fs::path(::testing::TempDir()) / "quantize_report_test";
   fs::remove_all(dir);
-  const quant::UnitTable table = rl::testing::SyntheticTable(14, 5);
+  const plan::UnitTable table = testing::SyntheticTable(14, 5);
   auto cfg = config::ParseRunConfig(
       "model: {dir: m}\ncalibration: {text: c.txt}\n"
       "evaluation: {selection: {text: s.txt}, heldout: {text: h.txt}}\n",
@@ -48,9 +49,9 @@ TEST(QuantizeReportTest, PlanAndReportNameTheOriginAndBothEvaluationCounts) {
   search.start_ppl = 30;
   search.selection_ppl = 28;
 
-  const quant::Plan plan = ReturnedPlan(table, tr, 2.5);
+  const plan::Plan plan = ReturnedPlan(table, tr, 2.5);
   EXPECT_EQ(plan.source, "lagrange");
-  ASSERT_TRUE(quant::WritePlanFiles(plan, table, dir.string()).ok());
+  ASSERT_TRUE(plan::WritePlanFiles(plan, table, dir.string()).ok());
   auto plan_json = base::ReadFile((dir / "plan.json").string());
   ASSERT_TRUE(plan_json.ok()) << plan_json.status();
   EXPECT_EQ(nlohmann::json::parse(*plan_json)["source"], "lagrange");
@@ -71,10 +72,19 @@ TEST(QuantizeReportTest, PlanAndReportNameTheOriginAndBothEvaluationCounts) {
   r.origin = ReturnedPlanOrigin(tr.best.source);
   r.rl_evaluations = tr.evaluations - tr.cache_hits;
   r.search = &search;
+  r.commit = "0123abc-dirty";
   ASSERT_TRUE(WriteQuantizeReport(r).ok());
   auto text = base::ReadFile((dir / "report.json").string());
   ASSERT_TRUE(text.ok()) << text.status();
   const auto j = nlohmann::json::parse(*text);
+  // Which code and which variant made the numbers: the same digest for another seed.
+  EXPECT_EQ(j["commit"], "0123abc-dirty");
+  config::RunConfig other_seed = *cfg;
+  other_seed.training.seed += 7;
+  other_seed.calibration.seed += 3;
+  EXPECT_EQ(j["config_digest"], config::VariantDigest(other_seed));
+  other_seed.ppo.learning_rate *= 2;
+  EXPECT_NE(j["config_digest"], config::VariantDigest(other_seed));
   EXPECT_EQ(j["returned_plan_origin"], "lagrange");
   EXPECT_EQ(j["rl"]["origin"], "lagrange");
   EXPECT_EQ(j["plans"][0]["origin"], "lagrange");
@@ -97,7 +107,7 @@ TEST(QuantizeReportTest, PlanAndReportNameTheOriginAndBothEvaluationCounts) {
 TEST(QuantizeReportTest, ReturnedSearchPlanAndBothSearchRows) {
   const fs::path dir = fs::path(::testing::TempDir()) / "quantize_report_search_test";
   fs::remove_all(dir);
-  const quant::UnitTable table = rl::testing::SyntheticTable(14, 5);
+  const plan::UnitTable table = testing::SyntheticTable(14, 5);
   auto cfg = config::ParseRunConfig(
       "model: {dir: m}\ncalibration: {text: c.txt}\n"
       "evaluation: {selection: {text: s.txt}, heldout: {text: h.txt}}\n",

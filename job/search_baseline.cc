@@ -12,9 +12,9 @@
 #include "absl/strings/str_format.h"
 #include "common/base/progress.h"
 #include "common/base/status_macros.h"
-#include "common/quant/action.h"
-#include "common/quant/baselines.h"
+#include "common/plan/action.h"
 #include "common/rl/reward_model.h"
+#include "common/search/baselines.h"
 
 namespace windquant::job {
 namespace {
@@ -28,25 +28,25 @@ constexpr double kBudgetRelativeSlack = 1e-12;
 // Screening: proposals drawn per wanted distinct one before it settles for fewer.
 constexpr int kDrawsPerScreen = 4;
 
-double TotalBits(const quant::UnitTable& t, const std::vector<int>& a) {
+double TotalBits(const plan::UnitTable& t, const std::vector<int>& a) {
   double b = 0;
   for (size_t i = 0; i < a.size(); ++i) b += t.units[i].bits[a[i]];
   return b;
 }
 
 // The most expensive action of `u` strictly cheaper than `current`; -1 if none.
-int OneStepDown(const quant::Unit& u, int current) {
+int OneStepDown(const plan::Unit& u, int current) {
   int best = -1;
-  for (int a = 0; a < quant::kNumActions; ++a) {
+  for (int a = 0; a < plan::kNumActions; ++a) {
     if (u.bits[a] < u.bits[current] && (best < 0 || u.bits[a] > u.bits[best])) best = a;
   }
   return best;
 }
 
 // The cheapest action of `u` strictly more expensive than `current`; -1 if none.
-int OneStepUp(const quant::Unit& u, int current) {
+int OneStepUp(const plan::Unit& u, int current) {
   int best = -1;
-  for (int a = 0; a < quant::kNumActions; ++a) {
+  for (int a = 0; a < plan::kNumActions; ++a) {
     if (u.bits[a] > u.bits[current] && (best < 0 || u.bits[a] < u.bits[best])) best = a;
   }
   return best;
@@ -54,8 +54,8 @@ int OneStepUp(const quant::Unit& u, int current) {
 
 // One proposal from `plan` (see the header): `kick` > 0 units moved (a
 // restart), else uniform in [1, max_moves]; false when no repair exists.
-bool Propose(const quant::UnitTable& t, double budget, int max_moves, int kick,
-             std::mt19937_64& rng, std::vector<int>* plan) {
+bool Propose(const plan::UnitTable& t, double budget, int max_moves, int kick, std::mt19937_64& rng,
+             std::vector<int>* plan) {
   const int n = static_cast<int>(plan->size());
   const int k = kick > 0 ? std::min(kick, n)
                          : std::uniform_int_distribution<int>(1, std::min(max_moves, n))(rng);
@@ -66,7 +66,7 @@ bool Propose(const quant::UnitTable& t, double budget, int max_moves, int kick,
       u = std::uniform_int_distribution<int>(0, n - 1)(rng);
     } while (moved[u]);
     moved[u] = 1;
-    const quant::Unit& unit = t.units[u];
+    const plan::Unit& unit = t.units[u];
     const int up = OneStepUp(unit, (*plan)[u]), down = OneStepDown(unit, (*plan)[u]);
     const bool go_up = down < 0 || (up >= 0 && std::bernoulli_distribution(0.5)(rng));
     (*plan)[u] = go_up ? up : down;
@@ -94,7 +94,7 @@ bool Propose(const quant::UnitTable& t, double budget, int max_moves, int kick,
 // The search's state between measurements.
 class LocalSearch {
  public:
-  LocalSearch(const quant::UnitTable& t, const SearchOptions& o, const PlanMeasure& measure)
+  LocalSearch(const plan::UnitTable& t, const SearchOptions& o, const PlanMeasure& measure)
       : t_(t),
         o_(o),
         measure_(measure),
@@ -186,7 +186,7 @@ class LocalSearch {
     return !out->empty();
   }
 
-  const quant::UnitTable& t_;
+  const plan::UnitTable& t_;
   const SearchOptions& o_;
   const PlanMeasure& measure_;
   const double budget_;
@@ -201,7 +201,7 @@ class LocalSearch {
 
 }  // namespace
 
-absl::StatusOr<SearchResult> SearchPlan(const quant::UnitTable& table, const SearchOptions& options,
+absl::StatusOr<SearchResult> SearchPlan(const plan::UnitTable& table, const SearchOptions& options,
                                         const PlanMeasure& measure) {
   if (options.evaluations < 1) {
     return absl::InvalidArgumentError(
@@ -216,12 +216,12 @@ absl::StatusOr<SearchResult> SearchPlan(const quant::UnitTable& table, const Sea
     return absl::InvalidArgumentError(
         absl::StrCat("--screen: must be >= 0 (0: no screening), got ", options.screen));
   }
-  WQ_ASSIGN_OR_RETURN(quant::Plan start, quant::LagrangePlan(table, options.target_bits));
+  WQ_ASSIGN_OR_RETURN(plan::Plan start, search::LagrangePlan(table, options.target_bits));
   LocalSearch search(table, options, measure);
   return search.Run(start.actions);
 }
 
-absl::StatusOr<SearchResult> SearchWithProgress(const quant::UnitTable& table,
+absl::StatusOr<SearchResult> SearchWithProgress(const plan::UnitTable& table,
                                                 const SearchOptions& options, const char* name,
                                                 const PlanMeasure& measure) {
   base::Progress progress(name, static_cast<double>(options.evaluations), "plans");
@@ -238,7 +238,7 @@ absl::StatusOr<SearchResult> SearchWithProgress(const quant::UnitTable& table,
 
 const char* ProductSearchName(bool screened) { return screened ? "screened-search" : "search"; }
 
-absl::StatusOr<SearchResult> RunProductSearch(const quant::UnitTable& table, double target_bits,
+absl::StatusOr<SearchResult> RunProductSearch(const plan::UnitTable& table, double target_bits,
                                               uint64_t seed, int64_t rl_evaluations, bool screened,
                                               const PlanMeasure& measure, const base::LogSink& log,
                                               const char* who) {

@@ -1,7 +1,7 @@
 // The search baseline: what measuring many plans buys without any learning,
 // the control the RL plan is compared with at equal cost. A (1+1) local
 // search over plans: it starts from the Lagrangian plan of the unit table
-// (quant::LagrangePlan) and repeats
+// (search::LagrangePlan) and repeats
 //   propose: move k units (k uniform in [1, max_moves], distinct units) each one
 //            step up or down (to the next more or less expensive action of the
 //            unit, each with probability 1/2); then, while the plan is over the
@@ -37,8 +37,8 @@
 
 #include "absl/status/statusor.h"
 #include "common/base/log.h"
-#include "common/quant/unit_table.h"
-#include "common/rl/search_result.h"
+#include "common/plan/unit_table.h"
+#include "common/search/search_result.h"
 
 namespace windquant::job {
 
@@ -70,7 +70,7 @@ inline SearchOptions ProductSearchOptions(double target_bits, int64_t evaluation
   return o;
 }
 
-using rl::SearchResult;
+using search::SearchResult;
 
 // A plan's perplexity on the selection slice (lower is better).
 using PlanMeasure = std::function<absl::StatusOr<double>(const std::vector<int>& actions)>;
@@ -78,11 +78,11 @@ using PlanMeasure = std::function<absl::StatusOr<double>(const std::vector<int>&
 // INVALID_ARGUMENT naming --evals for evaluations < 1, --bits for a target
 // below the table's cheapest plan, --restart-after or --screen for negative
 // values; `measure`'s errors.
-absl::StatusOr<SearchResult> SearchPlan(const quant::UnitTable& table, const SearchOptions& options,
+absl::StatusOr<SearchResult> SearchPlan(const plan::UnitTable& table, const SearchOptions& options,
                                         const PlanMeasure& measure);
 
 // SearchPlan with a progress line (named `name`) over the plans measured.
-absl::StatusOr<SearchResult> SearchWithProgress(const quant::UnitTable& table,
+absl::StatusOr<SearchResult> SearchWithProgress(const plan::UnitTable& table,
                                                 const SearchOptions& options, const char* name,
                                                 const PlanMeasure& measure);
 
@@ -90,7 +90,7 @@ absl::StatusOr<SearchResult> SearchWithProgress(const quant::UnitTable& table,
 // ProductSearchOptions with max(1, rl_evaluations) real evaluations, with a
 // progress line and one summary line to `log` (when set) that starts "who: ".
 const char* ProductSearchName(bool screened);
-absl::StatusOr<SearchResult> RunProductSearch(const quant::UnitTable& table, double target_bits,
+absl::StatusOr<SearchResult> RunProductSearch(const plan::UnitTable& table, double target_bits,
                                               uint64_t seed, int64_t rl_evaluations, bool screened,
                                               const PlanMeasure& measure, const base::LogSink& log,
                                               const char* who);

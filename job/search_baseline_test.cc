@@ -3,9 +3,9 @@
 #include <cmath>
 #include <set>
 
-#include "common/quant/baselines.h"
-#include "common/rl/synthetic_table.h"
+#include "common/search/baselines.h"
 #include "common/testing/status_matchers.h"
+#include "common/testing/synthetic_table.h"
 #include "gtest/gtest.h"
 
 namespace windquant::job {
@@ -19,7 +19,7 @@ constexpr double kBitsSlack = 1e-9;
 // A "perplexity" that the unit table's proxy does not know exactly: units
 // of even id matter 5x more than the proxy says, so the Lagrangian plan (the
 // proxy's optimum) is not the measured optimum and search can improve on it.
-double HiddenPerplexity(const quant::UnitTable& t, const std::vector<int>& a) {
+double HiddenPerplexity(const plan::UnitTable& t, const std::vector<int>& a) {
   double e = 0;
   for (size_t i = 0; i < a.size(); ++i) {
     const double w = static_cast<double>(t.units[i].n()) / static_cast<double>(t.TotalWeights());
@@ -29,7 +29,7 @@ double HiddenPerplexity(const quant::UnitTable& t, const std::vector<int>& a) {
 }
 
 TEST(SearchBaselineTest, SpendsExactlyTheEvaluationsWithinTheBudgetAndImproves) {
-  const quant::UnitTable t = rl::testing::SyntheticTable(60, 7);
+  const plan::UnitTable t = testing::SyntheticTable(60, 7);
   std::vector<std::vector<int>> measured;
   PlanMeasure measure = [&](const std::vector<int>& a) -> absl::StatusOr<double> {
     measured.push_back(a);
@@ -44,7 +44,7 @@ TEST(SearchBaselineTest, SpendsExactlyTheEvaluationsWithinTheBudgetAndImproves) 
   EXPECT_EQ(r->evaluations, 80);
   ASSERT_EQ(measured.size(), 80u);
   // The first plan measured is the Lagrangian plan; no plan is measured twice.
-  auto lagrange = quant::LagrangePlan(t, kTarget);
+  auto lagrange = search::LagrangePlan(t, kTarget);
   ASSERT_TRUE(lagrange.ok());
   EXPECT_EQ(measured.front(), lagrange->actions);
   EXPECT_EQ(std::set<std::vector<int>>(measured.begin(), measured.end()).size(), 80u);
@@ -64,7 +64,7 @@ TEST(SearchBaselineTest, SpendsExactlyTheEvaluationsWithinTheBudgetAndImproves) 
 }
 
 TEST(SearchBaselineTest, SameSeedSamePlanOtherSeedOtherPath) {
-  const quant::UnitTable t = rl::testing::SyntheticTable(40, 2);
+  const plan::UnitTable t = testing::SyntheticTable(40, 2);
   PlanMeasure measure = [&](const std::vector<int>& a) -> absl::StatusOr<double> {
     return HiddenPerplexity(t, a);
   };
@@ -82,7 +82,7 @@ TEST(SearchBaselineTest, SameSeedSamePlanOtherSeedOtherPath) {
 }
 
 TEST(SearchBaselineTest, ErrorsNameTheFlagAndMeasureErrorsPropagate) {
-  const quant::UnitTable t = rl::testing::SyntheticTable(10, 1);
+  const plan::UnitTable t = testing::SyntheticTable(10, 1);
   PlanMeasure ok = [](const std::vector<int>&) -> absl::StatusOr<double> { return 2.0; };
   SearchOptions o;
   o.target_bits = kTarget;
@@ -114,8 +114,8 @@ double Trap(const std::vector<int>& a) {
 }
 
 TEST(SearchBaselineTest, RestartsLeaveALocalOptimumThePlainSearchStaysOn) {
-  const quant::UnitTable t = rl::testing::SyntheticTable(30, 5);
-  auto start = quant::LagrangePlan(t, 17.0);
+  const plan::UnitTable t = testing::SyntheticTable(30, 5);
+  auto start = search::LagrangePlan(t, 17.0);
   ASSERT_TRUE(start.ok()) << start.status();
   ASSERT_EQ(Moved(start->actions), 0) << "the start must be the all-16-bit plan";
   PlanMeasure measure = [](const std::vector<int>& a) -> absl::StatusOr<double> { return Trap(a); };
@@ -140,7 +140,7 @@ TEST(SearchBaselineTest, RestartsLeaveALocalOptimumThePlainSearchStaysOn) {
 }
 
 TEST(SearchBaselineTest, RestartsEveryRStaleProposalsWithinTheBudget) {
-  const quant::UnitTable t = rl::testing::SyntheticTable(40, 3);
+  const plan::UnitTable t = testing::SyntheticTable(40, 3);
   std::vector<std::vector<int>> measured;
   // Nothing ever improves: the search restarts after every R measured proposals.
   PlanMeasure flat = [&](const std::vector<int>& a) -> absl::StatusOr<double> {
@@ -171,7 +171,7 @@ TEST(SearchBaselineTest, RestartsEveryRStaleProposalsWithinTheBudget) {
 // perplexity the model can learn (additive per unit and action), finds
 // better plans than the unscreened search of the same seeds.
 TEST(SearchBaselineTest, ScreenedSearchSameBudgetBetterPlans) {
-  const quant::UnitTable t = rl::testing::SyntheticTable(60, 7);
+  const plan::UnitTable t = testing::SyntheticTable(60, 7);
   double plain_sum = 0, screened_sum = 0;
   for (uint64_t seed = 0; seed < 3; ++seed) {
     std::vector<std::vector<int>> measured;

@@ -9,12 +9,12 @@
 #include "common/base/files.h"
 #include "common/base/progress.h"
 #include "common/base/status_macros.h"
-#include "common/config/text_range.h"
+#include "common/base/text_range.h"
+#include "common/export/quantized_checkpoint.h"
 #include "common/model/checkpoint.h"
 #include "common/model/llama_model.h"
 #include "common/model/tokenizer.h"
-#include "common/quant/plan_io.h"
-#include "common/quant/quantized_checkpoint.h"
+#include "common/plan/plan_io.h"
 #include "job/open_session.h"
 
 namespace windquant::job {
@@ -27,10 +27,10 @@ absl::StatusOr<std::shared_ptr<const model::LlamaModel>> LoadModel(const TextPer
                                                                    std::string* plan_id) {
   if (!r.quantized_dir.empty()) {
     // Decoded one layer at a time inside each forward (no float32 copy of the model).
-    WQ_ASSIGN_OR_RETURN(std::shared_ptr<const quant::QuantizedCheckpoint> q,
-                        quant::QuantizedCheckpoint::Open(r.quantized_dir));
+    WQ_ASSIGN_OR_RETURN(std::shared_ptr<const exporter::QuantizedCheckpoint> q,
+                        exporter::QuantizedCheckpoint::Open(r.quantized_dir));
     *plan_id = q->plan_id();
-    return quant::QuantizedCheckpoint::Model(std::move(q), r.compute);
+    return exporter::QuantizedCheckpoint::Model(std::move(q), r.compute);
   }
   if (r.plan_path.empty()) {
     model::LlamaWeights weights;
@@ -49,7 +49,7 @@ absl::StatusOr<std::shared_ptr<const model::LlamaModel>> LoadModel(const TextPer
   if (r.config == nullptr) return absl::InvalidArgumentError("--plan needs --config FILE");
   WQ_ASSIGN_OR_RETURN(auto session, OpenSession(*r.config, /*use_cache=*/true,
                                                 /*load_eval_text=*/false));
-  WQ_ASSIGN_OR_RETURN(const quant::Plan plan, quant::ReadPlanFile(r.plan_path, session->table()));
+  WQ_ASSIGN_OR_RETURN(const plan::Plan plan, plan::ReadPlanFile(r.plan_path, session->table()));
   *plan_id = plan.plan_id;
   WQ_ASSIGN_OR_RETURN(std::shared_ptr<const model::LlamaModel> planned,
                       session->PlanModel(plan.actions));
@@ -70,7 +70,7 @@ absl::StatusOr<TextPerplexity> MeasureTextPerplexity(const TextPerplexityRequest
   WQ_ASSIGN_OR_RETURN(std::shared_ptr<const model::LlamaModel> llama, LoadModel(r, &out.plan_id));
   WQ_ASSIGN_OR_RETURN(
       const std::vector<int32_t> ids,
-      config::CutTokenRange(tokenizer->Encode(text, /*add_bos=*/false), r.tokens, "tokens"));
+      base::CutTokenRange(tokenizer->Encode(text, /*add_bos=*/false), r.tokens, "tokens"));
   out.text_tokens = ids.size();
   model::PerplexityOptions options;
   options.context = r.context;

@@ -29,14 +29,14 @@ struct TextPerplexityRequest {
   int64_t context = 2048;  // window length incl. BOS (clamped to max_position_embeddings)
   int64_t batch = 8;       // windows per forward
   int64_t max_tokens = 0;  // first N ids of the text (0 = all)
-  // Ids [begin, end) of the text only (end 0 = the end; config::TextRange),
+  // Ids [begin, end) of the text only (end 0 = the end; base::TextRange),
   // before max_tokens applies.
   std::vector<int64_t> tokens = {0, 0};
   // With a plan (plan.json / plan.bin): the run config whose session applies
   // it; its model.dir must be `model_dir`. Borrowed.
   std::string plan_path;
   const config::RunConfig* config = nullptr;
-  // Instead of a checkpoint: a quantized one (quant::QuantizedCheckpoint),
+  // Instead of a checkpoint: a quantized one (exporter::QuantizedCheckpoint),
   // decoded a layer at a time; its tokenizer too (model_dir = this).
   std::string quantized_dir;
   // Where the model computes (`eval --device`; with --plan the config's model.device).

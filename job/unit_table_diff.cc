@@ -7,14 +7,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "common/quant/plan.h"
+#include "common/plan/plan.h"
 
 namespace windquant::job {
 namespace {
 
 using nlohmann::json;
 
-std::string ActionLabel(int a) { return std::string(quant::ActionName(quant::kAllActions[a])); }
+std::string ActionLabel(int a) { return std::string(plan::ActionName(plan::kAllActions[a])); }
 
 double RelDiff(double x, double y) {
   if (x == y) return 0;
@@ -23,13 +23,13 @@ double RelDiff(double x, double y) {
 }
 
 // A is one stage's table: B narrowed to A's layers.
-void NarrowToLayersOf(const quant::UnitTable& a, quant::UnitTable* b) {
+void NarrowToLayersOf(const plan::UnitTable& a, plan::UnitTable* b) {
   if ((a.first_layer == b->first_layer && a.end_layer == b->end_layer) ||
       a.first_layer < b->first_layer || a.end_layer > b->end_layer) {
     return;
   }
-  std::vector<quant::Unit> part;
-  for (const quant::Unit& u : b->units) {
+  std::vector<plan::Unit> part;
+  for (const plan::Unit& u : b->units) {
     if (u.layer >= a.first_layer && u.layer < a.end_layer) part.push_back(u);
   }
   b->units = std::move(part);
@@ -38,19 +38,19 @@ void NarrowToLayersOf(const quant::UnitTable& a, quant::UnitTable* b) {
 }
 
 // Compares unit i of both tables (same layout) into `d`.
-void CompareUnit(const quant::Unit& x, const quant::Unit& y, TableDiff* d) {
+void CompareUnit(const plan::Unit& x, const plan::Unit& y, TableDiff* d) {
   const TableDiffTolerances& t = d->tolerances;
   const int64_t before = d->error.over + d->bits.over + d->features.over;
-  for (int k = 0; k < quant::kNumActions; ++k) {
-    const std::string w = absl::StrCat(quant::UnitName(x), " action ", ActionLabel(k));
+  for (int k = 0; k < plan::kNumActions; ++k) {
+    const std::string w = absl::StrCat(plan::UnitName(x), " action ", ActionLabel(k));
     const double e = RelDiff(x.error[k], y.error[k]);
     d->error.Add(e, t.error_rtol, w);
     d->error_by_action[k].Add(e, t.error_rtol, w);
     d->bits.Add(RelDiff(x.bits[k], y.bits[k]), t.bits_rtol, w);
   }
-  for (int f = 0; f < quant::kNumStaticFeatures; ++f) {
+  for (int f = 0; f < plan::kNumStaticFeatures; ++f) {
     const double v = std::abs(static_cast<double>(x.features[f]) - y.features[f]);
-    const std::string w = absl::StrCat(quant::UnitName(x), " feature ", f);
+    const std::string w = absl::StrCat(plan::UnitName(x), " feature ", f);
     d->features.Add(v, t.feature_atol, w);
     d->by_feature[f].Add(v, t.feature_atol, w);
   }
@@ -81,7 +81,7 @@ std::string DiffJson(const TableDiff& d) {
             {"feature_where", d.features.where},
             {"feature_over", d.features.over}};
   json per_action = json::object();
-  for (int k = 0; k < quant::kNumActions; ++k)
+  for (int k = 0; k < plan::kNumActions; ++k)
     per_action[ActionLabel(k)] = d.error_by_action[k].value;
   j["error_max_rel_by_action"] = per_action;
   json per_feature = json::array();
@@ -101,7 +101,7 @@ std::string DiffText(const TableDiff& d) {
                     "layout: identical (ids, layers, matrices, chunks, shapes, salient counts)\n");
     absl::StrAppendFormat(&s, "error proxy  max rel diff %.3e (tolerance %.1e, %d over) at %s\n",
                           d.error.value, t.error_rtol, d.error.over, d.error.where);
-    for (int k = 0; k < quant::kNumActions; ++k) {
+    for (int k = 0; k < plan::kNumActions; ++k) {
       absl::StrAppendFormat(&s, "  action %-5s max rel diff %.3e\n", ActionLabel(k),
                             d.error_by_action[k].value);
     }
@@ -117,7 +117,7 @@ std::string DiffText(const TableDiff& d) {
 
 }  // namespace
 
-std::vector<std::string> LayoutDifferences(const quant::UnitTable& a, const quant::UnitTable& b) {
+std::vector<std::string> LayoutDifferences(const plan::UnitTable& a, const plan::UnitTable& b) {
   std::vector<std::string> out;
   auto header = [&](const char* name, auto x, auto y) {
     if (x != y) out.push_back(absl::StrCat("table.", name, ": ", x, " vs ", y));
@@ -131,10 +131,10 @@ std::vector<std::string> LayoutDifferences(const quant::UnitTable& a, const quan
   header("units", a.units.size(), b.units.size());
   const size_t n = std::min(a.units.size(), b.units.size());
   for (size_t i = 0; i < n && out.size() < 20; ++i) {
-    const quant::Unit& x = a.units[i];
-    const quant::Unit& y = b.units[i];
+    const plan::Unit& x = a.units[i];
+    const plan::Unit& y = b.units[i];
     auto field = [&](const char* name, int64_t u, int64_t v) {
-      if (u != v) out.push_back(absl::StrCat(quant::UnitName(x), ".", name, ": ", u, " vs ", v));
+      if (u != v) out.push_back(absl::StrCat(plan::UnitName(x), ".", name, ": ", u, " vs ", v));
     };
     field("id", x.id, y.id);
     field("layer", x.layer, y.layer);
@@ -160,7 +160,7 @@ bool TableDiff::ok() const {
   return layout.empty() && error.over == 0 && bits.over == 0 && features.over == 0;
 }
 
-TableDiff DiffUnitTables(const quant::UnitTable& a, quant::UnitTable b,
+TableDiff DiffUnitTables(const plan::UnitTable& a, plan::UnitTable b,
                          const TableDiffTolerances& tolerances) {
   NarrowToLayersOf(a, &b);
   TableDiff d;

@@ -14,13 +14,13 @@
 #include <string>
 #include <vector>
 
-#include "common/quant/action.h"
-#include "common/quant/unit_table.h"
+#include "common/plan/action.h"
+#include "common/plan/unit_table.h"
 
 namespace windquant::job {
 
 // Layout differences (exact fields, at most about 20); empty when the layouts agree.
-std::vector<std::string> LayoutDifferences(const quant::UnitTable& a, const quant::UnitTable& b);
+std::vector<std::string> LayoutDifferences(const plan::UnitTable& a, const plan::UnitTable& b);
 
 struct TableDiffTolerances {
   double error_rtol = 1e-3;    // error proxy, relative
@@ -43,13 +43,13 @@ struct TableDiff {
   TableDiffTolerances tolerances;
   std::vector<std::string> layout;  // LayoutDifferences; the rest is empty when not
   WorstDifference error, bits, features;
-  std::array<WorstDifference, quant::kNumActions> error_by_action;
-  std::array<WorstDifference, quant::kNumStaticFeatures> by_feature;
+  std::array<WorstDifference, plan::kNumActions> error_by_action;
+  std::array<WorstDifference, plan::kNumStaticFeatures> by_feature;
   int64_t units_ok = 0;  // units with every entry within tolerance
   bool ok() const;       // same layout and nothing out of tolerance
 };
 
-TableDiff DiffUnitTables(const quant::UnitTable& a, quant::UnitTable b,
+TableDiff DiffUnitTables(const plan::UnitTable& a, plan::UnitTable b,
                          const TableDiffTolerances& tolerances);
 
 // The report `windquant table diff` prints: text ending in EQUIVALENT or

@@ -9,20 +9,20 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "common/quant/unit_table.h"
+#include "common/plan/unit_table.h"
 
 namespace windquant::job {
 
 // DATA_LOSS when the file is not a windquant.v1.UnitTable; the table's own
 // errors, prefixed with `path`.
-absl::StatusOr<quant::UnitTable> ReadUnitTableFile(const std::string& path);
+absl::StatusOr<plan::UnitTable> ReadUnitTableFile(const std::string& path);
 // Writes atomically, creating the parent directory.
-absl::Status WriteUnitTableFile(const quant::UnitTable& table, const std::string& path);
+absl::Status WriteUnitTableFile(const plan::UnitTable& table, const std::string& path);
 
 // Every unit: id, layer, matrix, chunk, shape, salient count, features and
 // per action its effective bits and error proxy; a header line and indented
 // lines per unit, or (as_json) one JSON object per unit and line.
-std::string DumpUnitTable(const quant::UnitTable& table, bool as_json);
+std::string DumpUnitTable(const plan::UnitTable& table, bool as_json);
 
 struct RebasedPlan {
   std::string plan_id;

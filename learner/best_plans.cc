@@ -4,7 +4,7 @@
 #include <utility>
 
 #include "common/base/status_macros.h"
-#include "common/quant/plan_io.h"
+#include "common/plan/plan_io.h"
 #include "common/rl/candidate_plan.h"
 
 namespace windquant::learner {
@@ -24,8 +24,8 @@ void BestPlans::Restore(const rl::CandidatePlan& best, const rl::CandidatePlan& 
   step_reference_ppl_ = step_reference_ppl;
 }
 
-absl::StatusOr<bool> BestPlans::Consider(const rl::CandidatePlan& candidate, quant::Plan plan,
-                                         bool this_step, const quant::UnitTable& table) {
+absl::StatusOr<bool> BestPlans::Consider(const rl::CandidatePlan& candidate, plan::Plan plan,
+                                         bool this_step, const plan::UnitTable& table) {
   if (candidate.source == "lagrange" && candidate.target_bits == final_target_bits_) {
     reference_ = candidate;
   }
@@ -38,7 +38,7 @@ absl::StatusOr<bool> BestPlans::Consider(const rl::CandidatePlan& candidate, qua
   }
   plan.plan_id = "best";
   plan.source = candidate.source;
-  WQ_RETURN_IF_ERROR(quant::WritePlanFiles(plan, table, dir_));
+  WQ_RETURN_IF_ERROR(plan::WritePlanFiles(plan, table, dir_));
   return true;
 }
 

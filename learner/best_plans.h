@@ -18,8 +18,8 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "common/quant/plan.h"
-#include "common/quant/unit_table.h"
+#include "common/plan/plan.h"
+#include "common/plan/unit_table.h"
 #include "common/rl/candidate_plan.h"
 
 namespace windquant::learner {
@@ -41,8 +41,8 @@ class BestPlans {
   // it). `this_step`: made for the current step's target while the
   // curriculum runs. Returns whether it is the new best; its plan files are
   // written then (errors of the write, naming the path).
-  absl::StatusOr<bool> Consider(const rl::CandidatePlan& candidate, quant::Plan plan,
-                                bool this_step, const quant::UnitTable& table);
+  absl::StatusOr<bool> Consider(const rl::CandidatePlan& candidate, plan::Plan plan, bool this_step,
+                                const plan::UnitTable& table);
 
   // The best feasible plan (actions empty when none).
   const rl::CandidatePlan& best() const { return best_; }

@@ -9,10 +9,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "common/quant/plan_io.h"
-#include "common/rl/synthetic_table.h"
+#include "common/plan/plan_io.h"
 #include "common/testing/scoped_test_dir.h"
 #include "common/testing/status_matchers.h"
+#include "common/testing/synthetic_table.h"
 
 namespace windquant::learner {
 namespace {
@@ -27,7 +27,7 @@ class BestPlansTest : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = temp_.path();
-    table_ = rl::testing::SyntheticTable(14, 3);
+    table_ = windquant::testing::SyntheticTable(14, 3);
   }
   // A measured plan of `source` made for `target` bits (all units action `a`).
   rl::CandidatePlan Candidate(const std::string& source, double target, double bits, double ppl,
@@ -40,8 +40,8 @@ class BestPlansTest : public ::testing::Test {
     c.source = source;
     return c;
   }
-  quant::Plan PlanOf(const rl::CandidatePlan& c) const {
-    quant::Plan p;
+  plan::Plan PlanOf(const rl::CandidatePlan& c) const {
+    plan::Plan p;
     p.plan_id = "p";
     p.model_fingerprint = table_.fingerprint;
     p.actions = c.actions;
@@ -56,7 +56,7 @@ class BestPlansTest : public ::testing::Test {
 
   ScopedTestDir temp_{"wq-best-plans"};
   std::string dir_;
-  quant::UnitTable table_;
+  plan::UnitTable table_;
 };
 
 TEST_F(BestPlansTest, KeepsTheLowestPerplexityWithinTheFinalTargetAsPlanFiles) {
@@ -69,7 +69,7 @@ TEST_F(BestPlansTest, KeepsTheLowestPerplexityWithinTheFinalTargetAsPlanFiles) {
   EXPECT_TRUE(Consider(b, Candidate("rl-greedy", kFinal, 2.0, 4.0, 3), true));
   EXPECT_DOUBLE_EQ(b.best().evaluation.eval_ppl, 4.0);
   EXPECT_EQ(b.best().source, "rl-greedy");
-  absl::StatusOr<quant::Plan> files = quant::ReadPlanFile(dir_ + "/plan.json", table_);
+  absl::StatusOr<plan::Plan> files = plan::ReadPlanFile(dir_ + "/plan.json", table_);
   ASSERT_THAT(files, IsOk());
   EXPECT_EQ(files->plan_id, "best");
   EXPECT_EQ(files->source, "rl-greedy");

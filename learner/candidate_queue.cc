@@ -24,10 +24,10 @@ CandidateQueue::CandidateQueue(uint32_t incarnation) {
   next_id_ = rl::kCandidateEpisodeBit | (high << 32);
 }
 
-const quant::Plan& CandidateQueue::Queue(std::vector<int> actions, const std::string& source,
-                                         double target_bits, int64_t policy_version,
-                                         const std::string& model_fingerprint, absl::Time now) {
-  quant::Plan p;
+const plan::Plan& CandidateQueue::Queue(std::vector<int> actions, const std::string& source,
+                                        double target_bits, int64_t policy_version,
+                                        const std::string& model_fingerprint, absl::Time now) {
+  plan::Plan p;
   p.episode_id = next_id_++;
   p.plan_id = absl::StrCat("learner-", source, "-", p.episode_id & ~rl::kCandidateEpisodeBit);
   p.model_fingerprint = model_fingerprint;
@@ -40,20 +40,20 @@ const quant::Plan& CandidateQueue::Queue(std::vector<int> actions, const std::st
   return outbox_.back();
 }
 
-std::vector<quant::Plan> CandidateQueue::TakeOutbox() {
-  std::vector<quant::Plan> out;
+std::vector<plan::Plan> CandidateQueue::TakeOutbox() {
+  std::vector<plan::Plan> out;
   out.swap(outbox_);
   return out;
 }
 
-std::optional<quant::Plan> CandidateQueue::TakeEvaluated(uint64_t id, const std::string& plan_id) {
-  const quant::Plan* plan = pending_.Find(id);
+std::optional<plan::Plan> CandidateQueue::TakeEvaluated(uint64_t id, const std::string& plan_id) {
+  const plan::Plan* plan = pending_.Find(id);
   if (plan == nullptr || plan->plan_id != plan_id) return std::nullopt;
   return pending_.Take(id);
 }
 
-std::vector<quant::Plan> CandidateQueue::Expire(absl::Time cutoff) {
-  std::vector<quant::Plan> out;
+std::vector<plan::Plan> CandidateQueue::Expire(absl::Time cutoff) {
+  std::vector<plan::Plan> out;
   for (auto& [id, plan] : pending_.Expire(cutoff)) out.push_back(std::move(plan));
   return out;
 }

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
-#include "common/quant/plan.h"
+#include "common/plan/plan.h"
 #include "learner/expiry_queue.h"
 
 namespace windquant::learner {
@@ -32,15 +32,15 @@ class CandidateQueue {
   // Queues the plan `actions` of the model `model_fingerprint`, made by
   // `source` for `target_bits` (policy_version -1: no policy's); it is
   // pending from `now` on. Returns the queued plan (episode_id, plan_id set).
-  const quant::Plan& Queue(std::vector<int> actions, const std::string& source, double target_bits,
-                           int64_t policy_version, const std::string& model_fingerprint,
-                           absl::Time now);
+  const plan::Plan& Queue(std::vector<int> actions, const std::string& source, double target_bits,
+                          int64_t policy_version, const std::string& model_fingerprint,
+                          absl::Time now);
 
   // Whether plans wait to be handed out.
   bool HasOutbox() const { return !outbox_.empty(); }
   // The plans not yet handed out, in queueing order (expired ones included:
   // the caller checks Pending before sending).
-  std::vector<quant::Plan> TakeOutbox();
+  std::vector<plan::Plan> TakeOutbox();
 
   // Whether candidate `id` still waits for its evaluation.
   bool Pending(uint64_t id) const { return pending_.Contains(id); }
@@ -48,17 +48,17 @@ class CandidateQueue {
   bool Drop(uint64_t id) { return pending_.Erase(id); }
   // The evaluation of candidate `id` arrived: its plan, no longer pending.
   // nullopt (nothing changes) for an id not pending or another plan's id.
-  std::optional<quant::Plan> TakeEvaluated(uint64_t id, const std::string& plan_id);
+  std::optional<plan::Plan> TakeEvaluated(uint64_t id, const std::string& plan_id);
   // Stops waiting for the candidates pending since before `cutoff`; returns
   // their plans in id order.
-  std::vector<quant::Plan> Expire(absl::Time cutoff);
+  std::vector<plan::Plan> Expire(absl::Time cutoff);
 
   size_t pending() const { return pending_.size(); }
 
  private:
   uint64_t next_id_;
-  ExpiryQueue<quant::Plan> pending_;  // queued or at the evaluator
-  std::vector<quant::Plan> outbox_;   // not yet handed out
+  ExpiryQueue<plan::Plan> pending_;  // queued or at the evaluator
+  std::vector<plan::Plan> outbox_;   // not yet handed out
 };
 
 }  // namespace windquant::learner

@@ -15,8 +15,8 @@ const absl::Time kT0 = absl::FromUnixSeconds(1000);
 
 TEST(CandidateQueueTest, QueuesPlansWithCandidateIdsAndHandsThemOutOnce) {
   CandidateQueue q(/*incarnation=*/5);
-  const quant::Plan ref = q.Queue({1, 2, 3}, "lagrange", 3.0, -1, "fp", kT0);
-  const quant::Plan greedy = q.Queue({4, 5, 6}, "rl-greedy", 3.0, 2, "fp", kT0);
+  const plan::Plan ref = q.Queue({1, 2, 3}, "lagrange", 3.0, -1, "fp", kT0);
+  const plan::Plan greedy = q.Queue({4, 5, 6}, "rl-greedy", 3.0, 2, "fp", kT0);
   EXPECT_TRUE(rl::IsCandidateEpisode(ref.episode_id));
   EXPECT_EQ(ref.episode_id, rl::kCandidateEpisodeBit | (uint64_t{5} << 32));
   EXPECT_EQ(greedy.episode_id, ref.episode_id + 1);
@@ -29,7 +29,7 @@ TEST(CandidateQueueTest, QueuesPlansWithCandidateIdsAndHandsThemOutOnce) {
   EXPECT_EQ(greedy.policy_version, 2);
   EXPECT_EQ(greedy.source, "rl-greedy");
   ASSERT_TRUE(q.HasOutbox());
-  const std::vector<quant::Plan> out = q.TakeOutbox();
+  const std::vector<plan::Plan> out = q.TakeOutbox();
   ASSERT_EQ(out.size(), 2u);
   EXPECT_EQ(out[0].plan_id, ref.plan_id);
   EXPECT_EQ(out[1].plan_id, greedy.plan_id);
@@ -42,10 +42,10 @@ TEST(CandidateQueueTest, QueuesPlansWithCandidateIdsAndHandsThemOutOnce) {
 
 TEST(CandidateQueueTest, AnEvaluationMustNameThePlan) {
   CandidateQueue q(1);
-  const quant::Plan p = q.Queue({0}, "lagrange", 2.0, -1, "fp", kT0);
+  const plan::Plan p = q.Queue({0}, "lagrange", 2.0, -1, "fp", kT0);
   EXPECT_FALSE(q.TakeEvaluated(p.episode_id, "another-plan").has_value());
   EXPECT_TRUE(q.Pending(p.episode_id));
-  std::optional<quant::Plan> got = q.TakeEvaluated(p.episode_id, p.plan_id);
+  std::optional<plan::Plan> got = q.TakeEvaluated(p.episode_id, p.plan_id);
   ASSERT_TRUE(got.has_value());
   EXPECT_EQ(got->source, "lagrange");
   EXPECT_FALSE(q.Pending(p.episode_id));
@@ -54,12 +54,12 @@ TEST(CandidateQueueTest, AnEvaluationMustNameThePlan) {
 
 TEST(CandidateQueueTest, DroppedAndExpiredCandidatesAreNoLongerPending) {
   CandidateQueue q(1);
-  const quant::Plan a = q.Queue({0}, "lagrange", 2.0, -1, "fp", kT0);
-  const quant::Plan b = q.Queue({1}, "rl-greedy", 2.0, 1, "fp", kT0 + absl::Seconds(1));
-  const quant::Plan c = q.Queue({2}, "rl-greedy", 2.0, 2, "fp", kT0 + absl::Seconds(5));
+  const plan::Plan a = q.Queue({0}, "lagrange", 2.0, -1, "fp", kT0);
+  const plan::Plan b = q.Queue({1}, "rl-greedy", 2.0, 1, "fp", kT0 + absl::Seconds(1));
+  const plan::Plan c = q.Queue({2}, "rl-greedy", 2.0, 2, "fp", kT0 + absl::Seconds(5));
   EXPECT_TRUE(q.Drop(a.episode_id));
   EXPECT_FALSE(q.Drop(a.episode_id));
-  const std::vector<quant::Plan> expired = q.Expire(kT0 + absl::Seconds(2));
+  const std::vector<plan::Plan> expired = q.Expire(kT0 + absl::Seconds(2));
   ASSERT_EQ(expired.size(), 1u);  // a left already
   EXPECT_EQ(expired[0].plan_id, b.plan_id);
   EXPECT_FALSE(q.Pending(b.episode_id));

@@ -22,15 +22,15 @@ void CandidateSender::Stop() {
 }
 
 void CandidateSender::Loop() {
-  std::deque<quant::Plan> todo;
+  std::deque<plan::Plan> todo;
   absl::Duration backoff = absl::Milliseconds(100);
   while (!cancel_.cancelled()) {
-    for (quant::Plan& p :
+    for (plan::Plan& p :
          core_->TakeCandidates(todo.empty() ? absl::Milliseconds(500) : absl::ZeroDuration())) {
       todo.push_back(std::move(p));
     }
     if (todo.empty()) continue;
-    const quant::Plan& plan = todo.front();
+    const plan::Plan& plan = todo.front();
     if (!core_->CandidatePending(plan.episode_id)) {  // expired meanwhile
       todo.pop_front();
       continue;

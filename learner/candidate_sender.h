@@ -18,7 +18,7 @@
 #include "absl/time/time.h"
 #include "common/base/log.h"
 #include "common/net/canceller.h"
-#include "common/quant/plan.h"
+#include "common/plan/plan.h"
 #include "learner/learner_core.h"
 
 namespace windquant::learner {
@@ -27,7 +27,7 @@ class CandidateSender {
  public:
   // One attempt to submit `plan` (its episode_id and plan_id set); `cancel`
   // is the sender's Canceller (register the call's context with it).
-  using SubmitFn = std::function<absl::Status(const quant::Plan& plan, net::Canceller* cancel)>;
+  using SubmitFn = std::function<absl::Status(const plan::Plan& plan, net::Canceller* cancel)>;
   CandidateSender(LearnerCore* core, SubmitFn submit, base::LogSink log = base::LogToStderr);
   ~CandidateSender();
 

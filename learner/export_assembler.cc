@@ -12,13 +12,13 @@
 #include "absl/synchronization/mutex.h"
 #include "common/base/files.h"
 #include "common/base/status_macros.h"
+#include "common/export/export_layout.h"
 #include "common/model/llama_config.h"
 #include "common/model/safetensors_stream_writer.h"
 #include "common/net/channel.h"
 #include "common/net/status_convert.h"
-#include "common/quant/effective_bits.h"
-#include "common/quant/export_layout.h"
-#include "common/quant/plan_io.h"
+#include "common/plan/effective_bits.h"
+#include "common/plan/plan_io.h"
 #include "common/transport/work_deadline.h"
 #include "grpcpp/grpcpp.h"
 #include "windquant/v1/actor.grpc.pb.h"
@@ -76,7 +76,7 @@ class StallWatch {
 struct StageSource {
   std::shared_ptr<grpc::Channel> channel;
   std::string name;
-  quant::ExportShare share;
+  exporter::ExportShare share;
 };
 
 // The first actor of each stage that answers with a fitted stage, and its layers.
@@ -123,16 +123,16 @@ absl::StatusOr<std::vector<StageSource>> PickStages(const ExportAssemblerOptions
 
 // Pulls one part from its stage into `out`; returns the bytes received.
 absl::StatusOr<uint64_t> PullPart(const ExportAssemblerOptions& o, const StageSource& stage,
-                                  quant::ExportFile file, quant::ExportPart part,
+                                  exporter::ExportFile file, exporter::ExportPart part,
                                   const v1::Plan& plan, uint64_t expected, absl::Duration stall,
                                   absl::Duration whole, model::SafetensorsStreamWriter* out) {
-  const std::string what = absl::StrCat(stage.name, " (", quant::ExportFileName(file), " ",
-                                        quant::ExportPartName(part), ")");
+  const std::string what = absl::StrCat(stage.name, " (", exporter::ExportFileName(file), " ",
+                                        exporter::ExportPartName(part), ")");
   v1::ExportStageRequest req;
-  req.set_file(file == quant::ExportFile::kQuantized ? v1::ExportStageRequest::QUANTIZED
-                                                     : v1::ExportStageRequest::FAKE_QUANT);
-  req.set_part(part == quant::ExportPart::kLayers ? v1::ExportStageRequest::LAYERS
-                                                  : v1::ExportStageRequest::FIXED);
+  req.set_file(file == exporter::ExportFile::kQuantized ? v1::ExportStageRequest::QUANTIZED
+                                                        : v1::ExportStageRequest::FAKE_QUANT);
+  req.set_part(part == exporter::ExportPart::kLayers ? v1::ExportStageRequest::LAYERS
+                                                     : v1::ExportStageRequest::FIXED);
   *req.mutable_plan() = plan;
   req.set_first_layer(static_cast<int32_t>(stage.share.first_layer));
   req.set_end_layer(static_cast<int32_t>(stage.share.end_layer));
@@ -210,38 +210,39 @@ struct FileJob {
   const ExportAssemblerOptions& o;
   const std::vector<StageSource>& stages;
   const model::LlamaConfig& config;
-  const quant::UnitTable& table;
-  const quant::Plan& plan;
+  const plan::UnitTable& table;
+  const plan::Plan& plan;
   v1::Plan plan_proto;
 };
 
 // One folder, complete, in `tmp` (created); returns (file size, bytes pulled).
-absl::StatusOr<std::pair<uint64_t, uint64_t>> WriteFolder(const FileJob& j, quant::ExportFile file,
+absl::StatusOr<std::pair<uint64_t, uint64_t>> WriteFolder(const FileJob& j,
+                                                          exporter::ExportFile file,
                                                           const TempDir& tmp) {
-  std::vector<quant::ExportShare> shares;
+  std::vector<exporter::ExportShare> shares;
   for (const StageSource& s : j.stages) shares.push_back(s.share);
   WQ_ASSIGN_OR_RETURN(std::vector<model::StreamTensor> tensors,
-                      quant::DeclareFile(file, shares, j.config, j.table, j.plan.actions));
+                      exporter::DeclareFile(file, shares, j.config, j.table, j.plan.actions));
   {
     std::error_code ec;
     fs::remove_all(tmp.path, ec);
     fs::create_directories(tmp.path, ec);
     if (ec) return absl::InternalError(absl::StrCat(tmp.path.string(), ": ", ec.message()));
   }
-  WQ_ASSIGN_OR_RETURN(auto out,
-                      model::SafetensorsStreamWriter::Open(
-                          (tmp.path / quant::ExportTensorFile(file)).string(), std::move(tensors),
-                          quant::FileMetadata(file, j.table, j.plan)));
+  WQ_ASSIGN_OR_RETURN(
+      auto out, model::SafetensorsStreamWriter::Open(
+                    (tmp.path / exporter::ExportTensorFile(file)).string(), std::move(tensors),
+                    exporter::FileMetadata(file, j.table, j.plan)));
   const absl::Duration base = j.o.rpc_deadline;
   const int64_t layer = transport::LayerLinearWeights(j.config);
   const absl::Duration stall =
       transport::FitDeadline(base, std::max(layer, j.config.vocab_size * j.config.hidden_size));
   uint64_t pulled = 0;
-  for (const auto& [s, part] : quant::PartOrder(file, j.stages.size())) {
+  for (const auto& [s, part] : exporter::PartOrder(file, j.stages.size())) {
     const StageSource& stage = j.stages[s];
     WQ_ASSIGN_OR_RETURN(
         std::vector<model::StreamTensor> declared,
-        quant::DeclarePart(file, part, stage.share, j.config, j.table, j.plan.actions));
+        exporter::DeclarePart(file, part, stage.share, j.config, j.table, j.plan.actions));
     uint64_t expected = 0;
     for (const model::StreamTensor& t : declared) expected += t.num_bytes();
     const int64_t layers = stage.share.end_layer - stage.share.first_layer;
@@ -253,12 +254,12 @@ absl::StatusOr<std::pair<uint64_t, uint64_t>> WriteFolder(const FileJob& j, quan
   WQ_RETURN_IF_ERROR(out->Finish());
   const uint64_t size = out->file_size();
   WQ_RETURN_IF_ERROR(base::WriteFileAtomic((tmp.path / "config.json").string(),
-                                           quant::ExportConfigJson(file, j.config)));
-  if (file == quant::ExportFile::kQuantized) {
+                                           exporter::ExportConfigJson(file, j.config)));
+  if (file == exporter::ExportFile::kQuantized) {
     WQ_RETURN_IF_ERROR(base::WriteFileAtomic((tmp.path / "plan.json").string(),
-                                             quant::PlanToJson(j.plan, j.table)));
+                                             plan::PlanToJson(j.plan, j.table)));
   }
-  WQ_RETURN_IF_ERROR(quant::CopyTokenizerFiles(j.o.model_dir, tmp.path.string()));
+  WQ_RETURN_IF_ERROR(exporter::CopyTokenizerFiles(j.o.model_dir, tmp.path.string()));
   return std::make_pair(size, pulled);
 }
 
@@ -266,7 +267,7 @@ absl::StatusOr<std::pair<uint64_t, uint64_t>> WriteFolder(const FileJob& j, quan
 
 absl::StatusOr<ExportSummary> AssembleExport(const ExportAssemblerOptions& options,
                                              const std::vector<ExportStageActors>& stages,
-                                             const quant::UnitTable& table, const quant::Plan& plan,
+                                             const plan::UnitTable& table, const plan::Plan& plan,
                                              const std::string& dir) {
   const absl::Time start = absl::Now();
   WQ_ASSIGN_OR_RETURN(const model::LlamaConfig config,
@@ -276,10 +277,10 @@ absl::StatusOr<ExportSummary> AssembleExport(const ExportAssemblerOptions& optio
                                                       table.first_layer, ", ", table.end_layer,
                                                       ") of ", config.num_hidden_layers));
   }
-  if (table.fixed_param_bits != quant::FixedParamBits(config.torch_dtype)) {
+  if (table.fixed_param_bits != plan::FixedParamBits(config.torch_dtype)) {
     return absl::FailedPreconditionError(absl::StrCat(
         "export: the unit table counts embeddings and norms at ", table.fixed_param_bits, " bits, ",
-        options.model_dir, " stores them at ", quant::FixedParamBits(config.torch_dtype)));
+        options.model_dir, " stores them at ", plan::FixedParamBits(config.torch_dtype)));
   }
   WQ_RETURN_IF_ERROR(plan.Validate(table, absl::StrCat("plan ", plan.plan_id)));
   WQ_ASSIGN_OR_RETURN(const std::vector<StageSource> sources,
@@ -287,26 +288,26 @@ absl::StatusOr<ExportSummary> AssembleExport(const ExportAssemblerOptions& optio
   FileJob job{options, sources, config, table, plan, {}};
   plan.ToProto(table, &job.plan_proto);
   ExportSummary summary;
-  const std::array<quant::ExportFile, 2> files = {quant::ExportFile::kQuantized,
-                                                  quant::ExportFile::kFakeQuant};
+  const std::array<exporter::ExportFile, 2> files = {exporter::ExportFile::kQuantized,
+                                                     exporter::ExportFile::kFakeQuant};
   std::array<TempDir, 2> tmp;
   for (size_t f = 0; f < files.size(); ++f) {
-    const quant::ExportFile file = files[f];
+    const exporter::ExportFile file = files[f];
     tmp[f].path =
-        fs::path(dir) / absl::StrCat(".", quant::ExportFileName(file), ".partial.", getpid());
+        fs::path(dir) / absl::StrCat(".", exporter::ExportFileName(file), ".partial.", getpid());
     WQ_ASSIGN_OR_RETURN(const auto written, WriteFolder(job, file, tmp[f]));
-    (file == quant::ExportFile::kQuantized ? summary.quantized_bytes : summary.fake_quant_bytes) =
-        written.first;
+    (file == exporter::ExportFile::kQuantized ? summary.quantized_bytes
+                                              : summary.fake_quant_bytes) = written.first;
     summary.pulled_bytes += written.second;
     if (options.log) {
-      options.log(absl::StrCat("export: ", (fs::path(dir) / quant::ExportFileName(file)).string(),
-                               " assembled from ", sources.size(), " stages (", written.first,
-                               " bytes)"));
+      options.log(
+          absl::StrCat("export: ", (fs::path(dir) / exporter::ExportFileName(file)).string(),
+                       " assembled from ", sources.size(), " stages (", written.first, " bytes)"));
     }
   }
   // Both complete: into place together.
   for (size_t f = 0; f < files.size(); ++f) {
-    WQ_RETURN_IF_ERROR(RenameInto(tmp[f].path, fs::path(dir) / quant::ExportFileName(files[f])));
+    WQ_RETURN_IF_ERROR(RenameInto(tmp[f].path, fs::path(dir) / exporter::ExportFileName(files[f])));
     tmp[f].keep = true;
   }
   summary.seconds = absl::ToDoubleSeconds(absl::Now() - start);

@@ -1,7 +1,7 @@
 // ExportAssembler: the learner's side of a distributed export (docs/quantized-format.md,
 // "Export in a distributed job"). The learner owns no layers: it computes both files'
 // safetensors headers from the model's config.json, the merged unit table and the plan
-// (common/quant/export_layout.h), then pulls every part, in file order, from the actor
+// (common/export/export_layout.h), then pulls every part, in file order, from the actor
 // of the stage that owns it (Actor.ExportStage: the actor computes the bytes from its
 // own fits and weights) and writes them into place. The files are the bytes a
 // one-process `windquant export` of the same plan writes (same layout, same code).
@@ -28,8 +28,8 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/base/log.h"
-#include "common/quant/plan.h"
-#include "common/quant/unit_table.h"
+#include "common/plan/plan.h"
+#include "common/plan/unit_table.h"
 #include "grpcpp/channel.h"
 
 namespace windquant::learner {
@@ -60,7 +60,7 @@ struct ExportSummary {
 // part); I/O errors naming the file.
 absl::StatusOr<ExportSummary> AssembleExport(const ExportAssemblerOptions& options,
                                              const std::vector<ExportStageActors>& stages,
-                                             const quant::UnitTable& table, const quant::Plan& plan,
+                                             const plan::UnitTable& table, const plan::Plan& plan,
                                              const std::string& dir);
 
 }  // namespace windquant::learner

@@ -66,7 +66,7 @@ std::string PlanOrigin(const std::string& learner_source) {
 }
 
 absl::StatusOr<FinalRows> MeasureFinalRows(const rl::RunResult& result,
-                                           const quant::UnitTable& table, double target_bits,
+                                           const plan::UnitTable& table, double target_bits,
                                            std::vector<FinalSearch> searches,
                                            const std::string& searches_note,
                                            const PlanMeasurer& measure) {
@@ -128,7 +128,7 @@ void AddFinalRowsJson(const FinalRows& f, const std::string& rl_source, json* re
   if (!f.heldout_note.empty()) j["heldout_note"] = f.heldout_note;
   if (!f.searches_note.empty()) j["searches_note"] = f.searches_note;
   for (const FinalSearch& q : f.searches) {
-    j[rl::SearchRowKey(q.name)] = rl::SearchRowJson(q.result, f.rl_evaluations, q.seed);
+    j[search::SearchRowKey(q.name)] = search::SearchRowJson(q.result, f.rl_evaluations, q.seed);
   }
 }
 

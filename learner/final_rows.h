@@ -18,9 +18,9 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "absl/status/statusor.h"
-#include "common/quant/unit_table.h"
+#include "common/plan/unit_table.h"
 #include "common/rl/run_result.h"
-#include "common/rl/search_result.h"
+#include "common/search/search_result.h"
 
 namespace windquant::learner {
 
@@ -48,7 +48,7 @@ std::string PlanOrigin(const std::string& learner_source);
 struct FinalSearch {
   std::string name;  // its row: "search" or "screened-search"
   uint64_t seed = 0;
-  rl::SearchResult result;
+  search::SearchResult result;
 };
 
 struct FinalRow {
@@ -80,7 +80,7 @@ struct FinalRows {
 // the searches measured: the run's result is written still.
 // FAILED_PRECONDITION when the run has no feasible plan.
 absl::StatusOr<FinalRows> MeasureFinalRows(const rl::RunResult& result,
-                                           const quant::UnitTable& table, double target_bits,
+                                           const plan::UnitTable& table, double target_bits,
                                            std::vector<FinalSearch> searches,
                                            const std::string& searches_note,
                                            const PlanMeasurer& measure);

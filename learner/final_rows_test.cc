@@ -10,8 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/rl/synthetic_table.h"
 #include "common/testing/scoped_test_dir.h"
+#include "common/testing/synthetic_table.h"
 #include "gtest/gtest.h"
 #include "learner/run_finisher.h"
 
@@ -62,7 +62,7 @@ FinalSearch Search(const std::string& name, int action, int64_t evaluations) {
 
 class FinalRowsTest : public ::testing::Test {
  protected:
-  const quant::UnitTable table_ = rl::testing::SyntheticTable(kUnits, 1);
+  const plan::UnitTable table_ = windquant::testing::SyntheticTable(kUnits, 1);
   // Action 3 within the target, action 2 above it (more bits), action 4 below.
   const double target_ = table_.EffectiveBits(All(3));
 };

@@ -34,7 +34,7 @@ class LearnerBadInputTest : public LearnerCoreTest {
     std::error_code ec;
     return std::filesystem::exists(std::filesystem::symlink_status(TablePath(), ec));
   }
-  grpc::Status Register(LearnerService& service, int stage, const quant::UnitTable* table) {
+  grpc::Status Register(LearnerService& service, int stage, const plan::UnitTable* table) {
     v1::RegisterUnitTableRequest req;
     req.set_stage(stage);
     if (table != nullptr) {
@@ -91,7 +91,7 @@ TEST_F(LearnerBadInputTest, StageWithALayerWithoutUnitsIsRefusedWhenItWouldCompl
   LearnerService service(core_.get());
   auto stages = Stages(whole_);
   ASSERT_TRUE(Register(service, 1, &stages[1]).ok());
-  quant::UnitTable hollow = stages[0];
+  plan::UnitTable hollow = stages[0];
   hollow.units.clear();
   grpc::Status s = Register(service, 0, &hollow);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
@@ -104,7 +104,7 @@ TEST_F(LearnerBadInputTest, StageWithALayerWithoutUnitsIsRefusedWhenItWouldCompl
 // error-case: learner.register.empty-fingerprint
 TEST_F(LearnerBadInputTest, TableWithoutFingerprintIsRefused) {
   LearnerService service(core_.get());
-  quant::UnitTable t = Stages(whole_)[0];
+  plan::UnitTable t = Stages(whole_)[0];
   t.fingerprint.clear();
   grpc::Status s = Register(service, 0, &t);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
@@ -117,7 +117,7 @@ TEST_F(LearnerBadInputTest, StagesThatDisagreeOnTheLayerCountAreRefused) {
   LearnerService service(core_.get());
   auto stages = Stages(whole_);
   ASSERT_TRUE(Register(service, 1, &stages[1]).ok());
-  quant::UnitTable t = stages[0];
+  plan::UnitTable t = stages[0];
   t.num_layers = 3;
   grpc::Status s = Register(service, 0, &t);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
@@ -141,7 +141,7 @@ TEST_F(LearnerBadInputTest, RestartedLearnerNamesABadUnitTableFile) {
 // error-case: learner.restart.unusable-unit-table-file
 TEST_F(LearnerBadInputTest, RestartedLearnerNamesAUnitTableItCannotRunOn) {
   core_.reset();
-  quant::UnitTable wrong_chunk = whole_;
+  plan::UnitTable wrong_chunk = whole_;
   wrong_chunk.chunk_size = 32;  // the run's is 16
   v1::UnitTable proto;
   wrong_chunk.ToProto(&proto);
@@ -155,13 +155,13 @@ TEST_F(LearnerBadInputTest, RestartedLearnerNamesAUnitTableItCannotRunOn) {
 TEST(TableMergerValidatorTest, RefusedMergedTableIsNeitherKeptNorWritten) {
   ::windquant::testing::ScopedTestDir temp("wq-merger-validator");
   const std::string path = temp.path() + "/unit_table.pb";
-  quant::UnitTable whole = rl::testing::SyntheticTable(14, 5);
+  plan::UnitTable whole = windquant::testing::SyntheticTable(14, 5);
   whole.num_layers = 2;
   whole.end_layer = 2;
   auto stages = Stages(whole);
   TableMerger m(2, 1, whole.chunk_size, path);
   bool refuse = true;
-  m.set_validator([&refuse](const quant::UnitTable&) {
+  m.set_validator([&refuse](const plan::UnitTable&) {
     return refuse ? absl::FailedPreconditionError("not runnable") : absl::OkStatus();
   });
   ASSERT_THAT(m.Register(0, 0, stages[0], nullptr), IsOk());

@@ -11,11 +11,11 @@
 #include "common/base/files.h"
 #include "common/base/status_macros.h"
 #include "common/config/run_digest.h"
-#include "common/quant/baselines.h"
 #include "common/rl/environment.h"
-#include "common/rl/episode_evaluator.h"
+#include "common/rl/episode_reward.h"
 #include "common/rl/reward_model.h"
 #include "common/rl/run_checkpoint.h"
+#include "common/search/baselines.h"
 
 namespace windquant::learner {
 namespace {
@@ -25,11 +25,11 @@ std::string CheckpointDir(const LearnerCore::Options& o) { return o.dir + "/chec
 
 // What CompleteTable needs of a merged table, checked before the table is
 // kept: a table the run cannot finish with is refused, not saved.
-absl::Status CheckRunnable(const LearnerCore::Options& options, const quant::UnitTable& table) {
+absl::Status CheckRunnable(const LearnerCore::Options& options, const plan::UnitTable& table) {
   WQ_RETURN_IF_ERROR(rl::UnitCosts::Create(table).status());
   if (!options.warm_start) return absl::OkStatus();
   for (double target : options.curriculum.target_bits) {
-    absl::Status s = quant::LagrangePlan(table, target).status();
+    absl::Status s = search::LagrangePlan(table, target).status();
     if (!s.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("unit table: no lagrange plan at ", target,
                                                      " bits (training.warm_start): ", s.message()));
@@ -93,7 +93,7 @@ absl::StatusOr<std::unique_ptr<LearnerCore>> LearnerCore::Create(const Options& 
   for (uint64_t id : core->records_.RecordedEpisodeIds()) core->held_.MarkSeen(id);
   const Options* run = &core->options_;  // lives as long as tables_
   core->tables_.set_validator(
-      [run](const quant::UnitTable& table) { return CheckRunnable(*run, table); });
+      [run](const plan::UnitTable& table) { return CheckRunnable(*run, table); });
   WQ_RETURN_IF_ERROR(core->tables_.LoadSaved());
   if (core->tables_.table() != nullptr) WQ_RETURN_IF_ERROR(core->CompleteTable());
   core->PublishLocked();
@@ -106,7 +106,7 @@ void LearnerCore::ExpectTableFingerprint(std::string fingerprint) {
 }
 
 absl::Status LearnerCore::CompleteTable() {
-  const quant::UnitTable& table = *tables_.table();
+  const plan::UnitTable& table = *tables_.table();
   run_fingerprint_ = config::RunFingerprint(table.fingerprint, options_.run_config_text);
   WQ_RETURN_IF_ERROR(policy_->SetTable(table));
   clock_.set_prior(EvaluationWorkPrior(table.TotalWeights(), options_.evaluation_tokens));
@@ -145,7 +145,7 @@ absl::Status LearnerCore::StartStep(bool warm_start) {
   // The log keeps the user-facing word "stage" (as the config keys and status fields do).
   Log(absl::StrCat("learner: curriculum stage ", curriculum_.step() + 1, "/",
                    curriculum_.num_steps(), ", target ", target, " bits"));
-  absl::StatusOr<quant::Plan> ref = quant::LagrangePlan(*tables_.table(), target);
+  absl::StatusOr<plan::Plan> ref = search::LagrangePlan(*tables_.table(), target);
   if (!ref.ok()) {
     // Without a reference, warm_start = lagrange cannot run.
     Log(absl::StrCat("learner: no reference (lagrange) plan at ", target,
@@ -174,7 +174,7 @@ void LearnerCore::QueueCandidate(std::vector<int> actions, const std::string& so
   clock_.OnHeld(now, PendingLocked());
 }
 
-std::vector<quant::Plan> LearnerCore::TakeCandidates(absl::Duration timeout) {
+std::vector<plan::Plan> LearnerCore::TakeCandidates(absl::Duration timeout) {
   absl::MutexLock lock(&mu_);
   PublishOnReturn publish(this);
   // A stopped learner hands out nothing (and waits the timeout: no busy loop).
@@ -213,7 +213,7 @@ absl::Status LearnerCore::MaybeFinish() {
   return absl::OkStatus();
 }
 
-absl::Status LearnerCore::ConsiderLocked(const rl::CandidatePlan& candidate, quant::Plan plan) {
+absl::Status LearnerCore::ConsiderLocked(const rl::CandidatePlan& candidate, plan::Plan plan) {
   policy_->AddMeasured(candidate.actions, candidate.evaluation);
   const bool this_step =
       !curriculum_.finished() && candidate.target_bits == curriculum_.target_bits();
@@ -229,7 +229,7 @@ absl::Status LearnerCore::ConsiderLocked(const rl::CandidatePlan& candidate, qua
 }
 
 absl::StatusOr<RegisterResult> LearnerCore::RegisterTable(int stage, int replica,
-                                                          const quant::UnitTable& table) {
+                                                          const plan::UnitTable& table) {
   absl::MutexLock lock(&mu_);
   PublishOnReturn publish(this);
   bool completed = false;
@@ -241,13 +241,13 @@ absl::StatusOr<RegisterResult> LearnerCore::RegisterTable(int stage, int replica
   return r;
 }
 
-absl::StatusOr<quant::UnitTable> LearnerCore::Table() const {
+absl::StatusOr<plan::UnitTable> LearnerCore::Table() const {
   absl::MutexLock lock(&mu_);
   WQ_RETURN_IF_ERROR(tables_.CompleteOrUnavailable());
   return *tables_.table();
 }
 
-std::shared_ptr<const quant::UnitTable> LearnerCore::SharedTable() const {
+std::shared_ptr<const plan::UnitTable> LearnerCore::SharedTable() const {
   absl::MutexLock lock(&mu_);
   return tables_.table();
 }
@@ -259,8 +259,8 @@ void LearnerCore::ExpireLocked() {
     expired_ids_.insert(id);
     Log(absl::StrCat("learner: episode ", id, " expired without evaluation"));
   }
-  const std::vector<quant::Plan> gone = candidates_.Expire(cutoff);
-  for (const quant::Plan& plan : gone) {
+  const std::vector<plan::Plan> gone = candidates_.Expire(cutoff);
+  for (const plan::Plan& plan : gone) {
     expired_ids_.insert(plan.episode_id);
     Log(absl::StrCat("learner: candidate ", plan.plan_id, " expired without evaluation"));
   }
@@ -319,7 +319,7 @@ void LearnerCore::NoteFullPrecision(const rl::PlanEvaluation& e) {
 absl::StatusOr<bool> LearnerCore::LearnPredictedLocked(rl::Episode e) {
   if (fp_eval_ppl_ <= 0 || e.steps.empty()) return false;  // nothing measured yet to predict from
   const double target = e.plan.target_bits > 0 ? e.plan.target_bits : curriculum_.target_bits();
-  const quant::UnitTable& table = *tables_.table();
+  const plan::UnitTable& table = *tables_.table();
   const rl::PlanEvaluation pe = rl::ChargedEvaluation(
       options_.policy.env, table, e.steps,
       rl::PredictedEvaluation(e.predicted_log_ppl, table.EffectiveBits(e.plan.actions),
@@ -354,7 +354,7 @@ absl::StatusOr<bool> LearnerCore::ReportEvaluation(const EvaluationInput& in) {
 
 // A candidate plan: it competes for the best plan, nothing else.
 absl::StatusOr<bool> LearnerCore::ReportCandidateLocked(const EvaluationInput& in) {
-  std::optional<quant::Plan> plan = candidates_.TakeEvaluated(in.episode_id, in.plan_id);
+  std::optional<plan::Plan> plan = candidates_.TakeEvaluated(in.episode_id, in.plan_id);
   if (!plan.has_value()) return false;
   clock_.OnReport(absl::Now(), PendingLocked());
   const rl::PlanEvaluation& pe = in.evaluation;
@@ -403,7 +403,7 @@ absl::StatusOr<bool> LearnerCore::ReportEpisodeLocked(const EvaluationInput& in)
   records_.RecordEpisode(e, in.plan_id, pe, ret);
   {
     rl::CandidatePlan cand{e.plan.actions, pe, target, "rl", counts_.updates, e.policy_version};
-    quant::Plan plan = e.plan;
+    plan::Plan plan = e.plan;
     plan.plan_id = in.plan_id;
     WQ_RETURN_IF_ERROR(ConsiderLocked(cand, std::move(plan)));
   }

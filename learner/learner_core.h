@@ -37,7 +37,7 @@
 #include "absl/time/time.h"
 #include "common/base/log.h"
 #include "common/metrics/registry.h"
-#include "common/quant/unit_table.h"
+#include "common/plan/unit_table.h"
 #include "common/rl/curriculum_options.h"
 #include "common/rl/episode.h"
 #include "common/rl/lagrange_options.h"
@@ -124,11 +124,11 @@ class LearnerCore {
   // candidate queued, the warm start run). INVALID_ARGUMENT naming the field
   // for a table inconsistent with the run.
   absl::StatusOr<RegisterResult> RegisterTable(int stage, int replica,
-                                               const quant::UnitTable& table);
+                                               const plan::UnitTable& table);
   // UNAVAILABLE until every stage registered.
-  absl::StatusOr<quant::UnitTable> Table() const;
+  absl::StatusOr<plan::UnitTable> Table() const;
   // The merged table without a copy; nullptr until every stage registered.
-  std::shared_ptr<const quant::UnitTable> SharedTable() const;
+  std::shared_ptr<const plan::UnitTable> SharedTable() const;
 
   // A finished episode, held until its evaluation arrives or expires
   // (EvaluationClock). Returns accepted = false when dropped as stale (older
@@ -161,7 +161,7 @@ class LearnerCore {
   // and plan_id set, ids with rl::kCandidateEpisodeBit); blocks until there is
   // one, the run is done or `timeout` passes; nothing when stopped. Also
   // expires old held episodes and candidates.
-  std::vector<quant::Plan> TakeCandidates(absl::Duration timeout);
+  std::vector<plan::Plan> TakeCandidates(absl::Duration timeout);
   // The evaluator refused a candidate for good: stop waiting for it.
   void DropCandidate(uint64_t episode_id);
   // Whether a candidate still waits for its evaluation (not dropped/expired).
@@ -234,7 +234,7 @@ class LearnerCore {
   void QueueCandidate(std::vector<int> actions, const std::string& source, double target,
                       int64_t policy_version) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Offers a measured plan to BestPlans; logs and publishes a new best.
-  absl::Status ConsiderLocked(const rl::CandidatePlan& candidate, quant::Plan plan)
+  absl::Status ConsiderLocked(const rl::CandidatePlan& candidate, plan::Plan plan)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Curriculum finished and no candidate out: done (final checkpoint).
   absl::Status MaybeFinish() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

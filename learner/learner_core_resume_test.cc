@@ -10,7 +10,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "common/quant/baselines.h"
+#include "common/search/baselines.h"
 #include "common/testing/status_matchers.h"
 #include "learner/learner_core.h"
 #include "learner/learner_core_test_fixture.h"
@@ -49,7 +49,7 @@ class LearnerCoreHistoryTest : public LearnerCoreTest {
   }
   // Evaluates the one queued candidate, the step's reference (cached).
   void ReportReference(LearnerCore& core, double ppl) {
-    std::vector<quant::Plan> out = core.TakeCandidates(absl::ZeroDuration());
+    std::vector<plan::Plan> out = core.TakeCandidates(absl::ZeroDuration());
     ASSERT_EQ(out.size(), 1u);
     ASSERT_EQ(out[0].source, "lagrange");
     EvaluationInput in = Eval(out[0].episode_id, ppl);
@@ -178,7 +178,7 @@ TEST_F(LearnerCoreHistoryTest, ARestartedLearnerGoesOnWithTheHistory) {
   EXPECT_EQ(r.reference.source, "lagrange");
   EXPECT_DOUBLE_EQ(r.reference.target_bits, 3.0);
   EXPECT_DOUBLE_EQ(r.reference.evaluation.eval_ppl, 5.0);
-  EXPECT_EQ(r.reference.actions, quant::LagrangePlan(whole_, 3.0).value().actions);
+  EXPECT_EQ(r.reference.actions, search::LagrangePlan(whole_, 3.0).value().actions);
   // Update 3: step 1's best policy plan (1.8) beats its reference (5.0): finished.
   ASSERT_NO_FATAL_FAILURE(Batch(*core, 5, 2, 1.8, 2.2));
   r = core->Result();

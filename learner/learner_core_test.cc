@@ -9,16 +9,16 @@
 #include <gtest/gtest.h>
 
 #include "common/metrics/registry.h"
-#include "common/quant/baselines.h"
-#include "common/quant/plan_io.h"
+#include "common/plan/plan_io.h"
 #include "common/rl/environment.h"
-#include "common/rl/episode_evaluator.h"
+#include "common/rl/episode_reward.h"
 #include "common/rl/greedy_plan.h"
 #include "common/rl/lagrange.h"
 #include "common/rl/policy.h"
 #include "common/rl/rollout_worker.h"
 #include "common/rl/run_policy.h"
 #include "common/rl/state_features.h"
+#include "common/search/baselines.h"
 #include "common/testing/status_matchers.h"
 #include "learner/learner_core_test_fixture.h"
 
@@ -151,13 +151,13 @@ TEST_F(LearnerCoreTest, CandidatePlansCompeteForTheBestPlanButNeverEnterAPpoBatc
   for (const auto& s : Stages(whole_))
     ASSERT_THAT(core_->RegisterTable(s.first_layer, 0, s), IsOk());
   // The step's reference: the Lagrangian plan at the step's target.
-  std::vector<quant::Plan> out = core_->TakeCandidates(absl::ZeroDuration());
+  std::vector<plan::Plan> out = core_->TakeCandidates(absl::ZeroDuration());
   ASSERT_EQ(out.size(), 1u);
-  const quant::Plan ref = out[0];
+  const plan::Plan ref = out[0];
   EXPECT_TRUE(rl::IsCandidateEpisode(ref.episode_id));
   EXPECT_EQ(ref.source, "lagrange");
   EXPECT_EQ(ref.model_fingerprint, whole_.fingerprint);
-  EXPECT_EQ(ref.actions, quant::LagrangePlan(whole_, 3.0).value().actions);
+  EXPECT_EQ(ref.actions, search::LagrangePlan(whole_, 3.0).value().actions);
   EXPECT_TRUE(core_->CandidatePending(ref.episode_id));
   EXPECT_EQ(core_->Status().pending_candidates, 1);
   EXPECT_TRUE(core_->TakeCandidates(absl::ZeroDuration()).empty());  // handed out once
@@ -180,7 +180,7 @@ TEST_F(LearnerCoreTest, CandidatePlansCompeteForTheBestPlanButNeverEnterAPpoBatc
   // the candidate is no episode.
   EXPECT_EQ(s.updates, 0);
   EXPECT_EQ(core_->version(), 0);
-  auto best = quant::ReadPlanFile(dir_ + "/best/plan.json", whole_);
+  auto best = plan::ReadPlanFile(dir_ + "/best/plan.json", whole_);
   ASSERT_THAT(best, IsOk());
   EXPECT_EQ(best->actions, ref.actions);
   EXPECT_EQ(best->source, "lagrange");
@@ -208,15 +208,15 @@ TEST_F(LearnerCoreTest, FinishesOnlyOnceTheLastCandidatesAreEvaluated) {
   core_ = LearnerCore::Create(c, nullptr).value();
   for (const auto& s : Stages(whole_))
     ASSERT_THAT(core_->RegisterTable(s.first_layer, 0, s), IsOk());
-  std::vector<quant::Plan> out = core_->TakeCandidates(absl::ZeroDuration());
+  std::vector<plan::Plan> out = core_->TakeCandidates(absl::ZeroDuration());
   for (uint64_t id : {1, 2}) ASSERT_TRUE(core_->SubmitEpisode(MakeEpisode(id, 0)).value());
   for (uint64_t id : {1, 2}) ASSERT_TRUE(Report(*core_, Eval(id, 3.0)).value());
   EXPECT_EQ(core_->Status().updates, 1);
   EXPECT_FALSE(core_->done());  // the reference and the greedy plan are out
   EXPECT_FALSE(core_->SubmitEpisode(MakeEpisode(3, 1)).value());  // curriculum finished
-  for (const quant::Plan& p : core_->TakeCandidates(absl::ZeroDuration())) out.push_back(p);
+  for (const plan::Plan& p : core_->TakeCandidates(absl::ZeroDuration())) out.push_back(p);
   ASSERT_EQ(out.size(), 2u);
-  for (const quant::Plan& p : out) {
+  for (const plan::Plan& p : out) {
     EXPECT_FALSE(core_->done());
     EvaluationInput in = Eval(p.episode_id, p.source == "rl-greedy" ? 2.0 : 2.8);
     in.plan_id = p.plan_id;
@@ -324,7 +324,7 @@ TEST_F(LearnerCoreTest, RepairModeChargesTheBitsTheEpisodeChose) {
   eo.target_bits = 3.0;
   eo.budget_mode = rl::BudgetMode::kRepair;
   const std::vector<int> chosen(whole_.units.size(), 0);  // 16 bits everywhere
-  const std::vector<int> measured = quant::RepairToBudget(whole_, chosen, 3.0);
+  const std::vector<int> measured = search::RepairToBudget(whole_, chosen, 3.0);
   const double chosen_bits = whole_.EffectiveBits(chosen);
   ASSERT_GT(chosen_bits, 3.0);
   ASSERT_LE(whole_.EffectiveBits(measured), 3.0 + 1e-9);
@@ -408,7 +408,7 @@ TEST_F(LearnerCoreTest, ScreenedOutSamplesJoinTheBatchWithPredictedRewards) {
 TEST_F(LearnerCoreTest, RolloutWorkersOfDifferentActorsSampleDifferentEpisodes) {
   rl::PolicyOptions po;
   po.state_dim = rl::kStateDim;
-  po.num_actions = quant::kNumActions;
+  po.num_actions = plan::kNumActions;
   po.hidden_sizes = {16, 16};
   auto policy = rl::Policy::Create(po).value();
   auto plans = [&](int actor_index, uint32_t incarnation) {
@@ -436,7 +436,7 @@ TEST_F(LearnerCoreTest, AStepEndsEarlyOnceAPolicyPlanBeatsItsReference) {
     auto core = LearnerCore::Create(c, nullptr).value();
     for (const auto& s : Stages(whole_))
       EXPECT_THAT(core->RegisterTable(s.first_layer, 0, s), IsOk());
-    for (const quant::Plan& p : core->TakeCandidates(absl::ZeroDuration())) {
+    for (const plan::Plan& p : core->TakeCandidates(absl::ZeroDuration())) {
       EvaluationInput in = Eval(p.episode_id, reference_ppl);
       in.plan_id = p.plan_id;
       EXPECT_TRUE(Report(*core, in).value());
@@ -453,7 +453,7 @@ TEST_F(LearnerCoreTest, AStepEndsEarlyOnceAPolicyPlanBeatsItsReference) {
 
 // The greedy plan of the first published policy, with and without warm start.
 TEST_F(LearnerCoreTest, WarmStartClonesTheLagrangianPlanBeforeTheFirstPolicy) {
-  const std::vector<int> lagrange = quant::LagrangePlan(whole_, 3.0).value().actions;
+  const std::vector<int> lagrange = search::LagrangePlan(whole_, 3.0).value().actions;
   auto costs = rl::UnitCosts::Create(whole_).value();
   auto agreement = [&](const std::string& warm_start) {
     LearnerCore::Options c = TestOptions(dir_ + "/" + warm_start);
@@ -523,7 +523,7 @@ TEST_F(LearnerCoreTest, HeldEpisodesAndCandidatesExpire) {
   auto core = LearnerCore::Create(c, log.fn()).value();
   for (const auto& s : Stages(whole_))
     ASSERT_THAT(core->RegisterTable(s.first_layer, 0, s), IsOk());
-  const std::vector<quant::Plan> ref = core->TakeCandidates(absl::ZeroDuration());
+  const std::vector<plan::Plan> ref = core->TakeCandidates(absl::ZeroDuration());
   ASSERT_EQ(ref.size(), 1u);  // handed out, and expired by that very call
   EXPECT_FALSE(core->CandidatePending(ref[0].episode_id));
   EXPECT_TRUE(log.Has("learner: candidate " + ref[0].plan_id + " expired without evaluation"));

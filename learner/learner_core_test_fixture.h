@@ -23,8 +23,8 @@
 #include "common/rl/environment.h"
 #include "common/rl/episode.h"
 #include "common/rl/episode_rewarder.h"
-#include "common/rl/synthetic_table.h"
 #include "common/testing/scoped_test_dir.h"
+#include "common/testing/synthetic_table.h"
 #include "learner/learner_core.h"
 
 namespace windquant::learner::testing {
@@ -48,8 +48,8 @@ inline LearnerCore::Options TestOptions(const std::string& dir) {
 }
 
 // The synthetic table split into two stages: layer 0 and layer 1.
-inline std::vector<quant::UnitTable> Stages(const quant::UnitTable& whole) {
-  std::vector<quant::UnitTable> out(2, whole);
+inline std::vector<plan::UnitTable> Stages(const plan::UnitTable& whole) {
+  std::vector<plan::UnitTable> out(2, whole);
   for (int s = 0; s < 2; ++s) {
     out[s].first_layer = s;
     out[s].end_layer = s + 1;
@@ -65,7 +65,7 @@ class LearnerCoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = temp_.path();
-    whole_ = rl::testing::SyntheticTable(14, 3);
+    whole_ = windquant::testing::SyntheticTable(14, 3);
     whole_.num_layers = 2;
     whole_.chunk_size = 16;  // the run config's quant.chunk_size
     auto core = LearnerCore::Create(TestOptions(dir_), nullptr);
@@ -134,7 +134,7 @@ class LearnerCoreTest : public ::testing::Test {
 
   ::windquant::testing::ScopedTestDir temp_{"wq-learner-core"};
   std::string dir_;
-  quant::UnitTable whole_;
+  plan::UnitTable whole_;
   std::unique_ptr<LearnerCore> core_;
   // The evaluator's side: λ and the rewards (the options of TestOptions).
   rl::EpisodeRewarder evaluator_{TestOptions("").policy.env, TestOptions("").lagrange};

@@ -1,7 +1,7 @@
 // Learning tests of the code `windquant quantize` runs (the coverage the old
 // rl::Trainer tests gave): the real learner::LearnerCore trained on episodes of
 // the real rl::RolloutWorker, plans and candidates evaluated by the
-// synthetic evaluator (common/rl/synthetic_table.h), all in one thread, no
+// synthetic evaluator (common/testing/synthetic_table.h), all in one thread, no
 // gRPC. The loop is the one the services run: the published policy goes to
 // the actor, its episodes to the learner, their plans (and the learner's
 // candidate plans) to the evaluator, the reports back to the learner.
@@ -21,16 +21,16 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
-#include "common/quant/action.h"
-#include "common/quant/baselines.h"
+#include "common/plan/action.h"
 #include "common/rl/environment.h"
 #include "common/rl/episode_rewarder.h"
 #include "common/rl/policy.h"
 #include "common/rl/rollout_worker.h"
 #include "common/rl/run_policy.h"
 #include "common/rl/state_features.h"
-#include "common/rl/synthetic_table.h"
+#include "common/search/baselines.h"
 #include "common/testing/scoped_test_dir.h"
+#include "common/testing/synthetic_table.h"
 #include "learner/learner_core.h"
 
 namespace windquant::learner {
@@ -66,16 +66,17 @@ LearnerCore::Options LearningConfig(const std::string& dir, std::vector<double> 
 }
 
 // Synthetic perplexity of a plan (what SyntheticEvaluator reports).
-double SyntheticPpl(const rl::testing::SyntheticEvaluator& ev, const std::vector<int>& actions) {
-  return std::exp(rl::testing::SyntheticEvaluator::kBaseNll + ev.Loss(actions));
+double SyntheticPpl(const windquant::testing::SyntheticEvaluator& ev,
+                    const std::vector<int>& actions) {
+  return std::exp(windquant::testing::SyntheticEvaluator::kBaseNll + ev.Loss(actions));
 }
 
-// Mean synthetic perplexity of quant::RandomPlan at `target` over `seeds` seeds.
-double RandomPlanPpl(const quant::UnitTable& t, const rl::testing::SyntheticEvaluator& ev,
+// Mean synthetic perplexity of search::RandomPlan at `target` over `seeds` seeds.
+double RandomPlanPpl(const plan::UnitTable& t, const windquant::testing::SyntheticEvaluator& ev,
                      double target, int seeds) {
   double sum = 0;
   for (int s = 1; s <= seeds; ++s) {
-    auto plan = quant::RandomPlan(t, target, static_cast<uint64_t>(s));
+    auto plan = search::RandomPlan(t, target, static_cast<uint64_t>(s));
     EXPECT_TRUE(plan.ok()) << plan.status();
     if (!plan.ok()) return 0;
     EXPECT_LE(t.EffectiveBits(plan->actions), target + 1e-9);
@@ -97,7 +98,7 @@ struct DriveOptions {
 // learner::LearnerService does.
 class EvaluatorRole {
  public:
-  EvaluatorRole(LearnerCore* core, rl::testing::SyntheticEvaluator* ev,
+  EvaluatorRole(LearnerCore* core, windquant::testing::SyntheticEvaluator* ev,
                 const LearnerCore::Options& c)
       : core_(core), ev_(ev), rewarder_(c.policy.env, c.lagrange) {}
 
@@ -133,7 +134,7 @@ class EvaluatorRole {
 
  private:
   LearnerCore* const core_;
-  rl::testing::SyntheticEvaluator* const ev_;
+  windquant::testing::SyntheticEvaluator* const ev_;
   std::set<std::vector<int>> measured_;  // the evaluator's cache
   rl::EpisodeRewarder rewarder_;
 };
@@ -142,8 +143,8 @@ class EvaluatorRole {
 // the candidates out for evaluation, takes the published policy, rolls out
 // episodes_per_update episodes with one RolloutWorker, submits them and
 // reports their evaluations (the last one runs the PPO update).
-absl::Status Drive(LearnerCore& core, const quant::UnitTable& table, const LearnerCore::Options& c,
-                   rl::testing::SyntheticEvaluator& ev, const DriveOptions& options) {
+absl::Status Drive(LearnerCore& core, const plan::UnitTable& table, const LearnerCore::Options& c,
+                   windquant::testing::SyntheticEvaluator& ev, const DriveOptions& options) {
   for (int stage = 0; stage < c.stages; ++stage) {
     absl::StatusOr<RegisterResult> r = core.RegisterTable(stage, 0, table);
     if (!r.ok()) return r.status();
@@ -167,7 +168,7 @@ absl::Status Drive(LearnerCore& core, const quant::UnitTable& table, const Learn
     if (round >= options.max_rounds) {
       return absl::DeadlineExceededError(absl::StrCat("not done after ", round, " rounds"));
     }
-    for (const quant::Plan& p : core.TakeCandidates(absl::ZeroDuration())) {
+    for (const plan::Plan& p : core.TakeCandidates(absl::ZeroDuration())) {
       if (!options.evaluate_references && p.source == "lagrange") {
         core.DropCandidate(p.episode_id);
         continue;
@@ -187,7 +188,7 @@ absl::Status Drive(LearnerCore& core, const quant::UnitTable& table, const Learn
     absl::StatusOr<std::vector<rl::Episode>> episodes =
         (*worker)->Run(**policy, published.target_bits);
     if (!episodes.ok()) return episodes.status();
-    std::vector<quant::Plan> plans;
+    std::vector<plan::Plan> plans;
     std::vector<double> charged_bits;
     for (rl::Episode& e : *episodes) {
       plans.push_back(e.plan);
@@ -200,7 +201,7 @@ absl::Status Drive(LearnerCore& core, const quant::UnitTable& table, const Learn
       }
     }
     for (size_t i = 0; i < plans.size(); ++i) {
-      const quant::Plan& p = plans[i];
+      const plan::Plan& p = plans[i];
       if (absl::Status s =
               evaluate(p.episode_id, p.plan_id, p.actions, p.target_bits, true, charged_bits[i]);
           !s.ok())
@@ -238,8 +239,8 @@ constexpr int kLearnsUpdates = 25;
 // the table of LearnsBetterThanRandomOnSyntheticTable; checks what must hold
 // for any seed (a feasible policy plan, every episode evaluated).
 void TrainOnSyntheticTable(uint64_t seed, double lr, LearningRun* out) {
-  const quant::UnitTable t = rl::testing::SyntheticTable(70, 5);
-  rl::testing::SyntheticEvaluator ev(&t);
+  const plan::UnitTable t = windquant::testing::SyntheticTable(70, 5);
+  windquant::testing::SyntheticEvaluator ev(&t);
   const ::windquant::testing::ScopedTestDir dir("wq-learner-learning-seed" + std::to_string(seed));
   LearnerCore::Options c = LearningConfig(dir.path(), {kLearnsTarget});
   c.policy.seed = seed;
@@ -265,7 +266,7 @@ void TrainOnSyntheticTable(uint64_t seed, double lr, LearningRun* out) {
   EXPECT_EQ(r.evaluations, kLearnsUpdates * c.episodes_per_update + kLearnsUpdates);
   ASSERT_EQ(r.curve.size(), static_cast<size_t>(kLearnsUpdates));
   // Closed-form numbers of the synthetic table (no torch, no reduction order).
-  const double optimum = SyntheticPpl(ev, rl::testing::LagrangianPlan(t, kLearnsTarget));
+  const double optimum = SyntheticPpl(ev, windquant::testing::LagrangianPlan(t, kLearnsTarget));
   const double random = RandomPlanPpl(t, ev, kLearnsTarget, /*seeds=*/20);
   ASSERT_LT(optimum, random);
   auto closed = [&](double ppl) { return (random - ppl) / (random - optimum); };
@@ -321,8 +322,8 @@ TEST(LearnerLearningTest, LearnsBetterThanRandomOnSyntheticTable) {
 // 3.0-bit plans, better than any 2.0-bit plan, must not win).
 TEST(LearnerLearningTest, WarmStartNeverEndsWorseThanTheReferencePlan) {
   const auto start = std::chrono::steady_clock::now();
-  const quant::UnitTable t = rl::testing::SyntheticTable(42, 6);
-  rl::testing::SyntheticEvaluator ev(&t);
+  const plan::UnitTable t = windquant::testing::SyntheticTable(42, 6);
+  windquant::testing::SyntheticEvaluator ev(&t);
   const ::windquant::testing::ScopedTestDir dir("wq-learner-learning");
   LearnerCore::Options c = LearningConfig(dir.path(), {3.0, 2.0});
   c.curriculum.min_updates = 1;

@@ -6,7 +6,7 @@
 #include "common/base/status_macros.h"
 #include "common/net/channel.h"
 #include "common/net/status_convert.h"
-#include "common/quant/plan.h"
+#include "common/plan/plan.h"
 
 namespace windquant::learner {
 
@@ -17,7 +17,7 @@ class LearnerNode::Observer : public RunObserver {
   void OnCheckpoint(int64_t update, bool done) override {
     if (node_->options_.publisher != nullptr) node_->options_.publisher->OnCheckpoint(update, done);
   }
-  void OnBestPlan(const rl::CandidatePlan& best, const quant::UnitTable& table) override {
+  void OnBestPlan(const rl::CandidatePlan& best, const plan::UnitTable& table) override {
     if (node_->options_.publisher != nullptr) node_->options_.publisher->OnBestPlan(best, table);
   }
   void OnDone() override {
@@ -62,15 +62,15 @@ void LearnerNode::Connect(std::shared_ptr<grpc::Channel> evaluator) {
   // Learner.ReportEvaluation like an episode's.
   sender_ = std::make_unique<CandidateSender>(
       core_.get(),
-      [this](const quant::Plan& plan, net::Canceller* cancel) {
+      [this](const plan::Plan& plan, net::Canceller* cancel) {
         return SubmitCandidate(plan, cancel);
       },
       log_);
   sender_->Start();
 }
 
-absl::Status LearnerNode::SubmitCandidate(const quant::Plan& plan, net::Canceller* cancel) {
-  std::shared_ptr<const quant::UnitTable> table = core_->SharedTable();
+absl::Status LearnerNode::SubmitCandidate(const plan::Plan& plan, net::Canceller* cancel) {
+  std::shared_ptr<const plan::UnitTable> table = core_->SharedTable();
   if (table == nullptr) return absl::UnavailableError("unit table incomplete");
   v1::SubmitPlanRequest req;
   plan.ToProto(*table, req.mutable_plan());
@@ -114,7 +114,7 @@ void LearnerNode::WaitForFinal() {
 
 absl::StatusOr<TextMeasurement> LearnerNode::MeasureOnEvaluator(const std::vector<int>& actions,
                                                                 PlanText text) {
-  std::shared_ptr<const quant::UnitTable> table = core_->SharedTable();
+  std::shared_ptr<const plan::UnitTable> table = core_->SharedTable();
   if (table == nullptr || evaluator_ == nullptr) {
     return absl::UnavailableError("finish: no unit table or no evaluator to measure plans");
   }
@@ -122,7 +122,7 @@ absl::StatusOr<TextMeasurement> LearnerNode::MeasureOnEvaluator(const std::vecto
                             ? 0
                             : options_.core.curriculum.target_bits.back();
   v1::EvaluatePlanRequest req;
-  quant::Plan::Make(*table, actions, "final", target).ToProto(*table, req.mutable_plan());
+  plan::Plan::Make(*table, actions, "final", target).ToProto(*table, req.mutable_plan());
   req.set_text(text == PlanText::kHeldOut ? v1::EVALUATION_TEXT_HELDOUT
                                           : v1::EVALUATION_TEXT_SELECTION);
   v1::EvaluationReport reply;
@@ -142,7 +142,7 @@ std::optional<FinalArtifacts> LearnerNode::WriteFinal(const std::string& dir,
   auto log = [this](const std::string& line) {
     if (log_) log_(line);
   };
-  std::shared_ptr<const quant::UnitTable> table = core_->SharedTable();
+  std::shared_ptr<const plan::UnitTable> table = core_->SharedTable();
   if (table == nullptr) return std::nullopt;  // done implies a table; nothing to write otherwise
   FinishOptions fo;
   fo.actors = options_.export_actors;

@@ -54,7 +54,7 @@ namespace windquant::learner {
 // (the run's config is the writer's: job/learner_options.h binds it).
 // The node fills the options' actors (export_actors), deadline and log.
 using FinalWriter = std::function<absl::StatusOr<FinalArtifacts>(
-    const rl::RunResult& result, const quant::UnitTable& table, const std::string& run_id,
+    const rl::RunResult& result, const plan::UnitTable& table, const std::string& run_id,
     const std::string& dir, FinishOptions options)>;
 
 struct LearnerNodeOptions {
@@ -111,7 +111,7 @@ class LearnerNode {
  private:
   class Observer;
   LearnerNode() = default;
-  absl::Status SubmitCandidate(const quant::Plan& plan, net::Canceller* cancel);
+  absl::Status SubmitCandidate(const plan::Plan& plan, net::Canceller* cancel);
   // The finisher thread: waits for the end of the run, then Finish().
   void FinishWhenDone();
   void Finish();

@@ -24,7 +24,7 @@ grpc::Status LearnerService::RegisterUnitTable(grpc::ServerContext*,
                                                const v1::RegisterUnitTableRequest* req,
                                                v1::RegisterUnitTableReply* reply) {
   if (!req->has_table()) return ToGrpcStatus(absl::InvalidArgumentError("table: missing"));
-  absl::StatusOr<quant::UnitTable> table = quant::UnitTable::FromProto(req->table());
+  absl::StatusOr<plan::UnitTable> table = plan::UnitTable::FromProto(req->table());
   if (!table.ok()) {
     return ToGrpcStatus(
         absl::InvalidArgumentError(absl::StrCat("table: ", table.status().message())));
@@ -42,7 +42,7 @@ grpc::Status LearnerService::StreamTransitions(
     grpc::ServerContext*,
     grpc::ServerReaderWriter<v1::TransitionAck, v1::TransitionBatch>* stream) {
   v1::TransitionBatch batch;
-  std::shared_ptr<const quant::UnitTable> table;  // shared, not copied per batch
+  std::shared_ptr<const plan::UnitTable> table;  // shared, not copied per batch
   while (stream->Read(&batch)) {
     if (table == nullptr) table = core_->SharedTable();
     if (table == nullptr) {
@@ -177,9 +177,9 @@ grpc::Status LearnerService::GetRunStatus(grpc::ServerContext*, const v1::RunSta
 
 grpc::Status LearnerService::GetUnitTable(grpc::ServerContext*, const v1::GetUnitTableRequest* req,
                                           v1::UnitTable* out) {
-  std::shared_ptr<const quant::UnitTable> table = core_->SharedTable();
+  std::shared_ptr<const plan::UnitTable> table = core_->SharedTable();
   if (table == nullptr) {
-    absl::StatusOr<quant::UnitTable> incomplete = core_->Table();  // its message
+    absl::StatusOr<plan::UnitTable> incomplete = core_->Table();  // its message
     if (!incomplete.ok()) return ToGrpcStatus(incomplete.status());
     table = core_->SharedTable();
   }

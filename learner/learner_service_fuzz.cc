@@ -24,9 +24,9 @@
 #include "common/base/files.h"
 #include "common/net/server.h"
 #include "common/rl/environment.h"
-#include "common/rl/synthetic_table.h"
 #include "common/rl/transition_codec.h"
 #include "common/testing/fuzz_driver.h"
+#include "common/testing/synthetic_table.h"
 #include "learner/learner_core.h"
 #include "learner/learner_service.h"
 #include "windquant/v1/learner.grpc.pb.h"
@@ -39,8 +39,8 @@ using testing::FuzzFail;
 
 enum Method : uint8_t { kRegister, kReport, kStream, kGetTable, kStatus, kNumMethods };
 
-quant::UnitTable WholeTable() {
-  quant::UnitTable t = rl::testing::SyntheticTable(14, 3);
+plan::UnitTable WholeTable() {
+  plan::UnitTable t = windquant::testing::SyntheticTable(14, 3);
   t.num_layers = 2;
   t.end_layer = 2;
   t.chunk_size = 16;
@@ -170,13 +170,13 @@ namespace windquant::testing {
 
 std::vector<std::string> WqFuzzSeeds() {
   using namespace windquant::learner;  // NOLINT: the target's own names
-  const quant::UnitTable whole = WholeTable();
+  const plan::UnitTable whole = WholeTable();
   // Mutated strings are often invalid UTF-8: protobuf refuses them (the
   // input is skipped) and would log each one.
   google::protobuf::SetLogHandler(nullptr);
   std::vector<std::string> seeds;
   for (int s = 0; s < 2; ++s) {
-    quant::UnitTable part = whole;
+    plan::UnitTable part = whole;
     part.first_layer = s;
     part.end_layer = s + 1;
     part.units.clear();
@@ -243,7 +243,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       windquant::v1::UnitTable proto;
       auto bytes = windquant::base::ReadFile(h.dir + "/unit_table.pb");
       if (!bytes.ok() || !proto.ParseFromString(*bytes) ||
-          !windquant::quant::UnitTable::FromProto(proto).ok()) {
+          !windquant::plan::UnitTable::FromProto(proto).ok()) {
         FuzzFail("unit_table.pb does not read back as a valid table");
       }
     }

@@ -18,7 +18,7 @@ absl::StatusOr<std::unique_ptr<PolicyPublisher>> PolicyPublisher::Create(const O
   return std::unique_ptr<PolicyPublisher>(new PolicyPublisher(options, std::move(ppo)));
 }
 
-absl::Status PolicyPublisher::SetTable(const quant::UnitTable& table) {
+absl::Status PolicyPublisher::SetTable(const plan::UnitTable& table) {
   WQ_ASSIGN_OR_RETURN(costs_, rl::UnitCosts::Create(table));
   version_model_of_ = -1;
   fitter_ = options_.screen_samples > 1 ? std::make_unique<rl::RewardModelFitter>(costs_->table())

@@ -21,7 +21,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "common/quant/unit_table.h"
+#include "common/plan/unit_table.h"
 #include "common/rl/environment.h"
 #include "common/rl/environment_options.h"
 #include "common/rl/plan_evaluation.h"
@@ -58,7 +58,7 @@ class PolicyPublisher {
   // The table is complete (its unit costs); the reward model starts afresh
   // (it learns from the plans measured from now on). Errors of
   // rl::UnitCosts::Create.
-  absl::Status SetTable(const quant::UnitTable& table);
+  absl::Status SetTable(const plan::UnitTable& table);
 
   int64_t version() const { return ppo_->version(); }
   // One PPO update (rl::PpoLearner::Update). When screening, the reward

@@ -5,8 +5,8 @@
 
 #include <gtest/gtest.h>
 
-#include "common/rl/synthetic_table.h"
 #include "common/testing/status_matchers.h"
+#include "common/testing/synthetic_table.h"
 
 namespace windquant::learner {
 namespace {
@@ -42,7 +42,7 @@ TEST(PolicyPublisherTest, PlansNeedTheTable) {
   EXPECT_THAT(p->GreedyPlan(3.0).status(),
               StatusIs(absl::StatusCode::kFailedPrecondition, "unit table"));
   EXPECT_THAT(p->ClonePlan(3.0, {0}).status(), StatusIs(absl::StatusCode::kFailedPrecondition));
-  const quant::UnitTable table = rl::testing::SyntheticTable(14, 3);
+  const plan::UnitTable table = windquant::testing::SyntheticTable(14, 3);
   ASSERT_TRUE(p->SetTable(table).ok());
   absl::StatusOr<std::vector<int>> greedy = p->GreedyPlan(3.0);
   ASSERT_TRUE(greedy.ok()) << greedy.status();
@@ -55,9 +55,9 @@ TEST(PolicyPublisherTest, PlansNeedTheTable) {
 TEST(PolicyPublisherTest, AClonedPlanBecomesNearlyTheGreedyPlan) {
   std::unique_ptr<PolicyPublisher> p = Make(TestOptions(0));
   ASSERT_NE(p, nullptr);
-  const quant::UnitTable table = rl::testing::SyntheticTable(14, 3);
+  const plan::UnitTable table = windquant::testing::SyntheticTable(14, 3);
   ASSERT_TRUE(p->SetTable(table).ok());
-  const std::vector<int> plan = rl::testing::LagrangianPlan(table, 3.0);
+  const std::vector<int> plan = windquant::testing::LagrangianPlan(table, 3.0);
   auto agreeing = [&]() {
     absl::StatusOr<std::vector<int>> greedy = p->GreedyPlan(3.0);
     EXPECT_TRUE(greedy.ok()) << greedy.status();
@@ -77,7 +77,7 @@ TEST(PolicyPublisherTest, AClonedPlanBecomesNearlyTheGreedyPlan) {
 TEST(PolicyPublisherTest, NoRewardModelWithoutScreening) {
   std::unique_ptr<PolicyPublisher> p = Make(TestOptions(0));
   ASSERT_NE(p, nullptr);
-  const quant::UnitTable table = rl::testing::SyntheticTable(14, 3);
+  const plan::UnitTable table = windquant::testing::SyntheticTable(14, 3);
   ASSERT_TRUE(p->SetTable(table).ok());
   for (int i = 0; i < 6; ++i) p->AddMeasured(std::vector<int>(14, i % 7), Measured(5.0 + i));
   const PublishedPolicy out = p->Publish(-1, 1, 2.5, 0.75);
@@ -93,7 +93,7 @@ TEST(PolicyPublisherTest, NoRewardModelWithoutScreening) {
 TEST(PolicyPublisherTest, TheRewardModelGoesWithANewSnapshotOnly) {
   std::unique_ptr<PolicyPublisher> p = Make(TestOptions(4));
   ASSERT_NE(p, nullptr);
-  const quant::UnitTable table = rl::testing::SyntheticTable(14, 3);
+  const plan::UnitTable table = windquant::testing::SyntheticTable(14, 3);
   ASSERT_TRUE(p->SetTable(table).ok());
   for (int i = 0; i < 6; ++i) {
     std::vector<int> plan(14, 1);
@@ -116,7 +116,7 @@ TEST(PolicyPublisherTest, TheRewardModelGoesWithANewSnapshotOnly) {
 TEST(PolicyPublisherTest, AVersionCarriesTheModelOfItsUpdate) {
   std::unique_ptr<PolicyPublisher> p = Make(TestOptions(4));
   ASSERT_NE(p, nullptr);
-  const quant::UnitTable table = rl::testing::SyntheticTable(14, 3);
+  const plan::UnitTable table = windquant::testing::SyntheticTable(14, 3);
   ASSERT_TRUE(p->SetTable(table).ok());
   auto measure = [&](int from, int to) {
     for (int i = from; i < to; ++i) {

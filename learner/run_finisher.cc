@@ -10,11 +10,11 @@
 #include "common/base/files.h"
 #include "common/base/status_macros.h"
 #include "common/config/run_digest.h"
-#include "common/quant/plan_io.h"
+#include "common/plan/plan_io.h"
 #include "common/report/html_report.h"
 #include "common/report/report_data.h"
 #include "common/rl/run_checkpoint.h"
-#include "common/rl/search_result.h"
+#include "common/search/search_result.h"
 
 namespace windquant::learner {
 namespace {
@@ -22,7 +22,7 @@ namespace {
 namespace fs = std::filesystem;
 
 report::ReportData MakeReport(const FinishOptions& c, const rl::RunResult& r,
-                              const quant::UnitTable& table, const std::string& run_id,
+                              const plan::UnitTable& table, const std::string& run_id,
                               const FinalRows& rows) {
   const double nan = std::nan("");
   auto finite = [nan](double x) { return std::isfinite(x) ? x : nan; };
@@ -35,7 +35,7 @@ report::ReportData MakeReport(const FinishOptions& c, const rl::RunResult& r,
   d.fp_perplexity = finite(e.eval_ppl / (1.0 + e.relative_ppl_increase));
   d.target_bits = c.target_bits;
   for (size_t i = 0; i < table.units.size(); ++i) {
-    const quant::Unit& u = table.units[i];
+    const plan::Unit& u = table.units[i];
     d.units.push_back(
         {u.layer, u.matrix, u.n(), u.bits[r.best.actions[i]] / static_cast<double>(u.n())});
   }
@@ -88,7 +88,7 @@ report::ReportData MakeReport(const FinishOptions& c, const rl::RunResult& r,
 // and "returned_plan_origin"), its perplexity on the held-out text when
 // measured (else the selection slice), and the evaluation counts.
 std::map<std::string, std::string> ManifestMetadata(const rl::RunResult& r, const FinalRows& rows,
-                                                    const quant::Plan& plan, double target) {
+                                                    const plan::Plan& plan, double target) {
   const FinalRow& returned = rows.rows[rows.returned];
   const bool heldout = returned.heldout_tokens > 0;
   std::map<std::string, std::string> m = {
@@ -104,7 +104,8 @@ std::map<std::string, std::string> ManifestMetadata(const rl::RunResult& r, cons
       {"update", absl::StrCat(r.best.update)},
       {"target_bits", absl::StrFormat("%g", target)}};
   for (const FinalSearch& s : rows.searches) {
-    m[absl::StrCat(rl::SearchRowKey(s.name), "_evaluations")] = absl::StrCat(s.result.evaluations);
+    m[absl::StrCat(search::SearchRowKey(s.name), "_evaluations")] =
+        absl::StrCat(s.result.evaluations);
   }
   return m;
 }
@@ -112,7 +113,7 @@ std::map<std::string, std::string> ManifestMetadata(const rl::RunResult& r, cons
 }  // namespace
 
 absl::StatusOr<FinalArtifacts> WriteFinalArtifacts(const rl::RunResult& r,
-                                                   const quant::UnitTable& table,
+                                                   const plan::UnitTable& table,
                                                    const std::string& run_id,
                                                    const std::string& dir_name,
                                                    const FinishOptions& options) {
@@ -124,9 +125,9 @@ absl::StatusOr<FinalArtifacts> WriteFinalArtifacts(const rl::RunResult& r,
       const FinalRows rows,
       MeasureFinalRows(r, table, target, options.searches, options.searches_note, options.measure));
   const FinalRow& returned = rows.rows[rows.returned];
-  quant::Plan plan = quant::Plan::Make(table, returned.actions, rows.origin, target);
+  plan::Plan plan = plan::Plan::Make(table, returned.actions, rows.origin, target);
   if (rows.returned == 0) plan.policy_version = r.best.policy_version;
-  WQ_RETURN_IF_ERROR(quant::WritePlanFiles(plan, table, dir.string()));
+  WQ_RETURN_IF_ERROR(plan::WritePlanFiles(plan, table, dir.string()));
   FinalArtifacts out;
   out.entries = {"plan.json", "plan.bin", "report.json", "report.html"};
   out.metadata = ManifestMetadata(r, rows, plan, target);

@@ -30,8 +30,8 @@
 
 #include "absl/status/statusor.h"
 #include "common/base/log.h"
-#include "common/config/text_range.h"
-#include "common/quant/unit_table.h"
+#include "common/base/text_range.h"
+#include "common/plan/unit_table.h"
 #include "common/rl/run_result.h"
 #include "learner/export_assembler.h"
 #include "learner/final_rows.h"
@@ -47,7 +47,7 @@ struct FinishOptions {
   std::string model_dir;          // model.dir: the report's model name
   std::string run_defining_text;  // config::RunDefiningText: the report's run fingerprint
   double target_bits = 2.0;       // the last of curriculum.target_bits: the plan's target
-  config::TextRange selection;    // evaluation.selection: what the evaluator measured on
+  base::TextRange selection;      // evaluation.selection: what the evaluator measured on
   int context = 256;              // evaluation.context
   int batch = 16;                 // evaluation.batch
   bool export_model = true;       // output.export
@@ -68,7 +68,7 @@ struct FinishOptions {
 // feasible plan, or with output.export and no actors; the errors of the export
 // (nothing of it is left in `dir` then) and of the files.
 absl::StatusOr<FinalArtifacts> WriteFinalArtifacts(const rl::RunResult& result,
-                                                   const quant::UnitTable& table,
+                                                   const plan::UnitTable& table,
                                                    const std::string& run_id,
                                                    const std::string& dir,
                                                    const FinishOptions& options);

@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-#include "common/quant/unit_table.h"
+#include "common/plan/unit_table.h"
 #include "common/rl/candidate_plan.h"
 
 namespace windquant::learner {
@@ -20,7 +20,7 @@ class RunObserver {
   // unit_table.pb, plans.jsonl as of this update); `done`: the run's last.
   virtual void OnCheckpoint(int64_t update, bool done) = 0;
   // A new best feasible plan at the final target (BestPlans), of `table`.
-  virtual void OnBestPlan(const rl::CandidatePlan& best, const quant::UnitTable& table) = 0;
+  virtual void OnBestPlan(const rl::CandidatePlan& best, const plan::UnitTable& table) = 0;
   // The run is done (after its final checkpoint).
   virtual void OnDone() = 0;
 };

@@ -9,8 +9,8 @@
 #include "absl/strings/strip.h"
 #include "common/base/files.h"
 #include "common/base/status_macros.h"
-#include "common/quant/plan.h"
-#include "common/quant/plan_io.h"
+#include "common/plan/plan.h"
+#include "common/plan/plan_io.h"
 
 namespace windquant::learner {
 namespace {
@@ -251,14 +251,14 @@ void RunPublisher::OnCheckpoint(int64_t update, bool done) {
   QueueRunInfo();
 }
 
-void RunPublisher::OnBestPlan(const rl::CandidatePlan& best, const quant::UnitTable& table) {
-  quant::Plan plan = quant::Plan::Make(table, best.actions, best.source, best.target_bits);
+void RunPublisher::OnBestPlan(const rl::CandidatePlan& best, const plan::UnitTable& table) {
+  plan::Plan plan = plan::Plan::Make(table, best.actions, best.source, best.target_bits);
   plan.policy_version = best.policy_version;
   if (!plan.Validate(table).ok()) return;  // not a plan of this table: nothing to push
   // Plan::Make's id ends in 12 hex of sha256(fingerprint, actions): one id per plan.
   const std::string id = absl::StrCat("best-", plan.plan_id.substr(plan.plan_id.size() - 12));
-  std::vector<store::PlanObject> objects = {{"plan.json", quant::PlanToJson(plan, table)},
-                                            {"plan.bin", quant::PlanToBinary(plan, table)}};
+  std::vector<store::PlanObject> objects = {{"plan.json", plan::PlanToJson(plan, table)},
+                                            {"plan.bin", plan::PlanToBinary(plan, table)}};
   const std::map<std::string, std::string> metadata = {
       {"effective_bits", absl::StrFormat("%.6f", best.evaluation.effective_bits)},
       {"perplexity", absl::StrFormat("%.6f", best.evaluation.eval_ppl)},

@@ -75,7 +75,7 @@ class RunPublisher : public RunObserver {
 
   // RunObserver.
   void OnCheckpoint(int64_t update, bool done) override;
-  void OnBestPlan(const rl::CandidatePlan& best, const quant::UnitTable& table) override;
+  void OnBestPlan(const rl::CandidatePlan& best, const plan::UnitTable& table) override;
   void OnDone() override {}
 
   // The run's result as plan "final": `entries` (files or directories,

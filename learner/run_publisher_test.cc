@@ -6,11 +6,11 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/base/files.h"
-#include "common/quant/plan_io.h"
-#include "common/rl/synthetic_table.h"
+#include "common/plan/plan_io.h"
 #include "common/store/run_repository.h"
 #include "common/testing/scoped_test_dir.h"
 #include "common/testing/status_matchers.h"
+#include "common/testing/synthetic_table.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -117,7 +117,7 @@ TEST_F(RunPublisherTest, CheckpointsGoToTheStoreAndAnEmptyDiskResumesFromThem) {
 TEST_F(RunPublisherTest, BestPlansOncePerPlanAndTheFinalPlanWithItsFiles) {
   auto p = Open(/*fresh=*/true);
   ASSERT_TRUE(p.ok()) << p.status();
-  const quant::UnitTable table = rl::testing::SyntheticTable(14, 1);
+  const plan::UnitTable table = windquant::testing::SyntheticTable(14, 1);
   rl::CandidatePlan best;
   best.actions.assign(table.units.size(), 4);
   best.evaluation.effective_bits = 2.25;
@@ -154,7 +154,7 @@ TEST_F(RunPublisherTest, BestPlansOncePerPlanAndTheFinalPlanWithItsFiles) {
   // A best plan pulled from the store is a plan of the table.
   auto best_files = Runs().Plans((*p)->run_id()).Pull((*plans)[1].plan_id);
   ASSERT_TRUE(best_files.ok()) << best_files.status();
-  auto plan = quant::PlanFromBinary((*best_files)[0].bytes, table, "plan.bin");
+  auto plan = plan::PlanFromBinary((*best_files)[0].bytes, table, "plan.bin");
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(plan->actions, best.actions);
   auto info = Runs().GetRunInfo((*p)->run_id());

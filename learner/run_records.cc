@@ -29,7 +29,7 @@ void RunRecords::RecordEpisode(const rl::Episode& e, const std::string& plan_id,
       << ",\"reward\":" << episode_return << "}\n";
 }
 
-void RunRecords::RecordCandidate(const quant::Plan& plan, const rl::PlanEvaluation& pe) const {
+void RunRecords::RecordCandidate(const plan::Plan& plan, const rl::PlanEvaluation& pe) const {
   std::ofstream out(plans_path(), std::ios::app);
   out << "{\"episode_id\":" << plan.episode_id << ",\"plan_id\":\"" << plan.plan_id
       << "\",\"actor_id\":\"learner\",\"source\":\"" << plan.source

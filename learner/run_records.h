@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "common/quant/plan.h"
+#include "common/plan/plan.h"
 #include "common/rl/episode.h"
 #include "common/rl/plan_evaluation.h"
 #include "common/rl/run_history.h"
@@ -44,7 +44,7 @@ class RunRecords {
   void RecordEpisode(const rl::Episode& e, const std::string& plan_id,
                      const rl::PlanEvaluation& evaluation, double episode_return) const;
   // Appends the evaluated candidate `plan` (actor "learner") to plans.jsonl.
-  void RecordCandidate(const quant::Plan& plan, const rl::PlanEvaluation& evaluation) const;
+  void RecordCandidate(const plan::Plan& plan, const rl::PlanEvaluation& evaluation) const;
 
   // One evaluation accepted by this process.
   void CountEvaluation(bool cached);

@@ -38,7 +38,7 @@ TEST_F(RunRecordsTest, AppendsOneLinePerEvaluatedPlan) {
   pe.effective_bits = 2.25;
   pe.eval_ppl = 12.5;
   r.RecordEpisode(e, "plan-42", pe, -1.5);
-  quant::Plan c;
+  plan::Plan c;
   c.episode_id = rl::kCandidateEpisodeBit | 7;
   c.plan_id = "learner-lagrange-7";
   c.source = "lagrange";

@@ -24,15 +24,15 @@ absl::Status TableMerger::LoadSaved() {
   if (!proto.ParseFromString(bytes)) {
     return absl::DataLossError(absl::StrCat(path_, ": not a UnitTable"));
   }
-  absl::StatusOr<quant::UnitTable> table = quant::UnitTable::FromProto(proto);
+  absl::StatusOr<plan::UnitTable> table = plan::UnitTable::FromProto(proto);
   absl::Status s = table.ok() ? CheckWhole(*table) : table.status();
   if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat(path_, ": ", s.message()));
   stage_tables_[0] = *table;
-  table_ = std::make_shared<const quant::UnitTable>(*std::move(table));
+  table_ = std::make_shared<const plan::UnitTable>(*std::move(table));
   return absl::OkStatus();
 }
 
-absl::Status TableMerger::CheckWhole(const quant::UnitTable& table) const {
+absl::Status TableMerger::CheckWhole(const plan::UnitTable& table) const {
   WQ_RETURN_IF_ERROR(CheckShape(table));
   if (table.first_layer != 0 || table.end_layer != table.num_layers) {
     return absl::InvalidArgumentError(absl::StrCat("unit table: layers [", table.first_layer, ", ",
@@ -42,7 +42,7 @@ absl::Status TableMerger::CheckWhole(const quant::UnitTable& table) const {
   return absl::OkStatus();
 }
 
-absl::Status TableMerger::CheckShape(const quant::UnitTable& table) const {
+absl::Status TableMerger::CheckShape(const plan::UnitTable& table) const {
   WQ_RETURN_IF_ERROR(table.Validate());
   if (table.num_layers < 1 || table.first_layer >= table.end_layer) {
     return absl::InvalidArgumentError(absl::StrCat("table: layers [", table.first_layer, ", ",
@@ -55,7 +55,7 @@ absl::Status TableMerger::CheckShape(const quant::UnitTable& table) const {
   // Units are in id order, so layers are ascending: each layer of the range
   // must have at least one unit.
   int32_t want = table.first_layer;
-  for (const quant::Unit& u : table.units) {
+  for (const plan::Unit& u : table.units) {
     if (u.layer == want) ++want;
     if (u.layer >= want) {
       return absl::InvalidArgumentError(absl::StrCat("table.units: layer ", want, " has no units"));
@@ -72,7 +72,7 @@ absl::Status TableMerger::CheckShape(const quant::UnitTable& table) const {
 }
 
 absl::Status TableMerger::CheckRegistration(int stage, int replica,
-                                            const quant::UnitTable& table) const {
+                                            const plan::UnitTable& table) const {
   if (stage < 0 || stage >= stages_) {
     return absl::InvalidArgumentError(
         absl::StrCat("stage: ", stage, " outside [0, ", stages_, ")"));
@@ -92,7 +92,7 @@ absl::Status TableMerger::CheckRegistration(int stage, int replica,
 }
 
 absl::StatusOr<RegisterResult> TableMerger::Register(int stage, int replica,
-                                                     const quant::UnitTable& table,
+                                                     const plan::UnitTable& table,
                                                      bool* completed) {
   if (completed != nullptr) *completed = false;
   WQ_RETURN_IF_ERROR(CheckRegistration(stage, replica, table));
@@ -133,7 +133,7 @@ absl::StatusOr<RegisterResult> TableMerger::Register(int stage, int replica,
   if (r.registered_stages == stages_) {
     // Merged, checked and written before the stage is kept: a table the run
     // cannot use changes nothing.
-    std::vector<quant::UnitTable> parts = {table};
+    std::vector<plan::UnitTable> parts = {table};
     for (const auto& [s, t] : stage_tables_) parts.push_back(t);
     WQ_RETURN_IF_ERROR(MergeAndSave(std::move(parts)));
     if (completed != nullptr) *completed = true;
@@ -144,13 +144,13 @@ absl::StatusOr<RegisterResult> TableMerger::Register(int stage, int replica,
   return r;
 }
 
-absl::Status TableMerger::MergeAndSave(std::vector<quant::UnitTable> parts) {
-  WQ_ASSIGN_OR_RETURN(quant::UnitTable merged, quant::UnitTable::Merge(std::move(parts)));
+absl::Status TableMerger::MergeAndSave(std::vector<plan::UnitTable> parts) {
+  WQ_ASSIGN_OR_RETURN(plan::UnitTable merged, plan::UnitTable::Merge(std::move(parts)));
   WQ_RETURN_IF_ERROR(CheckWhole(merged));
   v1::UnitTable proto;
   merged.ToProto(&proto);
   WQ_RETURN_IF_ERROR(base::WriteFileAtomic(path_, proto.SerializeAsString()));
-  table_ = std::make_shared<const quant::UnitTable>(std::move(merged));
+  table_ = std::make_shared<const plan::UnitTable>(std::move(merged));
   return absl::OkStatus();
 }
 

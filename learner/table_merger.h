@@ -1,7 +1,7 @@
 // TableMerger: the learner's global unit table (DESIGN.md section 5). Each
 // stage's actors register their part (any order, any replica; replicas of a
 // stage must agree, all parts must share the model fingerprint); once every
-// stage registered, the parts are merged (quant::UnitTable::Merge) and the
+// stage registered, the parts are merged (plan::UnitTable::Merge) and the
 // merged table is kept in `path` (output.dir/unit_table.pb), so a restarted
 // learner resumes (LoadSaved) without waiting for the actors. After that a
 // registration only has to agree with the merged table (a restarted actor).
@@ -20,7 +20,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "common/quant/unit_table.h"
+#include "common/plan/unit_table.h"
 
 namespace windquant::learner {
 
@@ -39,7 +39,7 @@ class TableMerger {
 
   // Checks a merged table beyond its shape (the learner: can it run on it?);
   // called before the table is written or taken from the saved file.
-  using Validator = std::function<absl::Status(const quant::UnitTable&)>;
+  using Validator = std::function<absl::Status(const plan::UnitTable&)>;
   void set_validator(Validator v) { validator_ = std::move(v); }
   // When not empty: every stage table must carry this fingerprint (the caller
   // knows the run's table identity, e.g. `windquant quantize` from its session),
@@ -61,30 +61,30 @@ class TableMerger {
   // or replica out of range, an invalid table, another chunk size than the
   // run's, or a table that disagrees with the ones registered before or with
   // the merged table; the errors of the merge and of the write.
-  absl::StatusOr<RegisterResult> Register(int stage, int replica, const quant::UnitTable& table,
+  absl::StatusOr<RegisterResult> Register(int stage, int replica, const plan::UnitTable& table,
                                           bool* completed);
 
   // The merged table; nullptr until every stage registered.
-  std::shared_ptr<const quant::UnitTable> table() const { return table_; }
+  std::shared_ptr<const plan::UnitTable> table() const { return table_; }
   // UNAVAILABLE ("unit table incomplete: k of n stages") until complete.
   absl::Status CompleteOrUnavailable() const;
 
  private:
   // Stage and replica in range, a valid table of the run's chunk size.
-  absl::Status CheckRegistration(int stage, int replica, const quant::UnitTable& table) const;
+  absl::Status CheckRegistration(int stage, int replica, const plan::UnitTable& table) const;
   // A valid table of the run's chunk size with a fingerprint and units in
   // every layer of its range.
-  absl::Status CheckShape(const quant::UnitTable& table) const;
+  absl::Status CheckShape(const plan::UnitTable& table) const;
   // CheckShape of the whole model, then the validator.
-  absl::Status CheckWhole(const quant::UnitTable& table) const;
-  absl::Status MergeAndSave(std::vector<quant::UnitTable> parts);
+  absl::Status CheckWhole(const plan::UnitTable& table) const;
+  absl::Status MergeAndSave(std::vector<plan::UnitTable> parts);
 
   const int stages_;
   const int replicas_;
   const int chunk_size_;
   const std::string path_;
-  std::map<int, quant::UnitTable> stage_tables_;
-  std::shared_ptr<const quant::UnitTable> table_;
+  std::map<int, plan::UnitTable> stage_tables_;
+  std::shared_ptr<const plan::UnitTable> table_;
   Validator validator_;
   std::string expected_fingerprint_;
 };

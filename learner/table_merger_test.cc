@@ -8,9 +8,9 @@
 #include <gtest/gtest.h>
 
 #include "common/base/files.h"
-#include "common/rl/synthetic_table.h"
 #include "common/testing/scoped_test_dir.h"
 #include "common/testing/status_matchers.h"
+#include "common/testing/synthetic_table.h"
 
 namespace windquant::learner {
 namespace {
@@ -25,10 +25,10 @@ class TableMergerTest : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = temp_.path();
-    whole_ = rl::testing::SyntheticTable(21, 3);
+    whole_ = windquant::testing::SyntheticTable(21, 3);
     whole_.num_layers = 3;
     for (int s = 0; s < 3; ++s) {
-      quant::UnitTable part = whole_;
+      plan::UnitTable part = whole_;
       part.first_layer = s;
       part.end_layer = s + 1;
       part.units.clear();
@@ -43,8 +43,8 @@ class TableMergerTest : public ::testing::Test {
 
   ScopedTestDir temp_{"wq-table-merger"};
   std::string dir_;
-  quant::UnitTable whole_;
-  std::vector<quant::UnitTable> stages_;
+  plan::UnitTable whole_;
+  std::vector<plan::UnitTable> stages_;
 };
 
 TEST_F(TableMergerTest, MergesTheStagesInAnyOrderAndSavesTheTable) {
@@ -93,17 +93,17 @@ TEST_F(TableMergerTest, RejectsRegistrationsInconsistentWithTheRun) {
               StatusIs(absl::StatusCode::kInvalidArgument, "stage: -1"));
   EXPECT_THAT(m.Register(0, 2, stages_[0], nullptr),
               StatusIs(absl::StatusCode::kInvalidArgument, "replica: 2 outside [0, 2)"));
-  quant::UnitTable narrow = stages_[0];
+  plan::UnitTable narrow = stages_[0];
   narrow.chunk_size = 128;
   EXPECT_THAT(m.Register(0, 0, narrow, nullptr),
               StatusIs(absl::StatusCode::kInvalidArgument, "table.chunk_size: 128"));
   ASSERT_THAT(m.Register(0, 0, stages_[0], nullptr), IsOk());
-  quant::UnitTable other = stages_[1];
+  plan::UnitTable other = stages_[1];
   other.fingerprint = "another model";
   EXPECT_THAT(m.Register(1, 0, other, nullptr),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        "table.model_fingerprint: differs from stage 0's"));
-  quant::UnitTable shorter = stages_[0];
+  plan::UnitTable shorter = stages_[0];
   shorter.units.pop_back();
   EXPECT_THAT(m.Register(0, 1, shorter, nullptr),
               StatusIs(absl::StatusCode::kInvalidArgument, "replica 1 of stage 0 disagrees"));
@@ -117,7 +117,7 @@ TEST_F(TableMergerTest, RejectsRegistrationsInconsistentWithTheRun) {
 // error-case: learner.register.not-the-runs-fingerprint
 TEST_F(TableMergerTest, AnExpectedFingerprintRefusesEveryOtherFromTheFirstStageOn) {
   TableMerger m = Merger();
-  quant::UnitTable stale = stages_[0];
+  plan::UnitTable stale = stages_[0];
   stale.fingerprint = "0123456789abcdef-old-calibration";
   ASSERT_NE(stale.fingerprint, whole_.fingerprint);
   // Without an expectation the first table sets the run's fingerprint.

@@ -36,11 +36,11 @@ for f in plan.json plan.bin unit_table.pb quantized/quantized.safetensors \
          fake_quant/model.safetensors; do
   say "quantize ${f}" "$(digest "${WORK}/run/${f}")"
 done
-# report.json without wall times, rates, paths and what hashes paths (the run's config and
-# its fingerprint): those differ from run to run.
+# report.json without wall times, rates, paths, the commit and what hashes paths (the run's config,
+# its fingerprint and digest): those differ from run to run.
 say "quantize report.json" "$(python3 - "${WORK}/run/report.json" <<'EOF'
 import hashlib, json, re, sys
-skip = re.compile(r"(wall|_s$|seconds|per_s|time|date|dir|path|host|commit|eta|exported|"
+skip = re.compile(r"(wall|_s$|seconds|per_s|time|date|dir|path|host|commit|digest|eta|exported|"
                   r"fingerprint|^config$|^notes$)", re.I)
 def clean(x):
     if isinstance(x, dict):

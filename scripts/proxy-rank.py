@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """How well the unit table's error proxy ranks plans: Spearman rank correlation of a
-plan's proxy error (sum_u n_u/N * error_u[action_u], common/quant/baselines.h) against
+plan's proxy error (sum_u n_u/N * error_u[action_u], common/search/baselines.h) against
 its measured held-out perplexity.
 
   measure: runs `windquant baseline` for the plan set of docs/results-quant.md

@@ -39,12 +39,12 @@ using testing::RandomIds;
 class ActorServiceTest : public testing::LoopbackActorsTest {
  protected:
   ActorServiceTest() { transport_timeout_ = absl::Seconds(30); }
-  absl::Status OnTableRegistered(const quant::UnitTable& t) override {
+  absl::Status OnTableRegistered(const plan::UnitTable& t) override {
     registered_.push_back(t);
     return absl::OkStatus();
   }
 
-  std::vector<quant::UnitTable> registered_;
+  std::vector<plan::UnitTable> registered_;
 };
 
 TEST_F(ActorServiceTest, PipelineOverGrpcEqualsSingleProcessPerplexity) {
@@ -97,14 +97,14 @@ TEST_F(ActorServiceTest, CalibrationOverGrpcRegistersTablesAndPlansEvaluate) {
   ASSERT_TRUE(tables.ok()) << tables.status();
   ASSERT_EQ(registered_.size(), 2u);
   EXPECT_EQ((*tables)[0].fingerprint, quant::TableFingerprint("key", "calib"));
-  auto merged = quant::UnitTable::Merge(*tables);
+  auto merged = plan::UnitTable::Merge(*tables);
   ASSERT_TRUE(merged.ok()) << merged.status();
   auto info = transports_[1]->Info();
   ASSERT_TRUE(info.ok());
   EXPECT_TRUE(info->unit_table_ready());
   EXPECT_EQ(info->first_layer(), RealConfig().num_hidden_layers - 2);
 
-  quant::Plan plan;
+  plan::Plan plan;
   plan.plan_id = "p1";
   plan.model_fingerprint = merged->fingerprint;
   plan.actions.assign(merged->units.size(), 2);  // 4 bit

@@ -45,7 +45,7 @@ class LoopbackActorsTest : public ::testing::Test {
       id.model_key = "key";
       services_.push_back(std::make_unique<actor::ActorService>(
           workers_.back().get(), id,
-          [this](const quant::UnitTable& t) { return OnTableRegistered(t); }, nullptr));
+          [this](const plan::UnitTable& t) { return OnTableRegistered(t); }, nullptr));
       ASSERT_NO_FATAL_FAILURE(AddServer(services_.back().get()));
       transports_.push_back(std::make_unique<transport::GrpcActivationTransport>(
           channels_.back(), "stage " + std::to_string(services_.size() - 1), transport_timeout_));
@@ -71,7 +71,7 @@ class LoopbackActorsTest : public ::testing::Test {
 
   // What each ActorService's registration of its unit table returns (the learner's
   // answer); the default accepts it.
-  virtual absl::Status OnTableRegistered(const quant::UnitTable&) { return absl::OkStatus(); }
+  virtual absl::Status OnTableRegistered(const plan::UnitTable&) { return absl::OkStatus(); }
 
   // Serves `service` as windquant.v1.Actor on 127.0.0.1:0; its channel is channels_.back().
   void AddServer(grpc::Service* service) {

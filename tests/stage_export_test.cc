@@ -1,7 +1,7 @@
 // The distributed export (docs/quantized-format.md, "Export in a distributed job"): two
 // real Actor services (127.0.0.1:0) fitted by the evaluator's calibration pass over
 // gRPC, and the learner's ExportAssembler pulling every part from them. The assembled
-// folders must be byte-identical to a one-process export (quant::WriteQuantizedCheckpoint
+// folders must be byte-identical to a one-process export (exporter::WriteQuantizedCheckpoint
 // / WriteFakeQuantCheckpoint) of the same plan and fits, and the packed file must decode
 // to the weights the plan applies. An actor that refuses or dies mid-export gives one
 // line naming it, and nothing is left in the output folder.
@@ -13,11 +13,11 @@
 #include <gtest/gtest.h>
 
 #include "actor/actor_service.h"
+#include "common/export/export_layout.h"
+#include "common/export/exporter.h"
 #include "common/model/checkpoint.h"
 #include "common/net/channel.h"
 #include "common/net/server.h"
-#include "common/quant/export_layout.h"
-#include "common/quant/exporter.h"
 #include "common/testing/scoped_test_dir.h"
 #include "common/testing/stage_test_util.h"
 #include "common/transport/grpc_activation_transport.h"
@@ -81,14 +81,14 @@ class StageExportTest : public testing::LoopbackActorsTest {
     ASSERT_NO_FATAL_FAILURE(LoopbackActorsTest::SetUp());
     auto tables = evaluator_->Calibrate(stages_, "calib");
     ASSERT_TRUE(tables.ok()) << tables.status();
-    auto merged = quant::UnitTable::Merge(*tables);
+    auto merged = plan::UnitTable::Merge(*tables);
     ASSERT_TRUE(merged.ok()) << merged.status();
     table_ = *std::move(merged);
     // Every action, seeded, so that each tensor kind of the format is exercised.
     std::mt19937 rng(7);
     std::vector<int> actions(table_.units.size());
-    for (int& a : actions) a = static_cast<int>(rng() % quant::kNumActions);
-    plan_ = quant::Plan::Make(table_, actions, "test", 4.0);
+    for (int& a : actions) a = static_cast<int>(rng() % plan::kNumActions);
+    plan_ = plan::Plan::Make(table_, actions, "test", 4.0);
   }
 
   // The actors of stage 0 and 1 (channels_[0], channels_[1] unless replaced).
@@ -114,8 +114,8 @@ class StageExportTest : public testing::LoopbackActorsTest {
   }
 
   std::unique_ptr<DyingActor> dying_;  // outlives the servers (shut down in TearDown)
-  quant::UnitTable table_;
-  quant::Plan plan_;
+  plan::UnitTable table_;
+  plan::Plan plan_;
 };
 
 TEST_F(StageExportTest, AssembledFromStagesIsByteIdenticalToOneProcessExport) {
@@ -126,14 +126,14 @@ TEST_F(StageExportTest, AssembledFromStagesIsByteIdenticalToOneProcessExport) {
   auto checkpoint = model::Checkpoint::Open(ModelDir());
   ASSERT_TRUE(checkpoint.ok());
   const quant::StageFits fits = MergedFits();
-  quant::ExportInputs in;
+  exporter::ExportInputs in;
   in.checkpoint = checkpoint->get();
   in.table = &table_;
   in.fits = &fits;
   in.plan = &plan_;
   in.model_dir = ModelDir();
-  ASSERT_TRUE(quant::WriteQuantizedCheckpoint(in, dir.path() + "/one/quantized").ok());
-  ASSERT_TRUE(quant::WriteFakeQuantCheckpoint(in, dir.path() + "/one/fake_quant").ok());
+  ASSERT_TRUE(exporter::WriteQuantizedCheckpoint(in, dir.path() + "/one/quantized").ok());
+  ASSERT_TRUE(exporter::WriteFakeQuantCheckpoint(in, dir.path() + "/one/fake_quant").ok());
 
   const auto one = Files(dir.path() + "/one");
   const auto dist = Files(dir.path() + "/dist");
@@ -148,7 +148,7 @@ TEST_F(StageExportTest, AssembledFromStagesIsByteIdenticalToOneProcessExport) {
   EXPECT_LT(summary->pulled_bytes, summary->quantized_bytes + summary->fake_quant_bytes);
   // The packed file decodes to exactly the weights the plan applies.
   const absl::Status verified =
-      quant::VerifyQuantizedCheckpoint(in, dir.path() + "/dist/quantized", "assembled");
+      exporter::VerifyQuantizedCheckpoint(in, dir.path() + "/dist/quantized", "assembled");
   EXPECT_TRUE(verified.ok()) << verified;
 }
 
@@ -159,9 +159,9 @@ TEST_F(StageExportTest, RefusingStageFailsInOneLineAndLeavesNothing) {
   EXPECT_EQ(tiled.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(tiled.status().message().find("do not tile"), std::string::npos) << tiled.status();
   // A plan of another model: the actor refuses, the message names it and the part.
-  quant::Plan other = plan_;
+  plan::Plan other = plan_;
   other.model_fingerprint = "0000";
-  quant::UnitTable other_table = table_;
+  plan::UnitTable other_table = table_;
   other_table.fingerprint = "0000";
   auto refused = learner::AssembleExport(Options(), Actors(), other_table, other, dir.path());
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
@@ -179,8 +179,9 @@ TEST_F(StageExportTest, ActorDyingMidExportLeavesNoHalfWrittenFile) {
   dying_ = std::make_unique<DyingActor>(static_cast<int>(L - 2), static_cast<int>(L));
   DyingActor& dying = *dying_;
   auto config = model::LlamaConfig::FromDirectory(ModelDir());
-  auto declared = quant::DeclarePart(quant::ExportFile::kQuantized, quant::ExportPart::kLayers,
-                                     {L - 2, L, false, true}, *config, table_, plan_.actions);
+  auto declared =
+      exporter::DeclarePart(exporter::ExportFile::kQuantized, exporter::ExportPart::kLayers,
+                            {L - 2, L, false, true}, *config, table_, plan_.actions);
   ASSERT_TRUE(declared.ok());
   for (const auto& t : *declared) dying.expected_part_bytes += t.num_bytes();
   AddServer(&dying);

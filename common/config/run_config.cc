@@ -406,8 +406,8 @@ int ScreenSamplesPerEpisode(const TrainingConfig& training) {
   return ScreeningOn(training) ? training.screen_samples : 1;
 }
 
-TextRange CalibrationRange(const CalibrationConfig& calibration) {
-  return TextRange{calibration.text, calibration.tokens};
+base::TextRange CalibrationRange(const CalibrationConfig& calibration) {
+  return base::TextRange{calibration.text, calibration.tokens};
 }
 
 std::string CanonicalText(const RunConfig& config) {

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/config/text_range.h"
+#include "common/base/text_range.h"
 #include "common/model/compute_options.h"
 #include "common/net/peer_options.h"
 #include "common/quant/calibration_options.h"
@@ -37,9 +37,9 @@ using CalibrationConfig = quant::CalibrationOptions;
 struct EvaluationConfig {
   // The selection slice: the perplexity of the episode-end reward and the
   // choice of the returned plan (RL and the search baseline alike).
-  TextRange selection;
+  base::TextRange selection;
   // Held-out text: only final numbers (report, `baseline`, `eval --config`).
-  TextRange heldout;
+  base::TextRange heldout;
   int context = 256;                  // window length N (BOS + N-1 tokens)
   int64_t calib_slice_tokens = 8192;  // loss-increase term: first N ids of the calibration range
   int batch = 16;                     // windows per forward
@@ -149,7 +149,7 @@ bool ScreeningOn(const TrainingConfig& training);
 int ScreenSamplesPerEpisode(const TrainingConfig& training);
 
 // The calibration range as a TextRange (calibration.text, calibration.tokens).
-TextRange CalibrationRange(const CalibrationConfig& calibration);
+base::TextRange CalibrationRange(const CalibrationConfig& calibration);
 
 // A canonical text of every field (for fingerprints and logs).
 std::string CanonicalText(const RunConfig& config);

@@ -45,7 +45,7 @@ std::string RangeText(const std::vector<int64_t>& r) {
 absl::Status CheckDisjointTextRoles(const RunConfig& c) {
   struct Role {
     const char* key;
-    TextRange range;
+    base::TextRange range;
   };
   const Role roles[] = {{"calibration", CalibrationRange(c.calibration)},
                         {"evaluation.selection", c.evaluation.selection},
@@ -53,8 +53,8 @@ absl::Status CheckDisjointTextRoles(const RunConfig& c) {
   constexpr int64_t kEnd = std::numeric_limits<int64_t>::max();
   for (size_t i = 0; i < 3; ++i) {
     for (size_t j = i + 1; j < 3; ++j) {
-      const TextRange& a = roles[i].range;
-      const TextRange& b = roles[j].range;
+      const base::TextRange& a = roles[i].range;
+      const base::TextRange& b = roles[j].range;
       if (SameFileKey(a.text) != SameFileKey(b.text)) continue;
       const int64_t a_end = a.tokens[1] == 0 ? kEnd : a.tokens[1];
       const int64_t b_end = b.tokens[1] == 0 ? kEnd : b.tokens[1];

@@ -74,8 +74,8 @@ TEST(RunConfigTest, ComputeDtypeDefaultsByDeviceAndIsParsedToItsEnum) {
 TEST(RunConfigTest, RejectsABadComputeDtypeInOneLineNamingTheKey) {
   for (const std::string bad : {"fp16", "bf16", "Float32", "1"}) {
     const std::string error = ErrorOf(kMinimal, {"model.compute_dtype=" + bad});
-    EXPECT_EQ(error, "run.yaml: model.compute_dtype: must be float32 or bfloat16, got '" + bad +
-                         "'");
+    EXPECT_EQ(error,
+              "run.yaml: model.compute_dtype: must be float32 or bfloat16, got '" + bad + "'");
     EXPECT_EQ(error.find('\n'), std::string::npos);
   }
 }

@@ -28,6 +28,18 @@ std::string RunConfigDigest(const RunConfig& config) {
   return base::Sha256Hex(RunDefiningText(config));
 }
 
+std::string VariantDigest(const RunConfig& config) {
+  std::string kept;
+  for (absl::string_view line : absl::StrSplit(RunDefiningText(config), '\n')) {
+    if (line.empty() || absl::StartsWith(line, "training.seed=") ||
+        absl::StartsWith(line, "calibration.seed=")) {
+      continue;
+    }
+    absl::StrAppend(&kept, line, "\n");
+  }
+  return base::Sha256Hex(kept);
+}
+
 std::string RunFingerprint(const std::string& table_fingerprint,
                            const std::string& run_defining_text) {
   return base::Sha256Hex(absl::StrCat("unit_table=", table_fingerprint, "\n", run_defining_text));

@@ -19,6 +19,10 @@ std::string RunDefiningText(const RunConfig& config);
 // sha256 of RunDefiningText: what a run is before its table exists (the
 // store's run ids start with its first 8 hex digits).
 std::string RunConfigDigest(const RunConfig& config);
+// sha256 of RunDefiningText without the seeds (training.seed, calibration.seed): what a
+// variant is, so that the runs of one variant over paired seeds share it (report.json's
+// config_digest).
+std::string VariantDigest(const RunConfig& config);
 // sha256 over the unit table's fingerprint and the run-defining text.
 std::string RunFingerprint(const std::string& table_fingerprint,
                            const std::string& run_defining_text);

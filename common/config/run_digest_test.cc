@@ -32,6 +32,18 @@ TEST(RunFingerprintTest, Bfloat16ComputeIsAnotherRun) {
   EXPECT_NE(RunConfigDigest(a), RunConfigDigest(b));
 }
 
+TEST(RunFingerprintTest, TheVariantDigestIgnoresTheSeedsOnly) {
+  RunConfig a;
+  RunConfig b = a;
+  b.training.seed = 11;
+  b.calibration.seed = 12;
+  b.output.dir = "elsewhere";
+  EXPECT_EQ(VariantDigest(a), VariantDigest(b));
+  EXPECT_NE(RunConfigDigest(a), RunConfigDigest(b));  // the seeds make another run
+  b.training.episodes_per_update += 1;
+  EXPECT_NE(VariantDigest(a), VariantDigest(b));
+}
+
 TEST(RunFingerprintTest, TheConfigFormIsTheTextForm) {
   RunConfig c;
   c.curriculum.target_bits = {3.0, 2.5};

@@ -481,13 +481,12 @@ TEST(LlamaModelRealTest, Bfloat16PerplexityIsWithinTwoPercentOfFloat32) {
   EXPECT_GT(p32->tokens, 2000);
   const double rel = std::abs(p16->perplexity - p32->perplexity) / p32->perplexity;
   std::printf("%s perplexity over %lld tokens: float32 %.6f, bfloat16 %.6f (rel %.2e)\n",
-              m.name.c_str(), static_cast<long long>(p32->tokens), p32->perplexity,
-              p16->perplexity, rel);
+              m.name.c_str(), static_cast<long long>(p32->tokens), p32->perplexity, p16->perplexity,
+              rel);
   EXPECT_LT(rel, kBf16PerplexityRelTolerance);
   // And it really computed in bfloat16: the hidden states are bf16 and the logits differ.
-  const at::Tensor probe = at::tensor(std::vector<int64_t>(ids.begin(), ids.begin() + 16),
-                                      at::kLong)
-                               .unsqueeze(0);
+  const at::Tensor probe =
+      at::tensor(std::vector<int64_t>(ids.begin(), ids.begin() + 16), at::kLong).unsqueeze(0);
   EXPECT_EQ(model16.ForwardLayers(model16.Embed(probe), 0, 1).scalar_type(), at::kBFloat16);
   EXPECT_EQ(model16.Logits(probe).scalar_type(), at::kFloat);
   EXPECT_FALSE(at::equal(model16.Logits(probe), model32.Logits(probe)));

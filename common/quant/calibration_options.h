@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "common/config/text_range.h"
+#include "common/base/text_range.h"
 
 namespace windquant::quant {
 
@@ -21,8 +21,8 @@ struct CalibrationOptions {
   int seq_len = 256;                     // tokens per sequence (incl. BOS)
   uint64_t seed = 0;                     // which windows of the text are sampled
 
-  // `text` and `tokens` as the TextRange config::ReadTextRange reads.
-  config::TextRange range() const { return {text, tokens}; }
+  // `text` and `tokens` as the TextRange base::ReadTextRange reads.
+  base::TextRange range() const { return {text, tokens}; }
 };
 
 }  // namespace windquant::quant

@@ -77,13 +77,13 @@ float RoundToHalf(float x) { return static_cast<float>(c10::Half(x)); }
 uint16_t HalfBits(float x) { return c10::Half(x).x; }
 float FromHalfBits(uint16_t h) { return static_cast<float>(c10::Half(h, c10::Half::from_bits())); }
 
-UnitFit FitUnitKernel(const UnitView& w, const float* act_scale, absl::Span<const Action> actions,
-                      const QuantizerOptions& o) {
+UnitFit FitUnitKernel(const UnitView& w, const float* act_scale,
+                      absl::Span<const plan::Action> actions, const QuantizerOptions& o) {
   return UseAvx2() ? avx2::FitUnitKernel(w, act_scale, actions, o)
                    : baseline::FitUnitKernel(w, act_scale, actions, o);
 }
 
-void DequantizeKernel(const UnitView& w, Action a, const float* scales, const float* offsets,
+void DequantizeKernel(const UnitView& w, plan::Action a, const float* scales, const float* offsets,
                       const SalientSet& salient, float* out, int64_t out_stride) {
   if (UseAvx2()) {
     avx2::DequantizeKernel(w, a, scales, offsets, salient, out, out_stride);
@@ -92,7 +92,7 @@ void DequantizeKernel(const UnitView& w, Action a, const float* scales, const fl
   }
 }
 
-void CodesKernel(const UnitView& w, Action a, const float* scales, const float* offsets,
+void CodesKernel(const UnitView& w, plan::Action a, const float* scales, const float* offsets,
                  int8_t* out) {
   if (UseAvx2()) {
     avx2::CodesKernel(w, a, scales, offsets, out);

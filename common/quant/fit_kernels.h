@@ -48,18 +48,19 @@ std::vector<int32_t> SelectSalient(const UnitView& weight, const float* act_scal
 // entries. Inputs are not checked (quantizer.h's FitUnit checks them): finite weights,
 // finite act_scale >= 0. Orderings and seeding as documented in quantizer.h.
 UnitFit FitUnitKernel(const UnitView& weight, const float* act_scale,
-                      absl::Span<const Action> actions, const QuantizerOptions& options);
+                      absl::Span<const plan::Action> actions, const QuantizerOptions& options);
 
 // Writes the dequantized unit of action `a` (scales / offsets: [rows] FP16 values as in
 // ActionFit; unused for 16) into out (row i at out + i * out_stride). `out` may be the
 // weights themselves (in place, same stride). Salient entries get their INT8 value
 // except for action 16.
-void DequantizeKernel(const UnitView& weight, Action a, const float* scales, const float* offsets,
-                      const SalientSet& salient, float* out, int64_t out_stride);
+void DequantizeKernel(const UnitView& weight, plan::Action a, const float* scales,
+                      const float* offsets, const SalientSet& salient, float* out,
+                      int64_t out_stride);
 
 // The integer codes of action a (not 16) as in ActionFit, row-major into out
 // [rows * cols]; salient positions hold the operator's code (ignored by readers).
-void CodesKernel(const UnitView& weight, Action a, const float* scales, const float* offsets,
+void CodesKernel(const UnitView& weight, plan::Action a, const float* scales, const float* offsets,
                  int8_t* out);
 
 // Sums over a unit for its static features (unit_table_builder.cc): 8 float lanes per

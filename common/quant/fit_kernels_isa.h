@@ -7,16 +7,16 @@
 
 namespace windquant::quant {
 
-#define WQ_DECLARE_KERNELS(ns)                                                                   \
-  namespace ns {                                                                                 \
-  UnitFit FitUnitKernel(const UnitView& weight, const float* act_scale,                          \
-                        absl::Span<const Action> actions, const QuantizerOptions& options);      \
-  void DequantizeKernel(const UnitView& weight, Action a, const float* scales,                   \
-                        const float* offsets, const SalientSet& salient, float* out,             \
-                        int64_t out_stride);                                                     \
-  void CodesKernel(const UnitView& weight, Action a, const float* scales, const float* offsets,  \
-                   int8_t* out);                                                                 \
-  UnitStats UnitStatsKernel(const UnitView& weight, const float* act_scale, float sparse_below); \
+#define WQ_DECLARE_KERNELS(ns)                                                                    \
+  namespace ns {                                                                                  \
+  UnitFit FitUnitKernel(const UnitView& weight, const float* act_scale,                           \
+                        absl::Span<const plan::Action> actions, const QuantizerOptions& options); \
+  void DequantizeKernel(const UnitView& weight, plan::Action a, const float* scales,              \
+                        const float* offsets, const SalientSet& salient, float* out,              \
+                        int64_t out_stride);                                                      \
+  void CodesKernel(const UnitView& weight, plan::Action a, const float* scales,                   \
+                   const float* offsets, int8_t* out);                                            \
+  UnitStats UnitStatsKernel(const UnitView& weight, const float* act_scale, float sparse_below);  \
   }
 
 WQ_DECLARE_KERNELS(baseline)  // x86-64 baseline (SSE2)

@@ -84,11 +84,11 @@ struct Shape {
   int64_t m, c;
   double fraction;
 };
-const Shape kShapes[] = {{24, 40, kDefaultSalientFraction},
+const Shape kShapes[] = {{24, 40, plan::kDefaultSalientFraction},
                          {7, 13, 0.02},
                          {16, 64, 0.0},
                          {64, 128, 0.01},
-                         {128, 256, kDefaultSalientFraction}};
+                         {128, 256, plan::kDefaultSalientFraction}};
 
 // The reference's own parameters, reconstructed by the fast kernel: bit for bit.
 TEST(FitKernelsTest, DequantizeReproducesTheReferenceBitForBit) {
@@ -98,17 +98,18 @@ TEST(FitKernelsTest, DequantizeReproducesTheReferenceBitForBit) {
     RandomUnit(sh.m, sh.c, seed++, &w, &s);
     QuantizerOptions o;
     o.salient_fraction = sh.fraction;
-    auto ref = ReferenceFitUnit(w, s, kAllActions, o);
+    auto ref = ReferenceFitUnit(w, s, plan::kAllActions, o);
     ASSERT_TRUE(ref.ok()) << ref.status();
     const SalientSet sal = SalientOf(*ref);
     for (const auto& rf : ref->fits) {
-      SCOPED_TRACE(::testing::Message() << sh.m << "x" << sh.c << " " << ActionName(rf.action));
+      SCOPED_TRACE(::testing::Message()
+                   << sh.m << "x" << sh.c << " " << plan::ActionName(rf.action));
       const std::vector<float> scales = Floats(rf.scales), offsets = Floats(rf.offsets);
       at::Tensor out = at::empty({sh.m, sh.c}, at::kFloat);
       DequantizeKernel(UnitView{w.data_ptr<float>(), sh.c, sh.m, sh.c}, rf.action, scales.data(),
                        offsets.data(), sal, out.data_ptr<float>(), sh.c);
       EXPECT_TRUE(BitEqual(out, rf.dequant));
-      if (rf.action != Action::k16) {
+      if (rf.action != plan::Action::k16) {
         std::vector<int8_t> codes(sh.m * sh.c);
         CodesKernel(UnitView{w.data_ptr<float>(), sh.c, sh.m, sh.c}, rf.action, scales.data(),
                     offsets.data(), codes.data());
@@ -133,22 +134,22 @@ TEST(FitKernelsTest, FitsAgreeWithTheReference) {
     RandomUnit(sh.m, sh.c, seed++, &w, &s);
     QuantizerOptions o;
     o.salient_fraction = sh.fraction;
-    auto ref = ReferenceFitUnit(w, s, kAllActions, o);
-    auto fit = FitUnit(w, s, kAllActions, o);
+    auto ref = ReferenceFitUnit(w, s, plan::kAllActions, o);
+    auto fit = FitUnit(w, s, plan::kAllActions, o);
     ASSERT_TRUE(ref.ok() && fit.ok());
     // Random floats have no ties: the same salient set.
     const SalientSet sal = SalientOf(*ref);
     EXPECT_EQ(fit->salient.index, sal.index);
     EXPECT_EQ(fit->salient.codes, sal.codes);
     EXPECT_EQ(fit->salient.scale, sal.scale);
-    for (Action a : kAllActions) {
-      SCOPED_TRACE(::testing::Message() << sh.m << "x" << sh.c << " " << ActionName(a));
+    for (plan::Action a : plan::kAllActions) {
+      SCOPED_TRACE(::testing::Message() << sh.m << "x" << sh.c << " " << plan::ActionName(a));
       const auto* r = ref->Find(a);
       const ActionFit* f = fit->Find(a);
       EXPECT_EQ(f->effective_bits, r->effective_bits);
       EXPECT_LE(f->error, r->error * (1 + kNotWorseRelTol) + 1e-15);
       EXPECT_GE(f->error, r->error * (1 - kUnitErrorRelTol));
-      if (a == Action::k16) {
+      if (a == plan::Action::k16) {
         // Float lanes per row (the reference sums in double).
         EXPECT_NEAR(f->error, r->error, 1e-6 * r->error + 1e-18);
         continue;
@@ -163,11 +164,11 @@ TEST(FitKernelsTest, FitsAgreeWithTheReference) {
       const at::Tensor dq = *DequantizeUnit(w, *fit, a);
       EXPECT_NEAR(f->error, RelativeError(w, dq, s), 1e-5 * f->error);
     }
-    auto err = [&](Action a) { return fit->Find(a)->error; };
-    EXPECT_LE(err(Action::k8), err(Action::k4) * (1 + kOrderingRelSlack));
-    EXPECT_LE(err(Action::k4), err(Action::k3) * (1 + kOrderingRelSlack));
-    EXPECT_LE(err(Action::k3), err(Action::k2) * (1 + kOrderingRelSlack));
-    EXPECT_LE(err(Action::k3), err(Action::k1_58) * (1 + kOrderingRelSlack));
+    auto err = [&](plan::Action a) { return fit->Find(a)->error; };
+    EXPECT_LE(err(plan::Action::k8), err(plan::Action::k4) * (1 + kOrderingRelSlack));
+    EXPECT_LE(err(plan::Action::k4), err(plan::Action::k3) * (1 + kOrderingRelSlack));
+    EXPECT_LE(err(plan::Action::k3), err(plan::Action::k2) * (1 + kOrderingRelSlack));
+    EXPECT_LE(err(plan::Action::k3), err(plan::Action::k1_58) * (1 + kOrderingRelSlack));
   }
 }
 
@@ -181,9 +182,9 @@ TEST(FitKernelsTest, StridedViewAndRepeatGiveTheSameBits) {
   const at::Tensor copy = unit.contiguous();
   const UnitView packed{copy.data_ptr<float>(), 64, 48, 64};
   const at::Tensor su = s.slice(0, 64, 128).contiguous();
-  const UnitFit a = FitUnitKernel(strided, su.data_ptr<float>(), kAllActions, {});
-  const UnitFit b = FitUnitKernel(packed, su.data_ptr<float>(), kAllActions, {});
-  const UnitFit c = FitUnitKernel(packed, su.data_ptr<float>(), kAllActions, {});
+  const UnitFit a = FitUnitKernel(strided, su.data_ptr<float>(), plan::kAllActions, {});
+  const UnitFit b = FitUnitKernel(packed, su.data_ptr<float>(), plan::kAllActions, {});
+  const UnitFit c = FitUnitKernel(packed, su.data_ptr<float>(), plan::kAllActions, {});
   for (size_t i = 0; i < a.fits.size(); ++i) {
     EXPECT_EQ(a.fits[i].scales, b.fits[i].scales);
     EXPECT_EQ(a.fits[i].offsets, b.fits[i].offsets);
@@ -215,8 +216,8 @@ TEST(FitKernelsTest, BaselineAndAvx2BuildsGiveTheSameBits) {
     QuantizerOptions o;
     o.salient_fraction = sh.fraction;
     const UnitView v{w.data_ptr<float>(), sh.c, sh.m, sh.c};
-    const UnitFit a = baseline::FitUnitKernel(v, s.data_ptr<float>(), kAllActions, o);
-    const UnitFit b = avx2::FitUnitKernel(v, s.data_ptr<float>(), kAllActions, o);
+    const UnitFit a = baseline::FitUnitKernel(v, s.data_ptr<float>(), plan::kAllActions, o);
+    const UnitFit b = avx2::FitUnitKernel(v, s.data_ptr<float>(), plan::kAllActions, o);
     EXPECT_EQ(a.salient.index, b.salient.index);
     for (size_t i = 0; i < a.fits.size(); ++i) {
       EXPECT_EQ(a.fits[i].scales, b.fits[i].scales);
@@ -262,13 +263,13 @@ TEST(FitKernelsTest, Fp16RoundTripMatchesC10HalfBitForBit) {
   const SalientSet none;
   std::vector<float> want(n), got(n);
   for (int64_t i = 0; i < n; ++i) want[i] = static_cast<float>(c10::Half(v[i]));
-  DequantizeKernel(view, Action::k16, nullptr, nullptr, none, got.data(), n);
+  DequantizeKernel(view, plan::Action::k16, nullptr, nullptr, none, got.data(), n);
   EXPECT_EQ(std::memcmp(want.data(), got.data(), n * sizeof(float)), 0);
   for (int64_t i = 0; i < n && i < 100000; ++i) {
     ASSERT_EQ(std::memcmp(&want[i], &got[i], 4), 0)
         << v[i] << " -> " << got[i] << ", want " << want[i];
   }
-  baseline::DequantizeKernel(view, Action::k16, nullptr, nullptr, none, got.data(), n);
+  baseline::DequantizeKernel(view, plan::Action::k16, nullptr, nullptr, none, got.data(), n);
   EXPECT_EQ(std::memcmp(want.data(), got.data(), n * sizeof(float)), 0);
 }
 
@@ -304,16 +305,17 @@ TEST(FitKernelsTest, GridChoiceStableUnderUlpPerturbations) {
   for (int trial = 0; trial < 6; ++trial) {
     at::Tensor w, s;
     RandomUnit(96, 64, seed++, &w, &s);
-    const auto base = FitUnit(w, s, kAllActions);
+    const auto base = FitUnit(w, s, plan::kAllActions);
     ASSERT_TRUE(base.ok());
     for (uint32_t p = 0; p < 4; ++p) {
-      const auto moved = FitUnit(w, PerturbUlps(s, kUlps, 1000 * trial + p), kAllActions);
+      const auto moved = FitUnit(w, PerturbUlps(s, kUlps, 1000 * trial + p), plan::kAllActions);
       ASSERT_TRUE(moved.ok());
       EXPECT_EQ(moved->salient.index, base->salient.index);
       for (size_t i = 0; i < base->fits.size(); ++i) {
         const ActionFit& a = base->fits[i];
         const ActionFit& b = moved->fits[i];
-        SCOPED_TRACE(::testing::Message() << "trial " << trial << " " << ActionName(a.action));
+        SCOPED_TRACE(::testing::Message()
+                     << "trial " << trial << " " << plan::ActionName(a.action));
         EXPECT_EQ(a.grid_point, b.grid_point);
         rows_checked += static_cast<int64_t>(a.grid_point.size());
         // Same choices; the error moves only by the float error of the perturbation

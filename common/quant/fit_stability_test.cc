@@ -60,7 +60,7 @@ Counts Perturb(const QuantizationSession& s) {
   QuantizerOptions o;
   o.salient_fraction = s.options().units.salient_fraction;
   Counts n;
-  for (const Unit& u : s.table().units) {
+  for (const plan::Unit& u : s.table().units) {
     const at::Tensor W = s.model()
                              .weights()
                              .layers[u.layer]
@@ -72,11 +72,11 @@ Counts Perturb(const QuantizationSession& s) {
                                .at(u.layer, static_cast<model::Matrix>(u.matrix))
                                .mean_abs.slice(0, u.col_begin, u.col_begin + u.cols)
                                .contiguous();
-    const auto base = FitUnit(W, act, kAllActions, o);
+    const auto base = FitUnit(W, act, plan::kAllActions, o);
     EXPECT_TRUE(base.ok());
     for (int trial = 0; trial < kTrials; ++trial) {
       const auto moved =
-          FitUnit(W, PerturbUlps(act, kMaxUlps, 7919 * u.id + trial), kAllActions, o);
+          FitUnit(W, PerturbUlps(act, kMaxUlps, 7919 * u.id + trial), plan::kAllActions, o);
       EXPECT_TRUE(moved.ok());
       for (size_t a = 0; a < base->fits.size(); ++a) {
         const ActionFit& x = base->fits[a];
@@ -87,7 +87,7 @@ Counts Perturb(const QuantizationSession& s) {
         const double rel = std::fabs(y.error - x.error) / std::max(x.error, 1e-30);
         n.worst_rel_error_move = std::max(n.worst_rel_error_move, rel);
         EXPECT_LE(rel, kMaxRelErrorMove)
-            << UnitName(u) << " action " << ActionName(x.action) << " trial " << trial;
+            << plan::UnitName(u) << " action " << plan::ActionName(x.action) << " trial " << trial;
       }
     }
   }
@@ -97,8 +97,8 @@ Counts Perturb(const QuantizationSession& s) {
 // How far the first quantizer's error proxy of one (unit, action) moves under the same
 // perturbations (for the log: ATen's reductions differ between CPUs, so its numbers here
 // are this machine's).
-double ReferenceWorstMove(const QuantizationSession& s, size_t unit, Action a) {
-  const Unit& u = s.table().units[unit];
+double ReferenceWorstMove(const QuantizationSession& s, size_t unit, plan::Action a) {
+  const plan::Unit& u = s.table().units[unit];
   const at::Tensor W = s.model()
                            .weights()
                            .layers[u.layer]
@@ -110,7 +110,7 @@ double ReferenceWorstMove(const QuantizationSession& s, size_t unit, Action a) {
                              .at(u.layer, static_cast<model::Matrix>(u.matrix))
                              .mean_abs.slice(0, u.col_begin, u.col_begin + u.cols)
                              .contiguous();
-  const Action one[] = {a};
+  const plan::Action one[] = {a};
   const double base = reference::ReferenceFitUnit(W, act, one)->fits[0].error;
   double worst = 0;
   for (int trial = 0; trial < kTrials; ++trial) {
@@ -141,11 +141,11 @@ TEST(FitStabilityTest, LastBitsOfTheStatisticsBarelyMoveTheFits) {
   so.load_eval_text = false;
   auto session = QuantizationSession::Create(so);
   ASSERT_TRUE(session.ok()) << session.status();
-  const std::vector<Unit>& units = (*session)->table().units;
+  const std::vector<plan::Unit>& units = (*session)->table().units;
   ASSERT_GT(units.size(), 20u);
   // stories260k: unit 20 is the unit of the failure (layer 2 v_proj, chunk 0).
   if (units.size() == 45u) {
-    ASSERT_EQ(UnitName(units[20]), UnitName(Unit{20, 2, 2, 0}));
+    ASSERT_EQ(plan::UnitName(units[20]), plan::UnitName(plan::Unit{20, 2, 2, 0}));
   }
 
   const Counts n = Perturb(**session);
@@ -155,7 +155,7 @@ TEST(FitStabilityTest, LastBitsOfTheStatisticsBarelyMoveTheFits) {
       "quantizer's unit 20 at 8 bits moves by %.3g\n",
       static_cast<long long>(n.fits), kMaxUlps, static_cast<long long>(n.moved_points),
       static_cast<long long>(n.moved_scales), n.worst_rel_error_move, kMaxRelErrorMove,
-      ReferenceWorstMove(**session, 20, Action::k8));
+      ReferenceWorstMove(**session, 20, plan::Action::k8));
   EXPECT_LE(static_cast<double>(n.moved_points), kMaxMovedFraction * static_cast<double>(n.fits));
 }
 

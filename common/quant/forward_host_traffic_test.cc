@@ -45,9 +45,9 @@ bool IsOffCpu(const c10::IValue& v) { return v.isTensor() && !v.toTensor().devic
 
 std::unique_ptr<at::ObserverContext> OnOp(const at::RecordFunction& fn) {
   const std::string name = fn.name();
-  static const char* const kSyncs[] = {"aten::_local_scalar_dense", "aten::item",
-                                       "aten::is_nonzero",          "aten::equal",
-                                       "aten::nonzero",             "aten::masked_select"};
+  static const char* const kSyncs[] = {
+      "aten::_local_scalar_dense", "aten::item", "aten::is_nonzero", "aten::equal", "aten::nonzero",
+      "aten::masked_select"};
   std::string hit;
   for (const char* s : kSyncs) {
     if (name == s) hit = name + " (host sync)";
@@ -75,9 +75,8 @@ class HostTrafficRecorder {
       std::lock_guard<std::mutex> lock(g_mu);
       g_seen = &seen_;
     }
-    handle_ = at::addThreadLocalCallback(at::RecordFunctionCallback(&OnOp)
-                                             .needsInputs(true)
-                                             .scopes({at::RecordScope::FUNCTION}));
+    handle_ = at::addThreadLocalCallback(
+        at::RecordFunctionCallback(&OnOp).needsInputs(true).scopes({at::RecordScope::FUNCTION}));
   }
   ~HostTrafficRecorder() {
     at::removeCallback(handle_);
@@ -163,7 +162,8 @@ TEST_P(ForwardHostTrafficTest, PlanModelOfAQuantizedStageMakesNoHostTraffic) {
   auto stage = QuantizedStage::Create(fp, std::make_shared<const StageFits>(*std::move(fits)));
   ASSERT_TRUE(stage.ok()) << stage.status();
   std::vector<int> plan((*stage)->table().units.size());
-  for (size_t i = 0; i < plan.size(); ++i) plan[i] = static_cast<int>((i * 5 + 2) % kNumActions);
+  for (size_t i = 0; i < plan.size(); ++i)
+    plan[i] = static_cast<int>((i * 5 + 2) % plan::kNumActions);
   auto planned = (*stage)->PlanModel(std::make_shared<const std::vector<int>>(plan));
   ASSERT_TRUE(planned.ok()) << planned.status();
   // The plan's linears reach the forward in the compute dtype.

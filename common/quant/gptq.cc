@@ -123,21 +123,21 @@ InputKind InputKindOf(model::Matrix m) {
   }
 }
 
-float QuantizeEntry(Action a, float x, float scale, float offset) {
+float QuantizeEntry(plan::Action a, float x, float scale, float offset) {
   switch (a) {
-    case Action::k16:
+    case plan::Action::k16:
       return RoundToHalf(x);
-    case Action::k8:
+    case plan::Action::k8:
       return GridValue(x, scale, -128.0f, 127.0f, false);
-    case Action::k4:
+    case plan::Action::k4:
       return GridValue(x, scale, -8.0f, 7.0f, false);
-    case Action::k3:
+    case plan::Action::k3:
       return GridValue(x, scale, -4.0f, 3.0f, false);
-    case Action::k2:
+    case plan::Action::k2:
       return GridValue(x, scale, -2.0f, 1.0f, true);
-    case Action::k1_58:
+    case plan::Action::k1_58:
       return GridValue(x, scale, -1.0f, 1.0f, false);
-    case Action::k1:
+    case plan::Action::k1:
       return (x >= offset ? 1.0f : -1.0f) * scale + offset;
   }
   return x;

@@ -44,7 +44,7 @@
 #include "common/base/scratch_file.h"
 #include "common/model/llama_model.h"
 #include "common/model/llama_weights.h"
-#include "common/quant/action.h"
+#include "common/plan/action.h"
 #include "common/quant/gptq_kernels.h"
 #include "common/quant/unit_fit.h"
 
@@ -107,7 +107,7 @@ class PackedUpper {
 struct ColumnUnit {
   int64_t col_begin = 0;
   int64_t cols = 0;
-  Action action = Action::k16;
+  plan::Action action = plan::Action::k16;
   const float* scales = nullptr;
   const float* offsets = nullptr;
   const SalientSet* salient = nullptr;
@@ -115,7 +115,7 @@ struct ColumnUnit {
 
 // The dequantized value of one entry x under action a with the row's scale / offset,
 // bit for bit what DequantizeKernel writes for a non-salient entry (tested).
-float QuantizeEntry(Action a, float x, float scale, float offset);
+float QuantizeEntry(plan::Action a, float x, float scale, float offset);
 
 // Quantizes, in place, the linear w ([rows, in] float32 contiguous) with error
 // compensation: `units` cover [0, in) in column order; `u` is the [in, in] factor

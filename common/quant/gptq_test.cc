@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "common/config/run_config.h"
-#include "common/quant/exporter.h"
+#include "common/export/exporter.h"
 #include "common/quant/fit_kernels.h"
 #include "common/quant/gptq_kernels.h"
 #include "common/quant/hessians.h"
@@ -43,8 +43,8 @@ struct TestLinear {
   std::vector<ColumnUnit> units;
 };
 
-TestLinear MakeLinear(int64_t rows, int64_t in, int64_t chunk, const std::vector<Action>& actions,
-                      uint64_t seed) {
+TestLinear MakeLinear(int64_t rows, int64_t in, int64_t chunk,
+                      const std::vector<plan::Action>& actions, uint64_t seed) {
   at::manual_seed(seed);
   TestLinear t;
   t.w = at::randn({rows, in}) * 0.1;
@@ -54,7 +54,7 @@ TestLinear MakeLinear(int64_t rows, int64_t in, int64_t chunk, const std::vector
   for (int64_t c0 = 0, k = 0; c0 < in; c0 += chunk, ++k) {
     const int64_t c = std::min(chunk, in - c0);
     absl::StatusOr<UnitFit> f = FitUnit(t.w.slice(1, c0, c0 + c).contiguous(),
-                                        s.slice(0, c0, c0 + c).contiguous(), kAllActions, o);
+                                        s.slice(0, c0, c0 + c).contiguous(), plan::kAllActions, o);
     EXPECT_TRUE(f.ok()) << f.status();
     t.fits.push_back(*f);
     t.units.push_back({c0, c, actions[k % actions.size()], nullptr, nullptr, nullptr});
@@ -100,14 +100,14 @@ TEST(GptqTest, QuantizeEntryIsTheKernelsDequantization) {
   std::vector<float> scales(rows, 0.0625f), offsets(rows);
   for (int64_t r = 1; r < rows; ++r) scales[r] = RoundToHalf(0.01f + 0.013f * r);
   for (int64_t r = 0; r < rows; ++r) offsets[r] = RoundToHalf(0.01f * (r - 8));
-  for (Action a : kAllActions) {
+  for (plan::Action a : plan::kAllActions) {
     std::vector<float> out(rows * cols);
     DequantizeKernel(UnitView{w.data_ptr<float>(), cols, rows, cols}, a, scales.data(),
                      offsets.data(), SalientSet{}, out.data(), cols);
     for (int64_t r = 0; r < rows; ++r) {
       for (int64_t c = 0; c < cols; ++c) {
         ASSERT_EQ(QuantizeEntry(a, w[r][c].item<float>(), scales[r], offsets[r]), out[r * cols + c])
-            << ActionName(a) << " at " << r << "," << c;
+            << plan::ActionName(a) << " at " << r << "," << c;
       }
     }
   }
@@ -152,8 +152,8 @@ TEST(GptqTest, FactorIsTheCholeskyOfTheDampedInverse) {
 
 TEST(GptqTest, FastPathIsTheColumnByColumnDefinitionBitForBit) {
   const int64_t rows = 21, in = 100;
-  const std::vector<Action> actions = {Action::k2, Action::k3, Action::k1_58, Action::k1,
-                                       Action::k4};
+  const std::vector<plan::Action> actions = {
+      plan::Action::k2, plan::Action::k3, plan::Action::k1_58, plan::Action::k1, plan::Action::k4};
   const TestLinear t = MakeLinear(rows, in, 24, actions, 7);
   absl::StatusOr<at::Tensor> u = InverseHessianFactor(CorrelatedHessian(in, 300, 8), 0.01, "t");
   ASSERT_TRUE(u.ok()) << u.status();
@@ -305,7 +305,7 @@ TEST(GptqTest, LayerByLayerFactorsAreTheOnePassFactors) {
 }
 
 TEST(GptqTest, DiagonalHessianChangesNothing) {
-  const TestLinear t = MakeLinear(9, 50, 16, {Action::k2, Action::k3}, 11);
+  const TestLinear t = MakeLinear(9, 50, 16, {plan::Action::k2, plan::Action::k3}, 11);
   absl::StatusOr<at::Tensor> u = InverseHessianFactor(at::diag(at::rand({50}) + 0.5), 0.01, "diag");
   ASSERT_TRUE(u.ok()) << u.status();
   at::Tensor w = t.w.clone();
@@ -323,7 +323,7 @@ TEST(GptqTest, DiagonalHessianChangesNothing) {
 // What compensation is for: the output error tr(D H D^T), D = W - What, on the inputs of
 // H, is lower than rounding every unit on its own.
 TEST(GptqTest, LowersTheOutputErrorOnCorrelatedInputs) {
-  for (Action a : {Action::k2, Action::k3}) {
+  for (plan::Action a : {plan::Action::k2, plan::Action::k3}) {
     const int64_t in = 96;
     const TestLinear t = MakeLinear(32, in, 32, {a}, 13);
     const at::Tensor h = CorrelatedHessian(in, 500, 14);
@@ -343,7 +343,7 @@ TEST(GptqTest, LowersTheOutputErrorOnCorrelatedInputs) {
       const at::Tensor d = (t.w - q).to(at::kDouble);
       return d.mm(h.to(at::kDouble)).mul(d).sum().item<double>();
     };
-    EXPECT_LT(out_err(comp), 0.8 * out_err(plain)) << ActionName(a);
+    EXPECT_LT(out_err(comp), 0.8 * out_err(plain)) << plan::ActionName(a);
   }
 }
 
@@ -388,12 +388,12 @@ TEST(GptqRealModelTest, ExportIsTheEvaluatedCompensatedModelBitForBit) {
   ASSERT_NE(s.fits().compensation(), nullptr);
   std::vector<int> actions(s.table().units.size());
   for (size_t i = 0; i < actions.size(); ++i) actions[i] = 1 + static_cast<int>((i * 3) % 6);
-  const Plan plan = s.MakePlan(actions, "test", 0);
-  const ExportInputs in = s.ExportInputsFor(plan);
+  const plan::Plan plan = s.MakePlan(actions, "test", 0);
+  const exporter::ExportInputs in = exporter::SessionExportInputs(s, plan);
   const std::string dir = ::testing::TempDir() + "/gptq_export";
   std::filesystem::remove_all(dir);
-  ASSERT_TRUE(WriteQuantizedCheckpoint(in, dir).ok());
-  const absl::Status verified = VerifyQuantizedCheckpoint(in, dir, dir);
+  ASSERT_TRUE(exporter::WriteQuantizedCheckpoint(in, dir).ok());
+  const absl::Status verified = exporter::VerifyQuantizedCheckpoint(in, dir, dir);
   EXPECT_TRUE(verified.ok()) << verified;
 
   // Without the factors the same fits give other weights for this plan.
@@ -412,7 +412,7 @@ TEST(GptqRealModelTest, ExportIsTheEvaluatedCompensatedModelBitForBit) {
   // A plan model compensates a layer once and then decodes it from its codes: every
   // forward sees the same weights, bit for bit (also with units at 16 bits).
   std::vector<int> mixed(actions.size());
-  for (size_t i = 0; i < mixed.size(); ++i) mixed[i] = static_cast<int>(i % kNumActions);
+  for (size_t i = 0; i < mixed.size(); ++i) mixed[i] = static_cast<int>(i % plan::kNumActions);
   for (const std::vector<int>* plan_actions : {&actions, &mixed}) {
     absl::StatusOr<std::shared_ptr<const model::LlamaModel>> planned =
         s.stage()->PlanModel(std::make_shared<const std::vector<int>>(*plan_actions));

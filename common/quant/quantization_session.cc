@@ -9,7 +9,7 @@
 #include "common/base/files.h"
 #include "common/base/progress.h"
 #include "common/base/status_macros.h"
-#include "common/config/text_range.h"
+#include "common/base/text_range.h"
 #include "common/model/checkpoint.h"
 #include "common/quant/table_fingerprint.h"
 #include "common/quant/unit_table_cache.h"
@@ -27,10 +27,10 @@ struct CalibrationText {
 };
 
 absl::StatusOr<CalibrationText> ReadCalibration(const CalibrationOptions& calibration,
-                                                const config::TextEncoder& encode) {
+                                                const base::TextEncoder& encode) {
   CalibrationText calib;
-  WQ_ASSIGN_OR_RETURN(
-      calib.ids, config::ReadTextRange(calibration.range(), "calibration", encode, &calib.sha));
+  WQ_ASSIGN_OR_RETURN(calib.ids,
+                      base::ReadTextRange(calibration.range(), "calibration", encode, &calib.sha));
   // The table depends on the part of the file calibration reads.
   absl::StrAppend(&calib.sha, " tokens=", calibration.tokens[0], ",", calibration.tokens[1]);
   return calib;
@@ -85,7 +85,7 @@ absl::StatusOr<std::unique_ptr<QuantizationSession>> QuantizationSession::Create
   WQ_ASSIGN_OR_RETURN(s->tokenizer_, model::Tokenizer::FromFile(
                                          (std::filesystem::path(dir) / "tokenizer.json").string()));
 
-  const config::TextEncoder encode = [&tok = *s->tokenizer_](std::string_view text) {
+  const base::TextEncoder encode = [&tok = *s->tokenizer_](std::string_view text) {
     return tok.Encode(text, /*add_bos=*/false);
   };
   const CalibrationOptions& calibration = options.calibration;
@@ -100,7 +100,7 @@ absl::StatusOr<std::unique_ptr<QuantizationSession>> QuantizationSession::Create
   s->calib_windows_ = *windows;
   if (options.load_eval_text) {
     WQ_ASSIGN_OR_RETURN(s->eval_ids_,
-                        config::ReadTextRange(options.heldout, "evaluation.heldout", encode));
+                        base::ReadTextRange(options.heldout, "evaluation.heldout", encode));
   }
 
   WQ_ASSIGN_OR_RETURN(const Fingerprints fingerprints,
@@ -151,7 +151,7 @@ absl::StatusOr<StageFits> QuantizationSession::LoadCachedFits(const SessionOptio
                       base::ReadFile((dir / "config.json").string()));
   WQ_ASSIGN_OR_RETURN(const std::unique_ptr<model::Tokenizer> tokenizer,
                       model::Tokenizer::FromFile((dir / "tokenizer.json").string()));
-  const config::TextEncoder encode = [&tok = *tokenizer](std::string_view text) {
+  const base::TextEncoder encode = [&tok = *tokenizer](std::string_view text) {
     return tok.Encode(text, /*add_bos=*/false);
   };
   WQ_ASSIGN_OR_RETURN(const CalibrationText calib, ReadCalibration(options.calibration, encode));
@@ -272,19 +272,9 @@ absl::StatusOr<model::PerplexityResult> QuantizationSession::Perplexity(
   return model::ComputePerplexity(*planned, ids, popts);
 }
 
-ExportInputs QuantizationSession::ExportInputsFor(const Plan& plan) const {
-  ExportInputs in;
-  in.weights = &model().weights();
-  in.table = &table();
-  in.fits = &fits();
-  in.plan = &plan;
-  in.model_dir = options_.model_dir;
-  return in;
-}
-
-Plan QuantizationSession::MakePlan(std::vector<int> actions, std::string source,
-                                   double target_bits) const {
-  return Plan::Make(table(), std::move(actions), std::move(source), target_bits);
+plan::Plan QuantizationSession::MakePlan(std::vector<int> actions, std::string source,
+                                         double target_bits) const {
+  return plan::Plan::Make(table(), std::move(actions), std::move(source), target_bits);
 }
 
 }  // namespace windquant::quant

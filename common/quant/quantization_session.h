@@ -8,7 +8,7 @@
 //   -- or the fits from its cache (unit_table_cache.h) when the fingerprint matches --
 // and then measure the perplexity of plans on the held-out text
 // (evaluation.heldout). Calibration reads only calibration.tokens of
-// calibration.text (config::ReadTextRange).
+// calibration.text (base::ReadTextRange).
 // Owns one QuantizedStage of the whole model (weights + fits + unit table), which
 // other users may share (stage()).
 // With SessionOptions.fit = false the fits come later (AdoptFits).
@@ -33,20 +33,19 @@
 
 #include "absl/status/statusor.h"
 #include "common/base/log.h"
-#include "common/config/text_range.h"
+#include "common/base/text_range.h"
 #include "common/model/checkpoint.h"
 #include "common/model/llama_model.h"
 #include "common/model/perplexity.h"
 #include "common/model/tokenizer.h"
+#include "common/plan/plan.h"
+#include "common/plan/unit_table.h"
 #include "common/quant/calibration.h"
 #include "common/quant/calibration_options.h"
-#include "common/quant/exporter.h"
-#include "common/quant/plan.h"
 #include "common/quant/quantized_stage.h"
 #include "common/quant/session_options.h"
 #include "common/quant/stage_fits.h"
 #include "common/quant/stage_fitter.h"
-#include "common/quant/unit_table.h"
 #include "common/quant/unit_table_options.h"
 
 namespace windquant::quant {
@@ -62,7 +61,7 @@ class QuantizationSession {
   // False only between Create with options.fit = false (and no cache hit) and AdoptFits;
   // table(), fits(), stage() and the plan methods need fits.
   bool fitted() const { return stage_ != nullptr; }
-  const UnitTable& table() const { return stage_->table(); }
+  const plan::UnitTable& table() const { return stage_->table(); }
   const StageFits& fits() const { return stage_->fits(); }
   // The full-precision model (all layers, embeddings and head).
   const model::LlamaModel& model() const { return *model_; }
@@ -123,9 +122,7 @@ class QuantizationSession {
                                                   const model::Checkpoint& checkpoint);
 
   // A Plan for this session's table: fingerprint filled, actions copied.
-  Plan MakePlan(std::vector<int> actions, std::string source, double target_bits) const;
-  // What the exporter needs to write `plan` of this session (which must outlive it).
-  ExportInputs ExportInputsFor(const Plan& plan) const;
+  plan::Plan MakePlan(std::vector<int> actions, std::string source, double target_bits) const;
 
  private:
   QuantizationSession() = default;

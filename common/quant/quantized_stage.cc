@@ -31,25 +31,25 @@ PlanLinears::PlanLinears(std::shared_ptr<const StageFits> fits,
 // The level of value v of a unit's action in row r (the inverse of QuantizeEntry for a
 // value it produced; Decode checks that it gives v back).
 namespace {
-int8_t Level(Action a, float v, float scale, float offset) {
-  if (a == Action::k1) return v >= offset ? 1 : -1;
+int8_t Level(plan::Action a, float v, float scale, float offset) {
+  if (a == plan::Action::k1) return v >= offset ? 1 : -1;
   if (scale == 0.0f) return 0;
-  const float q = std::nearbyint(a == Action::k2 ? v / scale - 0.5f : v / scale);
+  const float q = std::nearbyint(a == plan::Action::k2 ? v / scale - 0.5f : v / scale);
   return static_cast<int8_t>(q < -128.0f ? -128.0f : (q > 127.0f ? 127.0f : q));
 }
-float Value(Action a, int8_t level, float scale, float offset) {
+float Value(plan::Action a, int8_t level, float scale, float offset) {
   const float q = static_cast<float>(level);
-  if (a == Action::k1) return q * scale + offset;
-  if (a == Action::k2) return (q + 0.5f) * scale;
+  if (a == plan::Action::k1) return q * scale + offset;
+  if (a == plan::Action::k2) return (q + 0.5f) * scale;
   return q * scale;
 }
 }  // namespace
 
 void PlanLinears::Encode(int64_t layer, const std::array<at::Tensor, model::kNumMatrices>& w,
                          LayerCodes* codes) const {
-  const std::vector<Unit>& units = fits_->table().units;
+  const std::vector<plan::Unit>& units = fits_->table().units;
   for (size_t i = 0; i < units.size(); ++i) {
-    const Unit& u = units[i];
+    const plan::Unit& u = units[i];
     if (u.layer != layer) continue;
     const int a = (*actions_)[u.id];
     const int64_t in = w[u.matrix].size(1);
@@ -68,7 +68,7 @@ void PlanLinears::Encode(int64_t layer, const std::array<at::Tensor, model::kNum
     for (int64_t r = 0; r < u.rows; ++r) {
       const float off = offsets.empty() ? 0.0f : offsets[r];
       for (int64_t c = 0; c < u.cols; ++c) {
-        l[r * u.cols + c] = Level(kAllActions[a], base[r * in + c], scales[r], off);
+        l[r * u.cols + c] = Level(plan::kAllActions[a], base[r * in + c], scales[r], off);
       }
     }
     codes->levels.push_back(std::move(l));
@@ -78,10 +78,10 @@ void PlanLinears::Encode(int64_t layer, const std::array<at::Tensor, model::kNum
 
 void PlanLinears::Decode(int64_t layer, const LayerCodes& codes,
                          std::array<at::Tensor, model::kNumMatrices>* w, int only) const {
-  const std::vector<Unit>& units = fits_->table().units;
+  const std::vector<plan::Unit>& units = fits_->table().units;
   size_t k = 0;
   for (size_t i = 0; i < units.size(); ++i) {
-    const Unit& u = units[i];
+    const plan::Unit& u = units[i];
     if (u.layer != layer) continue;
     if (only >= 0 && u.matrix != only) {
       ++k;
@@ -101,7 +101,7 @@ void PlanLinears::Decode(int64_t layer, const LayerCodes& codes,
       for (int64_t r = 0; r < u.rows; ++r) {
         const float off = offsets.empty() ? 0.0f : offsets[r];
         for (int64_t c = 0; c < u.cols; ++c) {
-          base[r * in + c] = Value(kAllActions[a], l[r * u.cols + c], scales[r], off);
+          base[r * in + c] = Value(plan::kAllActions[a], l[r * u.cols + c], scales[r], off);
         }
       }
     }

@@ -29,8 +29,8 @@
 
 #include "absl/status/statusor.h"
 #include "common/model/llama_model.h"
+#include "common/plan/unit_table.h"
 #include "common/quant/stage_fits.h"
-#include "common/quant/unit_table.h"
 
 namespace windquant::quant {
 
@@ -89,7 +89,7 @@ class QuantizedStage {
   const std::shared_ptr<const model::LlamaModel>& shared_model() const { return model_; }
   const StageFits& fits() const { return *fits_; }
   const std::shared_ptr<const StageFits>& shared_fits() const { return fits_; }
-  const UnitTable& table() const { return fits_->table(); }
+  const plan::UnitTable& table() const { return fits_->table(); }
 
   // The stage with `actions` (one per global unit) applied; errors as ApplyPlan.
   absl::StatusOr<std::shared_ptr<const model::LlamaModel>> PlanModel(

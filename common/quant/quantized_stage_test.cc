@@ -12,12 +12,12 @@
 
 #include <ATen/ATen.h>
 
+#include "common/export/exporter.h"
+#include "common/export/quantized_checkpoint.h"
 #include "common/model/checkpoint.h"
 #include "common/model/perplexity.h"
-#include "common/quant/exporter.h"
 #include "common/quant/fit_kernels.h"
 #include "common/quant/quantization_session.h"
-#include "common/quant/quantized_checkpoint.h"
 #include "common/quant/reference_quantizer.h"
 #include "common/quant/unit_table_builder.h"
 #include "common/testing/test_paths.h"
@@ -62,13 +62,13 @@ model::LlamaWeights ReferencePlanWeights(const model::LlamaWeights& fp, const St
   for (auto& l : w.layers) {
     for (auto& m : l.linear) m = m.to(at::kFloat).clone();
   }
-  const UnitTable& t = fits.table();
+  const plan::UnitTable& t = fits.table();
   for (size_t i = 0; i < t.units.size(); ++i) {
-    const Unit& u = t.units[i];
+    const plan::Unit& u = t.units[i];
     const int a = actions[u.id];
     at::Tensor cols = w.layers[u.layer - w.first_layer].linear[u.matrix].slice(
         1, u.col_begin, u.col_begin + u.cols);
-    cols.copy_(reference::ReferenceDequantize(cols, kAllActions[a], fits.Scales(i, a),
+    cols.copy_(reference::ReferenceDequantize(cols, plan::kAllActions[a], fits.Scales(i, a),
                                               fits.Offsets(i, a), fits.params(i).salient));
   }
   return w;
@@ -76,7 +76,7 @@ model::LlamaWeights ReferencePlanWeights(const model::LlamaWeights& fp, const St
 
 std::vector<int> MixedPlan(size_t n) {
   std::vector<int> a(n);
-  for (size_t i = 0; i < n; ++i) a[i] = static_cast<int>((i * 5 + 2) % kNumActions);
+  for (size_t i = 0; i < n; ++i) a[i] = static_cast<int>((i * 5 + 2) % plan::kNumActions);
   return a;
 }
 
@@ -143,7 +143,7 @@ TEST(QuantizedStageErrorsTest, BadPlansAndMismatchedFitsAreRejected) {
   EXPECT_EQ(short_plan.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(short_plan.status().message().find("actions"), std::string::npos);
   std::vector<int> bad(n, 0);
-  bad[7] = kNumActions;
+  bad[7] = plan::kNumActions;
   auto out_of_range = (*stage)->PlanModel(std::make_shared<const std::vector<int>>(bad));
   EXPECT_EQ(out_of_range.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(out_of_range.status().message().find("unit 7"), std::string::npos);
@@ -159,13 +159,13 @@ TEST(QuantizedStageErrorsTest, BadPlansAndMismatchedFitsAreRejected) {
 // fake-quant checkpoint holds their FP16 rounding.
 void ExpectExportHoldsThePlan(const QuantizationSession& s, const std::vector<int>& actions,
                               const model::LlamaModel& planned) {
-  const Plan plan = s.MakePlan(actions, "test", 0);
-  const ExportInputs in = s.ExportInputsFor(plan);
+  const plan::Plan plan = s.MakePlan(actions, "test", 0);
+  const exporter::ExportInputs in = exporter::SessionExportInputs(s, plan);
   const std::string dir = ::testing::TempDir() + "/quantized_stage_test_export";
   std::filesystem::remove_all(dir);
-  ASSERT_TRUE(WriteQuantizedCheckpoint(in, dir + "/q").ok());
-  ASSERT_TRUE(WriteFakeQuantCheckpoint(in, dir + "/f").ok());
-  auto q = QuantizedCheckpoint::Open(dir + "/q");
+  ASSERT_TRUE(exporter::WriteQuantizedCheckpoint(in, dir + "/q").ok());
+  ASSERT_TRUE(exporter::WriteFakeQuantCheckpoint(in, dir + "/f").ok());
+  auto q = exporter::QuantizedCheckpoint::Open(dir + "/q");
   ASSERT_TRUE(q.ok()) << q.status();
   auto back = (*q)->ReadAll();
   ASSERT_TRUE(back.ok()) << back.status();
@@ -187,8 +187,8 @@ void ExpectExportHoldsThePlan(const QuantizationSession& s, const std::vector<in
 // The first quantizer's outputs on every unit of the model, rebuilt from its own
 // parameters by the fast kernel: bit for bit, every action.
 void ExpectFastKernelRebuildsReferenceFits(const QuantizationSession& s) {
-  const UnitTable& t = s.table();
-  for (const Unit& u : t.units) {
+  const plan::UnitTable& t = s.table();
+  for (const plan::Unit& u : t.units) {
     const at::Tensor W = s.model()
                              .weights()
                              .layers[u.layer]
@@ -199,7 +199,7 @@ void ExpectFastKernelRebuildsReferenceFits(const QuantizationSession& s) {
                                .at(u.layer, static_cast<model::Matrix>(u.matrix))
                                .mean_abs.slice(0, u.col_begin, u.col_begin + u.cols)
                                .contiguous();
-    auto ref = reference::ReferenceFitUnit(W, act, kAllActions);
+    auto ref = reference::ReferenceFitUnit(W, act, plan::kAllActions);
     ASSERT_TRUE(ref.ok());
     SalientSet sal;
     const at::Tensor idx = ref->salient.index.to(at::kInt).contiguous();
@@ -217,7 +217,8 @@ void ExpectFastKernelRebuildsReferenceFits(const QuantizationSession& s) {
       at::Tensor out = at::empty({u.rows, u.cols}, at::kFloat);
       DequantizeKernel(UnitView{W.data_ptr<float>(), u.cols, u.rows, u.cols}, rf.action,
                        scales.data(), offsets.data(), sal, out.data_ptr<float>(), u.cols);
-      EXPECT_TRUE(BitEqual(out, rf.dequant)) << UnitName(u) << " " << ActionName(rf.action);
+      EXPECT_TRUE(BitEqual(out, rf.dequant))
+          << plan::UnitName(u) << " " << plan::ActionName(rf.action);
     }
   }
 }

@@ -32,7 +32,8 @@ UnitView View(const at::Tensor& w) {
 // The weight as a row-major view (rows may be strided, columns must be contiguous).
 at::Tensor RowMajor(const at::Tensor& w) { return w.stride(1) == 1 ? w : w.contiguous(); }
 
-absl::StatusOr<const ActionFit*> FindFit(const at::Tensor& weight, const UnitFit& fit, Action a) {
+absl::StatusOr<const ActionFit*> FindFit(const at::Tensor& weight, const UnitFit& fit,
+                                         plan::Action a) {
   if (!weight.defined() || weight.dim() != 2 || weight.scalar_type() != at::kFloat ||
       weight.size(0) != fit.rows || weight.size(1) != fit.cols) {
     return absl::InvalidArgumentError(
@@ -41,14 +42,14 @@ absl::StatusOr<const ActionFit*> FindFit(const at::Tensor& weight, const UnitFit
   const ActionFit* f = fit.Find(a);
   if (f == nullptr) {
     return absl::InvalidArgumentError(
-        absl::StrCat("action ", std::string(ActionName(a)), ": not in the fit"));
+        absl::StrCat("action ", std::string(plan::ActionName(a)), ": not in the fit"));
   }
   return f;
 }
 
 }  // namespace
 
-const ActionFit* UnitFit::Find(Action a) const {
+const ActionFit* UnitFit::Find(plan::Action a) const {
   for (const ActionFit& f : fits) {
     if (f.action == a) return &f;
   }
@@ -71,7 +72,7 @@ absl::StatusOr<at::Tensor> SalientMask(const at::Tensor& weight, const at::Tenso
   const at::Tensor w = RowMajor(weight);
   const at::Tensor s = act_scale.contiguous();
   const std::vector<int32_t> index =
-      SelectSalient(View(w), s.data_ptr<float>(), SalientCount(w.numel(), fraction));
+      SelectSalient(View(w), s.data_ptr<float>(), plan::SalientCount(w.numel(), fraction));
   at::Tensor mask = at::zeros({w.size(0), w.size(1)}, at::kBool);
   bool* m = mask.data_ptr<bool>();
   for (int32_t i : index) m[i] = true;
@@ -79,7 +80,8 @@ absl::StatusOr<at::Tensor> SalientMask(const at::Tensor& weight, const at::Tenso
 }
 
 absl::StatusOr<UnitFit> FitUnit(const at::Tensor& weight, const at::Tensor& act_scale,
-                                absl::Span<const Action> actions, const QuantizerOptions& options) {
+                                absl::Span<const plan::Action> actions,
+                                const QuantizerOptions& options) {
   try {
     absl::Status st = CheckInputs(weight, act_scale);
     if (!st.ok()) return st;
@@ -91,7 +93,8 @@ absl::StatusOr<UnitFit> FitUnit(const at::Tensor& weight, const at::Tensor& act_
   }
 }
 
-absl::StatusOr<at::Tensor> DequantizeUnit(const at::Tensor& weight, const UnitFit& fit, Action a) {
+absl::StatusOr<at::Tensor> DequantizeUnit(const at::Tensor& weight, const UnitFit& fit,
+                                          plan::Action a) {
   absl::StatusOr<const ActionFit*> f = FindFit(weight, fit, a);
   if (!f.ok()) return f.status();
   const at::Tensor w = RowMajor(weight);
@@ -101,8 +104,8 @@ absl::StatusOr<at::Tensor> DequantizeUnit(const at::Tensor& weight, const UnitFi
   return out;
 }
 
-absl::StatusOr<at::Tensor> UnitCodes(const at::Tensor& weight, const UnitFit& fit, Action a) {
-  if (a == Action::k16) return absl::InvalidArgumentError("action 16: has no codes");
+absl::StatusOr<at::Tensor> UnitCodes(const at::Tensor& weight, const UnitFit& fit, plan::Action a) {
+  if (a == plan::Action::k16) return absl::InvalidArgumentError("action 16: has no codes");
   absl::StatusOr<const ActionFit*> f = FindFit(weight, fit, a);
   if (!f.ok()) return f.status();
   const at::Tensor w = RowMajor(weight);

@@ -24,8 +24,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "common/quant/action.h"
-#include "common/quant/effective_bits.h"
+#include "common/plan/action.h"
+#include "common/plan/effective_bits.h"
 #include "common/quant/unit_fit.h"
 
 namespace windquant::quant {
@@ -52,15 +52,16 @@ absl::StatusOr<at::Tensor> SalientMask(const at::Tensor& weight, const at::Tenso
 // by options.switch_margin (relative), so last-bit changes of the inputs do not move them.
 // Errors: INVALID_ARGUMENT for bad shapes/dtypes/values (message names the argument).
 absl::StatusOr<UnitFit> FitUnit(const at::Tensor& weight, const at::Tensor& act_scale,
-                                absl::Span<const Action> actions,
+                                absl::Span<const plan::Action> actions,
                                 const QuantizerOptions& options = {});
 
 // The dequantized unit [m, c] float32 of action `a` of `fit` (which must hold it), computed
 // from `weight` (the weights the fit was made on). INVALID_ARGUMENT for a shape that is
 // not the fit's or an action the fit lacks.
-absl::StatusOr<at::Tensor> DequantizeUnit(const at::Tensor& weight, const UnitFit& fit, Action a);
+absl::StatusOr<at::Tensor> DequantizeUnit(const at::Tensor& weight, const UnitFit& fit,
+                                          plan::Action a);
 // The integer codes [m, c] int8 of action `a` (not 16), as documented in unit_fit.h.
-absl::StatusOr<at::Tensor> UnitCodes(const at::Tensor& weight, const UnitFit& fit, Action a);
+absl::StatusOr<at::Tensor> UnitCodes(const at::Tensor& weight, const UnitFit& fit, plan::Action a);
 
 // Activation-weighted relative error: sum s_j^2 (W - What)^2 / sum s_j^2 W^2 over the
 // unit (0 when the denominator is 0), in double. Shapes as in FitUnit.

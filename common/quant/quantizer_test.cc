@@ -56,7 +56,7 @@ RefUnit MakeRefUnit(const std::vector<float>& w, const std::vector<float>& s, in
             std::vector<bool>(m, false),
             std::vector<float>(m, 0),
             std::vector<float>(m * c, 0)};
-  const int64_t k = SalientCount(int64_t{m} * c, fraction);
+  const int64_t k = plan::SalientCount(int64_t{m} * c, fraction);
   std::vector<int> order(m * c);
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
@@ -290,19 +290,19 @@ RefFit RefBinary(const RefUnit& u, const QuantizerOptions& o) {
 }
 
 // All actions but 16, with the same seeding chain as the fast path.
-std::map<Action, RefFit> ReferenceFitAll(const RefUnit& u, const QuantizerOptions& o) {
-  std::map<Action, RefFit> r;
-  r[Action::k1] = RefBinary(u, o);
-  r[Action::k2] = RefGridFit(u, SeqGrid(), ClipSearch(u, SeqGrid(), 1.5, o), o, {});
-  r[Action::k1_58] = RefGridFit(u, TernaryGrid(), TernarySearch(u, o), o, {});
+std::map<plan::Action, RefFit> ReferenceFitAll(const RefUnit& u, const QuantizerOptions& o) {
+  std::map<plan::Action, RefFit> r;
+  r[plan::Action::k1] = RefBinary(u, o);
+  r[plan::Action::k2] = RefGridFit(u, SeqGrid(), ClipSearch(u, SeqGrid(), 1.5, o), o, {});
+  r[plan::Action::k1_58] = RefGridFit(u, TernaryGrid(), TernarySearch(u, o), o, {});
   std::vector<float> half_alpha2(u.m);
-  for (int i = 0; i < u.m; ++i) half_alpha2[i] = HalfScale(r[Action::k2].scale[i] * 0.5);
-  std::vector<std::vector<float>> seeds = {half_alpha2, r[Action::k1_58].scale};
+  for (int i = 0; i < u.m; ++i) half_alpha2[i] = HalfScale(r[plan::Action::k2].scale[i] * 0.5);
+  std::vector<std::vector<float>> seeds = {half_alpha2, r[plan::Action::k1_58].scale};
   int prev = 0;
-  for (auto [a, b] :
-       {std::pair{Action::k3, 3}, std::pair{Action::k4, 4}, std::pair{Action::k8, 8}}) {
+  for (auto [a, b] : {std::pair{plan::Action::k3, 3}, std::pair{plan::Action::k4, 4},
+                      std::pair{plan::Action::k8, 8}}) {
     if (prev > 0) {
-      const Action pa = prev == 3 ? Action::k3 : Action::k4;
+      const plan::Action pa = prev == 3 ? plan::Action::k3 : plan::Action::k4;
       std::vector<float> seed(u.m);
       for (int i = 0; i < u.m; ++i) seed[i] = HalfScale(r[pa].scale[i] / double(1 << (b - prev)));
       seeds = {seed};
@@ -343,15 +343,15 @@ void RandomUnit(int m, int c, uint32_t seed, std::vector<float>* w, std::vector<
   for (int j = 0; j < c; ++j) (*s)[j] = std::exp(0.7f * n01(rng));
 }
 
-const Action kLowActions[] = {Action::k8, Action::k4,    Action::k3,
-                              Action::k2, Action::k1_58, Action::k1};
+const plan::Action kLowActions[] = {plan::Action::k8, plan::Action::k4,    plan::Action::k3,
+                                    plan::Action::k2, plan::Action::k1_58, plan::Action::k1};
 
 void ExpectMatchesReference(int m, int c, uint32_t seed, double fraction) {
   std::vector<float> wv, sv;
   RandomUnit(m, c, seed, &wv, &sv);
   QuantizerOptions o;
   o.salient_fraction = fraction;
-  auto fit = FitUnit(FromVec(wv, {m, c}), FromVec(sv, {c}), kAllActions, o);
+  auto fit = FitUnit(FromVec(wv, {m, c}), FromVec(sv, {c}), plan::kAllActions, o);
   ASSERT_TRUE(fit.ok()) << fit.status();
   const RefUnit ru = MakeRefUnit(wv, sv, m, c, fraction);
   const auto ref = ReferenceFitAll(ru, o);
@@ -359,9 +359,9 @@ void ExpectMatchesReference(int m, int c, uint32_t seed, double fraction) {
   std::vector<bool> mask(m * c, false);
   for (int32_t e : fit->salient.index) mask[e] = true;
   for (int e = 0; e < m * c; ++e) ASSERT_EQ(mask[e], ru.salient[e]) << "entry " << e;
-  for (Action a : kLowActions) {
+  for (plan::Action a : kLowActions) {
     SCOPED_TRACE(::testing::Message()
-                 << m << "x" << c << " seed " << seed << " action " << ActionName(a));
+                 << m << "x" << c << " seed " << seed << " action " << plan::ActionName(a));
     const ActionFit* f = fit->Find(a);
     ASSERT_NE(f, nullptr);
     const RefFit& r = ref.at(a);
@@ -369,7 +369,7 @@ void ExpectMatchesReference(int m, int c, uint32_t seed, double fraction) {
     std::vector<float> sc = ToVec(f->scales);
     for (int i = 0; i < m; ++i)
       EXPECT_NEAR(sc[i], r.scale[i], kScaleRelTol * std::fabs(r.scale[i]));
-    if (a == Action::k1) {
+    if (a == plan::Action::k1) {
       std::vector<float> off = ToVec(f->offsets);
       for (int i = 0; i < m; ++i) {
         EXPECT_NEAR(off[i], r.offset[i],
@@ -384,9 +384,9 @@ void ExpectMatchesReference(int m, int c, uint32_t seed, double fraction) {
 }
 
 TEST(QuantizerTest, MatchesScalarReference) {
-  ExpectMatchesReference(24, 40, 1, kDefaultSalientFraction);  // n=960 -> k=5
-  ExpectMatchesReference(7, 13, 2, 0.02);                      // odd shape, k=2
-  ExpectMatchesReference(16, 64, 3, 0.0);                      // no salient entries
+  ExpectMatchesReference(24, 40, 1, plan::kDefaultSalientFraction);  // n=960 -> k=5
+  ExpectMatchesReference(7, 13, 2, 0.02);                            // odd shape, k=2
+  ExpectMatchesReference(16, 64, 3, 0.0);                            // no salient entries
   ExpectMatchesReference(32, 48, 4, 0.01);
 }
 
@@ -398,7 +398,7 @@ TEST(QuantizerTest, OnGridWeightsComeBackExactly) {
   for (int j = 0; j < c; ++j) sv[j] = 0.25f + 0.05f * j;
   QuantizerOptions o;
   o.salient_fraction = 0.0;
-  auto check = [&](Action a, auto level_of_code, std::vector<int> codes_pool, bool offset) {
+  auto check = [&](plan::Action a, auto level_of_code, std::vector<int> codes_pool, bool offset) {
     std::vector<float> wv(m * c);
     for (int i = 0; i < m; ++i) {
       const float alpha = 0.03125f * (1 + i);  // FP16-exact
@@ -413,20 +413,23 @@ TEST(QuantizerTest, OnGridWeightsComeBackExactly) {
     auto fit = FitUnit(FromVec(wv, {m, c}), FromVec(sv, {c}), {a}, o);
     ASSERT_TRUE(fit.ok()) << fit.status();
     const ActionFit& f = fit->fits[0];
-    EXPECT_EQ(f.error, 0.0) << ActionName(a);
+    EXPECT_EQ(f.error, 0.0) << plan::ActionName(a);
     EXPECT_TRUE(at::equal(*DequantizeUnit(FromVec(wv, {m, c}), *fit, a), FromVec(wv, {m, c})))
-        << ActionName(a);
+        << plan::ActionName(a);
   };
   auto ident = [](int q) { return double(q); };
   for (int b : {3, 4, 8}) {
     std::vector<int> pool;
     for (int q = -((1 << (b - 1)) - 1); q <= (1 << (b - 1)) - 1; ++q) pool.push_back(q);
-    check(b == 3 ? Action::k3 : b == 4 ? Action::k4 : Action::k8, ident, pool, false);
+    check(b == 3   ? plan::Action::k3
+          : b == 4 ? plan::Action::k4
+                   : plan::Action::k8,
+          ident, pool, false);
   }
   check(
-      Action::k2, [](int q) { return q + 0.5; }, {-2, -1, 0, 1}, false);
-  check(Action::k1_58, ident, {-1, 0, 1}, false);
-  check(Action::k1, ident, {-1, 1}, true);
+      plan::Action::k2, [](int q) { return q + 0.5; }, {-2, -1, 0, 1}, false);
+  check(plan::Action::k1_58, ident, {-1, 0, 1}, false);
+  check(plan::Action::k1, ident, {-1, 1}, true);
 }
 
 TEST(QuantizerTest, GuaranteedErrorOrderingAndRequestIndependence) {
@@ -435,23 +438,24 @@ TEST(QuantizerTest, GuaranteedErrorOrderingAndRequestIndependence) {
     const int m = 48, c = seed % 2 ? 64 : 37;
     RandomUnit(m, c, seed, &wv, &sv);
     const at::Tensor w = FromVec(wv, {m, c}), s = FromVec(sv, {c});
-    auto fit = FitUnit(w, s, kAllActions);
+    auto fit = FitUnit(w, s, plan::kAllActions);
     ASSERT_TRUE(fit.ok()) << fit.status();
-    auto err = [&](Action a) { return fit->Find(a)->error; };
-    auto le = [&](Action lo, Action hi) {
+    auto err = [&](plan::Action a) { return fit->Find(a)->error; };
+    auto le = [&](plan::Action lo, plan::Action hi) {
       EXPECT_LE(err(lo), err(hi) * (1 + kMonotoneRelSlack))
-          << "seed " << seed << ": err(" << ActionName(lo) << ") > err(" << ActionName(hi) << ")";
+          << "seed " << seed << ": err(" << plan::ActionName(lo) << ") > err("
+          << plan::ActionName(hi) << ")";
     };
-    le(Action::k8, Action::k4);
-    le(Action::k4, Action::k3);
-    le(Action::k3, Action::k2);
-    le(Action::k3, Action::k1_58);
-    EXPECT_GT(err(Action::k2), 0.0);
+    le(plan::Action::k8, plan::Action::k4);
+    le(plan::Action::k4, plan::Action::k3);
+    le(plan::Action::k3, plan::Action::k2);
+    le(plan::Action::k3, plan::Action::k1_58);
+    EXPECT_GT(err(plan::Action::k2), 0.0);
     // Fitting 3 bit alone gives the same as fitting it among all actions.
-    auto alone = FitUnit(w, s, {Action::k3});
+    auto alone = FitUnit(w, s, {plan::Action::k3});
     ASSERT_TRUE(alone.ok());
-    EXPECT_EQ(alone->fits[0].scales, fit->Find(Action::k3)->scales);
-    EXPECT_EQ(alone->fits[0].error, fit->Find(Action::k3)->error);
+    EXPECT_EQ(alone->fits[0].scales, fit->Find(plan::Action::k3)->scales);
+    EXPECT_EQ(alone->fits[0].error, fit->Find(plan::Action::k3)->error);
   }
 }
 
@@ -460,29 +464,30 @@ TEST(QuantizerTest, SalientEntriesWithinInt8ErrorAndSixteenIsFp16RoundTrip) {
   const int m = 64, c = 32;  // n = 2048 -> k = 10
   RandomUnit(m, c, 21, &wv, &sv);
   const at::Tensor w = FromVec(wv, {m, c}), s = FromVec(sv, {c});
-  auto fit = FitUnit(w, s, kAllActions);
+  auto fit = FitUnit(w, s, plan::kAllActions);
   ASSERT_TRUE(fit.ok());
   const SalientSet& sal = fit->salient;
   ASSERT_EQ(sal.count(), 10);
   const at::Tensor index = at::tensor(std::vector<int64_t>(sal.index.begin(), sal.index.end()));
   float maxsal = w.reshape({-1}).index_select(0, index).abs().max().item<float>();
   EXPECT_NEAR(sal.scale, maxsal / 127, maxsal / 127 * 1e-3);
-  for (Action a : kLowActions) {
+  for (plan::Action a : kLowActions) {
     const ActionFit& f = *fit->Find(a);
     const at::Tensor dq = *DequantizeUnit(w, *fit, a);
     at::Tensor diff = (dq - w).abs().reshape({-1}).index_select(0, index);
-    EXPECT_LE(diff.max().item<float>(), sal.scale * 0.5f * (1 + 1e-5)) << ActionName(a);
-    EXPECT_EQ(f.effective_bits, UnitEffectiveBits(m, c, 10, a));
-    EXPECT_NEAR(f.error, RelativeError(w, dq, s), 1e-5 * f.error) << ActionName(a);
+    EXPECT_LE(diff.max().item<float>(), sal.scale * 0.5f * (1 + 1e-5)) << plan::ActionName(a);
+    EXPECT_EQ(f.effective_bits, plan::UnitEffectiveBits(m, c, 10, a));
+    EXPECT_NEAR(f.error, RelativeError(w, dq, s), 1e-5 * f.error) << plan::ActionName(a);
   }
-  const ActionFit& f16 = *fit->Find(Action::k16);
-  EXPECT_TRUE(at::equal(*DequantizeUnit(w, *fit, Action::k16), w.to(at::kHalf).to(at::kFloat)));
+  const ActionFit& f16 = *fit->Find(plan::Action::k16);
+  EXPECT_TRUE(
+      at::equal(*DequantizeUnit(w, *fit, plan::Action::k16), w.to(at::kHalf).to(at::kFloat)));
   EXPECT_TRUE(f16.scales.empty());
-  EXPECT_FALSE(UnitCodes(w, *fit, Action::k16).ok());
+  EXPECT_FALSE(UnitCodes(w, *fit, plan::Action::k16).ok());
   EXPECT_EQ(f16.effective_bits, m * c * 16.0);
   EXPECT_LT(f16.error, 1e-6);
   // SalientMask agrees with the fit's set.
-  auto mask = SalientMask(w, s, kDefaultSalientFraction);
+  auto mask = SalientMask(w, s, plan::kDefaultSalientFraction);
   ASSERT_TRUE(mask.ok());
   EXPECT_EQ(mask->sum().item<int64_t>(), 10);
   for (int32_t e : sal.index) EXPECT_TRUE(mask->reshape({-1})[e].item<bool>());
@@ -504,22 +509,22 @@ TEST(QuantizerTest, DequantIsReproducibleFromStoredParameters) {
   for (const ActionFit& f : fit->fits) {
     at::Tensor q = UnitCodes(w, *fit, f.action)->to(at::kFloat);
     const at::Tensor scales = FromVec(f.scales, {m});
-    at::Tensor l = f.action == Action::k2 ? q + 0.5 : q;
+    at::Tensor l = f.action == plan::Action::k2 ? q + 0.5 : q;
     at::Tensor r = l * scales.unsqueeze(1);
-    if (f.action == Action::k1) r = r + FromVec(f.offsets, {m}).unsqueeze(1);
+    if (f.action == plan::Action::k1) r = r + FromVec(f.offsets, {m}).unsqueeze(1);
     r.view({-1}).index_put_({index}, sal_values);
-    EXPECT_TRUE(at::equal(r, *DequantizeUnit(w, *fit, f.action))) << ActionName(f.action);
+    EXPECT_TRUE(at::equal(r, *DequantizeUnit(w, *fit, f.action))) << plan::ActionName(f.action);
     EXPECT_TRUE(at::equal(scales, scales.to(at::kHalf).to(at::kFloat)));
-    const double lo = f.action == Action::k8   ? -128
-                      : f.action == Action::k4 ? -8
-                      : f.action == Action::k3 ? -4
-                      : f.action == Action::k2 ? -2
-                                               : -1;
-    EXPECT_GE(q.min().item<float>(), lo) << ActionName(f.action);
+    const double lo = f.action == plan::Action::k8   ? -128
+                      : f.action == plan::Action::k4 ? -8
+                      : f.action == plan::Action::k3 ? -4
+                      : f.action == plan::Action::k2 ? -2
+                                                     : -1;
+    EXPECT_GE(q.min().item<float>(), lo) << plan::ActionName(f.action);
     EXPECT_LE(q.max().item<float>(),
-              -lo - 1 + (f.action == Action::k1_58 || f.action == Action::k1))
-        << ActionName(f.action);
-    if (f.action == Action::k1) {
+              -lo - 1 + (f.action == plan::Action::k1_58 || f.action == plan::Action::k1))
+        << plan::ActionName(f.action);
+    if (f.action == plan::Action::k1) {
       EXPECT_FALSE((q == 0).any().item<bool>());
     }
   }
@@ -529,14 +534,14 @@ TEST(QuantizerTest, ZeroActivationsFallBackToUnweightedFit) {
   std::vector<float> wv, sv;
   RandomUnit(8, 16, 41, &wv, &sv);
   std::fill(sv.begin(), sv.end(), 0.0f);
-  auto fit = FitUnit(FromVec(wv, {8, 16}), FromVec(sv, {16}), kAllActions);
+  auto fit = FitUnit(FromVec(wv, {8, 16}), FromVec(sv, {16}), plan::kAllActions);
   ASSERT_TRUE(fit.ok());
   const at::Tensor w = FromVec(wv, {8, 16});
   for (const ActionFit& f : fit->fits) {
     EXPECT_EQ(f.error, 0.0);  // 0/0 defined as 0
     const at::Tensor dq = *DequantizeUnit(w, *fit, f.action);
     EXPECT_TRUE(at::isfinite(dq).all().item<bool>());
-    if (f.action == Action::k4) {
+    if (f.action == plan::Action::k4) {
       // The unweighted fit is still a good fit of W.
       EXPECT_LT(((dq - w).square().sum() / w.square().sum()).item<float>(), 0.05f);
     }
@@ -550,13 +555,13 @@ TEST(QuantizerTest, RejectsBadInputs) {
     ASSERT_FALSE(r.ok()) << what;
     EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << what;
   };
-  expect_invalid(FitUnit(at::randn({32}), s, {Action::k4}), "1-D weight");
-  expect_invalid(FitUnit(w.to(at::kDouble), s, {Action::k4}), "double weight");
-  expect_invalid(FitUnit(w, at::ones({7}), {Action::k4}), "size mismatch");
+  expect_invalid(FitUnit(at::randn({32}), s, {plan::Action::k4}), "1-D weight");
+  expect_invalid(FitUnit(w.to(at::kDouble), s, {plan::Action::k4}), "double weight");
+  expect_invalid(FitUnit(w, at::ones({7}), {plan::Action::k4}), "size mismatch");
   at::Tensor bad = w.clone();
   bad[0][0] = NAN;
-  expect_invalid(FitUnit(bad, s, {Action::k4}), "NaN weight");
-  expect_invalid(FitUnit(w, -s, {Action::k4}), "negative scale");
+  expect_invalid(FitUnit(bad, s, {plan::Action::k4}), "NaN weight");
+  expect_invalid(FitUnit(w, -s, {plan::Action::k4}), "negative scale");
   EXPECT_FALSE(SalientMask(w, at::ones({3}), 0.01).ok());
 }
 

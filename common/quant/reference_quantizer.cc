@@ -263,7 +263,7 @@ double ErrorDenominator(const at::Tensor& w, const at::Tensor& s) {
 
 }  // namespace
 
-const ReferenceActionFit* ReferenceUnitFit::Find(Action a) const {
+const ReferenceActionFit* ReferenceUnitFit::Find(plan::Action a) const {
   for (const ReferenceActionFit& f : fits) {
     if (f.action == a) return &f;
   }
@@ -285,7 +285,7 @@ absl::StatusOr<at::Tensor> ReferenceSalientMask(const at::Tensor& weight,
     if (!st.ok()) return st;
     at::Tensor index;
     return SalientMaskUnchecked(weight.contiguous(), act_scale.contiguous(),
-                                SalientCount(weight.numel(), fraction), &index);
+                                plan::SalientCount(weight.numel(), fraction), &index);
   } catch (const c10::Error& e) {
     return absl::InternalError(absl::StrCat("ReferenceSalientMask: ", e.what_without_backtrace()));
   }
@@ -293,17 +293,17 @@ absl::StatusOr<at::Tensor> ReferenceSalientMask(const at::Tensor& weight,
 
 namespace {
 
-using ActionSet = std::array<bool, kNumActions>;
+using ActionSet = std::array<bool, plan::kNumActions>;
 
 // Which operators to run: the requested ones plus their seeding chain (quantizer.h).
-ActionSet NeededActions(absl::Span<const Action> actions) {
+ActionSet NeededActions(absl::Span<const plan::Action> actions) {
   ActionSet need = {};
-  for (Action a : actions) need[ActionIndex(a)] = true;
-  if (need[ActionIndex(Action::k8)]) need[ActionIndex(Action::k4)] = true;
-  if (need[ActionIndex(Action::k4)]) need[ActionIndex(Action::k3)] = true;
-  if (need[ActionIndex(Action::k3)]) {
-    need[ActionIndex(Action::k2)] = true;
-    need[ActionIndex(Action::k1_58)] = true;
+  for (plan::Action a : actions) need[plan::ActionIndex(a)] = true;
+  if (need[plan::ActionIndex(plan::Action::k8)]) need[plan::ActionIndex(plan::Action::k4)] = true;
+  if (need[plan::ActionIndex(plan::Action::k4)]) need[plan::ActionIndex(plan::Action::k3)] = true;
+  if (need[plan::ActionIndex(plan::Action::k3)]) {
+    need[plan::ActionIndex(plan::Action::k2)] = true;
+    need[plan::ActionIndex(plan::Action::k1_58)] = true;
   }
   return need;
 }
@@ -344,13 +344,13 @@ struct FitCollector {
   at::Tensor row_valid;
   double den;
   double salient_err;
-  std::map<Action, ReferenceActionFit> done;
+  std::map<plan::Action, ReferenceActionFit> done;
 
   double UnitError(const at::Tensor& row_error) const {
     if (!(den > 0)) return 0.0;
     return ((row_error * row_valid).to(at::kDouble).sum().item<double>() + salient_err) / den;
   }
-  void Finish(Action a, at::Tensor op_dequant, at::Tensor codes, at::Tensor scales,
+  void Finish(plan::Action a, at::Tensor op_dequant, at::Tensor codes, at::Tensor scales,
               at::Tensor offsets, const at::Tensor& row_error) {
     ReferenceActionFit f;
     f.action = a;
@@ -360,10 +360,10 @@ struct FitCollector {
     f.scales = scales;
     f.offsets = offsets;
     f.error = UnitError(row_error);
-    f.effective_bits = UnitEffectiveBits(m, c, k, a);
+    f.effective_bits = plan::UnitEffectiveBits(m, c, k, a);
     done[a] = std::move(f);
   }
-  void FinishGrid(Action a, const Grid& g, const GridFit& gf) {
+  void FinishGrid(plan::Action a, const Grid& g, const GridFit& gf) {
     Finish(a, Levels(g, gf.codes) * gf.scale.unsqueeze(1), gf.codes, gf.scale, at::Tensor(),
            gf.row_error);
   }
@@ -374,15 +374,15 @@ struct FitCollector {
 void FitUniformChain(const UnitContext& u, const QuantizerOptions& options, const ActionSet& need,
                      FitCollector* fits) {
   std::vector<at::Tensor> seeds;
-  if (need[ActionIndex(Action::k3)]) {
-    seeds = {fits->done[Action::k2].scales * 0.5, fits->done[Action::k1_58].scales};
+  if (need[plan::ActionIndex(plan::Action::k3)]) {
+    seeds = {fits->done[plan::Action::k2].scales * 0.5, fits->done[plan::Action::k1_58].scales};
   }
   const int uniform_bits[] = {3, 4, 8};
-  const Action uniform_actions[] = {Action::k3, Action::k4, Action::k8};
+  const plan::Action uniform_actions[] = {plan::Action::k3, plan::Action::k4, plan::Action::k8};
   int prev_bits = 0;
   for (int i = 0; i < 3; ++i) {
-    const Action a = uniform_actions[i];
-    if (!need[ActionIndex(a)]) break;  // the chain 3 <- 4 <- 8 is closed downwards
+    const plan::Action a = uniform_actions[i];
+    if (!need[plan::ActionIndex(a)]) break;  // the chain 3 <- 4 <- 8 is closed downwards
     const int b = uniform_bits[i];
     if (prev_bits > 0)
       seeds = {fits->done[uniform_actions[i - 1]].scales / double(1 << (b - prev_bits))};
@@ -396,7 +396,7 @@ void FitUniformChain(const UnitContext& u, const QuantizerOptions& options, cons
 
 absl::StatusOr<ReferenceUnitFit> ReferenceFitUnit(const at::Tensor& weight,
                                                   const at::Tensor& act_scale,
-                                                  absl::Span<const Action> actions,
+                                                  absl::Span<const plan::Action> actions,
                                                   const QuantizerOptions& options) {
   try {
     absl::Status st = CheckInputs(weight, act_scale);
@@ -408,7 +408,7 @@ absl::StatusOr<ReferenceUnitFit> ReferenceFitUnit(const at::Tensor& weight,
     ReferenceUnitFit out;
     out.rows = m;
     out.cols = c;
-    const int64_t k = SalientCount(m * c, options.salient_fraction);
+    const int64_t k = plan::SalientCount(m * c, options.salient_fraction);
     at::Tensor salient_values;
     out.salient = MakeSalient(w, s, k, &salient_values);
     const ActionSet need = NeededActions(actions);
@@ -424,50 +424,54 @@ absl::StatusOr<ReferenceUnitFit> ReferenceFitUnit(const at::Tensor& weight,
                       /*done=*/{}};
 
     const Grid kSeq2{-2, 1, true}, kTern{-1, 1, false};
-    if (need[ActionIndex(Action::k1)]) {
+    if (need[plan::ActionIndex(plan::Action::k1)]) {
       BinaryFit b = FitBinary(u, options);
-      fits.Finish(Action::k1, b.codes * b.alpha.unsqueeze(1) + b.beta.unsqueeze(1), b.codes,
+      fits.Finish(plan::Action::k1, b.codes * b.alpha.unsqueeze(1) + b.beta.unsqueeze(1), b.codes,
                   b.alpha, b.beta, b.row_error);
     }
-    if (need[ActionIndex(Action::k2)])
-      fits.FinishGrid(Action::k2, kSeq2, FitClipGrid(u, kSeq2, options, {}));
-    if (need[ActionIndex(Action::k1_58)])
-      fits.FinishGrid(Action::k1_58, kTern, FitTernary(u, options));
+    if (need[plan::ActionIndex(plan::Action::k2)])
+      fits.FinishGrid(plan::Action::k2, kSeq2, FitClipGrid(u, kSeq2, options, {}));
+    if (need[plan::ActionIndex(plan::Action::k1_58)])
+      fits.FinishGrid(plan::Action::k1_58, kTern, FitTernary(u, options));
     FitUniformChain(u, options, need, &fits);
-    if (need[ActionIndex(Action::k16)]) {
+    if (need[plan::ActionIndex(plan::Action::k16)]) {
       ReferenceActionFit f;
-      f.action = Action::k16;
+      f.action = plan::Action::k16;
       f.dequant = RoundToHalf(w);
       f.error = ReferenceRelativeError(w, f.dequant, s);
-      f.effective_bits = UnitEffectiveBits(m, c, k, Action::k16);
-      fits.done[Action::k16] = std::move(f);
+      f.effective_bits = plan::UnitEffectiveBits(m, c, k, plan::Action::k16);
+      fits.done[plan::Action::k16] = std::move(f);
     }
-    for (Action a : actions) out.fits.push_back(fits.done[a]);
+    for (plan::Action a : actions) out.fits.push_back(fits.done[a]);
     return out;
   } catch (const c10::Error& e) {
     return absl::InternalError(absl::StrCat("ReferenceFitUnit: ", e.what_without_backtrace()));
   }
 }
 
-at::Tensor ReferenceDequantize(const at::Tensor& weight, Action a, const std::vector<float>& scales,
-                               const std::vector<float>& offsets, const SalientSet& salient) {
+at::Tensor ReferenceDequantize(const at::Tensor& weight, plan::Action a,
+                               const std::vector<float>& scales, const std::vector<float>& offsets,
+                               const SalientSet& salient) {
   const at::Tensor w = weight.to(at::kFloat).contiguous();
-  if (a == Action::k16) return RoundToHalf(w);
+  if (a == plan::Action::k16) return RoundToHalf(w);
   const int64_t m = w.size(0);
   const at::Tensor s = at::tensor(scales).reshape({m, 1});
   at::Tensor out;
-  if (a == Action::k1) {
+  if (a == plan::Action::k1) {
     const at::Tensor beta = at::tensor(offsets).reshape({m, 1});
     const at::Tensor q = at::where(w >= beta, at::ones_like(w), -at::ones_like(w));
     out = q * s + beta;
   } else {
-    const double bits = a == Action::k8 ? 8 : a == Action::k4 ? 4 : a == Action::k3 ? 3 : 2;
+    const double bits = a == plan::Action::k8   ? 8
+                        : a == plan::Action::k4 ? 4
+                        : a == plan::Action::k3 ? 3
+                                                : 2;
     double lo = -std::ldexp(1.0, static_cast<int>(bits) - 1), hi = -lo - 1;
-    if (a == Action::k1_58) lo = -1, hi = 1;
+    if (a == plan::Action::k1_58) lo = -1, hi = 1;
     at::Tensor q = w / s;
-    q = a == Action::k2 ? q.floor() : q.round();
+    q = a == plan::Action::k2 ? q.floor() : q.round();
     q = q.clamp(lo, hi);
-    out = (a == Action::k2 ? q + 0.5 : q) * s;
+    out = (a == plan::Action::k2 ? q + 0.5 : q) * s;
   }
   if (salient.count() > 0) {
     const at::Tensor index =

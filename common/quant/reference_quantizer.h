@@ -23,14 +23,14 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "common/quant/action.h"
-#include "common/quant/effective_bits.h"
+#include "common/plan/action.h"
+#include "common/plan/effective_bits.h"
 #include "common/quant/unit_fit.h"
 
 namespace windquant::quant::reference {
 
 struct ReferenceActionFit {
-  Action action = Action::k16;
+  plan::Action action = plan::Action::k16;
   at::Tensor dequant;  // [m, c] float32, salient entries replaced (not for 16)
   at::Tensor codes;    // [m, c] int8 (undefined for 16)
   at::Tensor scales;   // [m] float32 holding FP16 values; undefined for 16
@@ -52,13 +52,13 @@ struct ReferenceUnitFit {
   int64_t cols = 0;
   ReferenceSalientSet salient;
   std::vector<ReferenceActionFit> fits;
-  const ReferenceActionFit* Find(Action a) const;
+  const ReferenceActionFit* Find(plan::Action a) const;
 };
 
 // The first quantizer (switch_margin is ignored). Same arguments and errors as FitUnit.
 absl::StatusOr<ReferenceUnitFit> ReferenceFitUnit(const at::Tensor& weight,
                                                   const at::Tensor& act_scale,
-                                                  absl::Span<const Action> actions,
+                                                  absl::Span<const plan::Action> actions,
                                                   const QuantizerOptions& options = {});
 
 absl::StatusOr<at::Tensor> ReferenceSalientMask(const at::Tensor& weight,
@@ -71,8 +71,9 @@ double ReferenceRelativeError(const at::Tensor& weight, const at::Tensor& dequan
 // float32 and the stored parameters (FP16 values as floats; offsets only for 1 bit), in
 // plain ATen ops following the formulas of unit_fit.h: the slow, obvious reference of
 // fit_kernels.h's DequantizeKernel and of the plan weights built from it.
-at::Tensor ReferenceDequantize(const at::Tensor& weight, Action a, const std::vector<float>& scales,
-                               const std::vector<float>& offsets, const SalientSet& salient);
+at::Tensor ReferenceDequantize(const at::Tensor& weight, plan::Action a,
+                               const std::vector<float>& scales, const std::vector<float>& offsets,
+                               const SalientSet& salient);
 
 }  // namespace windquant::quant::reference
 

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "common/base/log.h"
-#include "common/config/text_range.h"
+#include "common/base/text_range.h"
 #include "common/model/compute_options.h"
 #include "common/quant/calibration_options.h"
 #include "common/quant/compensation.h"
@@ -26,9 +26,9 @@ struct SessionOptions {
   // quant.compensation: kGptq applies plans with error compensation (gptq.h), the
   // factors from a calibration pass over the session's windows; kNone rounds each unit.
   Compensation compensation = Compensation::kNone;
-  config::TextRange heldout;  // evaluation.heldout
-  int context = 256;          // evaluation.context: window length of Perplexity
-  int batch = 16;             // evaluation.batch: windows per forward
+  base::TextRange heldout;  // evaluation.heldout
+  int context = 256;        // evaluation.context: window length of Perplexity
+  int batch = 16;           // evaluation.batch: windows per forward
 
   bool use_cache = true;       // read/write cache_dir
   bool load_eval_text = true;  // tokenize the held-out text (heldout)

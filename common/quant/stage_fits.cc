@@ -9,15 +9,15 @@
 #include "common/base/status_macros.h"
 #include "common/model/safetensors.h"
 #include "common/model/safetensors_stream_writer.h"
+#include "common/plan/plan.h"
 #include "common/quant/fit_kernels.h"
-#include "common/quant/plan.h"
 
 namespace windquant::quant {
 namespace {
 
 constexpr char kFormat[] = "windquant.fits";
 constexpr char kVersion[] = "2";
-constexpr int kStoredActions = kNumActions - 1;  // action indices 1..6
+constexpr int kStoredActions = plan::kNumActions - 1;  // action indices 1..6
 
 template <typename T>
 std::string_view Bytes(const std::vector<T>& v) {
@@ -26,7 +26,7 @@ std::string_view Bytes(const std::vector<T>& v) {
 
 }  // namespace
 
-StageFits::StageFits(UnitTable table, std::vector<UnitParams> params)
+StageFits::StageFits(plan::UnitTable table, std::vector<UnitParams> params)
     : table_(std::move(table)), params_(std::move(params)) {
   layer_begin_.assign(table_.end_layer - table_.first_layer + 1, table_.units.size());
   for (size_t i = table_.units.size(); i-- > 0;) {
@@ -37,30 +37,30 @@ StageFits::StageFits(UnitTable table, std::vector<UnitParams> params)
   }
 }
 
-absl::StatusOr<StageFits> StageFits::Create(UnitTable table, std::vector<UnitParams> params) {
+absl::StatusOr<StageFits> StageFits::Create(plan::UnitTable table, std::vector<UnitParams> params) {
   if (params.size() != table.units.size()) {
     return absl::InvalidArgumentError(
         absl::StrCat("fits: ", params.size(), " units for a table of ", table.units.size()));
   }
   for (size_t i = 0; i < params.size(); ++i) {
-    const Unit& u = table.units[i];
+    const plan::Unit& u = table.units[i];
     const UnitParams& p = params[i];
     if (u.layer < table.first_layer || u.layer >= table.end_layer ||
         (i > 0 && u.layer < table.units[i - 1].layer)) {
       return absl::InvalidArgumentError(
-          absl::StrCat("fits: ", UnitName(u), ": layer outside the stage or out of order"));
+          absl::StrCat("fits: ", plan::UnitName(u), ": layer outside the stage or out of order"));
     }
     if (static_cast<int64_t>(p.scales.size()) != kStoredActions * u.rows ||
         static_cast<int64_t>(p.offsets.size()) != u.rows || p.salient.count() != u.salient_count ||
         static_cast<int64_t>(p.salient.codes.size()) != u.salient_count) {
       return absl::InvalidArgumentError(
-          absl::StrCat("fits: ", UnitName(u), ": parameter sizes disagree with the table"));
+          absl::StrCat("fits: ", plan::UnitName(u), ": parameter sizes disagree with the table"));
     }
     for (int64_t k = 0; k < p.salient.count(); ++k) {
       const int32_t f = p.salient.index[k];
       if (f < 0 || f >= u.n() || (k > 0 && f <= p.salient.index[k - 1])) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("fits: ", UnitName(u), ": salient index ", f, " out of range or order"));
+        return absl::InvalidArgumentError(absl::StrCat(
+            "fits: ", plan::UnitName(u), ": salient index ", f, " out of range or order"));
       }
     }
   }
@@ -73,10 +73,10 @@ StageFits::UnitParams StageFits::Compact(const UnitFit& fit) {
   p.scales.assign(kStoredActions * fit.rows, 0);
   p.offsets.assign(fit.rows, 0);
   for (const ActionFit& f : fit.fits) {
-    const int a = ActionIndex(f.action);
+    const int a = plan::ActionIndex(f.action);
     if (a == 0) continue;
     for (int64_t r = 0; r < fit.rows; ++r) p.scales[(a - 1) * fit.rows + r] = HalfBits(f.scales[r]);
-    if (f.action == Action::k1) {
+    if (f.action == plan::Action::k1) {
       for (int64_t r = 0; r < fit.rows; ++r) p.offsets[r] = HalfBits(f.offsets[r]);
     }
   }
@@ -93,13 +93,13 @@ int64_t StageFits::ParamBytes() const {
 }
 
 absl::Status StageFits::CheckPlan(const std::vector<int>& actions) const {
-  for (const Unit& u : table_.units) {
+  for (const plan::Unit& u : table_.units) {
     if (u.id >= actions.size()) {
       return absl::InvalidArgumentError(absl::StrCat(
           "plan has ", actions.size(), " actions, but unit id ", u.id, " is in the table"));
     }
     const int a = actions[u.id];
-    if (a < 0 || a >= kNumActions) {
+    if (a < 0 || a >= plan::kNumActions) {
       return absl::InvalidArgumentError(
           absl::StrCat("unit ", u.id, ": action index ", a, " out of range"));
     }
@@ -119,7 +119,7 @@ std::vector<float> StageFits::Scales(size_t i, int action) const {
 
 std::vector<float> StageFits::Offsets(size_t i, int action) const {
   std::vector<float> out;
-  if (action != ActionIndex(Action::k1)) return out;
+  if (action != plan::ActionIndex(plan::Action::k1)) return out;
   for (uint16_t h : params_[i].offsets) out.push_back(FromHalfBits(h));
   return out;
 }
@@ -139,13 +139,13 @@ void StageFits::ApplyToLayer(int64_t layer, const std::vector<int>& actions,
   at::parallel_for(static_cast<int64_t>(begin), static_cast<int64_t>(end), 1,
                    [&](int64_t b, int64_t e) {
                      for (int64_t i = b; i < e; ++i) {
-                       const Unit& u = table_.units[i];
+                       const plan::Unit& u = table_.units[i];
                        at::Tensor& w = (*linears)[u.matrix];
                        float* base = w.data_ptr<float>() + u.col_begin;
                        const UnitView view{base, w.size(1), u.rows, u.cols};
                        const int a = actions[u.id];
                        const std::vector<float> scales = Scales(i, a), offsets = Offsets(i, a);
-                       DequantizeKernel(view, kAllActions[a], scales.data(), offsets.data(),
+                       DequantizeKernel(view, plan::kAllActions[a], scales.data(), offsets.data(),
                                         params_[i].salient, base, w.size(1));
                      }
                    });
@@ -163,12 +163,13 @@ void StageFits::ApplyCompensated(
     std::vector<std::vector<float>> scales, offsets;
     std::vector<ColumnUnit> units;
     for (size_t i = begin; i < end; ++i) {
-      const Unit& u = table_.units[i];
+      const plan::Unit& u = table_.units[i];
       if (u.matrix != m) continue;
       const int a = actions[u.id];
       scales.push_back(Scales(i, a));
       offsets.push_back(Offsets(i, a));
-      units.push_back({u.col_begin, u.cols, kAllActions[a], nullptr, nullptr, &params_[i].salient});
+      units.push_back(
+          {u.col_begin, u.cols, plan::kAllActions[a], nullptr, nullptr, &params_[i].salient});
     }
     for (size_t k = 0; k < units.size(); ++k) {
       units[k].scales = scales[k].empty() ? nullptr : scales[k].data();
@@ -182,10 +183,10 @@ void StageFits::ApplyCompensated(
 
 at::Tensor StageFits::DequantizeUnit(size_t i, int action, const at::Tensor& weight) const {
   const at::Tensor w = weight.contiguous();
-  const Unit& u = table_.units[i];
+  const plan::Unit& u = table_.units[i];
   at::Tensor out = at::empty({u.rows, u.cols}, at::kFloat);
   const std::vector<float> scales = Scales(i, action), offsets = Offsets(i, action);
-  DequantizeKernel(UnitView{w.data_ptr<float>(), u.cols, u.rows, u.cols}, kAllActions[action],
+  DequantizeKernel(UnitView{w.data_ptr<float>(), u.cols, u.rows, u.cols}, plan::kAllActions[action],
                    scales.data(), offsets.data(), params_[i].salient, out.data_ptr<float>(),
                    u.cols);
   return out;
@@ -193,17 +194,17 @@ at::Tensor StageFits::DequantizeUnit(size_t i, int action, const at::Tensor& wei
 
 std::vector<int8_t> StageFits::UnitCodes(size_t i, int action, const at::Tensor& weight) const {
   const at::Tensor w = weight.contiguous();
-  const Unit& u = table_.units[i];
+  const plan::Unit& u = table_.units[i];
   std::vector<int8_t> out(u.n());
   const std::vector<float> scales = Scales(i, action), offsets = Offsets(i, action);
-  CodesKernel(UnitView{w.data_ptr<float>(), u.cols, u.rows, u.cols}, kAllActions[action],
+  CodesKernel(UnitView{w.data_ptr<float>(), u.cols, u.rows, u.cols}, plan::kAllActions[action],
               scales.data(), offsets.data(), out.data());
   return out;
 }
 
 absl::Status StageFits::Save(const std::string& path) const {
   int64_t k = 0, rows = 0;
-  for (const Unit& u : table_.units) {
+  for (const plan::Unit& u : table_.units) {
     k += u.salient_count;
     rows += u.rows;
   }
@@ -232,7 +233,7 @@ absl::Status StageFits::Save(const std::string& path) const {
   return w->Finish();
 }
 
-absl::StatusOr<StageFits> StageFits::Load(const std::string& path, UnitTable table) {
+absl::StatusOr<StageFits> StageFits::Load(const std::string& path, plan::UnitTable table) {
   absl::StatusOr<std::unique_ptr<model::SafetensorsFile>> opened =
       model::SafetensorsFile::Open(path);
   if (!opened.ok()) return opened.status();
@@ -246,7 +247,7 @@ absl::StatusOr<StageFits> StageFits::Load(const std::string& path, UnitTable tab
         absl::StrCat(path, ": not a ", kFormat, " file of version ", kVersion));
   }
   int64_t k = 0, rows = 0;
-  for (const Unit& u : table.units) {
+  for (const plan::Unit& u : table.units) {
     k += u.salient_count;
     rows += u.rows;
   }
@@ -272,7 +273,7 @@ absl::StatusOr<StageFits> StageFits::Load(const std::string& path, UnitTable tab
   std::vector<UnitParams> params(units);
   int64_t ko = 0, ro = 0;
   for (int64_t i = 0; i < units; ++i) {
-    const Unit& u = table.units[i];
+    const plan::Unit& u = table.units[i];
     UnitParams& p = params[i];
     p.salient.index.resize(u.salient_count);
     p.salient.codes.resize(u.salient_count);

@@ -29,9 +29,9 @@
 
 #include "absl/status/statusor.h"
 #include "common/model/llama_weights.h"
+#include "common/plan/unit_table.h"
 #include "common/quant/gptq.h"
 #include "common/quant/unit_fit.h"
-#include "common/quant/unit_table.h"
 
 namespace windquant::quant {
 
@@ -49,11 +49,11 @@ class StageFits {
   StageFits() = default;
   // `params[i]` belongs to table.units[i]. INVALID_ARGUMENT when sizes disagree with the
   // table (rows, salient counts) or a salient index is out of its unit.
-  static absl::StatusOr<StageFits> Create(UnitTable table, std::vector<UnitParams> params);
+  static absl::StatusOr<StageFits> Create(plan::UnitTable table, std::vector<UnitParams> params);
   // The parameters of a UnitFit holding every action (FP16 values stored as FP16 bits).
   static UnitParams Compact(const UnitFit& fit);
 
-  const UnitTable& table() const { return table_; }
+  const plan::UnitTable& table() const { return table_; }
   // The table's identity as plans carry it (table_fingerprint.h); the cache
   // keys its entries by another one (UnitTableFingerprint).
   void set_fingerprint(std::string fingerprint) { table_.fingerprint = std::move(fingerprint); }
@@ -103,16 +103,16 @@ class StageFits {
   //   scales F16 [sum 6 * rows], offsets F16 [sum rows]   (all in unit order)
   // Load: DATA_LOSS naming the file when it is not that format or disagrees with `table`.
   absl::Status Save(const std::string& path) const;
-  static absl::StatusOr<StageFits> Load(const std::string& path, UnitTable table);
+  static absl::StatusOr<StageFits> Load(const std::string& path, plan::UnitTable table);
 
  private:
-  StageFits(UnitTable table, std::vector<UnitParams> params);
+  StageFits(plan::UnitTable table, std::vector<UnitParams> params);
   // ApplyToLayer with compensation_ over the layer's units [begin, end).
   void ApplyCompensated(int64_t layer, size_t begin, size_t end, const std::vector<int>& actions,
                         std::array<at::Tensor, model::kNumMatrices>* linears,
                         std::array<at::Tensor, model::kNumMatrices>* quantized_from) const;
 
-  UnitTable table_;
+  plan::UnitTable table_;
   std::vector<UnitParams> params_;
   std::vector<size_t> layer_begin_;  // [layer - first_layer]: index of its first unit
   std::shared_ptr<const GptqFactors> compensation_;

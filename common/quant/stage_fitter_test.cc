@@ -56,10 +56,10 @@ std::vector<at::Tensor> Pass(StageFitter& fitter, const std::vector<at::Tensor>&
   return out;
 }
 
-void ExpectSameUnits(const UnitTable& got, const UnitTable& want, size_t want_begin) {
+void ExpectSameUnits(const plan::UnitTable& got, const plan::UnitTable& want, size_t want_begin) {
   for (size_t i = 0; i < got.units.size(); ++i) {
-    const Unit& g = got.units[i];
-    const Unit& w = want.units[want_begin + i];
+    const plan::Unit& g = got.units[i];
+    const plan::Unit& w = want.units[want_begin + i];
     EXPECT_EQ(g.layer, w.layer);
     EXPECT_EQ(g.error, w.error) << "unit " << i;
     EXPECT_EQ(g.bits, w.bits) << "unit " << i;

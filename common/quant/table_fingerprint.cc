@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/base/files.h"
 #include "common/base/status_macros.h"
-#include "common/config/text_range.h"
+#include "common/base/text_range.h"
 #include "common/model/tokenizer.h"
 #include "common/quant/unit_fit.h"
 
@@ -126,11 +126,11 @@ absl::StatusOr<std::string> RunTableFingerprint(const std::string& model_dir,
   WQ_ASSIGN_OR_RETURN(
       std::unique_ptr<model::Tokenizer> tokenizer,
       model::Tokenizer::FromFile((std::filesystem::path(model_dir) / "tokenizer.json").string()));
-  const config::TextEncoder encode = [&tok = *tokenizer](std::string_view text) {
+  const base::TextEncoder encode = [&tok = *tokenizer](std::string_view text) {
     return tok.Encode(text, /*add_bos=*/false);
   };
   WQ_ASSIGN_OR_RETURN(const std::vector<int32_t> ids,
-                      config::ReadTextRange(calibration.range(), "calibration", encode));
+                      base::ReadTextRange(calibration.range(), "calibration", encode));
   return RunTableFingerprint(model_dir, units, calibration, ids);
 }
 

@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/base/status_macros.h"
-#include "common/quant/action.h"
+#include "common/plan/action.h"
 
 namespace windquant::quant {
 namespace {
@@ -57,22 +57,22 @@ namespace {
 // The compensated errors of units [begin, end) of one linear (all in `w` [rows, in]).
 absl::Status LinearErrors(const StageFits& fits, size_t begin, size_t end, const at::Tensor& w,
                           const at::Tensor& h, double damp_fraction, const std::string& name,
-                          std::vector<Unit>* units) {
+                          std::vector<plan::Unit>* units) {
   std::vector<absl::Status> status(end - begin);
   at::parallel_for(
       static_cast<int64_t>(begin), static_cast<int64_t>(end), 1, [&](int64_t b, int64_t e) {
         for (int64_t i = b; i < e; ++i) {
-          Unit& u = (*units)[i];
+          plan::Unit& u = (*units)[i];
           const at::Tensor cols = w.slice(1, u.col_begin, u.col_begin + u.cols);
           const at::Tensor block = DampedUnitBlock(h, u.col_begin, u.cols, damp_fraction);
           const SalientSet& salient = fits.params(i).salient;
           const std::string what = absl::StrCat(name, " unit ", u.chunk);
-          for (int a = 0; a < kNumActions; ++a) {
+          for (int a = 0; a < plan::kNumActions; ++a) {
             const std::vector<float> scales = fits.Scales(i, a);
             const std::vector<float> offsets = fits.Offsets(i, a);
             ColumnUnit cu{0,
                           u.cols,
-                          kAllActions[a],
+                          plan::kAllActions[a],
                           scales.empty() ? nullptr : scales.data(),
                           offsets.empty() ? nullptr : offsets.data(),
                           &salient};
@@ -95,7 +95,7 @@ absl::StatusOr<StageFits> WithCompensatedUnitErrors(const StageFits& fits,
                                                     const model::LlamaWeights& weights,
                                                     const StageHessians& hessians,
                                                     double damp_fraction) {
-  UnitTable table = fits.table();
+  plan::UnitTable table = fits.table();
   const int64_t first = table.first_layer, end = table.end_layer;
   if (weights.first_layer > first ||
       weights.first_layer + static_cast<int64_t>(weights.layers.size()) < end ||
@@ -107,7 +107,7 @@ absl::StatusOr<StageFits> WithCompensatedUnitErrors(const StageFits& fits,
   try {
     size_t i = 0;
     while (i < table.units.size()) {
-      const Unit& u0 = table.units[i];
+      const plan::Unit& u0 = table.units[i];
       size_t j = i;
       while (j < table.units.size() && table.units[j].layer == u0.layer &&
              table.units[j].matrix == u0.matrix) {

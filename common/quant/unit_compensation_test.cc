@@ -27,7 +27,7 @@ constexpr double kReferenceTolerance = 1e-3;  // relative, float32 path vs float
 constexpr double kFitErrorTolerance = 1e-5;   // relative, diagonal Hessian vs ActionFit::error
 
 // The definition (see the file comment) for one unit: w [rows, c], block [c, c] float64.
-double ReferenceError(const at::Tensor& w, const at::Tensor& block, Action a,
+double ReferenceError(const at::Tensor& w, const at::Tensor& block, plan::Action a,
                       const std::vector<float>& scales, const std::vector<float>& offsets,
                       const SalientSet& salient) {
   const int64_t rows = w.size(0), c = w.size(1);
@@ -75,13 +75,13 @@ TestUnit MakeUnit(int64_t rows, int64_t cols, uint64_t seed) {
   t.s = x.abs().mean(0).contiguous();
   QuantizerOptions o;
   o.salient_fraction = 0.02;
-  absl::StatusOr<UnitFit> f = FitUnit(t.w, t.s, kAllActions, o);
+  absl::StatusOr<UnitFit> f = FitUnit(t.w, t.s, plan::kAllActions, o);
   EXPECT_TRUE(f.ok()) << f.status();
   t.fit = *f;
   return t;
 }
 
-ColumnUnit Column(const TestUnit& t, Action a) {
+ColumnUnit Column(const TestUnit& t, plan::Action a) {
   const ActionFit* af = t.fit.Find(a);
   return {0,
           t.w.size(1),
@@ -94,12 +94,12 @@ ColumnUnit Column(const TestUnit& t, Action a) {
 TEST(UnitCompensationTest, ErrorIsTheColumnByColumnDefinition) {
   const TestUnit t = MakeUnit(19, 40, 3);
   const at::Tensor block = DampedUnitBlock(t.h, 0, 40, 0.01);
-  for (Action a : kAllActions) {
+  for (plan::Action a : plan::kAllActions) {
     absl::StatusOr<double> fast = CompensatedUnitError(t.w, block, Column(t, a), "unit");
     ASSERT_TRUE(fast.ok()) << fast.status();
     const ActionFit* af = t.fit.Find(a);
     const double want = ReferenceError(t.w, block, a, af->scales, af->offsets, t.fit.salient);
-    EXPECT_NEAR(*fast, want, kReferenceTolerance * want + 1e-12) << ActionName(a);
+    EXPECT_NEAR(*fast, want, kReferenceTolerance * want + 1e-12) << plan::ActionName(a);
   }
 }
 
@@ -110,11 +110,12 @@ TEST(UnitCompensationTest, DiagonalHessianGivesTheFitsError) {
   const TestUnit t = MakeUnit(11, 32, 5);
   const at::Tensor block = at::diag(t.s.to(at::kDouble).pow(2));
   // (Not 16: its fit keeps no salient entries, the plan application does.)
-  for (Action a : {Action::k8, Action::k4, Action::k3, Action::k2, Action::k1_58, Action::k1}) {
+  for (plan::Action a : {plan::Action::k8, plan::Action::k4, plan::Action::k3, plan::Action::k2,
+                         plan::Action::k1_58, plan::Action::k1}) {
     absl::StatusOr<double> e = CompensatedUnitError(t.w, block, Column(t, a), "unit");
     ASSERT_TRUE(e.ok()) << e.status();
     const double want = t.fit.Find(a)->error;
-    EXPECT_NEAR(*e, want, kFitErrorTolerance * want + 1e-12) << ActionName(a);
+    EXPECT_NEAR(*e, want, kFitErrorTolerance * want + 1e-12) << plan::ActionName(a);
   }
 }
 
@@ -130,7 +131,8 @@ TEST(UnitCompensationTest, DampedBlockUsesTheWholeHessiansDiagonal) {
 TEST(UnitCompensationTest, NotPositiveDefiniteNamesTheUnit) {
   const TestUnit t = MakeUnit(4, 8, 7);
   const at::Tensor bad = -at::eye(8, at::kDouble);
-  absl::StatusOr<double> e = CompensatedUnitError(t.w, bad, Column(t, Action::k2), "layers.0 x");
+  absl::StatusOr<double> e =
+      CompensatedUnitError(t.w, bad, Column(t, plan::Action::k2), "layers.0 x");
   ASSERT_EQ(e.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(e.status().message().find("layers.0 x"), std::string::npos) << e.status();
 }
@@ -186,8 +188,8 @@ TEST(UnitCompensationTest, StageErrorsAreTheDefinitionAndNothingElseChanges) {
   EXPECT_EQ(comp->table().fingerprint, "fp");
   int lower = 0, total = 0;
   for (size_t i = 0; i < plain->table().units.size(); ++i) {
-    const Unit& p = plain->table().units[i];
-    const Unit& c = comp->table().units[i];
+    const plan::Unit& p = plain->table().units[i];
+    const plan::Unit& c = comp->table().units[i];
     EXPECT_EQ(p.bits, c.bits);
     EXPECT_EQ(p.features, c.features);
     EXPECT_EQ(plain->params(i).scales, comp->params(i).scales);
@@ -200,11 +202,11 @@ TEST(UnitCompensationTest, StageErrorsAreTheDefinitionAndNothingElseChanges) {
                              .linear[p.matrix]
                              .slice(1, p.col_begin, p.col_begin + p.cols)
                              .contiguous();
-    for (int a = 1; a < kNumActions; ++a) {
-      const double want = ReferenceError(w, block, kAllActions[a], comp->Scales(i, a),
+    for (int a = 1; a < plan::kNumActions; ++a) {
+      const double want = ReferenceError(w, block, plan::kAllActions[a], comp->Scales(i, a),
                                          comp->Offsets(i, a), comp->params(i).salient);
       EXPECT_NEAR(c.error[a], want, kReferenceTolerance * want + 1e-12)
-          << "unit " << i << " action " << ActionName(kAllActions[a]);
+          << "unit " << i << " action " << plan::ActionName(plan::kAllActions[a]);
       total += 1;
       lower += c.error[a] < p.error[a] ? 1 : 0;
     }

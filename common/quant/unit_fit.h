@@ -13,13 +13,13 @@
 #include <cstdint>
 #include <vector>
 
-#include "common/quant/action.h"
-#include "common/quant/effective_bits.h"
+#include "common/plan/action.h"
+#include "common/plan/effective_bits.h"
 
 namespace windquant::quant {
 
 struct QuantizerOptions {
-  double salient_fraction = kDefaultSalientFraction;  // k = SalientCount(n, fraction)
+  double salient_fraction = plan::kDefaultSalientFraction;  // k = SalientCount(n, fraction)
   // Uniform (3/4/8) and SEQ 2-bit initial clip search: scale = r * max|W_row| / top_level
   // for r on a grid of `clip_grid_points` from 1.0 down to `clip_min_ratio`.
   int clip_grid_points = 16;
@@ -54,7 +54,7 @@ struct SalientSet {
 
 // Fit of one action on one unit.
 struct ActionFit {
-  Action action = Action::k16;
+  plan::Action action = plan::Action::k16;
   // [rows] FP16 values held as float (alpha for 1 / 1.58 / 2 bit, the step s for 3/4/8);
   // empty for 16. The codes are (fit_kernels.h):
   //   8/4/3: q = clamp(round_half_even(W / s), -2^(b-1), 2^(b-1)-1),  What = s * q
@@ -78,7 +78,7 @@ struct UnitFit {
   int64_t cols = 0;
   SalientSet salient;
   std::vector<ActionFit> fits;  // in the order the actions were requested
-  const ActionFit* Find(Action a) const;
+  const ActionFit* Find(plan::Action a) const;
 };
 
 }  // namespace windquant::quant

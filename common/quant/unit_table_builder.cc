@@ -10,7 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/base/status_macros.h"
-#include "common/quant/effective_bits.h"
+#include "common/plan/effective_bits.h"
 #include "common/quant/fit_kernels.h"
 
 namespace windquant::quant {
@@ -64,20 +64,21 @@ MatrixStats ComputeMatrixStats(const float* w, int64_t n, const float* s, int64_
 
 // Static features of one unit (normalisations documented in unit_table.h); the mass share
 // holds the raw mass sum |W_ij| s_j until the layer's total is known.
-void UnitFeatures(const UnitView& w, const float* s, const MatrixStats& ms, Unit* u) {
+void UnitFeatures(const UnitView& w, const float* s, const MatrixStats& ms, plan::Unit* u) {
   const double n = static_cast<double>(w.rows * w.cols);
   const double w_std = std::max(ms.std, 1e-12), w_var = w_std * w_std;
   const double w_absmax = std::max(ms.absmax, 1e-12), s_mean = std::max(ms.s_mean, 1e-12);
   const UnitStats st = UnitStatsKernel(w, s, static_cast<float>(0.01 * w_absmax));
   const double mean = st.sum / n, var = st.var;
-  u->features[kFeatWeightMean] = Clip(mean / w_std, -1, 1);
-  u->features[kFeatWeightVar] = Clip(std::log2(std::max(var, 1e-24) / w_var) / 4.0, -1, 1);
-  u->features[kFeatSparsity] = Clip(static_cast<double>(st.sparse) / n, 0, 1);
-  u->features[kFeatOutlierFrac] = Clip(10.0 * static_cast<double>(st.outliers) / n, 0, 1);
-  u->features[kFeatActMeanRel] =
+  u->features[plan::kFeatWeightMean] = Clip(mean / w_std, -1, 1);
+  u->features[plan::kFeatWeightVar] = Clip(std::log2(std::max(var, 1e-24) / w_var) / 4.0, -1, 1);
+  u->features[plan::kFeatSparsity] = Clip(static_cast<double>(st.sparse) / n, 0, 1);
+  u->features[plan::kFeatOutlierFrac] = Clip(10.0 * static_cast<double>(st.outliers) / n, 0, 1);
+  u->features[plan::kFeatActMeanRel] =
       Clip(std::log2(std::max(st.s_sum / w.cols, 1e-12) / s_mean) / 4.0, -1, 1);
-  u->features[kFeatActMaxRel] = Clip(std::log2(std::max(st.s_max, 1e-12) / s_mean) / 4.0, -1, 1);
-  u->features[kFeatMassShare] = static_cast<float>(st.mass);
+  u->features[plan::kFeatActMaxRel] =
+      Clip(std::log2(std::max(st.s_max, 1e-12) / s_mean) / 4.0, -1, 1);
+  u->features[plan::kFeatMassShare] = static_cast<float>(st.mass);
 }
 
 }  // namespace
@@ -98,9 +99,9 @@ int64_t FixedFp16Params(const model::LlamaConfig& c) {
 namespace {
 
 // The table's header fields for the stage's layers [first, end).
-UnitTable NewTable(const model::LlamaConfig& cfg, int64_t first, int64_t end,
-                   const UnitTableOptions& options, const std::string& fingerprint) {
-  UnitTable table;
+plan::UnitTable NewTable(const model::LlamaConfig& cfg, int64_t first, int64_t end,
+                         const UnitTableOptions& options, const std::string& fingerprint) {
+  plan::UnitTable table;
   table.fingerprint = fingerprint;
   table.first_layer = static_cast<int32_t>(first);
   table.end_layer = static_cast<int32_t>(end);
@@ -108,14 +109,14 @@ UnitTable NewTable(const model::LlamaConfig& cfg, int64_t first, int64_t end,
   table.chunk_size = static_cast<int32_t>(options.chunk_size);
   table.salient_fraction = options.salient_fraction;
   table.fixed_fp16_params = FixedFp16Params(cfg);
-  table.fixed_param_bits = FixedParamBits(cfg.torch_dtype);
+  table.fixed_param_bits = plan::FixedParamBits(cfg.torch_dtype);
   return table;
 }
 
 // Unit c of matrix m in layer l from its fit: position, bits and error per action, and
 // the features that do not need the whole layer (mass share is raw until the layer ends).
 void DescribeUnit(const UnitFit& fit, uint32_t id, int64_t l, int m, int64_t c, int64_t rows,
-                  int64_t chunk_size, const model::LlamaConfig& cfg, Unit* u) {
+                  int64_t chunk_size, const model::LlamaConfig& cfg, plan::Unit* u) {
   u->id = id;
   u->layer = static_cast<int32_t>(l);
   u->matrix = m;
@@ -124,28 +125,29 @@ void DescribeUnit(const UnitFit& fit, uint32_t id, int64_t l, int m, int64_t c, 
   u->cols = fit.cols;
   u->col_begin = c * chunk_size;
   u->salient_count = fit.salient.count();
-  for (int a = 0; a < kNumActions; ++a) {
-    const ActionFit* f = fit.Find(kAllActions[a]);
+  for (int a = 0; a < plan::kNumActions; ++a) {
+    const ActionFit* f = fit.Find(plan::kAllActions[a]);
     u->bits[a] = f->effective_bits;
     u->error[a] = f->error;
   }
-  u->features[kFeatIsAttention] = m <= static_cast<int>(model::Matrix::kO) ? 1.f : 0.f;
-  u->features[kFeatIsMlp] = m > static_cast<int>(model::Matrix::kO) ? 1.f : 0.f;
-  u->features[kFeatDepth] =
+  u->features[plan::kFeatIsAttention] = m <= static_cast<int>(model::Matrix::kO) ? 1.f : 0.f;
+  u->features[plan::kFeatIsMlp] = m > static_cast<int>(model::Matrix::kO) ? 1.f : 0.f;
+  u->features[plan::kFeatDepth] =
       cfg.num_hidden_layers > 1
           ? static_cast<float>(l) / static_cast<float>(cfg.num_hidden_layers - 1)
           : 0.f;
-  const double e2 = u->error[ActionIndex(Action::k2)], e4 = u->error[ActionIndex(Action::k4)];
-  u->features[kFeatErrRatio] =
+  const double e2 = u->error[plan::ActionIndex(plan::Action::k2)],
+               e4 = u->error[plan::ActionIndex(plan::Action::k4)];
+  u->features[plan::kFeatErrRatio] =
       Clip(std::log10(std::max(e2, 1e-12) / std::max(e4, 1e-12)) / 2.0, 0, 1);
 }
 
 // Mass share: unit mass / layer mass, times the units in the layer (1 = average unit),
 // log2-scaled and clipped to [-1, 1].
-void NormalizeMassShare(size_t layer_begin, double layer_mass, UnitTable* table) {
+void NormalizeMassShare(size_t layer_begin, double layer_mass, plan::UnitTable* table) {
   const double units_in_layer = static_cast<double>(table->units.size() - layer_begin);
   for (size_t i = layer_begin; i < table->units.size(); ++i) {
-    float& f = table->units[i].features[kFeatMassShare];
+    float& f = table->units[i].features[plan::kFeatMassShare];
     const double share = layer_mass > 0 ? f / layer_mass * units_in_layer : 1.0;
     f = Clip(std::log2(std::max(share, 1e-6)) / 4.0, -1, 1);
   }
@@ -157,7 +159,7 @@ struct StageBuild {
   const UnitTableOptions& options;
   QuantizerOptions quantizer;
   int64_t per_layer;
-  UnitTable table;
+  plan::UnitTable table;
   std::vector<StageFits::UnitParams> params;
 };
 
@@ -185,10 +187,10 @@ absl::StatusOr<int64_t> FitMatrix(int64_t l, int m, const at::Tensor& stored,
     return absl::InvalidArgumentError(absl::StrCat(
         name, ": weights or calibration statistics contain NaN / Inf or a negative scale"));
   }
-  const std::vector<Action> all(kAllActions.begin(), kAllActions.end());
+  const std::vector<plan::Action> all(plan::kAllActions.begin(), plan::kAllActions.end());
   const int64_t chunks = ChunksOf(in, C);
   std::vector<UnitFit> fits(chunks);
-  std::vector<Unit> units(chunks);
+  std::vector<plan::Unit> units(chunks);
   at::parallel_for(0, chunks, 1, [&](int64_t b, int64_t e) {
     for (int64_t c = b; c < e; ++c) {
       const int64_t c0 = c * C, c1 = std::min<int64_t>(c0 + C, in);
@@ -198,11 +200,11 @@ absl::StatusOr<int64_t> FitMatrix(int64_t l, int m, const at::Tensor& stored,
     }
   });
   for (int64_t c = 0; c < chunks; ++c) {
-    Unit& u = units[c];
+    plan::Unit& u = units[c];
     const uint32_t id =
         static_cast<uint32_t>(l * build->per_layer + (build->table.units.size() - layer_begin));
     DescribeUnit(fits[c], id, l, m, c, rows, C, build->cfg, &u);
-    *layer_mass += u.features[kFeatMassShare];
+    *layer_mass += u.features[plan::kFeatMassShare];
     build->table.units.push_back(u);
     build->params.push_back(StageFits::Compact(fits[c]));
   }

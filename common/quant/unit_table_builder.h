@@ -15,10 +15,10 @@
 
 #include "absl/status/statusor.h"
 #include "common/model/llama_weights.h"
+#include "common/plan/unit_table.h"
 #include "common/quant/calibration.h"
 #include "common/quant/stage_fits.h"
 #include "common/quant/unit_fit.h"
-#include "common/quant/unit_table.h"
 #include "common/quant/unit_table_options.h"
 
 namespace windquant::quant {

@@ -3,7 +3,7 @@
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
 
-#include "common/quant/effective_bits.h"
+#include "common/plan/effective_bits.h"
 #include "gtest/gtest.h"
 #include "windquant/v1/types.pb.h"
 
@@ -133,29 +133,31 @@ class UnitTableBuilderTest : public ::testing::Test {
 TEST_F(UnitTableBuilderTest, EnumeratesUnitsInGlobalOrderWithHonestBits) {
   auto sq = BuildStageFits(weights_, stats_, options_, "fp");
   ASSERT_TRUE(sq.ok()) << sq.status();
-  const UnitTable& t = sq->table();
+  const plan::UnitTable& t = sq->table();
   // q,k,v,o,gate,up: 32 columns = 2 chunks each; down: 40 = 16+16+8 -> 3 chunks.
   EXPECT_EQ(UnitsPerLayer(weights_.config, 16), 15);
   ASSERT_EQ(t.units.size(), 45u);
   ASSERT_TRUE(t.Validate().ok());
-  const Unit& last = t.units[14];
+  const plan::Unit& last = t.units[14];
   EXPECT_EQ(last.matrix, 6);
   EXPECT_EQ(last.cols, 8);
   EXPECT_EQ(last.col_begin, 32);
-  for (const Unit& u : t.units) {
-    for (int a = 0; a < kNumActions; ++a) {
-      EXPECT_DOUBLE_EQ(u.bits[a],
-                       UnitEffectiveBits(u.rows, u.cols, u.salient_count, kAllActions[a]));
+  for (const plan::Unit& u : t.units) {
+    for (int a = 0; a < plan::kNumActions; ++a) {
+      EXPECT_DOUBLE_EQ(u.bits[a], plan::UnitEffectiveBits(u.rows, u.cols, u.salient_count,
+                                                          plan::kAllActions[a]));
     }
-    EXPECT_LE(u.error[ActionIndex(Action::k8)], u.error[ActionIndex(Action::k4)] + 1e-9);
-    EXPECT_LE(u.error[ActionIndex(Action::k4)], u.error[ActionIndex(Action::k2)] + 1e-9);
+    EXPECT_LE(u.error[plan::ActionIndex(plan::Action::k8)],
+              u.error[plan::ActionIndex(plan::Action::k4)] + 1e-9);
+    EXPECT_LE(u.error[plan::ActionIndex(plan::Action::k4)],
+              u.error[plan::ActionIndex(plan::Action::k2)] + 1e-9);
     for (float f : u.features) EXPECT_TRUE(std::isfinite(f));
   }
   // Bits of a uniform plan recounted independently: sum over units / weights.
-  std::vector<int> plan(t.units.size(), ActionIndex(Action::k4));
+  std::vector<int> plan(t.units.size(), plan::ActionIndex(plan::Action::k4));
   double bits = 0, n = 0;
-  for (const Unit& u : t.units) {
-    bits += UnitEffectiveBits(u.rows, u.cols, u.salient_count, Action::k4);
+  for (const plan::Unit& u : t.units) {
+    bits += plan::UnitEffectiveBits(u.rows, u.cols, u.salient_count, plan::Action::k4);
     n += u.rows * u.cols;
   }
   EXPECT_DOUBLE_EQ(t.EffectiveBits(plan), bits / n);
@@ -165,8 +167,8 @@ TEST_F(UnitTableBuilderTest, EnumeratesUnitsInGlobalOrderWithHonestBits) {
 TEST_F(UnitTableBuilderTest, ApplyReplacesEachUnitByItsChosenAction) {
   auto sq = BuildStageFits(weights_, stats_, options_, "fp");
   ASSERT_TRUE(sq.ok());
-  std::vector<int> plan(sq->table().units.size(), ActionIndex(Action::k16));
-  plan[1] = ActionIndex(Action::k2);  // q_proj chunk 1 of layer 0
+  std::vector<int> plan(sq->table().units.size(), plan::ActionIndex(plan::Action::k16));
+  plan[1] = plan::ActionIndex(plan::Action::k2);  // q_proj chunk 1 of layer 0
   ASSERT_TRUE(sq->CheckPlan(plan).ok());
   std::array<at::Tensor, model::kNumMatrices> lin;
   for (int m = 0; m < model::kNumMatrices; ++m) lin[m] = weights_.layers[0].linear[m].clone();
@@ -174,8 +176,9 @@ TEST_F(UnitTableBuilderTest, ApplyReplacesEachUnitByItsChosenAction) {
   const at::Tensor q = lin[0];
   const at::Tensor orig = weights_.layers[0].linear[0];
   EXPECT_TRUE(at::equal(q.slice(1, 0, 16), orig.slice(1, 0, 16).to(at::kHalf).to(at::kFloat)));
-  EXPECT_TRUE(at::equal(q.slice(1, 16, 32),
-                        sq->DequantizeUnit(1, ActionIndex(Action::k2), orig.slice(1, 16, 32))));
+  EXPECT_TRUE(
+      at::equal(q.slice(1, 16, 32),
+                sq->DequantizeUnit(1, plan::ActionIndex(plan::Action::k2), orig.slice(1, 16, 32))));
   EXPECT_FALSE(at::equal(q.slice(1, 16, 32), orig.slice(1, 16, 32)));
   plan[3] = 9;
   const absl::Status bad = sq->CheckPlan(plan);
@@ -228,9 +231,9 @@ TEST_F(UnitTableBuilderTest, StagesMergeIntoTheWholeTableAndRoundTripProto) {
   ASSERT_TRUE(a.ok() && b.ok());
   v1::UnitTable proto;
   b->table().ToProto(&proto);
-  auto b2 = UnitTable::FromProto(proto);
+  auto b2 = plan::UnitTable::FromProto(proto);
   ASSERT_TRUE(b2.ok()) << b2.status();
-  auto merged = UnitTable::Merge({*b2, a->table()});
+  auto merged = plan::UnitTable::Merge({*b2, a->table()});
   ASSERT_TRUE(merged.ok()) << merged.status();
   ASSERT_EQ(merged->units.size(), whole->table().units.size());
   for (size_t i = 0; i < merged->units.size(); ++i) {
@@ -238,11 +241,11 @@ TEST_F(UnitTableBuilderTest, StagesMergeIntoTheWholeTableAndRoundTripProto) {
     EXPECT_EQ(merged->units[i].bits, whole->table().units[i].bits);
     EXPECT_EQ(merged->units[i].error, whole->table().units[i].error);
   }
-  EXPECT_FALSE(UnitTable::Merge({b->table()}).ok());  // layer 0 missing
+  EXPECT_FALSE(plan::UnitTable::Merge({b->table()}).ok());  // layer 0 missing
   b2->fingerprint = "other";
-  EXPECT_FALSE(UnitTable::Merge({a->table(), *b2}).ok());
+  EXPECT_FALSE(plan::UnitTable::Merge({a->table(), *b2}).ok());
   proto.mutable_units(0)->add_features(1.0f);
-  EXPECT_FALSE(UnitTable::FromProto(proto).ok());
+  EXPECT_FALSE(plan::UnitTable::FromProto(proto).ok());
 }
 
 }  // namespace

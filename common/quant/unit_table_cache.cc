@@ -201,7 +201,7 @@ absl::StatusOr<CachedQuantization> UnitTableCache::Load(const std::string& key, 
       return absl::DataLossError(absl::StrCat(path, ": checksum does not match ", kManifestFile));
     }
   }
-  UnitTable table;
+  plan::UnitTable table;
   {
     WQ_ASSIGN_OR_RETURN(const std::string bytes, base::ReadFile((d / kTableFile).string()));
     v1::UnitTable proto;
@@ -213,7 +213,7 @@ absl::StatusOr<CachedQuantization> UnitTableCache::Load(const std::string& key, 
       return absl::NotFoundError(
           absl::StrCat((d / kTableFile).string(), ": a table without fixed_param_bits"));
     }
-    absl::StatusOr<UnitTable> t = UnitTable::FromProto(proto);
+    absl::StatusOr<plan::UnitTable> t = plan::UnitTable::FromProto(proto);
     if (!t.ok())
       return absl::DataLossError(
           absl::StrCat((d / kTableFile).string(), ": ", t.status().message()));
@@ -250,7 +250,7 @@ absl::StatusOr<CachedQuantization> UnitTableCache::Load(const std::string& key, 
 
 absl::Status UnitTableCache::Store(const std::string& key, const StageFits& fits,
                                    const ActivationStats& stats) const {
-  const UnitTable& table = fits.table();
+  const plan::UnitTable& table = fits.table();
   const std::filesystem::path d(EntryDir(key));
   v1::UnitTable proto;
   table.ToProto(&proto);

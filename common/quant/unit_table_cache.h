@@ -38,11 +38,11 @@
 #include "absl/status/statusor.h"
 #include "common/model/checkpoint.h"
 #include "common/model/llama_weights.h"
+#include "common/plan/unit_table.h"
 #include "common/quant/calibration.h"
 #include "common/quant/calibration_options.h"
 #include "common/quant/stage_fits.h"
 #include "common/quant/unit_fit.h"
-#include "common/quant/unit_table.h"
 
 namespace windquant::quant {
 

@@ -106,7 +106,7 @@ TEST(UnitTableCacheTest, StoreLoadRoundTripAndNotFound) {
   ASSERT_TRUE(cache.Store("abc123", *sq, stats).ok());
   auto hit = cache.Load("abc123", 0, 2);
   ASSERT_TRUE(hit.ok()) << hit.status();
-  const UnitTable& t = hit->fits.table();
+  const plan::UnitTable& t = hit->fits.table();
   ASSERT_EQ(t.units.size(), sq->table().units.size());
   for (size_t i = 0; i < t.units.size(); ++i) {
     EXPECT_EQ(t.units[i].error, sq->table().units[i].error);
@@ -119,7 +119,7 @@ TEST(UnitTableCacheTest, StoreLoadRoundTripAndNotFound) {
   }
   // The same plan weights from the loaded fits.
   std::vector<int> plan(t.units.size());
-  for (size_t i = 0; i < plan.size(); ++i) plan[i] = static_cast<int>(i % kNumActions);
+  for (size_t i = 0; i < plan.size(); ++i) plan[i] = static_cast<int>(i % plan::kNumActions);
   std::array<at::Tensor, model::kNumMatrices> x, y;
   for (int m = 0; m < 7; ++m) x[m] = w.layers[1].linear[m].clone(), y[m] = x[m].clone();
   sq->ApplyToLayer(1, plan, &x);
@@ -199,7 +199,7 @@ TEST(QuantizationSessionTest, CacheHitFitsNothingAndCorruptionRecomputes) {
   EXPECT_EQ((*second)->table().units[7].error, (*first)->table().units[7].error);
 
   // Same plan, same perplexity from the cached fits.
-  std::vector<int> plan((*first)->table().units.size(), ActionIndex(Action::k3));
+  std::vector<int> plan((*first)->table().units.size(), plan::ActionIndex(plan::Action::k3));
   auto p1 = (*first)->Perplexity(plan, 2000), p2 = (*second)->Perplexity(plan, 2000);
   ASSERT_TRUE(p1.ok() && p2.ok());
   EXPECT_EQ(p1->perplexity, p2->perplexity);

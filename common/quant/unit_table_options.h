@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-#include "common/quant/effective_bits.h"
+#include "common/plan/effective_bits.h"
 #include "common/quant/unit_fit.h"
 
 namespace windquant::quant {
@@ -17,7 +17,7 @@ struct UnitTableOptions {
   // Columns of a matrix per unit (the last chunk of a row may be narrower); >= 1.
   int64_t chunk_size = 256;
   // Share of a unit's entries kept exactly as INT8 salient entries (SalientCount).
-  double salient_fraction = kDefaultSalientFraction;
+  double salient_fraction = plan::kDefaultSalientFraction;
 };
 
 // The quantizer a table of `options` is fitted with: the defaults of QuantizerOptions

@@ -3,7 +3,7 @@
 // rendered again later from that file alone (`windquant report`).
 //
 // Units: bits are effective bits per weight (DESIGN.md section 3, the one formula in
-// common/quant/effective_bits.h); perplexities are plain exp(mean NLL); wall time in s.
+// common/plan/effective_bits.h); perplexities are plain exp(mean NLL); wall time in s.
 // Embeddings, final norm and lm_head are not units and are not counted in the bits.
 //
 // report.json (every key is written; on reading, keys marked [opt] may be absent):

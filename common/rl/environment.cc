@@ -5,8 +5,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "common/quant/action.h"
-#include "common/quant/baselines.h"
+#include "common/plan/action.h"
+#include "common/search/baselines.h"
 
 namespace windquant::rl {
 namespace {
@@ -14,7 +14,7 @@ namespace {
 // Relative slack on the budget test so that a plan that fills the budget
 // exactly is not rejected by rounding in the running sums.
 constexpr double kBudgetRelativeSlack = 1e-12;
-constexpr int kSkipAction = 0;  // quant::Action::k16
+constexpr int kSkipAction = 0;  // plan::Action::k16
 
 }  // namespace
 
@@ -25,13 +25,13 @@ EnvOptions MakeEnvOptions(const EnvironmentOptions& env, double target_bits) {
                   : env.budget_mode == "repair" ? BudgetMode::kRepair
                                                 : BudgetMode::kHard;
   o.repair_order =
-      env.repair_order == "walk" ? quant::RepairOrder::kWalk : quant::RepairOrder::kProxy;
+      env.repair_order == "walk" ? search::RepairOrder::kWalk : search::RepairOrder::kProxy;
   o.step_saving_weight = env.step_saving_weight;
   o.skip_penalty = env.skip_penalty;
   return o;
 }
 
-absl::StatusOr<std::shared_ptr<const UnitCosts>> UnitCosts::Create(const quant::UnitTable& table) {
+absl::StatusOr<std::shared_ptr<const UnitCosts>> UnitCosts::Create(const plan::UnitTable& table) {
   if (table.units.empty()) return absl::InvalidArgumentError("unit table: no units");
   auto c = std::shared_ptr<UnitCosts>(new UnitCosts());
   c->table_ = table;
@@ -41,11 +41,11 @@ absl::StatusOr<std::shared_ptr<const UnitCosts>> UnitCosts::Create(const quant::
   c->suffix_weights_.assign(n + 1, 0.0);
   c->suffix_min_bits_.assign(n + 1, 0.0);
   for (int64_t u = 0; u < n; ++u) {
-    const quant::Unit& unit = table.units[u];
+    const plan::Unit& unit = table.units[u];
     if (unit.n() <= 0)
       return absl::InvalidArgumentError(absl::StrCat("unit table: unit ", u, " is empty"));
     int best = 0;
-    for (int a = 0; a < quant::kNumActions; ++a) {
+    for (int a = 0; a < plan::kNumActions; ++a) {
       if (!std::isfinite(unit.bits[a]) || unit.bits[a] < 0) {
         return absl::InvalidArgumentError(absl::StrCat("unit table: unit ", u, " bits[", a,
                                                        "] is not a finite non-negative number"));
@@ -94,13 +94,13 @@ void Environment::State(float* out) const {
 
 void Environment::Mask(uint8_t* out) const {
   if (options_.budget_mode != BudgetMode::kHard) {
-    std::fill(out, out + quant::kNumActions, uint8_t{1});
+    std::fill(out, out + plan::kNumActions, uint8_t{1});
     return;
   }
   const double limit = budget_bits_ * (1.0 + kBudgetRelativeSlack) - spent_bits_ -
                        costs_->suffix_min_bits(step_ + 1);
   bool any = false;
-  for (int a = 0; a < quant::kNumActions; ++a) {
+  for (int a = 0; a < plan::kNumActions; ++a) {
     out[a] = costs_->bits(step_, a) <= limit ? 1 : 0;
     any = any || out[a];
   }
@@ -109,17 +109,17 @@ void Environment::Mask(uint8_t* out) const {
 
 absl::StatusOr<float> Environment::Step(int action) {
   if (done()) return absl::InvalidArgumentError("environment: episode already finished");
-  if (action < 0 || action >= quant::kNumActions) {
+  if (action < 0 || action >= plan::kNumActions) {
     return absl::InvalidArgumentError(
         absl::StrCat("environment: action ", action, " out of range"));
   }
-  uint8_t mask[quant::kNumActions];
+  uint8_t mask[plan::kNumActions];
   Mask(mask);
   if (!mask[action]) {
     return absl::InvalidArgumentError(
         absl::StrCat("environment: action ", action, " is masked at step ", step_));
   }
-  const quant::Unit& unit = costs_->table().units[step_];
+  const plan::Unit& unit = costs_->table().units[step_];
   const double n = static_cast<double>(unit.n());
   const double weights_left = costs_->suffix_weights(step_);
   const double running_target = (budget_bits_ - spent_bits_) / weights_left;
@@ -149,14 +149,14 @@ absl::StatusOr<Rollout> BatchedEnvironment::Run(const Policy& policy, at::Genera
   out.episodes.assign(n, {});
   out.step_return.assign(n, 0.0);
   at::Tensor states = at::empty({n, kStateDim}, at::kFloat);
-  at::Tensor masks_u8 = at::empty({n, quant::kNumActions}, at::kByte);
+  at::Tensor masks_u8 = at::empty({n, plan::kNumActions}, at::kByte);
   float* s = states.data_ptr<float>();
   uint8_t* m = masks_u8.data_ptr<uint8_t>();
   int64_t t = 0;
   while (!envs_.front().done()) {
     for (int64_t i = 0; i < n; ++i) {
       envs_[i].State(s + i * kStateDim);
-      envs_[i].Mask(m + i * quant::kNumActions);
+      envs_[i].Mask(m + i * plan::kNumActions);
     }
     ActResult act;
     try {
@@ -174,7 +174,7 @@ absl::StatusOr<Rollout> BatchedEnvironment::Run(const Policy& policy, at::Genera
     for (int64_t i = 0; i < n; ++i) {
       Transition tr;
       tr.state.assign(s + i * kStateDim, s + (i + 1) * kStateDim);
-      tr.mask.assign(m + i * quant::kNumActions, m + (i + 1) * quant::kNumActions);
+      tr.mask.assign(m + i * plan::kNumActions, m + (i + 1) * plan::kNumActions);
       tr.action = a[i];
       tr.log_prob = lp[i];
       tr.value = v[i];
@@ -191,11 +191,11 @@ absl::StatusOr<Rollout> BatchedEnvironment::Run(const Policy& policy, at::Genera
     ++t;
   }
   const EnvOptions& o = envs_.front().options();
-  const quant::UnitTable& table = costs_->table();
+  const plan::UnitTable& table = costs_->table();
   for (int64_t i = 0; i < n; ++i) {
     if (o.budget_mode == BudgetMode::kRepair) {
       out.plans.push_back(
-          quant::RepairToBudget(table, envs_[i].actions(), o.target_bits, o.repair_order));
+          search::RepairToBudget(table, envs_[i].actions(), o.target_bits, o.repair_order));
       out.effective_bits.push_back(table.EffectiveBits(out.plans.back()));
     } else {
       out.plans.push_back(envs_[i].actions());
@@ -205,12 +205,12 @@ absl::StatusOr<Rollout> BatchedEnvironment::Run(const Policy& policy, at::Genera
   return out;
 }
 
-double ChosenBits(const quant::UnitTable& table, const std::vector<Transition>& steps) {
+double ChosenBits(const plan::UnitTable& table, const std::vector<Transition>& steps) {
   if (steps.size() != table.units.size()) return NAN;
   double bits = 0;
   for (size_t t = 0; t < steps.size(); ++t) {
     const int64_t a = steps[t].action;
-    if (a < 0 || a >= quant::kNumActions) return NAN;
+    if (a < 0 || a >= plan::kNumActions) return NAN;
     bits += table.units[t].bits[a];
   }
   return bits / static_cast<double>(table.TotalWeights());
@@ -229,7 +229,7 @@ absl::StatusOr<std::vector<Transition>> ReplayPlan(std::shared_ptr<const UnitCos
   for (size_t t = 0; t < plan.size(); ++t) {
     Transition tr;
     tr.state.resize(kStateDim);
-    tr.mask.resize(quant::kNumActions);
+    tr.mask.resize(plan::kNumActions);
     env.State(tr.state.data());
     env.Mask(tr.mask.data());
     tr.action = plan[t];
@@ -243,7 +243,7 @@ absl::StatusOr<std::vector<Transition>> ReplayPlan(std::shared_ptr<const UnitCos
   return out;
 }
 
-PlanEvaluation ChargedEvaluation(const EnvironmentOptions& env, const quant::UnitTable& table,
+PlanEvaluation ChargedEvaluation(const EnvironmentOptions& env, const plan::UnitTable& table,
                                  const std::vector<Transition>& steps, PlanEvaluation measured) {
   if (env.budget_mode == "repair") {
     const double chosen = ChosenBits(table, steps);

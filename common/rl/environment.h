@@ -3,7 +3,7 @@
 // one of the 7 precisions per unit; the finished episode is a plan.
 //
 // Budget: B = target_bits * sum n (the effective-bit formula of
-// common/quant/effective_bits.h, summed per unit by the table).
+// common/plan/effective_bits.h, summed per unit by the table).
 //   hard: at step t action a is allowed iff
 //           spent + bits(t, a) + sum_{u > t} min_a' bits(u, a') <= B
 //         so every finished plan has effective bits <= target by
@@ -11,9 +11,9 @@
 //         (only when the target is below the cheapest plan), that cheapest
 //         action stays allowed so an episode can always finish.
 //   soft: every action allowed; the overrun is penalised at the episode end
-//         (EpisodeEndReward, episode_evaluator.h) and by the step reward.
+//         (EpisodeEndReward, episode_reward.h) and by the step reward.
 //   repair: every action allowed, as soft; the finished plan, when over the
-//         budget, is repaired to it (quant::RepairToBudget in env.repair_order:
+//         budget, is repaired to it (search::RepairToBudget in env.repair_order:
 //         the proxy's cheapest step downs, or the walk's last units first)
 //         before it is measured, so every measured plan
 //         can be returned. The episode is charged for the bits it chose
@@ -42,13 +42,13 @@
 #include <ATen/ATen.h>
 
 #include "absl/status/statusor.h"
-#include "common/quant/baselines.h"
-#include "common/quant/unit_table.h"
+#include "common/plan/unit_table.h"
 #include "common/rl/environment_options.h"
 #include "common/rl/plan_evaluation.h"
 #include "common/rl/policy.h"
 #include "common/rl/ppo.h"
 #include "common/rl/state_features.h"
+#include "common/search/baselines.h"
 
 namespace windquant::rl {
 
@@ -59,7 +59,7 @@ enum class BudgetMode { kHard, kSoft, kRepair };
 struct EnvOptions {
   double target_bits = 2.0;
   BudgetMode budget_mode = BudgetMode::kHard;
-  quant::RepairOrder repair_order = quant::RepairOrder::kProxy;  // kRepair only
+  search::RepairOrder repair_order = search::RepairOrder::kProxy;  // kRepair only
   double step_saving_weight = EnvironmentOptions().step_saving_weight;
   double skip_penalty = EnvironmentOptions().skip_penalty;
 };
@@ -71,9 +71,9 @@ EnvOptions MakeEnvOptions(const EnvironmentOptions& env, double target_bits);
 class UnitCosts {
  public:
   // INVALID_ARGUMENT for an empty table or non-finite / negative bits.
-  static absl::StatusOr<std::shared_ptr<const UnitCosts>> Create(const quant::UnitTable& table);
+  static absl::StatusOr<std::shared_ptr<const UnitCosts>> Create(const plan::UnitTable& table);
 
-  const quant::UnitTable& table() const { return table_; }
+  const plan::UnitTable& table() const { return table_; }
   int64_t num_units() const { return static_cast<int64_t>(table_.units.size()); }
   double total_weights() const { return total_weights_; }
   double bits(int64_t unit, int action) const { return table_.units[unit].bits[action]; }
@@ -84,7 +84,7 @@ class UnitCosts {
   double suffix_min_bits(int64_t unit) const { return suffix_min_bits_[unit]; }
 
  private:
-  quant::UnitTable table_;
+  plan::UnitTable table_;
   double total_weights_ = 0;
   std::vector<double> min_bits_;
   std::vector<int> cheapest_;
@@ -154,13 +154,13 @@ class BatchedEnvironment {
 // The effective bits of the actions an episode chose (its transitions' actions,
 // one per unit): in repair mode, before the repair. NaN when the steps do not
 // cover the table's units or an action is out of range.
-double ChosenBits(const quant::UnitTable& table, const std::vector<Transition>& steps);
+double ChosenBits(const plan::UnitTable& table, const std::vector<Transition>& steps);
 
 // What an episode's reward and lambda are charged with (the actor sends its
 // bits as v1::Plan.charged_bits, the evaluator's rl::EpisodeRewarder charges them):
 // its plan's evaluation `measured`, with, in the repair budget mode, the bits
 // its steps chose (when they cover the table).
-PlanEvaluation ChargedEvaluation(const EnvironmentOptions& env, const quant::UnitTable& table,
+PlanEvaluation ChargedEvaluation(const EnvironmentOptions& env, const plan::UnitTable& table,
                                  const std::vector<Transition>& steps, PlanEvaluation measured);
 
 // The transitions of one episode that follows `plan` (e.g. a baseline's):

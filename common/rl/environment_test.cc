@@ -3,9 +3,9 @@
 #include <cmath>
 #include <random>
 
-#include "common/quant/baselines.h"
-#include "common/rl/synthetic_table.h"
+#include "common/search/baselines.h"
 #include "common/testing/status_matchers.h"
+#include "common/testing/synthetic_table.h"
 #include "gtest/gtest.h"
 
 namespace windquant::rl {
@@ -35,11 +35,11 @@ absl::StatusOr<std::unique_ptr<Policy>> SmallPolicy() {
 std::vector<int> RandomEpisode(Environment& env, std::mt19937_64& rng, double* step_return) {
   env.Reset();
   *step_return = 0;
-  uint8_t mask[quant::kNumActions];
+  uint8_t mask[plan::kNumActions];
   while (!env.done()) {
     env.Mask(mask);
     std::vector<int> allowed;
-    for (int a = 0; a < quant::kNumActions; ++a) {
+    for (int a = 0; a < plan::kNumActions; ++a) {
       if (mask[a]) allowed.push_back(a);
     }
     EXPECT_FALSE(allowed.empty());
@@ -75,11 +75,11 @@ TEST(EnvironmentTest, MaskAllowsAtLeastTheCheapestWhenTargetIsUnreachable) {
   EnvOptions o;
   o.target_bits = 0.5;  // below any plan
   Environment env(costs, o);
-  uint8_t mask[quant::kNumActions];
+  uint8_t mask[plan::kNumActions];
   while (!env.done()) {
     env.Mask(mask);
     int allowed = 0;
-    for (int a = 0; a < quant::kNumActions; ++a) allowed += mask[a];
+    for (int a = 0; a < plan::kNumActions; ++a) allowed += mask[a];
     ASSERT_EQ(allowed, 1);
     EXPECT_TRUE(mask[costs->cheapest_action(env.step())]);
     ASSERT_TRUE(env.Step(costs->cheapest_action(env.step())).ok());
@@ -91,7 +91,7 @@ TEST(EnvironmentTest, MaskedActionIsRejected) {
   EnvOptions o;
   o.target_bits = 1.7;
   Environment env(costs, o);
-  uint8_t mask[quant::kNumActions];
+  uint8_t mask[plan::kNumActions];
   env.Mask(mask);
   ASSERT_FALSE(mask[0]);  // 16 bits on unit 0 cannot fit a 1.7-bit budget
   EXPECT_THAT(env.Step(0), StatusIs(kInvalid, "environment: action 0 is masked at step 0"));
@@ -104,11 +104,11 @@ TEST(EnvironmentTest, SoftModeAllowsOverrunsAndPenalisesThem) {
   o.target_bits = 2.0;
   o.budget_mode = BudgetMode::kSoft;
   Environment env(costs, o);
-  uint8_t mask[quant::kNumActions];
+  uint8_t mask[plan::kNumActions];
   double fp_return = 0;
   while (!env.done()) {
     env.Mask(mask);
-    for (int a = 0; a < quant::kNumActions; ++a) ASSERT_TRUE(mask[a]);
+    for (int a = 0; a < plan::kNumActions; ++a) ASSERT_TRUE(mask[a]);
     fp_return += *env.Step(0);  // all 16 bit
   }
   EXPECT_GT(env.EffectiveBits(), 2.0);
@@ -136,7 +136,7 @@ TEST(EnvironmentTest, StateFeaturesAreFiniteAndWithinDocumentedRanges) {
     Environment env(costs, o);
     std::mt19937_64 rng(4);
     float s[kStateDim];
-    uint8_t mask[quant::kNumActions];
+    uint8_t mask[plan::kNumActions];
     for (int episode = 0; episode < 20; ++episode) {
       env.Reset();
       while (!env.done()) {
@@ -153,7 +153,7 @@ TEST(EnvironmentTest, StateFeaturesAreFiniteAndWithinDocumentedRanges) {
         }
         env.Mask(mask);
         std::vector<int> allowed;
-        for (int a = 0; a < quant::kNumActions; ++a) {
+        for (int a = 0; a < plan::kNumActions; ++a) {
           if (mask[a]) allowed.push_back(a);
         }
         const int a = allowed[rng() % allowed.size()];
@@ -244,8 +244,8 @@ TEST(BatchedEnvironmentTest, RepairModeMeasuresPlansWithinTheTargetAndKeepsTheCh
   auto costs = Costs(45, 6);
   auto policy = SmallPolicy();
   ASSERT_TRUE(policy.ok());
-  const quant::UnitTable& table = costs->table();
-  for (quant::RepairOrder order : {quant::RepairOrder::kProxy, quant::RepairOrder::kWalk}) {
+  const plan::UnitTable& table = costs->table();
+  for (search::RepairOrder order : {search::RepairOrder::kProxy, search::RepairOrder::kWalk}) {
     EnvOptions o;
     o.target_bits = 2.2;
     o.budget_mode = BudgetMode::kRepair;
@@ -261,7 +261,7 @@ TEST(BatchedEnvironmentTest, RepairModeMeasuresPlansWithinTheTargetAndKeepsTheCh
         for (uint8_t m : t.mask) EXPECT_EQ(m, 1);
         chosen.push_back(static_cast<int>(t.action));
       }
-      EXPECT_EQ(ro->plans[i], quant::RepairToBudget(table, chosen, o.target_bits, order));
+      EXPECT_EQ(ro->plans[i], search::RepairToBudget(table, chosen, o.target_bits, order));
       EXPECT_LE(table.EffectiveBits(ro->plans[i]), o.target_bits + kBitsTolerance);
       EXPECT_NEAR(ro->effective_bits[i], table.EffectiveBits(ro->plans[i]), kBitsTolerance);
       EXPECT_NEAR(ChosenBits(table, ro->episodes[i]), table.EffectiveBits(chosen), kBitsTolerance);

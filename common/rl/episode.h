@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "common/quant/plan.h"
+#include "common/plan/plan.h"
 #include "common/rl/ppo.h"
 
 namespace windquant::rl {
@@ -29,7 +29,7 @@ struct Episode {
   uint64_t episode_id = 0;
   int64_t policy_version = 0;
   std::vector<Transition> steps;
-  quant::Plan plan;
+  plan::Plan plan;
   // A sample that reward-model screening (training.screen_samples) did not send
   // for measurement: PPO still learns from it, so that the episodes it learns
   // from are the policy's samples and not only the best-predicted few; its

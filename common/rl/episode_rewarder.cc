@@ -1,6 +1,6 @@
 #include "common/rl/episode_rewarder.h"
 
-#include "common/rl/episode_evaluator.h"
+#include "common/rl/episode_reward.h"
 
 namespace windquant::rl {
 

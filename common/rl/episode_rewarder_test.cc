@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "common/rl/episode_evaluator.h"
+#include "common/rl/episode_reward.h"
 
 namespace windquant::rl {
 namespace {

@@ -10,7 +10,7 @@ namespace windquant::rl {
 
 InProcessPlanBackend::InProcessPlanBackend(const model::LlamaModel* model,
                                            const quant::StageFits* fits,
-                                           const quant::UnitTable* table,
+                                           const plan::UnitTable* table,
                                            std::vector<int32_t> calib_ids,
                                            std::vector<int32_t> eval_ids,
                                            const model::PerplexityOptions& options)
@@ -36,7 +36,7 @@ absl::StatusOr<std::shared_ptr<const model::LlamaModel>> InProcessPlanBackend::M
       std::make_shared<const std::vector<int>>(actions));
 }
 
-absl::StatusOr<SliceMeasurement> InProcessPlanBackend::Measure(const quant::Plan* plan) {
+absl::StatusOr<SliceMeasurement> InProcessPlanBackend::Measure(const plan::Plan* plan) {
   static const std::vector<int> kFullPrecision;
   if (plan != nullptr && plan->actions.empty()) {
     return absl::InvalidArgumentError("plan: no actions");

@@ -16,8 +16,8 @@
 #include "absl/status/statusor.h"
 #include "common/model/llama_model.h"
 #include "common/model/perplexity.h"
+#include "common/plan/unit_table.h"
 #include "common/quant/stage_fits.h"
-#include "common/quant/unit_table.h"
 #include "common/rl/plan_backend.h"
 
 namespace windquant::rl {
@@ -30,13 +30,13 @@ class InProcessPlanBackend : public PlanBackend {
   // evaluation.calib_slice_tokens / eval_slice_tokens); `options`: context
   // and batch of every measurement.
   InProcessPlanBackend(const model::LlamaModel* model, const quant::StageFits* fits,
-                       const quant::UnitTable* table, std::vector<int32_t> calib_ids,
+                       const plan::UnitTable* table, std::vector<int32_t> calib_ids,
                        std::vector<int32_t> eval_ids, const model::PerplexityOptions& options);
 
   // INVALID_ARGUMENT for a plan without actions or with one count of actions
   // other than the table's units; the model's errors. effective_bits: the
   // table's for a plan, 0 for the FP model.
-  absl::StatusOr<SliceMeasurement> Measure(const quant::Plan* plan) override;
+  absl::StatusOr<SliceMeasurement> Measure(const plan::Plan* plan) override;
 
   // Perplexity of a plan (empty = the FP model) on arbitrary ids (e.g. the
   // whole evaluation text for final numbers), the first `max_tokens` (<= 0 all).
@@ -50,7 +50,7 @@ class InProcessPlanBackend : public PlanBackend {
 
   const model::LlamaModel* model_;
   const quant::StageFits* fits_;
-  const quant::UnitTable* table_;
+  const plan::UnitTable* table_;
   const std::vector<int32_t> calib_ids_, eval_ids_;
   const model::PerplexityOptions options_;
 };

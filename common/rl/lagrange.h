@@ -8,7 +8,7 @@
 // scales the penalty lambda * d); with "budget" (soft budget mode) the overrun
 // bits - target (lambda is the reward price of one bit over the target, the
 // penalty lambda * (bits - target)). lambda grows while g exceeds epsilon and
-// shrinks otherwise (EpisodeEndReward, episode_evaluator.h).
+// shrinks otherwise (EpisodeEndReward, episode_reward.h).
 // Thread-compatible.
 #ifndef WINDQUANT_COMMON_RL_LAGRANGE_H_
 #define WINDQUANT_COMMON_RL_LAGRANGE_H_

@@ -7,7 +7,7 @@
 namespace windquant::rl {
 
 absl::StatusOr<std::unique_ptr<LocalPlanEvaluator>> LocalPlanEvaluator::Create(
-    const model::LlamaModel* model, const quant::StageFits* fits, const quant::UnitTable* table,
+    const model::LlamaModel* model, const quant::StageFits* fits, const plan::UnitTable* table,
     std::vector<int32_t> calib_ids, std::vector<int32_t> eval_ids,
     const LocalEvaluatorOptions& options) {
   model::PerplexityOptions ppl;
@@ -20,7 +20,7 @@ absl::StatusOr<std::unique_ptr<LocalPlanEvaluator>> LocalPlanEvaluator::Create(
 }
 
 absl::StatusOr<PlanEvaluation> LocalPlanEvaluator::Evaluate(const std::vector<int>& actions) {
-  quant::Plan plan;
+  plan::Plan plan;
   plan.actions = actions;
   return core_.Evaluate(backend_, plan);
 }

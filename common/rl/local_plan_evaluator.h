@@ -17,8 +17,8 @@
 #include "absl/status/statusor.h"
 #include "common/model/llama_model.h"
 #include "common/model/perplexity.h"
+#include "common/plan/unit_table.h"
 #include "common/quant/stage_fits.h"
-#include "common/quant/unit_table.h"
 #include "common/rl/in_process_plan_backend.h"
 #include "common/rl/plan_evaluation_core.h"
 #include "common/rl/plan_evaluator.h"
@@ -38,7 +38,7 @@ class LocalPlanEvaluator : public PlanEvaluator {
   // to evaluation.calib_slice_tokens / eval_slice_tokens).
   // The model's errors measuring the full-precision reference.
   static absl::StatusOr<std::unique_ptr<LocalPlanEvaluator>> Create(
-      const model::LlamaModel* model, const quant::StageFits* fits, const quant::UnitTable* table,
+      const model::LlamaModel* model, const quant::StageFits* fits, const plan::UnitTable* table,
       std::vector<int32_t> calib_ids, std::vector<int32_t> eval_ids,
       const LocalEvaluatorOptions& options);
 
@@ -57,7 +57,7 @@ class LocalPlanEvaluator : public PlanEvaluator {
 
  private:
   LocalPlanEvaluator(const model::LlamaModel* model, const quant::StageFits* fits,
-                     const quant::UnitTable* table, std::vector<int32_t> calib_ids,
+                     const plan::UnitTable* table, std::vector<int32_t> calib_ids,
                      std::vector<int32_t> eval_ids, const model::PerplexityOptions& options)
       : backend_(model, fits, table, std::move(calib_ids), std::move(eval_ids), options),
         core_(/*cache_capacity=*/0) {}

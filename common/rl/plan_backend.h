@@ -14,7 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/model/perplexity.h"
-#include "common/quant/plan.h"
+#include "common/plan/plan.h"
 
 namespace windquant::rl {
 
@@ -33,7 +33,7 @@ class PlanBackend {
   // order), or the full-precision model when `plan` is nullptr. The
   // backend's errors: INVALID_ARGUMENT for a malformed plan, INTERNAL for a
   // model failure, UNAVAILABLE / FAILED_PRECONDITION from remote stages.
-  virtual absl::StatusOr<SliceMeasurement> Measure(const quant::Plan* plan) = 0;
+  virtual absl::StatusOr<SliceMeasurement> Measure(const plan::Plan* plan) = 0;
 };
 
 }  // namespace windquant::rl

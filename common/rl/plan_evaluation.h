@@ -11,7 +11,7 @@
 namespace windquant::rl {
 
 struct PlanEvaluation {
-  double effective_bits = 0;         // of the plan (quant::UnitTable::EffectiveBits)
+  double effective_bits = 0;         // of the plan (plan::UnitTable::EffectiveBits)
   double calib_nll = 0;              // mean NLL (nats/token) on the calibration slice
   double loss_increase = 0;          // calib_nll - the full-precision calib_nll
   double eval_nll = 0;               // mean NLL on the evaluation slice

@@ -42,7 +42,7 @@ std::optional<PlanEvaluation> PlanEvaluationCore::reference() const {
 }
 
 absl::StatusOr<PlanEvaluation> PlanEvaluationCore::Evaluate(PlanBackend& backend,
-                                                            const quant::Plan& plan) {
+                                                            const plan::Plan& plan) {
   if (std::optional<PlanEvaluation> hit = cache_.Find(plan.model_fingerprint, plan.actions)) {
     return *hit;
   }

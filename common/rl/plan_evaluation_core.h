@@ -19,7 +19,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "common/quant/plan.h"
+#include "common/plan/plan.h"
 #include "common/rl/plan_backend.h"
 #include "common/rl/plan_cache.h"
 #include "common/rl/plan_evaluation.h"
@@ -49,7 +49,7 @@ class PlanEvaluationCore {
   // (fingerprint and actions) was measured, else the reference (measured
   // first when needed) and the plan measured. The backend's errors; a failed
   // measurement is not cached.
-  absl::StatusOr<PlanEvaluation> Evaluate(PlanBackend& backend, const quant::Plan& plan);
+  absl::StatusOr<PlanEvaluation> Evaluate(PlanBackend& backend, const plan::Plan& plan);
 
   const PlanCache& cache() const { return cache_; }
 

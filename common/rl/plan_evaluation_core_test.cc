@@ -4,7 +4,7 @@
 #include <thread>
 #include <vector>
 
-#include "common/rl/fake_plan_backend.h"
+#include "common/testing/fake_plan_backend.h"
 #include "common/testing/status_matchers.h"
 #include "gtest/gtest.h"
 
@@ -14,8 +14,8 @@ namespace {
 using testing::FakePlanBackend;
 using ::windquant::testing::StatusIs;
 
-quant::Plan PlanOf(std::vector<int> actions, std::string fingerprint = "m") {
-  quant::Plan p;
+plan::Plan PlanOf(std::vector<int> actions, std::string fingerprint = "m") {
+  plan::Plan p;
   p.model_fingerprint = std::move(fingerprint);
   p.actions = std::move(actions);
   return p;
@@ -24,7 +24,7 @@ quant::Plan PlanOf(std::vector<int> actions, std::string fingerprint = "m") {
 TEST(PlanEvaluationCoreTest, AssemblesTheEvaluationAgainstTheReference) {
   FakePlanBackend backend;
   PlanEvaluationCore core(PlanCache::kUnbounded);
-  const quant::Plan plan = PlanOf({3, 4, 5});  // NLL = 2 + 0.01 * 12
+  const plan::Plan plan = PlanOf({3, 4, 5});  // NLL = 2 + 0.01 * 12
   auto e = core.Evaluate(backend, plan);
   ASSERT_TRUE(e.ok()) << e.status();
   const double nll = FakePlanBackend::kFpNll + 0.12;

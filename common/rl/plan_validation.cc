@@ -2,11 +2,11 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
-#include "common/quant/action.h"
+#include "common/plan/action.h"
 
 namespace windquant::rl {
 
-absl::Status ValidatePlan(const v1::Plan& plan, const quant::UnitTable& table, PlanScope scope) {
+absl::Status ValidatePlan(const v1::Plan& plan, const plan::UnitTable& table, PlanScope scope) {
   const bool run = scope == PlanScope::kRun;
   if (plan.model_fingerprint() != table.fingerprint) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -25,7 +25,7 @@ absl::Status ValidatePlan(const v1::Plan& plan, const quant::UnitTable& table, P
         absl::StrCat("plan.actions: ", entries, " entries, this stage's units need ", needed));
   }
   for (int i = 0; i < plan.actions_size(); ++i) {
-    if (plan.actions(i) >= static_cast<uint32_t>(quant::kNumActions)) {
+    if (plan.actions(i) >= static_cast<uint32_t>(plan::kNumActions)) {
       return absl::InvalidArgumentError(
           absl::StrCat("plan.actions[", i, "]: ", plan.actions(i), " is not an action index"));
     }

@@ -7,7 +7,7 @@
 #define WINDQUANT_COMMON_RL_PLAN_VALIDATION_H_
 
 #include "absl/status/status.h"
-#include "common/quant/unit_table.h"
+#include "common/plan/unit_table.h"
 #include "windquant/v1/types.pb.h"
 
 namespace windquant::rl {
@@ -20,7 +20,7 @@ enum class PlanScope { kRun, kStage };
 // OK, or INVALID_ARGUMENT naming the field: "plan.model_fingerprint: ..." for a
 // plan of another model, "plan.actions: ..." for a wrong action count,
 // "plan.actions[i]: ..." for a value that is not an action index.
-absl::Status ValidatePlan(const v1::Plan& plan, const quant::UnitTable& table, PlanScope scope);
+absl::Status ValidatePlan(const v1::Plan& plan, const plan::UnitTable& table, PlanScope scope);
 
 }  // namespace windquant::rl
 

@@ -1,6 +1,6 @@
 #include "common/rl/plan_validation.h"
 
-#include "common/rl/synthetic_table.h"
+#include "common/testing/synthetic_table.h"
 #include "gtest/gtest.h"
 
 namespace windquant::rl {
@@ -20,7 +20,7 @@ void ExpectInvalid(const absl::Status& s, const std::string& culprit) {
 }
 
 TEST(PlanValidationTest, RunPlanHasOneActionIndexPerUnitOfThatModel) {
-  const quant::UnitTable t = testing::SyntheticTable(14, 1);
+  const plan::UnitTable t = testing::SyntheticTable(14, 1);
   EXPECT_TRUE(ValidatePlan(WirePlan(t.fingerprint, 14, 4), t, PlanScope::kRun).ok());
   ExpectInvalid(ValidatePlan(WirePlan("other", 14, 4), t, PlanScope::kRun),
                 "plan.model_fingerprint: other is not the run's model");
@@ -28,12 +28,12 @@ TEST(PlanValidationTest, RunPlanHasOneActionIndexPerUnitOfThatModel) {
                 "plan.actions: 13 entries, the unit table has 14 units");
   ExpectInvalid(ValidatePlan(WirePlan(t.fingerprint, 15, 4), t, PlanScope::kRun), "plan.actions:");
   v1::Plan bad = WirePlan(t.fingerprint, 14, 4);
-  bad.set_actions(9, quant::kNumActions);
+  bad.set_actions(9, plan::kNumActions);
   ExpectInvalid(ValidatePlan(bad, t, PlanScope::kRun), "plan.actions[9]: 7 is not an action index");
 }
 
 TEST(PlanValidationTest, StagePlanReachesTheStagesLastUnit) {
-  quant::UnitTable stage = testing::SyntheticTable(14, 1);
+  plan::UnitTable stage = testing::SyntheticTable(14, 1);
   stage.units.erase(stage.units.begin(), stage.units.begin() + 7);  // layer 1: ids 7..13
   EXPECT_TRUE(ValidatePlan(WirePlan(stage.fingerprint, 14, 2), stage, PlanScope::kStage).ok());
   EXPECT_TRUE(ValidatePlan(WirePlan(stage.fingerprint, 20, 2), stage, PlanScope::kStage).ok());

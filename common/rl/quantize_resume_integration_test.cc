@@ -34,8 +34,8 @@
 #include "absl/strings/str_cat.h"
 #include "common/base/files.h"
 #include "common/config/run_config.h"
-#include "common/quant/action.h"
-#include "common/quant/effective_bits.h"
+#include "common/plan/action.h"
+#include "common/plan/effective_bits.h"
 #include "common/testing/test_paths.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -215,9 +215,9 @@ void ExpectPlanWithinBudget(const json& plan, const json& report) {
   double bits = 0, n = 0;
   for (const json& u : plan.at("units")) {
     const int64_t rows = u.at("rows"), cols = u.at("cols");
-    absl::StatusOr<quant::Action> a = quant::ParseAction(u.at("action").get<std::string>());
+    absl::StatusOr<plan::Action> a = plan::ParseAction(u.at("action").get<std::string>());
     ASSERT_TRUE(a.ok()) << a.status();
-    bits += quant::UnitEffectiveBits(rows, cols, u.at("salient").get<int64_t>(), *a);
+    bits += plan::UnitEffectiveBits(rows, cols, u.at("salient").get<int64_t>(), *a);
     n += static_cast<double>(rows * cols);
   }
   ASSERT_GT(n, 0);

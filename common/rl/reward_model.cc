@@ -7,8 +7,8 @@
 #include <set>
 
 #include "common/base/status_macros.h"
-#include "common/quant/baselines.h"
-#include "common/rl/episode_evaluator.h"
+#include "common/rl/episode_reward.h"
+#include "common/search/baselines.h"
 #include "windquant/v1/types.pb.h"
 
 namespace windquant::rl {
@@ -17,8 +17,8 @@ namespace {
 // Ridge strengths tried, relative to the kernel's scale (agreement in [0, 1]).
 constexpr double kRidges[] = {0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0};
 
-double LogProxy(const quant::UnitTable& table, const std::vector<int>& actions) {
-  return std::log(std::max(quant::ProxyError(table, actions), 1e-300));
+double LogProxy(const plan::UnitTable& table, const std::vector<int>& actions) {
+  return std::log(std::max(search::ProxyError(table, actions), 1e-300));
 }
 
 // The inverse of the symmetric positive definite n x n matrix `a` (row major)
@@ -81,10 +81,10 @@ std::vector<double> RidgeByLeaveOneOut(const std::vector<double>& k, const std::
 
 }  // namespace
 
-double RewardModel::Predict(const quant::UnitTable& table, const std::vector<int>& actions) const {
+double RewardModel::Predict(const plan::UnitTable& table, const std::vector<int>& actions) const {
   double y = bias + scale * LogProxy(table, actions);
-  for (size_t u = 0; u < actions.size() && (u + 1) * quant::kNumActions <= correction.size(); ++u) {
-    y += correction[u * quant::kNumActions + actions[u]];
+  for (size_t u = 0; u < actions.size() && (u + 1) * plan::kNumActions <= correction.size(); ++u) {
+    y += correction[u * plan::kNumActions + actions[u]];
   }
   return y;
 }
@@ -117,7 +117,7 @@ namespace {
 // (`predicted`, filled), unmeasured distinct plans before repeats and plans
 // the model was fitted on.
 std::vector<size_t> ScreenOrder(const std::vector<Episode>& episodes, const RewardModel& model,
-                                const quant::UnitTable& table, std::vector<double>* predicted) {
+                                const plan::UnitTable& table, std::vector<double>* predicted) {
   predicted->resize(episodes.size());
   for (size_t i = 0; i < episodes.size(); ++i) {
     (*predicted)[i] = model.Predict(table, episodes[i].plan.actions);
@@ -142,7 +142,7 @@ std::vector<size_t> ScreenOrder(const std::vector<Episode>& episodes, const Rewa
 }  // namespace
 
 std::vector<Episode> KeepBestPredicted(std::vector<Episode> episodes, size_t keep,
-                                       const RewardModel& model, const quant::UnitTable& table) {
+                                       const RewardModel& model, const plan::UnitTable& table) {
   if (episodes.size() <= keep) return episodes;
   std::vector<double> predicted;
   const std::vector<size_t> order = ScreenOrder(episodes, model, table, &predicted);
@@ -191,7 +191,7 @@ void RewardModelFitter::Add(const std::vector<int>& actions, double perplexity) 
     return;
   }
   for (int a : actions) {
-    if (a < 0 || a >= quant::kNumActions) return;
+    if (a < 0 || a >= plan::kNumActions) return;
   }
   std::vector<double> row(plans_.size() + 1);
   for (size_t j = 0; j < plans_.size(); ++j) {
@@ -249,9 +249,9 @@ RewardModel RewardModelFitter::Fit() const {
   // The primal form: a plan's agreement with plan i, summed, is a sum over
   // units of [its action == plan i's] / U.
   const size_t units = table_.units.size();
-  std::vector<double> c(units * quant::kNumActions, 0.0);
+  std::vector<double> c(units * plan::kNumActions, 0.0);
   for (size_t i = 0; i < beta.size(); ++i) {
-    for (size_t u = 0; u < units; ++u) c[u * quant::kNumActions + plans_[i][u]] += beta[i];
+    for (size_t u = 0; u < units; ++u) c[u * plan::kNumActions + plans_[i][u]] += beta[i];
   }
   m.correction.resize(c.size());
   for (size_t i = 0; i < c.size(); ++i) {

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/quant/unit_table.h"
+#include "common/plan/unit_table.h"
 #include "common/rl/episode.h"
 #include "common/rl/plan_evaluation.h"
 #include "common/rl/policy.h"
@@ -33,14 +33,14 @@ namespace windquant::rl {
 
 struct RewardModel {
   double bias = 0, scale = 0;
-  std::vector<float> correction;   // units x quant::kNumActions, row major
+  std::vector<float> correction;   // units x plan::kNumActions, row major
   int32_t plans = 0;               // measured plans it was fitted on; 0 = no model
   std::vector<uint64_t> measured;  // rl::PlanHash of each, sorted
 
   bool empty() const { return plans == 0; }
   // The predicted log perplexity of `actions` (one action index per unit of
   // `table`, the table the model was fitted for).
-  double Predict(const quant::UnitTable& table, const std::vector<int>& actions) const;
+  double Predict(const plan::UnitTable& table, const std::vector<int>& actions) const;
 
   void ToProto(v1::RewardModel* out) const;
   // INVALID_ARGUMENT for a non-finite number. (Whether the correction covers
@@ -52,7 +52,7 @@ struct RewardModel {
 // measured yet (model.measured) and distinct first; all of them, in order,
 // when there are no more than `keep`.
 std::vector<Episode> KeepBestPredicted(std::vector<Episode> episodes, size_t keep,
-                                       const RewardModel& model, const quant::UnitTable& table);
+                                       const RewardModel& model, const plan::UnitTable& table);
 
 // At least `samples` episodes that `worker` runs with `policy`, batch after
 // batch (worker.envs() each): first the `keep` best (KeepBestPredicted), to be
@@ -73,7 +73,7 @@ PlanEvaluation PredictedEvaluation(double predicted_log_ppl, double effective_bi
 
 class RewardModelFitter {
  public:
-  explicit RewardModelFitter(const quant::UnitTable& table) : table_(table) {}
+  explicit RewardModelFitter(const plan::UnitTable& table) : table_(table) {}
 
   // A measured plan and its perplexity; ignored when the perplexity is not
   // finite and positive or the plan does not cover the table. The model is
@@ -90,7 +90,7 @@ class RewardModelFitter {
   static constexpr size_t kMaxPlans = 256;
 
  private:
-  const quant::UnitTable& table_;
+  const plan::UnitTable& table_;
   std::vector<std::vector<uint8_t>> plans_;  // action indices
   std::vector<uint64_t> hashes_;
   std::vector<double> log_ppl_, log_proxy_;

@@ -7,9 +7,9 @@
 
 #include <gtest/gtest.h>
 
-#include "common/quant/baselines.h"
-#include "common/rl/episode_evaluator.h"
-#include "common/rl/synthetic_table.h"
+#include "common/rl/episode_reward.h"
+#include "common/search/baselines.h"
+#include "common/testing/synthetic_table.h"
 #include "windquant/v1/types.pb.h"
 
 namespace windquant::rl {
@@ -23,7 +23,7 @@ std::vector<int> Near(const std::vector<int>& base, std::mt19937_64& rng) {
   const int k = std::uniform_int_distribution<int>(1, 4)(rng);
   for (int m = 0; m < k; ++m) {
     const int u = std::uniform_int_distribution<int>(0, kUnits - 1)(rng);
-    p[u] = std::uniform_int_distribution<int>(1, quant::kNumActions - 1)(rng);
+    p[u] = std::uniform_int_distribution<int>(1, plan::kNumActions - 1)(rng);
   }
   return p;
 }
@@ -31,11 +31,11 @@ std::vector<int> Near(const std::vector<int>& base, std::mt19937_64& rng) {
 // The "true" log perplexity: the table's proxy, plus a hidden additive term
 // per (unit, action) that the table's errors do not show.
 struct Truth {
-  const quant::UnitTable& table;
+  const plan::UnitTable& table;
   std::vector<double> hidden;
   double LogPpl(const std::vector<int>& a) const {
-    double y = 1.0 + 0.5 * std::log(quant::ProxyError(table, a));
-    for (int u = 0; u < kUnits; ++u) y += hidden[u * quant::kNumActions + a[u]];
+    double y = 1.0 + 0.5 * std::log(search::ProxyError(table, a));
+    for (int u = 0; u < kUnits; ++u) y += hidden[u * plan::kNumActions + a[u]];
     return y;
   }
 };
@@ -57,9 +57,9 @@ double PairAccuracy(const RewardModel& model, const Truth& truth,
 }
 
 TEST(RewardModelFitterTest, LearnsWhatTheProxyMissesAndRanksUnseenPlans) {
-  const quant::UnitTable table = testing::SyntheticTable(kUnits, 3);
+  const plan::UnitTable table = testing::SyntheticTable(kUnits, 3);
   std::mt19937_64 rng(11);
-  Truth truth{table, std::vector<double>(kUnits * quant::kNumActions)};
+  Truth truth{table, std::vector<double>(kUnits * plan::kNumActions)};
   std::normal_distribution<double> noise(0.0, 0.05);
   for (double& h : truth.hidden) h = noise(rng);
   const std::vector<int> base(kUnits, 3);
@@ -72,7 +72,7 @@ TEST(RewardModelFitterTest, LearnsWhatTheProxyMissesAndRanksUnseenPlans) {
   for (int i = 0; i < 40; ++i) unseen.push_back(Near(base, rng));
   const RewardModel model = fitter.Fit();
   ASSERT_EQ(model.plans, 80);
-  ASSERT_EQ(model.correction.size(), static_cast<size_t>(kUnits * quant::kNumActions));
+  ASSERT_EQ(model.correction.size(), static_cast<size_t>(kUnits * plan::kNumActions));
   EXPECT_GT(model.scale, 0.2);  // the proxy's share is found (truth: 0.5)
   RewardModel prior_only = model;
   prior_only.correction.clear();
@@ -83,7 +83,7 @@ TEST(RewardModelFitterTest, LearnsWhatTheProxyMissesAndRanksUnseenPlans) {
 }
 
 TEST(RewardModelFitterTest, NoModelBeforeEnoughPlansAndBadMeasurementsIgnored) {
-  const quant::UnitTable table = testing::SyntheticTable(kUnits, 3);
+  const plan::UnitTable table = testing::SyntheticTable(kUnits, 3);
   RewardModelFitter fitter(table);
   const std::vector<int> plan(kUnits, 2);
   fitter.Add(plan, std::nan(""));
@@ -97,7 +97,7 @@ TEST(RewardModelFitterTest, NoModelBeforeEnoughPlansAndBadMeasurementsIgnored) {
 }
 
 TEST(RewardModelFitterTest, FitsTheLastPlansAndRemembersEveryMeasuredOne) {
-  const quant::UnitTable table = testing::SyntheticTable(kUnits, 3);
+  const plan::UnitTable table = testing::SyntheticTable(kUnits, 3);
   RewardModelFitter fitter(table);
   std::mt19937_64 rng(4);
   const std::vector<int> base(kUnits, 3);
@@ -123,13 +123,13 @@ Episode EpisodeOf(std::vector<int> actions, uint64_t id) {
 }
 
 TEST(KeepBestPredictedTest, BestPredictedUnmeasuredDistinctPlansFirst) {
-  const quant::UnitTable table = testing::SyntheticTable(kUnits, 3);
+  const plan::UnitTable table = testing::SyntheticTable(kUnits, 3);
   RewardModel model;
   model.plans = 5;
-  model.correction.assign(kUnits * quant::kNumActions, 0.0f);
+  model.correction.assign(kUnits * plan::kNumActions, 0.0f);
   // Action 1 of unit 0 is predicted much better, action 2 a little better.
-  model.correction[0 * quant::kNumActions + 1] = -2.0f;
-  model.correction[0 * quant::kNumActions + 2] = -1.0f;
+  model.correction[0 * plan::kNumActions + 1] = -2.0f;
+  model.correction[0 * plan::kNumActions + 2] = -1.0f;
   std::vector<int> a(kUnits, 3), b(kUnits, 3), c(kUnits, 3), d(kUnits, 3);
   a[0] = 1;  // best, but measured
   b[0] = 2;  // second

@@ -7,7 +7,7 @@
 namespace windquant::rl {
 
 absl::StatusOr<std::unique_ptr<RolloutWorker>> RolloutWorker::Create(
-    const quant::UnitTable& table, const EnvironmentOptions& env, std::string actor_id,
+    const plan::UnitTable& table, const EnvironmentOptions& env, std::string actor_id,
     int actor_index, uint32_t incarnation, int envs, uint64_t seed) {
   if (envs < 1) return absl::InvalidArgumentError("rollout envs: must be >= 1");
   std::unique_ptr<RolloutWorker> w(new RolloutWorker());

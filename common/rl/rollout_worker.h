@@ -27,11 +27,11 @@ class RolloutWorker {
  public:
   // INVALID_ARGUMENT for an empty table or envs < 1.
   static absl::StatusOr<std::unique_ptr<RolloutWorker>> Create(
-      const quant::UnitTable& table, const EnvironmentOptions& env, std::string actor_id,
+      const plan::UnitTable& table, const EnvironmentOptions& env, std::string actor_id,
       int actor_index, uint32_t incarnation, int envs, uint64_t seed);
   // Runs `envs` episodes with `policy` at `target_bits` (sampled actions).
   absl::StatusOr<std::vector<Episode>> Run(const Policy& policy, double target_bits);
-  const quant::UnitTable& table() const { return costs_->table(); }
+  const plan::UnitTable& table() const { return costs_->table(); }
   int envs() const { return envs_; }  // episodes per Run
 
  private:

@@ -12,9 +12,9 @@
 #include <fstream>
 
 #include "common/base/files.h"
-#include "common/rl/synthetic_table.h"
 #include "common/testing/scoped_test_dir.h"
 #include "common/testing/status_matchers.h"
+#include "common/testing/synthetic_table.h"
 #include "gtest/gtest.h"
 
 namespace windquant::rl {

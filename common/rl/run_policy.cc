@@ -1,6 +1,6 @@
 #include "common/rl/run_policy.h"
 
-#include "common/quant/action.h"
+#include "common/plan/action.h"
 #include "common/rl/state_features.h"
 
 namespace windquant::rl {
@@ -8,7 +8,7 @@ namespace windquant::rl {
 PolicyOptions RunPolicyOptions(const PpoOptions& ppo, uint64_t seed) {
   PolicyOptions po;
   po.state_dim = kStateDim;
-  po.num_actions = quant::kNumActions;
+  po.num_actions = plan::kNumActions;
   po.hidden_sizes.assign(ppo.hidden.begin(), ppo.hidden.end());
   po.init_seed = seed;
   return po;

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "common/quant/action.h"
+#include "common/plan/action.h"
 
 namespace windquant::rl {
 namespace {
@@ -15,8 +15,8 @@ float Clip(double x, double low, double high) {
 
 }  // namespace
 
-void ComputeState(const quant::Unit& unit, const EpisodeContext& c, float* out) {
-  for (int i = 0; i < quant::kNumStaticFeatures; ++i) {
+void ComputeState(const plan::Unit& unit, const EpisodeContext& c, float* out) {
+  for (int i = 0; i < plan::kNumStaticFeatures; ++i) {
     const float v = unit.features[i];
     out[i] = std::isfinite(v) ? v : 0.0f;
   }
@@ -34,17 +34,17 @@ void ComputeState(const quant::Unit& unit, const EpisodeContext& c, float* out) 
     urgency = std::log2(c.bits_left / c.min_bits_left) / 4.0;
   }
   out[kFeatUrgency] = Clip(urgency, -1.0, 1.0);
-  const int prev = c.step > 0 ? std::clamp(c.previous_action, 0, quant::kNumActions - 1) : 0;
-  out[kFeatPrevAction] = static_cast<float>(prev) / (quant::kNumActions - 1);
+  const int prev = c.step > 0 ? std::clamp(c.previous_action, 0, plan::kNumActions - 1) : 0;
+  out[kFeatPrevAction] = static_cast<float>(prev) / (plan::kNumActions - 1);
 }
 
 FeatureRange StateFeatureRange(int i) {
   switch (i) {
-    case quant::kFeatWeightMean:
-    case quant::kFeatWeightVar:
-    case quant::kFeatActMeanRel:
-    case quant::kFeatActMaxRel:
-    case quant::kFeatMassShare:  // log2(share x units in layer) / 4 (unit_table_builder.cc)
+    case plan::kFeatWeightMean:
+    case plan::kFeatWeightVar:
+    case plan::kFeatActMeanRel:
+    case plan::kFeatActMaxRel:
+    case plan::kFeatMassShare:  // log2(share x units in layer) / 4 (unit_table_builder.cc)
     case kFeatBudgetPerWeight:
     case kFeatUrgency:
       return {-1.0f, 1.0f};

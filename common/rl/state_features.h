@@ -1,7 +1,7 @@
 // The 15-number state of the WINDQuant decision process (DESIGN.md section 4).
 //
 // Indices 0..10 are the unit's static features, copied from
-// quant::Unit::features (documented in common/quant/unit_table.h, computed in
+// plan::Unit::features (documented in common/plan/unit_table.h, computed in
 // unit_table_builder.cc). Indices 11..14 are dynamic: they depend on where the
 // episode is and what it has spent so far, and are computed here:
 //
@@ -25,15 +25,15 @@
 
 #include <cstdint>
 
-#include "common/quant/unit_table.h"
+#include "common/plan/unit_table.h"
 
 namespace windquant::rl {
 
 inline constexpr int kStateDim = 15;
-inline constexpr int kFeatProgress = quant::kNumStaticFeatures;  // 11
-inline constexpr int kFeatBudgetPerWeight = kFeatProgress + 1;   // 12
-inline constexpr int kFeatUrgency = kFeatProgress + 2;           // 13
-inline constexpr int kFeatPrevAction = kFeatProgress + 3;        // 14
+inline constexpr int kFeatProgress = plan::kNumStaticFeatures;  // 11
+inline constexpr int kFeatBudgetPerWeight = kFeatProgress + 1;  // 12
+inline constexpr int kFeatUrgency = kFeatProgress + 2;          // 13
+inline constexpr int kFeatPrevAction = kFeatProgress + 3;       // 14
 static_assert(kFeatPrevAction + 1 == kStateDim, "the state has 15 numbers");
 
 // Where an episode stands before choosing the action of unit `step`.
@@ -48,7 +48,7 @@ struct EpisodeContext {
 
 // Writes the 15 features of `unit` in `context` into out[0..14]. Every value
 // is finite and within the range documented above.
-void ComputeState(const quant::Unit& unit, const EpisodeContext& context, float* out);
+void ComputeState(const plan::Unit& unit, const EpisodeContext& context, float* out);
 
 // The documented [low, high] of feature i (static ones from unit_table.h).
 struct FeatureRange {

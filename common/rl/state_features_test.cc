@@ -13,14 +13,14 @@ namespace {
 // Each expected value below is the formula of state_features.h worked by hand; every
 // feature is one or two float operations, so they are compared with EXPECT_FLOAT_EQ.
 
-quant::Unit UnitWithFeatures() {
-  quant::Unit u;
-  for (int i = 0; i < quant::kNumStaticFeatures; ++i) u.features[i] = 0.05f * (i + 1);
-  u.features[quant::kFeatWeightMean] = -0.4f;
+plan::Unit UnitWithFeatures() {
+  plan::Unit u;
+  for (int i = 0; i < plan::kNumStaticFeatures; ++i) u.features[i] = 0.05f * (i + 1);
+  u.features[plan::kFeatWeightMean] = -0.4f;
   return u;
 }
 
-std::array<float, kStateDim> State(const quant::Unit& unit, const EpisodeContext& c) {
+std::array<float, kStateDim> State(const plan::Unit& unit, const EpisodeContext& c) {
   std::array<float, kStateDim> out;
   out.fill(-99.0f);  // every entry must be written
   ComputeState(unit, c, out.data());
@@ -36,8 +36,8 @@ TEST(StateFeaturesTest, MidEpisodeValuesMatchTheHandComputation) {
   c.min_bits_left = 50;  // 8x slack -> log2(8) / 4
   c.previous_action = 4;
   const auto s = State(UnitWithFeatures(), c);
-  EXPECT_FLOAT_EQ(s[quant::kFeatWeightMean], -0.4f);
-  for (int i = 1; i < quant::kNumStaticFeatures; ++i) EXPECT_FLOAT_EQ(s[i], 0.05f * (i + 1)) << i;
+  EXPECT_FLOAT_EQ(s[plan::kFeatWeightMean], -0.4f);
+  for (int i = 1; i < plan::kNumStaticFeatures; ++i) EXPECT_FLOAT_EQ(s[i], 0.05f * (i + 1)) << i;
   EXPECT_FLOAT_EQ(s[kFeatProgress], 0.3f);          // 3 / 10
   EXPECT_FLOAT_EQ(s[kFeatBudgetPerWeight], 0.25f);  // (400 / 100) / 16
   EXPECT_FLOAT_EQ(s[kFeatUrgency], 0.75f);          // log2(400 / 50) / 4
@@ -106,35 +106,34 @@ TEST(StateFeaturesTest, DegenerateContextsGiveTheDocumentedDefaults) {
 }
 
 TEST(StateFeaturesTest, NonFiniteStaticFeaturesBecomeZero) {
-  quant::Unit u = UnitWithFeatures();
-  u.features[quant::kFeatSparsity] = std::numeric_limits<float>::quiet_NaN();
-  u.features[quant::kFeatActMaxRel] = std::numeric_limits<float>::infinity();
+  plan::Unit u = UnitWithFeatures();
+  u.features[plan::kFeatSparsity] = std::numeric_limits<float>::quiet_NaN();
+  u.features[plan::kFeatActMaxRel] = std::numeric_limits<float>::infinity();
   EpisodeContext c;
   c.num_units = 1;
   const auto s = State(u, c);
-  EXPECT_EQ(s[quant::kFeatSparsity], 0.0f);
-  EXPECT_EQ(s[quant::kFeatActMaxRel], 0.0f);
-  EXPECT_FLOAT_EQ(s[quant::kFeatDepth], 0.05f * (quant::kFeatDepth + 1));
+  EXPECT_EQ(s[plan::kFeatSparsity], 0.0f);
+  EXPECT_EQ(s[plan::kFeatActMaxRel], 0.0f);
+  EXPECT_FLOAT_EQ(s[plan::kFeatDepth], 0.05f * (plan::kFeatDepth + 1));
 }
 
 TEST(StateFeaturesTest, RangesAreTheDocumentedOnes) {
   for (int i : std::initializer_list<int>{
-           quant::kFeatWeightMean, quant::kFeatWeightVar, quant::kFeatActMeanRel,
-           quant::kFeatActMaxRel, quant::kFeatMassShare, kFeatBudgetPerWeight, kFeatUrgency}) {
+           plan::kFeatWeightMean, plan::kFeatWeightVar, plan::kFeatActMeanRel, plan::kFeatActMaxRel,
+           plan::kFeatMassShare, kFeatBudgetPerWeight, kFeatUrgency}) {
     EXPECT_EQ(StateFeatureRange(i).low, -1.0f) << i;
     EXPECT_EQ(StateFeatureRange(i).high, 1.0f) << i;
   }
-  for (int i :
-       std::initializer_list<int>{quant::kFeatSparsity, quant::kFeatOutlierFrac,
-                                  quant::kFeatIsAttention, quant::kFeatIsMlp, quant::kFeatDepth,
-                                  quant::kFeatErrRatio, kFeatProgress, kFeatPrevAction}) {
+  for (int i : std::initializer_list<int>{
+           plan::kFeatSparsity, plan::kFeatOutlierFrac, plan::kFeatIsAttention, plan::kFeatIsMlp,
+           plan::kFeatDepth, plan::kFeatErrRatio, kFeatProgress, kFeatPrevAction}) {
     EXPECT_EQ(StateFeatureRange(i).low, 0.0f) << i;
     EXPECT_EQ(StateFeatureRange(i).high, 1.0f) << i;
   }
 }
 
 TEST(StateFeaturesTest, EveryDynamicFeatureStaysInItsRangeOverAGrid) {
-  const quant::Unit u = UnitWithFeatures();
+  const plan::Unit u = UnitWithFeatures();
   for (int64_t step : {0, 1, 5, 9}) {
     for (double bits : {-1e9, -3.0, 0.0, 1.0, 320.0, 1e12}) {
       for (double weights : {0.0, 1.0, 80.0}) {

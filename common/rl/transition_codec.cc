@@ -6,18 +6,18 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/base/status_macros.h"
-#include "common/quant/baselines.h"
 #include "common/rl/plan_validation.h"
 #include "common/rl/state_features.h"
+#include "common/search/baselines.h"
 
 namespace windquant::rl {
 
-void EncodeEpisode(const Episode& e, const quant::UnitTable& table, v1::TransitionBatch* out) {
+void EncodeEpisode(const Episode& e, const plan::UnitTable& table, v1::TransitionBatch* out) {
   out->set_actor_id(e.actor_id);
   out->set_episode_id(e.episode_id);
   out->set_policy_version(e.policy_version);
   out->set_state_dim(kStateDim);
-  out->set_num_actions(quant::kNumActions);
+  out->set_num_actions(plan::kNumActions);
   std::string masks;
   for (const Transition& t : e.steps) {
     for (float x : t.state) out->add_states(x);
@@ -45,8 +45,8 @@ absl::Status CheckShape(const v1::TransitionBatch& b, size_t steps) {
     return Bad(
         absl::StrCat("state_dim: ", b.state_dim(), ", the state has ", kStateDim, " features"));
   }
-  if (b.num_actions() != quant::kNumActions) {
-    return Bad(absl::StrCat("num_actions: ", b.num_actions(), ", expected ", quant::kNumActions));
+  if (b.num_actions() != plan::kNumActions) {
+    return Bad(absl::StrCat("num_actions: ", b.num_actions(), ", expected ", plan::kNumActions));
   }
   if (static_cast<size_t>(b.actions_size()) != steps) {
     return Bad(absl::StrCat("actions: ", b.actions_size(), " steps, the unit table has ", steps,
@@ -56,9 +56,9 @@ absl::Status CheckShape(const v1::TransitionBatch& b, size_t steps) {
     return Bad(absl::StrCat("states: ", b.states_size(),
                             " numbers, expected steps * state_dim = ", steps * kStateDim));
   }
-  if (b.masks().size() != steps * quant::kNumActions) {
+  if (b.masks().size() != steps * plan::kNumActions) {
     return Bad(
-        absl::StrCat("masks: ", b.masks().size(), " bytes, expected ", steps * quant::kNumActions));
+        absl::StrCat("masks: ", b.masks().size(), " bytes, expected ", steps * plan::kNumActions));
   }
   for (const auto& [name, size] : {std::pair<const char*, int>{"rewards", b.rewards_size()},
                                    {"log_probs", b.log_probs_size()},
@@ -78,10 +78,10 @@ absl::Status DecodeStep(const v1::TransitionBatch& b, size_t t, size_t steps, Tr
       return Bad(absl::StrCat("states[", t * kStateDim + i, "]: not finite"));
     }
   }
-  out->mask.assign(b.masks().begin() + t * quant::kNumActions,
-                   b.masks().begin() + (t + 1) * quant::kNumActions);
+  out->mask.assign(b.masks().begin() + t * plan::kNumActions,
+                   b.masks().begin() + (t + 1) * plan::kNumActions);
   const uint32_t a = b.actions(t);
-  if (a >= static_cast<uint32_t>(quant::kNumActions)) {
+  if (a >= static_cast<uint32_t>(plan::kNumActions)) {
     return Bad(absl::StrCat("actions[", t, "]: ", a, " is not an action index"));
   }
   if (!out->mask[a]) return Bad(absl::StrCat("actions[", t, "]: action ", a, " is masked"));
@@ -102,14 +102,14 @@ absl::Status DecodeStep(const v1::TransitionBatch& b, size_t t, size_t steps, Tr
 }
 
 // The plan is the steps' actions, or (the repair budget mode) their repair
-// to the plan's target (quant::RepairToBudget, in either order).
-absl::Status CheckPlanOfSteps(const Episode& e, const quant::UnitTable& table) {
+// to the plan's target (search::RepairToBudget, in either order).
+absl::Status CheckPlanOfSteps(const Episode& e, const plan::UnitTable& table) {
   std::vector<int> chosen(e.steps.size());
   for (size_t t = 0; t < chosen.size(); ++t) chosen[t] = static_cast<int>(e.steps[t].action);
   if (e.plan.actions == chosen) return absl::OkStatus();
   // The walk order first: it costs a fraction of the proxy's heap (rl_bench).
-  for (quant::RepairOrder order : {quant::RepairOrder::kWalk, quant::RepairOrder::kProxy}) {
-    if (e.plan.actions == quant::RepairToBudget(table, chosen, e.plan.target_bits, order)) {
+  for (search::RepairOrder order : {search::RepairOrder::kWalk, search::RepairOrder::kProxy}) {
+    if (e.plan.actions == search::RepairToBudget(table, chosen, e.plan.target_bits, order)) {
       return absl::OkStatus();
     }
   }
@@ -122,7 +122,7 @@ absl::Status CheckPlanOfSteps(const Episode& e, const quant::UnitTable& table) {
 
 }  // namespace
 
-absl::StatusOr<Episode> DecodeEpisode(const v1::TransitionBatch& b, const quant::UnitTable& table) {
+absl::StatusOr<Episode> DecodeEpisode(const v1::TransitionBatch& b, const plan::UnitTable& table) {
   const size_t steps = table.units.size();
   WQ_RETURN_IF_ERROR(CheckShape(b, steps));
   WQ_RETURN_IF_ERROR(ValidatePlan(b.plan(), table, PlanScope::kRun));
@@ -132,7 +132,7 @@ absl::StatusOr<Episode> DecodeEpisode(const v1::TransitionBatch& b, const quant:
   e.policy_version = b.policy_version();
   e.steps.resize(steps);
   for (size_t t = 0; t < steps; ++t) WQ_RETURN_IF_ERROR(DecodeStep(b, t, steps, &e.steps[t]));
-  e.plan = quant::Plan::FromProto(b.plan());
+  e.plan = plan::Plan::FromProto(b.plan());
   WQ_RETURN_IF_ERROR(CheckPlanOfSteps(e, table));
   if (b.screened_out()) {
     if (!std::isfinite(b.predicted_log_ppl())) return Bad("predicted_log_ppl: not finite");

@@ -11,15 +11,15 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/quant/unit_table.h"
+#include "common/plan/unit_table.h"
 #include "common/rl/episode.h"
 #include "windquant/v1/types.pb.h"
 
 namespace windquant::rl {
 
-void EncodeEpisode(const Episode& episode, const quant::UnitTable& table, v1::TransitionBatch* out);
+void EncodeEpisode(const Episode& episode, const plan::UnitTable& table, v1::TransitionBatch* out);
 absl::StatusOr<Episode> DecodeEpisode(const v1::TransitionBatch& batch,
-                                      const quant::UnitTable& table);
+                                      const plan::UnitTable& table);
 
 }  // namespace windquant::rl
 

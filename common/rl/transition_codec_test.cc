@@ -5,10 +5,10 @@
 #include <random>
 #include <string>
 
-#include "common/quant/baselines.h"
 #include "common/rl/state_features.h"
-#include "common/rl/synthetic_table.h"
+#include "common/search/baselines.h"
 #include "common/testing/status_matchers.h"
+#include "common/testing/synthetic_table.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -22,10 +22,10 @@ constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
 // An episode over `table` as a rollout worker ends it: seeded states, masks that allow
 // the chosen action and at least one other, and the plan made of the chosen actions.
-Episode SeededEpisode(const quant::UnitTable& table, uint64_t seed) {
+Episode SeededEpisode(const plan::UnitTable& table, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  std::uniform_int_distribution<int> action(0, quant::kNumActions - 1);
+  std::uniform_int_distribution<int> action(0, plan::kNumActions - 1);
   Episode e;
   e.actor_id = "actor-3";
   e.episode_id = (uint64_t{4} << 48) | 17;
@@ -35,16 +35,16 @@ Episode SeededEpisode(const quant::UnitTable& table, uint64_t seed) {
     Transition tr;
     for (int i = 0; i < kStateDim; ++i) tr.state.push_back(u(rng));
     tr.action = action(rng);
-    tr.mask.assign(quant::kNumActions, 0);
+    tr.mask.assign(plan::kNumActions, 0);
     tr.mask[tr.action] = 1;
-    tr.mask[(tr.action + 3) % quant::kNumActions] = 1;
+    tr.mask[(tr.action + 3) % plan::kNumActions] = 1;
     tr.reward = u(rng);
     tr.log_prob = -std::abs(u(rng)) - 0.1f;
     tr.value = u(rng);
     actions.push_back(static_cast<int>(tr.action));
     e.steps.push_back(tr);
   }
-  e.plan = quant::Plan::Make(table, actions, "rl", 3.0);
+  e.plan = plan::Plan::Make(table, actions, "rl", 3.0);
   e.plan.episode_id = e.episode_id;
   e.plan.policy_version = e.policy_version;
   return e;
@@ -58,7 +58,7 @@ class TransitionCodecTest : public ::testing::Test {
   }
   absl::StatusOr<Episode> Decode() const { return DecodeEpisode(batch_, table_); }
 
-  const quant::UnitTable table_;
+  const plan::UnitTable table_;
   const Episode episode_;
   v1::TransitionBatch batch_;
 };
@@ -110,7 +110,7 @@ TEST_F(TransitionCodecTest, MasksTravelAsZeroOrOneBytes) {
   for (Transition& t : e.steps) t.mask[t.action] = 7;  // any nonzero byte means allowed
   v1::TransitionBatch b;
   EncodeEpisode(e, table_, &b);
-  ASSERT_EQ(b.masks().size(), 9u * quant::kNumActions);
+  ASSERT_EQ(b.masks().size(), 9u * plan::kNumActions);
   for (char m : b.masks()) EXPECT_TRUE(m == 0 || m == 1) << static_cast<int>(m);
   absl::StatusOr<Episode> d = DecodeEpisode(b, table_);
   ASSERT_THAT(d, IsOk());
@@ -121,7 +121,7 @@ TEST_F(TransitionCodecTest, RefusesAShapeOfAnotherBuild) {
   batch_.set_state_dim(kStateDim + 1);
   EXPECT_THAT(Decode(), StatusIs(kInvalid, "state_dim: 16, the state has 15 features"));
   batch_.set_state_dim(kStateDim);
-  batch_.set_num_actions(quant::kNumActions - 1);
+  batch_.set_num_actions(plan::kNumActions - 1);
   EXPECT_THAT(Decode(), StatusIs(kInvalid, "num_actions: 6, expected 7"));
 }
 
@@ -155,7 +155,7 @@ TEST_F(TransitionCodecTest, RefusesAPlanOfAnotherModelOrLength) {
   b.mutable_plan()->add_actions(0);
   EXPECT_THAT(DecodeEpisode(b, table_), StatusIs(kInvalid, "plan.actions: 10 entries"));
   b = batch_;
-  b.mutable_plan()->set_actions(2, quant::kNumActions);
+  b.mutable_plan()->set_actions(2, plan::kNumActions);
   EXPECT_THAT(DecodeEpisode(b, table_), StatusIs(kInvalid, "plan.actions[2]: 7 is not"));
 }
 
@@ -176,19 +176,19 @@ TEST_F(TransitionCodecTest, RefusesANonFiniteNumberNamingItsIndex) {
 
 TEST_F(TransitionCodecTest, RefusesAnActionOutOfRangeMaskedOrDisagreeingWithThePlan) {
   v1::TransitionBatch b = batch_;
-  b.set_actions(4, quant::kNumActions);
+  b.set_actions(4, plan::kNumActions);
   EXPECT_THAT(DecodeEpisode(b, table_), StatusIs(kInvalid, "actions[4]: 7 is not an action index"));
 
   // Step 6's action is allowed; forbid it.
   b = batch_;
   const int a6 = static_cast<int>(episode_.steps[6].action);
-  (*b.mutable_masks())[6 * quant::kNumActions + a6] = 0;
+  (*b.mutable_masks())[6 * plan::kNumActions + a6] = 0;
   EXPECT_THAT(DecodeEpisode(b, table_),
               StatusIs(kInvalid, "actions[6]: action " + std::to_string(a6) + " is masked"));
 
   // Step 1 takes the other allowed action, the plan still says the first one.
   b = batch_;
-  const int other = (static_cast<int>(episode_.steps[1].action) + 3) % quant::kNumActions;
+  const int other = (static_cast<int>(episode_.steps[1].action) + 3) % plan::kNumActions;
   b.set_actions(1, other);
   EXPECT_THAT(DecodeEpisode(b, table_),
               StatusIs(kInvalid,
@@ -202,7 +202,7 @@ TEST_F(TransitionCodecTest, APlanRepairedToItsTargetDecodesWithTheChosenActions)
   const std::vector<int> chosen = episode_.plan.actions;
   ASSERT_GT(table_.EffectiveBits(chosen), 3.0);  // the seeded actions overrun the target
   Episode repaired = episode_;
-  repaired.plan = quant::Plan::Make(table_, quant::RepairToBudget(table_, chosen, 3.0), "rl", 3.0);
+  repaired.plan = plan::Plan::Make(table_, search::RepairToBudget(table_, chosen, 3.0), "rl", 3.0);
   ASSERT_NE(repaired.plan.actions, chosen);
   v1::TransitionBatch b;
   EncodeEpisode(repaired, table_, &b);
@@ -212,8 +212,8 @@ TEST_F(TransitionCodecTest, APlanRepairedToItsTargetDecodesWithTheChosenActions)
   for (size_t t = 0; t < chosen.size(); ++t) EXPECT_EQ(d->steps[t].action, chosen[t]);
   // The walk order's repair (env.repair_order: walk) decodes as well.
   Episode walked = episode_;
-  walked.plan = quant::Plan::Make(
-      table_, quant::RepairToBudget(table_, chosen, 3.0, quant::RepairOrder::kWalk), "rl", 3.0);
+  walked.plan = plan::Plan::Make(
+      table_, search::RepairToBudget(table_, chosen, 3.0, search::RepairOrder::kWalk), "rl", 3.0);
   ASSERT_NE(walked.plan.actions, repaired.plan.actions);
   v1::TransitionBatch wb;
   EncodeEpisode(walked, table_, &wb);

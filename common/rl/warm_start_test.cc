@@ -1,8 +1,8 @@
 #include "common/rl/warm_start.h"
 
 #include "common/rl/environment.h"
-#include "common/rl/synthetic_table.h"
 #include "common/testing/status_matchers.h"
+#include "common/testing/synthetic_table.h"
 #include "gtest/gtest.h"
 
 namespace windquant::rl {
@@ -12,7 +12,7 @@ using ::windquant::testing::StatusIs;
 constexpr absl::StatusCode kInvalid = absl::StatusCode::kInvalidArgument;
 
 TEST(BehaviourCloneTest, ReachesTargetProbability) {
-  const quant::UnitTable t = testing::SyntheticTable(30, 8);
+  const plan::UnitTable t = testing::SyntheticTable(30, 8);
   auto costs = *UnitCosts::Create(t);
   EnvOptions eo;
   eo.target_bits = 2.5;

@@ -58,10 +58,9 @@ absl::Status StageWorker::CheckHidden(const at::Tensor& hidden, const std::strin
     return absl::InvalidArgumentError(absl::StrCat(field, ": must be [batch, seq, hidden]"));
   }
   if (hidden.scalar_type() != model_->dtype()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(field, ": ", model::DtypeName(hidden.scalar_type()),
-                     ", but this stage computes in ", model::DtypeName(model_->dtype()),
-                     " (model.compute_dtype)"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, ": ", model::DtypeName(hidden.scalar_type()), ", but this stage computes in ",
+        model::DtypeName(model_->dtype()), " (model.compute_dtype)"));
   }
   if (hidden.size(2) != c.hidden_size) {
     return absl::InvalidArgumentError(
@@ -88,14 +87,14 @@ absl::StatusOr<at::Tensor> StageWorker::Calibrate(const at::Tensor& hidden) {
   return fitter_.Calibrate(hidden);
 }
 
-absl::StatusOr<quant::UnitTable> StageWorker::FinishCalibration(const std::string& fingerprint) {
+absl::StatusOr<plan::UnitTable> StageWorker::FinishCalibration(const std::string& fingerprint) {
   absl::MutexLock lock(&calib_mu_);
   // The table fingerprint is the stage's cache identity too (all the actor knows of the
   // model beyond its own layers).
   WQ_ASSIGN_OR_RETURN(quant::StageQuantization fitted,
                       fitter_.FinishPass(fingerprint, fingerprint));
   WQ_RETURN_IF_ERROR(fitted.cache_write);
-  quant::UnitTable table = fitted.fits.table();
+  plan::UnitTable table = fitted.fits.table();
   WQ_RETURN_IF_ERROR(SetFits(std::move(fitted.fits), std::move(fitted.stats)));
   return table;
 }
@@ -127,7 +126,7 @@ absl::Status StageWorker::LoadCachedFits(const std::string& fingerprint) {
   return SetFits(std::move(hit->fits), quant::ActivationStats());
 }
 
-absl::StatusOr<quant::UnitTable> StageWorker::table() const {
+absl::StatusOr<plan::UnitTable> StageWorker::table() const {
   absl::MutexLock lock(&mu_);
   if (stage_ == nullptr) return absl::FailedPreconditionError("stage not fitted yet");
   return stage_->table();

@@ -41,12 +41,12 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "common/model/llama_model.h"
+#include "common/plan/unit_table.h"
 #include "common/quant/calibration.h"
 #include "common/quant/compensation.h"
 #include "common/quant/quantized_stage.h"
 #include "common/quant/stage_fits.h"
 #include "common/quant/stage_fitter.h"
-#include "common/quant/unit_table.h"
 #include "common/quant/unit_table_options.h"
 
 namespace windquant::stage {
@@ -95,13 +95,13 @@ class StageWorker {
   // (fingerprint stored in it; the fit cache entry is keyed by it and the stage's layers).
   // FAILED_PRECONDITION when nothing was calibrated; StageFitter::FinishPass's errors, and
   // the cache's when the entry cannot be written.
-  absl::StatusOr<quant::UnitTable> FinishCalibration(const std::string& fingerprint);
+  absl::StatusOr<plan::UnitTable> FinishCalibration(const std::string& fingerprint);
   // Loads fits saved by an earlier FinishCalibration for `fingerprint`;
   // NOT_FOUND when there are none (or with compensation); DATA_LOSS for an unusable entry.
   absl::Status LoadCachedFits(const std::string& fingerprint);
 
   // The stage table once fitted, else FAILED_PRECONDITION.
-  absl::StatusOr<quant::UnitTable> table() const;
+  absl::StatusOr<plan::UnitTable> table() const;
   bool fitted() const;
   // The stage's weights + fits once fitted (nullptr before), to share read-only.
   std::shared_ptr<const quant::QuantizedStage> stage() const;

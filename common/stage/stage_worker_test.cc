@@ -96,8 +96,9 @@ TEST_F(StageWorkerTest, Bfloat16StageComputesInBfloat16AndRefusesAnotherDtype) {
   EXPECT_TRUE(at::equal(*out, whole.ForwardLayers(hidden, 1, 3)));
 
   EXPECT_THAT(bf16.Forward("", nullptr, hidden_),
-              StatusIs(kInvalid, "hidden: float32, but this stage computes in bfloat16 "
-                                 "(model.compute_dtype)"));
+              StatusIs(kInvalid,
+                       "hidden: float32, but this stage computes in bfloat16 "
+                       "(model.compute_dtype)"));
   EXPECT_THAT(worker_->Forward("", nullptr, hidden),
               StatusIs(kInvalid, "hidden: bfloat16, but this stage computes in float32"));
 

@@ -25,7 +25,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "common/quant/unit_table.h"
+#include "common/plan/unit_table.h"
 
 namespace windquant::transport {
 
@@ -74,7 +74,7 @@ class ActivationTransport {
   virtual absl::StatusOr<std::unique_ptr<StageStream>> Open(const PassSpec& spec) = 0;
   // Ends the calibration: the stage fits every (unit, action) of its shard and
   // returns its part of the unit table (it also registers it where configured).
-  virtual absl::StatusOr<quant::UnitTable> FinishCalibration(const std::string& fingerprint) = 0;
+  virtual absl::StatusOr<plan::UnitTable> FinishCalibration(const std::string& fingerprint) = 0;
   // Human name for messages ("stage 1 replica 0 at 127.0.0.1:4242").
   virtual std::string Name() const = 0;
 };

@@ -33,10 +33,10 @@ absl::StatusOr<std::unique_ptr<StageStream>> FakeActivationTransport::Open(const
   return std::unique_ptr<StageStream>(new FakeStageStream(this));
 }
 
-absl::StatusOr<quant::UnitTable> FakeActivationTransport::FinishCalibration(
+absl::StatusOr<plan::UnitTable> FakeActivationTransport::FinishCalibration(
     const std::string& fingerprint) {
   ++finished_;
-  quant::UnitTable table;
+  plan::UnitTable table;
   table.fingerprint = fingerprint;
   table.first_layer = static_cast<int32_t>(first_);
   table.end_layer = static_cast<int32_t>(end_);

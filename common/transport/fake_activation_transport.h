@@ -31,7 +31,7 @@ class FakeActivationTransport : public ActivationTransport {
     return std::make_pair(first_, end_);
   }
   absl::StatusOr<std::unique_ptr<StageStream>> Open(const PassSpec& spec) override;
-  absl::StatusOr<quant::UnitTable> FinishCalibration(const std::string& fingerprint) override;
+  absl::StatusOr<plan::UnitTable> FinishCalibration(const std::string& fingerprint) override;
   std::string Name() const override;
 
  private:

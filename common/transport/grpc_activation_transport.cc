@@ -38,8 +38,8 @@ class GrpcStageStream : public StageStream {
     req.set_request_id(static_cast<uint64_t>(batch.index));
     EncodeHiddenStates(batch.hidden, batch.index, req.mutable_hidden());
     // As EncodeHiddenStates sends it.
-    sent_dtype_.store(static_cast<int>(
-        batch.hidden.scalar_type() == at::kBFloat16 ? at::kBFloat16 : at::kFloat));
+    sent_dtype_.store(
+        static_cast<int>(batch.hidden.scalar_type() == at::kBFloat16 ? at::kBFloat16 : at::kFloat));
     // A failed write means the actor ended the call; its status (e.g.
     // INVALID_ARGUMENT naming the field) is what Receive reports, so the
     // write failure itself is not an error here.
@@ -59,8 +59,7 @@ class GrpcStageStream : public StageStream {
     const int sent = sent_dtype_.load();
     std::optional<at::ScalarType> expected;
     if (sent >= 0) expected = static_cast<at::ScalarType>(sent);
-    WQ_ASSIGN_OR_RETURN(at::Tensor hidden,
-                        DecodeHiddenStates(resp.hidden(), "hidden", expected));
+    WQ_ASSIGN_OR_RETURN(at::Tensor hidden, DecodeHiddenStates(resp.hidden(), "hidden", expected));
     return MicroBatch{static_cast<int32_t>(resp.request_id()), hidden};
   }
   absl::Status CloseSend() override {
@@ -124,7 +123,7 @@ absl::StatusOr<std::unique_ptr<StageStream>> GrpcActivationTransport::Open(const
             }));
 }
 
-absl::StatusOr<quant::UnitTable> GrpcActivationTransport::FinishCalibration(
+absl::StatusOr<plan::UnitTable> GrpcActivationTransport::FinishCalibration(
     const std::string& fingerprint) {
   int64_t weights = 0;
   if (weights_per_layer_ > 0) {
@@ -138,7 +137,7 @@ absl::StatusOr<quant::UnitTable> GrpcActivationTransport::FinishCalibration(
   v1::FinishCalibrationReply reply;
   const grpc::Status s = stub_->FinishCalibration(&context, req, &reply);
   if (!s.ok()) return net::FromGrpcStatus(s);
-  return quant::UnitTable::FromProto(reply.table());
+  return plan::UnitTable::FromProto(reply.table());
 }
 
 }  // namespace windquant::transport

@@ -27,7 +27,7 @@ class GrpcActivationTransport : public ActivationTransport {
                           absl::Duration deadline, int64_t weights_per_layer = 0);
   absl::StatusOr<std::pair<int64_t, int64_t>> Layers() override;
   absl::StatusOr<std::unique_ptr<StageStream>> Open(const PassSpec& spec) override;
-  absl::StatusOr<quant::UnitTable> FinishCalibration(const std::string& fingerprint) override;
+  absl::StatusOr<plan::UnitTable> FinishCalibration(const std::string& fingerprint) override;
   std::string Name() const override { return name_; }
   // The stage's info (also tells whether it is fitted).
   absl::StatusOr<v1::StageInfo> Info();

@@ -23,20 +23,20 @@ absl::StatusOr<at::Tensor> DecodeHiddenStates(const v1::HiddenStates& proto,
                                               const std::string& field,
                                               std::optional<at::ScalarType> expected,
                                               int64_t max_elements) {
-  const std::optional<model::ComputeDtype> named =
-      proto.dtype().empty() ? model::ComputeDtype::kFloat32
-                            : model::ParseComputeDtype(proto.dtype());
+  const std::optional<model::ComputeDtype> named = proto.dtype().empty()
+                                                       ? model::ComputeDtype::kFloat32
+                                                       : model::ParseComputeDtype(proto.dtype());
   if (!named.has_value()) {
-    return absl::InvalidArgumentError(absl::StrCat(field, ".dtype: '", proto.dtype(),
-                                                   "' unknown, must be float32 or bfloat16"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ".dtype: '", proto.dtype(), "' unknown, must be float32 or bfloat16"));
   }
   model::ComputeOptions compute;
   compute.dtype = *named;
   const at::ScalarType dtype = model::TorchDtype(compute);
   if (expected.has_value() && *expected != dtype) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(field, ".dtype: ", model::DtypeName(dtype), ", expected ",
-                     model::DtypeName(*expected), " (peers of another model.compute_dtype)"));
+    return absl::InvalidArgumentError(absl::StrCat(field, ".dtype: ", model::DtypeName(dtype),
+                                                   ", expected ", model::DtypeName(*expected),
+                                                   " (peers of another model.compute_dtype)"));
   }
   if (proto.shape_size() != 3) {
     return absl::InvalidArgumentError(absl::StrCat(

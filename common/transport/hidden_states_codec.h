@@ -27,10 +27,10 @@ void EncodeHiddenStates(const at::Tensor& hidden, int32_t micro_batch, v1::Hidde
 // other than `expected` when given; "<field>.shape: ..." for a shape that is not 3
 // positive dims or exceeds `max_elements`; "<field>.data: ..." when the bytes do not
 // match the shape and dtype.
-absl::StatusOr<at::Tensor> DecodeHiddenStates(
-    const v1::HiddenStates& proto, const std::string& field,
-    std::optional<at::ScalarType> expected = std::nullopt,
-    int64_t max_elements = int64_t{1} << 28);
+absl::StatusOr<at::Tensor> DecodeHiddenStates(const v1::HiddenStates& proto,
+                                              const std::string& field,
+                                              std::optional<at::ScalarType> expected = std::nullopt,
+                                              int64_t max_elements = int64_t{1} << 28);
 
 }  // namespace windquant::transport
 

@@ -28,7 +28,7 @@ absl::StatusOr<at::Tensor> RunPassOnWorker(stage::StageWorker& worker, const Pas
                                            const at::Tensor& hidden) {
   if (spec.mode == PassMode::kCalibrate) return worker.Calibrate(hidden);
   if (!spec.plan_id.empty()) {
-    absl::StatusOr<quant::UnitTable> table = worker.table();
+    absl::StatusOr<plan::UnitTable> table = worker.table();
     if (table.ok() && !spec.model_fingerprint.empty() &&
         spec.model_fingerprint != table->fingerprint) {
       return absl::InvalidArgumentError(
@@ -81,7 +81,7 @@ absl::StatusOr<std::unique_ptr<StageStream>> LocalActivationTransport::Open(cons
   return std::unique_ptr<StageStream>(new LocalStageStream(worker_, spec));
 }
 
-absl::StatusOr<quant::UnitTable> LocalActivationTransport::FinishCalibration(
+absl::StatusOr<plan::UnitTable> LocalActivationTransport::FinishCalibration(
     const std::string& fingerprint) {
   return worker_->FinishCalibration(fingerprint);
 }

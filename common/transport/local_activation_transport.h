@@ -43,7 +43,7 @@ class LocalActivationTransport : public ActivationTransport {
   LocalActivationTransport(stage::StageWorker* worker, std::string name);
   absl::StatusOr<std::pair<int64_t, int64_t>> Layers() override;
   absl::StatusOr<std::unique_ptr<StageStream>> Open(const PassSpec& spec) override;
-  absl::StatusOr<quant::UnitTable> FinishCalibration(const std::string& fingerprint) override;
+  absl::StatusOr<plan::UnitTable> FinishCalibration(const std::string& fingerprint) override;
   std::string Name() const override { return name_; }
 
  private:

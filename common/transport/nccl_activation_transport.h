@@ -48,7 +48,7 @@ class NcclActivationTransport : public ActivationTransport {
                           int device, int peer_rank);
   absl::StatusOr<std::pair<int64_t, int64_t>> Layers() override { return control_->Layers(); }
   absl::StatusOr<std::unique_ptr<StageStream>> Open(const PassSpec& spec) override;
-  absl::StatusOr<quant::UnitTable> FinishCalibration(const std::string& fingerprint) override {
+  absl::StatusOr<plan::UnitTable> FinishCalibration(const std::string& fingerprint) override {
     return control_->FinishCalibration(fingerprint);
   }
   std::string Name() const override { return control_->Name() + " (nccl)"; }
