@@ -101,6 +101,21 @@ absl::StatusOr<std::vector<int64_t>> ParseTokenRange(const std::string& v) {
   return std::vector<int64_t>{b, e};
 }
 
+// --device and --dtype over `compute` (the config's, or the defaults without one), each
+// checked before any work; `default_dtype`: without --dtype, the device's default dtype.
+absl::Status ApplyComputeFlags(const std::string& device, const std::string& dtype,
+                               bool default_dtype, model::ComputeOptions* compute) {
+  if (!device.empty()) {
+    WQ_RETURN_IF_ERROR(config::CheckDeviceFlag("--device", device));
+    compute->device = device;
+  }
+  if (default_dtype) compute->dtype = model::DefaultComputeDtype(compute->device);
+  if (!dtype.empty()) {
+    WQ_ASSIGN_OR_RETURN(compute->dtype, ParseDtypeFlag(dtype));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status RunEval(Args& args) {
   job::TextPerplexityRequest q;
   q.model_dir = args.Get("model");
@@ -133,27 +148,14 @@ absl::Status RunEval(Args& args) {
       q.tokens = cfg.evaluation.heldout.tokens;
     }
     if (!context_given) q.context = cfg.evaluation.context;
-    if (!device.empty()) {
-      WQ_RETURN_IF_ERROR(config::CheckDeviceFlag("--device", device));
-      cfg.model.compute.device = device;
-    }
-    if (!dtype.empty()) {
-      WQ_ASSIGN_OR_RETURN(cfg.model.compute.dtype, ParseDtypeFlag(dtype));
-    }
+    WQ_RETURN_IF_ERROR(ApplyComputeFlags(device, dtype, false, &cfg.model.compute));
     WQ_RETURN_IF_ERROR(config::CheckThisMachine(cfg.model));
     q.compute = cfg.model.compute;
     q.config = &cfg;
   } else if (!config_path.empty() || !sets.empty()) {
     return absl::InvalidArgumentError("--config and --set are only used with --plan");
   } else {
-    if (!device.empty()) {
-      WQ_RETURN_IF_ERROR(config::CheckDeviceFlag("--device", device));
-      q.compute.device = device;
-    }
-    q.compute.dtype = model::DefaultComputeDtype(q.compute.device);
-    if (!dtype.empty()) {
-      WQ_ASSIGN_OR_RETURN(q.compute.dtype, ParseDtypeFlag(dtype));
-    }
+    WQ_RETURN_IF_ERROR(ApplyComputeFlags(device, dtype, true, &q.compute));
   }
   if (!q.quantized_dir.empty()) {
     if (!q.model_dir.empty() || !q.plan_path.empty()) {
