@@ -44,6 +44,22 @@ class ActorServiceTest : public testing::LoopbackActorsTest {
     return absl::OkStatus();
   }
 
+  // The perplexity of the whole model in this process computing in `compute` (context 64,
+  // batch 3): the reference of a pipeline's.
+  double WholePerplexity(const std::vector<int32_t>& ids, const model::ComputeOptions& compute) {
+    auto checkpoint = model::Checkpoint::Open(ModelDir());
+    EXPECT_TRUE(checkpoint.ok()) << checkpoint.status();
+    auto weights = (*checkpoint)->LoadWeights(model::LoadRequest{});
+    EXPECT_TRUE(weights.ok()) << weights.status();
+    model::LlamaModel whole(*std::move(weights), compute);
+    model::PerplexityOptions po;
+    po.context = 64;
+    po.batch_size = 3;
+    auto ref = model::ComputePerplexity(whole, ids, po);
+    EXPECT_TRUE(ref.ok()) << ref.status();
+    return ref.ok() ? ref->perplexity : 0;
+  }
+
   std::vector<plan::UnitTable> registered_;
 };
 
@@ -51,17 +67,8 @@ TEST_F(ActorServiceTest, PipelineOverGrpcEqualsSingleProcessPerplexity) {
   const std::vector<int32_t> ids = RandomIds(1500, 9);
   auto piped = evaluator_->Perplexity(stages_, transport::PassSpec{}, ids, 0);
   ASSERT_TRUE(piped.ok()) << piped.status();
-  auto checkpoint = model::Checkpoint::Open(ModelDir());
-  ASSERT_TRUE(checkpoint.ok());
-  auto weights = (*checkpoint)->LoadWeights(model::LoadRequest{});
-  ASSERT_TRUE(weights.ok());
-  model::LlamaModel whole(*std::move(weights));
-  model::PerplexityOptions po;
-  po.context = 64;
-  po.batch_size = 3;
-  auto ref = model::ComputePerplexity(whole, ids, po);
-  ASSERT_TRUE(ref.ok());
-  EXPECT_NEAR(piped->perplexity, ref->perplexity, kPerplexityRelTol * ref->perplexity);
+  const double ref = WholePerplexity(ids, model::ComputeOptions{});
+  EXPECT_NEAR(piped->perplexity, ref, kPerplexityRelTol * ref);
 }
 
 // model.compute_dtype bfloat16: the hidden states go over gRPC as bf16 (2 bytes each, bit
@@ -75,21 +82,10 @@ TEST_F(ActorServiceBf16Test, Bfloat16PipelineOverGrpcEqualsSingleProcessPerplexi
   const std::vector<int32_t> ids = RandomIds(1500, 9);
   auto piped = evaluator_->Perplexity(stages_, transport::PassSpec{}, ids, 0);
   ASSERT_TRUE(piped.ok()) << piped.status();
-  auto checkpoint = model::Checkpoint::Open(ModelDir());
-  ASSERT_TRUE(checkpoint.ok());
-  auto weights = (*checkpoint)->LoadWeights(model::LoadRequest{});
-  ASSERT_TRUE(weights.ok());
-  model::LlamaModel whole(*std::move(weights), compute_);
-  model::PerplexityOptions po;
-  po.context = 64;
-  po.batch_size = 3;
-  auto ref = model::ComputePerplexity(whole, ids, po);
-  ASSERT_TRUE(ref.ok());
-  EXPECT_NEAR(piped->perplexity, ref->perplexity, kPerplexityRelTol * ref->perplexity);
-  model::LlamaModel whole32(*(*checkpoint)->LoadWeights(model::LoadRequest{}));
-  auto ref32 = model::ComputePerplexity(whole32, ids, po);
-  ASSERT_TRUE(ref32.ok());
-  EXPECT_NE(piped->perplexity, ref32->perplexity);  // it did compute in bf16
+  const double ref = WholePerplexity(ids, compute_);
+  EXPECT_NEAR(piped->perplexity, ref, kPerplexityRelTol * ref);
+  // It did compute in bf16.
+  EXPECT_NE(piped->perplexity, WholePerplexity(ids, model::ComputeOptions{}));
 }
 
 TEST_F(ActorServiceTest, CalibrationOverGrpcRegistersTablesAndPlansEvaluate) {
