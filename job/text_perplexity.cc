@@ -10,6 +10,8 @@
 #include "common/base/progress.h"
 #include "common/base/status_macros.h"
 #include "common/base/text_range.h"
+#include "common/export/gguf_file.h"
+#include "common/export/gguf_llama.h"
 #include "common/export/quantized_checkpoint.h"
 #include "common/model/checkpoint.h"
 #include "common/model/llama_model.h"
@@ -31,6 +33,18 @@ absl::StatusOr<std::shared_ptr<const model::LlamaModel>> LoadModel(const TextPer
                         exporter::QuantizedCheckpoint::Open(r.quantized_dir));
     *plan_id = q->plan_id();
     return exporter::QuantizedCheckpoint::Model(std::move(q), r.compute);
+  }
+  if (!r.gguf_path.empty()) {
+    WQ_ASSIGN_OR_RETURN(const std::unique_ptr<exporter::gguf::GgufFile> file,
+                        exporter::gguf::GgufFile::Open(r.gguf_path));
+    WQ_ASSIGN_OR_RETURN(model::LlamaWeights weights, exporter::gguf::ReadLlamaWeights(*file));
+    if (auto id = file->Text("windquant.plan_id"); id.ok()) *plan_id = *id;
+    try {
+      return std::make_shared<const model::LlamaModel>(std::move(weights), r.compute);
+    } catch (const std::exception& e) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(r.gguf_path, ": cannot build the model: ", e.what()));
+    }
   }
   if (r.plan_path.empty()) {
     model::LlamaWeights weights;
@@ -63,11 +77,18 @@ absl::StatusOr<std::shared_ptr<const model::LlamaModel>> LoadModel(const TextPer
 }  // namespace
 
 absl::StatusOr<TextPerplexity> MeasureTextPerplexity(const TextPerplexityRequest& r) {
+  TextPerplexity out;
+  std::shared_ptr<const model::LlamaModel> llama;
+  // A GGUF file is checked first: a file that is not one is the likelier mistake.
+  if (!r.gguf_path.empty()) {
+    WQ_ASSIGN_OR_RETURN(llama, LoadModel(r, &out.plan_id));
+  }
   WQ_ASSIGN_OR_RETURN(const std::string text, base::ReadFile(r.text_path));
   WQ_ASSIGN_OR_RETURN(std::unique_ptr<model::Tokenizer> tokenizer,
                       model::Tokenizer::FromFile(r.model_dir + "/tokenizer.json"));
-  TextPerplexity out;
-  WQ_ASSIGN_OR_RETURN(std::shared_ptr<const model::LlamaModel> llama, LoadModel(r, &out.plan_id));
+  if (llama == nullptr) {
+    WQ_ASSIGN_OR_RETURN(llama, LoadModel(r, &out.plan_id));
+  }
   WQ_ASSIGN_OR_RETURN(
       const std::vector<int32_t> ids,
       base::CutTokenRange(tokenizer->Encode(text, /*add_bos=*/false), r.tokens, "tokens"));
