@@ -59,6 +59,8 @@ constexpr char kUsage[] =
     "                     every tensor decoded by windquant's own decoder (q/k rows put\n"
     "                     back), the whole model in float32 (instead of --model; tokenizer\n"
     "                     from tokenizer.json beside FILE)\n"
+    "  --logits-out F     also write the ids the perplexity reads (int32, no BOS) to F.ids\n"
+    "                     and the first window's float32 logits [context, vocab] to F (raw)\n"
     "  --config FILE      run config (YAML), with --plan\n"
     "  --set K=V          config override (repeatable), with --config\n";
 
@@ -121,6 +123,28 @@ absl::Status ApplyComputeFlags(const std::string& device, const std::string& dty
   return absl::OkStatus();
 }
 
+// --quantized DIR / --gguf FILE instead of --model: the folder the tokenizer comes from,
+// and the flag that names it in errors.
+absl::Status ApplyFileFlags(job::TextPerplexityRequest* r, std::string* model_flag) {
+  job::TextPerplexityRequest& q = *r;
+  if (!q.quantized_dir.empty()) {
+    if (!q.model_dir.empty() || !q.plan_path.empty()) {
+      return absl::InvalidArgumentError("--quantized DIR: not with --model or --plan");
+    }
+    q.model_dir = q.quantized_dir;
+    *model_flag = "--quantized";
+  }
+  if (!q.gguf_path.empty()) {
+    if (!q.model_dir.empty() || !q.plan_path.empty() || !q.quantized_dir.empty()) {
+      return absl::InvalidArgumentError("--gguf FILE: not with --model, --plan or --quantized");
+    }
+    q.model_dir = std::filesystem::path(q.gguf_path).parent_path().string();
+    if (q.model_dir.empty()) q.model_dir = ".";
+    *model_flag = "--gguf's folder";
+  }
+  return absl::OkStatus();
+}
+
 absl::Status RunEval(Args& args) {
   job::TextPerplexityRequest q;
   q.model_dir = args.Get("model");
@@ -129,6 +153,7 @@ absl::Status RunEval(Args& args) {
   q.plan_path = args.Get("plan");
   q.quantized_dir = args.Get("quantized");
   q.gguf_path = args.Get("gguf");
+  q.logits_path = args.Get("logits-out");
   const std::string config_path = args.Get("config");
   const std::vector<std::string> sets = args.GetAll("set");
   const bool context_given = args.Has("context");
@@ -163,21 +188,7 @@ absl::Status RunEval(Args& args) {
   } else {
     WQ_RETURN_IF_ERROR(ApplyComputeFlags(device, dtype, true, &q.compute));
   }
-  if (!q.quantized_dir.empty()) {
-    if (!q.model_dir.empty() || !q.plan_path.empty()) {
-      return absl::InvalidArgumentError("--quantized DIR: not with --model or --plan");
-    }
-    q.model_dir = q.quantized_dir;
-    model_flag = "--quantized";
-  }
-  if (!q.gguf_path.empty()) {
-    if (!q.model_dir.empty() || !q.plan_path.empty() || !q.quantized_dir.empty()) {
-      return absl::InvalidArgumentError("--gguf FILE: not with --model, --plan or --quantized");
-    }
-    q.model_dir = std::filesystem::path(q.gguf_path).parent_path().string();
-    if (q.model_dir.empty()) q.model_dir = ".";
-    model_flag = "--gguf's folder";
-  }
+  WQ_RETURN_IF_ERROR(ApplyFileFlags(&q, &model_flag));
   if (!token_range.empty()) {
     WQ_ASSIGN_OR_RETURN(q.tokens, ParseTokenRange(token_range));
   }

@@ -48,6 +48,11 @@ struct TextPerplexityRequest {
   // Where the model computes (`eval --device`; with --plan the config's model.device).
   model::ComputeOptions compute;
   base::LogSink log;  // the plan's effective bits
+  // When set: the ids the perplexity reads (int32, no BOS) to `logits_path`.ids and the
+  // float32 logits [T, vocab] of the first window (BOS + the first context-1 ids) to
+  // `logits_path` (raw, little-endian), for comparing with another runtime
+  // (scripts/llama-cpp-check.sh).
+  std::string logits_path;
 };
 
 struct TextPerplexity {
