@@ -90,8 +90,8 @@ TEST_F(PlanSenderTest, SendsTheOutboxInOrderRetryingAFullEvaluatorAndDroppingARe
   EXPECT_EQ(ev.attempts_, 6) << "2 full, the reference, p4, p5 refused, p6";
   EXPECT_FALSE(core_->Pending(rl::PlanKind::kEpisode, 5));
   EXPECT_EQ(core_->Status().given_up, 1);
-  EXPECT_TRUE(log.Has(
-      "learner: episode 5 given up: plan p5 refused by the evaluator: plan.actions: bad"));
+  EXPECT_TRUE(
+      log.Has("learner: episode 5 given up: plan p5 refused by the evaluator: plan.actions: bad"));
 }
 
 TEST_F(PlanSenderTest, SendsAgainWhatAnEvaluatorOnANewQueueLost) {
@@ -118,8 +118,9 @@ TEST_F(PlanSenderTest, SendsAgainWhatAnEvaluatorOnANewQueueLost) {
   EXPECT_EQ(again.count("p2"), 1u);
   EXPECT_EQ(again.count("p1"), 0u) << "evaluated: not sent again";
   EXPECT_GE(ev.probes_, 1);
-  EXPECT_TRUE(log.Has("learner: the evaluator's queue is new (evaluator evaluator-b): 2 plans it "
-                      "had accepted are sent again"));
+  EXPECT_TRUE(
+      log.Has("learner: the evaluator's queue is new (evaluator evaluator-b): 2 plans it "
+              "had accepted are sent again"));
 }
 
 }  // namespace
