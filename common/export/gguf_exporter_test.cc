@@ -20,6 +20,7 @@
 #include "common/quant/quantization_session.h"
 #include "common/quant/unit_table_builder.h"
 #include "common/testing/py_reference.h"
+#include "common/testing/real_model_session.h"
 #include "common/testing/scoped_test_dir.h"
 #include "common/testing/shell.h"
 #include "common/testing/status_matchers.h"
@@ -298,35 +299,14 @@ TEST(GgufExporterTest, QkRowsArePermutedPerHeadAsLlamaCppExpects) {
   EXPECT_FALSE(back->config.tie_word_embeddings);
 }
 
-// The session of a run config, as job::SessionOptionsFrom maps it.
-quant::SessionOptions SessionOf(const config::RunConfig& c) {
-  quant::SessionOptions so;
-  so.model_dir = c.model.dir;
-  so.calibration = c.calibration;
-  so.units = c.quant;
-  so.compensation = c.quant.compensation;
-  so.heldout = c.evaluation.heldout;
-  so.context = c.evaluation.context;
-  so.batch = c.evaluation.batch;
-  return so;
-}
-
 // The real test model (stories260k, else the project's test model) at its run config
 // (error compensation on), a plan of every action: llama.cpp's `gguf` package reads the
 // file, its tokenizer has the model's vocabulary, and every tensor dequantizes bit for bit
 // to windquant's decode, which is the plan's weights outside the salient entries.
 TEST(GgufExporterRealModelTest, GgufPackageAgreesOnTheRealModel) {
-  const testing::TestModel m = testing::RealModel();
-  absl::StatusOr<config::RunConfig> c = config::LoadRunConfig(m.config);
+  absl::StatusOr<config::RunConfig> c = testing::RealModelRunConfig(testing::RealModel(), 8, 128);
   ASSERT_TRUE(c.ok()) << c.status();
-  c->model.dir = m.dir;
-  c->calibration.text = m.text_path;
-  c->evaluation.heldout.text = m.text_path;
-  c->calibration.samples = 8;
-  c->calibration.seq_len = 128;
-  quant::SessionOptions so = SessionOf(*c);
-  so.use_cache = false;
-  auto session = quant::QuantizationSession::Create(so);
+  auto session = quant::QuantizationSession::Create(testing::SessionOptionsOf(*c));
   ASSERT_TRUE(session.ok()) << session.status();
   const quant::QuantizationSession& s = **session;
   const plan::UnitTable& t = s.table();
