@@ -215,6 +215,11 @@ bool RolloutLoop::Deliver(const rl::Episode& e, const plan::UnitTable& table) {
     if (ack.ok()) {
       absl::MutexLock lock(&mu_);
       learner_wait_ = absl::Milliseconds(ack->evaluation_wait_ms());
+      // The learner owns it from here: one line per episode acknowledged
+      // (tests/chaos_soak_test.sh checks that each one reaches plans.jsonl).
+      if (ack->accepted() && !e.screened_out) {
+        Log(absl::StrCat(": episode ", e.episode_id, " accepted by the learner"));
+      }
       return ack->accepted();  // not accepted: stale
     }
     if (cancel_.cancelled()) return false;

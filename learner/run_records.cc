@@ -1,5 +1,6 @@
 #include "learner/run_records.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <utility>
@@ -26,7 +27,8 @@ void RunRecords::RecordEpisode(const rl::Episode& e, const std::string& plan_id,
   out << "{\"episode_id\":" << e.episode_id << ",\"plan_id\":\"" << plan_id << "\",\"actor_id\":\""
       << e.actor_id << "\",\"policy_version\":" << e.policy_version
       << ",\"effective_bits\":" << pe.effective_bits << ",\"perplexity\":" << pe.eval_ppl
-      << ",\"reward\":" << episode_return << "}\n";
+      << ",\"cached\":" << (pe.cached ? "true" : "false") << ",\"reward\":" << episode_return
+      << "}\n";
 }
 
 void RunRecords::RecordCandidate(const plan::Plan& plan, const rl::PlanEvaluation& pe) const {
@@ -34,7 +36,8 @@ void RunRecords::RecordCandidate(const plan::Plan& plan, const rl::PlanEvaluatio
   out << "{\"episode_id\":" << plan.episode_id << ",\"plan_id\":\"" << plan.plan_id
       << "\",\"actor_id\":\"learner\",\"source\":\"" << plan.source
       << "\",\"policy_version\":" << plan.policy_version
-      << ",\"effective_bits\":" << pe.effective_bits << ",\"perplexity\":" << pe.eval_ppl << "}\n";
+      << ",\"effective_bits\":" << pe.effective_bits << ",\"perplexity\":" << pe.eval_ppl
+      << ",\"cached\":" << (pe.cached ? "true" : "false") << "}\n";
 }
 
 void RunRecords::CountEvaluation(bool cached) {
@@ -46,10 +49,22 @@ double RunRecords::seconds() const {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - created_).count();
 }
 
+int64_t RunRecords::RecordedRealEvaluations() const {
+  std::ifstream plans(plans_path());
+  std::string line;
+  int64_t n = 0;
+  while (std::getline(plans, line)) n += line.find(",\"cached\":false") != std::string::npos;
+  return n;
+}
+
 void RunRecords::Restore(std::vector<rl::UpdateRecord> curve, std::vector<rl::StageEvent> steps) {
   curve_ = std::move(curve);
   steps_ = std::move(steps);
-  real_before_ = curve_.empty() ? 0 : curve_.back().evaluations;
+  // plans.jsonl, not the curve: the evaluations recorded after the last
+  // checkpoint (a learner killed between two updates) were spent too. The
+  // curve's count for a plans.jsonl written before rows had their cached flag.
+  real_before_ =
+      std::max(curve_.empty() ? 0 : curve_.back().evaluations, RecordedRealEvaluations());
 }
 
 }  // namespace windquant::learner

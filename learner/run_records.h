@@ -51,16 +51,17 @@ class RunRecords {
   int64_t evaluations() const { return evaluations_; }
   int64_t cache_hits() const { return cache_hits_; }
   // Real (uncached) evaluations of the whole run: this process's plus, after
-  // a resume, those of the processes before it up to the checkpoint (its
-  // curve's last count), so that a resumed run's search baseline is given as
-  // many as RL spent.
+  // a resume, those of the processes before it (plans.jsonl's rows measured,
+  // cached = false, those after the checkpoint included), so that a resumed
+  // run's search baseline is given as many as RL spent.
   int64_t real_evaluations() const { return real_before_ + evaluations_ - cache_hits_; }
   // Seconds since this object was made.
   double seconds() const;
 
   void AddUpdate(const rl::UpdateRecord& record) { curve_.push_back(record); }
   void AddStepEvent(const rl::StageEvent& event) { steps_.push_back(event); }
-  // The history of a checkpoint (and the real evaluations before it).
+  // The history of a checkpoint; the real evaluations before it are read
+  // from plans.jsonl (at least the curve's last count).
   void Restore(std::vector<rl::UpdateRecord> curve, std::vector<rl::StageEvent> steps);
   const std::vector<rl::UpdateRecord>& curve() const { return curve_; }
   const std::vector<rl::StageEvent>& steps() const { return steps_; }
@@ -70,7 +71,10 @@ class RunRecords {
   const std::chrono::steady_clock::time_point created_ = std::chrono::steady_clock::now();
   int64_t evaluations_ = 0;
   int64_t cache_hits_ = 0;
-  int64_t real_before_ = 0;  // real evaluations before a resume (the curve's last)
+  // plans.jsonl's rows with "cached":false.
+  int64_t RecordedRealEvaluations() const;
+
+  int64_t real_before_ = 0;  // real evaluations before a resume
   std::vector<rl::UpdateRecord> curve_;
   std::vector<rl::StageEvent> steps_;
 };

@@ -48,11 +48,12 @@ TEST_F(RunRecordsTest, AppendsOneLinePerEvaluatedPlan) {
   ASSERT_EQ(lines.size(), 2u);
   EXPECT_EQ(lines[0],
             "{\"episode_id\":42,\"plan_id\":\"plan-42\",\"actor_id\":\"actor-1\","
-            "\"policy_version\":3,\"effective_bits\":2.25,\"perplexity\":12.5,\"reward\":-1.5}");
+            "\"policy_version\":3,\"effective_bits\":2.25,\"perplexity\":12.5,\"cached\":false,"
+            "\"reward\":-1.5}");
   EXPECT_EQ(lines[1], "{\"episode_id\":" + std::to_string(c.episode_id) +
                           ",\"plan_id\":\"learner-lagrange-7\",\"actor_id\":\"learner\","
                           "\"source\":\"lagrange\",\"policy_version\":-1,\"effective_bits\":2.25,"
-                          "\"perplexity\":12.5}");
+                          "\"perplexity\":12.5,\"cached\":false}");
   // What a restarted learner refuses.
   EXPECT_EQ(RunRecords(dir_).RecordedEpisodeIds(), (std::set<uint64_t>{42, c.episode_id}));
 }
@@ -79,6 +80,43 @@ TEST_F(RunRecordsTest, CountsEvaluationsAndKeepsTheHistory) {
   EXPECT_EQ(r.curve().size(), 2u);
   EXPECT_EQ(r.curve()[0].update, 5);
   EXPECT_TRUE(r.steps().empty());
+}
+
+// A learner killed after recording evaluations its last checkpoint does not
+// count (the chaos soak found it): the next one counts them from plans.jsonl.
+TEST_F(RunRecordsTest, RestoreCountsTheRealEvaluationsRecordedAfterTheCheckpoint) {
+  {
+    RunRecords before(dir_);
+    rl::Episode e;
+    e.episode_id = 1;
+    rl::PlanEvaluation measured;
+    for (uint64_t id : {1, 2, 3}) {
+      e.episode_id = id;
+      before.RecordEpisode(e, "p", measured, 0);
+    }
+    rl::PlanEvaluation cached;
+    cached.cached = true;
+    e.episode_id = 4;
+    before.RecordEpisode(e, "p", cached, 0);
+  }
+  rl::UpdateRecord checkpointed;
+  checkpointed.update = 1;
+  checkpointed.evaluations = 2;  // the 3rd measured plan came after the checkpoint
+  RunRecords after(dir_);
+  after.Restore({checkpointed}, {});
+  EXPECT_EQ(after.real_evaluations(), 3);
+  after.CountEvaluation(false);
+  after.CountEvaluation(true);
+  EXPECT_EQ(after.real_evaluations(), 4);
+}
+
+TEST_F(RunRecordsTest, RestoreKeepsTheCurveCountForPlansWithoutTheirCachedFlag) {
+  std::ofstream(dir_ + "/plans.jsonl") << "{\"episode_id\":7,\"plan_id\":\"p\"}\n";
+  rl::UpdateRecord checkpointed;
+  checkpointed.evaluations = 5;
+  RunRecords r(dir_);
+  r.Restore({checkpointed}, {});
+  EXPECT_EQ(r.real_evaluations(), 5);
 }
 
 }  // namespace
