@@ -1,8 +1,15 @@
 #include "learner/held_episodes.h"
 
+#include <filesystem>
+#include <fstream>
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
+
+#include "common/rl/environment.h"
+#include "common/testing/scoped_test_dir.h"
+#include "common/testing/synthetic_table.h"
 
 namespace windquant::learner {
 namespace {
@@ -47,6 +54,55 @@ TEST(HeldEpisodesTest, FindsWithoutTaking) {
   EXPECT_TRUE(held.Take(9).has_value());
   EXPECT_EQ(held.Find(9), nullptr);
   EXPECT_FALSE(held.Hold(MakeEpisode(9)));  // given up or evaluated: still seen
+}
+
+// The journal: what Journal wrote and Release did not remove is held again
+// by a new HeldEpisodes on the same directory, except ids seen (recorded)
+// before and files that are not episodes of the table.
+TEST(HeldEpisodesTest, ReloadsTheJournalOfAnotherInstance) {
+  ::windquant::testing::ScopedTestDir temp("wq-held-episodes");
+  const std::string dir = temp.path() + "/held";
+  const plan::UnitTable table = ::windquant::testing::SyntheticTable(7, 1);
+  auto costs = rl::UnitCosts::Create(table).value();
+  std::vector<int> actions;
+  for (int64_t u = 0; u < costs->num_units(); ++u) actions.push_back(costs->cheapest_action(u));
+  rl::EnvOptions env;
+  env.target_bits = 3.0;
+  auto episode = [&](uint64_t id) {  // a policy-free walk, as the actors encode it
+    rl::Episode e;
+    e.episode_id = id;
+    e.actor_id = "a";
+    e.policy_version = 2;
+    e.steps = rl::ReplayPlan(costs, env, actions).value();
+    for (auto& t : e.steps) {
+      t.policy_version = 2;
+      t.episode_id = static_cast<int64_t>(id);
+    }
+    e.plan.plan_id = "p" + std::to_string(id);
+    e.plan.model_fingerprint = table.fingerprint;
+    e.plan.actions = actions;
+    e.plan.target_bits = 3.0;
+    e.plan.episode_id = id;
+    return e;
+  };
+  {
+    HeldEpisodes before(dir);
+    for (uint64_t id : {3, 1, 2}) {
+      ASSERT_TRUE(before.Journal(episode(id), table).ok());
+      ASSERT_TRUE(before.Hold(episode(id)));
+    }
+    before.Release(3);  // recorded
+  }
+  std::ofstream(dir + "/9.episode.pb") << "not an episode";
+  HeldEpisodes after(dir);
+  after.MarkSeen(2);  // recorded before its Release
+  EXPECT_EQ(after.Reload(table), (std::vector<uint64_t>{1}));
+  ASSERT_NE(after.Find(1), nullptr);
+  EXPECT_EQ(after.Find(1)->steps.size(), table.units.size());
+  EXPECT_EQ(after.Find(1)->policy_version, 2);
+  EXPECT_FALSE(std::filesystem::exists(dir + "/2.episode.pb"));
+  EXPECT_FALSE(std::filesystem::exists(dir + "/9.episode.pb"));
+  EXPECT_TRUE(HeldEpisodes().Reload(table).empty());  // no journal
 }
 
 }  // namespace

@@ -58,6 +58,7 @@ LearnerCore::LearnerCore(const Options& options, std::unique_ptr<PolicyPublisher
       curriculum_(options.curriculum),
       lambda_(options.lagrange.lambda_init),
       next_lambda_(options.lagrange.lambda_init),
+      held_(options.dir + "/held-episodes"),
       best_(options.curriculum.target_bits.back(), options.dir + "/best"),
       records_(options.dir) {}
 
@@ -116,6 +117,9 @@ absl::Status LearnerCore::CompleteTable() {
   // checkpointed policy has it); its reference is evaluated again (the
   // evaluator caches it), a report in flight at a restart being lost.
   if (!curriculum_.finished()) WQ_RETURN_IF_ERROR(StartStep(curriculum_.StepIsNew()));
+  const std::vector<uint64_t> again = held_.Reload(table);  // acknowledged before a crash
+  for (uint64_t id : again) outbox_.emplace_back(rl::PlanKind::kEpisode, id);
+  if (!again.empty()) Log(absl::StrCat("learner: ", again.size(), " episodes held again"));
   policy_ready_ = true;
   WriteStatusFile();
   PublishLocked();
@@ -227,7 +231,7 @@ void LearnerCore::Drop(rl::PlanKind kind, uint64_t id, const std::string& why) {
   absl::MutexLock lock(&mu_);
   PublishOnReturn publish(this);
   const bool episode = kind == rl::PlanKind::kEpisode;
-  if (episode ? !held_.Take(id).has_value() : !candidates_.Drop(id)) return;
+  if (episode ? !held_.GiveUp(id) : !candidates_.Drop(id)) return;
   Log(absl::StrCat("learner: ", episode ? "episode " : "candidate ", id,
                    episode ? " given up: " : " dropped: ", why));
   counts_.given_up += episode;
@@ -307,6 +311,7 @@ absl::StatusOr<bool> LearnerCore::SubmitEpisode(rl::Episode episode) {
   }
   if (held_.Seen(episode.episode_id)) return false;
   if (episode.screened_out) return LearnPredictedLocked(std::move(episode));
+  WQ_RETURN_IF_ERROR(held_.Journal(episode, *tables_.table()));  // before the ack
   const double steps = static_cast<double>(episode.steps.size());
   const double lag = static_cast<double>(v - episode.policy_version);
   const uint64_t id = episode.episode_id;
@@ -383,7 +388,7 @@ absl::StatusOr<bool> LearnerCore::ReportEpisodeLocked(const EvaluationInput& in)
   // Checked before anything changes. The evaluator does not send a refused
   // report again, so the episode is given up.
   if (!std::isfinite(in.reward)) {
-    held_.Take(in.episode_id);
+    held_.GiveUp(in.episode_id);
     ++counts_.given_up;
     return absl::InvalidArgumentError(absl::StrCat("reward: not finite for episode ", in.episode_id,
                                                    " (perplexity ", pe.eval_ppl, ", bits ",
@@ -400,6 +405,7 @@ absl::StatusOr<bool> LearnerCore::ReportEpisodeLocked(const EvaluationInput& in)
   e.steps.back().reward += static_cast<float>(in.reward);
   // Every evaluated plan is recorded; the best feasible one is kept as plan files.
   records_.RecordEpisode(e, in.plan_id, pe, ret);
+  held_.Release(e.episode_id);
   {
     rl::CandidatePlan cand{e.plan.actions, pe, target, "rl", counts_.updates, e.policy_version};
     plan::Plan plan = e.plan;
@@ -534,15 +540,10 @@ rl::RunResult LearnerCore::Result() const {
   rl::RunResult r;
   r.best = best_.best();
   r.reference = best_.reference();
-  r.curve = records_.curve();
-  r.stages = records_.steps();
+  records_.FillResult(&r);
   r.lambda = lambda_;
   r.updates = counts_.updates;
   r.resumed_from_update = counts_.resumed_from_update;
-  r.evaluations = records_.evaluations();
-  r.cache_hits = records_.cache_hits();
-  r.real_evaluations = records_.real_evaluations();
-  r.seconds = records_.seconds();
   r.stopped_early = run_.stopped();
   return r;
 }

@@ -23,6 +23,8 @@
 // Memory: no model weights; the merged unit table, the policy (see
 // PolicyPublisher), the episodes held and batched until the next update, and
 // the candidate plans out (one action per unit each). The outbox holds ids.
+// Disk: the held episodes are journaled in output.dir/held-episodes until
+// recorded (HeldEpisodes), so that no acknowledged episode dies with the learner.
 #ifndef WINDQUANT_LEARNER_LEARNER_CORE_H_
 #define WINDQUANT_LEARNER_LEARNER_CORE_H_
 
@@ -93,7 +95,8 @@ class LearnerCore {
  public:
   // What the learner reads, with the keys it is built from (job/learner_options.h).
   struct Options {
-    // output.dir: unit_table.pb, checkpoint/, best/, plans.jsonl, status.txt.
+    // output.dir: unit_table.pb, checkpoint/, best/, plans.jsonl, status.txt,
+    // held-episodes/.
     std::string dir = "runs/default";
     int stages = 1;                    // service.stages: the stage tables that make the table
     int replicas = 1;                  // service.replicas: replicas of each stage (they must agree)
@@ -142,13 +145,13 @@ class LearnerCore {
   // The merged table without a copy; nullptr until every stage registered.
   std::shared_ptr<const plan::UnitTable> SharedTable() const;
 
-  // A finished episode, held until its evaluation arrives, its plan queued in
-  // the outbox. Returns accepted = false when dropped as stale (older
-  // than ppo.max_policy_lag versions, or newer than this learner's policy),
-  // for an id seen before in this run (plans.jsonl's ids after a restart too)
-  // and when the run is done or stopped. UNAVAILABLE before the table is complete.
-  // A screened-out sample (episode.screened_out) is not held: it joins the PPO
-  // batch at once, rewarded with the batch λ from its predicted perplexity
+  // A finished episode, held (and journaled) until its evaluation arrives, its
+  // plan queued in the outbox; UNAVAILABLE when the journal cannot be written
+  // (not acknowledged: the actor sends it again). Returns accepted = false when dropped as stale
+  // (older than ppo.max_policy_lag versions, or newer than this learner's policy), for an id seen
+  // before in this run (plans.jsonl's ids after a restart too) and when the run is done or stopped.
+  // UNAVAILABLE before the table is complete. A screened-out sample (episode.screened_out) is not
+  // held: it joins the PPO batch at once, rewarded with the batch λ from its predicted perplexity
   // (rl::PredictedEvaluation; the full-precision perplexity from the evaluations
   // so far: refused before any), and neither counts towards episodes_per_update
   // nor moves λ nor competes for the best plan. (The one reward the learner

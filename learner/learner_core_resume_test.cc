@@ -2,6 +2,7 @@
 // (rl::RunResult) that the checkpoint carries, and stop_after_updates.
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <string>
@@ -274,6 +275,37 @@ TEST_F(LearnerCoreTest, StopAfterUpdatesCheckpointsAndStops) {
   EXPECT_TRUE(core->Status().stopped);
   EXPECT_EQ(core->Result().updates, 3);
   EXPECT_FALSE(core->SubmitEpisode(MakeEpisode(9, 3)).value());
+}
+
+// A learner that dies (kill -9) with acknowledged episodes not yet evaluated:
+// the next one holds them again from its journal, sends their plans to the
+// evaluator and records their evaluations, so no acknowledged episode is lost
+// (the chaos soak lost them); an episode recorded before the crash is not
+// held again, and a recorded one leaves the journal.
+TEST_F(LearnerCoreTest, AcknowledgedEpisodesOutliveTheirLearner) {
+  LogLines log;
+  auto core = LearnerCore::Create(TestOptions(dir_), log.fn()).value();
+  for (const auto& s : Stages(whole_))
+    ASSERT_THAT(core->RegisterTable(s.first_layer, 0, s), IsOk());
+  for (uint64_t id : {21, 22, 23}) ASSERT_TRUE(core->SubmitEpisode(MakeEpisode(id, 0)).value());
+  ASSERT_TRUE(Report(*core, Eval(21, 4.0)).value());  // recorded: out of the journal
+  const std::string journal = dir_ + "/held-episodes/";
+  EXPECT_FALSE(std::filesystem::exists(journal + "21.episode.pb"));
+  EXPECT_TRUE(std::filesystem::exists(journal + "22.episode.pb"));
+  core.reset();  // as a crash: nothing else is written
+
+  core = LearnerCore::Create(TestOptions(dir_), log.fn()).value();
+  EXPECT_TRUE(log.Has("learner: 2 episodes held again"));
+  EXPECT_FALSE(core->Pending(rl::PlanKind::kEpisode, 21));
+  std::vector<uint64_t> sent;
+  for (const OutgoingPlan& p : core->TakeOutbox(absl::ZeroDuration())) {
+    if (p.kind == rl::PlanKind::kEpisode) sent.push_back(p.plan.episode_id);
+  }
+  EXPECT_EQ(sent, (std::vector<uint64_t>{22, 23}));
+  EXPECT_FALSE(core->SubmitEpisode(MakeEpisode(22, 0)).value());  // held: once per run
+  for (uint64_t id : {22, 23}) ASSERT_TRUE(Report(*core, Eval(id, 3.0)).value());
+  EXPECT_EQ(RecordedRewards(dir_).size(), 3u);
+  EXPECT_TRUE(std::filesystem::is_empty(journal));
 }
 
 }  // namespace

@@ -57,6 +57,15 @@ int64_t RunRecords::RecordedRealEvaluations() const {
   return n;
 }
 
+void RunRecords::FillResult(rl::RunResult* r) const {
+  r->curve = curve_;
+  r->stages = steps_;
+  r->evaluations = evaluations_;
+  r->cache_hits = cache_hits_;
+  r->real_evaluations = real_evaluations();
+  r->seconds = seconds();
+}
+
 void RunRecords::Restore(std::vector<rl::UpdateRecord> curve, std::vector<rl::StageEvent> steps) {
   curve_ = std::move(curve);
   steps_ = std::move(steps);

@@ -27,6 +27,7 @@
 #include "common/rl/episode.h"
 #include "common/rl/plan_evaluation.h"
 #include "common/rl/run_history.h"
+#include "common/rl/run_result.h"
 
 namespace windquant::learner {
 
@@ -57,6 +58,9 @@ class RunRecords {
   int64_t real_evaluations() const { return real_before_ + evaluations_ - cache_hits_; }
   // Seconds since this object was made.
   double seconds() const;
+  // Sets the records' part of `result`: curve, stages, evaluations,
+  // cache_hits, real_evaluations, seconds.
+  void FillResult(rl::RunResult* result) const;
 
   void AddUpdate(const rl::UpdateRecord& record) { curve_.push_back(record); }
   void AddStepEvent(const rl::StageEvent& event) { steps_.push_back(event); }

@@ -6,8 +6,10 @@
 #  2. kill -9 the evaluator: the plans pending in its queue are evaluated
 #     after it returns and reach the learner, also when it returns on an
 #     empty queue directory (the learner sends them again);
-#  3. kill -9 the learner: it restarts from its checkpoint at the
-#     checkpointed policy version and the run completes;
+#  3. kill -9 the learner while episodes it acknowledged wait for their
+#     evaluation (the evaluator frozen): it restarts from its checkpoint at the
+#     checkpointed policy version, holds those episodes again (its journal),
+#     their plans are evaluated and recorded, and the run completes;
 # and no evaluated plan is reported twice. Every process serves /metrics; the
 # learner's reports its PPO updates and policy version, before and after its
 # restart.
@@ -128,19 +130,43 @@ step "2b. kill -9 evaluator, its queue lost"
 kill_evaluator_with_plans_pending lose
 
 step "3. kill -9 learner"
-# Frozen first, so that no update slips in between reading its version and the
-# kill (its status file is rewritten right after each checkpoint).
+# The episodes the actors logged as acknowledged by the learner and that
+# plans.jsonl does not have (yet).
+unrecorded() {
+  python3 - "$OUT" <<'PY'
+import glob, json, re, sys
+out = sys.argv[1]
+ids = {json.loads(l)["episode_id"] for l in open(out + "/run/plans.jsonl")}
+acked = {int(m.group(1)) for p in glob.glob(out + "/logs/actor-*.log") for l in open(p)
+         for m in [re.search(r": episode (\d+) accepted by the learner", l)] if m}
+print(" ".join(str(i) for i in sorted(acked - ids)))
+PY
+}
+# The evaluator frozen until the learner holds acknowledged episodes, then
+# the learner (so that no update slips in between reading its version and the
+# kill: its status file is rewritten right after each checkpoint).
 declare -A resubscribed=()
 for name in actor-s0-r0 actor-s1-r0; do
   resubscribed[$name]=$(grep -c "re-subscribed at policy version" "$OUT/logs/$name.log" || true)
 done
+kill -STOP "${PIDS[evaluator]}"
+eventually '[[ -n "$(unrecorded)" ]]' || fail "no acknowledged episode waiting for its evaluation"
 kill -STOP "${PIDS[learner]}"
+acknowledged=$(unrecorded)
 version=$(sed -n 's/^policy_version=//p' "$OUT/run/status.txt")
 [[ "$(sed -n 's/^done=//p' "$OUT/run/status.txt")" == false ]] ||
   fail "the run finished before the learner was killed (raise WQ_TEST_UPDATES)"
 kill9 learner
 start_learner
+kill -CONT "${PIDS[evaluator]}"
+echo "acknowledged, not recorded at the kill: $(echo $acknowledged | wc -w) episodes"
 wait_for_log "$OUT/logs/learner.log" "resumed from checkpoint at update" || fail "learner did not resume"
+wait_for_log "$OUT/logs/learner.log" "episodes held again" ||
+  fail "the restarted learner did not hold its acknowledged episodes again"
+for id in $acknowledged; do
+  eventually "grep -q '\"episode_id\":$id,' '$OUT/run/plans.jsonl'" ||
+    fail "acknowledged episode $id lost with the learner"
+done
 resumed=$(sed -n 's/.*resumed from checkpoint at update [0-9]*, policy version \([0-9]*\).*/\1/p' \
   "$OUT/logs/learner.log" | tail -1)
 [[ "$resumed" == "$version" ]] || fail "resumed at version $resumed, checkpointed $version"
