@@ -3,7 +3,8 @@
 # the distributed run. deploy/local's topology at 2 stages x 2 replicas on the
 # test model, its results in a moto S3 store (as tests/store_e2e_test.sh), and
 # a driver that kills -9 a random process (the learner, the evaluator or one of
-# the four actors: the kind first, uniformly, then the actor) every
+# the four actors: the kind first, then the actor; the first three kills take
+# the three kinds in a random order, so that a short soak meets each) every
 # MIN..MAX-INTERVAL seconds and starts it again at once, for DURATION seconds
 # or until the learner's curriculum is done. Victims and intervals come from
 # bash's RANDOM seeded with SEED: a seed replays the same schedule. Then the
@@ -131,15 +132,18 @@ watch_for() {
 step "chaos"
 RANDOM=$SEED
 ACTORS=(actor-s0-r0 actor-s0-r1 actor-s1-r0 actor-s1-r1)
+KINDS=(learner evaluator actor)
+for i in 2 1; do  # Fisher-Yates: the kinds of the first three kills
+  j=$((RANDOM % (i + 1)))
+  k=${KINDS[i]} KINDS[i]=${KINDS[j]} KINDS[j]=$k
+done
 declare -A KILLS=([learner]=0 [evaluator]=0 [actor]=0)
 chaos_start=$SECONDS kills=0
 while ((SECONDS - chaos_start < DURATION)); do
   interval=$((MIN_INTERVAL + RANDOM % (MAX_INTERVAL - MIN_INTERVAL + 1)))
-  case $((RANDOM % 3)) in
-    0) victim=learner ;;
-    1) victim=evaluator ;;
-    2) victim=${ACTORS[RANDOM % 4]} ;;
-  esac
+  kind=${KINDS[kills]:-${KINDS[RANDOM % 3]}}
+  victim=$kind
+  [[ $kind == actor ]] && victim=${ACTORS[RANDOM % 4]}
   watch_for "$interval"
   [[ "$(status_field done)" == true ]] && break
   ((SECONDS - chaos_start < DURATION)) || break
