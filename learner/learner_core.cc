@@ -59,7 +59,9 @@ LearnerCore::LearnerCore(const Options& options, std::unique_ptr<PolicyPublisher
       lambda_(options.lagrange.lambda_init),
       next_lambda_(options.lagrange.lambda_init),
       best_(options.curriculum.target_bits.back(), options.dir + "/best"),
-      records_(options.dir) {}
+      records_(options.dir),
+      checkpoints_(CheckpointDir(options), options.checkpoint_every_updates,
+                   [this](const std::string& line) { Log(line); }) {}
 
 void LearnerCore::Log(const std::string& line) const {
   if (log_) log_(line);
@@ -86,6 +88,7 @@ absl::StatusOr<std::unique_ptr<LearnerCore>> LearnerCore::Create(const Options& 
     WQ_ASSIGN_OR_RETURN(core->metrics_, LearnerMetrics::Create(*registry));
   }
   absl::MutexLock lock(&core->mu_);
+  if (registry != nullptr) WQ_RETURN_IF_ERROR(core->checkpoints_.Register(*registry));
   std::error_code ec;
   std::filesystem::create_directories(options.dir, ec);
   // Episodes recorded before a restart are never accepted again.
@@ -112,6 +115,7 @@ absl::Status LearnerCore::CompleteTable() {
       rl::ReadRunCheckpoint(CheckpointDir(options_), run_fingerprint_);
   if (!ckpt.ok() && !absl::IsNotFound(ckpt.status())) return ckpt.status();
   if (ckpt.ok()) WQ_RETURN_IF_ERROR(RestoreCheckpoint(*ckpt));
+  checkpoints_.Restored(ckpt.ok() ? &*ckpt : nullptr);
   // A resumed step whose warm start ran before is not cloned again (the
   // checkpointed policy has it); its reference is evaluated again (the
   // evaluator caches it), a report in flight at a restart being lost.
@@ -430,8 +434,7 @@ absl::Status LearnerCore::Update() {
   }
   WQ_RETURN_IF_ERROR(AfterUpdate(batch, stats, batch_lambda));
   bool checkpointed = false;
-  if (curriculum_.finished() ||
-      counts_.updates % std::max(1, options_.checkpoint_every_updates) == 0) {
+  if (curriculum_.finished() || checkpoints_.Due(counts_.updates)) {
     WQ_RETURN_IF_ERROR(WriteCheckpoint());
     checkpointed = true;
   }
@@ -503,9 +506,7 @@ absl::Status LearnerCore::WriteCheckpoint() {
   c.stage_reference_ppl = best_.step_reference_ppl();
   c.curve = records_.curve();
   c.stages = records_.steps();
-  WQ_RETURN_IF_ERROR(rl::WriteRunCheckpoint(CheckpointDir(options_), c));
-  Log(absl::StrCat("learner: checkpoint: update ", counts_.updates, " written to ",
-                   CheckpointDir(options_)));
+  if (!checkpoints_.Write(c)) return absl::OkStatus();
   if (observer_ != nullptr) observer_->OnCheckpoint(counts_.updates, run_.done());
   return absl::OkStatus();
 }
