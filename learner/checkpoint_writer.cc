@@ -39,8 +39,8 @@ bool CheckpointWriter::Write(const rl::RunCheckpoint& checkpoint) {
     ++failures_;
     if (failures_total_ != nullptr) failures_total_->Inc();
     if (log_) {
-      log_(absl::StrCat("learner: checkpoint: update ", checkpoint.update, " NOT written to ",
-                        dir_, ": ", written.message(), "; the last good checkpoint is ",
+      log_(absl::StrCat("learner: checkpoint: update ", checkpoint.update, " NOT written to ", dir_,
+                        ": ", written.message(), "; the last good checkpoint is ",
                         last_good_update_ < 0 ? std::string("none")
                                               : absl::StrCat("update ", last_good_update_)));
     }
@@ -49,7 +49,8 @@ bool CheckpointWriter::Write(const rl::RunCheckpoint& checkpoint) {
   last_failed_ = false;
   last_good_update_ = checkpoint.update;
   if (last_good_gauge_ != nullptr) last_good_gauge_->Set(static_cast<double>(last_good_update_));
-  if (log_) log_(absl::StrCat("learner: checkpoint: update ", checkpoint.update, " written to ", dir_));
+  if (log_)
+    log_(absl::StrCat("learner: checkpoint: update ", checkpoint.update, " written to ", dir_));
   return true;
 }
 

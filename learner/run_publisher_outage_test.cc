@@ -31,8 +31,8 @@ namespace {
 
 using ::testing::HasSubstr;
 
-constexpr int kPlans = 24;                       // more than UploaderOptions::max_queued
-constexpr int64_t kFailuresDuringOutage = 12;    // attempts that must fail before it ends
+constexpr int kPlans = 24;                     // more than UploaderOptions::max_queued
+constexpr int64_t kFailuresDuringOutage = 12;  // attempts that must fail before it ends
 constexpr absl::Duration kWait = absl::Seconds(120);
 
 store::S3Options Options(const std::string& endpoint) {
@@ -72,6 +72,26 @@ class Log {
   int64_t failures_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
+// kPlans distinct best plans, better and better, and a checkpoint (its files
+// in `dir`) after every 8: updates 1 .. kPlans / 8.
+void PublishPlansAndCheckpoints(RunPublisher& p, const std::string& dir) {
+  const plan::UnitTable table = windquant::testing::SyntheticTable(14, 1);
+  for (int k = 1; k <= kPlans; ++k) {
+    rl::CandidatePlan best;
+    for (size_t u = 0; u < table.units.size(); ++u) best.actions.push_back((k >> u) & 1 ? 2 : 4);
+    best.evaluation.effective_bits = 2.0;
+    best.evaluation.eval_ppl = 100.0 - k;
+    best.target_bits = 2.0;
+    best.source = "rl";
+    best.update = k;
+    p.OnBestPlan(best, table);
+    if (k % 8 != 0) continue;
+    for (const char* f : {"checkpoint/run.ckpt", "unit_table.pb", "plans.jsonl"})
+      ASSERT_TRUE(base::WriteFileAtomic(dir + "/" + f, absl::StrCat(k, f)).ok());
+    p.OnCheckpoint(k / 8, false);
+  }
+}
+
 TEST(RunPublisherOutageTest, AStoreAwayForAWhileDelaysUploadsAndLosesNone) {
   const ::windquant::testing::ScopedTestDir dir("wq-publisher-outage");
   ::windquant::testing::MotoServer moto;
@@ -105,22 +125,7 @@ TEST(RunPublisherOutageTest, AStoreAwayForAWhileDelaysUploadsAndLosesNone) {
   ASSERT_TRUE(p.Flush(kWait));  // run.json: the store is there
 
   relay.SetReachable(false);
-  const plan::UnitTable table = windquant::testing::SyntheticTable(14, 1);
-  for (int k = 1; k <= kPlans; ++k) {  // kPlans distinct plans, better and better
-    rl::CandidatePlan best;
-    for (size_t u = 0; u < table.units.size(); ++u) best.actions.push_back((k >> u) & 1 ? 2 : 4);
-    best.evaluation.effective_bits = 2.0;
-    best.evaluation.eval_ppl = 100.0 - k;
-    best.target_bits = 2.0;
-    best.source = "rl";
-    best.update = k;
-    p.OnBestPlan(best, table);
-    if (k % 8 == 0) {  // a checkpoint every 8 plans: update k/8
-      for (const char* f : {"checkpoint/run.ckpt", "unit_table.pb", "plans.jsonl"})
-        ASSERT_TRUE(base::WriteFileAtomic(o.dir + "/" + f, absl::StrCat(k, f)).ok());
-      p.OnCheckpoint(k / 8, false);
-    }
-  }
+  ASSERT_NO_FATAL_FAILURE(PublishPlansAndCheckpoints(p, o.dir));
   ASSERT_TRUE(log.WaitForFailures(kFailuresDuringOutage)) << "no retries while the store is away";
   EXPECT_GT(relay.refused(), 0);
   EXPECT_TRUE(log.Has("retrying in 40ms")) << "the backoff grows to max_backoff";
