@@ -172,6 +172,7 @@ TEST_F(LearnerCoreHistoryTest, ARestartedLearnerRestoresTheHistory) {
 // checkpoint's size): the learner keeps update 1's checkpoint, says so in one
 // log line and on its metrics, goes on (update 2 counted, the next step
 // started), and a restart resumes from update 1.
+// error-case: storage.checkpoint-write-failed
 TEST_F(LearnerCoreHistoryTest, AFailedCheckpointWriteKeepsTheLastGoodOneAndTheRunGoing) {
   LogLines log;
   metrics::Registry registry;

@@ -92,6 +92,7 @@ void PublishPlansAndCheckpoints(RunPublisher& p, const std::string& dir) {
   }
 }
 
+// error-case: storage.store-unreachable
 TEST(RunPublisherOutageTest, AStoreAwayForAWhileDelaysUploadsAndLosesNone) {
   const ::windquant::testing::ScopedTestDir dir("wq-publisher-outage");
   ::windquant::testing::MotoServer moto;
