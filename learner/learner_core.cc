@@ -23,21 +23,6 @@ namespace {
 std::string TablePath(const LearnerCore::Options& o) { return o.dir + "/unit_table.pb"; }
 std::string CheckpointDir(const LearnerCore::Options& o) { return o.dir + "/checkpoint"; }
 
-// What CompleteTable needs of a merged table, checked before the table is
-// kept: a table the run cannot finish with is refused, not saved.
-absl::Status CheckRunnable(const LearnerCore::Options& options, const plan::UnitTable& table) {
-  WQ_RETURN_IF_ERROR(rl::UnitCosts::Create(table).status());
-  if (!options.warm_start) return absl::OkStatus();
-  for (double target : options.curriculum.target_bits) {
-    absl::Status s = search::LagrangePlan(table, target).status();
-    if (!s.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("unit table: no lagrange plan at ", target,
-                                                     " bits (training.warm_start): ", s.message()));
-    }
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 // Declared right after a MutexLock on mu_: publishes the state when the
@@ -94,9 +79,18 @@ absl::StatusOr<std::unique_ptr<LearnerCore>> LearnerCore::Create(const Options& 
   // Episodes recorded before a restart are never accepted again.
   for (uint64_t id : core->records_.RecordedEpisodeIds()) core->held_.MarkSeen(id);
   const Options* run = &core->options_;  // lives as long as tables_
-  core->tables_.set_validator(
-      [run](const plan::UnitTable& table) { return CheckRunnable(*run, table); });
-  WQ_RETURN_IF_ERROR(core->tables_.LoadSaved());
+  core->tables_.set_validator([run](const plan::UnitTable& table) {
+    return CurriculumProgress::CheckTable(run->curriculum, run->warm_start, table);
+  });
+  // The saved table is the actors' tables merged: one not trusted is removed,
+  // and they register theirs again (actor/rollout_loop.cc: the learner has none).
+  if (absl::Status saved = core->tables_.LoadSaved(); absl::IsDataLoss(saved)) {
+    core->Log(absl::StrCat("learner: ", saved.message(), "; removed, the actors register again"));
+    std::filesystem::remove(TablePath(options), ec);
+    std::filesystem::remove(core->tables_.ChecksumPath(), ec);
+  } else {
+    WQ_RETURN_IF_ERROR(saved);
+  }
   if (core->tables_.table() != nullptr) WQ_RETURN_IF_ERROR(core->CompleteTable());
   core->PublishLocked();
   return core;

@@ -11,6 +11,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "common/base/files.h"
 #include "common/metrics/registry.h"
 #include "common/search/baselines.h"
 #include "common/testing/file_size_limit.h"
@@ -268,6 +269,36 @@ TEST_F(LearnerCoreHistoryTest, ARestartedLearnerGoesOnWithTheHistory) {
   for (int i = 0; i < 3; ++i) EXPECT_EQ(r.curve[i].update, i + 1);
   ASSERT_EQ(r.stages.size(), 2u);
   EXPECT_EQ(r.stages[1].update, 3);
+}
+
+// The saved unit_table.pb cut short or altered on disk: the learner does
+// not trust it; it logs and removes it, starts without a table, and the
+// actors' registrations (they register again when the learner has none)
+// complete it as in a new run.
+// error-case: storage.unit-table-corrupt
+TEST_F(LearnerCoreTest, ASavedTableNotTrustedIsRemovedAndRegisteredAgain) {
+  for (const auto& s : Stages(whole_))
+    ASSERT_THAT(core_->RegisterTable(s.first_layer, 0, s), IsOk());
+  core_.reset();
+  const std::string path = dir_ + "/unit_table.pb";
+  const std::string bytes = base::ReadFile(path).value();
+  for (size_t cut : {size_t{3}, bytes.size() / 2, bytes.size() - 1}) {
+    SCOPED_TRACE(cut);
+    ASSERT_THAT(base::WriteFileAtomic(path, bytes.substr(0, cut)), IsOk());
+    LogLines log;
+    auto core = LearnerCore::Create(TestOptions(dir_), log.fn());
+    ASSERT_THAT(core.status(), IsOk());
+    EXPECT_FALSE((*core)->Status().table_complete);
+    EXPECT_EQ(log.Count("learner: " + path + ": "), 1) << ::testing::PrintToString(*log.lines);
+    EXPECT_TRUE(::testing::Value(log.lines->front(),
+                                 ::testing::EndsWith("; removed, the actors register again")));
+    EXPECT_FALSE(std::filesystem::exists(path));
+    EXPECT_FALSE(std::filesystem::exists(path + ".sha256"));
+    for (const auto& s : Stages(whole_))
+      ASSERT_THAT((*core)->RegisterTable(s.first_layer, 0, s), IsOk());
+    EXPECT_TRUE((*core)->Status().table_complete);
+    EXPECT_EQ(base::ReadFile(path).value(), bytes) << "the same table, saved again";
+  }
 }
 
 // stop_after_updates: after N updates in this process the
