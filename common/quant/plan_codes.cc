@@ -2,6 +2,7 @@
 
 #include <c10/core/GradMode.h>
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -58,6 +59,13 @@ at::Tensor RunView(const at::Tensor& t, int64_t col_begin, int64_t units, int64_
 at::Tensor PerUnit(const at::Tensor& t, int64_t unit_begin, int64_t units) {
   if (t.dim() == 1) return t.slice(0, unit_begin, unit_begin + units).view({1, units, 1});
   return t.slice(1, unit_begin, unit_begin + units).unsqueeze(2);
+}
+
+// Rows per block when codes are made: the temporaries (a few float32 copies of a block)
+// stay ~16 MB each, whatever the matrix.
+int64_t BlockRows(int64_t rows, int64_t cols) {
+  constexpr int64_t kBlockEntries = int64_t{1} << 22;
+  return std::max<int64_t>(1, std::min(rows, kBlockEntries / std::max<int64_t>(cols, 1)));
 }
 
 at::Tensor ToDevice(const std::vector<int64_t>& v, at::Device device) {
@@ -156,45 +164,55 @@ LayerCodes::Matrix LayerCodes::Upload(const HostPlan& p, const at::Tensor& x, at
 
 void LayerCodes::EncodeFromWeights(const HostPlan& p, const at::Tensor& x, Matrix* out) {
   const at::Tensor scales = p.scales.to(x.device()), grid = p.grid.to(x.device());
-  for (const Run& run : p.runs) {
-    const at::Tensor xr = RunView(x, run.col_begin, run.units, run.width);
-    const at::Tensor s = PerUnit(scales, run.unit_begin, run.units);
-    const at::Tensor qmin = PerUnit(grid[kQmin], run.unit_begin, run.units);
-    const at::Tensor qmax = PerUnit(grid[kQmax], run.unit_begin, run.units);
-    const at::Tensor floor = PerUnit(grid[kFloor], run.unit_begin, run.units).ne(0);
-    // The kernels' Min / Max (a < b ? a : b): NaN (0 / 0) goes to qmax.
-    at::Tensor t = xr / s;
-    t = at::where(t < qmax, t, qmax);
-    t = at::where(t > qmin, t, qmin);
-    at::Tensor q = p.any_floor ? at::where(floor, t.floor() * 2 + 1, t.round()) : t.round();
-    if (out->offsets.defined()) {
-      const at::Tensor binary = PerUnit(grid[kBinary], run.unit_begin, run.units).ne(0);
-      const at::Tensor beta = PerUnit(out->offsets, run.unit_begin, run.units);
-      q = at::where(binary, (xr >= beta).to(at::kFloat) * 2 - 1, q);
+  const int64_t block = BlockRows(x.size(0), x.size(1));
+  for (int64_t r0 = 0; r0 < x.size(0); r0 += block) {
+    const int64_t r1 = std::min(x.size(0), r0 + block);
+    const at::Tensor xb = x.slice(0, r0, r1).to(at::kFloat), sb = scales.slice(0, r0, r1);
+    for (const Run& run : p.runs) {
+      const at::Tensor xr = RunView(xb, run.col_begin, run.units, run.width);
+      const at::Tensor s = PerUnit(sb, run.unit_begin, run.units);
+      const at::Tensor qmin = PerUnit(grid[kQmin], run.unit_begin, run.units);
+      const at::Tensor qmax = PerUnit(grid[kQmax], run.unit_begin, run.units);
+      const at::Tensor floor = PerUnit(grid[kFloor], run.unit_begin, run.units).ne(0);
+      // The kernels' Min / Max (a < b ? a : b): NaN (0 / 0) goes to qmax.
+      at::Tensor t = xr / s;
+      t = at::where(t < qmax, t, qmax);
+      t = at::where(t > qmin, t, qmin);
+      at::Tensor q = p.any_floor ? at::where(floor, t.floor() * 2 + 1, t.round()) : t.round();
+      if (out->offsets.defined()) {
+        const at::Tensor binary = PerUnit(grid[kBinary], run.unit_begin, run.units).ne(0);
+        const at::Tensor beta = PerUnit(out->offsets.slice(0, r0, r1), run.unit_begin, run.units);
+        q = at::where(binary, (xr >= beta).to(at::kFloat) * 2 - 1, q);
+      }
+      RunView(out->codes.slice(0, r0, r1), run.col_begin, run.units, run.width).copy_(q);
     }
-    RunView(out->codes, run.col_begin, run.units, run.width).copy_(q);
   }
 }
 
 void LayerCodes::EncodeFromValues(const HostPlan& p, const at::Tensor& v, Matrix* out) {
   const at::Tensor scales = p.scales.to(v.device()), grid = p.grid.to(v.device());
-  for (const Run& run : p.runs) {
-    const at::Tensor vr = RunView(v, run.col_begin, run.units, run.width);
-    const at::Tensor s = PerUnit(scales, run.unit_begin, run.units);
-    const at::Tensor qmin = PerUnit(grid[kQmin], run.unit_begin, run.units);
-    const at::Tensor qmax = PerUnit(grid[kQmax], run.unit_begin, run.units);
-    const at::Tensor floor = PerUnit(grid[kFloor], run.unit_begin, run.units);
-    // The level whose value is v: round(v / s) (round(v / s - 0.5) at 2 bits); where s is
-    // 0 the values are zeros, and the kernels' qmin (x < 0) or qmax gives each its sign.
-    at::Tensor q = (vr / s - floor * 0.5f).round().clamp(-128, 127);
-    q = at::where(s == 0, at::where(vr.signbit(), qmin, qmax), q);
-    if (p.any_floor) q = at::where(floor.ne(0), (q * 2 + 1).clamp(-128, 127), q);
-    if (out->offsets.defined()) {
-      const at::Tensor binary = PerUnit(grid[kBinary], run.unit_begin, run.units).ne(0);
-      const at::Tensor beta = PerUnit(out->offsets, run.unit_begin, run.units);
-      q = at::where(binary, (vr >= beta).to(at::kFloat) * 2 - 1, q);
+  const int64_t block = BlockRows(v.size(0), v.size(1));
+  for (int64_t r0 = 0; r0 < v.size(0); r0 += block) {
+    const int64_t r1 = std::min(v.size(0), r0 + block);
+    const at::Tensor vb = v.slice(0, r0, r1), sb = scales.slice(0, r0, r1);
+    for (const Run& run : p.runs) {
+      const at::Tensor vr = RunView(vb, run.col_begin, run.units, run.width);
+      const at::Tensor s = PerUnit(sb, run.unit_begin, run.units);
+      const at::Tensor qmin = PerUnit(grid[kQmin], run.unit_begin, run.units);
+      const at::Tensor qmax = PerUnit(grid[kQmax], run.unit_begin, run.units);
+      const at::Tensor floor = PerUnit(grid[kFloor], run.unit_begin, run.units);
+      // The level whose value is v: round(v / s) (round(v / s - 0.5) at 2 bits); where s
+      // is 0 the values are zeros, and the kernels' qmin (x < 0) or qmax gives the sign.
+      at::Tensor q = (vr / s - floor * 0.5f).round().clamp(-128, 127);
+      q = at::where(s == 0, at::where(vr.signbit(), qmin, qmax), q);
+      if (p.any_floor) q = at::where(floor.ne(0), (q * 2 + 1).clamp(-128, 127), q);
+      if (out->offsets.defined()) {
+        const at::Tensor binary = PerUnit(grid[kBinary], run.unit_begin, run.units).ne(0);
+        const at::Tensor beta = PerUnit(out->offsets.slice(0, r0, r1), run.unit_begin, run.units);
+        q = at::where(binary, (vr >= beta).to(at::kFloat) * 2 - 1, q);
+      }
+      RunView(out->codes.slice(0, r0, r1), run.col_begin, run.units, run.width).copy_(q);
     }
-    RunView(out->codes, run.col_begin, run.units, run.width).copy_(q);
   }
 }
 
@@ -204,7 +222,7 @@ LayerCodes LayerCodes::FromWeights(const StageFits& fits, const std::vector<int>
   c10::NoGradGuard no_grad;
   LayerCodes out;
   for (int m = 0; m < model::kNumMatrices; ++m) {
-    const at::Tensor x = weights[m].to(at::kFloat).contiguous();
+    const at::Tensor x = weights[m].contiguous();  // widened a block of rows at a time
     const HostPlan p = PlanOf(fits, actions, layer, m, x.size(0), x.size(1));
     out.matrices_[m] = Upload(p, x, x.device());
     EncodeFromWeights(p, x, &out.matrices_[m]);

@@ -192,6 +192,51 @@ TEST(PlanCodesTest, FromBFloat16WeightsDecodesToTheKernelsWeights) {
   }
 }
 
+// A matrix of more than 2^22 entries is coded in row blocks (plan_codes.cc): the blocks
+// give the same codes. Fits made by hand (scales from each row's range, no salient set).
+TEST(PlanCodesTest, ABigMatrixIsCodedInRowBlocksLikeTheKernels) {
+  at::manual_seed(7);
+  std::array<at::Tensor, model::kNumMatrices> weights;
+  plan::UnitTable table;
+  table.end_layer = table.num_layers = 1;
+  table.chunk_size = 128;
+  std::vector<StageFits::UnitParams> params;
+  for (int m = 0; m < model::kNumMatrices; ++m) {
+    const int64_t rows = m == 4 ? 4160 : 8, cols = m == 4 ? 1024 : 200;
+    weights[m] = at::randn({rows, cols}) * 0.02;
+    const at::Tensor range = weights[m].abs().amax(1);
+    for (int64_t c = 0; c < cols; c += table.chunk_size) {
+      plan::Unit u;
+      u.id = static_cast<uint32_t>(table.units.size());
+      u.matrix = m;
+      u.rows = rows;
+      u.col_begin = c;
+      u.cols = std::min<int64_t>(table.chunk_size, cols - c);
+      table.units.push_back(u);
+      StageFits::UnitParams p;
+      for (int a = 1; a < plan::kNumActions; ++a) {
+        for (int64_t r = 0; r < rows; ++r) {
+          p.scales.push_back(HalfBits(range[r].item<float>() / (a == 1 ? 127.0f : 2.5f)));
+        }
+      }
+      for (int64_t r = 0; r < rows; ++r) p.offsets.push_back(HalfBits(0.001f * (r % 5 - 2)));
+      params.push_back(std::move(p));
+    }
+  }
+  absl::StatusOr<StageFits> fits = StageFits::Create(table, std::move(params));
+  ASSERT_TRUE(fits.ok()) << fits.status();
+  std::vector<int> actions(table.units.size());
+  for (size_t i = 0; i < actions.size(); ++i) actions[i] = static_cast<int>(i % plan::kNumActions);
+  std::array<at::Tensor, model::kNumMatrices> want;
+  for (int m = 0; m < model::kNumMatrices; ++m) want[m] = weights[m].clone();
+  fits->ApplyToLayer(0, actions, &want);
+  const auto got = LayerCodes::FromWeights(*fits, actions, 0, weights).Decode(at::kFloat);
+  for (int m = 0; m < model::kNumMatrices; ++m) {
+    const at::Tensor allowed = ZeroSignAllowed(*fits, actions, 0, m, want[m]);
+    EXPECT_EQ(Compare(got[m], want[m], allowed).bits, 0) << m;
+  }
+}
+
 // The compensation path's codes: from the dequantized values themselves (here the
 // uncompensated ones), every action.
 TEST(PlanCodesTest, FromValuesGivesTheValuesBack) {
