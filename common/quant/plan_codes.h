@@ -26,9 +26,10 @@
 // Memory on the device, per weight of the layer, for the object's life: 1 byte of codes,
 // 4 bytes per row per unit of steps (+4 with a 1-bit unit in the matrix; 0.03 bytes per
 // weight at chunk 256), 12 bytes per salient entry (0.06 at the default fraction 0.005),
-// 2 more bytes per weight of a unit at 16 bits: ~1.1 bytes per weight. Encoding holds a few
-// float32 temporaries of one matrix; Decode one float32 copy of one matrix (+ its copy
-// in the compute dtype when that is not float32).
+// 2 more bytes per weight of a unit at 16 bits: ~1.1 bytes per weight. Making the codes
+// holds a few float32 temporaries of a block of rows (<= 2^22 entries, ~16 MB each; with
+// compensation also the layer's float32 values); Decode one float32 copy of one matrix
+// (+ its copy in the compute dtype when that is not float32).
 // Immutable after construction; Decode is thread-safe.
 #ifndef WINDQUANT_COMMON_QUANT_PLAN_CODES_H_
 #define WINDQUANT_COMMON_QUANT_PLAN_CODES_H_
