@@ -3,6 +3,7 @@
 #include <c10/core/GradMode.h>
 
 #include <algorithm>
+#include <limits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -163,7 +164,14 @@ LayerCodes::Matrix LayerCodes::Upload(const HostPlan& p, const at::Tensor& x, at
 }
 
 void LayerCodes::EncodeFromWeights(const HostPlan& p, const at::Tensor& x, Matrix* out) {
-  const at::Tensor scales = p.scales.to(x.device()), grid = p.grid.to(x.device());
+  const at::Tensor grid = p.grid.to(x.device());
+  // Where s is 0 the kernels take x / 0 (+-inf, or NaN for +-0) to qmax or qmin (their
+  // Min / Max, a < b ? a : b, send NaN to qmax) and write code * 0. Dividing by the
+  // smallest normal float instead gives a code of the same sign (0 for +-0, which decodes
+  // to +0 as qmax does), so the decoded zeros are the kernels', sign included, and the
+  // clamp sees no NaN.
+  at::Tensor scales = p.scales.to(x.device());
+  scales = scales.masked_fill(scales == 0, std::numeric_limits<float>::min());
   const int64_t block = BlockRows(x.size(0), x.size(1));
   for (int64_t r0 = 0; r0 < x.size(0); r0 += block) {
     const int64_t r1 = std::min(x.size(0), r0 + block);
@@ -174,10 +182,8 @@ void LayerCodes::EncodeFromWeights(const HostPlan& p, const at::Tensor& x, Matri
       const at::Tensor qmin = PerUnit(grid[kQmin], run.unit_begin, run.units);
       const at::Tensor qmax = PerUnit(grid[kQmax], run.unit_begin, run.units);
       const at::Tensor floor = PerUnit(grid[kFloor], run.unit_begin, run.units).ne(0);
-      // The kernels' Min / Max (a < b ? a : b): NaN (0 / 0) goes to qmax.
       at::Tensor t = xr / s;
-      t = at::where(t < qmax, t, qmax);
-      t = at::where(t > qmin, t, qmin);
+      t.clamp_(qmin, qmax);
       at::Tensor q = p.any_floor ? at::where(floor, t.floor() * 2 + 1, t.round()) : t.round();
       if (out->offsets.defined()) {
         const at::Tensor binary = PerUnit(grid[kBinary], run.unit_begin, run.units).ne(0);
