@@ -133,7 +133,7 @@ absl::Status ActorNode::RegisterTable(const plan::UnitTable& table) {
       retry, stopping_.Sleeper()));
 }
 
-absl::Status ActorNode::Connect(std::shared_ptr<grpc::Channel> evaluator, uint32_t incarnation) {
+absl::Status ActorNode::StartRollouts(uint32_t incarnation) {
   RolloutLoopOptions ro = options_.rollouts;
   ro.actor_id = id_.actor_id;
   ro.actor_index = id_.stage * options_.replicas + id_.replica;
@@ -150,7 +150,7 @@ absl::Status ActorNode::Connect(std::shared_ptr<grpc::Channel> evaluator, uint32
     WQ_ASSIGN_OR_RETURN(plan::UnitTable table, worker_->table());
     return RegisterTable(table);
   };
-  rollouts_ = std::make_unique<RolloutLoop>(ro, learner_channel_, std::move(evaluator), registry_);
+  rollouts_ = std::make_unique<RolloutLoop>(ro, learner_channel_, registry_);
   // A restarted actor with cached fits registers them again.
   registrar_ = std::thread([this] {
     if (!worker_->fitted()) return;

@@ -2,14 +2,13 @@
 // the StageWorker of stage s (its layers only; cached fits reloaded after a
 // restart), the Actor service on a started server (Forward, calibration; the
 // fitted table is registered with the learner) and the rollout loop
-// (transitions to the learner, finished plans to the evaluator).
+// (episodes to the learner, which sends their plans to the evaluator).
 // windquant-actor runs one over TCP; `windquant quantize` runs one per stage
 // and replica beside the learner and evaluator nodes with in-process channels.
 //
 //   auto node = ActorNode::Create(job::ActorNodeOptionsFrom(config), stage, replica, address,
 //                                 &registry, log, learner);
-//   ... the evaluator's channel exists ...
-//   WQ_RETURN_IF_ERROR((*node)->Connect(evaluator, incarnation));   // rollouts
+//   WQ_RETURN_IF_ERROR((*node)->StartRollouts(incarnation));
 //   ...
 //   (*node)->Stop();
 //
@@ -76,12 +75,12 @@ class ActorNode {
       const model::LlamaWeights* shared_weights = nullptr);
   ~ActorNode();
 
-  // Starts the rollout workers (plans to the evaluator behind `evaluator`)
-  // and, when cached fits were reloaded, registers them again in the
+  // Starts the rollout workers (episodes to the learner) and, when cached
+  // fits were reloaded, registers them again in the
   // background (the learner may be down too). `incarnation` (its low 16 bits)
   // goes into every episode id and the sampling seed: a restarted actor must
   // use a new one (the learner refuses an episode id it has seen).
-  absl::Status Connect(std::shared_ptr<grpc::Channel> evaluator, uint32_t incarnation);
+  absl::Status StartRollouts(uint32_t incarnation);
   // Cancels calls in flight and stops the rollouts and the registrar; the
   // server still serves. Idempotent.
   void StopClients();

@@ -81,17 +81,4 @@ void GrpcLearnerClient::CloseTransitions() {
   ResetStream();
 }
 
-GrpcEvaluatorClient::GrpcEvaluatorClient(std::shared_ptr<grpc::Channel> channel)
-    : stub_(v1::Evaluator::NewStub(std::move(channel))) {}
-
-absl::Status GrpcEvaluatorClient::SubmitPlan(const v1::SubmitPlanRequest& request,
-                                             absl::Duration deadline) {
-  grpc::ClientContext ctx;
-  net::ConfigureContext(ctx, deadline, /*wait_for_ready=*/true);
-  net::Canceller::Scope scope(&cancel_, &ctx);
-  if (scope.cancelled()) return net::FromGrpcStatus(net::CancelledStatus());
-  v1::SubmitPlanReply reply;
-  return net::FromGrpcStatus(stub_->SubmitPlan(&ctx, request, &reply));
-}
-
 }  // namespace windquant::actor

@@ -1,13 +1,11 @@
-// The two peers of an actor's RolloutLoop (rollout_loop.h) behind interfaces,
-// so that the loop can run against fakes in its test:
-//   LearnerClient    the learner's run status, the merged unit table, the
-//                    policy stream (WatchPolicy) and the transitions stream;
-//   EvaluatorClient  plan submission.
-// GrpcLearnerClient / GrpcEvaluatorClient are the real ones over a channel.
-// Every call of a client ends promptly with CANCELLED once Cancel() was
+// The peer of an actor's RolloutLoop (rollout_loop.h) behind an interface, so
+// that the loop can run against a fake in its test: LearnerClient, the
+// learner's run status, the merged unit table, the policy stream
+// (WatchPolicy) and the transitions stream. GrpcLearnerClient is the real one
+// over a channel. Every call of the client ends promptly with CANCELLED once Cancel() was
 // called (calls in flight included: net::Canceller), so the loop's Stop()
 // returns while a peer is down.
-// Thread-safety: the gRPC clients are thread-safe, except that
+// Thread-safety: the gRPC client is thread-safe, except that
 // SendTransitions / CloseTransitions (one stream) are called from one thread.
 #ifndef WINDQUANT_ACTOR_ROLLOUT_CLIENTS_H_
 #define WINDQUANT_ACTOR_ROLLOUT_CLIENTS_H_
@@ -22,7 +20,6 @@
 #include "absl/time/time.h"
 #include "common/net/canceller.h"
 #include "common/plan/unit_table.h"
-#include "windquant/v1/evaluator.grpc.pb.h"
 #include "windquant/v1/learner.grpc.pb.h"
 
 namespace windquant::actor {
@@ -49,15 +46,6 @@ class LearnerClient {
   virtual void Cancel() = 0;
 };
 
-class EvaluatorClient {
- public:
-  virtual ~EvaluatorClient() = default;
-  // One attempt (the caller retries); waits for the evaluator up to `deadline`.
-  virtual absl::Status SubmitPlan(const v1::SubmitPlanRequest& request,
-                                  absl::Duration deadline) = 0;
-  virtual void Cancel() = 0;
-};
-
 class GrpcLearnerClient final : public LearnerClient {
  public:
   explicit GrpcLearnerClient(std::shared_ptr<grpc::Channel> channel);
@@ -79,17 +67,6 @@ class GrpcLearnerClient final : public LearnerClient {
   std::unique_ptr<grpc::ClientContext> stream_ctx_;
   std::unique_ptr<net::Canceller::Scope> stream_scope_;
   std::unique_ptr<grpc::ClientReaderWriter<v1::TransitionBatch, v1::TransitionAck>> stream_;
-};
-
-class GrpcEvaluatorClient final : public EvaluatorClient {
- public:
-  explicit GrpcEvaluatorClient(std::shared_ptr<grpc::Channel> channel);
-  absl::Status SubmitPlan(const v1::SubmitPlanRequest& request, absl::Duration deadline) override;
-  void Cancel() override { cancel_.Cancel(); }
-
- private:
-  std::unique_ptr<v1::Evaluator::Stub> stub_;
-  net::Canceller cancel_;
 };
 
 }  // namespace windquant::actor

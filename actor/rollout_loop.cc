@@ -6,7 +6,6 @@
 #include "absl/time/clock.h"
 #include "common/base/status_macros.h"
 #include "common/metrics/metric_names.h"
-#include "common/net/retry.h"
 #include "common/rl/environment.h"
 #include "common/rl/state_features.h"
 #include "common/rl/transition_codec.h"
@@ -14,8 +13,8 @@
 namespace windquant::actor {
 
 RolloutLoop::RolloutLoop(RolloutLoopOptions options, std::unique_ptr<LearnerClient> learner,
-                         std::unique_ptr<EvaluatorClient> evaluator, metrics::Registry* registry)
-    : options_(std::move(options)), learner_(std::move(learner)), evaluator_(std::move(evaluator)) {
+                         metrics::Registry* registry)
+    : options_(std::move(options)), learner_(std::move(learner)) {
   if (registry != nullptr) {
     auto family = metrics::CounterFamily(*registry, metrics::kActorEpisodesTotal);
     if (family.ok()) episodes_ = &(*family)->Get();
@@ -23,9 +22,9 @@ RolloutLoop::RolloutLoop(RolloutLoopOptions options, std::unique_ptr<LearnerClie
 }
 
 RolloutLoop::RolloutLoop(RolloutLoopOptions options, std::shared_ptr<grpc::Channel> learner,
-                         std::shared_ptr<grpc::Channel> evaluator, metrics::Registry* registry)
+                         metrics::Registry* registry)
     : RolloutLoop(std::move(options), std::make_unique<GrpcLearnerClient>(std::move(learner)),
-                  std::make_unique<GrpcEvaluatorClient>(std::move(evaluator)), registry) {}
+                  registry) {}
 
 RolloutLoop::~RolloutLoop() { Stop(); }
 
@@ -48,7 +47,6 @@ void RolloutLoop::Stop() {
   }
   cancel_.Cancel();
   learner_->Cancel();
-  evaluator_->Cancel();
   if (watcher_.joinable()) watcher_.join();
   if (roller_.joinable()) roller_.join();
 }
@@ -227,34 +225,6 @@ bool RolloutLoop::Deliver(const rl::Episode& e, const plan::UnitTable& table) {
   return false;  // lost with its learner
 }
 
-void RolloutLoop::Submit(const rl::Episode& e, const plan::UnitTable& table) {
-  // A plan is worth submitting while the learner still holds its episode.
-  net::RetryPolicy retry;
-  retry.max_attempts = 1 << 20;
-  retry.max_backoff = absl::Seconds(2);
-  retry.max_total_sleep = std::max(options_.stall_timeout, absl::Seconds(1));
-  retry.retry_deadline_exceeded = true;  // a duplicate submission is evaluated, not recorded, twice
-  v1::SubmitPlanRequest req;
-  e.plan.ToProto(table, req.mutable_plan());
-  // The bits the evaluator charges the reward with (0 = the plan's: every mode but repair).
-  req.mutable_plan()->set_charged_bits(
-      rl::ChargedEvaluation(options_.env, table, e.steps, rl::PlanEvaluation()).effective_bits);
-  req.set_episode_id(e.episode_id);
-  req.set_actor_id(options_.actor_id);
-  absl::Status s = net::RetryWithBackoff(
-      [&]() -> absl::Status {
-        if (cancel_.cancelled()) return absl::CancelledError("shutting down");
-        absl::Status st = evaluator_->SubmitPlan(req, options_.deadline);
-        // The evaluator answers RESOURCE_EXHAUSTED while its queue is full.
-        if (absl::IsResourceExhausted(st)) return absl::UnavailableError(st.message());
-        return st;
-      },
-      retry, cancel_.Sleeper());
-  if (!s.ok() && !cancel_.cancelled()) {
-    Log(absl::StrCat(": plan ", e.plan.plan_id, " not submitted: ", s.message()));
-  }
-}
-
 absl::StatusOr<std::vector<rl::Episode>> RolloutLoop::RunScreened(rl::RolloutWorker& worker) {
   absl::MutexLock lock(&mu_);
   const size_t keep = static_cast<size_t>(options_.envs);
@@ -300,9 +270,7 @@ void RolloutLoop::Rollouts() {
     }
     for (const rl::Episode& e : episodes) {
       if (e.screened_out) continue;
-      if (!Deliver(e, worker->table())) continue;  // stale or lost with its learner
-      ++sent_;
-      Submit(e, worker->table());
+      if (Deliver(e, worker->table())) ++sent_;  // else stale or lost with its learner
     }
   }
   learner_->CloseTransitions();

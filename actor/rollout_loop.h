@@ -1,12 +1,12 @@
 // RolloutLoop: the network side of an actor's rollouts. One thread follows
 // the learner's policy (WatchPolicy; a snapshot is used only when its sha256
 // matches), another fetches the global unit table, runs RolloutWorker
-// episodes, streams them to the learner (one ack each) and submits the
-// accepted ones' plans to the evaluator (retrying while it is down). It
+// episodes and streams them to the learner (one ack each), which sends their
+// plans to the evaluator (learner/plan_sender.h). It
 // produces `episodes_per_version` episodes per policy version, then waits for
-// a newer policy (or, so lost episodes never stall the run, the longer of
-// `stall_timeout` and the evaluation wait the learner's last ack named: it
-// follows the evaluator's measured per-plan time, learner/evaluation_clock.h).
+// a newer policy (or, so a batch short of episodes never stalls the run, the
+// longer of `stall_timeout` and the evaluation wait the learner's last ack
+// named: it grows with the plans the learner has out for evaluation).
 // Both threads reconnect with backoff; every (re)subscription asks for the
 // learner's current snapshot (a restarted learner may be back at an older
 // version) and starts a fresh share of episodes. Before every subscription
@@ -15,8 +15,8 @@
 // actor's part again through `register_table`, so the run goes on. They stop
 // when the learner says the run is done or on Stop(), which cancels the
 // clients' calls in flight and so returns promptly even while a peer is down.
-// The learner and the evaluator are reached through LearnerClient and
-// EvaluatorClient (rollout_clients.h): gRPC ones from channels, or fakes.
+// The learner is reached through a LearnerClient (rollout_clients.h): the
+// gRPC one from a channel, or a fake.
 // Metrics (when given a registry): windquant_actor_episodes_total.
 // Memory: one policy (a few KB) and the worker's copy of the unit table; while
 // screening, every sample of a rollout until it is sent (envs x screen_samples
@@ -78,10 +78,10 @@ struct RolloutLoopOptions {
 class RolloutLoop {
  public:
   RolloutLoop(RolloutLoopOptions options, std::unique_ptr<LearnerClient> learner,
-              std::unique_ptr<EvaluatorClient> evaluator, metrics::Registry* registry = nullptr);
-  // gRPC clients over the two channels.
+              metrics::Registry* registry = nullptr);
+  // The gRPC client over the channel.
   RolloutLoop(RolloutLoopOptions options, std::shared_ptr<grpc::Channel> learner,
-              std::shared_ptr<grpc::Channel> evaluator, metrics::Registry* registry = nullptr);
+              metrics::Registry* registry = nullptr);
   ~RolloutLoop();
   absl::Status Start();
   void Stop();
@@ -118,15 +118,12 @@ class RolloutLoop {
   bool WaitForPolicy(Produced* produced);
   // Streams `e` to the learner; true when it was accepted.
   bool Deliver(const rl::Episode& e, const plan::UnitTable& table);
-  // Submits the accepted episode's plan to the evaluator (retrying).
-  void Submit(const rl::Episode& e, const plan::UnitTable& table);
   bool Sleep(absl::Duration d);  // false when stopping
   bool stopping();
   void Log(absl::string_view line) const;  // actor_id + line to options_.log
 
   const RolloutLoopOptions options_;
   std::unique_ptr<LearnerClient> learner_;
-  std::unique_ptr<EvaluatorClient> evaluator_;
   absl::Mutex mu_;
   std::unique_ptr<rl::Policy> policy_ ABSL_GUARDED_BY(mu_);
   int64_t version_ ABSL_GUARDED_BY(mu_) = -1;

@@ -1,8 +1,7 @@
-// RolloutLoop against fakes of its two peers (LearnerClient, EvaluatorClient):
-// episodes go to the learner and the accepted ones' plans to the evaluator,
-// per policy version; stale episodes are not submitted; a full evaluator is
-// retried; a learner that comes back without the unit table gets the actor's
-// part again and a new subscription; the run's end stops the loop; Stop()
+// RolloutLoop against a fake of its peer (LearnerClient): episodes go to the
+// learner (which sends their plans to the evaluator), per policy version;
+// refused (stale) episodes are not counted as sent; a learner that comes back without the unit
+// table gets the actor's part again and a new subscription; the run's end stops the loop; Stop()
 // returns while the learner is down.
 #include "actor/rollout_loop.h"
 
@@ -88,6 +87,7 @@ class FakeLearner final : public LearnerClient {
     ack.set_episode_id(batch.episode_id());
     ack.set_accepted(accept_);
     if (accept_) accepted_.insert(batch.episode_id());
+    if (accept_ && !batch.screened_out()) ++measured_;
     return ack;
   }
   void CloseTransitions() override {
@@ -138,6 +138,10 @@ class FakeLearner final : public LearnerClient {
     absl::MutexLock lock(&mu_);
     table_complete_ = complete;
   }
+  // Waits until `n` episodes for measurement (not screened out) were accepted.
+  bool WaitForMeasured(int n) {
+    return WaitFor([n](FakeLearner& l) { return l.measured_ >= n; });
+  }
   // Waits until pred() holds (under the lock); false after kWait.
   template <typename Pred>
   bool WaitFor(Pred pred) {
@@ -149,6 +153,7 @@ class FakeLearner final : public LearnerClient {
   absl::Mutex mu_;
   std::vector<v1::TransitionBatch> batches_ ABSL_GUARDED_BY(mu_);
   std::set<uint64_t> accepted_ ABSL_GUARDED_BY(mu_);
+  int measured_ ABSL_GUARDED_BY(mu_) = 0;  // accepted, not screened out
   int watches_ ABSL_GUARDED_BY(mu_) = 0;
   int status_calls_ ABSL_GUARDED_BY(mu_) = 0;
   int closes_ ABSL_GUARDED_BY(mu_) = 0;
@@ -165,41 +170,13 @@ class FakeLearner final : public LearnerClient {
   int generation_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
-// Records every attempt; the first `full` attempts answer RESOURCE_EXHAUSTED.
-class FakeEvaluator final : public EvaluatorClient {
- public:
-  explicit FakeEvaluator(int full) : full_(full) {}
-  absl::Status SubmitPlan(const v1::SubmitPlanRequest& request, absl::Duration) override {
-    absl::MutexLock lock(&mu_);
-    ++attempts_;
-    if (attempts_ <= full_) return absl::ResourceExhaustedError("evaluation queue full");
-    submitted_.push_back(request);
-    return absl::OkStatus();
-  }
-  void Cancel() override {}
-  bool WaitForSubmitted(size_t n) {
-    absl::MutexLock lock(&mu_);
-    auto enough = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return submitted_.size() >= n; };
-    return mu_.AwaitWithTimeout(absl::Condition(&enough), kWait);
-  }
-
-  absl::Mutex mu_;
-  std::vector<v1::SubmitPlanRequest> submitted_ ABSL_GUARDED_BY(mu_);
-  int attempts_ ABSL_GUARDED_BY(mu_) = 0;
-
- private:
-  const int full_;
-};
-
 struct Loop {
-  explicit Loop(int evaluator_full = 0, std::function<absl::Status()> register_table = nullptr,
-                int screen_samples = 0, int64_t screen_batch_steps = int64_t{1} << 19) {
+  explicit Loop(std::function<absl::Status()> register_table = nullptr, int screen_samples = 0,
+                int64_t screen_batch_steps = int64_t{1} << 19) {
     config.training.seed = 11;
     config.training.screen_samples = screen_samples;
     auto l = std::make_unique<FakeLearner>(config);
-    auto e = std::make_unique<FakeEvaluator>(evaluator_full);
     learner = l.get();
-    evaluator = e.get();
     RolloutLoopOptions o;
     o.policy = rl::RunPolicyOptions(config.ppo, config.training.seed);
     o.env = config.env;
@@ -211,27 +188,23 @@ struct Loop {
     o.deadline = absl::Seconds(5);
     o.register_table = std::move(register_table);
     o.screen_batch_steps = screen_batch_steps;
-    loop = std::make_unique<RolloutLoop>(o, std::move(l), std::move(e));
+    loop = std::make_unique<RolloutLoop>(o, std::move(l));
   }
   config::RunConfig config;
   FakeLearner* learner;
-  FakeEvaluator* evaluator;
   std::unique_ptr<RolloutLoop> loop;
 };
 
-TEST(RolloutLoopTest, EpisodesGoToTheLearnerAndTheirPlansToTheEvaluatorPerVersion) {
-  Loop t(/*evaluator_full=*/2);
+TEST(RolloutLoopTest, EpisodesGoToTheLearnerPerVersion) {
+  Loop t;
   ASSERT_TRUE(t.loop->Start().ok());
-  ASSERT_TRUE(t.evaluator->WaitForSubmitted(2));
+  ASSERT_TRUE(t.learner->WaitForMeasured(2));
   t.learner->Publish(2);  // the next version's share
-  ASSERT_TRUE(t.evaluator->WaitForSubmitted(4));
+  ASSERT_TRUE(t.learner->WaitForMeasured(4));
   t.loop->Stop();
   absl::MutexLock ll(&t.learner->mu_);
-  absl::MutexLock el(&t.evaluator->mu_);
   // Two episodes per version: exactly four were produced, two at each version.
   ASSERT_EQ(t.learner->batches_.size(), 4u);
-  EXPECT_EQ(t.evaluator->submitted_.size(), 4u);
-  EXPECT_EQ(t.evaluator->attempts_, 6) << "the full evaluator is retried, not skipped";
   EXPECT_EQ(t.loop->episodes_sent(), 4);
   std::set<uint64_t> ids;
   for (size_t i = 0; i < 4; ++i) {
@@ -240,11 +213,7 @@ TEST(RolloutLoopTest, EpisodesGoToTheLearnerAndTheirPlansToTheEvaluatorPerVersio
     EXPECT_EQ(b.actor_id(), "actor-s0-r0");
     EXPECT_EQ(b.actions_size(), kUnits) << "one action per unit";
     ids.insert(b.episode_id());
-    // The evaluator gets the same episode's plan, in the same order.
-    const v1::SubmitPlanRequest& r = t.evaluator->submitted_[i];
-    EXPECT_EQ(r.episode_id(), b.episode_id());
-    EXPECT_EQ(r.actor_id(), "actor-s0-r0");
-    EXPECT_EQ(r.plan().SerializeAsString(), b.plan().SerializeAsString());
+    EXPECT_EQ(b.plan().actions_size(), kUnits) << "the episode carries its plan";
   }
   EXPECT_EQ(ids.size(), 4u) << "episode ids are unique";
   EXPECT_EQ(t.learner->closes_, 1) << "the transitions stream is closed on Stop";
@@ -263,17 +232,16 @@ int PreferredCount(const v1::TransitionBatch& b) {
 // that prefers Preferred(u)); the mean count of preferred actions of each pair.
 std::pair<double, double> PreferredBeforeAndAfterTheModel(Loop& t) {
   EXPECT_TRUE(t.loop->Start().ok());
-  EXPECT_TRUE(t.evaluator->WaitForSubmitted(2));
+  EXPECT_TRUE(t.learner->WaitForMeasured(2));
   rl::RewardModel model;
   model.plans = 10;
   model.correction.assign(kUnits * plan::kNumActions, 0.0f);
   for (int u = 0; u < kUnits; ++u) model.correction[u * plan::kNumActions + Preferred(u)] = -1;
   t.learner->SetRewardModel(model);
   t.learner->Publish(2);
-  EXPECT_TRUE(t.evaluator->WaitForSubmitted(4));
+  EXPECT_TRUE(t.learner->WaitForMeasured(4));
   t.loop->Stop();
   absl::MutexLock ll(&t.learner->mu_);
-  absl::MutexLock el(&t.evaluator->mu_);
   // The learner gets every sample: at version 1 (no model) the two drawn, at
   // version 2 all 2 x screen_samples, of which the two measured ones are not
   // screened out and every other one carries its predicted log perplexity.
@@ -293,11 +261,8 @@ std::pair<double, double> PreferredBeforeAndAfterTheModel(Loop& t) {
   }
   EXPECT_EQ(ids.size(), all.size()) << "every sample has an id of its own";
   EXPECT_EQ(b.size(), 4u) << "still two measured episodes per version";
-  EXPECT_EQ(t.evaluator->submitted_.size(), 4u) << "only the measured ones are submitted";
+  EXPECT_EQ(t.loop->episodes_sent(), 4) << "only the measured ones count as sent";
   if (b.size() < 4) return {0, 0};
-  for (size_t i = 0; i < t.evaluator->submitted_.size(); ++i) {
-    EXPECT_EQ(t.evaluator->submitted_[i].episode_id(), b[i].episode_id());
-  }
   EXPECT_EQ(b[2].policy_version(), 2);
   return {(PreferredCount(b[0]) + PreferredCount(b[1])) / 2.0,
           (PreferredCount(b[2]) + PreferredCount(b[3])) / 2.0};
@@ -310,29 +275,25 @@ TEST(RolloutLoopTest, WithARewardModelTheBestPredictedOfTheSamplesAreSent) {
   // the best 2 of 128 (64 x 2 envs) 5-6.5, in one batch and in batches of 4
   // episodes (56 steps) alike.
   for (const int64_t batch_steps : {int64_t{1} << 19, int64_t{4 * kUnits}}) {
-    Loop t(0, nullptr, /*screen_samples=*/64, batch_steps);
+    Loop t(nullptr, /*screen_samples=*/64, batch_steps);
     const auto [drawn, screened] = PreferredBeforeAndAfterTheModel(t);
     EXPECT_GE(screened, 4.5) << "drawn " << drawn << ", screened " << screened << " (batches of "
                              << batch_steps << " steps)";
   }
 }
 
-TEST(RolloutLoopTest, EpisodesTheLearnerRefusesAreNotSubmitted) {
+TEST(RolloutLoopTest, EpisodesTheLearnerRefusesAreNotCountedAsSent) {
   Loop t;
   t.learner->set_accept(false);  // stale: the learner is at a newer version
   ASSERT_TRUE(t.loop->Start().ok());
   ASSERT_TRUE(t.learner->WaitFor([](FakeLearner& l) { return l.batches_.size() >= 2; }));
   t.learner->set_accept(true);
   t.learner->Publish(2);
-  ASSERT_TRUE(t.evaluator->WaitForSubmitted(2));
+  ASSERT_TRUE(t.learner->WaitForMeasured(2));
   t.loop->Stop();
   absl::MutexLock ll(&t.learner->mu_);
-  absl::MutexLock el(&t.evaluator->mu_);
-  for (const v1::SubmitPlanRequest& r : t.evaluator->submitted_) {
-    EXPECT_TRUE(t.learner->accepted_.count(r.episode_id()))
-        << "episode " << r.episode_id() << " was refused but its plan submitted";
-  }
-  EXPECT_EQ(t.evaluator->submitted_.size(), 2u);
+  EXPECT_EQ(t.learner->batches_.size(), 4u) << "two refused, then two accepted";
+  EXPECT_EQ(t.learner->accepted_.size(), 2u);
   EXPECT_EQ(t.loop->episodes_sent(), 2);
 }
 
@@ -340,7 +301,7 @@ TEST(RolloutLoopTest, RegistersItsTableAgainWithALearnerThatCameBackWithoutIt) {
   absl::Mutex mu;
   int registrations = 0;
   FakeLearner* learner = nullptr;
-  Loop t(0, [&]() {
+  Loop t([&]() {
     absl::MutexLock lock(&mu);
     ++registrations;
     learner->set_table_complete(true);  // the learner has it now
@@ -349,7 +310,7 @@ TEST(RolloutLoopTest, RegistersItsTableAgainWithALearnerThatCameBackWithoutIt) {
   learner = t.learner;
   ASSERT_TRUE(t.loop->Start().ok());
   // Subscribed to a learner that has the table: nothing to register.
-  ASSERT_TRUE(t.evaluator->WaitForSubmitted(2));
+  ASSERT_TRUE(t.learner->WaitForMeasured(2));
   {
     absl::MutexLock lock(&mu);
     EXPECT_EQ(registrations, 0);
@@ -359,7 +320,7 @@ TEST(RolloutLoopTest, RegistersItsTableAgainWithALearnerThatCameBackWithoutIt) {
   ASSERT_TRUE(t.learner->WaitFor([](FakeLearner& l) { return l.watches_ >= 2; }))
       << "the actor never subscribed to the restarted learner";
   // The new subscription starts a fresh share of episodes at the same version.
-  ASSERT_TRUE(t.evaluator->WaitForSubmitted(4));
+  ASSERT_TRUE(t.learner->WaitForMeasured(4));
   t.loop->Stop();
   absl::MutexLock lock(&mu);
   EXPECT_EQ(registrations, 1) << "registered once, before subscribing again";
@@ -368,7 +329,7 @@ TEST(RolloutLoopTest, RegistersItsTableAgainWithALearnerThatCameBackWithoutIt) {
 TEST(RolloutLoopTest, TheRunsEndStopsTheLoop) {
   Loop t;
   ASSERT_TRUE(t.loop->Start().ok());
-  ASSERT_TRUE(t.evaluator->WaitForSubmitted(2));
+  ASSERT_TRUE(t.learner->WaitForMeasured(2));
   t.learner->Finish();
   // Both threads end by themselves: the rollout thread closes its stream.
   EXPECT_TRUE(t.learner->WaitFor([](FakeLearner& l) { return l.closes_ == 1; }));

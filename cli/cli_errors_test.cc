@@ -153,6 +153,33 @@ TEST_F(CliErrorsTest, ExportIntoAnExistingFolderIsRefusedAndTheFolderIsUntouched
   EXPECT_EQ(std::distance(fs::directory_iterator(out), fs::directory_iterator()), 1);
 }
 
+// error-case: cli.export-format
+TEST_F(CliErrorsTest, ExportOfAnUnknownFormatIsRefused) {
+  ExpectRefused("export --config run.yaml --plan p.bin --out out --format onnx",
+                "--format: 'onnx', must be safetensors or gguf");
+  EXPECT_FALSE(fs::exists(dir_ + "/out"));
+  ExpectRefused("export --config run.yaml --plan p.bin --out out --format gguf --fake-quant-only",
+                "--fake-quant-only: only with --format safetensors");
+}
+
+// error-case: cli.eval-gguf-file
+TEST_F(CliErrorsTest, EvalOfAFileThatIsNotAWholeGgufIsRefused) {
+  ASSERT_TRUE(base::WriteFileAtomic(dir_ + "/t.txt", "some text\n").ok());
+  ASSERT_TRUE(base::WriteFileAtomic(dir_ + "/text.gguf", "not a model\n").ok());
+  ExpectRefused("eval --gguf " + dir_ + "/text.gguf --text t.txt",
+                dir_ + "/text.gguf: not a GGUF file");
+  // Magic and version, then the file ends inside the tensor count.
+  ASSERT_TRUE(
+      base::WriteFileAtomic(dir_ + "/cut.gguf", std::string("GGUF\x03\x00\x00\x00\x01\x00", 10))
+          .ok());
+  ExpectRefused("eval --gguf " + dir_ + "/cut.gguf --text t.txt",
+                dir_ + "/cut.gguf: truncated GGUF file (tensor count at byte 8");
+  ExpectRefused("eval --gguf " + dir_ + "/none.gguf --text t.txt",
+                dir_ + "/none.gguf: cannot open");
+  ExpectRefused("eval --gguf " + dir_ + "/cut.gguf --model m --text t.txt",
+                "--gguf FILE: not with --model, --plan or --quantized");
+}
+
 // error-case: cli.plans-push-empty
 TEST_F(CliErrorsTest, PushOfAnEmptyFolderIsRefusedAndCreatesNoPlan) {
   fs::create_directories(dir_ + "/empty");

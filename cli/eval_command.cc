@@ -5,6 +5,7 @@
 #include <ATen/Parallel.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
@@ -54,6 +55,12 @@ constexpr char kUsage[] =
     "                     its codes, scales and INT8 salient values decoded to the weights\n"
     "                     eval --plan applies, one layer at a time inside each forward\n"
     "                     (instead of --model; tokenizer from DIR)\n"
+    "  --gguf FILE        a GGUF file (`windquant export --format gguf`'s DIR/gguf/model.gguf):\n"
+    "                     every tensor decoded by windquant's own decoder (q/k rows put\n"
+    "                     back), the whole model in float32 (instead of --model; tokenizer\n"
+    "                     from tokenizer.json beside FILE)\n"
+    "  --logits-out F     also write the ids the perplexity reads (int32, no BOS) to F.ids\n"
+    "                     and the first window's float32 logits [context, vocab] to F (raw)\n"
     "  --config FILE      run config (YAML), with --plan\n"
     "  --set K=V          config override (repeatable), with --config\n";
 
@@ -116,6 +123,28 @@ absl::Status ApplyComputeFlags(const std::string& device, const std::string& dty
   return absl::OkStatus();
 }
 
+// --quantized DIR / --gguf FILE instead of --model: the folder the tokenizer comes from,
+// and the flag that names it in errors.
+absl::Status ApplyFileFlags(job::TextPerplexityRequest* r, std::string* model_flag) {
+  job::TextPerplexityRequest& q = *r;
+  if (!q.quantized_dir.empty()) {
+    if (!q.model_dir.empty() || !q.plan_path.empty()) {
+      return absl::InvalidArgumentError("--quantized DIR: not with --model or --plan");
+    }
+    q.model_dir = q.quantized_dir;
+    *model_flag = "--quantized";
+  }
+  if (!q.gguf_path.empty()) {
+    if (!q.model_dir.empty() || !q.plan_path.empty() || !q.quantized_dir.empty()) {
+      return absl::InvalidArgumentError("--gguf FILE: not with --model, --plan or --quantized");
+    }
+    q.model_dir = std::filesystem::path(q.gguf_path).parent_path().string();
+    if (q.model_dir.empty()) q.model_dir = ".";
+    *model_flag = "--gguf's folder";
+  }
+  return absl::OkStatus();
+}
+
 absl::Status RunEval(Args& args) {
   job::TextPerplexityRequest q;
   q.model_dir = args.Get("model");
@@ -123,6 +152,8 @@ absl::Status RunEval(Args& args) {
   q.text_path = args.Get("text");
   q.plan_path = args.Get("plan");
   q.quantized_dir = args.Get("quantized");
+  q.gguf_path = args.Get("gguf");
+  q.logits_path = args.Get("logits-out");
   const std::string config_path = args.Get("config");
   const std::vector<std::string> sets = args.GetAll("set");
   const bool context_given = args.Has("context");
@@ -157,13 +188,7 @@ absl::Status RunEval(Args& args) {
   } else {
     WQ_RETURN_IF_ERROR(ApplyComputeFlags(device, dtype, true, &q.compute));
   }
-  if (!q.quantized_dir.empty()) {
-    if (!q.model_dir.empty() || !q.plan_path.empty()) {
-      return absl::InvalidArgumentError("--quantized DIR: not with --model or --plan");
-    }
-    q.model_dir = q.quantized_dir;
-    model_flag = "--quantized";
-  }
+  WQ_RETURN_IF_ERROR(ApplyFileFlags(&q, &model_flag));
   if (!token_range.empty()) {
     WQ_ASSIGN_OR_RETURN(q.tokens, ParseTokenRange(token_range));
   }

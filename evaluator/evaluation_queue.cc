@@ -3,6 +3,7 @@
 #include <chrono>
 #include <filesystem>
 #include <optional>
+#include <random>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -17,6 +18,15 @@ namespace {
 
 // Backoff after a failed calibration or evaluation: doubles up to 2 s, back to this on success.
 constexpr absl::Duration kFirstBackoff = absl::Milliseconds(100);
+
+const char* KindName(rl::PlanKind kind) {
+  return kind == rl::PlanKind::kCandidate ? "candidate" : "episode";
+}
+
+std::string RandomId() {
+  std::random_device rd;
+  return absl::StrCat(absl::Hex(rd(), absl::kZeroPad8), absl::Hex(rd(), absl::kZeroPad8));
+}
 
 // At most this many resends of one report rewarded again for the learner's
 // batch (one suffices: the learner's batch moves only with this queue's reports).
@@ -50,7 +60,8 @@ EvaluationQueue::EvaluationQueue(ReplicaEvaluator* evaluator,
       queue_dir_(std::move(queue_dir)),
       max_queue_(max_queue),
       report_(std::move(report)),
-      rewarder_(env, lagrange) {
+      rewarder_(env, lagrange),
+      evaluator_id_(RandomId()) {
   calibrated_.assign(replicas_.size(), false);
   if (registry != nullptr) {
     auto duration =
@@ -95,14 +106,37 @@ void EvaluationQueue::SaveLambdaLocked() {
   if (!s.ok()) log_(absl::StrCat("evaluator: lambda state: ", s.message()));
 }
 
-std::string EvaluationQueue::PathOf(uint64_t episode_id) const {
-  return absl::StrCat(queue_dir_, "/", episode_id, ".plan.pb");
+// Ids are unique per kind: the kind is in the file's name.
+std::string EvaluationQueue::PathOf(const QueuedPlan& q) const {
+  return absl::StrCat(queue_dir_, "/", KindName(q.kind), "-", q.plan.episode_id, ".plan.pb");
+}
+
+std::string EvaluationQueue::evaluator_id() const {
+  absl::MutexLock lock(&mu_);
+  return evaluator_id_;
+}
+
+absl::Status EvaluationQueue::LoadEvaluatorId() {
+  const std::string path = queue_dir_ + "/evaluator_id.txt";
+  std::error_code ec;
+  std::string id;
+  if (std::filesystem::exists(path, ec)) {
+    WQ_ASSIGN_OR_RETURN(id, base::ReadFile(path));
+  }
+  if (id.empty()) {  // a new directory (or one of an evaluator before the id)
+    id = RandomId();
+    WQ_RETURN_IF_ERROR(base::WriteFileAtomic(path, id));
+  }
+  absl::MutexLock lock(&mu_);
+  evaluator_id_ = id;
+  return absl::OkStatus();
 }
 
 absl::Status EvaluationQueue::Start() {
   if (!queue_dir_.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(queue_dir_, ec);
+    WQ_RETURN_IF_ERROR(LoadEvaluatorId());
     const std::string lambda_path = queue_dir_ + "/lambda.txt";
     if (std::filesystem::exists(lambda_path, ec)) {
       WQ_ASSIGN_OR_RETURN(std::string text, base::ReadFile(lambda_path));
@@ -116,11 +150,15 @@ absl::Status EvaluationQueue::Start() {
       v1::Plan p;
       if (!p.ParseFromString(bytes)) continue;
       QueuedPlan q;
+      q.kind = absl::StartsWith(entry.path().filename().string(), "candidate-")
+                   ? rl::PlanKind::kCandidate
+                   : rl::PlanKind::kEpisode;
       q.plan = plan::Plan::FromProto(p);
       q.effective_bits = p.effective_bits();
       q.charged_bits = p.charged_bits();
       q.actor_id = p.source();
       absl::MutexLock lock(&mu_);
+      known_.emplace(q.kind, q.plan.episode_id);
       queue_.push_back(std::move(q));
       PublishDepthLocked();
     }
@@ -138,14 +176,16 @@ absl::Status EvaluationQueue::Start() {
 absl::StatusOr<int> EvaluationQueue::Submit(QueuedPlan q) {
   {
     absl::MutexLock lock(&mu_);
+    if (known_.count({q.kind, q.plan.episode_id}) > 0) return static_cast<int>(queue_.size());
     if (queue_.size() >= max_queue_) {
       return absl::ResourceExhaustedError(absl::StrCat("queue full (", queue_.size(), " plans)"));
     }
   }
   if (!queue_dir_.empty()) {
-    WQ_RETURN_IF_ERROR(base::WriteFileAtomic(PathOf(q.plan.episode_id), Serialize(q)));
+    WQ_RETURN_IF_ERROR(base::WriteFileAtomic(PathOf(q), Serialize(q)));
   }
   absl::MutexLock lock(&mu_);
+  if (!known_.emplace(q.kind, q.plan.episode_id).second) return static_cast<int>(queue_.size());
   queue_.push_back(std::move(q));
   PublishDepthLocked();
   return static_cast<int>(queue_.size());
@@ -218,7 +258,7 @@ void EvaluationQueue::Worker(size_t r) {
     // Stopped before the learner answered: the plan's file stays, so the next
     // start evaluates and reports it again.
     if (!Deliver(*q, Record(*q, *e), r)) return;
-    RemoveFile(q->plan.episode_id);
+    Forget(*q);
   }
 }
 
@@ -253,18 +293,19 @@ void EvaluationQueue::Requeue(size_t r, QueuedPlan q, const absl::Status& error)
   const bool lost_fits =
       absl::IsFailedPrecondition(error) || absl::StrContains(error.message(), "not fitted");
   const bool bad_plan = absl::IsInvalidArgument(error) && !lost_fits;
-  const uint64_t episode_id = q.plan.episode_id;
-  {
-    absl::MutexLock lock(&mu_);
-    if (lost_fits) calibrated_[r] = false;  // a restarted actor without cached fits
-    if (!bad_plan) queue_.push_back(std::move(q));
-    PublishDepthLocked();
+  if (bad_plan) {
+    Forget(q);
+    return;
   }
-  if (bad_plan) RemoveFile(episode_id);
+  absl::MutexLock lock(&mu_);
+  if (lost_fits) calibrated_[r] = false;  // a restarted actor without cached fits
+  queue_.push_back(std::move(q));
+  PublishDepthLocked();
 }
 
 Report EvaluationQueue::Record(const QueuedPlan& q, const PlanEvaluation& e) {
   Report report;
+  report.kind = q.kind;
   report.episode_id = q.plan.episode_id;
   report.plan_id = q.plan.plan_id;
   report.evaluation = e;
@@ -274,16 +315,19 @@ Report EvaluationQueue::Record(const QueuedPlan& q, const PlanEvaluation& e) {
   return report;
 }
 
-void EvaluationQueue::RemoveFile(uint64_t episode_id) const {
-  if (queue_dir_.empty()) return;
-  std::error_code ec;
-  std::filesystem::remove(PathOf(episode_id), ec);
+void EvaluationQueue::Forget(const QueuedPlan& q) {
+  if (!queue_dir_.empty()) {
+    std::error_code ec;
+    std::filesystem::remove(PathOf(q), ec);
+  }
+  absl::MutexLock lock(&mu_);
+  known_.erase({q.kind, q.plan.episode_id});
 }
 
 bool EvaluationQueue::Deliver(const QueuedPlan& q, Report report, size_t r) {
   absl::MutexLock deliver(&deliver_mu_);
   // A learner's candidate plan (no episode behind it) is not rewarded and leaves λ as it is.
-  const bool episode = !rl::IsCandidateEpisode(q.plan.episode_id);
+  const bool episode = q.kind == rl::PlanKind::kEpisode;
   rl::PlanEvaluation charged = report.evaluation;
   if (q.charged_bits > 0) charged.effective_bits = q.charged_bits;
   for (int resends = 0;; ++resends) {

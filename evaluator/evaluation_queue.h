@@ -1,6 +1,11 @@
-// EvaluationQueue: the evaluator's scheduler (DESIGN.md section 5). Finished
-// plans wait in a bounded queue, persisted one file per episode under
-// `queue_dir` so a restarted evaluator evaluates what was pending; one worker
+// EvaluationQueue: the evaluator's scheduler (DESIGN.md section 5). The
+// learner's plans (episodes' and candidates', learner/plan_sender.h) wait in a
+// bounded queue, persisted one file per plan under `queue_dir` so a restarted
+// evaluator evaluates what was pending; a plan already queued or being
+// evaluated (same kind and id: a submission resent after a lost answer) is not
+// queued twice. `queue_dir` also keeps the queue's identity (evaluator_id): a
+// restart on a new directory has another, so the learner knows to send its
+// plans again. One worker
 // per replica calibrates its replica once (retrying while its actors come
 // up), then evaluates plans through it with the ReplicaEvaluator and hands
 // the report to `report`, one attempt per call: UNAVAILABLE and
@@ -11,7 +16,7 @@
 // fails is put back and retried.
 // λ: the queue is its one owner (rl::EpisodeRewarder, the formulas live in
 // common/rl). An episode's report (not a learner's candidate plan,
-// rl::IsCandidateEpisode) carries its episode-end reward with the λ of the PPO
+// rl::PlanKind) carries its episode-end reward with the λ of the PPO
 // batch the learner will train it in; reports are delivered one at a time so
 // that the learner's answer (joined the batch, the batch completed) settles
 // λ before the next report is rewarded. The state is kept in
@@ -28,8 +33,10 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -37,6 +44,7 @@
 #include "common/base/log.h"
 #include "common/metrics/registry.h"
 #include "common/rl/environment_options.h"
+#include "common/rl/episode.h"
 #include "common/rl/episode_rewarder.h"
 #include "common/rl/lagrange_options.h"
 #include "evaluator/replica_evaluator.h"
@@ -44,6 +52,7 @@
 namespace windquant::evaluator {
 
 struct QueuedPlan {
+  rl::PlanKind kind = rl::PlanKind::kEpisode;
   plan::Plan plan;
   double effective_bits = 0;
   double charged_bits =
@@ -52,6 +61,7 @@ struct QueuedPlan {
 };
 
 struct Report {
+  rl::PlanKind kind = rl::PlanKind::kEpisode;
   uint64_t episode_id = 0;
   std::string plan_id;
   PlanEvaluation evaluation;  // effective_bits: the queued plan's
@@ -79,10 +89,15 @@ class EvaluationQueue {
 
   // The λ of the open PPO batch.
   double lambda() const;
-  // Reloads persisted plans and λ, starts one worker per replica.
+  // Reloads persisted plans, λ and the evaluator_id (a new one for a new
+  // directory), starts one worker per replica.
   absl::Status Start();
-  // RESOURCE_EXHAUSTED when full. Returns the queue depth.
+  // RESOURCE_EXHAUSTED when full. Returns the queue depth. A plan of the same
+  // kind and id queued or being evaluated is not queued again.
   absl::StatusOr<int> Submit(QueuedPlan plan);
+  // The queue's identity: random hex, kept in `queue_dir` (from Start on);
+  // without one, this object's.
+  std::string evaluator_id() const;
   // Evaluates now on replica 0 (no λ update, no report).
   absl::StatusOr<PlanEvaluation> EvaluateNow(const plan::Plan& plan);
   // The held-out perplexity of `plan` now on replica 0
@@ -104,7 +119,8 @@ class EvaluationQueue {
   void Requeue(size_t replica, QueuedPlan plan, const absl::Status& error);
   // The report of an evaluated plan (its reward and λ are filled in by Deliver).
   Report Record(const QueuedPlan& plan, const PlanEvaluation& evaluation);
-  void RemoveFile(uint64_t episode_id) const;
+  // The plan left the queue for good (reported or refused): its file goes.
+  void Forget(const QueuedPlan& plan);
   // Rewards `report` of `plan` (an episode's) and delivers it, one report at a
   // time, retrying transient failures, and settles λ with the learner's
   // answer; false when stopped first.
@@ -112,12 +128,14 @@ class EvaluationQueue {
   // One attempt after another until answered, refused for good (nullopt) or
   // stopped (false).
   bool Send(const Report& report, size_t replica, std::optional<ReportAnswer>* answer);
+  // Reads `queue_dir`/evaluator_id.txt, or writes a new one.
+  absl::Status LoadEvaluatorId();
   // λ after an answer: the gauge and `queue_dir`/lambda.txt.
   void SaveLambdaLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Waits `d` or until Stop(); true when stopping.
   bool WaitOrStop(absl::Duration d);
   void PublishDepthLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  std::string PathOf(uint64_t episode_id) const;
+  std::string PathOf(const QueuedPlan& plan) const;
 
   ReplicaEvaluator* const evaluator_;
   const std::vector<std::vector<transport::ActivationTransport*>> replicas_;
@@ -130,6 +148,9 @@ class EvaluationQueue {
   mutable absl::Mutex mu_;
   rl::EpisodeRewarder rewarder_ ABSL_GUARDED_BY(mu_);
   std::deque<QueuedPlan> queue_ ABSL_GUARDED_BY(mu_);
+  // (kind, id) of every plan queued or being evaluated.
+  std::set<std::pair<rl::PlanKind, uint64_t>> known_ ABSL_GUARDED_BY(mu_);
+  std::string evaluator_id_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   int64_t evaluated_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<bool> calibrated_ ABSL_GUARDED_BY(mu_);

@@ -1,6 +1,7 @@
 #include "evaluator/evaluation_queue.h"
 #include "evaluator/pipeline_evaluator.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <random>
@@ -107,8 +108,9 @@ class EvaluationQueueTest : public ::testing::Test {
     lagrange_.eta = 0.5;
   }
 
-  QueuedPlan Plan(uint64_t episode) {
+  QueuedPlan Plan(uint64_t episode, rl::PlanKind kind = rl::PlanKind::kEpisode) {
     QueuedPlan q;
+    q.kind = kind;
     q.plan.plan_id = "plan-" + std::to_string(episode);
     q.plan.episode_id = episode;
     q.plan.model_fingerprint = evaluator_->CalibrationFingerprint();
@@ -118,13 +120,15 @@ class EvaluationQueueTest : public ::testing::Test {
     return q;
   }
   std::unique_ptr<EvaluationQueue> MakeQueue(FakeLearner* learner,
-                                             metrics::Registry* registry = nullptr) {
+                                             metrics::Registry* registry = nullptr,
+                                             const std::string& dir = "") {
     return std::make_unique<EvaluationQueue>(
         evaluator_.get(), std::vector<std::vector<transport::ActivationTransport*>>{stages_}, env_,
-        lagrange_, dir_, 16, [learner](const Report& r) { return learner->Receive(r); }, registry);
+        lagrange_, dir.empty() ? dir_ : dir, 16,
+        [learner](const Report& r) { return learner->Receive(r); }, registry);
   }
-  bool QueueFileExists(uint64_t episode) const {
-    return std::filesystem::exists(dir_ + "/" + std::to_string(episode) + ".plan.pb");
+  bool QueueFileExists(uint64_t id, const std::string& kind = "episode") const {
+    return std::filesystem::exists(dir_ + "/" + kind + "-" + std::to_string(id) + ".plan.pb");
   }
 
   std::string dir_;
@@ -246,6 +250,50 @@ TEST_F(EvaluationQueueTest, RewardsEachBatchWithItsLambdaAndFollowsTheLearner) {
   EXPECT_EQ(b[1].grant->batch, 1);
   EXPECT_DOUBLE_EQ(b[1].grant->lambda, a[2].grant->lambda);
   EXPECT_DOUBLE_EQ(b[1].grant->reward, a[2].grant->reward);  // the same plan, the same batch λ
+}
+
+// Plans are known by kind and id: one sent again while queued or being
+// evaluated is not queued twice, the same id of the other kind is another
+// plan (a candidate: reported without a reward). The queue's identity stays
+// with its directory across restarts; a new directory is another evaluator.
+TEST_F(EvaluationQueueTest, KnowsPlansByKindAndIdAndKeepsItsIdentityWithItsDirectory) {
+  std::string id;
+  {
+    FakeLearner down(1 << 30, absl::DeadlineExceededError("no learner"));
+    auto queue = MakeQueue(&down);
+    ASSERT_TRUE(queue->Start().ok());
+    id = queue->evaluator_id();
+    EXPECT_EQ(id.size(), 16u);
+    ASSERT_TRUE(queue->Submit(Plan(8)).ok());
+    ASSERT_TRUE(down.WaitForAttempts(1));  // evaluated, its report retried
+    EXPECT_EQ(queue->Submit(Plan(8)).value(), 0) << "being delivered: not queued again";
+    EXPECT_EQ(queue->Submit(Plan(8, rl::PlanKind::kCandidate)).value(), 1);
+    EXPECT_EQ(queue->Submit(Plan(8, rl::PlanKind::kCandidate)).value(), 1);
+    queue->Stop();
+  }
+  EXPECT_TRUE(QueueFileExists(8, "episode"));
+  EXPECT_TRUE(QueueFileExists(8, "candidate"));
+  FakeLearner up(0, absl::OkStatus());
+  auto queue = MakeQueue(&up);
+  ASSERT_TRUE(queue->Start().ok());
+  EXPECT_EQ(queue->evaluator_id(), id) << "the same directory: the same evaluator";
+  ASSERT_TRUE(up.WaitForAttempts(2));
+  queue->Stop();
+  std::vector<Report> a = up.attempts();
+  ASSERT_EQ(a.size(), 2u);
+  std::sort(a.begin(), a.end(), [](const Report& x, const Report& y) { return x.kind < y.kind; });
+  EXPECT_EQ(a[0].kind, rl::PlanKind::kEpisode);
+  EXPECT_TRUE(a[0].grant.has_value());
+  EXPECT_EQ(a[1].kind, rl::PlanKind::kCandidate);
+  EXPECT_EQ(a[1].episode_id, 8u);
+  EXPECT_FALSE(a[1].grant.has_value()) << "a candidate is not rewarded";
+  EXPECT_FALSE(QueueFileExists(8, "episode"));
+  EXPECT_FALSE(QueueFileExists(8, "candidate"));
+  auto fresh = MakeQueue(&up, nullptr, dir_ + "-new");
+  ASSERT_TRUE(fresh->Start().ok());
+  EXPECT_NE(fresh->evaluator_id(), id) << "a new directory: another evaluator";
+  fresh->Stop();
+  std::filesystem::remove_all(dir_ + "-new");
 }
 
 }  // namespace

@@ -101,6 +101,8 @@ absl::Status EvaluatorNode::Start() {
 // lost reply records nothing twice).
 absl::StatusOr<ReportAnswer> EvaluatorNode::SendReport(const Report& r) {
   v1::EvaluationReport req;
+  req.set_kind(r.kind == rl::PlanKind::kCandidate ? v1::PLAN_KIND_CANDIDATE
+                                                  : v1::PLAN_KIND_EPISODE);
   req.set_episode_id(r.episode_id);
   req.set_plan_id(r.plan_id);
   req.set_perplexity(r.evaluation.eval_ppl);
@@ -131,8 +133,8 @@ absl::StatusOr<ReportAnswer> EvaluatorNode::SendReport(const Report& r) {
 }
 
 // The run's table, fetched once. The lock is not held across the RPC: while
-// the learner is away every SubmitPlan fails fast with UNAVAILABLE (the actor
-// retries) instead of queueing behind one call's deadline.
+// the learner is away every SubmitPlan fails fast with UNAVAILABLE (the learner's
+// sender retries) instead of queueing behind one call's deadline.
 absl::StatusOr<plan::UnitTable> EvaluatorNode::Table() {
   {
     absl::MutexLock lock(&table_mu_);

@@ -29,8 +29,14 @@ grpc::Status EvaluatorService::SubmitPlan(grpc::ServerContext*, const v1::Submit
   double bits = 0;
   absl::StatusOr<plan::Plan> plan = CheckPlan(req->plan(), &bits);
   if (!plan.ok()) return ToGrpcStatus(plan.status());
+  if (req->kind() != v1::PLAN_KIND_EPISODE && req->kind() != v1::PLAN_KIND_CANDIDATE) {
+    return ToGrpcStatus(absl::InvalidArgumentError(
+        absl::StrCat("kind: ", static_cast<int>(req->kind()), " is not a PlanKind")));
+  }
   if (req->episode_id() != 0) plan->episode_id = req->episode_id();
   QueuedPlan q;
+  q.kind =
+      req->kind() == v1::PLAN_KIND_CANDIDATE ? rl::PlanKind::kCandidate : rl::PlanKind::kEpisode;
   q.plan = *std::move(plan);
   q.effective_bits = bits;
   q.charged_bits = req->plan().charged_bits();
@@ -42,6 +48,15 @@ grpc::Status EvaluatorService::SubmitPlan(grpc::ServerContext*, const v1::Submit
   if (!depth.ok()) return ToGrpcStatus(depth.status());
   reply->set_accepted(true);
   reply->set_queue_depth(*depth);
+  reply->set_evaluator_id(queue_->evaluator_id());
+  return grpc::Status::OK;
+}
+
+grpc::Status EvaluatorService::GetQueueStatus(grpc::ServerContext*, const v1::QueueStatusRequest*,
+                                              v1::QueueStatus* out) {
+  out->set_evaluator_id(queue_->evaluator_id());
+  out->set_queue_depth(queue_->depth());
+  out->set_evaluated(queue_->evaluated());
   return grpc::Status::OK;
 }
 

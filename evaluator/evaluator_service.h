@@ -27,6 +27,8 @@ class EvaluatorService final : public v1::Evaluator::Service {
 
   grpc::Status SubmitPlan(grpc::ServerContext*, const v1::SubmitPlanRequest*,
                           v1::SubmitPlanReply*) override;
+  grpc::Status GetQueueStatus(grpc::ServerContext*, const v1::QueueStatusRequest*,
+                              v1::QueueStatus* out) override;
   grpc::Status EvaluatePlan(grpc::ServerContext*, const v1::EvaluatePlanRequest*,
                             v1::EvaluationReport*) override;
 

@@ -148,7 +148,7 @@ class EvaluatorServiceTest : public ::testing::Test {
 };
 Pipeline* EvaluatorServiceTest::pipeline_ = nullptr;
 
-TEST_F(EvaluatorServiceTest, SubmitQueuesUnderTheRequestsEpisodeUntilTheQueueIsFull) {
+TEST_F(EvaluatorServiceTest, SubmitQueuesUnderTheRequestsKindAndEpisodeUntilTheQueueIsFull) {
   v1::SubmitPlanRequest req;
   *req.mutable_plan() = WirePlan();
   req.mutable_plan()->set_episode_id(3);  // the request's episode id wins
@@ -158,13 +158,26 @@ TEST_F(EvaluatorServiceTest, SubmitQueuesUnderTheRequestsEpisodeUntilTheQueueIsF
   ASSERT_THAT(Submit(req, &reply), IsOk());
   EXPECT_TRUE(reply.accepted());
   EXPECT_EQ(reply.queue_depth(), 1);
-  EXPECT_TRUE(std::filesystem::exists(queue_dir_ + "/21.plan.pb"));
-  EXPECT_FALSE(std::filesystem::exists(queue_dir_ + "/3.plan.pb"));
+  EXPECT_FALSE(reply.evaluator_id().empty());
+  EXPECT_EQ(reply.evaluator_id(), queue_->evaluator_id());
+  EXPECT_TRUE(std::filesystem::exists(queue_dir_ + "/episode-21.plan.pb"));
+  EXPECT_FALSE(std::filesystem::exists(queue_dir_ + "/episode-3.plan.pb"));
+  // Sent again (its answer was lost): accepted, not queued twice.
+  ASSERT_THAT(Submit(req, &reply), IsOk());
+  EXPECT_EQ(reply.queue_depth(), 1);
 
-  req.set_episode_id(22);
-  req.clear_actor_id();  // optional
+  req.set_kind(v1::PLAN_KIND_CANDIDATE);  // ids are per kind
+  req.clear_actor_id();                   // optional
   ASSERT_THAT(Submit(req, &reply), IsOk());
   EXPECT_EQ(reply.queue_depth(), 2);
+  EXPECT_TRUE(std::filesystem::exists(queue_dir_ + "/candidate-21.plan.pb"));
+  grpc::ClientContext ctx;
+  v1::QueueStatus status;
+  ASSERT_THAT(net::FromGrpcStatus(stub_->GetQueueStatus(&ctx, v1::QueueStatusRequest(), &status)),
+              IsOk());
+  EXPECT_EQ(status.evaluator_id(), reply.evaluator_id());
+  EXPECT_EQ(status.queue_depth(), 2);
+  EXPECT_EQ(status.evaluated(), 0);
   req.set_episode_id(23);
   EXPECT_THAT(Submit(req, &reply), StatusIs(absl::StatusCode::kResourceExhausted, "queue full"));
   EXPECT_EQ(queue_->depth(), 2);
@@ -176,6 +189,10 @@ TEST_F(EvaluatorServiceTest, SubmitRefusesAMissingPlanAndBadIdentifiers) {
               StatusIs(kInvalid, "actor_id: only [A-Za-z0-9._-]"));
   EXPECT_THAT(SubmitPlan(WirePlan("")), StatusIs(kInvalid, "plan.plan_id: must be 1..128"));
   EXPECT_THAT(SubmitPlan(WirePlan("..")), StatusIs(kInvalid, "plan.plan_id: must not be"));
+  v1::SubmitPlanRequest req;
+  *req.mutable_plan() = WirePlan();
+  req.set_kind(static_cast<v1::PlanKind>(5));
+  EXPECT_THAT(Submit(req), StatusIs(kInvalid, "kind: 5 is not a PlanKind"));
   EXPECT_EQ(queue_->depth(), 0);
 }
 

@@ -39,19 +39,16 @@ class ActorRoleService : public service::Service {
     auto s = std::make_unique<ActorRoleService>();
     WQ_ASSIGN_OR_RETURN(auto learner,
                         net::MakeChannelFromConfig(svc, svc.learner_address, registry));
-    WQ_ASSIGN_OR_RETURN(s->evaluator_,
-                        net::MakeChannelFromConfig(svc, svc.evaluator_address, registry));
     WQ_ASSIGN_OR_RETURN(
         s->node_, actor::ActorNode::Create(ActorNodeOptionsFrom(c), stage, replica,
                                            svc.actor_addresses[index], registry, log, learner));
     return s;
   }
-  absl::Status Start() override { return node_->Connect(evaluator_, std::random_device{}()); }
+  absl::Status Start() override { return node_->StartRollouts(std::random_device{}()); }
   int port() const override { return node_->server().port(); }
   void Stop() override { node_->Stop(); }
 
  private:
-  std::shared_ptr<grpc::Channel> evaluator_;
   std::unique_ptr<actor::ActorNode> node_;
 };
 

@@ -197,7 +197,7 @@ absl::StatusOr<rl::RunResult> RunInProcessJob(const config::RunConfig& config,
   nodes.learner->Connect(evaluator_channel);
   for (size_t i = 0; i < nodes.actors.size(); ++i) {
     const uint64_t mixed = base::SplitMix64(options.incarnation_seed ^ base::SplitMix64(i + 1));
-    WQ_RETURN_IF_ERROR(nodes.actors[i]->Connect(evaluator_channel, static_cast<uint32_t>(mixed)));
+    WQ_RETURN_IF_ERROR(nodes.actors[i]->StartRollouts(static_cast<uint32_t>(mixed)));
   }
   WQ_RETURN_IF_ERROR(nodes.evaluator->Start());
 

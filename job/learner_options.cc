@@ -83,7 +83,6 @@ learner::LearnerCore::Options LearnerCoreOptionsFrom(const config::RunConfig& c)
   o.self_imitation_prob = c.training.self_imitation_prob;
   o.checkpoint_every_updates = c.training.checkpoint_every_updates;
   o.evaluation_allowance = absl::Milliseconds(c.service.evaluation_timeout_ms);
-  o.evaluation_tokens = EvaluationTokens(c);
   o.run_config_text = config::RunDefiningText(c);
   return o;
 }

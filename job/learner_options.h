@@ -33,7 +33,7 @@ absl::Duration HeldOutAllowance(const config::RunConfig& config);
 learner::PolicyPublisher::Options PolicyPublisherOptionsFrom(const config::RunConfig& config);
 
 // output.dir, service.stages/replicas/evaluation_timeout_ms, quant.chunk_size,
-// curriculum.*, lagrange.*, training.*, evaluation.* (EvaluationTokens), the
+// curriculum.*, lagrange.*, training.*, the
 // policy's keys and the run-defining text (config::RunDefiningText).
 learner::LearnerCore::Options LearnerCoreOptionsFrom(const config::RunConfig& config);
 

@@ -55,7 +55,6 @@ TEST(LearnerOptionsTest, DefaultsAreTheDefaultConfigs) {
   EXPECT_EQ(from.self_imitation_prob, defaults.self_imitation_prob);
   EXPECT_EQ(from.checkpoint_every_updates, defaults.checkpoint_every_updates);
   EXPECT_EQ(from.evaluation_allowance, defaults.evaluation_allowance);
-  EXPECT_EQ(from.evaluation_tokens, defaults.evaluation_tokens);
   EXPECT_EQ(from.policy.warm_start_steps, defaults.policy.warm_start_steps);
   EXPECT_EQ(from.policy.screen_samples, defaults.policy.screen_samples);
 }

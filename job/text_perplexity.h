@@ -3,11 +3,13 @@
 // non-overlapping, last partial chunk dropped), optionally with a plan
 // applied: the plan file is checked against the run config's unit table
 // (cached or fitted: quant::QuantizationSession) and its weights applied.
-// With quantized_dir: the packed checkpoint of `windquant export`, decoded.
+// With quantized_dir: the packed checkpoint of `windquant export`, decoded; with
+// gguf_path: a GGUF file, decoded by windquant's own decoder.
 // Memory: the checkpoint's weights in their stored dtype, plus the session's fits when a
 // plan is given, plus one layer's float32 linears inside a forward; a quantized checkpoint
-// keeps its fixed tensors as float32 and decodes one layer at a time. Until the call
-// returns. Thread-compatible (reports progress on stderr).
+// keeps its fixed tensors as float32 and decodes one layer at a time; a GGUF file is
+// decoded whole (4 bytes per weight). Until the call returns. Thread-compatible (reports progress
+// on stderr).
 #ifndef WINDQUANT_JOB_TEXT_PERPLEXITY_H_
 #define WINDQUANT_JOB_TEXT_PERPLEXITY_H_
 
@@ -39,9 +41,18 @@ struct TextPerplexityRequest {
   // Instead of a checkpoint: a quantized one (exporter::QuantizedCheckpoint),
   // decoded a layer at a time; its tokenizer too (model_dir = this).
   std::string quantized_dir;
+  // Instead of a checkpoint: a GGUF file (exporter::gguf::ReadLlamaWeights: every tensor
+  // decoded to float32, q/k rows put back); its tokenizer from model_dir (the file's folder,
+  // where `export --format gguf` copies tokenizer.json).
+  std::string gguf_path;
   // Where the model computes (`eval --device`; with --plan the config's model.device).
   model::ComputeOptions compute;
   base::LogSink log;  // the plan's effective bits
+  // When set: the ids the perplexity reads (int32, no BOS) to `logits_path`.ids and the
+  // float32 logits [T, vocab] of the first window (BOS + the first context-1 ids) to
+  // `logits_path` (raw, little-endian), for comparing with another runtime
+  // (scripts/llama-cpp-check.sh).
+  std::string logits_path;
 };
 
 struct TextPerplexity {

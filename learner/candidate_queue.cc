@@ -4,7 +4,6 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "common/rl/episode.h"
 
 namespace windquant::learner {
 namespace {
@@ -18,44 +17,35 @@ uint32_t RandomIncarnation() {
 
 CandidateQueue::CandidateQueue() : CandidateQueue(RandomIncarnation()) {}
 
-CandidateQueue::CandidateQueue(uint32_t incarnation) {
-  // 31 bits, so the ids stay below the candidate bit; odd, so never 0.
-  const uint64_t high = (static_cast<uint64_t>(incarnation) & 0x7fffffffu) | 1u;
-  next_id_ = rl::kCandidateEpisodeBit | (high << 32);
-}
+// Odd, so an id is never 0.
+CandidateQueue::CandidateQueue(uint32_t incarnation)
+    : next_id_((static_cast<uint64_t>(incarnation) | 1u) << 32) {}
 
 const plan::Plan& CandidateQueue::Queue(std::vector<int> actions, const std::string& source,
                                         double target_bits, int64_t policy_version,
-                                        const std::string& model_fingerprint, absl::Time now) {
+                                        const std::string& model_fingerprint) {
   plan::Plan p;
   p.episode_id = next_id_++;
-  p.plan_id = absl::StrCat("learner-", source, "-", p.episode_id & ~rl::kCandidateEpisodeBit);
+  p.plan_id = absl::StrCat("learner-", source, "-", p.episode_id);
   p.model_fingerprint = model_fingerprint;
   p.actions = std::move(actions);
   p.target_bits = target_bits;
   p.policy_version = policy_version;
   p.source = source;
-  pending_.Insert(p.episode_id, p, now);
-  outbox_.push_back(std::move(p));
-  return outbox_.back();
+  return pending_.emplace(p.episode_id, std::move(p)).first->second;
 }
 
-std::vector<plan::Plan> CandidateQueue::TakeOutbox() {
-  std::vector<plan::Plan> out;
-  out.swap(outbox_);
-  return out;
+const plan::Plan* CandidateQueue::Find(uint64_t id) const {
+  auto it = pending_.find(id);
+  return it == pending_.end() ? nullptr : &it->second;
 }
 
 std::optional<plan::Plan> CandidateQueue::TakeEvaluated(uint64_t id, const std::string& plan_id) {
-  const plan::Plan* plan = pending_.Find(id);
-  if (plan == nullptr || plan->plan_id != plan_id) return std::nullopt;
-  return pending_.Take(id);
-}
-
-std::vector<plan::Plan> CandidateQueue::Expire(absl::Time cutoff) {
-  std::vector<plan::Plan> out;
-  for (auto& [id, plan] : pending_.Expire(cutoff)) out.push_back(std::move(plan));
-  return out;
+  auto it = pending_.find(id);
+  if (it == pending_.end() || it->second.plan_id != plan_id) return std::nullopt;
+  std::optional<plan::Plan> p(std::move(it->second));
+  pending_.erase(it);
+  return p;
 }
 
 }  // namespace windquant::learner

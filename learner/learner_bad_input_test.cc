@@ -177,7 +177,9 @@ TEST(TableMergerValidatorTest, RefusedMergedTableIsNeitherKeptNorWritten) {
 }
 
 // error-case: learner.evaluation.non-finite-reward
-TEST_F(LearnerBadInputTest, NonFiniteRewardIsRefusedAndTheEpisodeStaysHeld) {
+// The evaluator does not send a refused report again: the episode is given up,
+// not held forever.
+TEST_F(LearnerBadInputTest, NonFiniteRewardIsRefusedAndTheEpisodeGivenUp) {
   for (const auto& s : Stages(whole_))
     ASSERT_THAT(core_->RegisterTable(s.first_layer, 0, s), IsOk());
   ASSERT_TRUE(core_->SubmitEpisode(MakeEpisode(1, 0)).value());
@@ -190,9 +192,11 @@ TEST_F(LearnerBadInputTest, NonFiniteRewardIsRefusedAndTheEpisodeStaysHeld) {
   bad.evaluation.effective_bits = nan;  // the reward clamps the others; not this one
   EXPECT_THAT(Report(*core_, bad),
               StatusIs(absl::StatusCode::kInvalidArgument, "reward: not finite for episode 1"));
-  const LearnerStatus before = core_->Status();
-  EXPECT_EQ(before.episodes, 1);
-  EXPECT_TRUE(Report(*core_, Eval(1, 3.0)).value());  // still held
+  const LearnerStatus after = core_->Status();
+  EXPECT_EQ(after.episodes, 1);
+  EXPECT_EQ(after.given_up, 1);
+  EXPECT_EQ(after.pending, 0);
+  EXPECT_FALSE(Report(*core_, Eval(1, 3.0)).value());  // no longer held
 }
 
 // error-case: learner.evaluation.non-finite-field

@@ -58,7 +58,6 @@ LearnerCore::LearnerCore(const Options& options, std::unique_ptr<PolicyPublisher
       curriculum_(options.curriculum),
       lambda_(options.lagrange.lambda_init),
       next_lambda_(options.lagrange.lambda_init),
-      clock_(options.evaluation_allowance, absl::Now()),
       best_(options.curriculum.target_bits.back(), options.dir + "/best"),
       records_(options.dir) {}
 
@@ -109,7 +108,6 @@ absl::Status LearnerCore::CompleteTable() {
   const plan::UnitTable& table = *tables_.table();
   run_fingerprint_ = config::RunFingerprint(table.fingerprint, options_.run_config_text);
   WQ_RETURN_IF_ERROR(policy_->SetTable(table));
-  clock_.set_prior(EvaluationWorkPrior(table.TotalWeights(), options_.evaluation_tokens));
   absl::StatusOr<rl::RunCheckpoint> ckpt =
       rl::ReadRunCheckpoint(CheckpointDir(options_), run_fingerprint_);
   if (!ckpt.ok() && !absl::IsNotFound(ckpt.status())) return ckpt.status();
@@ -168,37 +166,73 @@ absl::Status LearnerCore::StartStep(bool warm_start) {
 
 void LearnerCore::QueueCandidate(std::vector<int> actions, const std::string& source, double target,
                                  int64_t policy_version) {
-  const absl::Time now = absl::Now();
-  candidates_.Queue(std::move(actions), source, target, policy_version,
-                    tables_.table()->fingerprint, now);
-  clock_.OnHeld(now, PendingLocked());
+  const plan::Plan& p = candidates_.Queue(std::move(actions), source, target, policy_version,
+                                          tables_.table()->fingerprint);
+  outbox_.emplace_back(rl::PlanKind::kCandidate, p.episode_id);
 }
 
-std::vector<plan::Plan> LearnerCore::TakeCandidates(absl::Duration timeout) {
+std::optional<OutgoingPlan> LearnerCore::OutgoingLocked(rl::PlanKind kind, uint64_t id) const {
+  if (kind == rl::PlanKind::kCandidate) {
+    const plan::Plan* p = candidates_.Find(id);
+    if (p == nullptr) return std::nullopt;
+    return OutgoingPlan{kind, *p, 0, "learner"};
+  }
+  const rl::Episode* e = held_.Find(id);
+  if (e == nullptr) return std::nullopt;
+  OutgoingPlan out;
+  out.plan = e->plan;
+  out.plan.episode_id = id;
+  out.actor_id = e->actor_id;
+  // The bits the evaluator charges the reward with (repair mode: the episode's).
+  out.charged_bits =
+      rl::ChargedEvaluation(options_.policy.env, *tables_.table(), e->steps, rl::PlanEvaluation())
+          .effective_bits;
+  return out;
+}
+
+std::vector<OutgoingPlan> LearnerCore::TakeOutbox(absl::Duration timeout) {
   absl::MutexLock lock(&mu_);
-  PublishOnReturn publish(this);
   // A stopped learner hands out nothing (and waits the timeout: no busy loop).
   auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return (candidates_.HasOutbox() && !run_.stopped()) || run_.done();
+    return (!outbox_.empty() && !run_.stopped()) || run_.done();
   };
   mu_.AwaitWithTimeout(absl::Condition(&ready), timeout);
-  ExpireLocked();
-  if (run_.stopped()) return {};
-  return candidates_.TakeOutbox();
+  std::vector<OutgoingPlan> out;
+  if (run_.stopped()) return out;
+  for (const auto& [kind, id] : outbox_) {
+    std::optional<OutgoingPlan> p = OutgoingLocked(kind, id);
+    if (p.has_value()) out.push_back(*std::move(p));
+  }
+  outbox_.clear();
+  return out;
 }
 
-void LearnerCore::DropCandidate(uint64_t episode_id) {
+bool LearnerCore::PendingLocked(rl::PlanKind kind, uint64_t id) const {
+  return kind == rl::PlanKind::kCandidate ? candidates_.Pending(id) : held_.Find(id) != nullptr;
+}
+
+bool LearnerCore::Pending(rl::PlanKind kind, uint64_t id) const {
+  absl::MutexLock lock(&mu_);
+  return PendingLocked(kind, id);
+}
+
+bool LearnerCore::Resend(rl::PlanKind kind, uint64_t id) {
+  absl::MutexLock lock(&mu_);
+  if (!PendingLocked(kind, id)) return false;
+  outbox_.emplace_back(kind, id);
+  return true;
+}
+
+void LearnerCore::Drop(rl::PlanKind kind, uint64_t id, const std::string& why) {
   absl::MutexLock lock(&mu_);
   PublishOnReturn publish(this);
-  if (!candidates_.Drop(episode_id)) return;
-  clock_.OnPending(PendingLocked());
-  Log(absl::StrCat("learner: candidate ", episode_id & ~rl::kCandidateEpisodeBit, " dropped"));
+  const bool episode = kind == rl::PlanKind::kEpisode;
+  if (episode ? !held_.Take(id).has_value() : !candidates_.Drop(id)) return;
+  Log(absl::StrCat("learner: ", episode ? "episode " : "candidate ", id,
+                   episode ? " given up: " : " dropped: ", why));
+  counts_.given_up += episode;
+  // The run's end waits for no dropped candidate.
   if (absl::Status s = MaybeFinish(); !s.ok()) Log(absl::StrCat("learner: ", s.message()));
-}
-
-bool LearnerCore::CandidatePending(uint64_t episode_id) const {
-  absl::MutexLock lock(&mu_);
-  return candidates_.Pending(episode_id);
 }
 
 absl::Status LearnerCore::MaybeFinish() {
@@ -252,44 +286,16 @@ std::shared_ptr<const plan::UnitTable> LearnerCore::SharedTable() const {
   return tables_.table();
 }
 
-void LearnerCore::ExpireLocked() {
-  const absl::Time cutoff = clock_.Cutoff(absl::Now());
-  for (uint64_t id : held_.Expire(cutoff)) {
-    ++counts_.expired;
-    expired_ids_.insert(id);
-    Log(absl::StrCat("learner: episode ", id, " expired without evaluation"));
-  }
-  const std::vector<plan::Plan> gone = candidates_.Expire(cutoff);
-  for (const plan::Plan& plan : gone) {
-    expired_ids_.insert(plan.episode_id);
-    Log(absl::StrCat("learner: candidate ", plan.plan_id, " expired without evaluation"));
-  }
-  clock_.OnPending(PendingLocked());
-  if (!gone.empty()) {
-    if (absl::Status s = MaybeFinish(); !s.ok()) Log(absl::StrCat("learner: ", s.message()));
-  }
-}
-
-int64_t LearnerCore::PendingLocked() const {
-  return static_cast<int64_t>(held_.size() + candidates_.pending());
-}
-
 absl::Duration LearnerCore::EvaluationWait() const {
   absl::MutexLock lock(&mu_);
-  return clock_.QueueBudget();
-}
-
-void LearnerCore::ExpirePending() {
-  absl::MutexLock lock(&mu_);
-  PublishOnReturn publish(this);
-  ExpireLocked();
+  const int64_t out = static_cast<int64_t>(held_.size() + candidates_.pending());
+  return options_.evaluation_allowance * (1 + out);
 }
 
 absl::StatusOr<bool> LearnerCore::SubmitEpisode(rl::Episode episode) {
   absl::MutexLock lock(&mu_);
   PublishOnReturn publish(this);
   if (tables_.table() == nullptr) return absl::UnavailableError("unit table incomplete");
-  ExpireLocked();
   if (run_.done() || run_.stopped() || curriculum_.finished()) return false;
   const int64_t v = policy_->version();
   // From a policy this learner never had (it restarted from an older
@@ -303,9 +309,9 @@ absl::StatusOr<bool> LearnerCore::SubmitEpisode(rl::Episode episode) {
   if (episode.screened_out) return LearnPredictedLocked(std::move(episode));
   const double steps = static_cast<double>(episode.steps.size());
   const double lag = static_cast<double>(v - episode.policy_version);
-  const absl::Time now = absl::Now();
-  held_.Hold(std::move(episode), now);
-  clock_.OnHeld(now, PendingLocked());
+  const uint64_t id = episode.episode_id;
+  held_.Hold(std::move(episode));
+  outbox_.emplace_back(rl::PlanKind::kEpisode, id);
   ++counts_.episodes;
   metrics_.OnEpisode(steps, lag);
   return true;
@@ -341,22 +347,13 @@ absl::StatusOr<bool> LearnerCore::ReportEvaluation(const EvaluationInput& in) {
   absl::MutexLock lock(&mu_);
   PublishOnReturn publish(this);
   if (run_.stopped()) return false;
-  if (expired_ids_.erase(in.episode_id) > 0) {  // measured after all: count it, once
-    records_.CountEvaluation(in.evaluation.cached);
-    ++counts_.late;
-    Log(absl::StrCat("learner: late evaluation of expired plan ", in.plan_id, " counted (",
-                     counts_.late, " so far)"));
-    return false;
-  }
-  return rl::IsCandidateEpisode(in.episode_id) ? ReportCandidateLocked(in)
-                                               : ReportEpisodeLocked(in);
+  return in.kind == rl::PlanKind::kCandidate ? ReportCandidateLocked(in) : ReportEpisodeLocked(in);
 }
 
 // A candidate plan: it competes for the best plan, nothing else.
 absl::StatusOr<bool> LearnerCore::ReportCandidateLocked(const EvaluationInput& in) {
   std::optional<plan::Plan> plan = candidates_.TakeEvaluated(in.episode_id, in.plan_id);
   if (!plan.has_value()) return false;
-  clock_.OnReport(absl::Now(), PendingLocked());
   const rl::PlanEvaluation& pe = in.evaluation;
   NoteFullPrecision(pe);
   ++counts_.candidate_evaluations;
@@ -383,14 +380,16 @@ absl::StatusOr<bool> LearnerCore::ReportEpisodeLocked(const EvaluationInput& in)
       rl::ChargedEvaluation(options_.policy.env, *tables_.table(), peek->steps, pe);
   const double target =
       peek->plan.target_bits > 0 ? peek->plan.target_bits : curriculum_.target_bits();
-  // Checked before anything changes: the episode stays held (and expires).
+  // Checked before anything changes. The evaluator does not send a refused
+  // report again, so the episode is given up.
   if (!std::isfinite(in.reward)) {
+    held_.Take(in.episode_id);
+    ++counts_.given_up;
     return absl::InvalidArgumentError(absl::StrCat("reward: not finite for episode ", in.episode_id,
                                                    " (perplexity ", pe.eval_ppl, ", bits ",
                                                    pe.effective_bits, ")"));
   }
   std::optional<rl::Episode> held = held_.Take(in.episode_id);
-  clock_.OnReport(absl::Now(), PendingLocked());
   rl::Episode& e = *held;
   NoteFullPrecision(pe);
   ++counts_.evaluations;
@@ -580,7 +579,7 @@ LearnerStatus LearnerCore::StatusLocked() const {
   s.episodes = counts_.episodes;
   s.evaluations = counts_.evaluations;
   s.dropped_stale = counts_.dropped_stale;
-  s.expired = counts_.expired;
+  s.given_up = counts_.given_up;
   s.policy_version = policy_->version();
   if (!best_.best().actions.empty()) {
     s.best_plan_id = "best";

@@ -6,7 +6,8 @@
 //   TableMerger          the stages' unit tables -> the global table
 //   HeldEpisodes, UpdateBatch        episodes until evaluated, then PPO batches
 //   CandidateQueue       the learner's own plans out for evaluation
-//   EvaluationClock      how long a plan out for evaluation is waited for
+//   the outbox           every plan to evaluate, episodes' and candidates', in
+//                        the order accepted: one path to the evaluator (PlanSender)
 //   CurriculumProgress   the curriculum step, its warm start, self-imitation
 //   PolicyPublisher      the policy, its updates and what actors get of it
 //   (λ and the episode-end reward are the evaluator's: rl::EpisodeRewarder;
@@ -21,15 +22,17 @@
 // StatusBoard instead, so they never wait for an update.
 // Memory: no model weights; the merged unit table, the policy (see
 // PolicyPublisher), the episodes held and batched until the next update, and
-// the candidate plans out (one action per unit each).
+// the candidate plans out (one action per unit each). The outbox holds ids.
 #ifndef WINDQUANT_LEARNER_LEARNER_CORE_H_
 #define WINDQUANT_LEARNER_LEARNER_CORE_H_
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
-#include <set>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -47,7 +50,6 @@
 #include "learner/best_plans.h"
 #include "learner/candidate_queue.h"
 #include "learner/curriculum_progress.h"
-#include "learner/evaluation_clock.h"
 #include "learner/held_episodes.h"
 #include "learner/learner_metrics.h"
 #include "learner/policy_publisher.h"
@@ -60,7 +62,19 @@
 
 namespace windquant::learner {
 
+// A plan for the evaluator (v1::SubmitPlanRequest), as LearnerCore::TakeOutbox
+// hands it out.
+struct OutgoingPlan {
+  rl::PlanKind kind = rl::PlanKind::kEpisode;
+  plan::Plan plan;  // episode_id and plan_id set
+  // v1::Plan.charged_bits: the bits an episode's reward is charged with (0 =
+  // the plan's; only env.budget_mode = repair differs).
+  double charged_bits = 0;
+  std::string actor_id;  // the episode's actor; "learner" for a candidate
+};
+
 struct EvaluationInput {
+  rl::PlanKind kind = rl::PlanKind::kEpisode;
   uint64_t episode_id = 0;
   std::string plan_id;
   // As the evaluator measured it (cached: it had measured an identical plan before).
@@ -95,11 +109,9 @@ class LearnerCore {
     bool self_imitation = false;       // training.self_imitation
     double self_imitation_prob = 0.9;  // training.self_imitation_prob
     int checkpoint_every_updates = 5;  // training.checkpoint_every_updates
-    // service.evaluation_timeout_ms: EvaluationClock's allowance.
+    // service.evaluation_timeout_ms: how long actors wait for a new policy,
+    // per plan out for evaluation (EvaluationWait).
     absl::Duration evaluation_allowance = absl::Milliseconds(120000);
-    // The tokens one evaluation carries (evaluation.*; job::EvaluationTokens):
-    // EvaluationClock's prior. The default is that of the default config.
-    int64_t evaluation_tokens = 256 * 16 + 8192;
     // config::RunDefiningText of the run: with the table's fingerprint the
     // run fingerprint a checkpoint must match (config::RunFingerprint).
     std::string run_config_text;
@@ -130,8 +142,8 @@ class LearnerCore {
   // The merged table without a copy; nullptr until every stage registered.
   std::shared_ptr<const plan::UnitTable> SharedTable() const;
 
-  // A finished episode, held until its evaluation arrives or expires
-  // (EvaluationClock). Returns accepted = false when dropped as stale (older
+  // A finished episode, held until its evaluation arrives, its plan queued in
+  // the outbox. Returns accepted = false when dropped as stale (older
   // than ppo.max_policy_lag versions, or newer than this learner's policy),
   // for an id seen before in this run (plans.jsonl's ids after a restart too)
   // and when the run is done or stopped. UNAVAILABLE before the table is complete.
@@ -142,9 +154,8 @@ class LearnerCore {
   // nor moves λ nor competes for the best plan. (The one reward the learner
   // computes: nothing was measured, so the evaluator never sees the sample.)
   absl::StatusOr<bool> SubmitEpisode(rl::Episode episode);
-  // The evaluation of a held episode or of a candidate plan; false for an
-  // unknown or duplicate one and when stopped (the evaluation of an expired
-  // one is counted in Result's evaluations, nothing else, and answers false),
+  // The evaluation of a held episode or of a candidate plan (input.kind);
+  // false for an unknown or duplicate one and when stopped,
   // and for an episode's reward meant for another batch than the open one
   // (input.batch != the updates so far: the episode stays held, the evaluator
   // rewards it again). Every evaluated plan goes to plans.jsonl and competes
@@ -154,18 +165,23 @@ class LearnerCore {
   // completes the batch. Every training.episodes_per_update episodes a PPO
   // update runs, the greedy plan of the new policy is queued as a candidate
   // and the curriculum may step. INVALID_ARGUMENT for a non-finite reward
-  // (the episode stays held).
+  // (the episode is given up: the evaluator does not send it again).
   absl::StatusOr<bool> ReportEvaluation(const EvaluationInput& input);
 
-  // Candidate plans not yet handed out, for Evaluator.SubmitPlan (episode_id
-  // and plan_id set, ids with rl::kCandidateEpisodeBit); blocks until there is
-  // one, the run is done or `timeout` passes; nothing when stopped. Also
-  // expires old held episodes and candidates.
-  std::vector<plan::Plan> TakeCandidates(absl::Duration timeout);
-  // The evaluator refused a candidate for good: stop waiting for it.
-  void DropCandidate(uint64_t episode_id);
-  // Whether a candidate still waits for its evaluation (not dropped/expired).
-  bool CandidatePending(uint64_t episode_id) const;
+  // The plans to send to the evaluator (Evaluator.SubmitPlan), episodes' and
+  // candidates', in the order they were accepted and queued; blocks until
+  // there is one, the run is done or `timeout` passes; nothing when stopped.
+  // A plan no longer pending when its turn comes is left out.
+  std::vector<OutgoingPlan> TakeOutbox(absl::Duration timeout);
+  // Whether plan `id` of `kind` still waits for its evaluation.
+  bool Pending(rl::PlanKind kind, uint64_t id) const;
+  // Queues pending plan `id` of `kind` in the outbox again (the evaluator
+  // that accepted it lost it: restarted on an empty queue directory); false
+  // when it is no longer pending.
+  bool Resend(rl::PlanKind kind, uint64_t id);
+  // The evaluator refused the plan for good: stop waiting for it (an
+  // episode is given up: it never joins a batch). `why` is logged.
+  void Drop(rl::PlanKind kind, uint64_t id, const std::string& why);
 
   // Latest policy; blocks until its version differs from `known_version`,
   // the run is done, or `timeout` passes. Nothing new (the snapshot's version
@@ -174,15 +190,15 @@ class LearnerCore {
   PublishedPolicy WaitForPolicy(int64_t known_version, absl::Duration timeout);
   int64_t version() const { return Status().policy_version; }
   LearnerStatus Status() const;
-  // How long a plan out for evaluation now waits at most before it expires
-  // (EvaluationClock::QueueBudget): actors wait this long for a new policy
-  // before they produce more episodes at the old one.
+  // How long actors wait for a new policy before they produce more episodes
+  // at the old one: evaluation_allowance x (1 + the plans out for
+  // evaluation). Nothing out is lost (the evaluator persists its queue, and
+  // PlanSender resends what a restarted evaluator lost), so this only bounds
+  // how long a batch short of episodes (a stale or refused one) waits.
   absl::Duration EvaluationWait() const;
   // The curriculum finished and no candidate is out (after the final
   // checkpoint); false when stopped.
   bool done() const { return Status().done; }
-  // Drops held episodes and candidates waited for too long (also done lazily).
-  void ExpirePending();
 
   // The run so far: `best` and `reference` as BestPlans keeps them; `curve`
   // and `stages` as RunRecords; `evaluations` counts the episode and candidate
@@ -192,7 +208,7 @@ class LearnerCore {
   rl::RunResult Result() const;
   // After `n` PPO updates run by this process (0 = never; reached already:
   // now) the checkpoint is written and the learner stops: SubmitEpisode and
-  // ReportEvaluation answer false, TakeCandidates hands out nothing,
+  // ReportEvaluation answer false, TakeOutbox hands out nothing,
   // WaitForPolicy returns at once with nothing new, Status().stopped is true
   // and done() stays false (`windquant quantize --stop-after-updates`).
   void set_stop_after_updates(int64_t n);
@@ -203,8 +219,8 @@ class LearnerCore {
     int64_t updates = 0;  // PPO updates of the run (restored from the checkpoint)
     int64_t resumed_from_update = -1;
     int64_t episodes = 0, evaluations = 0, candidate_evaluations = 0;
-    int64_t dropped_stale = 0, expired = 0;
-    int64_t late = 0;       // evaluations of expired plans (measured, so counted)
+    int64_t dropped_stale = 0;
+    int64_t given_up = 0;   // episodes whose plan the evaluator refused for good
     int64_t predicted = 0;  // screened-out samples learned from
   };
 
@@ -233,6 +249,10 @@ class LearnerCore {
   absl::Status StartStep(bool warm_start) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void QueueCandidate(std::vector<int> actions, const std::string& source, double target,
                       int64_t policy_version) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool PendingLocked(rl::PlanKind kind, uint64_t id) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The outbox entry of pending plan `id` of `kind`; nullopt when no longer pending.
+  std::optional<OutgoingPlan> OutgoingLocked(rl::PlanKind kind, uint64_t id) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Offers a measured plan to BestPlans; logs and publishes a new best.
   absl::Status ConsiderLocked(const rl::CandidatePlan& candidate, plan::Plan plan)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -241,9 +261,6 @@ class LearnerCore {
   absl::Status WriteCheckpoint() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // stop_after_updates reached: checkpoint (unless `checkpointed`), then stopped.
   absl::Status StopLocked(bool checkpointed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void ExpireLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Plans out for evaluation: held episodes and pending candidates.
-  int64_t PendingLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // output.dir/status.txt (StatusFileText), rewritten atomically after each
   // update, best effort.
   void WriteStatusFile() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -272,16 +289,14 @@ class LearnerCore {
   HeldEpisodes held_ ABSL_GUARDED_BY(mu_);
   UpdateBatch batch_ ABSL_GUARDED_BY(mu_);
   CandidateQueue candidates_ ABSL_GUARDED_BY(mu_);
-  EvaluationClock clock_ ABSL_GUARDED_BY(mu_);
+  // Plans to send, by kind and id, in order (OutgoingLocked makes the plan).
+  std::deque<std::pair<rl::PlanKind, uint64_t>> outbox_ ABSL_GUARDED_BY(mu_);
   BestPlans best_ ABSL_GUARDED_BY(mu_);
   RunRecords records_ ABSL_GUARDED_BY(mu_);
   RunLifecycle run_ ABSL_GUARDED_BY(mu_);
   Counts counts_ ABSL_GUARDED_BY(mu_);
   double fp_eval_ppl_ ABSL_GUARDED_BY(mu_) = 0;  // 0 until an evaluation implied it
-  // Episodes and candidates that expired: a report arriving later was still a
-  // real evaluation and is counted (records_) once.
-  std::set<uint64_t> expired_ids_ ABSL_GUARDED_BY(mu_);
-  StatusBoard board_;  // thread-safe; written under mu_ (PublishLocked)
+  StatusBoard board_;                            // thread-safe; written under mu_ (PublishLocked)
 };
 
 }  // namespace windquant::learner

@@ -49,11 +49,10 @@ class LearnerCoreHistoryTest : public LearnerCoreTest {
   }
   // Evaluates the one queued candidate, the step's reference (cached).
   void ReportReference(LearnerCore& core, double ppl) {
-    std::vector<plan::Plan> out = core.TakeCandidates(absl::ZeroDuration());
+    std::vector<plan::Plan> out = TakeCandidates(core);
     ASSERT_EQ(out.size(), 1u);
     ASSERT_EQ(out[0].source, "lagrange");
-    EvaluationInput in = Eval(out[0].episode_id, ppl);
-    in.plan_id = out[0].plan_id;
+    EvaluationInput in = CandidateEval(out[0], ppl);
     in.evaluation.cached = true;
     ASSERT_TRUE(Report(core, in).value());
   }
@@ -247,7 +246,7 @@ TEST_F(LearnerCoreTest, StopAfterUpdatesCheckpointsAndStops) {
   // Stopped: no episodes, no evaluations, no candidates, no new policy.
   EXPECT_FALSE(core->SubmitEpisode(MakeEpisode(6, 2)).value());
   EXPECT_FALSE(Report(*core, Eval(5, 2.0)).value());  // held before the stop
-  EXPECT_TRUE(core->TakeCandidates(absl::ZeroDuration()).empty());
+  EXPECT_TRUE(core->TakeOutbox(absl::ZeroDuration()).empty());
   const absl::Time t0 = absl::Now();
   const PublishedPolicy p = core->WaitForPolicy(1, absl::Seconds(60));
   EXPECT_LT(absl::Now() - t0, absl::Seconds(30));  // at once, as when done

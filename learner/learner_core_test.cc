@@ -147,25 +147,24 @@ TEST_F(LearnerCoreTest, NoPolicyIsPublishedBeforeTheTableIsComplete) {
 }
 
 TEST_F(LearnerCoreTest, CandidatePlansCompeteForTheBestPlanButNeverEnterAPpoBatch) {
-  EXPECT_TRUE(core_->TakeCandidates(absl::ZeroDuration()).empty());  // no table yet
+  EXPECT_TRUE(TakeCandidates(*core_).empty());  // no table yet
   for (const auto& s : Stages(whole_))
     ASSERT_THAT(core_->RegisterTable(s.first_layer, 0, s), IsOk());
   // The step's reference: the Lagrangian plan at the step's target.
-  std::vector<plan::Plan> out = core_->TakeCandidates(absl::ZeroDuration());
+  std::vector<plan::Plan> out = TakeCandidates(*core_);
   ASSERT_EQ(out.size(), 1u);
   const plan::Plan ref = out[0];
-  EXPECT_TRUE(rl::IsCandidateEpisode(ref.episode_id));
   EXPECT_EQ(ref.source, "lagrange");
   EXPECT_EQ(ref.model_fingerprint, whole_.fingerprint);
   EXPECT_EQ(ref.actions, search::LagrangePlan(whole_, 3.0).value().actions);
-  EXPECT_TRUE(core_->CandidatePending(ref.episode_id));
+  EXPECT_TRUE(core_->Pending(rl::PlanKind::kCandidate, ref.episode_id));
   EXPECT_EQ(core_->Status().pending_candidates, 1);
-  EXPECT_TRUE(core_->TakeCandidates(absl::ZeroDuration()).empty());  // handed out once
+  EXPECT_TRUE(TakeCandidates(*core_).empty());  // handed out once
 
   ASSERT_TRUE(core_->SubmitEpisode(MakeEpisode(1, 0)).value());
   ASSERT_TRUE(core_->SubmitEpisode(MakeEpisode(2, 0)).value());
   ASSERT_TRUE(Report(*core_, Eval(1, 3.0)).value());
-  EvaluationInput c = Eval(ref.episode_id, 1.5);
+  EvaluationInput c = CandidateEval(ref, 1.5);
   c.plan_id = "other";
   EXPECT_FALSE(Report(*core_, c).value());  // another plan's report
   c.plan_id = ref.plan_id;
@@ -190,15 +189,15 @@ TEST_F(LearnerCoreTest, CandidatePlansCompeteForTheBestPlanButNeverEnterAPpoBatc
   EXPECT_EQ(s.updates, 1);  // exactly the two episodes
   EXPECT_DOUBLE_EQ(s.best_perplexity, 1.5);
   // After the update: the greedy plan of the new policy is a candidate.
-  out = core_->TakeCandidates(absl::ZeroDuration());
+  out = TakeCandidates(*core_);
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].source, "rl-greedy");
   EXPECT_EQ(out[0].policy_version, 1);
   EXPECT_NE(out[0].episode_id, ref.episode_id);
   // The evaluator refused it: the run does not wait for it.
-  core_->DropCandidate(out[0].episode_id);
-  EXPECT_FALSE(core_->CandidatePending(out[0].episode_id));
-  EXPECT_FALSE(Report(*core_, Eval(out[0].episode_id, 1.0)).value());
+  core_->Drop(rl::PlanKind::kCandidate, out[0].episode_id, "refused");
+  EXPECT_FALSE(core_->Pending(rl::PlanKind::kCandidate, out[0].episode_id));
+  EXPECT_FALSE(Report(*core_, CandidateEval(out[0], 1.0)).value());
 }
 
 TEST_F(LearnerCoreTest, FinishesOnlyOnceTheLastCandidatesAreEvaluated) {
@@ -208,19 +207,17 @@ TEST_F(LearnerCoreTest, FinishesOnlyOnceTheLastCandidatesAreEvaluated) {
   core_ = LearnerCore::Create(c, nullptr).value();
   for (const auto& s : Stages(whole_))
     ASSERT_THAT(core_->RegisterTable(s.first_layer, 0, s), IsOk());
-  std::vector<plan::Plan> out = core_->TakeCandidates(absl::ZeroDuration());
+  std::vector<plan::Plan> out = TakeCandidates(*core_);
   for (uint64_t id : {1, 2}) ASSERT_TRUE(core_->SubmitEpisode(MakeEpisode(id, 0)).value());
   for (uint64_t id : {1, 2}) ASSERT_TRUE(Report(*core_, Eval(id, 3.0)).value());
   EXPECT_EQ(core_->Status().updates, 1);
   EXPECT_FALSE(core_->done());  // the reference and the greedy plan are out
   EXPECT_FALSE(core_->SubmitEpisode(MakeEpisode(3, 1)).value());  // curriculum finished
-  for (const plan::Plan& p : core_->TakeCandidates(absl::ZeroDuration())) out.push_back(p);
+  for (const plan::Plan& p : TakeCandidates(*core_)) out.push_back(p);
   ASSERT_EQ(out.size(), 2u);
   for (const plan::Plan& p : out) {
     EXPECT_FALSE(core_->done());
-    EvaluationInput in = Eval(p.episode_id, p.source == "rl-greedy" ? 2.0 : 2.8);
-    in.plan_id = p.plan_id;
-    ASSERT_TRUE(Report(*core_, in).value());
+    ASSERT_TRUE(Report(*core_, CandidateEval(p, p.source == "rl-greedy" ? 2.0 : 2.8)).value());
   }
   EXPECT_TRUE(core_->done());
   EXPECT_DOUBLE_EQ(core_->Status().best_perplexity, 2.0);
@@ -436,10 +433,8 @@ TEST_F(LearnerCoreTest, AStepEndsEarlyOnceAPolicyPlanBeatsItsReference) {
     auto core = LearnerCore::Create(c, nullptr).value();
     for (const auto& s : Stages(whole_))
       EXPECT_THAT(core->RegisterTable(s.first_layer, 0, s), IsOk());
-    for (const plan::Plan& p : core->TakeCandidates(absl::ZeroDuration())) {
-      EvaluationInput in = Eval(p.episode_id, reference_ppl);
-      in.plan_id = p.plan_id;
-      EXPECT_TRUE(Report(*core, in).value());
+    for (const plan::Plan& p : TakeCandidates(*core)) {
+      EXPECT_TRUE(Report(*core, CandidateEval(p, reference_ppl)).value());
     }
     for (uint64_t id : {1, 2}) EXPECT_TRUE(core->SubmitEpisode(MakeEpisode(id, 0)).value());
     for (uint64_t id : {1, 2}) EXPECT_TRUE(Report(*core, Eval(id, 2.0)).value());
@@ -512,81 +507,57 @@ TEST_F(LearnerCoreTest, SelfImitationClonesThePolicyOnTheBestPlan) {
   EXPECT_GE(on, off);
 }
 
-// Held episodes and candidates expire after the evaluation allowance. A
-// negative timeout (never in a real config) expires, at each call, all that
-// was held before it: the rule without sleeping.
-TEST_F(LearnerCoreTest, HeldEpisodesAndCandidatesExpire) {
-  LearnerCore::Options c = TestOptions(dir_ + "/expire");
-  c.evaluation_allowance = absl::Milliseconds(-60000);
+// One path for plans: every accepted episode's plan and every candidate goes
+// out through the outbox, in order, once (again only on Resend), and waits for
+// its evaluation until reported or dropped; nothing expires.
+TEST_F(LearnerCoreTest, TheOutboxHandsOutEveryPlanOnceUntilEvaluatedOrDropped) {
+  LearnerCore::Options c = TestOptions(dir_ + "/outbox");
   c.warm_start = false;
+  c.evaluation_allowance = absl::Milliseconds(1000);
   LogLines log;
   auto core = LearnerCore::Create(c, log.fn()).value();
   for (const auto& s : Stages(whole_))
     ASSERT_THAT(core->RegisterTable(s.first_layer, 0, s), IsOk());
-  const std::vector<plan::Plan> ref = core->TakeCandidates(absl::ZeroDuration());
-  ASSERT_EQ(ref.size(), 1u);  // handed out, and expired by that very call
-  EXPECT_FALSE(core->CandidatePending(ref[0].episode_id));
-  EXPECT_TRUE(log.Has("learner: candidate " + ref[0].plan_id + " expired without evaluation"));
-  ASSERT_TRUE(core->SubmitEpisode(MakeEpisode(1, 0)).value());
-  ASSERT_TRUE(Report(*core, Eval(1, 3.0)).value());             // evaluated in time
-  ASSERT_TRUE(core->SubmitEpisode(MakeEpisode(2, 0)).value());  // (1 is gone: not expired)
-  EXPECT_EQ(core->Status().expired, 0);
-  EXPECT_EQ(core->Status().pending, 1);
-  ASSERT_TRUE(core->SubmitEpisode(MakeEpisode(3, 0)).value());  // expires 2
-  EXPECT_EQ(core->Status().expired, 1);
-  EXPECT_FALSE(Report(*core, Eval(2, 3.0)).value());
-  core->ExpirePending();  // expires 3
+  for (uint64_t id : {7, 3}) ASSERT_TRUE(core->SubmitEpisode(MakeEpisode(id, 0)).value());
+  std::vector<OutgoingPlan> out = core->TakeOutbox(absl::ZeroDuration());
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(out[0].kind, rl::PlanKind::kCandidate);  // the step's reference, queued first
+  EXPECT_EQ(out[0].plan.source, "lagrange");
+  EXPECT_EQ(out[0].actor_id, "learner");
+  for (size_t i = 1; i < 3; ++i) {
+    EXPECT_EQ(out[i].kind, rl::PlanKind::kEpisode);
+    EXPECT_EQ(out[i].actor_id, "a");
+    // 0: charged with the plan's measured bits (only env.budget_mode repair differs).
+    EXPECT_EQ(out[i].charged_bits, 0.0);
+  }
+  EXPECT_EQ(out[1].plan.episode_id, 7u);  // in the order accepted
+  EXPECT_EQ(out[2].plan.plan_id, "p3");
+  EXPECT_TRUE(core->TakeOutbox(absl::ZeroDuration()).empty());  // handed out once
+  // Three plans out: actors wait 4 allowances before producing more.
+  EXPECT_EQ(core->EvaluationWait(), absl::Seconds(4));
+
+  // An evaluator that lost them: sent again, the ones still pending only.
+  EXPECT_TRUE(core->Resend(rl::PlanKind::kEpisode, 7));
+  EXPECT_FALSE(core->Resend(rl::PlanKind::kEpisode, 8));
+  EXPECT_FALSE(core->Resend(rl::PlanKind::kCandidate, 7));  // ids are per kind
+  ASSERT_TRUE(Report(*core, Eval(3, 3.0)).value());
+  EXPECT_FALSE(core->Resend(rl::PlanKind::kEpisode, 3));  // evaluated
+  out = core->TakeOutbox(absl::ZeroDuration());
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].plan.episode_id, 7u);
+
+  // Refused for good by the evaluator: given up, never in a batch.
+  core->Drop(rl::PlanKind::kEpisode, 7, "plan p7 refused by the evaluator: bad");
+  EXPECT_TRUE(log.Has("learner: episode 7 given up: plan p7 refused by the evaluator: bad"));
+  EXPECT_FALSE(core->Pending(rl::PlanKind::kEpisode, 7));
+  EXPECT_FALSE(Report(*core, Eval(7, 3.0)).value());
   const LearnerStatus s = core->Status();
-  EXPECT_EQ(s.expired, 2);
+  EXPECT_EQ(s.given_up, 1);
   EXPECT_EQ(s.pending, 0);
-  EXPECT_TRUE(log.Has("learner: episode 2 expired without evaluation"));
-  EXPECT_TRUE(log.Has("learner: episode 3 expired without evaluation"));
-  EXPECT_EQ(log.Count("learner: episode "), 2);
-  EXPECT_FALSE(Report(*core, Eval(3, 3.0)).value());
-  // Expired but measured: each late evaluation was real and counts once.
-  EXPECT_EQ(core->Result().real_evaluations, 3);
-  EXPECT_FALSE(Report(*core, Eval(2, 3.0)).value());  // a duplicate: not again
-  EvaluationInput late_ref = Eval(ref[0].episode_id, 4.0);
-  late_ref.plan_id = ref[0].plan_id;
-  EXPECT_FALSE(Report(*core, late_ref).value());
-  EXPECT_EQ(core->Result().real_evaluations, 4);
-  EXPECT_TRUE(log.Has("learner: late evaluation of expired plan p3 counted (2 so far)"));
-
-  // A long timeout: nothing expires.
-  LearnerCore::Options k = TestOptions(dir_ + "/keep");
-  k.warm_start = false;
-  auto keep = LearnerCore::Create(k, nullptr).value();
-  for (const auto& st : Stages(whole_))
-    ASSERT_THAT(keep->RegisterTable(st.first_layer, 0, st), IsOk());
-  for (uint64_t id : {5, 1, 3}) ASSERT_TRUE(keep->SubmitEpisode(MakeEpisode(id, 0)).value());
-  keep->ExpirePending();
-  EXPECT_EQ(keep->Status().expired, 0);
-  EXPECT_EQ(keep->Status().pending, 3);
-  EXPECT_TRUE(Report(*keep, Eval(3, 3.0)).value());
-}
-
-// The wait actors learn from every ack: before any report it follows the work
-// of one evaluation (EvaluationClock's prior) with the reference candidate out;
-// a report replaces the prior by the measured time.
-TEST_F(LearnerCoreTest, EvaluationWaitFollowsTheWorkThenTheMeasuredTime) {
-  LearnerCore::Options c = TestOptions(dir_ + "/wait");
-  c.warm_start = false;
-  c.evaluation_allowance = absl::Milliseconds(1000);
-  // A long selection range: a prior of about an hour, far over any measured time.
-  c.evaluation_tokens = 1000000000 + 8192;
-  auto core = LearnerCore::Create(c, nullptr).value();
-  for (const auto& s : Stages(whole_))
-    ASSERT_THAT(core->RegisterTable(s.first_layer, 0, s), IsOk());
-  const absl::Duration prior = EvaluationWorkPrior(whole_.TotalWeights(), c.evaluation_tokens);
-  ASSERT_GT(prior, absl::Seconds(60));
-  // One plan out (the reference candidate): it waits behind none.
-  EXPECT_EQ(core->EvaluationWait(), absl::Seconds(1) + EvaluationClock::kSlack * 2 * prior);
-  ASSERT_TRUE(core->SubmitEpisode(MakeEpisode(1, 0)).value());  // two out
-  const absl::Duration before = core->EvaluationWait();
-  EXPECT_EQ(before, absl::Seconds(1) + EvaluationClock::kSlack * 3 * prior);
-  ASSERT_TRUE(Report(*core, Eval(1, 3.0)).value());  // measured: far under the prior
-  EXPECT_LT(core->EvaluationWait(), before);
-  EXPECT_GE(core->EvaluationWait(), absl::Seconds(1));
+  EXPECT_EQ(s.pending_candidates, 1);
+  EXPECT_EQ(s.evaluations, 1);
+  EXPECT_EQ(core->EvaluationWait(), absl::Seconds(2));           // the reference is still out
+  EXPECT_FALSE(core->SubmitEpisode(MakeEpisode(7, 0)).value());  // seen: never again
 }
 
 }  // namespace

@@ -96,6 +96,21 @@ class LearnerCoreTest : public ::testing::Test {
     e.plan.episode_id = id;
     return e;
   }
+  // The candidate plans of `core`'s outbox (its episodes' plans left out).
+  static std::vector<plan::Plan> TakeCandidates(LearnerCore& core) {
+    std::vector<plan::Plan> out;
+    for (OutgoingPlan& p : core.TakeOutbox(absl::ZeroDuration())) {
+      if (p.kind == rl::PlanKind::kCandidate) out.push_back(std::move(p.plan));
+    }
+    return out;
+  }
+  // The report of candidate `p` at `ppl`.
+  EvaluationInput CandidateEval(const plan::Plan& p, double ppl) {
+    EvaluationInput in = Eval(p.episode_id, ppl);
+    in.kind = rl::PlanKind::kCandidate;
+    in.plan_id = p.plan_id;
+    return in;
+  }
   EvaluationInput Eval(uint64_t id, double ppl) {
     EvaluationInput in;
     in.episode_id = id;
@@ -110,7 +125,7 @@ class LearnerCoreTest : public ::testing::Test {
   // for `charged_bits` when > 0, v1::Plan.charged_bits), resent rewarded for
   // the learner's batch when it is at another; a candidate's as is.
   absl::StatusOr<bool> Report(LearnerCore& core, EvaluationInput in, double charged_bits = 0) {
-    const bool episode = !rl::IsCandidateEpisode(in.episode_id);
+    const bool episode = in.kind == rl::PlanKind::kEpisode;
     for (int attempt = 0; attempt < 3; ++attempt) {
       rl::EpisodeRewardGrant g;
       if (episode) {

@@ -21,6 +21,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "common/base/status_macros.h"
 #include "common/plan/action.h"
 #include "common/rl/environment.h"
 #include "common/rl/episode_rewarder.h"
@@ -102,23 +103,22 @@ class EvaluatorRole {
                 const LearnerCore::Options& c)
       : core_(core), ev_(ev), rewarder_(c.policy.env, c.lagrange) {}
 
-  // An episode's plan is rewarded, charged for `charged_bits`
+  // An episode's plan is rewarded, charged for its charged_bits
   // (v1::Plan.charged_bits, 0 = the measured bits).
-  absl::Status Evaluate(uint64_t episode_id, const std::string& plan_id,
-                        const std::vector<int>& actions, double target_bits, bool episode,
-                        double charged_bits) {
-    absl::StatusOr<rl::PlanEvaluation> pe = ev_->Evaluate(actions);
+  absl::Status Evaluate(const OutgoingPlan& p) {
+    absl::StatusOr<rl::PlanEvaluation> pe = ev_->Evaluate(p.plan.actions);
     if (!pe.ok()) return pe.status();
     EvaluationInput in;
-    in.episode_id = episode_id;
-    in.plan_id = plan_id;
+    in.kind = p.kind;
+    in.episode_id = p.plan.episode_id;
+    in.plan_id = p.plan.plan_id;
     in.evaluation = *pe;
-    in.evaluation.cached = !measured_.insert(actions).second;
+    in.evaluation.cached = !measured_.insert(p.plan.actions).second;
     std::optional<rl::EpisodeRewardGrant> grant;
-    if (episode) {
+    if (p.kind == rl::PlanKind::kEpisode) {
       rl::PlanEvaluation charged = in.evaluation;
-      if (charged_bits > 0) charged.effective_bits = charged_bits;
-      grant = rewarder_.Reward(charged, target_bits);
+      if (p.charged_bits > 0) charged.effective_bits = p.charged_bits;
+      grant = rewarder_.Reward(charged, p.plan.target_bits);
       in.reward = grant->reward;
       in.lambda_after = grant->lambda_after;
       in.batch = grant->batch;
@@ -126,7 +126,9 @@ class EvaluatorRole {
     in.lambda = rewarder_.lambda().batch_lambda();
     absl::StatusOr<bool> accepted = core_->ReportEvaluation(in);
     if (!accepted.ok()) return accepted.status();
-    if (!*accepted) return absl::InternalError(absl::StrCat("evaluation of ", plan_id, " refused"));
+    if (!*accepted) {
+      return absl::InternalError(absl::StrCat("evaluation of ", p.plan.plan_id, " refused"));
+    }
     const LearnerStatus st = core_->Status();
     rewarder_.Settle(grant.has_value() ? &*grant : nullptr, true, st.updates, st.lambda);
     return absl::OkStatus();
@@ -139,10 +141,10 @@ class EvaluatorRole {
   rl::EpisodeRewarder rewarder_;
 };
 
-// Runs `core` to done(): registers `table` (one stage), then per round hands
-// the candidates out for evaluation, takes the published policy, rolls out
-// episodes_per_update episodes with one RolloutWorker, submits them and
-// reports their evaluations (the last one runs the PPO update).
+// Runs `core` to done(): registers `table` (one stage), then per round
+// evaluates the outbox (the candidates), takes the published policy, rolls
+// out episodes_per_update episodes with one RolloutWorker, submits them and
+// evaluates the outbox again (their plans: the last one runs the PPO update).
 absl::Status Drive(LearnerCore& core, const plan::UnitTable& table, const LearnerCore::Options& c,
                    windquant::testing::SyntheticEvaluator& ev, const DriveOptions& options) {
   for (int stage = 0; stage < c.stages; ++stage) {
@@ -157,10 +159,16 @@ absl::Status Drive(LearnerCore& core, const plan::UnitTable& table, const Learne
   if (!policy.ok()) return policy.status();
 
   EvaluatorRole evaluator(&core, &ev, c);
-  auto evaluate = [&](uint64_t episode_id, const std::string& plan_id,
-                      const std::vector<int>& actions, double target_bits, bool episode,
-                      double charged_bits) {
-    return evaluator.Evaluate(episode_id, plan_id, actions, target_bits, episode, charged_bits);
+  auto evaluate_outbox = [&]() -> absl::Status {
+    for (const OutgoingPlan& p : core.TakeOutbox(absl::ZeroDuration())) {
+      if (p.kind == rl::PlanKind::kCandidate && !options.evaluate_references &&
+          p.plan.source == "lagrange") {
+        core.Drop(p.kind, p.plan.episode_id, "references are not evaluated");
+        continue;
+      }
+      WQ_RETURN_IF_ERROR(evaluator.Evaluate(p));
+    }
+    return absl::OkStatus();
   };
 
   int64_t known = -1;
@@ -168,15 +176,7 @@ absl::Status Drive(LearnerCore& core, const plan::UnitTable& table, const Learne
     if (round >= options.max_rounds) {
       return absl::DeadlineExceededError(absl::StrCat("not done after ", round, " rounds"));
     }
-    for (const plan::Plan& p : core.TakeCandidates(absl::ZeroDuration())) {
-      if (!options.evaluate_references && p.source == "lagrange") {
-        core.DropCandidate(p.episode_id);
-        continue;
-      }
-      if (absl::Status s = evaluate(p.episode_id, p.plan_id, p.actions, p.target_bits, false, 0);
-          !s.ok())
-        return s;
-    }
+    WQ_RETURN_IF_ERROR(evaluate_outbox());
     if (core.done()) break;
     const PublishedPolicy published = core.WaitForPolicy(known, absl::ZeroDuration());
     if (published.snapshot.version == known) {
@@ -188,25 +188,13 @@ absl::Status Drive(LearnerCore& core, const plan::UnitTable& table, const Learne
     absl::StatusOr<std::vector<rl::Episode>> episodes =
         (*worker)->Run(**policy, published.target_bits);
     if (!episodes.ok()) return episodes.status();
-    std::vector<plan::Plan> plans;
-    std::vector<double> charged_bits;
     for (rl::Episode& e : *episodes) {
-      plans.push_back(e.plan);
-      charged_bits.push_back(
-          rl::ChargedEvaluation(c.policy.env, table, e.steps, rl::PlanEvaluation()).effective_bits);
+      const std::string plan_id = e.plan.plan_id;
       absl::StatusOr<bool> accepted = core.SubmitEpisode(std::move(e));
       if (!accepted.ok()) return accepted.status();
-      if (!*accepted) {
-        return absl::InternalError(absl::StrCat("episode ", plans.back().plan_id, " refused"));
-      }
+      if (!*accepted) return absl::InternalError(absl::StrCat("episode ", plan_id, " refused"));
     }
-    for (size_t i = 0; i < plans.size(); ++i) {
-      const plan::Plan& p = plans[i];
-      if (absl::Status s =
-              evaluate(p.episode_id, p.plan_id, p.actions, p.target_bits, true, charged_bits[i]);
-          !s.ok())
-        return s;
-    }
+    WQ_RETURN_IF_ERROR(evaluate_outbox());
   }
   return absl::OkStatus();
 }

@@ -58,30 +58,44 @@ LearnerNode::~LearnerNode() { Stop(); }
 
 void LearnerNode::Connect(std::shared_ptr<grpc::Channel> evaluator) {
   evaluator_ = v1::Evaluator::NewStub(std::move(evaluator));
-  // Candidate plans go to the evaluator; their reports come back through
-  // Learner.ReportEvaluation like an episode's.
-  sender_ = std::make_unique<CandidateSender>(
+  // Every plan goes to the evaluator from here; the reports come back through
+  // Learner.ReportEvaluation.
+  sender_ = std::make_unique<PlanSender>(
       core_.get(),
-      [this](const plan::Plan& plan, net::Canceller* cancel) {
-        return SubmitCandidate(plan, cancel);
-      },
-      log_);
+      [this](const OutgoingPlan& plan, net::Canceller* cancel) { return SubmitPlan(plan, cancel); },
+      [this](net::Canceller* cancel) { return EvaluatorId(cancel); }, absl::Seconds(5), log_);
   sender_->Start();
 }
 
-absl::Status LearnerNode::SubmitCandidate(const plan::Plan& plan, net::Canceller* cancel) {
+absl::StatusOr<std::string> LearnerNode::SubmitPlan(const OutgoingPlan& plan,
+                                                    net::Canceller* cancel) {
   std::shared_ptr<const plan::UnitTable> table = core_->SharedTable();
   if (table == nullptr) return absl::UnavailableError("unit table incomplete");
   v1::SubmitPlanRequest req;
-  plan.ToProto(*table, req.mutable_plan());
-  req.set_episode_id(plan.episode_id);
-  req.set_actor_id("learner");
+  plan.plan.ToProto(*table, req.mutable_plan());
+  req.mutable_plan()->set_charged_bits(plan.charged_bits);
+  req.set_episode_id(plan.plan.episode_id);
+  req.set_actor_id(plan.actor_id);
+  req.set_kind(plan.kind == rl::PlanKind::kCandidate ? v1::PLAN_KIND_CANDIDATE
+                                                     : v1::PLAN_KIND_EPISODE);
   v1::SubmitPlanReply reply;
   grpc::ClientContext ctx;
   net::ConfigureContext(ctx, options_.rpc_deadline);
   net::Canceller::Scope scope(cancel, &ctx);
   if (scope.cancelled()) return net::FromGrpcStatus(net::CancelledStatus());
-  return net::FromGrpcStatus(evaluator_->SubmitPlan(&ctx, req, &reply));
+  WQ_RETURN_IF_ERROR(net::FromGrpcStatus(evaluator_->SubmitPlan(&ctx, req, &reply)));
+  return reply.evaluator_id();
+}
+
+absl::StatusOr<std::string> LearnerNode::EvaluatorId(net::Canceller* cancel) {
+  v1::QueueStatus reply;
+  grpc::ClientContext ctx;
+  net::ConfigureContext(ctx, options_.rpc_deadline);
+  net::Canceller::Scope scope(cancel, &ctx);
+  if (scope.cancelled()) return net::FromGrpcStatus(net::CancelledStatus());
+  WQ_RETURN_IF_ERROR(
+      net::FromGrpcStatus(evaluator_->GetQueueStatus(&ctx, v1::QueueStatusRequest(), &reply)));
+  return reply.evaluator_id();
 }
 
 void LearnerNode::FinishWhenDone() {

@@ -1,6 +1,6 @@
 // LearnerNode: the learner process's parts wired together (DESIGN.md section
 // 5): LearnerCore, its gRPC service on a started server, and the sender of its
-// candidate plans to the evaluator. windquant-learner runs one over TCP;
+// plans (episodes' and candidates') to the evaluator. windquant-learner runs one over TCP;
 // `windquant quantize` runs one beside the evaluator and actor nodes in one
 // process, the peers reached through in-process channels (net::MakeInProcessChannel).
 //
@@ -40,10 +40,10 @@
 #include "common/net/canceller.h"
 #include "common/net/server.h"
 #include "grpcpp/channel.h"
-#include "learner/candidate_sender.h"
 #include "learner/export_assembler.h"
 #include "learner/learner_core.h"
 #include "learner/learner_service.h"
+#include "learner/plan_sender.h"
 #include "learner/run_finisher.h"
 #include "learner/run_publisher.h"
 #include "windquant/v1/evaluator.grpc.pb.h"
@@ -61,7 +61,8 @@ struct LearnerNodeOptions {
   LearnerCore::Options core;  // also core.dir: output.dir (final/ goes there)
   // service.*: the server's message limit, TLS and token (net::StartServer).
   net::PeerOptions service;
-  // service.rpc_deadline_ms: the deadline of SubmitPlan to the evaluator.
+  // service.rpc_deadline_ms: the deadline of SubmitPlan and GetQueueStatus to
+  // the evaluator.
   absl::Duration rpc_deadline = absl::Milliseconds(30000);
   // The deadline of the final rows' held-out measurement (a pass over the whole
   // held-out text; job::HeldOutAllowance).
@@ -91,7 +92,7 @@ class LearnerNode {
                                                              base::LogSink log);
   ~LearnerNode();
 
-  // Starts sending candidate plans to the evaluator behind `evaluator`.
+  // Starts sending plans to the evaluator behind `evaluator`.
   void Connect(std::shared_ptr<grpc::Channel> evaluator);
   // Stops the sender (its calls in flight cancelled); the server still serves.
   // Idempotent.
@@ -111,7 +112,9 @@ class LearnerNode {
  private:
   class Observer;
   LearnerNode() = default;
-  absl::Status SubmitCandidate(const plan::Plan& plan, net::Canceller* cancel);
+  // PlanSender's calls: one SubmitPlan (the accepting evaluator_id), one GetQueueStatus.
+  absl::StatusOr<std::string> SubmitPlan(const OutgoingPlan& plan, net::Canceller* cancel);
+  absl::StatusOr<std::string> EvaluatorId(net::Canceller* cancel);
   // The finisher thread: waits for the end of the run, then Finish().
   void FinishWhenDone();
   void Finish();
@@ -135,7 +138,7 @@ class LearnerNode {
   std::unique_ptr<LearnerService> service_;
   std::unique_ptr<net::GrpcServer> server_;
   std::unique_ptr<v1::Evaluator::Stub> evaluator_;
-  std::unique_ptr<CandidateSender> sender_;
+  std::unique_ptr<PlanSender> sender_;
   bool running_ = false;  // Create succeeded, Stop not called
 };
 

@@ -132,7 +132,13 @@ grpc::Status LearnerService::ReportEvaluation(grpc::ServerContext*, const v1::Ev
   if (r->relative_ppl_increase() < -1) {
     return ToGrpcStatus(absl::InvalidArgumentError("relative_ppl_increase: must be >= -1"));
   }
+  if (r->kind() != v1::PLAN_KIND_EPISODE && r->kind() != v1::PLAN_KIND_CANDIDATE) {
+    return ToGrpcStatus(absl::InvalidArgumentError(
+        absl::StrCat("kind: ", static_cast<int>(r->kind()), " is not a PlanKind")));
+  }
   EvaluationInput in;
+  in.kind =
+      r->kind() == v1::PLAN_KIND_CANDIDATE ? rl::PlanKind::kCandidate : rl::PlanKind::kEpisode;
   in.episode_id = r->episode_id();
   in.plan_id = r->plan_id();
   in.evaluation.effective_bits = r->effective_bits();

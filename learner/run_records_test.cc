@@ -39,7 +39,7 @@ TEST_F(RunRecordsTest, AppendsOneLinePerEvaluatedPlan) {
   pe.eval_ppl = 12.5;
   r.RecordEpisode(e, "plan-42", pe, -1.5);
   plan::Plan c;
-  c.episode_id = rl::kCandidateEpisodeBit | 7;
+  c.episode_id = uint64_t{5} << 32 | 7;
   c.plan_id = "learner-lagrange-7";
   c.source = "lagrange";
   c.policy_version = -1;

@@ -19,7 +19,7 @@ namespace windquant::learner {
 struct LearnerStatus {
   int curriculum_stage = 0, curriculum_stages = 0;
   double target_bits = 0;
-  int64_t updates = 0, episodes = 0, evaluations = 0, dropped_stale = 0, expired = 0;
+  int64_t updates = 0, episodes = 0, evaluations = 0, dropped_stale = 0, given_up = 0;
   int64_t policy_version = 0;
   std::string best_plan_id;
   double best_bits = 0, best_perplexity = 0;

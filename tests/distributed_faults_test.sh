@@ -4,7 +4,8 @@
 #  1. kill -9 an actor mid-run, restart it: it reloads its cached fits,
 #     rejoins (gets the table, streams episodes) and the run goes on;
 #  2. kill -9 the evaluator: the plans pending in its queue are evaluated
-#     after it returns and reach the learner;
+#     after it returns and reach the learner, also when it returns on an
+#     empty queue directory (the learner sends them again);
 #  3. kill -9 the learner: it restarts from its checkpoint at the
 #     checkpointed policy version and the run completes;
 # and no evaluated plan is reported twice. Every process serves /metrics; the
@@ -84,41 +85,47 @@ eventually '[[ "$(incarnations)" != "$old" ]]' ||
   fail "no plan of the restarted actor reached the learner (incarnations: $old)"
 grep -q "reloaded cached fits" "$OUT/logs/actor-s1-r0.log" || fail "restarted actor did not reload its fits"
 
-step "2. kill -9 evaluator"
-# Killed while plans are pending (frozen first, so that the list is exact).
-queued() { ls "$OUT/run/evaluator-queue" 2>/dev/null | sed -n 's/\.plan\.pb$//p' || true; }
-pending=""
-deadline=$((SECONDS + 120))
-while [[ -z "$pending" ]]; do
-  ((SECONDS < deadline)) || fail "no plan ever pending in the evaluator's queue"
-  if [[ -n "$(queued)" ]]; then
-    kill -STOP "${PIDS[evaluator]}"
-    pending=$(queued)
-    [[ -n "$pending" ]] || kill -CONT "${PIDS[evaluator]}"
-  else
-    sleep 0.1
+# Kills the evaluator while plans are pending in its queue (frozen first, so that
+# the list is exact) and starts it again, on its queue directory or, with
+# "lose", on an empty one (a lost volume). Either way every pending plan is then
+# evaluated and its report reaches the learner (recorded in plans.jsonl): kept,
+# the restarted evaluator reloads it; lost, the learner's sender sees the new
+# evaluator_id and sends the plan again.
+kill_evaluator_with_plans_pending() {  # keep|lose
+  local queue="$OUT/run/evaluator-queue" pending="" deadline=$((SECONDS + 120))
+  queued() { ls "$queue" 2>/dev/null | sed -n 's/^[a-z]*-\([0-9]*\)\.plan\.pb$/\1/p' || true; }
+  while [[ -z "$pending" ]]; do
+    ((SECONDS < deadline)) || fail "no plan ever pending in the evaluator's queue"
+    if [[ -n "$(queued)" ]]; then
+      kill -STOP "${PIDS[evaluator]}"
+      pending=$(queued)
+      [[ -n "$pending" ]] || kill -CONT "${PIDS[evaluator]}"
+    else
+      sleep 0.1
+    fi
+  done
+  kill9 evaluator
+  echo "pending at kill: $(echo $pending | wc -w) plans ($1 the queue)"
+  [[ "$1" == keep ]] || rm -rf "$queue"
+  start_evaluator
+  local before
+  before=$(status_field updates)
+  for id in $pending; do
+    eventually "grep -q '\"episode_id\":$id,' '$OUT/run/plans.jsonl'" ||
+      fail "pending plan $id never evaluated and reported ($1 the queue)"
+  done
+  echo "pending plans after the restart: all recorded by the learner"
+  if [[ "$1" == lose ]]; then
+    grep -q "the evaluator's queue is new" "$OUT/logs/learner.log" ||
+      fail "the learner did not notice the evaluator's new queue"
   fi
-done
-kill9 evaluator
-echo "pending at kill: $(echo $pending | wc -w) plans"
-start_evaluator
-before=$(status_field updates)
-# Each pending plan is evaluated after the restart and its report reaches the
-# learner (recorded in plans.jsonl), unless the learner had expired its
-# episode meanwhile: then the report was refused, the queue file is gone and
-# the learner's log says so.
-resolved() {  # id
-  grep -q "\"episode_id\":$1," "$OUT/run/plans.jsonl" ||
-    { [[ ! -e "$OUT/run/evaluator-queue/$1.plan.pb" ]] &&
-      grep -q "episode $1 expired" "$OUT/logs/learner.log"; }
+  wait_for updates "((v >= before + 1))"
 }
-recorded=0
-for id in $pending; do
-  eventually "resolved $id" || fail "pending plan $id never evaluated and reported"
-  grep -q "\"episode_id\":$id," "$OUT/run/plans.jsonl" && recorded=$((recorded + 1))
-done
-echo "pending plans after the restart: $recorded recorded by the learner, the rest expired there"
-wait_for updates "((v >= before + 1))"
+
+step "2. kill -9 evaluator, its queue kept"
+kill_evaluator_with_plans_pending keep
+step "2b. kill -9 evaluator, its queue lost"
+kill_evaluator_with_plans_pending lose
 
 step "3. kill -9 learner"
 # Frozen first, so that no update slips in between reading its version and the

@@ -36,13 +36,11 @@ ExportInputs SessionExportInputs(const quant::QuantizationSession& session,
   in.model_dir = session.options().model_dir;
   return in;
 }
-namespace {
-
-const model::LlamaConfig& ConfigOf(const ExportInputs& in) {
+const model::LlamaConfig& ExportConfig(const ExportInputs& in) {
   return in.weights != nullptr ? in.weights->config : in.checkpoint->config();
 }
 
-absl::Status CheckInputs(const ExportInputs& in) {
+absl::Status CheckExportInputs(const ExportInputs& in) {
   if (in.table == nullptr || in.plan == nullptr || in.fits == nullptr ||
       (in.weights == nullptr && in.checkpoint == nullptr)) {
     return absl::InvalidArgumentError("export: missing weights, table, fits or plan");
@@ -53,7 +51,7 @@ absl::Status CheckInputs(const ExportInputs& in) {
     return absl::InvalidArgumentError(
         "export: needs the whole model (every layer and the embeddings)");
   }
-  const model::LlamaConfig& cfg = ConfigOf(in);
+  const model::LlamaConfig& cfg = ExportConfig(in);
   if (in.table->first_layer != 0 || in.table->end_layer != in.table->num_layers ||
       in.table->num_layers != cfg.num_hidden_layers ||
       in.fits->table().units.size() != in.table->units.size() || in.fits->first_layer() != 0 ||
@@ -71,11 +69,23 @@ absl::Status CheckInputs(const ExportInputs& in) {
   return in.fits->CheckPlan(in.plan->actions);
 }
 
+absl::StatusOr<model::LayerWeights> ExportLayer(const ExportInputs& in, int64_t l) {
+  if (in.weights != nullptr) return in.weights->layers[l];  // shares the storage
+  model::LoadRequest r;
+  r.first_layer = l;
+  r.end_layer = l + 1;
+  r.embeddings = false;
+  r.head = false;
+  WQ_ASSIGN_OR_RETURN(model::LlamaWeights w, in.checkpoint->LoadWeights(r));
+  return std::move(w.layers[0]);
+}
+namespace {
+
 // One file, written as its parts for one share (the whole model): the same code path
 // and order as the assembly of a distributed job's stages (export_layout.h).
 absl::Status WriteFile(const ExportInputs& in, ExportFile file, const std::string& dir) {
-  WQ_RETURN_IF_ERROR(CheckInputs(in));
-  const model::LlamaConfig& cfg = ConfigOf(in);
+  WQ_RETURN_IF_ERROR(CheckExportInputs(in));
+  const model::LlamaConfig& cfg = ExportConfig(in);
   const std::vector<ExportShare> shares = {WholeModelShare(cfg)};
   WQ_ASSIGN_OR_RETURN(std::vector<model::StreamTensor> tensors,
                       DeclareFile(file, shares, cfg, *in.table, in.plan->actions));
@@ -106,18 +116,6 @@ absl::Status WriteFile(const ExportInputs& in, ExportFile file, const std::strin
   return CopyTokenizerFiles(in.model_dir, dir);
 }
 
-// Decoder layer `l` from memory or the checkpoint (stored dtype).
-absl::StatusOr<model::LayerWeights> LayerOf(const ExportInputs& in, int64_t l) {
-  if (in.weights != nullptr) return in.weights->layers[l];  // shares the storage
-  model::LoadRequest r;
-  r.first_layer = l;
-  r.end_layer = l + 1;
-  r.embeddings = false;
-  r.head = false;
-  WQ_ASSIGN_OR_RETURN(model::LlamaWeights w, in.checkpoint->LoadWeights(r));
-  return std::move(w.layers[0]);
-}
-
 }  // namespace
 
 absl::Status WriteQuantizedCheckpoint(const ExportInputs& in, const std::string& dir) {
@@ -130,7 +128,7 @@ absl::Status WriteFakeQuantCheckpoint(const ExportInputs& in, const std::string&
 
 absl::Status VerifyQuantizedCheckpoint(const ExportInputs& in, const std::string& dir,
                                        const std::string& shown) {
-  WQ_RETURN_IF_ERROR(CheckInputs(in));
+  WQ_RETURN_IF_ERROR(CheckExportInputs(in));
   WQ_ASSIGN_OR_RETURN(const std::unique_ptr<QuantizedCheckpoint> back,
                       QuantizedCheckpoint::Open(dir));
   if (back->actions() != in.plan->actions) {
@@ -139,11 +137,11 @@ absl::Status VerifyQuantizedCheckpoint(const ExportInputs& in, const std::string
   }
   try {
     c10::NoGradGuard no_grad;
-    for (int64_t l = 0; l < ConfigOf(in).num_hidden_layers; ++l) {
+    for (int64_t l = 0; l < ExportConfig(in).num_hidden_layers; ++l) {
       WQ_ASSIGN_OR_RETURN(const auto decoded, back->DecodeLayer(l));
       std::array<at::Tensor, model::kNumMatrices> lin;
       {
-        WQ_ASSIGN_OR_RETURN(const model::LayerWeights lw, LayerOf(in, l));
+        WQ_ASSIGN_OR_RETURN(const model::LayerWeights lw, ExportLayer(in, l));
         for (int m = 0; m < model::kNumMatrices; ++m) {
           lin[m] = lw.linear[m].to(at::kCPU, at::kFloat, false, /*copy=*/true).contiguous();
         }

@@ -50,6 +50,14 @@ struct ExportInputs {
 // What the exporter needs to write `plan` of `session` (both must outlive the result).
 ExportInputs SessionExportInputs(const quant::QuantizationSession& session, const plan::Plan& plan);
 
+// The model's config (from the weights or the checkpoint).
+const model::LlamaConfig& ExportConfig(const ExportInputs& in);
+// INVALID_ARGUMENT / FAILED_PRECONDITION unless `in` holds the whole model, the global
+// table, its fits and a valid plan for it, with the fixed tensors counted as stored.
+absl::Status CheckExportInputs(const ExportInputs& in);
+// Decoder layer `l` from memory (shared storage) or the checkpoint (stored dtype).
+absl::StatusOr<model::LayerWeights> ExportLayer(const ExportInputs& in, int64_t l);
+
 // (a) into `dir` (created; files written atomically).
 absl::Status WriteQuantizedCheckpoint(const ExportInputs& in, const std::string& dir);
 // (b) into `dir`: the weights with the plan applied, stored as F16.

@@ -23,6 +23,7 @@
 #include "common/quant/quantization_session.h"
 #include "common/quant/reference_quantizer.h"
 #include "common/quant/unit_table_builder.h"
+#include "common/testing/real_model_session.h"
 #include "common/testing/test_paths.h"
 #include "gtest/gtest.h"
 
@@ -236,33 +237,17 @@ std::map<std::string, uint64_t> UnitBytes(const model::SafetensorsFile& file) {
   return out;
 }
 
-// The session of a run config, as job::SessionOptionsFrom maps it.
-quant::SessionOptions SessionOf(const config::RunConfig& c) {
-  quant::SessionOptions so;
-  so.model_dir = c.model.dir;
-  so.calibration = c.calibration;
-  so.units = c.quant;
-  so.heldout = c.evaluation.heldout;
-  so.context = c.evaluation.context;
-  so.batch = c.evaluation.batch;
-  return so;
-}
-
 // The real test model at its run config (stories260k: chunk 64, salient 0.5 %), every
 // unit at one action, for every action: the bytes of each unit's tensors are its counted
 // bits / 8 within 0.5 % (never fewer), and so is the total; the checkpoint decodes to
 // the model `eval --plan` measures (perplexity within 1e-6 relative).
 TEST(QuantizedCheckpointRealModelTest, ExportedBytesAreTheCountedBitsForEveryAction) {
+  // A short calibration: the bytes do not depend on the fits' values.
   const testing::TestModel m = testing::RealModel();
-  absl::StatusOr<config::RunConfig> c = config::LoadRunConfig(m.config);
+  absl::StatusOr<config::RunConfig> c = testing::RealModelRunConfig(m, 8, 128);
   ASSERT_TRUE(c.ok()) << c.status();
-  c->model.dir = m.dir;
-  c->calibration.text = m.text_path;
-  c->evaluation.heldout.text = m.text_path;
-  c->calibration.samples = 8;  // the bytes do not depend on the fits' values
-  c->calibration.seq_len = 128;
-  quant::SessionOptions so = SessionOf(*c);
-  so.use_cache = false;
+  quant::SessionOptions so = testing::SessionOptionsOf(*c);
+  so.compensation = quant::Compensation::kNone;  // as before: the rounded plans' bytes
   auto session = quant::QuantizationSession::Create(so);
   ASSERT_TRUE(session.ok()) << session.status();
   const quant::QuantizationSession& s = **session;

@@ -49,11 +49,16 @@ const char* KindName(int k) {
 }
 
 // Where each row's salient entries of one unit start in its (row-major, ascending)
-// salient index list.
+// salient index list. A unit at 16 bits has none: its FP16 values are stored whole
+// (no INT8 entries are counted for it, and DequantizeKernel writes none).
 void RowStarts(const ColumnUnit& cu, int64_t r0, int64_t r1, std::vector<int64_t>* begin,
                std::vector<int64_t>* end) {
   const std::vector<int32_t>& idx = cu.salient->index;
   for (int64_t r = r0; r < r1; ++r) {
+    if (cu.action == plan::Action::k16) {
+      (*begin)[r - r0] = (*end)[r - r0] = 0;
+      continue;
+    }
     (*begin)[r - r0] = std::lower_bound(idx.begin(), idx.end(), r * cu.cols) - idx.begin();
     (*end)[r - r0] = std::lower_bound(idx.begin(), idx.end(), (r + 1) * cu.cols) - idx.begin();
   }

@@ -304,8 +304,10 @@ TEST(GptqTest, LayerByLayerFactorsAreTheOnePassFactors) {
       << gap.status();
 }
 
+// Also for a unit at 16 bits: its FP16 values, no salient entries (as DequantizeKernel).
 TEST(GptqTest, DiagonalHessianChangesNothing) {
-  const TestLinear t = MakeLinear(9, 50, 16, {plan::Action::k2, plan::Action::k3}, 11);
+  const TestLinear t =
+      MakeLinear(9, 50, 16, {plan::Action::k2, plan::Action::k16, plan::Action::k3}, 11);
   absl::StatusOr<at::Tensor> u = InverseHessianFactor(at::diag(at::rand({50}) + 0.5), 0.01, "diag");
   ASSERT_TRUE(u.ok()) << u.status();
   at::Tensor w = t.w.clone();
@@ -387,7 +389,10 @@ TEST(GptqRealModelTest, ExportIsTheEvaluatedCompensatedModelBitForBit) {
   const QuantizationSession& s = **session;
   ASSERT_NE(s.fits().compensation(), nullptr);
   std::vector<int> actions(s.table().units.size());
-  for (size_t i = 0; i < actions.size(); ++i) actions[i] = 1 + static_cast<int>((i * 3) % 6);
+  // Every action, 16 bits included.
+  for (size_t i = 0; i < actions.size(); ++i) {
+    actions[i] = static_cast<int>((i * 3) % plan::kNumActions);
+  }
   const plan::Plan plan = s.MakePlan(actions, "test", 0);
   const exporter::ExportInputs in = exporter::SessionExportInputs(s, plan);
   const std::string dir = ::testing::TempDir() + "/gptq_export";

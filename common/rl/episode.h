@@ -14,15 +14,12 @@
 
 namespace windquant::rl {
 
-// Episode ids with this bit set name the learner's candidate plans (the
-// stage's Lagrangian reference, the greedy plan after an update): submitted
-// to the evaluator like an episode's plan, but they have no transitions, never
-// enter a PPO batch and do not update λ. Actor ids stay below it
-// ((actor index + 1) << 48 | counter).
-inline constexpr uint64_t kCandidateEpisodeBit = uint64_t{1} << 63;
-inline bool IsCandidateEpisode(uint64_t episode_id) {
-  return (episode_id & kCandidateEpisodeBit) != 0;
-}
+// What a plan sent for evaluation is (v1::PlanKind on the wire): an episode's
+// (its transitions wait in the learner for the reward) or one of the learner's
+// candidate plans (the stage's Lagrangian reference, the greedy plan after an
+// update: no transitions, never in a PPO batch, λ unchanged). Both go to the
+// evaluator through the learner (learner/plan_sender.h); ids are unique per kind.
+enum class PlanKind { kEpisode, kCandidate };
 
 struct Episode {
   std::string actor_id;

@@ -23,7 +23,7 @@ struct RunResult {
   int64_t evaluations = 0;           // evaluations received in this process, cached included
   int64_t cache_hits = 0;            // of those, answered from the evaluator's cache
   // Real (uncached) evaluations of the whole run, those before a resume (up
-  // to its checkpoint) and late ones (an expired plan's evaluation) included.
+  // to its checkpoint) included.
   int64_t real_evaluations = 0;
   double seconds = 0;          // wall time of this process
   bool stopped_early = false;  // stop_after_updates hit

@@ -1,0 +1,333 @@
+#include "common/export/gguf_exporter.h"
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "common/base/files.h"
+#include "common/config/run_config.h"
+#include "common/export/gguf_file.h"
+#include "common/export/gguf_llama.h"
+#include "common/model/tokenizer_pretokenizer.h"
+#include "common/quant/quantization_session.h"
+#include "common/quant/unit_table_builder.h"
+#include "common/testing/py_reference.h"
+#include "common/testing/real_model_session.h"
+#include "common/testing/scoped_test_dir.h"
+#include "common/testing/shell.h"
+#include "common/testing/status_matchers.h"
+#include "common/testing/test_paths.h"
+#include "gtest/gtest.h"
+
+namespace windquant::exporter {
+namespace {
+
+using gguf::TensorType;
+using ::windquant::testing::IsOk;
+
+struct Fixture {
+  model::LlamaWeights weights;
+  quant::StageFits fits;
+  std::string model_dir;
+};
+
+// A byte-level BPE tokenizer.json (LLaMA-3's Split regex) of 40 tokens and 2 specials.
+std::string TinyTokenizerJson() {
+  nlohmann::json vocab = nlohmann::json::object();
+  for (int i = 0; i < 40; ++i) vocab[std::string(1, static_cast<char>('A' + i))] = i;
+  nlohmann::json j;
+  j["model"] = {{"type", "BPE"}, {"vocab", vocab}};
+  j["model"]["merges"] = nlohmann::json::array({"A B", "C D"});
+  nlohmann::json split = {{"type", "Split"}};
+  split["pattern"]["Regex"] = std::string(model::kLlama3SplitPattern);
+  j["pre_tokenizer"]["type"] = "Sequence";
+  j["pre_tokenizer"]["pretokenizers"] =
+      nlohmann::json::array({split, nlohmann::json{{"type", "ByteLevel"}}});
+  for (int id : {46, 47}) {
+    j["added_tokens"].push_back({{"id", id},
+                                 {"content", id == 46 ? "<|begin_of_text|>" : "<|end_of_text|>"},
+                                 {"special", true}});
+  }
+  return j.dump();
+}
+
+// Tiny LLaMA: rows of 64 (whole 32-value blocks at chunk 32) and a down_proj with rows
+// of 72 (no block type fits), untied head, GQA 4/2 with head_dim 16.
+const Fixture& Tiny() {
+  static const Fixture* f = [] {
+    auto* x = new Fixture();
+    at::manual_seed(7);
+    auto& c = x->weights.config;
+    c.hidden_size = 64;
+    c.intermediate_size = 72;
+    c.num_hidden_layers = 2;
+    c.num_attention_heads = 4;
+    c.num_key_value_heads = 2;
+    c.head_dim = 16;
+    c.vocab_size = 48;
+    c.max_position_embeddings = 64;
+    c.bos_token_id = 46;
+    c.eos_token_ids = {47};
+    c.torch_dtype = "float32";
+    x->weights.embed_tokens = at::randn({48, 64});
+    x->weights.lm_head = at::randn({48, 64});
+    x->weights.final_norm = at::rand({64}) + 0.5;
+    quant::ActivationStats stats;
+    stats.layers.resize(2);
+    const int64_t out[7] = {64, 32, 32, 64, 72, 72, 64};
+    const int64_t in[7] = {64, 64, 64, 64, 64, 64, 72};
+    for (int l = 0; l < 2; ++l) {
+      model::LayerWeights lw;
+      for (int m = 0; m < 7; ++m) {
+        lw.linear[m] = at::randn({out[m], in[m]}) * 0.2;
+        stats.layers[l][m].mean_abs = at::rand({in[m]}) + 0.05;
+      }
+      lw.input_layernorm = at::rand({64}) + 0.5;
+      lw.post_attention_layernorm = at::rand({64}) + 0.5;
+      x->weights.layers.push_back(lw);
+    }
+    quant::UnitTableOptions o;
+    o.chunk_size = 32;
+    o.salient_fraction = 0.02;
+    auto fits = quant::BuildStageFits(x->weights, stats, o, "gguf-test");
+    if (!fits.ok()) std::abort();
+    x->fits = *std::move(fits);
+    x->model_dir = ::testing::TempDir() + "/gguf_test_model";
+    std::filesystem::create_directories(x->model_dir);
+    if (!base::WriteFileAtomic(x->model_dir + "/tokenizer.json", TinyTokenizerJson()).ok()) {
+      std::abort();
+    }
+    return x;
+  }();
+  return *f;
+}
+
+ExportInputs Inputs(const model::LlamaWeights& w, const quant::StageFits& fits,
+                    const plan::Plan* plan, const std::string& model_dir) {
+  ExportInputs in;
+  in.weights = &w;
+  in.table = &fits.table();
+  in.fits = &fits;
+  in.plan = plan;
+  in.model_dir = model_dir;
+  return in;
+}
+
+void WriteRaw(const std::string& path, const void* data, size_t bytes) {
+  FILE* f = std::fopen(path.c_str(), "wb");
+  ASSERT_NE(f, nullptr) << path;
+  ASSERT_EQ(std::fwrite(data, 1, bytes, f), bytes);
+  std::fclose(f);
+}
+
+// The dump tests/py/gguf_check.py compares with: per tensor windquant's decode, and per
+// linear the plan's weights and salient mask, all in GGUF row order.
+void DumpForPython(const ExportInputs& in, const gguf::GgufFile& file, const std::string& dir) {
+  for (const gguf::TensorInfo& t : file.tensors()) {
+    auto decoded = file.Decode(t);
+    ASSERT_THAT(decoded.status(), IsOk());
+    WriteRaw(dir + "/" + t.name + ".decoded.f32", decoded->data(), decoded->size() * 4);
+  }
+  const model::LlamaConfig& c = ExportConfig(in);
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    std::array<at::Tensor, model::kNumMatrices> lin;
+    for (int m = 0; m < model::kNumMatrices; ++m) {
+      lin[m] = in.weights->layers[l].linear[m].to(at::kFloat).clone().contiguous();
+    }
+    in.fits->ApplyToLayer(l, in.plan->actions, &lin);
+    for (int m = 0; m < model::kNumMatrices; ++m) {
+      at::Tensor salient = at::zeros(lin[m].sizes(), at::kByte);
+      for (size_t i = 0; i < in.table->units.size(); ++i) {
+        const plan::Unit& u = in.table->units[i];
+        if (u.layer != l || u.matrix != m) continue;
+        for (int32_t e : in.fits->params(i).salient.index) {
+          salient[e / u.cols][u.col_begin + e % u.cols] = 1;
+        }
+      }
+      const int64_t rows = lin[m].size(0), heads = gguf::PermutedHeads(c, m);
+      std::vector<int64_t> order(rows);
+      for (int64_t g = 0; g < rows; ++g) order[g] = gguf::HfRowOf(g, rows, heads);
+      const at::Tensor idx = at::tensor(order, at::kLong);
+      const at::Tensor plan = lin[m].index_select(0, idx).contiguous();
+      const at::Tensor mask = salient.index_select(0, idx).contiguous();
+      const std::string name = gguf::LinearName(l, m);
+      WriteRaw(dir + "/" + name + ".plan.f32", plan.data_ptr(), plan.numel() * 4);
+      WriteRaw(dir + "/" + name + ".salient.u8", mask.data_ptr(), mask.numel());
+    }
+  }
+}
+
+// Runs tests/py/gguf_check.py on `file` (llama.cpp's `gguf` package) and returns its JSON.
+nlohmann::json PythonCheck(const ExportInputs& in, const std::string& path,
+                           const std::string& dir) {
+  auto file = gguf::GgufFile::Open(path);
+  EXPECT_THAT(file.status(), IsOk());
+  if (!file.ok()) return {};
+  const std::string dump = dir + "/dump";
+  std::filesystem::create_directories(dump);
+  DumpForPython(in, **file, dump);
+  const std::string python = testing::ReferencePython();
+  EXPECT_FALSE(python.empty()) << "no Python: run bash scripts/install-deps.sh";
+  const testing::CommandOutput r = testing::RunInDir(
+      dir,
+      absl::StrCat(testing::ShellQuote(python), " ",
+                   testing::ShellQuote(testing::SourceDir() + "/tests/py/gguf_check.py"), " ",
+                   testing::ShellQuote(path), " ", testing::ShellQuote(dump)),
+      300);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  if (r.exit_code != 0) return {};
+  std::printf("gguf_check.py: %s", r.out.c_str());
+  return nlohmann::json::parse(r.out);
+}
+
+std::map<std::string, TensorType> TypesOf(const GgufExportReport& r) {
+  std::map<std::string, TensorType> out;
+  for (const GgufTensorReport& t : r.tensors) out[t.name] = t.type;
+  return out;
+}
+
+// Every unit at one action: each linear takes the type the grid nests in, and llama.cpp's
+// `gguf` package decodes each type as windquant does.
+TEST(GgufExporterTest, EachActionTakesTheTypeItsGridNestsIn) {
+  const Fixture& f = Tiny();
+  testing::ScopedTestDir dir("gguf_export");
+  const plan::UnitTable& t = f.fits.table();
+  const std::map<int, std::set<TensorType>> expected = {
+      {0, {TensorType::kF16}},
+      {1, {TensorType::kQ8_0}},
+      {2, {TensorType::kQ4_0}},
+      {3, {TensorType::kQ4_0}},
+      {4, {TensorType::kQ4_0}},
+      {5, {TensorType::kQ4_0}},
+      {6, {TensorType::kQ4_1, TensorType::kF16, TensorType::kF32}}};
+  for (const auto& [a, types] : expected) {
+    const plan::Plan plan = plan::Plan::Make(t, std::vector<int>(t.units.size(), a), "test", 0);
+    const ExportInputs in = Inputs(f.weights, f.fits, &plan, f.model_dir);
+    const std::string path = absl::StrCat(dir.path(), "/a", a, ".gguf");
+    auto report = WriteGguf(in, path);
+    ASSERT_THAT(report.status(), IsOk());
+    ASSERT_THAT(VerifyGguf(in, path, "a", &*report), IsOk()) << "action " << a;
+    const auto types_of = TypesOf(*report);
+    for (int64_t l = 0; l < 2; ++l) {
+      for (int m = 0; m < model::kNumMatrices; ++m) {
+        const TensorType got = types_of.at(gguf::LinearName(l, m));
+        if (m == static_cast<int>(model::Matrix::kDown)) {  // rows of 72: no block type
+          EXPECT_TRUE(got == TensorType::kF16 || got == TensorType::kF32) << "action " << a;
+        } else {
+          EXPECT_TRUE(types.count(got)) << "action " << a << " " << gguf::TensorTypeName(got);
+        }
+      }
+    }
+    EXPECT_EQ(types_of.at(gguf::kEmbeddingName), TensorType::kF32);
+    EXPECT_EQ(types_of.at(gguf::kHeadName), TensorType::kF32);
+    const std::string sub = absl::StrCat(dir.path(), "/py", a);
+    std::filesystem::create_directories(sub);
+    EXPECT_EQ(PythonCheck(in, path, sub).value("linears", -1), 2 * model::kNumMatrices);
+  }
+}
+
+// A plan mixing every action: the file decodes (windquant's decoder and llama.cpp's
+// `gguf` package alike, bit for bit) to the plan's weights outside the salient entries;
+// its bits count every tensor byte.
+TEST(GgufExporterTest, MixedPlanReadsBackAndTheGgufPackageAgrees) {
+  const Fixture& f = Tiny();
+  testing::ScopedTestDir dir("gguf_export");
+  const plan::UnitTable& t = f.fits.table();
+  std::vector<int> a(t.units.size());
+  for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<int>((i * 3 + 1) % plan::kNumActions);
+  const plan::Plan plan = plan::Plan::Make(t, a, "mixed", 0);
+  const ExportInputs in = Inputs(f.weights, f.fits, &plan, f.model_dir);
+  const std::string path = dir.path() + "/m.gguf";
+  auto report = WriteGguf(in, path);
+  ASSERT_THAT(report.status(), IsOk());
+  ASSERT_THAT(VerifyGguf(in, path, "m", &*report), IsOk());
+  auto file = gguf::GgufFile::Open(path);
+  ASSERT_THAT(file.status(), IsOk());
+  uint64_t bytes = 0;
+  int64_t weights = 0;
+  for (const gguf::TensorInfo& ti : (*file)->tensors()) {
+    bytes += *ti.bytes();
+    weights += ti.values();
+  }
+  EXPECT_EQ(report->tensor_bytes, bytes);
+  EXPECT_EQ(report->all_weights, weights);
+  EXPECT_EQ(report->file_bytes, (*file)->size_bytes());
+  EXPECT_GT(report->salient_entries, 0);
+  EXPECT_LE(report->salient_changed, report->salient_entries);
+  EXPECT_NEAR(report->PlanBits(), plan.Totals(t).effective_bits, 1e-9);
+  EXPECT_GE(report->LinearBits(), 4.5);  // nothing below Q4_0 is written yet
+  const nlohmann::json py = PythonCheck(in, path, dir.path());
+  EXPECT_EQ(py.value("bit_equal", -1), static_cast<int>((*file)->tensors().size()));
+  EXPECT_EQ(py.value("linears", -1), 2 * model::kNumMatrices);
+  EXPECT_EQ(py.value("salient_changed", int64_t{-1}), report->salient_changed);
+}
+
+// q/k rows: GGUF row h*hd + 2i + p holds Hugging Face row h*hd + p*hd/2 + i.
+TEST(GgufExporterTest, QkRowsArePermutedPerHeadAsLlamaCppExpects) {
+  const std::vector<int64_t> want = {0, 2, 1, 3, 4, 6, 5, 7};
+  for (int64_t g = 0; g < 8; ++g) EXPECT_EQ(gguf::HfRowOf(g, 8, 2), want[g]) << g;
+  for (int64_t g = 0; g < 8; ++g) EXPECT_EQ(gguf::HfRowOf(g, 8, 0), g);
+  // The read-back puts them back: the embeddings and the q rows round-trip exactly.
+  const Fixture& f = Tiny();
+  testing::ScopedTestDir dir("gguf_export");
+  const plan::UnitTable& t = f.fits.table();
+  const plan::Plan plan = plan::Plan::Make(t, std::vector<int>(t.units.size(), 0), "fp16", 0);
+  const ExportInputs in = Inputs(f.weights, f.fits, &plan, f.model_dir);
+  ASSERT_THAT(WriteGguf(in, dir.path() + "/p.gguf").status(), IsOk());
+  auto file = gguf::GgufFile::Open(dir.path() + "/p.gguf");
+  ASSERT_THAT(file.status(), IsOk());
+  auto back = gguf::ReadLlamaWeights(**file);
+  ASSERT_THAT(back.status(), IsOk());
+  EXPECT_TRUE(at::equal(back->embed_tokens, f.weights.embed_tokens));
+  auto q = (*file)->Decode(*(*file)->Find(gguf::LinearName(1, 0)));  // GGUF row order
+  ASSERT_THAT(q.status(), IsOk());
+  const at::Tensor hf = f.weights.layers[1].linear[0].to(at::kHalf).to(at::kFloat);
+  // head_dim 16: GGUF row 1 is the first head's row 8 (the partner of row 0).
+  for (int64_t c = 0; c < 64; ++c) EXPECT_EQ((*q)[1 * 64 + c], hf[8][c].item<float>()) << c;
+  EXPECT_TRUE(at::equal(back->layers[1].linear[0],
+                        f.weights.layers[1].linear[0].to(at::kHalf).to(at::kFloat)));
+  EXPECT_EQ(back->config.num_key_value_heads, 2);
+  EXPECT_EQ(back->config.bos_token_id, 46);
+  EXPECT_FALSE(back->config.tie_word_embeddings);
+}
+
+// The real test model (stories260k, else the project's test model) at its run config
+// (error compensation on), a plan of every action: llama.cpp's `gguf` package reads the
+// file, its tokenizer has the model's vocabulary, and every tensor dequantizes bit for bit
+// to windquant's decode, which is the plan's weights outside the salient entries.
+TEST(GgufExporterRealModelTest, GgufPackageAgreesOnTheRealModel) {
+  absl::StatusOr<config::RunConfig> c = testing::RealModelRunConfig(testing::RealModel(), 8, 128);
+  ASSERT_TRUE(c.ok()) << c.status();
+  auto session = quant::QuantizationSession::Create(testing::SessionOptionsOf(*c));
+  ASSERT_TRUE(session.ok()) << session.status();
+  const quant::QuantizationSession& s = **session;
+  const plan::UnitTable& t = s.table();
+  std::vector<int> a(t.units.size());
+  for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<int>((i * 5 + 2) % plan::kNumActions);
+  // Mixed, and every unit FP16 (F16 tensors: units at 16 bits have no salient entries,
+  // with compensation too, so nothing is re-rounded).
+  for (const std::vector<int>& actions : {a, std::vector<int>(t.units.size(), 0)}) {
+    const plan::Plan plan = s.MakePlan(actions, "real", 0);
+    ExportInputs in = SessionExportInputs(s, plan);
+    testing::ScopedTestDir dir("gguf_export_real");
+    const std::string path = dir.path() + "/model.gguf";
+    auto report = WriteGguf(in, path);
+    ASSERT_THAT(report.status(), IsOk());
+    ASSERT_THAT(VerifyGguf(in, path, "model.gguf", &*report), IsOk());
+    const nlohmann::json py = PythonCheck(in, path, dir.path());
+    EXPECT_EQ(py.value("linears", -1), t.num_layers * model::kNumMatrices);
+    EXPECT_EQ(py.value("salient_changed", int64_t{-1}), report->salient_changed);
+    if (actions[0] == 0) EXPECT_EQ(report->salient_changed, 0);
+  }
+}
+
+}  // namespace
+}  // namespace windquant::exporter
