@@ -6,6 +6,21 @@
 #include "common/base/status_macros.h"
 
 namespace windquant::quant {
+namespace {
+
+// A layer's linears as float32 copies on the host (also when stored float32), to be
+// overwritten in place.
+std::array<at::Tensor, model::kNumMatrices> HostCopy(const model::LayerWeights& stored) {
+  std::array<at::Tensor, model::kNumMatrices> w;
+  for (int m = 0; m < model::kNumMatrices; ++m) {
+    w[m] = stored.linear[m]
+               .to(at::kCPU, at::kFloat, /*non_blocking=*/false, /*copy=*/true)
+               .contiguous();
+  }
+  return w;
+}
+
+}  // namespace
 
 absl::StatusOr<std::shared_ptr<const PlanLinears>> PlanLinears::Create(
     std::shared_ptr<const StageFits> fits, std::shared_ptr<const std::vector<int>> actions,
@@ -28,25 +43,33 @@ PlanLinears::PlanLinears(std::shared_ptr<const StageFits> fits,
 std::array<at::Tensor, model::kNumMatrices> PlanLinears::Linears(
     int64_t layer, const model::LayerWeights& stored) const {
   c10::NoGradGuard no_grad;
+  const bool on_host = stored.linear[0].device().is_cpu();
+  if (on_host && fits_->compensation() == nullptr) {
+    // The CPU kernels per forward: a float32 copy, dequantized in place.
+    std::array<at::Tensor, model::kNumMatrices> w = HostCopy(stored);
+    fits_->ApplyToLayer(layer, *actions_, &w);
+    if (dtype_ != at::kFloat) {
+      for (at::Tensor& t : w) t = t.to(dtype_);
+    }
+    return w;
+  }
   Slot& slot = slots_[layer - fits_->first_layer()];
   std::call_once(slot.once, [&] {
     if (fits_->compensation() == nullptr) {
       slot.codes = LayerCodes::FromWeights(*fits_, *actions_, layer, stored.linear);
       return;
     }
-    // Compensated on the host (a float32 copy, overwritten in place), then coded on the
-    // stored weights' device.
-    std::array<at::Tensor, model::kNumMatrices> w;
-    for (int m = 0; m < model::kNumMatrices; ++m) {
-      w[m] = stored.linear[m]
-                 .to(at::kCPU, at::kFloat, /*non_blocking=*/false, /*copy=*/true)
-                 .contiguous();
-    }
+    // Compensated on the host, then coded on the stored weights' device.
+    std::array<at::Tensor, model::kNumMatrices> w = HostCopy(stored);
     fits_->ApplyToLayer(layer, *actions_, &w);
     slot.codes =
         LayerCodes::FromValues(*fits_, *actions_, layer, w, stored.linear[0].device(), dtype_);
   });
   return slot.codes.Decode(dtype_);
+}
+
+bool PlanLinears::HoldsCodes(const model::LlamaModel& model, const StageFits& fits) {
+  return fits.compensation() != nullptr || !model.device().is_cpu();
 }
 
 absl::StatusOr<std::shared_ptr<const model::LlamaModel>> ApplyPlan(

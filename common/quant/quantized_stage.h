@@ -5,17 +5,24 @@
 // QuantizedStage> and read it concurrently.
 //
 // A plan is applied by PlanModel: a LlamaModel sharing the weights whose forward takes
-// each layer's linears from PlanLinears. The first forward to reach a layer makes the
-// layer's codes once (LayerCodes, plan_codes.h: INT8 levels, per-row steps, salient
-// values, on the stored weights' device, with torch ops); every forward decodes them on
-// that device (no host copy, no host sync). With error compensation
-// (StageFits::compensation) the layer's compensated weights are computed on the host
-// (CompensateLinear) once and their codes made from them.
+// each layer's linears from PlanLinears, in one of two ways:
+//  * weights on the CPU, no compensation: every forward widens the layer to float32 and
+//    dequantizes every unit's action in place with the CPU kernels
+//    (StageFits::ApplyToLayer): 4 bytes per weight of one layer during its forward,
+//    nothing between forwards. On the CPU this is as fast as decoding cached codes
+//    (measured at the 1B shape, bench/stage_bench: 0.18 s per layer against 0.19-0.30 s,
+//    plus 1.5-2.4 s to make the codes) and holds nothing.
+//  * weights on another device (a GPU), or with error compensation
+//    (StageFits::compensation): the first forward to reach a layer makes its codes once
+//    (LayerCodes, plan_codes.h: INT8 levels, per-row steps, salient values, on the
+//    weights' device, with torch ops) and every forward decodes them there: no host copy,
+//    no host sync. With compensation the layer's compensated weights are computed on the
+//    host (CompensateLinear) once, and the codes made from them.
 //
 // Memory: the model's weights (2 bytes per weight for BF16) + the fits (~0.13 bytes per
-// weight at chunk 128), both for the object's life; per plan model alive, its codes
-// (~1.1 bytes per weight of the layers it has run, on the device: plan_codes.h) for the
-// plan model's life; during a layer's forward its decoded weights (4 bytes per weight of
+// weight at chunk 128), both for the object's life; per plan model that holds codes, its
+// codes (~1.1 bytes per weight of the layers it has run, on the device) for the plan
+// model's life; during a layer's forward its dequantized weights (4 bytes per weight of
 // the layer, + 2 in bfloat16); with compensation, the factors as gptq.h says (the services
 // spill them: one layer's at a time, while it is compensated) and, while a layer's codes
 // are made, its float32 weights on the host and on the device.
@@ -36,9 +43,9 @@
 
 namespace windquant::quant {
 
-// model::LinearSource of a plan: per layer, its codes made once (on the first forward to
-// reach it) and decoded on every forward into the compute dtype (`dtype`) on the stored
-// weights' device (see above).
+// model::LinearSource of a plan: per layer, its weights dequantized per forward on the CPU,
+// or its codes made once (on the first forward to reach it) and decoded on every forward
+// (see above), handed out in the compute dtype (`dtype`) on the stored weights' device.
 class PlanLinears : public model::LinearSource {
  public:
   // INVALID_ARGUMENT when `actions` does not cover fits' units (StageFits::CheckPlan).
@@ -47,6 +54,8 @@ class PlanLinears : public model::LinearSource {
       at::ScalarType dtype = at::kFloat);
   std::array<at::Tensor, model::kNumMatrices> Linears(
       int64_t layer, const model::LayerWeights& stored) const override;
+  // Whether a plan model of `model` with `fits` holds its layers' codes between forwards.
+  static bool HoldsCodes(const model::LlamaModel& model, const StageFits& fits);
 
  private:
   struct Slot {

@@ -1,8 +1,7 @@
 // Plans applied a layer at a time (QuantizedStage::PlanModel) against the slow, obvious
 // reference: a float32 copy of every weight with each unit replaced by the ATen
-// dequantization of its parameters (reference_quantizer.h). The weights must be
-// bit-identical up to the sign of zero (plan_codes.h), the logits and perplexities
-// bit-identical, and on stories260k so must the exporter's files and the
+// dequantization of its parameters (reference_quantizer.h). The logits and perplexities
+// must be bit-identical, and on stories260k so must the exporter's files and the
 // reconstruction of the first quantizer's own outputs.
 #include "common/quant/quantized_stage.h"
 
@@ -87,13 +86,6 @@ bool BitEqual(const at::Tensor& a, const at::Tensor& b) {
          std::memcmp(x.data_ptr(), y.data_ptr(), x.numel() * x.element_size()) == 0;
 }
 
-// BitEqual up to the sign of zero: a plan's weights come from INT8 codes, which have no
-// -0 (plan_codes.h), where the reference and the CPU kernels write -0.0 (a small negative
-// weight rounded to code 0). Adding +0.0 turns -0.0 into +0.0 and changes nothing else.
-bool BitEqualButZeroSign(const at::Tensor& a, const at::Tensor& b) {
-  return BitEqual(a.to(at::kFloat) + 0.0, b.to(at::kFloat) + 0.0);
-}
-
 class QuantizedStageTest : public ::testing::TestWithParam<at::ScalarType> {};
 
 TEST_P(QuantizedStageTest, PlanModelEqualsTheFloat32ReferenceBitForBit) {
@@ -120,8 +112,7 @@ TEST_P(QuantizedStageTest, PlanModelEqualsTheFloat32ReferenceBitForBit) {
   for (int64_t l = 0; l < 3; ++l) {
     const auto got = (*planned)->LayerLinears(l);
     for (int m = 0; m < model::kNumMatrices; ++m) {
-      EXPECT_TRUE(BitEqualButZeroSign(got[m], reference.weights().layers[l].linear[m]))
-          << l << " " << m;
+      EXPECT_TRUE(BitEqual(got[m], reference.weights().layers[l].linear[m])) << l << " " << m;
     }
   }
   c10::NoGradGuard no_grad;
@@ -188,7 +179,7 @@ void ExpectExportHoldsThePlan(const QuantizationSession& s, const std::vector<in
       // Equal values; not the same bits where the plan has -0 (a small negative weight
       // rounded to code 0): code 0 reads back as +0.
       EXPECT_TRUE(at::equal(back->layers[l].linear[m], lin[m])) << l << " " << m;
-      EXPECT_TRUE(BitEqualButZeroSign(fake_w->layers[l].linear[m], lin[m].to(at::kHalf)));
+      EXPECT_TRUE(BitEqual(fake_w->layers[l].linear[m], lin[m].to(at::kHalf)));
     }
   }
 }
