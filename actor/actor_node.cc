@@ -87,10 +87,17 @@ absl::StatusOr<std::unique_ptr<ActorNode>> ActorNode::Create(
   if (!wo.cache_dir.empty()) {
     node->last_fp_path_ =
         absl::StrCat(wo.cache_dir, "/last-fingerprint-", wo.first_layer, "-", wo.end_layer);
-    // A restarted actor reloads its fits (no new calibration pass needed).
+    // A restarted actor reloads its fits (no new calibration pass needed). A
+    // cache entry cut short or altered is DATA_LOSS (quant::UnitTableCache:
+    // checksums in its manifest): never used; the calibration pass fits the
+    // stage again and rewrites the entry.
     auto fp = base::ReadFile(node->last_fp_path_);
-    if (fp.ok() && node->worker_->LoadCachedFits(*fp).ok()) {
+    const absl::Status loaded = fp.ok() ? node->worker_->LoadCachedFits(*fp) : fp.status();
+    if (loaded.ok()) {
       node->log_(absl::StrCat(id.actor_id, ": reloaded cached fits"));
+    } else if (!absl::IsNotFound(loaded)) {
+      node->log_(absl::StrCat(id.actor_id, ": cached fits not used (", loaded.message(),
+                              "); the calibration pass fits the stage again"));
     }
   }
   ActorNode* n = node.get();

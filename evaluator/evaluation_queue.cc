@@ -1,5 +1,6 @@
 #include "evaluator/evaluation_queue.h"
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <optional>
@@ -7,6 +8,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/base/checked_file.h"
 #include "common/base/files.h"
 #include "common/base/status_macros.h"
 #include "common/metrics/metric_names.h"
@@ -26,6 +28,13 @@ const char* KindName(rl::PlanKind kind) {
 std::string RandomId() {
   std::random_device rd;
   return absl::StrCat(absl::Hex(rd(), absl::kZeroPad8), absl::Hex(rd(), absl::kZeroPad8));
+}
+
+// What RandomId makes: 16 lowercase hex digits.
+bool IsEvaluatorId(absl::string_view id) {
+  return id.size() == 16 && std::all_of(id.begin(), id.end(), [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+         });
 }
 
 // At most this many resends of one report rewarded again for the learner's
@@ -102,7 +111,7 @@ void EvaluationQueue::SaveLambdaLocked() {
   // section 6: a restarted evaluator loses no finished plan; λ follows the
   // learner's batch again, EpisodeRewarder::Settle).
   absl::Status s =
-      base::WriteFileAtomic(queue_dir_ + "/lambda.txt", rewarder_.lambda().Serialize());
+      base::WriteCheckedFile(queue_dir_ + "/lambda.txt", rewarder_.lambda().Serialize());
   if (!s.ok()) log_(absl::StrCat("evaluator: lambda state: ", s.message()));
 }
 
@@ -116,12 +125,16 @@ std::string EvaluationQueue::evaluator_id() const {
   return evaluator_id_;
 }
 
-absl::Status EvaluationQueue::LoadEvaluatorId() {
+absl::Status EvaluationQueue::LoadEvaluatorId(bool renew) {
   const std::string path = queue_dir_ + "/evaluator_id.txt";
   std::error_code ec;
   std::string id;
-  if (std::filesystem::exists(path, ec)) {
+  if (!renew && std::filesystem::exists(path, ec)) {
     WQ_ASSIGN_OR_RETURN(id, base::ReadFile(path));
+    if (!id.empty() && !IsEvaluatorId(id)) {
+      log_(absl::StrCat("evaluator: ", path, ": not an evaluator id (corrupt); a new one"));
+      id.clear();
+    }
   }
   if (id.empty()) {  // a new directory (or one of an evaluator before the id)
     id = RandomId();
@@ -132,23 +145,45 @@ absl::Status EvaluationQueue::LoadEvaluatorId() {
   return absl::OkStatus();
 }
 
+void EvaluationQueue::LoadLambda() {
+  const std::string path = queue_dir_ + "/lambda.txt";
+  absl::StatusOr<std::string> text = base::ReadCheckedFile(path);
+  absl::Status s = text.status();
+  absl::MutexLock lock(&mu_);
+  rl::BatchLambda lambda = rewarder_.lambda();  // as constructed: lagrange.lambda_init
+  if (s.ok()) s = lambda.Parse(*text);
+  if (absl::IsNotFound(s)) return;
+  if (s.ok()) {
+    rewarder_.mutable_lambda() = lambda;
+  } else {
+    // Not trusted: λ starts again from lagrange.lambda_init and follows the
+    // learner's batch (EpisodeRewarder::Settle), as after a lost write.
+    log_(absl::StrCat("evaluator: ", s.message(), "; lambda starts again from lambda_init"));
+    std::error_code ec;
+    std::filesystem::remove(path, ec);
+  }
+  if (lambda_gauge_ != nullptr) lambda_gauge_->Set(rewarder_.lambda().batch_lambda());
+}
+
 absl::Status EvaluationQueue::Start() {
   if (!queue_dir_.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(queue_dir_, ec);
-    WQ_RETURN_IF_ERROR(LoadEvaluatorId());
-    const std::string lambda_path = queue_dir_ + "/lambda.txt";
-    if (std::filesystem::exists(lambda_path, ec)) {
-      WQ_ASSIGN_OR_RETURN(std::string text, base::ReadFile(lambda_path));
-      absl::MutexLock lock(&mu_);
-      WQ_RETURN_IF_ERROR(rewarder_.mutable_lambda().Parse(text));
-      if (lambda_gauge_ != nullptr) lambda_gauge_->Set(rewarder_.lambda().batch_lambda());
-    }
+    LoadLambda();
+    bool lost = false;  // a plan file not trusted: the learner sends its plan again
     for (const auto& entry : std::filesystem::directory_iterator(queue_dir_, ec)) {
       if (entry.path().extension() != ".pb") continue;
-      WQ_ASSIGN_OR_RETURN(std::string bytes, base::ReadFile(entry.path().string()));
+      absl::StatusOr<std::string> bytes = base::ReadCheckedFile(entry.path().string());
       v1::Plan p;
-      if (!p.ParseFromString(bytes)) continue;
+      if (!bytes.ok() || !p.ParseFromString(*bytes)) {
+        log_(absl::StrCat("evaluator: ",
+                          bytes.ok() ? absl::StrCat(entry.path().string(), ": not a plan")
+                                     : std::string(bytes.status().message()),
+                          "; removed, the learner sends the plan again"));
+        std::filesystem::remove(entry.path(), ec);
+        lost = true;
+        continue;
+      }
       QueuedPlan q;
       q.kind = absl::StartsWith(entry.path().filename().string(), "candidate-")
                    ? rl::PlanKind::kCandidate
@@ -162,6 +197,9 @@ absl::Status EvaluationQueue::Start() {
       queue_.push_back(std::move(q));
       PublishDepthLocked();
     }
+    // Another identity when a plan was lost: PlanSender sends every pending
+    // plan the old one had accepted again (those still queued are not queued twice).
+    WQ_RETURN_IF_ERROR(LoadEvaluatorId(/*renew=*/lost));
     absl::MutexLock lock(&mu_);
     if (!queue_.empty()) {
       log_(absl::StrCat("evaluator: ", queue_.size(), " plans pending from before the restart"));
@@ -182,7 +220,7 @@ absl::StatusOr<int> EvaluationQueue::Submit(QueuedPlan q) {
     }
   }
   if (!queue_dir_.empty()) {
-    WQ_RETURN_IF_ERROR(base::WriteFileAtomic(PathOf(q), Serialize(q)));
+    WQ_RETURN_IF_ERROR(base::WriteCheckedFile(PathOf(q), Serialize(q)));
   }
   absl::MutexLock lock(&mu_);
   if (!known_.emplace(q.kind, q.plan.episode_id).second) return static_cast<int>(queue_.size());

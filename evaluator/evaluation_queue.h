@@ -1,7 +1,10 @@
 // EvaluationQueue: the evaluator's scheduler (DESIGN.md section 5). The
 // learner's plans (episodes' and candidates', learner/plan_sender.h) wait in a
 // bounded queue, persisted one file per plan under `queue_dir` so a restarted
-// evaluator evaluates what was pending; a plan already queued or being
+// evaluator evaluates what was pending (checked files, base::WriteCheckedFile:
+// a cut or altered one is never trusted; it is logged and removed, and the
+// queue takes a new evaluator_id so the learner sends its plans again); a
+// plan already queued or being
 // evaluated (same kind and id: a submission resent after a lost answer) is not
 // queued twice. `queue_dir` also keeps the queue's identity (evaluator_id): a
 // restart on a new directory has another, so the learner knows to send its
@@ -20,7 +23,8 @@
 // batch the learner will train it in; reports are delivered one at a time so
 // that the learner's answer (joined the batch, the batch completed) settles
 // λ before the next report is rewarded. The state is kept in
-// `queue_dir`/lambda.txt, rewritten after every answer.
+// `queue_dir`/lambda.txt (a checked file), rewritten after every answer; one
+// not trusted at a restart is logged and λ starts from lagrange.lambda_init.
 // Stop() returns promptly when `report` returns promptly after the caller
 // cancelled its calls (see net::Canceller).
 // Metrics (when given a registry): windquant_evaluator_evaluation_duration_seconds,
@@ -128,8 +132,12 @@ class EvaluationQueue {
   // One attempt after another until answered, refused for good (nullopt) or
   // stopped (false).
   bool Send(const Report& report, size_t replica, std::optional<ReportAnswer>* answer);
-  // Reads `queue_dir`/evaluator_id.txt, or writes a new one.
-  absl::Status LoadEvaluatorId();
+  // Reads `queue_dir`/evaluator_id.txt, or writes a new one (also when
+  // `renew`, or when the file holds no id).
+  absl::Status LoadEvaluatorId(bool renew);
+  // Reads `queue_dir`/lambda.txt; one not trusted (base::ReadCheckedFile) is
+  // logged and removed, λ starting again from lagrange.lambda_init.
+  void LoadLambda();
   // λ after an answer: the gauge and `queue_dir`/lambda.txt.
   void SaveLambdaLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Waits `d` or until Stop(); true when stopping.

@@ -10,6 +10,8 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "common/base/checked_file.h"
+#include "common/base/files.h"
 #include "common/metrics/registry.h"
 #include "common/plan/action.h"
 #include "common/stage/stage_worker.h"
@@ -121,11 +123,12 @@ class EvaluationQueueTest : public ::testing::Test {
   }
   std::unique_ptr<EvaluationQueue> MakeQueue(FakeLearner* learner,
                                              metrics::Registry* registry = nullptr,
-                                             const std::string& dir = "") {
+                                             const std::string& dir = "",
+                                             base::LogSink log = base::LogToStderr) {
     return std::make_unique<EvaluationQueue>(
         evaluator_.get(), std::vector<std::vector<transport::ActivationTransport*>>{stages_}, env_,
         lagrange_, dir.empty() ? dir_ : dir, 16,
-        [learner](const Report& r) { return learner->Receive(r); }, registry);
+        [learner](const Report& r) { return learner->Receive(r); }, registry, std::move(log));
   }
   bool QueueFileExists(uint64_t id, const std::string& kind = "episode") const {
     return std::filesystem::exists(dir_ + "/" + kind + "-" + std::to_string(id) + ".plan.pb");
@@ -294,6 +297,77 @@ TEST_F(EvaluationQueueTest, KnowsPlansByKindAndIdAndKeepsItsIdentityWithItsDirec
   EXPECT_NE(fresh->evaluator_id(), id) << "a new directory: another evaluator";
   fresh->Stop();
   std::filesystem::remove_all(dir_ + "-new");
+}
+
+// The queue's files on a disk that cut or altered them (writes are atomic; a
+// disk is not): a plan file is never trusted, it is removed with one log line
+// and the queue takes another identity, so the learner (PlanSender) sends its
+// pending plans again; a bad lambda.txt starts λ from lambda_init, a bad
+// evaluator_id.txt gives a new id.
+// error-case: storage.queue-file-corrupt
+// error-case: storage.lambda-file-corrupt
+// error-case: storage.evaluator-id-corrupt
+TEST_F(EvaluationQueueTest, ACutOrAlteredQueueFileIsNeverTrusted) {
+  std::string id;
+  {
+    FakeLearner down(1 << 30, absl::DeadlineExceededError("no learner"));
+    auto queue = MakeQueue(&down);
+    ASSERT_TRUE(queue->Start().ok());
+    id = queue->evaluator_id();
+    for (uint64_t e : {8, 9}) ASSERT_TRUE(queue->Submit(Plan(e)).ok());
+    ASSERT_TRUE(down.WaitForAttempts(1));
+    queue->Stop();
+  }
+  const std::string cut = dir_ + "/episode-8.plan.pb", altered = dir_ + "/episode-9.plan.pb";
+  std::string bytes = base::ReadFile(cut).value();
+  const size_t payload = bytes.size() - bytes.find('\n') - 1;  // after the checked file's header
+  ASSERT_TRUE(base::WriteFileAtomic(cut, bytes.substr(0, bytes.size() - 5)).ok());
+  bytes = base::ReadFile(altered).value();
+  bytes[bytes.size() - 3] ^= 0x01;
+  ASSERT_TRUE(base::WriteFileAtomic(altered, bytes).ok());
+  rl::BatchLambda moved(lagrange_);
+  moved.Observe(1.0);
+  moved.EndBatch();
+  ASSERT_NE(moved.batch_lambda(), lagrange_.lambda_init);
+  ASSERT_TRUE(base::WriteCheckedFile(dir_ + "/lambda.txt", moved.Serialize()).ok());
+  ASSERT_TRUE(base::WriteFileAtomic(dir_ + "/lambda.txt",
+                                    base::ReadFile(dir_ + "/lambda.txt")->substr(0, 20))
+                  .ok());
+  std::vector<std::string> log;
+  FakeLearner up(0, absl::OkStatus());
+  auto queue = MakeQueue(&up, nullptr, "", [&](const std::string& l) { log.push_back(l); });
+  ASSERT_TRUE(queue->Start().ok());
+  EXPECT_EQ(queue->depth(), 0) << "neither plan is trusted";
+  EXPECT_FALSE(QueueFileExists(8));
+  EXPECT_FALSE(QueueFileExists(9));
+  EXPECT_NE(queue->evaluator_id(), id) << "another identity: the learner sends its plans again";
+  EXPECT_DOUBLE_EQ(queue->lambda(), lagrange_.lambda_init);
+  auto logged = [&](const std::string& line) {
+    return std::count(log.begin(), log.end(), line) == 1;
+  };
+  EXPECT_TRUE(logged("evaluator: " + cut + ": truncated (" + std::to_string(payload - 5) +
+                     " bytes, the header says " + std::to_string(payload) +
+                     "); removed, the learner sends the plan again"))
+      << ::testing::PrintToString(log);
+  EXPECT_TRUE(logged("evaluator: " + altered +
+                     ": checksum mismatch (the file was altered); removed, the learner sends "
+                     "the plan again"));
+  EXPECT_TRUE(logged("evaluator: " + dir_ +
+                     "/lambda.txt: no checksum header (truncated or not a WQCHECKED1 file); "
+                     "lambda starts again from lambda_init"));
+  ASSERT_TRUE(queue->Submit(Plan(8)).ok());  // sent again: evaluated and reported
+  ASSERT_TRUE(up.WaitForAttempts(1));
+  queue->Stop();
+  EXPECT_EQ(up.attempts()[0].episode_id, 8u);
+  ASSERT_TRUE(base::WriteFileAtomic(dir_ + "/evaluator_id.txt", "\x01garbage").ok());
+  log.clear();
+  queue = MakeQueue(&up, nullptr, "", [&](const std::string& l) { log.push_back(l); });
+  ASSERT_TRUE(queue->Start().ok());
+  EXPECT_EQ(queue->evaluator_id().size(), 16u);
+  EXPECT_EQ(base::ReadFile(dir_ + "/evaluator_id.txt").value(), queue->evaluator_id());
+  EXPECT_TRUE(
+      logged("evaluator: " + dir_ + "/evaluator_id.txt: not an evaluator id (corrupt); a new one"));
+  queue->Stop();
 }
 
 }  // namespace

@@ -145,8 +145,8 @@ absl::StatusOr<std::pair<quant::StageFits, quant::ActivationStats>> MergeActorFi
 absl::Status ClearJobState(const config::RunConfig& config) {
   const std::filesystem::path dir(config.output.dir);
   std::error_code ec;
-  for (const char* name : {"checkpoint", "unit_table.pb", "plans.jsonl", "status.txt",
-                           "evaluator-queue", "held-episodes"}) {
+  for (const char* name : {"checkpoint", "unit_table.pb", "unit_table.pb.sha256", "plans.jsonl",
+                           "status.txt", "evaluator-queue", "held-episodes"}) {
     std::filesystem::remove_all(dir / name, ec);
     if (ec) {
       return absl::InternalError(absl::StrCat((dir / name).string(), ": ", ec.message()));

@@ -2,7 +2,26 @@
 
 #include <cmath>
 
+#include "absl/strings/str_cat.h"
+#include "common/base/status_macros.h"
+#include "common/rl/environment.h"
+#include "common/search/baselines.h"
+
 namespace windquant::learner {
+
+absl::Status CurriculumProgress::CheckTable(const rl::CurriculumOptions& curriculum,
+                                            bool warm_start, const plan::UnitTable& table) {
+  WQ_RETURN_IF_ERROR(rl::UnitCosts::Create(table).status());
+  if (!warm_start) return absl::OkStatus();
+  for (double target : curriculum.target_bits) {
+    absl::Status s = search::LagrangePlan(table, target).status();
+    if (!s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("unit table: no lagrange plan at ", target,
+                                                     " bits (training.warm_start): ", s.message()));
+    }
+  }
+  return absl::OkStatus();
+}
 
 const std::vector<int>* CurriculumProgress::SelfImitationPlan(
     const rl::CandidatePlan& best, const rl::CandidatePlan& best_of_step) const {

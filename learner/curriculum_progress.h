@@ -13,6 +13,8 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "common/plan/unit_table.h"
 #include "common/rl/curriculum.h"
 #include "common/rl/run_checkpoint.h"
 
@@ -21,6 +23,12 @@ namespace windquant::learner {
 class CurriculumProgress {
  public:
   explicit CurriculumProgress(const rl::CurriculumOptions& config) : curriculum_(config) {}
+
+  // What the learner needs of a merged table, checked before the table is
+  // kept (TableMerger's validator): a table the run cannot finish with is
+  // refused, not saved. With `warm_start`, a Lagrangian plan at every target.
+  static absl::Status CheckTable(const rl::CurriculumOptions& curriculum, bool warm_start,
+                                 const plan::UnitTable& table);
 
   int step() const { return curriculum_.step(); }
   int num_steps() const { return curriculum_.num_steps(); }

@@ -23,21 +23,6 @@ namespace {
 std::string TablePath(const LearnerCore::Options& o) { return o.dir + "/unit_table.pb"; }
 std::string CheckpointDir(const LearnerCore::Options& o) { return o.dir + "/checkpoint"; }
 
-// What CompleteTable needs of a merged table, checked before the table is
-// kept: a table the run cannot finish with is refused, not saved.
-absl::Status CheckRunnable(const LearnerCore::Options& options, const plan::UnitTable& table) {
-  WQ_RETURN_IF_ERROR(rl::UnitCosts::Create(table).status());
-  if (!options.warm_start) return absl::OkStatus();
-  for (double target : options.curriculum.target_bits) {
-    absl::Status s = search::LagrangePlan(table, target).status();
-    if (!s.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("unit table: no lagrange plan at ", target,
-                                                     " bits (training.warm_start): ", s.message()));
-    }
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 // Declared right after a MutexLock on mu_: publishes the state when the
@@ -60,7 +45,9 @@ LearnerCore::LearnerCore(const Options& options, std::unique_ptr<PolicyPublisher
       next_lambda_(options.lagrange.lambda_init),
       held_(options.dir + "/held-episodes"),
       best_(options.curriculum.target_bits.back(), options.dir + "/best"),
-      records_(options.dir) {}
+      records_(options.dir),
+      checkpoints_(CheckpointDir(options), options.checkpoint_every_updates,
+                   [this](const std::string& line) { Log(line); }) {}
 
 void LearnerCore::Log(const std::string& line) const {
   if (log_) log_(line);
@@ -87,14 +74,24 @@ absl::StatusOr<std::unique_ptr<LearnerCore>> LearnerCore::Create(const Options& 
     WQ_ASSIGN_OR_RETURN(core->metrics_, LearnerMetrics::Create(*registry));
   }
   absl::MutexLock lock(&core->mu_);
+  if (registry != nullptr) WQ_RETURN_IF_ERROR(core->checkpoints_.Register(*registry));
   std::error_code ec;
   std::filesystem::create_directories(options.dir, ec);
   // Episodes recorded before a restart are never accepted again.
   for (uint64_t id : core->records_.RecordedEpisodeIds()) core->held_.MarkSeen(id);
   const Options* run = &core->options_;  // lives as long as tables_
-  core->tables_.set_validator(
-      [run](const plan::UnitTable& table) { return CheckRunnable(*run, table); });
-  WQ_RETURN_IF_ERROR(core->tables_.LoadSaved());
+  core->tables_.set_validator([run](const plan::UnitTable& table) {
+    return CurriculumProgress::CheckTable(run->curriculum, run->warm_start, table);
+  });
+  // The saved table is the actors' tables merged: one not trusted is removed,
+  // and they register theirs again (actor/rollout_loop.cc: the learner has none).
+  if (absl::Status saved = core->tables_.LoadSaved(); absl::IsDataLoss(saved)) {
+    core->Log(absl::StrCat("learner: ", saved.message(), "; removed, the actors register again"));
+    std::filesystem::remove(TablePath(options), ec);
+    std::filesystem::remove(core->tables_.ChecksumPath(), ec);
+  } else {
+    WQ_RETURN_IF_ERROR(saved);
+  }
   if (core->tables_.table() != nullptr) WQ_RETURN_IF_ERROR(core->CompleteTable());
   core->PublishLocked();
   return core;
@@ -113,6 +110,7 @@ absl::Status LearnerCore::CompleteTable() {
       rl::ReadRunCheckpoint(CheckpointDir(options_), run_fingerprint_);
   if (!ckpt.ok() && !absl::IsNotFound(ckpt.status())) return ckpt.status();
   if (ckpt.ok()) WQ_RETURN_IF_ERROR(RestoreCheckpoint(*ckpt));
+  checkpoints_.Restored(ckpt.ok() ? &*ckpt : nullptr);
   // A resumed step whose warm start ran before is not cloned again (the
   // checkpointed policy has it); its reference is evaluated again (the
   // evaluator caches it), a report in flight at a restart being lost.
@@ -436,8 +434,7 @@ absl::Status LearnerCore::Update() {
   }
   WQ_RETURN_IF_ERROR(AfterUpdate(batch, stats, batch_lambda));
   bool checkpointed = false;
-  if (curriculum_.finished() ||
-      counts_.updates % std::max(1, options_.checkpoint_every_updates) == 0) {
+  if (curriculum_.finished() || checkpoints_.Due(counts_.updates)) {
     WQ_RETURN_IF_ERROR(WriteCheckpoint());
     checkpointed = true;
   }
@@ -509,9 +506,7 @@ absl::Status LearnerCore::WriteCheckpoint() {
   c.stage_reference_ppl = best_.step_reference_ppl();
   c.curve = records_.curve();
   c.stages = records_.steps();
-  WQ_RETURN_IF_ERROR(rl::WriteRunCheckpoint(CheckpointDir(options_), c));
-  Log(absl::StrCat("learner: checkpoint: update ", counts_.updates, " written to ",
-                   CheckpointDir(options_)));
+  if (!checkpoints_.Write(c)) return absl::OkStatus();
   if (observer_ != nullptr) observer_->OnCheckpoint(counts_.updates, run_.done());
   return absl::OkStatus();
 }

@@ -15,7 +15,8 @@
 //   BestPlans, RunRecords            the best plans, plans.jsonl, the curve
 //   RunLifecycle         running, stopped (stop_after_updates) or done
 //   StatusBoard          the status snapshot readers get without the lock
-// and writes rl::RunCheckpoint (output.dir/checkpoint), status.txt and
+// and writes rl::RunCheckpoint (output.dir/checkpoint, CheckpointWriter: a
+// failed write keeps the last good one and the run going), status.txt and
 // LearnerMetrics. The contracts are at the methods.
 // Thread-safety: all methods are thread-safe: one mutex, under which even the
 // PPO update of the small policy runs; Status(), version() and done() read the
@@ -51,6 +52,7 @@
 #include "common/rl/run_result.h"
 #include "learner/best_plans.h"
 #include "learner/candidate_queue.h"
+#include "learner/checkpoint_writer.h"
 #include "learner/curriculum_progress.h"
 #include "learner/held_episodes.h"
 #include "learner/learner_metrics.h"
@@ -122,9 +124,10 @@ class LearnerCore {
 
   // Restores the merged table and the checkpoint found in options.dir. `log`
   // gets one line per event; every checkpoint write logs "learner:
-  // checkpoint: update N written to DIR". `registry`: LearnerMetrics when
-  // given. `observer` (borrowed, may be null) hears of every checkpoint, new
-  // best plan and the end of the run.
+  // checkpoint: update N written to DIR" (a failed one "... NOT written to
+  // DIR: why; the last good checkpoint is update M"). `registry`:
+  // LearnerMetrics and CheckpointWriter's metrics when given. `observer` (borrowed, may be null)
+  // hears of every checkpoint, new best plan and the end of the run.
   static absl::StatusOr<std::unique_ptr<LearnerCore>> Create(const Options& options,
                                                              base::LogSink log,
                                                              metrics::Registry* registry = nullptr,
@@ -261,6 +264,9 @@ class LearnerCore {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Curriculum finished and no candidate out: done (final checkpoint).
   absl::Status MaybeFinish() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Writes the checkpoint (CheckpointWriter: a failed write is logged and
+  // counted, the last good file kept, and is no error); errors only for a
+  // policy state that cannot be saved.
   absl::Status WriteCheckpoint() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // stop_after_updates reached: checkpoint (unless `checkpointed`), then stopped.
   absl::Status StopLocked(bool checkpointed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -298,6 +304,7 @@ class LearnerCore {
   RunRecords records_ ABSL_GUARDED_BY(mu_);
   RunLifecycle run_ ABSL_GUARDED_BY(mu_);
   Counts counts_ ABSL_GUARDED_BY(mu_);
+  CheckpointWriter checkpoints_ ABSL_GUARDED_BY(mu_);
   double fp_eval_ppl_ ABSL_GUARDED_BY(mu_) = 0;  // 0 until an evaluation implied it
   StatusBoard board_;                            // thread-safe; written under mu_ (PublishLocked)
 };

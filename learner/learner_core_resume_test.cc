@@ -11,7 +11,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "common/base/files.h"
+#include "common/metrics/registry.h"
 #include "common/search/baselines.h"
+#include "common/testing/file_size_limit.h"
 #include "common/testing/status_matchers.h"
 #include "learner/learner_core.h"
 #include "learner/learner_core_test_fixture.h"
@@ -166,6 +169,59 @@ TEST_F(LearnerCoreHistoryTest, ARestartedLearnerRestoresTheHistory) {
   EXPECT_EQ(r.stages[0].reason, before.stages[0].reason);
 }
 
+// A full disk when update 2's checkpoint is written (RLIMIT_FSIZE below the
+// checkpoint's size): the learner keeps update 1's checkpoint, says so in one
+// log line and on its metrics, goes on (update 2 counted, the next step
+// started), and a restart resumes from update 1.
+// error-case: storage.checkpoint-write-failed
+TEST_F(LearnerCoreHistoryTest, AFailedCheckpointWriteKeepsTheLastGoodOneAndTheRunGoing) {
+  LogLines log;
+  metrics::Registry registry;
+  auto core = LearnerCore::Create(config_, log.fn(), &registry).value();
+  for (const auto& s : Stages(whole_))
+    ASSERT_THAT(core->RegisterTable(s.first_layer, 0, s), IsOk());
+  ASSERT_NO_FATAL_FAILURE(ReportReference(*core, 9.0));
+  ASSERT_NO_FATAL_FAILURE(Batch(*core, 1, 0, 3.0, 2.5));
+  ASSERT_TRUE(log.Has(CheckpointLine(1)));
+  const std::string ckpt_dir = config_.dir + "/checkpoint";
+  const auto ckpt_bytes = static_cast<int64_t>(std::filesystem::file_size(ckpt_dir + "/run.ckpt"));
+  const int64_t limit = ckpt_bytes / 2;
+  // The other files the batch appends to stay below the limit: only the checkpoint fails.
+  ASSERT_LT(static_cast<int64_t>(std::filesystem::file_size(config_.dir + "/plans.jsonl")) + 4096,
+            limit);
+  for (uint64_t i : {3, 4}) ASSERT_TRUE(core->SubmitEpisode(MakeEpisode(i, 1)).value());
+  ASSERT_TRUE(Report(*core, Eval(3, 2.0)).value());
+  {
+    ::windquant::testing::ScopedFileSizeLimit full(limit);
+    ASSERT_TRUE(full.ok());
+    absl::StatusOr<bool> accepted = Report(*core, Eval(4, 2.0));
+    ASSERT_THAT(accepted.status(), IsOk()) << "a failed checkpoint write is no error of the report";
+    EXPECT_TRUE(*accepted);
+  }
+  EXPECT_EQ(core->Status().updates, 2);
+  EXPECT_FALSE(log.Has(CheckpointLine(2)));
+  EXPECT_EQ(log.Count("learner: checkpoint: update 2 NOT written to " + ckpt_dir + ": "), 1);
+  const std::string failure = *std::find_if(log.lines->begin(), log.lines->end(), [](auto& l) {
+    return l.find("NOT written") != std::string::npos;
+  });
+  EXPECT_THAT(failure, ::testing::HasSubstr("File too large"));
+  EXPECT_THAT(failure, ::testing::EndsWith("the last good checkpoint is update 1"));
+  const std::string text = registry.TextExposition();
+  EXPECT_THAT(text, ::testing::HasSubstr("\nwindquant_learner_checkpoint_failures_total 1\n"));
+  EXPECT_THAT(text, ::testing::HasSubstr("\nwindquant_learner_checkpoint_last_good_update 1\n"));
+  for (const auto& e : std::filesystem::directory_iterator(ckpt_dir))
+    EXPECT_EQ(e.path().filename(), "run.ckpt") << "a temporary left behind";
+  // The run went on: step 1's reference candidate is out.
+  EXPECT_EQ(core->Status().curriculum_stage, 1);
+  core.reset();
+  LogLines after;
+  core = Start(after);
+  EXPECT_TRUE(after.Has("learner: resumed from checkpoint at update 1, policy version 1"))
+      << ::testing::PrintToString(*after.lines);
+  EXPECT_EQ(core->Result().resumed_from_update, 1);
+  EXPECT_EQ(core->Status().curriculum_stage, 0);
+}
+
 TEST_F(LearnerCoreHistoryTest, ARestartedLearnerGoesOnWithTheHistory) {
   auto core = Start(LogLines());
   ASSERT_NO_FATAL_FAILURE(RunStepZero(*core));
@@ -213,6 +269,36 @@ TEST_F(LearnerCoreHistoryTest, ARestartedLearnerGoesOnWithTheHistory) {
   for (int i = 0; i < 3; ++i) EXPECT_EQ(r.curve[i].update, i + 1);
   ASSERT_EQ(r.stages.size(), 2u);
   EXPECT_EQ(r.stages[1].update, 3);
+}
+
+// The saved unit_table.pb cut short or altered on disk: the learner does
+// not trust it; it logs and removes it, starts without a table, and the
+// actors' registrations (they register again when the learner has none)
+// complete it as in a new run.
+// error-case: storage.unit-table-corrupt
+TEST_F(LearnerCoreTest, ASavedTableNotTrustedIsRemovedAndRegisteredAgain) {
+  for (const auto& s : Stages(whole_))
+    ASSERT_THAT(core_->RegisterTable(s.first_layer, 0, s), IsOk());
+  core_.reset();
+  const std::string path = dir_ + "/unit_table.pb";
+  const std::string bytes = base::ReadFile(path).value();
+  for (size_t cut : {size_t{3}, bytes.size() / 2, bytes.size() - 1}) {
+    SCOPED_TRACE(cut);
+    ASSERT_THAT(base::WriteFileAtomic(path, bytes.substr(0, cut)), IsOk());
+    LogLines log;
+    auto core = LearnerCore::Create(TestOptions(dir_), log.fn());
+    ASSERT_THAT(core.status(), IsOk());
+    EXPECT_FALSE((*core)->Status().table_complete);
+    EXPECT_EQ(log.Count("learner: " + path + ": "), 1) << ::testing::PrintToString(*log.lines);
+    EXPECT_TRUE(::testing::Value(log.lines->front(),
+                                 ::testing::EndsWith("; removed, the actors register again")));
+    EXPECT_FALSE(std::filesystem::exists(path));
+    EXPECT_FALSE(std::filesystem::exists(path + ".sha256"));
+    for (const auto& s : Stages(whole_))
+      ASSERT_THAT((*core)->RegisterTable(s.first_layer, 0, s), IsOk());
+    EXPECT_TRUE((*core)->Status().table_complete);
+    EXPECT_EQ(base::ReadFile(path).value(), bytes) << "the same table, saved again";
+  }
 }
 
 // stop_after_updates: after N updates in this process the

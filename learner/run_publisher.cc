@@ -268,10 +268,12 @@ void RunPublisher::OnBestPlan(const rl::CandidatePlan& best, const plan::UnitTab
       {"policy_version", absl::StrCat(best.policy_version)},
       {"target_bits", absl::StrFormat("%g", best.target_bits)},
       {"created", NextTimestamp()}};
-  uploader_->Enqueue(
-      {absl::StrCat("plan ", id), "", false, [this, id, objects = std::move(objects), metadata]() {
-         return PushedOrThere(runs_->Plans(run_id_).Push(id, objects, metadata));
-       }});
+  // Essential: a store that is away for minutes delays a best plan, never
+  // loses it (each is a few bytes per unit).
+  uploader_->Enqueue({absl::StrCat("plan ", id), "", /*essential=*/true,
+                      [this, id, objects = std::move(objects), metadata]() {
+                        return PushedOrThere(runs_->Plans(run_id_).Push(id, objects, metadata));
+                      }});
   absl::MutexLock lock(&mu_);
   info_.best_plan = id;
   info_.best_bits = best.evaluation.effective_bits;

@@ -20,9 +20,11 @@
 // Pushes never block the caller: the checkpoint's files are read when
 // PublishCheckpoint is called (consistent with the checkpoint), everything
 // else in the background (store::BackgroundUploader: ordered, retried with
-// backoff while the store is down, bounded; only the newest checkpoint and
-// run.json wait, an older best plan is dropped before a newer one, the final
-// artifacts never). After each checkpoint, the two newest stay in the store.
+// backoff for as long as the store is down; only the newest checkpoint and
+// run.json wait, an older one is superseded; every best plan and the final
+// artifacts are never dropped, so an outage of the store delays them and
+// loses none: run_publisher_outage_test). After each checkpoint, the two
+// newest stay in the store.
 //
 // As the RunObserver of LearnerCore it pushes every checkpoint and every new
 // best plan. Thread-safe.

@@ -20,6 +20,16 @@ absl::Status TableMerger::LoadSaved() {
     return absl::OkStatus();
   }
   WQ_ASSIGN_OR_RETURN(std::string bytes, base::ReadFile(path_));
+  // Without its checksum file (a table restored from the store, or saved
+  // before there was one) the table is taken as it parses and validates.
+  const std::string sum_path = ChecksumPath();
+  if (base::PathExists(sum_path)) {
+    WQ_ASSIGN_OR_RETURN(std::string sum, base::ReadFile(sum_path));
+    if (sum != base::Sha256Hex(bytes)) {
+      return absl::DataLossError(absl::StrCat(path_, ": its sha256 is not the one in ", sum_path,
+                                              " (cut short or altered)"));
+    }
+  }
   v1::UnitTable proto;
   if (!proto.ParseFromString(bytes)) {
     return absl::DataLossError(absl::StrCat(path_, ": not a UnitTable"));
@@ -149,7 +159,13 @@ absl::Status TableMerger::MergeAndSave(std::vector<plan::UnitTable> parts) {
   WQ_RETURN_IF_ERROR(CheckWhole(merged));
   v1::UnitTable proto;
   merged.ToProto(&proto);
-  WQ_RETURN_IF_ERROR(base::WriteFileAtomic(path_, proto.SerializeAsString()));
+  const std::string bytes = proto.SerializeAsString();
+  // The checksum file goes first and comes last: a crash in between leaves
+  // a table without one, never one with another table's.
+  std::error_code ec;
+  std::filesystem::remove(ChecksumPath(), ec);
+  WQ_RETURN_IF_ERROR(base::WriteFileAtomic(path_, bytes));
+  WQ_RETURN_IF_ERROR(base::WriteFileAtomic(ChecksumPath(), base::Sha256Hex(bytes)));
   table_ = std::make_shared<const plan::UnitTable>(std::move(merged));
   return absl::OkStatus();
 }

@@ -50,9 +50,14 @@ class TableMerger {
   }
 
   // Restores the merged table of `path` when the file exists (OK and nothing
-  // changes when it does not). DATA_LOSS for a file that is not a UnitTable,
-  // INVALID_ARGUMENT for an invalid table; both name the file.
+  // changes when it does not). DATA_LOSS for a file that is not a UnitTable
+  // or whose sha256 differs from the one saved with it in ChecksumPath() (a
+  // file cut short or altered on disk), INVALID_ARGUMENT for an invalid
+  // table; both name the file.
   absl::Status LoadSaved();
+  // `path` + ".sha256": the lowercase hex sha256 of the table's file, written
+  // after it.
+  std::string ChecksumPath() const { return path_ + ".sha256"; }
 
   // Registers stage `stage`'s table from replica `replica`. When it
   // completes the table, merges and writes it; `*completed` (may be nullptr)

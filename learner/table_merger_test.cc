@@ -147,5 +147,38 @@ TEST_F(TableMergerTest, ASavedFileThatIsNoTableIsDataLossNamingIt) {
   EXPECT_EQ(m.table(), nullptr);
 }
 
+// Every cut of the saved file (some of which parse as a smaller table) and
+// an altered byte are DATA_LOSS naming the file: never a table.
+TEST_F(TableMergerTest, ASavedFileCutShortOrAlteredIsNeverTrusted) {
+  {
+    TableMerger m = Merger();
+    for (int s = 0; s < 3; ++s) ASSERT_THAT(m.Register(s, 0, stages_[s], nullptr), IsOk());
+    ASSERT_NE(m.table(), nullptr);
+  }
+  const std::string bytes = base::ReadFile(path()).value();
+  auto not_trusted = [&](const std::string& what) {
+    TableMerger m = Merger();
+    const absl::Status s = m.LoadSaved();
+    EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << what << ": " << s;
+    EXPECT_EQ(s.message(), path() + ": its sha256 is not the one in " + path() +
+                               ".sha256 (cut short or altered)");
+    EXPECT_EQ(m.table(), nullptr) << what;
+  };
+  std::string altered = bytes;
+  altered[altered.size() / 2] ^= 0x01;
+  ASSERT_THAT(base::WriteFileAtomic(path(), altered), IsOk());
+  not_trusted("a byte altered");
+  ASSERT_THAT(base::WriteFileAtomic(path(), bytes), IsOk());
+  // Every cut, the longest first (shrinking keeps the prefix; no fsync per cut).
+  for (size_t cut = bytes.size(); cut-- > 0;) {
+    std::filesystem::resize_file(path(), cut);
+    not_trusted(std::to_string(cut) + " bytes");
+  }
+  ASSERT_THAT(base::WriteFileAtomic(path(), bytes), IsOk());
+  TableMerger whole = Merger();
+  EXPECT_THAT(whole.LoadSaved(), IsOk());
+  EXPECT_NE(whole.table(), nullptr);
+}
+
 }  // namespace
 }  // namespace windquant::learner

@@ -27,6 +27,8 @@ constexpr MetricSpec kAll[] = {
     kLearnerBestPlanPerplexity,
     kLearnerLambda,
     kLearnerConnectedActors,
+    kLearnerCheckpointFailuresTotal,
+    kLearnerCheckpointLastGoodUpdate,
     kEvaluatorLambda,
     kEvaluatorEvaluationDurationSeconds,
     kEvaluatorQueueDepth,

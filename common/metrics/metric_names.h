@@ -83,6 +83,14 @@ inline constexpr MetricSpec kLearnerLambda{
     "windquant_learner_lambda",
     "Lagrange multiplier of the bit-budget constraint as last reported to the learner.",
     MetricType::kGauge};
+inline constexpr MetricSpec kLearnerCheckpointFailuresTotal{
+    "windquant_learner_checkpoint_failures_total",
+    "Checkpoint writes that failed (disk full, I/O error); the last good checkpoint was kept.",
+    MetricType::kCounter};
+inline constexpr MetricSpec kLearnerCheckpointLastGoodUpdate{
+    "windquant_learner_checkpoint_last_good_update",
+    "PPO update of the newest checkpoint on disk (a restart resumes there); -1 before any.",
+    MetricType::kGauge};
 inline constexpr MetricSpec kLearnerConnectedActors{"windquant_learner_connected_actors",
                                                     "Actors currently connected to the learner.",
                                                     MetricType::kGauge};

@@ -21,20 +21,30 @@ TEST(MetricNamesTest, CatalogueHasTheOperatorMetrics) {
     EXPECT_TRUE(ValidateMetricName(spec.name, spec.type).ok()) << spec.name;
     EXPECT_EQ(spec.type == MetricType::kHistogram, !spec.bounds.empty()) << spec.name;
   }
-  for (const char* expected :
-       {"windquant_learner_episodes_total", "windquant_learner_transitions_total",
-        "windquant_learner_ppo_updates_total", "windquant_learner_policy_version",
-        "windquant_learner_policy_lag_versions", "windquant_learner_mean_episode_reward",
-        "windquant_evaluator_lambda", "windquant_learner_target_bitwidth",
-        "windquant_learner_best_plan_bitwidth", "windquant_learner_best_plan_perplexity",
-        "windquant_evaluator_evaluation_duration_seconds", "windquant_evaluator_queue_depth",
-        "windquant_actor_forward_duration_seconds", "windquant_learner_connected_actors",
-        "windquant_net_sent_bytes_total", "windquant_net_received_bytes_total",
-        "windquant_net_rpc_errors_total", "windquant_learner_lambda",
-        "windquant_actor_episodes_total"}) {
+  for (const char* expected : {"windquant_learner_episodes_total",
+                               "windquant_learner_transitions_total",
+                               "windquant_learner_ppo_updates_total",
+                               "windquant_learner_policy_version",
+                               "windquant_learner_policy_lag_versions",
+                               "windquant_learner_mean_episode_reward",
+                               "windquant_evaluator_lambda",
+                               "windquant_learner_target_bitwidth",
+                               "windquant_learner_best_plan_bitwidth",
+                               "windquant_learner_best_plan_perplexity",
+                               "windquant_evaluator_evaluation_duration_seconds",
+                               "windquant_evaluator_queue_depth",
+                               "windquant_actor_forward_duration_seconds",
+                               "windquant_learner_connected_actors",
+                               "windquant_net_sent_bytes_total",
+                               "windquant_net_received_bytes_total",
+                               "windquant_net_rpc_errors_total",
+                               "windquant_learner_lambda",
+                               "windquant_actor_episodes_total",
+                               "windquant_learner_checkpoint_failures_total",
+                               "windquant_learner_checkpoint_last_good_update"}) {
     EXPECT_EQ(names.count(expected), 1u) << expected;
   }
-  EXPECT_EQ(names.size(), 19u);
+  EXPECT_EQ(names.size(), 21u);
 }
 
 // The latency buckets reach the slowest calls expected at 70B (the derivation is next to

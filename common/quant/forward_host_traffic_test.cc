@@ -1,6 +1,8 @@
 // No host traffic in a stage forward (issue 35 item 3): after a warm-up forward, a
-// forward through LlamaModel's decoder layers, and through a QuantizedStage's plan model,
-// dispatches no op that brings a value or a tensor back to the host.
+// forward through LlamaModel's decoder layers, and through a QuantizedStage's plan model
+// (its layers' codes made by the warm-up, with or without compensation, then decoded on
+// the device: plan_codes.h), dispatches no op that brings a value or a tensor back to the
+// host.
 //
 // How: an at::RecordFunction observer (thread-local, with inputs) sees every ATen op
 // the forward dispatches on this thread and records
@@ -28,6 +30,7 @@
 
 #include "common/model/llama_model.h"
 #include "common/quant/calibration.h"
+#include "common/quant/gptq.h"
 #include "common/quant/quantized_stage.h"
 #include "common/quant/unit_table_builder.h"
 #include "common/testing/tiny_weights.h"
@@ -147,29 +150,45 @@ TEST_P(ForwardHostTrafficTest, DecoderLayersMakeNoHostTraffic) {
   EXPECT_TRUE(seen.empty()) << Join(seen);
 }
 
-TEST_P(ForwardHostTrafficTest, PlanModelOfAQuantizedStageMakesNoHostTraffic) {
-  const auto fp = TinyModel(GetParam());
+// The traffic of a forward of a QuantizedStage's plan model (every action, salient
+// entries), with or without error compensation (GPTQ on the host, on the first forward).
+std::vector<std::string> PlanModelTraffic(model::ComputeDtype dtype, bool compensated) {
+  const auto fp = TinyModel(dtype);
   Calibrator calibrator(*fp, fp->first_layer(), fp->end_layer());
   {
     c10::NoGradGuard no_grad;
-    ASSERT_TRUE(calibrator.RunStage(Hidden(*fp)).ok());
+    EXPECT_TRUE(calibrator.RunStage(Hidden(*fp)).ok());
   }
   UnitTableOptions o;
   o.chunk_size = 8;
   o.salient_fraction = 0.02;
   auto fits = BuildStageFits(fp->weights(), calibrator.Finish(), o, "fp");
-  ASSERT_TRUE(fits.ok()) << fits.status();
+  EXPECT_TRUE(fits.ok()) << fits.status();
+  if (compensated) {
+    const auto f32 = TinyModel(model::ComputeDtype::kFloat32);
+    auto factors = GptqFactors::FromInputs(*f32, 0, f32->end_layer(), {Hidden(*f32)});
+    EXPECT_TRUE(factors.ok()) << factors.status();
+    fits->set_compensation(std::make_shared<const GptqFactors>(*std::move(factors)));
+  }
   auto stage = QuantizedStage::Create(fp, std::make_shared<const StageFits>(*std::move(fits)));
-  ASSERT_TRUE(stage.ok()) << stage.status();
+  EXPECT_TRUE(stage.ok()) << stage.status();
   std::vector<int> plan((*stage)->table().units.size());
   for (size_t i = 0; i < plan.size(); ++i)
     plan[i] = static_cast<int>((i * 5 + 2) % plan::kNumActions);
   auto planned = (*stage)->PlanModel(std::make_shared<const std::vector<int>>(plan));
-  ASSERT_TRUE(planned.ok()) << planned.status();
+  EXPECT_TRUE(planned.ok()) << planned.status();
   // The plan's linears reach the forward in the compute dtype.
   EXPECT_EQ((*planned)->LayerLinears(0)[0].scalar_type(), fp->dtype());
+  return TrafficOfForward(**planned, Hidden(*fp));
+}
 
-  const std::vector<std::string> seen = TrafficOfForward(**planned, Hidden(*fp));
+TEST_P(ForwardHostTrafficTest, PlanModelOfAQuantizedStageMakesNoHostTraffic) {
+  const std::vector<std::string> seen = PlanModelTraffic(GetParam(), /*compensated=*/false);
+  EXPECT_TRUE(seen.empty()) << Join(seen);
+}
+
+TEST_P(ForwardHostTrafficTest, CompensatedPlanModelMakesNoHostTrafficAfterItsFirstForward) {
+  const std::vector<std::string> seen = PlanModelTraffic(GetParam(), /*compensated=*/true);
   EXPECT_TRUE(seen.empty()) << Join(seen);
 }
 

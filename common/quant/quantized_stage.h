@@ -1,23 +1,31 @@
 // QuantizedStage: what a stage's users share: its full-precision weights (in their
-// stored dtype, inside a model::LlamaModel) and its fits (StageFits, with the stage's
-// unit table). Several users (the one-process session, an actor's forward passes, the
-// exporter, later the in-process services) hold one std::shared_ptr<const
+// stored dtype, on their device, inside a model::LlamaModel) and its fits (StageFits, with
+// the stage's unit table). Several users (the one-process session, an actor's forward
+// passes, the exporter, later the in-process services) hold one std::shared_ptr<const
 // QuantizedStage> and read it concurrently.
 //
-// A plan is applied by PlanModel: a LlamaModel sharing the weights whose forward
-// dequantizes each layer's chosen actions when it reaches the layer (PlanLinears), so a
-// plan costs 4 bytes per weight of one layer for the duration of that layer's forward,
-// and nothing between forwards. With error compensation (StageFits::compensation) a
-// layer's compensated weights cost far more to compute than to dequantize, and one plan
-// evaluation runs several forwards (micro-batches, slices): the plan model computes
-// each layer once, on its first forward, and keeps it as codes (1 byte per weight:
-// the INT8 level of every entry; FP16 bits, 2 bytes, for units at 16 bits) for the
-// plan model's life, decoding them, bit for bit, on every later forward.
+// A plan is applied by PlanModel: a LlamaModel sharing the weights whose forward takes
+// each layer's linears from PlanLinears, in one of two ways:
+//  * weights on the CPU, no compensation: every forward widens the layer to float32 and
+//    dequantizes every unit's action in place with the CPU kernels
+//    (StageFits::ApplyToLayer): 4 bytes per weight of one layer during its forward,
+//    nothing between forwards. On the CPU this is as fast as decoding cached codes
+//    (measured at the 1B shape, bench/stage_bench: 0.18 s per layer against 0.19-0.30 s,
+//    plus 1.5-2.4 s to make the codes) and holds nothing.
+//  * weights on another device (a GPU), or with error compensation
+//    (StageFits::compensation): the first forward to reach a layer makes its codes once
+//    (LayerCodes, plan_codes.h: INT8 levels, per-row steps, salient values, on the
+//    weights' device, with torch ops) and every forward decodes them there: no host copy,
+//    no host sync. With compensation the layer's compensated weights are computed on the
+//    host (CompensateLinear) once, and the codes made from them.
 //
 // Memory: the model's weights (2 bytes per weight for BF16) + the fits (~0.13 bytes per
-// weight at chunk 128), both for the object's life; with compensation, + 1 byte per
-// weight of codes per plan model alive, and the factors as gptq.h says (the services
-// spill them: one layer's at a time, while it is compensated).
+// weight at chunk 128), both for the object's life; per plan model that holds codes, its
+// codes (~1.1 bytes per weight of the layers it has run, on the device) for the plan
+// model's life; during a layer's forward its dequantized weights (4 bytes per weight of
+// the layer, + 2 in bfloat16); with compensation, the factors as gptq.h says (the services
+// spill them: one layer's at a time, while it is compensated) and, while a layer's codes
+// are made, its float32 weights on the host and on the device.
 // Immutable; thread-safe.
 #ifndef WINDQUANT_COMMON_QUANT_QUANTIZED_STAGE_H_
 #define WINDQUANT_COMMON_QUANT_QUANTIZED_STAGE_H_
@@ -30,16 +38,14 @@
 #include "absl/status/statusor.h"
 #include "common/model/llama_model.h"
 #include "common/plan/unit_table.h"
+#include "common/quant/plan_codes.h"
 #include "common/quant/stage_fits.h"
 
 namespace windquant::quant {
 
-// model::LinearSource of a plan: the layer's full-precision weights widened to float32
-// (a copy), then every unit's chosen action dequantized in place (StageFits::ApplyToLayer);
-// with compensation, the layer is compensated once and its codes kept (see above). The
-// weights it hands out are cast to the compute dtype (`dtype`) on the way to the device
-// (one copy; none more in float32), so a bfloat16 forward holds 2 bytes per weight of
-// the layer on the device.
+// model::LinearSource of a plan: per layer, its weights dequantized per forward on the CPU,
+// or its codes made once (on the first forward to reach it) and decoded on every forward
+// (see above), handed out in the compute dtype (`dtype`) on the stored weights' device.
 class PlanLinears : public model::LinearSource {
  public:
   // INVALID_ARGUMENT when `actions` does not cover fits' units (StageFits::CheckPlan).
@@ -48,27 +54,20 @@ class PlanLinears : public model::LinearSource {
       at::ScalarType dtype = at::kFloat);
   std::array<at::Tensor, model::kNumMatrices> Linears(
       int64_t layer, const model::LayerWeights& stored) const override;
+  // Whether a plan model of `model` with `fits` holds its layers' codes between forwards.
+  static bool HoldsCodes(const model::LlamaModel& model, const StageFits& fits);
 
  private:
-  // A compensated layer as codes: per unit of the layer, its entries' levels (int8,
-  // row-major) or, at 16 bits, FP16 bits. Salient entries come from the fits.
-  struct LayerCodes {
+  struct Slot {
     std::once_flag once;
-    bool exact = true;  // false: the codes did not give the weights back (recomputed)
-    std::vector<std::vector<int8_t>> levels;
-    std::vector<std::vector<uint16_t>> halves;
+    LayerCodes codes;
   };
   PlanLinears(std::shared_ptr<const StageFits> fits,
               std::shared_ptr<const std::vector<int>> actions, at::ScalarType dtype);
-  void Encode(int64_t layer, const std::array<at::Tensor, model::kNumMatrices>& w,
-              LayerCodes* codes) const;
-  // Writes the units of the layer (of matrix `only` when >= 0) into w's columns.
-  void Decode(int64_t layer, const LayerCodes& codes,
-              std::array<at::Tensor, model::kNumMatrices>* w, int only = -1) const;
   std::shared_ptr<const StageFits> fits_;
   std::shared_ptr<const std::vector<int>> actions_;
   at::ScalarType dtype_;
-  std::unique_ptr<LayerCodes[]> codes_;  // [layer - first_layer], compensation only
+  std::unique_ptr<Slot[]> slots_;  // [layer - first_layer]
 };
 
 // `model` with `actions` applied from `fits` (which must cover the model's layers), its

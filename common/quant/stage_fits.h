@@ -60,6 +60,10 @@ class StageFits {
   int64_t first_layer() const { return table_.first_layer; }
   int64_t end_layer() const { return table_.end_layer; }
   const UnitParams& params(size_t unit_index) const { return params_[unit_index]; }
+  // The indices [first, second) of `layer`'s units in table().units (a stage's layer).
+  std::pair<size_t, size_t> LayerUnits(int64_t layer) const {
+    return {layer_begin_[layer - table_.first_layer], layer_begin_[layer - table_.first_layer + 1]};
+  }
   // Bytes held by the parameters (what the header above promises).
   int64_t ParamBytes() const;
 

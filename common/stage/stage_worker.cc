@@ -169,10 +169,12 @@ absl::StatusOr<std::shared_ptr<const model::LlamaModel>> StageWorker::PlanModel(
   WQ_ASSIGN_OR_RETURN(std::shared_ptr<const model::LlamaModel> planned, stage->PlanModel(actions));
   absl::MutexLock lock(&mu_);
   plans_.emplace_front(plan_id, planned);
-  // A compensated plan model keeps its layers' codes (1 byte per weight,
-  // quant::PlanLinears): one such plan at a time.
-  const int keep = stage->fits().compensation() != nullptr ? 1 : options_.plan_cache_size;
-  while (static_cast<int>(plans_.size()) > std::max(1, keep)) plans_.pop_back();
+  // A plan model that holds its layers' codes (~1.1 bytes per weight): one at a time.
+  const int keep =
+      quant::PlanLinears::HoldsCodes(stage->model(), stage->fits()) ? 1 : options_.plan_cache_size;
+  while (static_cast<int>(plans_.size()) > std::max(1, keep)) {
+    plans_.pop_back();
+  }
   return planned;
 }
 

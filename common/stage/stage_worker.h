@@ -9,8 +9,9 @@
 // Plans: a plan is applied by a model sharing the stage's weights that
 // dequantizes each layer's chosen actions when a forward reaches it
 // (quant::QuantizedStage::PlanModel); the plan models are kept per plan id
-// (LRU, `plan_cache_size`; each holds only its actions; with compensation one plan,
-// which holds its compensated layers' codes, 1 byte per weight: quant/quantized_stage.h).
+// (LRU, `plan_cache_size`; on the CPU without compensation each holds only its actions;
+// otherwise one plan, which holds its layers' codes on the stage's device once a forward
+// has reached them, ~1.1 bytes per weight: quant/quantized_stage.h).
 // Calibration, compensation, fits and the fit cache are quant::StageFitter's, the one
 // path every layer range takes (QuantizationSession runs the same over all layers):
 // when `cache_dir` is set the stage's table, fits and statistics are stored there
@@ -21,8 +22,10 @@
 // for the worker's life (with compensation also the inverse-Hessian factors, packed:
 // 2 bytes x in^2 per input kind per layer, ~1.2-1.3 x the BF16 weight bytes: quant/gptq.h;
 // and during the calibration pass the stage's input batches, 4 bytes x tokens x hidden,
-// turned into the factors one layer at a time: quant/stage_fitter.h); during a forward,
-// 4 bytes per weight of the layer being computed (2 in bfloat16), per concurrent forward.
+// turned into the factors one layer at a time: quant/stage_fitter.h); the kept plan's
+// codes, when it holds them (~1.1 bytes per weight, on the stage's device); during a
+// forward with a plan, 4 bytes per weight of the layer being computed (+2 in bfloat16),
+// per concurrent forward.
 //
 // Thread-safety: all methods are thread-safe. Forward calls run concurrently;
 // calibration calls (and the fit that ends a pass) are serialised.
@@ -60,7 +63,7 @@ struct StageWorkerOptions {
   int64_t end_layer = -1;         // exclusive; -1 = num_hidden_layers
   quant::UnitTableOptions units;  // quant.chunk_size, quant.salient_fraction
   std::string cache_dir;          // quant.cache_dir; empty = no fit cache
-  int plan_cache_size = 4;        // plans kept applied
+  int plan_cache_size = 4;        // plans kept applied (1 when they hold codes)
   // quant.compensation: kGptq collects the stage's inputs in the calibration pass for the
   // factors and applies plans with error compensation (quant/gptq.h); the fit cache is
   // then not read at a restart (the factors are not cached).

@@ -32,8 +32,10 @@ void BackgroundUploader::Enqueue(UploadJob job) {
         ++finished_;
       } else {
         if (queue_.size() >= options_.max_queued) {
-          auto victim = std::find_if(queue_.begin(), queue_.end(),
-                                     [](const UploadJob& q) { return !q.essential; });
+          // A coalesced job is never the victim: its key bounds it already.
+          auto victim = std::find_if(queue_.begin(), queue_.end(), [](const UploadJob& q) {
+            return !q.essential && q.coalesce_key.empty();
+          });
           if (victim != queue_.end()) {
             dropped = absl::StrCat(victim->name, " (queue full: ", queue_.size(), " jobs)");
             queue_.erase(victim);

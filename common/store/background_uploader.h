@@ -8,11 +8,13 @@
 // yet, wrong credentials) only delays the uploads: the queue holds them until
 // it answers again.
 // The queue is bounded (max_queued jobs): a job with a coalesce key replaces
-// a queued one with the same key (only the newest checkpoint matters), and
-// when the queue is full the oldest job that is not `essential` is dropped
-// (logged, counted); essential jobs (a run's final artifacts) are never
-// dropped. Stop(drain) waits up to `drain` for the queue to empty, then
-// abandons what is left (logged).
+// a queued one with the same key (only the newest checkpoint matters), so it
+// holds one place per key and is never dropped; when the queue is full the
+// oldest job that is neither `essential` nor coalesced is dropped (logged,
+// counted); essential jobs (a run's plans and final artifacts) are never
+// dropped. So an outage of any length loses no essential or coalesced job,
+// only delays it. Stop(drain) waits up to `drain` for the queue to empty,
+// then abandons what is left (logged).
 // Memory: whatever the queued jobs' closures hold (their objects' bytes;
 // file objects, store::PlanObject::File, hold a path and stream when run).
 // Thread-safe.

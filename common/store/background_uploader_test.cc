@@ -104,13 +104,16 @@ TEST(BackgroundUploaderTest, CoalescesByKeyAndNeverDropsEssentialJobs) {
   up.Enqueue(job("ckpt-1", "checkpoint", false));
   up.Enqueue(job("ckpt-2", "checkpoint", false));  // replaces ckpt-1
   up.Enqueue(job("final", "", true));
-  up.Enqueue(job("best", "", false));    // full: drops ckpt-2, the oldest droppable
+  // Full, but nothing droppable: a coalesced job holds one place per key and
+  // waits however long the store is away (only the newest checkpoint matters).
+  up.Enqueue(job("best", "", false));
   up.Enqueue(job("final-2", "", true));  // full: drops best; essential ones stay
-  up.Enqueue(job("final-3", "", true));  // full of essential jobs: queued anyway
+  up.Enqueue(job("final-3", "", true));  // full of undroppable jobs: queued anyway
   release.Notify();
   ASSERT_TRUE(up.Flush(kWait));
+  EXPECT_EQ(up.stats().dropped, 1);
   absl::MutexLock lock(&mu);
-  EXPECT_THAT(done, ElementsAre("final", "final-2", "final-3"));
+  EXPECT_THAT(done, ElementsAre("ckpt-2", "final", "final-2", "final-3"));
 }
 
 TEST(BackgroundUploaderTest, InvalidArgumentIsGivenUpAndStopAbandonsTheRest) {
