@@ -37,14 +37,6 @@ parse_args --config "$WQ_TEST_CONFIG" --bin "$BUILD" --stages 2 --replicas 1 \
 plan_topology
 trap 'stop_all; echo "logs: $OUT/logs"' EXIT
 fail() { echo "FAIL: $*"; echo "logs: $OUT/logs"; exit 1; }
-# Polls `test` (a bash command line) until it succeeds, for at most 120 s.
-eventually() {
-  local deadline=$((SECONDS + 120))
-  until eval "$1"; do
-    ((SECONDS < deadline)) || return 1
-    sleep 0.5
-  done
-}
 step() { echo "--- $* (at ${SECONDS} s)"; }
 start_all
 wait_for updates '((v >= 1))'

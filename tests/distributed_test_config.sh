@@ -10,3 +10,29 @@ TEST_SETS=(
   --set "ppo.hidden=[32,32]" --set "ppo.minibatch_size=64" --set "ppo.epochs=2"
   --set "service.evaluation_timeout_ms=60000" --set "service.rpc_deadline_ms=20000"
 )
+
+# Polls `test` (a bash command line, $1) until it succeeds, for at most $2 seconds (120).
+eventually() {
+  local deadline=$((SECONDS + ${2:-120}))
+  until eval "$1"; do
+    ((SECONDS < deadline)) || return 1
+    sleep 0.5
+  done
+}
+
+# Starts moto_server (an S3 endpoint) on a free port of loopback, logging to
+# $OUT/logs/moto.log, points the AWS clients at it (AWS_ENDPOINT_URL, test credentials)
+# and makes bucket $1. Sets MOTO_PID; the caller stops it. Needs fail and free_port
+# (deploy/local/run.sh).
+start_moto() {
+  local port
+  port=$(free_port)
+  mkdir -p "$OUT/logs"
+  moto_server -H 127.0.0.1 -p "$port" >"$OUT/logs/moto.log" 2>&1 &
+  MOTO_PID=$!
+  export AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing AWS_DEFAULT_REGION=us-east-1
+  export AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null AWS_EC2_METADATA_DISABLED=true
+  export AWS_ENDPOINT_URL="http://127.0.0.1:$port"
+  eventually "curl -s -o /dev/null $AWS_ENDPOINT_URL/" 30 || fail "moto_server did not start"
+  aws --endpoint-url "$AWS_ENDPOINT_URL" s3 mb "s3://$1" >/dev/null || fail "cannot make the bucket"
+}

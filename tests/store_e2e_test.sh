@@ -34,26 +34,12 @@ source "$SRC/deploy/local/run.sh"
 source "$SRC/tests/distributed_test_config.sh"
 fail() { echo "FAIL: $*"; echo "logs: $OUT/logs"; exit 1; }
 step() { echo "--- $* (at $((SECONDS - T0)) s)"; }
-eventually() {  # bash test, seconds
-  local deadline=$((SECONDS + ${2:-120}))
-  until eval "$1"; do
-    ((SECONDS < deadline)) || return 1
-    sleep 0.5
-  done
-}
 
 step "1. moto_server"
-MOTO_PORT=$(free_port)
-mkdir -p "$OUT/logs"
-moto_server -H 127.0.0.1 -p "$MOTO_PORT" >"$OUT/logs/moto.log" 2>&1 &
-MOTO_PID=$!
-cleanup() { stop_all; kill "$MOTO_PID" 2>/dev/null || true; wait "$MOTO_PID" 2>/dev/null || true; }
+MOTO_PID=""
+cleanup() { stop_all; [[ -z "$MOTO_PID" ]] || { kill "$MOTO_PID" 2>/dev/null; wait "$MOTO_PID" 2>/dev/null; } || true; }
 trap 'cleanup; echo "logs: $OUT/logs"' EXIT
-export AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing AWS_DEFAULT_REGION=us-east-1
-export AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null AWS_EC2_METADATA_DISABLED=true
-export AWS_ENDPOINT_URL="http://127.0.0.1:$MOTO_PORT"
-eventually "curl -s -o /dev/null http://127.0.0.1:$MOTO_PORT/" 30 || fail "moto_server did not start"
-aws --endpoint-url "$AWS_ENDPOINT_URL" s3 mb s3://wq-e2e >/dev/null || fail "cannot make the bucket"
+start_moto wq-e2e
 STORE=s3://wq-e2e/windquant
 
 step "2. deploy/local with output.store=$STORE"
