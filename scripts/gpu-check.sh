@@ -32,10 +32,10 @@ cd "$(dirname "$0")/.."
 DEVICE=cuda SMALL=0 BUILD=build/cuda OUT=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
-    --device) DEVICE="$2"; shift ;;
+    --device) DEVICE="${2:?gpu-check: --device needs a value}"; shift ;;
     --small) SMALL=1 ;;
-    --build) BUILD="$2"; shift ;;
-    --out) OUT="$2"; shift ;;
+    --build) BUILD="${2:?gpu-check: --build needs a value}"; shift ;;
+    --out) OUT="${2:?gpu-check: --out needs a value}"; shift ;;
     -h|--help) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "gpu-check: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
@@ -46,8 +46,11 @@ for b in "$WQ" "$BENCH" "$BUILD/common/testing/wq-test-paths"; do
   [[ -x "$b" ]] || { echo "gpu-check: $b missing (build it: scripts/gpu-build.sh)" >&2; exit 1; }
 done
 eval "$(WQ_SOURCE_DIR="$PWD" "$BUILD/common/testing/wq-test-paths")"
-[[ -s "$WQ_TEST_MODEL_DIR/model.safetensors" ]] ||
-  { echo "gpu-check: test model $WQ_TEST_MODEL_DIR missing (scripts/test.sh trains it)" >&2; exit 1; }
+[[ -s "$WQ_TEST_MODEL_DIR/model.safetensors" ]] || {
+  echo "gpu-check: test model $WQ_TEST_MODEL_DIR missing (scripts/test.sh trains it; on a" \
+    "lent machine without ../shared carry .cache/test-model and .cache/default-data)" >&2
+  exit 1
+}
 OUT="${OUT:-$(mktemp -d /tmp/wq-gpu-check.XXXXXX)}"
 mkdir -p "$OUT"
 ROWS="$OUT/rows.jsonl"
@@ -131,7 +134,8 @@ if ((SMALL)); then
 else
   log "quantize: synthetic LLaMA-3.2-1B shape, 16 layers, $UPDATES updates"
   "$WQ" synth --shape llama3.2-1b --out "$OUT/synth-1b" \
-    --tokenizer "$WQ_TEST_MODEL_DIR" > "$OUT/synth.log" 2>&1
+    --tokenizer "$WQ_TEST_MODEL_DIR" > "$OUT/synth.log" 2>&1 ||
+    { tail -5 "$OUT/synth.log" >&2; exit 1; }
   QCONFIG=configs/llama3.2-1b-smoke.yaml
   QSETS=(--set "model.dir=$OUT/synth-1b"
     --set "calibration.text=$WQ_TEST_TEXT" --set "calibration.tokens=[0, 16384]"
