@@ -238,7 +238,8 @@ void LearnerCore::Drop(rl::PlanKind kind, uint64_t id, const std::string& why) {
 }
 
 absl::Status LearnerCore::MaybeFinish() {
-  if (!run_.FinishDue(curriculum_.finished(), static_cast<int64_t>(candidates_.pending()))) {
+  const auto out = static_cast<int64_t>(candidates_.pending() + held_.size());
+  if (!run_.FinishDue(curriculum_.finished(), out)) {
     return absl::OkStatus();
   }
   run_.MarkDone();
@@ -388,6 +389,7 @@ absl::StatusOr<bool> LearnerCore::ReportEpisodeLocked(const EvaluationInput& in)
   if (!std::isfinite(in.reward)) {
     held_.GiveUp(in.episode_id);
     ++counts_.given_up;
+    if (absl::Status s = MaybeFinish(); !s.ok()) Log(absl::StrCat("learner: ", s.message()));
     return absl::InvalidArgumentError(absl::StrCat("reward: not finite for episode ", in.episode_id,
                                                    " (perplexity ", pe.eval_ppl, ", bits ",
                                                    pe.effective_bits, ")"));
@@ -414,6 +416,7 @@ absl::StatusOr<bool> LearnerCore::ReportEpisodeLocked(const EvaluationInput& in)
   if (batch_.episodes() >= options_.episodes_per_update && !curriculum_.finished()) {
     WQ_RETURN_IF_ERROR(Update());
   }
+  WQ_RETURN_IF_ERROR(MaybeFinish());  // the last episode out after the curriculum ended
   return true;
 }
 

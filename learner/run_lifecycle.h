@@ -29,9 +29,10 @@ class RunLifecycle {
   // stop_after_updates is reached and the run not stopped yet.
   bool StopDue() const;
   void MarkStopped() { stopped_ = true; }
-  // The curriculum finished, nothing is out for evaluation and the run is
+  // The curriculum finished, nothing is out for evaluation (no candidate, no held
+  // episode: every plan measured is counted before the final phase) and the run is
   // neither done nor stopped: it is done now (MarkDone).
-  bool FinishDue(bool curriculum_finished, int64_t pending_candidates) const;
+  bool FinishDue(bool curriculum_finished, int64_t plans_out) const;
   void MarkDone() { done_ = true; }
 
  private:

@@ -27,7 +27,7 @@ TEST(RunLifecycleTest, StopsOnceAfterTheUpdatesOfThisProcess) {
   EXPECT_FALSE(run.StopDue());  // once
   EXPECT_FALSE(run.done());
   // A stopped run never finishes: the next process does.
-  EXPECT_FALSE(run.FinishDue(/*curriculum_finished=*/true, /*pending_candidates=*/0));
+  EXPECT_FALSE(run.FinishDue(/*curriculum_finished=*/true, /*plans_out=*/0));
 }
 
 // Set after the updates ran (a late --stop-after-updates): due at once.
@@ -38,7 +38,7 @@ TEST(RunLifecycleTest, ALimitSetLateIsDueAtOnce) {
   EXPECT_TRUE(run.StopDue());
 }
 
-TEST(RunLifecycleTest, FinishesWhenTheCurriculumEndedAndNoCandidateIsOut) {
+TEST(RunLifecycleTest, FinishesWhenTheCurriculumEndedAndNoPlanIsOut) {
   RunLifecycle run;
   EXPECT_FALSE(run.FinishDue(false, 0));
   EXPECT_FALSE(run.FinishDue(true, 1));
