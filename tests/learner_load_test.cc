@@ -32,9 +32,9 @@
 namespace windquant {
 namespace {
 
-using ::testing::IsEmpty;
 using ::testing::Each;
 using ::testing::Gt;
+using ::testing::IsEmpty;
 using ::windquant::testing::IsOk;
 
 constexpr int kStreams = 64;

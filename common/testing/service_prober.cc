@@ -41,7 +41,9 @@ ServiceProber::ServiceProber(ServiceProberOptions options) : options_(std::move(
 
 ServiceProber::~ServiceProber() { Stop(); }
 
-void ServiceProber::Start() { thread_ = std::thread([this] { Run(); }); }
+void ServiceProber::Start() {
+  thread_ = std::thread([this] { Run(); });
+}
 
 void ServiceProber::Stop() {
   {
@@ -96,15 +98,16 @@ void ServiceProber::Run() {
     Record(Probe::kMetrics, t, why);
     t = absl::Now();
     absl::StatusOr<HttpResponse> h = HttpRequest(base + "/healthz");
-    why = !h.ok()                                   ? std::string(h.status().message())
-          : h->status != 200 || h->body.find("ok") != 0 ? absl::StrCat("HTTP ", h->status, " ", h->body)
-                                                      : "";
+    why = !h.ok() ? std::string(h.status().message())
+          : h->status != 200 || h->body.find("ok") != 0
+              ? absl::StrCat("HTTP ", h->status, " ", h->body)
+              : "";
     Record(Probe::kHealthz, t, why);
     t = absl::Now();
     absl::StatusOr<net::ServingStatus> g = net::CheckHealth(options_.health, "", options_.deadline);
-    why = !g.ok() ? std::string(g.status().message())
+    why = !g.ok()                                                ? std::string(g.status().message())
           : *g != grpc::health::v1::HealthCheckResponse::SERVING ? net::ServingStatusName(*g)
-                                                                  : "";
+                                                                 : "";
     Record(Probe::kGrpcHealth, t, why);
     absl::MutexLock lock(&mu_);
     ++rounds_;

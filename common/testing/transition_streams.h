@@ -40,14 +40,14 @@ struct TransitionStreamsOptions {
 class TransitionStreams {
  public:
   struct Result {
-    int64_t sent = 0;           // batches acked
-    int64_t accepted = 0;       // acks with accepted = true
-    int64_t transitions = 0;    // actions of the acked batches
-    int64_t payload_bytes = 0;  // serialized TransitionBatch bytes of the acked batches
-    double seconds = 0;         // from Start to Stop
-    std::vector<double> ack_ms;       // write-to-ack time of every acked batch
+    int64_t sent = 0;                  // batches acked
+    int64_t accepted = 0;              // acks with accepted = true
+    int64_t transitions = 0;           // actions of the acked batches
+    int64_t payload_bytes = 0;         // serialized TransitionBatch bytes of the acked batches
+    double seconds = 0;                // from Start to Stop
+    std::vector<double> ack_ms;        // write-to-ack time of every acked batch
     std::vector<int64_t> stream_sent;  // batches acked per stream
-    std::vector<std::string> errors;  // one per stream that ended with an error
+    std::vector<std::string> errors;   // one per stream that ended with an error
   };
 
   TransitionStreams(TransitionStreamsOptions options, std::vector<v1::TransitionBatch> batches);
