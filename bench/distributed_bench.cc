@@ -45,6 +45,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -702,6 +703,25 @@ struct LoadCase {
   double seconds = 0, idle_seconds = 0, probe_ms = 0;
 };
 
+// What the actors call with a 5 s deadline (rollout_loop.cc); it takes the learner
+// core's lock, as the handlers of StreamTransitions and ReportEvaluation do.
+std::function<absl::Status(absl::Duration)> GetRunStatusCall(
+    std::shared_ptr<grpc::Channel> channel) {
+  std::shared_ptr<wq::v1::Learner::Stub> stub = wq::v1::Learner::NewStub(channel);
+  return [stub](absl::Duration deadline) {
+    grpc::ClientContext ctx;
+    wq::net::ConfigureContext(ctx, deadline);
+    wq::v1::RunStatus reply;
+    const grpc::Status s = stub->GetRunStatus(&ctx, wq::v1::RunStatusRequest(), &reply);
+    return s.ok() ? absl::OkStatus() : absl::UnavailableError(s.error_message());
+  };
+}
+
+const char* LoadProbeName(int p) {
+  const auto probe = static_cast<wq::testing::Probe>(p);
+  return probe == wq::testing::Probe::kRpc ? "GetRunStatus" : wq::testing::ProbeName(probe);
+}
+
 void SleepFor(double seconds) {
   std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
 }
@@ -730,6 +750,7 @@ LoadCase RunLoad(const Flags& f, const std::string& config, const wq::config::Ru
   po.health = OrDie(wq::net::MakeChannel(co), "health channel");
   po.interval = absl::Milliseconds(r.probe_ms);
   po.metrics_must_contain = "windquant_learner_episodes_total";
+  po.rpc = GetRunStatusCall(po.health);
   wq::testing::ServiceProber prober(po);
   prober.Start();
   SleepFor(r.idle_seconds);
@@ -766,7 +787,7 @@ json LoadJson(const std::vector<IngestCase>& rows, const LoadCase& load) {
   }
   j["ingestion"] = ij;
   for (int p = 0; p < wq::testing::kNumProbes; ++p) {
-    const char* name = wq::testing::ProbeName(static_cast<wq::testing::Probe>(p));
+    const char* name = LoadProbeName(p);
     const std::pair<const char*, const Samples*> phases[] = {{"idle", &load.idle},
                                                              {"load", &load.loaded}};
     for (const auto& [phase, samples] : phases) {
@@ -807,14 +828,14 @@ void PrintLoad(const std::vector<IngestCase>& rows, const LoadCase& load, int st
       "batch of every stream;\n    %lld stream(s) ended with an error)\n",
       static_cast<long long>(load.ingest.stream_errors));
   std::printf(
-      "   the same learner's /metrics, /healthz (its MetricsServer) and grpc.health.v1 Check, one "
-      "after the other\n   every %.0f ms from this process (deadline 5 s): idle for %.0f s "
-      "before the load, then under it\n",
+      "   the same learner's /metrics, /healthz (its MetricsServer), grpc.health.v1 Check and "
+      "Learner.GetRunStatus,\n   one after the other every %.0f ms from this process (deadline "
+      "5 s): idle for %.0f s before the load, then under it\n",
       load.probe_ms, load.idle_seconds);
   std::printf("   %-16s %-6s %8s %9s %9s %9s %9s\n", "probe", "phase", "answers", "failures",
               "p50 ms", "p99 ms", "max ms");
   for (int p = 0; p < wq::testing::kNumProbes; ++p) {
-    const char* name = wq::testing::ProbeName(static_cast<wq::testing::Probe>(p));
+    const char* name = LoadProbeName(p);
     const std::pair<const char*, const Samples*> phases[] = {{"idle", &load.idle},
                                                              {"load", &load.loaded}};
     for (const auto& [phase, samples] : phases) {

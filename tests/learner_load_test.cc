@@ -1,7 +1,8 @@
 // The learner keeps answering under load (issue 38): while 64 concurrent
 // StreamTransitions streams (one connection each, as 64 actor processes) keep its
-// intake saturated, every /metrics scrape, /healthz and grpc.health.v1 check answers
-// within its deadline (5 s) and the learner accepts episodes meanwhile. The learner
+// intake saturated, every /metrics scrape, /healthz, grpc.health.v1 check and
+// Learner.GetRunStatus (what actors poll) answers within its deadline (5 s) and the
+// learner accepts episodes meanwhile. The learner
 // is the real one (LearnerCore + LearnerService behind a GrpcServer, its metrics on a
 // MetricsServer, as windquant-learner wires them) on 127.0.0.1:0. Not a speed test:
 // the bounds are generous; `distributed_bench --load` measures the latencies
@@ -105,6 +106,15 @@ TEST(LearnerLoadTest, MetricsAndHealthAnswerWhileSixtyFourStreamsSaturateIntake)
   co.target = server.address();
   po.health = net::MakeChannel(co).value();
   po.metrics_must_contain = "windquant_learner_episodes_total";
+  // The learner's own: actors call GetRunStatus with a 5 s deadline (rollout_loop.cc).
+  std::shared_ptr<v1::Learner::Stub> stub = v1::Learner::NewStub(po.health);
+  po.rpc = [stub](absl::Duration deadline) {
+    grpc::ClientContext ctx;
+    net::ConfigureContext(ctx, deadline);
+    v1::RunStatus reply;
+    const grpc::Status s = stub->GetRunStatus(&ctx, v1::RunStatusRequest(), &reply);
+    return s.ok() ? absl::OkStatus() : absl::UnavailableError(s.error_message());
+  };
   windquant::testing::ServiceProber prober(po);
   prober.Start();
   ASSERT_TRUE(prober.WaitForRounds(2, kWait));  // idle: the probes work at all

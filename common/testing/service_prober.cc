@@ -18,6 +18,8 @@ const char* ProbeName(Probe probe) {
       return "/healthz";
     case Probe::kGrpcHealth:
       return "grpc.health.v1";
+    case Probe::kRpc:
+      return "rpc";
   }
   return "?";
 }
@@ -109,6 +111,11 @@ void ServiceProber::Run() {
           : *g != grpc::health::v1::HealthCheckResponse::SERVING ? net::ServingStatusName(*g)
                                                                  : "";
     Record(Probe::kGrpcHealth, t, why);
+    if (options_.rpc) {
+      t = absl::Now();
+      const absl::Status s = options_.rpc(options_.deadline);
+      Record(Probe::kRpc, t, s.ok() ? "" : std::string(s.message()));
+    }
     absl::MutexLock lock(&mu_);
     ++rounds_;
     next = std::max(next + options_.interval, absl::Now());

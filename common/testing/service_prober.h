@@ -1,10 +1,11 @@
 // ServiceProber: what a Prometheus scrape and a kubelet probe see of a service, for
 // load tests and distributed_bench. A thread asks, one after the other, every
 // `interval`: GET /metrics and GET /healthz of a MetricsServer on 127.0.0.1, and
-// grpc.health.v1 Check("") on a gRPC channel, each with a deadline, and records the
-// latency of each answer. A failure is a connection error, a timeout, an HTTP status
-// other than 200, a /metrics body without `metrics_must_contain`, a /healthz body
-// other than "ok", or a health status other than SERVING.
+// grpc.health.v1 Check("") on a gRPC channel, and the service's own `rpc` when given
+// (the learner's GetRunStatus, which actors call with a 5 s deadline), each with a
+// deadline, and records the latency of each answer. A failure is a connection error, a timeout, an
+// HTTP status other than 200, a /metrics body without `metrics_must_contain`, a /healthz body other
+// than "ok", a health status other than SERVING, or an error of `rpc`.
 //
 //   ServiceProber prober(options);
 //   prober.Start();
@@ -18,20 +19,22 @@
 #define WINDQUANT_COMMON_TESTING_SERVICE_PROBER_H_
 
 #include <array>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "grpcpp/channel.h"
 
 namespace windquant::testing {
 
-enum class Probe { kMetrics = 0, kHealthz = 1, kGrpcHealth = 2 };
-inline constexpr int kNumProbes = 3;
-// "/metrics", "/healthz", "grpc.health.v1".
+enum class Probe { kMetrics = 0, kHealthz = 1, kGrpcHealth = 2, kRpc = 3 };
+inline constexpr int kNumProbes = 4;
+// "/metrics", "/healthz", "grpc.health.v1", "rpc".
 const char* ProbeName(Probe probe);
 
 struct ServiceProberOptions {
@@ -41,6 +44,8 @@ struct ServiceProberOptions {
   // Each request's deadline (the HTTP requests' is HttpRequest's own 5 s).
   absl::Duration deadline = absl::Seconds(5);
   std::string metrics_must_contain;  // "" = any body
+  // One call of the service's own with this deadline; empty = no such probe.
+  std::function<absl::Status(absl::Duration deadline)> rpc;
 };
 
 // The latencies of one probe, in milliseconds (answered requests only) and its failures.
@@ -65,7 +70,7 @@ class ServiceProber {
 
   void Start();
   void Stop();  // after the round in flight; idempotent
-  // Whether `n` rounds (each of the three probes) completed within `timeout`.
+  // Whether `n` rounds (each of the probes) completed within `timeout`.
   bool WaitForRounds(int64_t n, absl::Duration timeout);
   int64_t rounds() const;  // completed since Start
   // The samples since Start or the last call, per Probe, and clears them.
