@@ -735,7 +735,6 @@ LoadCase RunLoad(const Flags& f, const std::string& config, const wq::config::Ru
                  const wq::plan::UnitTable& table, const std::string& dir, int steps) {
   const int processes = std::max(1, static_cast<int>(f.Num("load-processes", 4)));
   const int streams = std::max(1, static_cast<int>(f.Num("load-streams", 64)));
-  if (streams % processes != 0) Die("--load-streams: must be a multiple of --load-processes");
   LoadCase r;
   r.seconds = f.Num("load-seconds", 8);
   r.idle_seconds = f.Num("idle-seconds", 2);
@@ -853,6 +852,11 @@ void PrintLoad(const std::vector<IngestCase>& rows, const LoadCase& load, int st
 // of one stream over loopback.
 int RunLoadMode(const Flags& f, const std::string& config, const wq::config::RunConfig& cfg,
                 const wq::plan::UnitTable& table, const std::string& tmp, int steps, json out) {
+  const int load_streams = static_cast<int>(f.Num("load-streams", 64));
+  const int load_processes = static_cast<int>(f.Num("load-processes", 4));
+  if (load_streams < 1 || load_processes < 1 || load_streams % load_processes != 0) {
+    Die("--load-streams: must be a positive multiple of --load-processes (>= 1)");
+  }
   const double seconds = f.Num("seconds", 4);
   double rollout_per_s = 0;
   const std::vector<wq::rl::Episode> episodes =
