@@ -25,6 +25,14 @@
 //     tokens, context and micro-batch, at --threads and at every core (the
 //     faster is the reference of the ratios). Every bench process runs
 //     --threads intra-op threads. Also prints the perplexities (they must agree).
+//  4. (--load, alone) The learner under load: 64 concurrent StreamTransitions
+//     streams (4 actor processes x 16, one connection each, TransitionStreams)
+//     saturate a learner wired as windquant-learner's (metrics registry,
+//     /metrics and /healthz on a MetricsServer) while a ServiceProber here asks
+//     /metrics, /healthz, grpc.health.v1 and Learner.GetRunStatus every 50 ms,
+//     idle first, then under load: intake, per-batch ack latency and each probe's
+//     latency and failures. References: the one-process SubmitEpisode row and one
+//     actor process of one stream, measured in the same run.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <arpa/inet.h>
