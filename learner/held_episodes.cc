@@ -1,39 +1,35 @@
 #include "learner/held_episodes.h"
 
-#include <algorithm>
-#include <filesystem>
 #include <utility>
 
-#include "absl/strings/numbers.h"
-#include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
-#include "common/base/files.h"
+#include "common/base/status_macros.h"
 #include "common/rl/transition_codec.h"
 
 namespace windquant::learner {
 namespace {
 
-constexpr char kSuffix[] = ".episode.pb";
+std::unique_ptr<EpisodeJournal> MakeJournal(std::string dir, base::LogSink log) {
+  if (dir.empty()) return nullptr;
+  EpisodeJournal::Options options;
+  options.dir = std::move(dir);
+  options.log = std::move(log);
+  return std::make_unique<EpisodeJournal>(std::move(options));
+}
 
 }  // namespace
 
-std::string HeldEpisodes::PathOf(uint64_t id) const { return absl::StrCat(dir_, "/", id, kSuffix); }
+HeldEpisodes::HeldEpisodes(std::string journal_dir, base::LogSink log)
+    : journal_(MakeJournal(std::move(journal_dir), std::move(log))) {}
 
 absl::Status HeldEpisodes::Journal(const rl::Episode& episode, const plan::UnitTable& table) const {
-  if (dir_.empty()) return absl::OkStatus();
-  std::error_code ec;
-  std::filesystem::create_directories(dir_, ec);
+  if (journal_ == nullptr) return absl::OkStatus();
   v1::TransitionBatch batch;
   rl::EncodeEpisode(episode, table, &batch);
-  absl::Status s = base::WriteFileAtomic(PathOf(episode.episode_id), batch.SerializeAsString());
-  if (!s.ok()) return absl::UnavailableError(absl::StrCat("held episodes journal: ", s.message()));
-  return absl::OkStatus();
+  return journal_->Append(episode.episode_id, batch.SerializeAsString());
 }
 
 void HeldEpisodes::Release(uint64_t id) const {
-  if (dir_.empty()) return;
-  std::error_code ec;
-  std::filesystem::remove(PathOf(id), ec);
+  if (journal_ != nullptr) journal_->Release(id);
 }
 
 bool HeldEpisodes::GiveUp(uint64_t id) {
@@ -42,34 +38,31 @@ bool HeldEpisodes::GiveUp(uint64_t id) {
   return true;
 }
 
-std::vector<uint64_t> HeldEpisodes::Reload(const plan::UnitTable& table) {
+absl::StatusOr<std::vector<uint64_t>> HeldEpisodes::Reload(const plan::UnitTable& table) {
   std::vector<uint64_t> ids;
-  if (dir_.empty()) return ids;
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(dir_, ec)) {
-    const std::string file = entry.path().filename().string();
-    absl::string_view name = file;
-    uint64_t id = 0;
-    if (!absl::ConsumeSuffix(&name, kSuffix) || !absl::SimpleAtoi(name, &id)) continue;
-    absl::StatusOr<std::string> bytes = base::ReadFile(entry.path().string());
+  if (journal_ == nullptr) return ids;
+  // Not kept: recorded before the restart, or not an episode of this run.
+  auto keep = [&](uint64_t id, const std::string& bytes) {
     v1::TransitionBatch batch;
-    absl::StatusOr<rl::Episode> e = absl::DataLossError("unreadable");
-    if (bytes.ok() && batch.ParseFromString(*bytes)) e = rl::DecodeEpisode(batch, table);
-    if (!e.ok() || e->episode_id != id || !Hold(*std::move(e))) {
-      Release(id);  // recorded before the restart, or not an episode of this run
-      continue;
-    }
+    if (!batch.ParseFromString(bytes)) return false;
+    absl::StatusOr<rl::Episode> e = rl::DecodeEpisode(batch, table);
+    if (!e.ok() || e->episode_id != id || !Hold(*std::move(e))) return false;
     ids.push_back(id);
-  }
-  std::sort(ids.begin(), ids.end());
-  return ids;
+    return true;
+  };
+  WQ_RETURN_IF_ERROR(journal_->Recover(keep));
+  return ids;  // Recover calls keep in id order
 }
 
 bool HeldEpisodes::Hold(rl::Episode episode) {
-  const uint64_t id = episode.episode_id;
-  if (!seen_.insert(id).second) return false;
-  held_.emplace(id, std::move(episode));
+  if (!Reserve(episode.episode_id)) return false;
+  HoldReserved(std::move(episode));
   return true;
+}
+
+void HeldEpisodes::HoldReserved(rl::Episode episode) {
+  const uint64_t id = episode.episode_id;
+  held_.emplace(id, std::move(episode));
 }
 
 std::optional<rl::Episode> HeldEpisodes::Take(uint64_t id) {

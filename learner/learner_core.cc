@@ -43,7 +43,7 @@ LearnerCore::LearnerCore(const Options& options, std::unique_ptr<PolicyPublisher
       curriculum_(options.curriculum),
       lambda_(options.lagrange.lambda_init),
       next_lambda_(options.lagrange.lambda_init),
-      held_(options.dir + "/held-episodes"),
+      held_(options.dir + "/held-episodes", [this](const std::string& line) { Log(line); }),
       best_(options.curriculum.target_bits.back(), options.dir + "/best"),
       records_(options.dir),
       checkpoints_(CheckpointDir(options), options.checkpoint_every_updates,
@@ -115,7 +115,8 @@ absl::Status LearnerCore::CompleteTable() {
   // checkpointed policy has it); its reference is evaluated again (the
   // evaluator caches it), a report in flight at a restart being lost.
   if (!curriculum_.finished()) WQ_RETURN_IF_ERROR(StartStep(curriculum_.StepIsNew()));
-  const std::vector<uint64_t> again = held_.Reload(table);  // acknowledged before a crash
+  // Acknowledged before a crash (reads the journal under mu_: once, at start).
+  WQ_ASSIGN_OR_RETURN(const std::vector<uint64_t> again, held_.Reload(table));
   for (uint64_t id : again) outbox_.emplace_back(rl::PlanKind::kEpisode, id);
   if (!again.empty()) Log(absl::StrCat("learner: ", again.size(), " episodes held again"));
   policy_ready_ = true;
@@ -295,56 +296,9 @@ absl::Duration LearnerCore::EvaluationWait() const {
   return options_.evaluation_allowance * (1 + out);
 }
 
-absl::StatusOr<bool> LearnerCore::SubmitEpisode(rl::Episode episode) {
-  absl::MutexLock lock(&mu_);
-  PublishOnReturn publish(this);
-  if (tables_.table() == nullptr) return absl::UnavailableError("unit table incomplete");
-  if (run_.done() || run_.stopped() || curriculum_.finished()) return false;
-  const int64_t v = policy_->version();
-  // From a policy this learner never had (it restarted from an older
-  // checkpoint), or older than max_policy_lag versions.
-  if (episode.policy_version > v ||
-      episode.policy_version < v - options_.policy.ppo.max_policy_lag) {
-    ++counts_.dropped_stale;
-    return false;
-  }
-  if (held_.Seen(episode.episode_id)) return false;
-  if (episode.screened_out) return LearnPredictedLocked(std::move(episode));
-  WQ_RETURN_IF_ERROR(held_.Journal(episode, *tables_.table()));  // before the ack
-  const double steps = static_cast<double>(episode.steps.size());
-  const double lag = static_cast<double>(v - episode.policy_version);
-  const uint64_t id = episode.episode_id;
-  held_.Hold(std::move(episode));
-  outbox_.emplace_back(rl::PlanKind::kEpisode, id);
-  ++counts_.episodes;
-  metrics_.OnEpisode(steps, lag);
-  return true;
-}
-
 void LearnerCore::NoteFullPrecision(const rl::PlanEvaluation& e) {
   const double fp = e.eval_ppl / (1.0 + e.relative_ppl_increase);
   if (e.eval_ppl > 0 && std::isfinite(fp) && fp > 0) fp_eval_ppl_ = fp;
-}
-
-absl::StatusOr<bool> LearnerCore::LearnPredictedLocked(rl::Episode e) {
-  if (fp_eval_ppl_ <= 0 || e.steps.empty()) return false;  // nothing measured yet to predict from
-  const double target = e.plan.target_bits > 0 ? e.plan.target_bits : curriculum_.target_bits();
-  const plan::UnitTable& table = *tables_.table();
-  const rl::PlanEvaluation pe = rl::ChargedEvaluation(
-      options_.policy.env, table, e.steps,
-      rl::PredictedEvaluation(e.predicted_log_ppl, table.EffectiveBits(e.plan.actions),
-                              fp_eval_ppl_));
-  const rl::EpisodeReward reward =
-      rl::EpisodeEndReward(options_.policy.env, pe, lambda_, target, options_.lagrange.prices);
-  if (!std::isfinite(reward.total)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("predicted_log_ppl: reward not finite for ", "episode ", e.episode_id));
-  }
-  held_.MarkSeen(e.episode_id);
-  e.steps.back().reward += static_cast<float>(reward.total);
-  batch_.AddPredicted(std::move(e.steps));
-  ++counts_.predicted;
-  return true;
 }
 
 absl::StatusOr<bool> LearnerCore::ReportEvaluation(const EvaluationInput& in) {

@@ -25,7 +25,9 @@
 // PolicyPublisher), the episodes held and batched until the next update, and
 // the candidate plans out (one action per unit each). The outbox holds ids.
 // Disk: the held episodes are journaled in output.dir/held-episodes until
-// recorded (HeldEpisodes), so that no acknowledged episode dies with the learner.
+// recorded (HeldEpisodes, EpisodeJournal), so that no acknowledged episode
+// dies with the learner; SubmitEpisode waits for the journal's sync without
+// mu_ (learner_core_intake.cc).
 #ifndef WINDQUANT_LEARNER_LEARNER_CORE_H_
 #define WINDQUANT_LEARNER_LEARNER_CORE_H_
 
@@ -242,6 +244,13 @@ class LearnerCore {
   absl::Status Update() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // SubmitEpisode of a screened-out sample.
   absl::StatusOr<bool> LearnPredictedLocked(rl::Episode e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // SubmitEpisode's checks: nullopt when `episode` is to be journaled and
+  // held (its id reserved), else the answer (a screened-out episode learned).
+  std::optional<absl::StatusOr<bool>> AdmitLocked(rl::Episode& episode)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Holds `episode` once Journal returned `journaled` (its error, if any).
+  absl::StatusOr<bool> HoldJournaledLocked(rl::Episode episode, const absl::Status& journaled)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Keeps the full-precision perplexity an evaluation implies (eval_ppl / (1 + d)).
   void NoteFullPrecision(const rl::PlanEvaluation& e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // After an update: the curve record, the curriculum criterion (and the
