@@ -60,11 +60,12 @@ std::string DegradationSection(const ReportData& d) {
     within += m.degradation <= eps;
     svg.Circle(m.effective_bits, m.degradation, 2.5, kEpisodeColor);
   }
-  for (const DegradationPoint& m : d.measured) {  // the final rows on top, labelled
+  int row = 0;  // the final rows on top, labelled one line apart (they often coincide)
+  for (const DegradationPoint& m : d.measured) {
     if (!std::isfinite(m.degradation) || m.label.empty()) continue;
     svg.Diamond(m.effective_bits, m.degradation, 5, kFinalColor);
-    svg.TextPx(svg.x().ToPx(m.effective_bits) + 7, svg.y().ToPx(m.degradation) - 5, m.label,
-               "start", 11, kFinalColor);
+    svg.TextPx(svg.x().ToPx(m.effective_bits) + 7, svg.y().ToPx(m.degradation) - 5 - 13 * row++,
+               m.label, "start", 11, kFinalColor);
   }
   h += svg.Finish();
   absl::StrAppend(&h, "<p class=\"small\">Grey: the ", r.points, " plans measured (", within,

@@ -51,7 +51,8 @@ struct Outcome {
 };
 
 // Runs `argv` to its end with stdout and stderr to files under `tmp`.
-Outcome Run(const std::vector<std::string>& argv, const fs::path& tmp, const std::string& name) {
+Outcome RunCommand(const std::vector<std::string>& argv, const fs::path& tmp,
+                   const std::string& name) {
   const std::string out = (tmp / (name + ".out")).string(), err = (tmp / (name + ".err")).string();
   std::string command;
   for (const std::string& a : argv) absl::StrAppend(&command, "'", a, "' ");
@@ -67,8 +68,8 @@ bool Exited0(const Outcome& o) { return WIFEXITED(o.status) && WEXITSTATUS(o.sta
 
 std::vector<std::string> QuantizeArgv(const std::string& windquant, const testing::TestModel& m,
                                       const fs::path& tmp, const std::string& epsilon) {
-  std::vector<std::string> argv = {windquant,         "quantize", "--config", m.config,
-                                   "--no-export",     "--max-ppl-increase",   epsilon};
+  std::vector<std::string> argv = {windquant,     "quantize",           "--config", m.config,
+                                   "--no-export", "--max-ppl-increase", epsilon};
   const auto test_config = config::LoadRunConfig(m.config);
   if (!test_config.ok()) {
     ADD_FAILURE() << test_config.status();
@@ -129,10 +130,10 @@ void ExpectTheQualityTargetReport(const json& report, const fs::path& out) {
   EXPECT_LE(selection_d, kEpsilon);
   // The held-out degradation, from the held-out perplexities of the plan and FP.
   const json& r = report.at("returned");
-  EXPECT_NEAR(returned.at("heldout_degradation").get<double>(),
-              r.at("heldout_ppl").get<double>() / report.at("fp").at("heldout_ppl").get<double>() -
-                  1.0,
-              1e-9);
+  EXPECT_NEAR(
+      returned.at("heldout_degradation").get<double>(),
+      r.at("heldout_ppl").get<double>() / report.at("fp").at("heldout_ppl").get<double>() - 1.0,
+      1e-9);
   EXPECT_LE(r.at("bits").get<double>(), kCapBits + 1e-9);
   EXPECT_DOUBLE_EQ(returned.at("bits").get<double>(), r.at("bits").get<double>());
   // Lambda per update: the training curve's, one per update.
@@ -143,15 +144,20 @@ void ExpectTheQualityTargetReport(const json& report, const fs::path& out) {
                      report.at("training_curve")[i].at("lambda").get<double>());
   }
   // The fewest bits within epsilon among everything measured in training.
-  const double fewest =
-      FewestBitsWithinEpsilon((out / "plans.jsonl").string(),
-                              report.at("fp").at("selection_ppl").get<double>());
+  const double fewest = FewestBitsWithinEpsilon((out / "plans.jsonl").string(),
+                                                report.at("fp").at("selection_ppl").get<double>());
   ASSERT_TRUE(std::isfinite(fewest)) << "no plan of plans.jsonl within epsilon";
-  EXPECT_LE(report.at("rl").at("bits").get<double>(), fewest + 1e-9);
+  // (plans.jsonl prints 6 significant digits.)
+  EXPECT_LE(report.at("rl").at("bits").get<double>(), fewest * (1.0 + 1e-5));
+  EXPECT_LE(r.at("bits").get<double>(), report.at("rl").at("bits").get<double>() + 1e-9);
   // The searches spent the RL plan's bits, not the cap.
   const double compared = q.at("compared_at_bits").get<double>();
   EXPECT_NEAR(compared, report.at("rl").at("bits").get<double>(), 1e-9);
-  EXPECT_LE(report.at("search").at("bits").get<double>(), compared + 1e-9);
+  for (const json& p : report.at("plans")) {
+    if (p.at("name") == "search" || p.at("name") == "screened-search") {
+      EXPECT_LE(p.at("bits").get<double>(), compared + 1e-9) << p.at("name");
+    }
+  }
   // The HTML chart's data and page.
   EXPECT_DOUBLE_EQ(report.at("max_ppl_increase").get<double>(), kEpsilon);
   EXPECT_GE(report.at("measured").size(), 4u * kUpdates);
@@ -172,7 +178,7 @@ TEST(QuantizeQualityTargetTest, ReturnsTheFewestBitsWithinEpsilonAndResumesOnlyW
 
   std::vector<std::string> first = argv;
   first.insert(first.end(), {"--stop-after-updates", "1"});
-  const Outcome stopped = Run(first, tmp, "first");
+  const Outcome stopped = RunCommand(first, tmp, "first");
   ASSERT_TRUE(Exited0(stopped)) << stopped.err;
   const fs::path ckpt = tmp / "out/checkpoint/run.ckpt";
   ASSERT_TRUE(fs::exists(ckpt));
@@ -181,7 +187,7 @@ TEST(QuantizeQualityTargetTest, ReturnsTheFewestBitsWithinEpsilonAndResumesOnlyW
   // Another epsilon: refused, in one line, naming the key and both values.
   std::vector<std::string> other = QuantizeArgv(windquant, m, tmp, "0.2");
   other.push_back("--resume");
-  const Outcome refused = Run(other, tmp, "other");
+  const Outcome refused = RunCommand(other, tmp, "other");
   EXPECT_FALSE(Exited0(refused));
   EXPECT_TRUE(absl::StrContains(
       refused.err,
@@ -192,7 +198,7 @@ TEST(QuantizeQualityTargetTest, ReturnsTheFewestBitsWithinEpsilonAndResumesOnlyW
 
   std::vector<std::string> resume = argv;
   resume.push_back("--resume");
-  const Outcome done = Run(resume, tmp, "resumed");
+  const Outcome done = RunCommand(resume, tmp, "resumed");
   ASSERT_TRUE(Exited0(done)) << done.err << "\n" << done.out;
   const json report =
       json::parse(base::ReadFile((tmp / "out/report.json").string()).value_or("{}"));
