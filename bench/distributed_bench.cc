@@ -25,6 +25,14 @@
 //     tokens, context and micro-batch, at --threads and at every core (the
 //     faster is the reference of the ratios). Every bench process runs
 //     --threads intra-op threads. Also prints the perplexities (they must agree).
+//  4. (--load, alone) The learner under load: 64 concurrent StreamTransitions
+//     streams (4 actor processes x 16, one connection each, TransitionStreams)
+//     saturate a learner wired as windquant-learner's (metrics registry,
+//     /metrics and /healthz on a MetricsServer) while a ServiceProber here asks
+//     /metrics, /healthz, grpc.health.v1 and Learner.GetRunStatus every 50 ms,
+//     idle first, then under load: intake, per-batch ack latency and each probe's
+//     latency and failures. References: the one-process SubmitEpisode row and one
+//     actor process of one stream, measured in the same run.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <arpa/inet.h>
@@ -37,6 +45,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -44,10 +53,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -60,6 +71,8 @@
 #include "common/base/files.h"
 #include "common/base/text_range.h"
 #include "common/config/run_config.h"
+#include "common/metrics/http_server.h"
+#include "common/metrics/registry.h"
 #include "common/model/perplexity.h"
 #include "common/net/channel.h"
 #include "common/net/server.h"
@@ -71,6 +84,8 @@
 #include "common/rl/transition_codec.h"
 #include "common/search/baselines.h"
 #include "common/stage/stage_worker.h"
+#include "common/testing/service_prober.h"
+#include "common/testing/transition_streams.h"
 #include "common/transport/grpc_activation_transport.h"
 #include "evaluator/pipeline_evaluator.h"
 #include "job/learner_options.h"
@@ -107,9 +122,21 @@ constexpr char kUsage[] =
     "  --hold-ms N        service.evaluation_timeout_ms of the bench learners (2000): no\n"
     "                     evaluation arrives here, so each accepted episode is held this\n"
     "                     long (LearnerCore scans the held episodes on every submit)\n"
+    "  --load             only the learner under load (section 4): --load-streams concurrent\n"
+    "                     StreamTransitions streams (one connection each, one ack per episode)\n"
+    "                     from --load-processes actor processes saturate a learner for\n"
+    "                     --load-seconds while this process polls its /metrics, /healthz and\n"
+    "                     grpc.health.v1 every --probe-ms (deadline 5 s), idle for\n"
+    "                     --idle-seconds first; with the one-process SubmitEpisode row and one\n"
+    "                     actor process (--seconds each) as references. ~1 min\n"
+    "  --load-streams N   concurrent streams under load (64)\n"
+    "  --load-processes N actor processes they come from (4; must divide --load-streams)\n"
+    "  --load-seconds S   time under load (8)\n"
+    "  --idle-seconds S   probing before the load (2)\n"
+    "  --probe-ms N       probe interval (50)\n"
     "  --json             one JSON object instead of the tables\n"
     "  --help             this text\n"
-    "internal: --role ingest|stage (the child processes)\n";
+    "internal: --role ingest|stage (the child processes), --streams N (of an ingest process)\n";
 
 double Now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -163,10 +190,12 @@ struct Flags {
 };
 
 Flags ParseFlags(int argc, char** argv) {
-  static const char* kKnown[] = {"config",       "set",      "actors",      "stages", "seconds",
-                                 "wire-seconds", "episodes", "eval-tokens", "batch",  "repeats",
-                                 "threads",      "json",     "hold-ms",     "role",   "learner",
-                                 "index",        "model",    "first",       "end"};
+  static const char* kKnown[] = {
+      "config",       "set",         "actors",  "stages",       "seconds",        "wire-seconds",
+      "episodes",     "eval-tokens", "batch",   "repeats",      "threads",        "json",
+      "hold-ms",      "role",        "learner", "index",        "model",          "first",
+      "end",          "streams",     "load",    "load-streams", "load-processes", "load-seconds",
+      "idle-seconds", "probe-ms"};
   Flags f;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -180,7 +209,7 @@ Flags ParseFlags(int argc, char** argv) {
     if (eq != std::string::npos) {
       value = key.substr(eq + 1);
       key = key.substr(0, eq);
-    } else if (key != "json") {
+    } else if (key != "json" && key != "load") {
       if (i + 1 >= argc) Die(absl::StrCat("--", key, " needs a value"));
       value = argv[++i];
     }
@@ -260,10 +289,12 @@ Child Spawn(const std::vector<std::string>& args) {
 }
 
 std::string ReadLine(Child& c, const std::string& what) {
-  char buf[65536];
-  if (fgets(buf, sizeof(buf), c.from_child) == nullptr)
-    Die(absl::StrCat(what, ": child exited early"));
-  std::string s(buf);
+  char* buf = nullptr;
+  size_t cap = 0;
+  const ssize_t n = getline(&buf, &cap, c.from_child);  // any length (ack latencies)
+  std::string s(buf != nullptr && n > 0 ? buf : "");
+  std::free(buf);
+  if (n <= 0) Die(absl::StrCat(what, ": child exited early"));
   while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
   return s;
 }
@@ -374,6 +405,14 @@ class CountingRelay {
 
 // --- role: ingest (an actor process streaming transitions) -------------------
 
+// Ack latencies to the microsecond (a short line to the parent).
+std::vector<double> AckMs(const std::vector<double>& ms) {
+  std::vector<double> out;
+  out.reserve(ms.size());
+  for (double m : ms) out.push_back(std::round(m * 1000) / 1000);
+  return out;
+}
+
 int RunIngestChild(const Flags& f) {
   const wq::config::RunConfig cfg =
       OrDie(wq::config::LoadRunConfig(f.Get("config"), f.sets), "config");
@@ -392,6 +431,8 @@ int RunIngestChild(const Flags& f) {
     if (!s.ok()) Die(absl::StrCat("GetUnitTable: ", s.error_message()));
   }
   const wq::plan::UnitTable table = OrDie(wq::plan::UnitTable::FromProto(proto), "table");
+  stub.reset();  // the streams below have connections of their own
+  channel.reset();
   wq::rl::PolicyOptions po;
   po.state_dim = wq::rl::kStateDim;
   po.num_actions = wq::plan::kNumActions;
@@ -413,30 +454,21 @@ int RunIngestChild(const Flags& f) {
   std::string go;
   if (!WaitForParentLine(&go)) return 0;
 
-  grpc::ClientContext ctx;
-  wq::net::ConfigureContext(ctx, absl::Hours(1), /*wait_for_ready=*/true);
-  auto stream = stub->StreamTransitions(&ctx);
-  const uint64_t base = (static_cast<uint64_t>(index + 1) << 48) | (uint64_t{0xbe} << 32);
-  int64_t sent = 0, transitions = 0, accepted = 0, payload = 0;
-  const double t0 = Now();
-  while (Now() - t0 < seconds) {
-    wq::v1::TransitionBatch& b = batches[sent % batches.size()];
-    const uint64_t id = base | static_cast<uint64_t>(sent + 1);
-    b.set_episode_id(id);
-    b.mutable_plan()->set_episode_id(id);
-    wq::v1::TransitionAck ack;
-    if (!stream->Write(b) || !stream->Read(&ack)) break;
-    ++sent;
-    transitions += b.actions_size();
-    payload += static_cast<int64_t>(b.ByteSizeLong());
-    if (ack.accepted()) ++accepted;
-  }
-  const double elapsed = Now() - t0;
-  stream->WritesDone();
-  const grpc::Status st = stream->Finish();
-  json j = {{"episodes", sent},     {"transitions", transitions},
-            {"accepted", accepted}, {"payload_bytes", payload},
-            {"seconds", elapsed},   {"status", st.error_message()}};
+  // --streams streams, each on a connection of its own (TransitionStreams),
+  // each like actor/rollout_loop.cc: write one TransitionBatch, wait for its ack.
+  wq::testing::TransitionStreamsOptions so;
+  so.target = f.Get("learner");
+  so.streams = static_cast<int>(f.Num("streams", 1));
+  so.episode_id_base = static_cast<uint64_t>(index + 1) << 48;
+  so.max_message_bytes = cfg.service.max_message_bytes;
+  wq::testing::TransitionStreams streams(so, std::move(batches));
+  streams.Start();
+  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+  const wq::testing::TransitionStreams::Result r = streams.Stop();
+  json j = {{"episodes", r.sent},       {"transitions", r.transitions},
+            {"accepted", r.accepted},   {"payload_bytes", r.payload_bytes},
+            {"seconds", r.seconds},     {"status", absl::StrJoin(r.errors, "; ")},
+            {"ack_ms", AckMs(r.ack_ms)}};
   std::printf("%s\n", j.dump().c_str());
   std::fflush(stdout);
   return 0;
@@ -479,9 +511,11 @@ int RunStageChild(const Flags& f) {
 // --- parent: ingestion ---------------------------------------------------------
 
 struct Learner {
+  std::unique_ptr<wq::metrics::Registry> registry;  // outlives the parts below; observed only
   std::unique_ptr<wq::learner::LearnerCore> core;
   std::unique_ptr<wq::learner::LearnerService> service;
   std::unique_ptr<wq::net::GrpcServer> server;
+  std::unique_ptr<wq::metrics::MetricsServer> metrics;  // observed only
 };
 
 // Held episodes wait this long for an evaluation that never comes here
@@ -489,24 +523,34 @@ struct Learner {
 int64_t g_hold_ms = 2000;
 
 Learner StartLearner(wq::config::RunConfig cfg, const wq::plan::UnitTable& table,
-                     const std::string& dir, bool serve) {
+                     const std::string& dir, bool serve, bool observed = false) {
   std::filesystem::remove_all(dir);
   cfg.output.dir = dir;
   cfg.service.stages = 1;
   cfg.service.replicas = 1;
   cfg.service.evaluation_timeout_ms = g_hold_ms;
   Learner l;
-  l.core = OrDie(wq::learner::LearnerCore::Create(wq::job::LearnerCoreOptionsFrom(cfg), nullptr),
+  // Observed: metrics as windquant-learner has them (LearnerMetrics, RPC metrics,
+  // /metrics and /healthz on a MetricsServer of their own).
+  if (observed) l.registry = std::make_unique<wq::metrics::Registry>();
+  l.core = OrDie(wq::learner::LearnerCore::Create(wq::job::LearnerCoreOptionsFrom(cfg), nullptr,
+                                                  l.registry.get()),
                  "learner core");
   OrDie(l.core->RegisterTable(0, 0, table).status(), "register table");
   if (serve) {
-    l.service = std::make_unique<wq::learner::LearnerService>(l.core.get());
+    l.service = std::make_unique<wq::learner::LearnerService>(l.core.get(), l.registry.get());
     wq::net::ServerOptions so;
     so.address = "127.0.0.1:0";
     so.max_message_bytes = cfg.service.max_message_bytes;
+    so.registry = l.registry.get();
     l.server = std::make_unique<wq::net::GrpcServer>(so);
     l.server->AddService(l.service.get(), wq::v1::Learner::service_full_name());
     OrDie(l.server->Start(), "learner server");
+  }
+  if (observed) {
+    l.metrics = std::make_unique<wq::metrics::MetricsServer>(l.registry.get(),
+                                                             wq::metrics::MetricsServerOptions());
+    OrDie(l.metrics->Start(), "metrics server");
   }
   return l;
 }
@@ -517,6 +561,8 @@ struct IngestCase {
   double transitions_per_s = 0, episodes_per_s = 0;
   int64_t accepted = 0, sent = 0;
   double payload_bytes_per_transition = 0;
+  std::vector<double> ack_ms;  // write-to-ack time of every batch, all streams
+  int64_t stream_errors = 0;   // streams that ended with an error
 };
 
 std::vector<std::string> ChildArgs(const Flags& f, const std::string& config) {
@@ -528,9 +574,10 @@ std::vector<std::string> ChildArgs(const Flags& f, const std::string& config) {
   return a;
 }
 
-// k actor processes streaming to `port` for `seconds`; counted at `core`.
-IngestCase RunActors(const Flags& f, const std::string& config, int k, int port, double seconds,
-                     wq::learner::LearnerCore* core, int steps_per_episode) {
+// k actor processes of `streams` streams each, ready to stream to `port` for
+// `seconds` once told "go".
+std::vector<Child> SpawnActors(const Flags& f, const std::string& config, int k, int port,
+                               double seconds, int streams) {
   std::vector<Child> children;
   for (int i = 0; i < k; ++i) {
     std::vector<std::string> a = ChildArgs(f, config);
@@ -538,7 +585,7 @@ IngestCase RunActors(const Flags& f, const std::string& config, int k, int port,
          {std::string("--role"), std::string("ingest"), std::string("--learner"),
           absl::StrCat("127.0.0.1:", port), std::string("--index"), std::to_string(i),
           std::string("--seconds"), absl::StrCat(seconds), std::string("--episodes"),
-          f.Get("episodes", "8")}) {
+          f.Get("episodes", "8"), std::string("--streams"), std::to_string(streams)}) {
       a.push_back(s);
     }
     children.push_back(Spawn(a));
@@ -546,18 +593,24 @@ IngestCase RunActors(const Flags& f, const std::string& config, int k, int port,
   for (auto& c : children) {
     if (ReadLine(c, "actor process") != "ready") Die("actor process: unexpected first line");
   }
-  const int64_t before = core->Status().episodes;
-  const double t0 = Now();
-  for (auto& c : children) Send(c, "go");
+  return children;
+}
+
+// The actor processes' reports after "go" at `t0` (`before`: the learner's
+// accepted episodes then); counted at `core`.
+IngestCase CollectActors(std::vector<Child>& children, wq::learner::LearnerCore* core,
+                         int64_t before, double t0, int steps_per_episode) {
   IngestCase r;
-  r.actors = k;
+  r.actors = static_cast<int>(children.size());
   int64_t payload = 0, transitions = 0;
   for (auto& c : children) {
     const json j = json::parse(ReadLine(c, "actor process"));
     r.sent += j["episodes"].get<int64_t>();
     payload += j["payload_bytes"].get<int64_t>();
     transitions += j["transitions"].get<int64_t>();
+    for (double ms : j["ack_ms"]) r.ack_ms.push_back(ms);
     if (!j["status"].get<std::string>().empty()) {
+      ++r.stream_errors;
       std::fprintf(stderr, "distributed_bench: actor stream ended with: %s\n",
                    j["status"].get<std::string>().c_str());
     }
@@ -571,6 +624,72 @@ IngestCase RunActors(const Flags& f, const std::string& config, int k, int port,
   return r;
 }
 
+// k actor processes (one stream each) streaming to `port` for `seconds`; counted at `core`.
+IngestCase RunActors(const Flags& f, const std::string& config, int k, int port, double seconds,
+                     wq::learner::LearnerCore* core, int steps_per_episode, int streams = 1) {
+  std::vector<Child> children = SpawnActors(f, config, k, port, seconds, streams);
+  const int64_t before = core->Status().episodes;
+  const double t0 = Now();
+  for (auto& c : children) Send(c, "go");
+  return CollectActors(children, core, before, t0, steps_per_episode);
+}
+
+// --- parent: rollouts and the one-process reference --------------------------------
+
+// The episodes the bench's learners ingest: RolloutWorker passes of `n` envs with a
+// fresh policy, repeated for a second; *transitions_per_s: the rate it produced them
+// at (what `windquant quantize` generates per second). Returns the last pass.
+std::vector<wq::rl::Episode> RollOut(const wq::config::RunConfig& cfg,
+                                     const wq::plan::UnitTable& table, int n,
+                                     double* transitions_per_s) {
+  wq::rl::PolicyOptions po;
+  po.state_dim = wq::rl::kStateDim;
+  po.num_actions = wq::plan::kNumActions;
+  po.hidden_sizes.assign(cfg.ppo.hidden.begin(), cfg.ppo.hidden.end());
+  po.init_seed = cfg.training.seed;
+  auto policy = OrDie(wq::rl::Policy::Create(po), "policy");
+  auto worker =
+      OrDie(wq::rl::RolloutWorker::Create(table, cfg.env, "bench", 0, 0, n, cfg.training.seed),
+            "rollout worker");
+  const double t0 = Now();
+  int64_t produced = 0;
+  std::vector<wq::rl::Episode> episodes;
+  while (Now() - t0 < 1.0 || episodes.empty()) {
+    episodes = OrDie(worker->Run(*policy, cfg.curriculum.target_bits.back()), "rollout");
+    for (const auto& e : episodes) produced += static_cast<int64_t>(e.steps.size());
+  }
+  *transitions_per_s = produced / (Now() - t0);
+  return episodes;
+}
+
+// `episodes` handed to LearnerCore::SubmitEpisode of a learner in this process for
+// `seconds`, each with a new id (`codec`: encoded and decoded first, as over the wire);
+// counted as accepted.
+IngestCase InProcessIngest(const wq::config::RunConfig& cfg, const wq::plan::UnitTable& table,
+                           const std::string& dir, const std::vector<wq::rl::Episode>& episodes,
+                           double seconds, int steps, bool codec) {
+  Learner local = StartLearner(cfg, table, dir, false);
+  int64_t k = 0;
+  const double t = Now();
+  while (Now() - t < seconds) {
+    wq::rl::Episode e = episodes[k % episodes.size()];
+    e.episode_id = (uint64_t{1} << 60) | static_cast<uint64_t>(++k);
+    if (codec) {
+      wq::v1::TransitionBatch b;
+      wq::rl::EncodeEpisode(e, table, &b);
+      e = OrDie(wq::rl::DecodeEpisode(b, table), "decode");
+    }
+    OrDie(local.core->SubmitEpisode(std::move(e)).status(), "SubmitEpisode");
+  }
+  IngestCase c;
+  c.name = codec ? "one process: encode + decode + SubmitEpisode"
+                 : "one process: LearnerCore::SubmitEpisode";
+  c.accepted = local.core->Status().episodes;
+  c.episodes_per_s = c.accepted / (Now() - t);
+  c.transitions_per_s = c.episodes_per_s * steps;
+  return c;
+}
+
 // --- parent: pipeline ------------------------------------------------------------
 
 struct PipelineCase {
@@ -581,6 +700,203 @@ struct PipelineCase {
   double calibration_s = 0;
   int64_t tokens = 0;
 };
+
+// --- parent: the learner under load (--load) ------------------------------------
+
+using Samples = std::array<wq::testing::ProbeSamples, wq::testing::kNumProbes>;
+
+struct LoadCase {
+  IngestCase ingest;
+  Samples idle, loaded;  // the prober's, before "go" and while streaming
+  double seconds = 0, idle_seconds = 0, probe_ms = 0;
+};
+
+// What the actors call with a 5 s deadline (rollout_loop.cc); it takes the learner
+// core's lock, as the handlers of StreamTransitions and ReportEvaluation do.
+std::function<absl::Status(absl::Duration)> GetRunStatusCall(
+    std::shared_ptr<grpc::Channel> channel) {
+  std::shared_ptr<wq::v1::Learner::Stub> stub = wq::v1::Learner::NewStub(channel);
+  return [stub](absl::Duration deadline) {
+    grpc::ClientContext ctx;
+    wq::net::ConfigureContext(ctx, deadline);
+    wq::v1::RunStatus reply;
+    const grpc::Status s = stub->GetRunStatus(&ctx, wq::v1::RunStatusRequest(), &reply);
+    return s.ok() ? absl::OkStatus() : absl::UnavailableError(s.error_message());
+  };
+}
+
+const char* LoadProbeName(int p) {
+  const auto probe = static_cast<wq::testing::Probe>(p);
+  return probe == wq::testing::Probe::kRpc ? "GetRunStatus" : wq::testing::ProbeName(probe);
+}
+
+void SleepFor(double seconds) {
+  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+}
+
+// --load-processes processes of --load-streams / --load-processes streams each saturate
+// an observed learner (its metrics and /metrics as windquant-learner's) for
+// --load-seconds, while a ServiceProber in this process polls its /metrics, /healthz
+// and grpc.health.v1 every --probe-ms: first for --idle-seconds with the actors ready
+// but not streaming (the same learner, idle), then under the load.
+LoadCase RunLoad(const Flags& f, const std::string& config, const wq::config::RunConfig& cfg,
+                 const wq::plan::UnitTable& table, const std::string& dir, int steps) {
+  const int processes = std::max(1, static_cast<int>(f.Num("load-processes", 4)));
+  const int streams = std::max(1, static_cast<int>(f.Num("load-streams", 64)));
+  LoadCase r;
+  r.seconds = f.Num("load-seconds", 8);
+  r.idle_seconds = f.Num("idle-seconds", 2);
+  r.probe_ms = f.Num("probe-ms", 50);
+  Learner l = StartLearner(cfg, table, dir, /*serve=*/true, /*observed=*/true);
+  std::vector<Child> children =
+      SpawnActors(f, config, processes, l.server->port(), r.seconds, streams / processes);
+  wq::testing::ServiceProberOptions po;
+  po.metrics_port = l.metrics->port();
+  wq::net::ChannelOptions co;
+  co.target = l.server->address();
+  po.health = OrDie(wq::net::MakeChannel(co), "health channel");
+  po.interval = absl::Milliseconds(r.probe_ms);
+  po.metrics_must_contain = "windquant_learner_episodes_total";
+  po.rpc = GetRunStatusCall(po.health);
+  wq::testing::ServiceProber prober(po);
+  prober.Start();
+  SleepFor(r.idle_seconds);
+  r.idle = prober.TakeSamples();
+  const int64_t before = l.core->Status().episodes;
+  const double t0 = Now();
+  for (auto& c : children) Send(c, "go");
+  SleepFor(r.seconds);
+  r.loaded = prober.TakeSamples();
+  prober.Stop();
+  r.ingest = CollectActors(children, l.core.get(), before, t0, steps);
+  r.ingest.name = absl::StrCat(streams, " streams (", processes, " processes x ",
+                               streams / processes, ") over loopback");
+  l.server->Shutdown(absl::Now() + absl::Seconds(2));
+  return r;
+}
+
+json SummaryJson(const std::vector<double>& ms) {
+  const wq::testing::LatencySummary s = wq::testing::Summarize(ms);
+  return {{"count", s.count}, {"p50_ms", s.p50}, {"p99_ms", s.p99}, {"max_ms", s.max}};
+}
+
+json LoadJson(const std::vector<IngestCase>& rows, const LoadCase& load) {
+  json j;
+  json ij = json::array();
+  for (const auto& c : rows) {
+    ij.push_back({{"case", c.name},
+                  {"transitions_per_s", c.transitions_per_s},
+                  {"episodes_per_s", c.episodes_per_s},
+                  {"accepted_episodes", c.accepted},
+                  {"ratio_to_one_process", c.transitions_per_s / rows.front().transitions_per_s},
+                  {"stream_errors", c.stream_errors},
+                  {"ack", SummaryJson(c.ack_ms)}});
+  }
+  j["ingestion"] = ij;
+  for (int p = 0; p < wq::testing::kNumProbes; ++p) {
+    const char* name = LoadProbeName(p);
+    const std::pair<const char*, const Samples*> phases[] = {{"idle", &load.idle},
+                                                             {"load", &load.loaded}};
+    for (const auto& [phase, samples] : phases) {
+      json pj = SummaryJson((*samples)[p].ms);
+      pj["failures"] = (*samples)[p].failures.size();
+      pj["failure_messages"] = (*samples)[p].failures;
+      j["probes"][name][phase] = pj;
+    }
+  }
+  j["load_seconds"] = load.seconds;
+  j["idle_seconds"] = load.idle_seconds;
+  j["probe_interval_ms"] = load.probe_ms;
+  return j;
+}
+
+void PrintLoad(const std::vector<IngestCase>& rows, const LoadCase& load, int steps) {
+  std::printf(
+      "4. the learner under load: %s streaming for %.0f s (StreamTransitions, one connection per "
+      "stream,\n   one ack per episode of %d transitions, episodes held %lld ms); counted as "
+      "accepted at the learner\n",
+      load.ingest.name.c_str(), load.seconds, steps, static_cast<long long>(g_hold_ms));
+  std::printf("   %-46s %13s %11s %7s %9s %9s %9s\n", "case", "transitions/s", "episodes/s",
+              "ratio", "ack p50", "ack p99", "ack max");
+  for (const auto& c : rows) {
+    const wq::testing::LatencySummary a = wq::testing::Summarize(c.ack_ms);
+    std::string p50 = "-", p99 = "-", max = "-";
+    if (a.count > 0) {
+      p50 = absl::StrFormat("%.2f ms", a.p50);
+      p99 = absl::StrFormat("%.2f ms", a.p99);
+      max = absl::StrFormat("%.1f ms", a.max);
+    }
+    std::printf("   %-46s %13.0f %11.1f %7.3f %9s %9s %9s\n", c.name.c_str(), c.transitions_per_s,
+                c.episodes_per_s, c.transitions_per_s / rows.front().transitions_per_s, p50.c_str(),
+                p99.c_str(), max.c_str());
+  }
+  std::printf(
+      "   (ratio: to the first row (best of 2, before and after). ack: write to ack, every "
+      "batch of every stream;\n    %lld stream(s) ended with an error)\n",
+      static_cast<long long>(load.ingest.stream_errors));
+  std::printf(
+      "   the same learner's /metrics, /healthz (its MetricsServer), grpc.health.v1 Check and "
+      "Learner.GetRunStatus,\n   one after the other every %.0f ms from this process (deadline "
+      "5 s): idle for %.0f s before the load, then under it\n",
+      load.probe_ms, load.idle_seconds);
+  std::printf("   %-16s %-6s %8s %9s %9s %9s %9s\n", "probe", "phase", "answers", "failures",
+              "p50 ms", "p99 ms", "max ms");
+  for (int p = 0; p < wq::testing::kNumProbes; ++p) {
+    const char* name = LoadProbeName(p);
+    const std::pair<const char*, const Samples*> phases[] = {{"idle", &load.idle},
+                                                             {"load", &load.loaded}};
+    for (const auto& [phase, samples] : phases) {
+      const wq::testing::LatencySummary s = wq::testing::Summarize((*samples)[p].ms);
+      std::printf("   %-16s %-6s %8lld %9zu %9.2f %9.2f %9.2f\n", name, phase,
+                  static_cast<long long>(s.count), (*samples)[p].failures.size(), s.p50, s.p99,
+                  s.max);
+      for (const auto& why : (*samples)[p].failures) std::printf("      failed: %s\n", why.c_str());
+    }
+  }
+}
+
+// --load: section 4 only, with its references measured in the same run: the
+// one-process SubmitEpisode row (before and after, best of 2) and one actor process
+// of one stream over loopback.
+int RunLoadMode(const Flags& f, const std::string& config, const wq::config::RunConfig& cfg,
+                const wq::plan::UnitTable& table, const std::string& tmp, int steps, json out) {
+  const int load_streams = static_cast<int>(f.Num("load-streams", 64));
+  const int load_processes = static_cast<int>(f.Num("load-processes", 4));
+  if (load_streams < 1 || load_processes < 1 || load_streams % load_processes != 0) {
+    Die("--load-streams: must be a positive multiple of --load-processes (>= 1)");
+  }
+  const double seconds = f.Num("seconds", 4);
+  double rollout_per_s = 0;
+  const std::vector<wq::rl::Episode> episodes =
+      RollOut(cfg, table, static_cast<int>(f.Num("episodes", 8)), &rollout_per_s);
+  std::vector<IngestCase> rows;
+  rows.push_back(InProcessIngest(cfg, table, tmp + "/local-0", episodes, seconds, steps, false));
+  {
+    Learner l = StartLearner(cfg, table, tmp + "/loopback-1", true);
+    IngestCase c = RunActors(f, config, 1, l.server->port(), seconds, l.core.get(), steps);
+    c.name = "1 actor process (1 stream) over loopback";
+    rows.push_back(c);
+    l.server->Shutdown(absl::Now() + absl::Seconds(2));
+  }
+  const LoadCase load = RunLoad(f, config, cfg, table, tmp + "/load", steps);
+  rows.push_back(load.ingest);
+  IngestCase again = InProcessIngest(cfg, table, tmp + "/local-1", episodes, seconds, steps, false);
+  if (again.transitions_per_s > rows[0].transitions_per_s) rows[0] = again;
+  std::error_code ec;
+  std::filesystem::remove_all(tmp, ec);
+  if (f.one.count("json") > 0) {
+    out["load"] = LoadJson(rows, load);
+    std::printf("%s\n", out.dump(1).c_str());
+    return 0;
+  }
+  std::printf(
+      "distributed_bench --load: %s (%d units), %u cores, %d intra-op thread(s) per "
+      "process, 127.0.0.1\n\n",
+      cfg.model.dir.c_str(), steps, std::thread::hardware_concurrency(),
+      static_cast<int>(f.Num("threads", 1)));
+  PrintLoad(rows, load, steps);
+  return 0;
+}
 
 }  // namespace
 
@@ -621,54 +937,21 @@ int main(int argc, char** argv) {
   out["threads_per_process"] = threads;
   out["hold_ms"] = g_hold_ms;
   out["cores"] = std::thread::hardware_concurrency();
+  if (f.one.count("load") > 0) return RunLoadMode(f, config, cfg, table, tmp, steps, out);
 
   // 1. Ingestion. One-process reference: the same rollouts, SubmitEpisode in process.
   std::vector<IngestCase> ingest;
   {
-    wq::rl::PolicyOptions po;
-    po.state_dim = wq::rl::kStateDim;
-    po.num_actions = wq::plan::kNumActions;
-    po.hidden_sizes.assign(cfg.ppo.hidden.begin(), cfg.ppo.hidden.end());
-    po.init_seed = cfg.training.seed;
-    auto policy = OrDie(wq::rl::Policy::Create(po), "policy");
-    const int n = static_cast<int>(f.Num("episodes", 8));
-    auto worker =
-        OrDie(wq::rl::RolloutWorker::Create(table, cfg.env, "bench", 0, 0, n, cfg.training.seed),
-              "rollout worker");
-    // One-process rollout production (what `windquant quantize` generates per second).
-    double t0 = Now();
-    int64_t produced = 0;
-    std::vector<wq::rl::Episode> episodes;
-    while (Now() - t0 < 1.0 || episodes.empty()) {
-      episodes = OrDie(worker->Run(*policy, cfg.curriculum.target_bits.back()), "rollout");
-      for (const auto& e : episodes) produced += static_cast<int64_t>(e.steps.size());
-    }
-    out["one_process_rollout_transitions_per_s"] = produced / (Now() - t0);
+    double rollout_per_s = 0;
+    const std::vector<wq::rl::Episode> episodes =
+        RollOut(cfg, table, static_cast<int>(f.Num("episodes", 8)), &rollout_per_s);
+    out["one_process_rollout_transitions_per_s"] = rollout_per_s;
 
     // In process, measured before and after the loopback cases (best of the
     // two), so that a burst of load from other processes does not decide it.
     auto in_process = [&](bool codec, int round) {
-      Learner local =
-          StartLearner(cfg, table, absl::StrCat(tmp, "/local-", codec, "-", round), false);
-      int64_t k = 0;
-      const double t = Now();
-      while (Now() - t < seconds) {
-        wq::rl::Episode e = episodes[k % episodes.size()];
-        e.episode_id = (uint64_t{1} << 60) | static_cast<uint64_t>(++k);
-        if (codec) {
-          wq::v1::TransitionBatch b;
-          wq::rl::EncodeEpisode(e, table, &b);
-          e = OrDie(wq::rl::DecodeEpisode(b, table), "decode");
-        }
-        OrDie(local.core->SubmitEpisode(std::move(e)).status(), "SubmitEpisode");
-      }
-      IngestCase c;
-      c.name = codec ? "one process: encode + decode + SubmitEpisode"
-                     : "one process: LearnerCore::SubmitEpisode";
-      c.accepted = local.core->Status().episodes;
-      c.episodes_per_s = c.accepted / (Now() - t);
-      c.transitions_per_s = c.episodes_per_s * steps;
-      return c;
+      return InProcessIngest(cfg, table, absl::StrCat(tmp, "/local-", codec, "-", round), episodes,
+                             seconds, steps, codec);
     };
     ingest.push_back(in_process(false, 0));
     ingest.push_back(in_process(true, 0));

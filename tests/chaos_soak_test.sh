@@ -4,11 +4,20 @@
 # test model, its results in a moto S3 store (as tests/store_e2e_test.sh), and
 # a driver that kills -9 a random process (the learner, the evaluator or one of
 # the four actors: the kind first, then the actor; the first three kills take
-# the three kinds in a random order, so that a short soak meets each) every
-# MIN..MAX-INTERVAL seconds and starts it again at once, for DURATION seconds
-# or until the learner's curriculum is done. Victims and intervals come from
-# bash's RANDOM seeded with SEED: a seed replays the same schedule. Then the
-# run must finish and these invariants hold:
+# the three kinds in a random order, so that a short soak meets each) and starts
+# it again at once. Two schedules:
+#  - by the run's progress (the default): KILLS kills, the next one when the
+#    learner's completed PPO updates (its status file) reach MIN..MAX-GAP
+#    updates past the previous kill's mark, or MAX-WAIT seconds after the
+#    previous kill if the run has not got there (a stalled run still meets
+#    its kills). The number of kills and the updates they fall on (or just
+#    past, between two polls) do not depend on the machine's speed; the run
+#    has KILLS x MAX-GAP + 4 updates, so each kill comes before its end (else
+#    the test fails) and the run recovers from the last one;
+#  - by the clock (--duration): a kill every MIN..MAX-INTERVAL seconds for
+#    DURATION seconds or until the learner's curriculum is done (the long soak).
+# Gaps, intervals and victims come from bash's RANDOM seeded with SEED: a seed
+# replays the same schedule. Then the run must finish and these invariants hold:
 #  1. the run finished: the learner is done and the final result is in the store;
 #  2. every PPO update counted once: the learner logged no update number twice
 #     over its incarnations, each incarnation resumed at (or one past, when
@@ -25,27 +34,46 @@
 #  6. the store: every plan of the run pulls (manifest present, sha256
 #     verified), the final one and run.json's best plan among them.
 # One line per kill, then a summary table.
-#   chaos_soak_test.sh BUILD_DIR [--duration S] [--seed N] [--min-interval S]
-#       [--max-interval S] [--updates N]
+#   chaos_soak_test.sh BUILD_DIR [--seed N] [--updates N]
+#       [--kills N] [--min-gap U] [--max-gap U] [--max-wait S]       (by progress)
+#       [--duration S] [--min-interval S] [--max-interval S]         (by the clock)
 set -euo pipefail
 BUILD="$1"
 shift
-DURATION=60 SEED=38 MIN_INTERVAL=8 MAX_INTERVAL=15 UPDATES=""
+SEED=38 UPDATES="" DURATION="" MIN_INTERVAL=20 MAX_INTERVAL=60
+KILL_COUNT=3 MIN_GAP=2 MAX_GAP=4 MAX_WAIT=120
 while [[ $# -gt 0 ]]; do
   case "$1" in
-    --duration) DURATION="$2"; shift 2 ;;
     --seed) SEED="$2"; shift 2 ;;
+    --updates) UPDATES="$2"; shift 2 ;;
+    --kills) KILL_COUNT="$2"; shift 2 ;;
+    --min-gap) MIN_GAP="$2"; shift 2 ;;
+    --max-gap) MAX_GAP="$2"; shift 2 ;;
+    --max-wait) MAX_WAIT="$2"; shift 2 ;;
+    --duration) DURATION="$2"; shift 2 ;;
     --min-interval) MIN_INTERVAL="$2"; shift 2 ;;
     --max-interval) MAX_INTERVAL="$2"; shift 2 ;;
-    --updates) UPDATES="$2"; shift 2 ;;
     *) echo "chaos_soak_test.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
-((MIN_INTERVAL >= 1 && MAX_INTERVAL >= MIN_INTERVAL)) || { echo "bad intervals" >&2; exit 2; }
-# Enough PPO updates that the run outlasts the chaos on this machine (about
-# 2 s per update here with the kills; the chaos ends at `done` anyway) and no
-# more: the final searches measure as many plans as the run did.
-UPDATES="${UPDATES:-$((DURATION / 2 + 6))}"
+if [[ -n "$DURATION" ]]; then
+  ((MIN_INTERVAL >= 1 && MAX_INTERVAL >= MIN_INTERVAL)) || { echo "bad intervals" >&2; exit 2; }
+  # Enough PPO updates that the run outlasts the chaos on this machine (about
+  # 2 s per update here with the kills; the chaos ends at `done` anyway) and no
+  # more: the final searches measure as many plans as the run did.
+  UPDATES="${UPDATES:-$((DURATION / 2 + 6))}"
+  SCHEDULE="${DURATION} s, a kill every ${MIN_INTERVAL}-${MAX_INTERVAL} s"
+else
+  ((KILL_COUNT >= 1 && MIN_GAP >= 1 && MAX_GAP >= MIN_GAP && MAX_WAIT >= 1)) || { echo "bad gaps" >&2; exit 2; }
+  # The last kill falls on update KILL_COUNT x MAX_GAP at the latest; the run
+  # goes TAIL_UPDATES past it (it recovers, and its end cannot overtake a
+  # kill between two polls of the status), and no further: the final searches
+  # measure as many plans as the run did.
+  TAIL_UPDATES=4
+  UPDATES="${UPDATES:-$((KILL_COUNT * MAX_GAP + TAIL_UPDATES))}"
+  ((UPDATES >= KILL_COUNT * MAX_GAP + 1)) || { echo "--updates: under kills x max-gap + 1" >&2; exit 2; }
+  SCHEDULE="$KILL_COUNT kills, one every ${MIN_GAP}-${MAX_GAP} updates (or ${MAX_WAIT} s)"
+fi
 SRC="${WQ_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}"
 T0=$SECONDS
 eval "$("$BUILD/common/testing/wq-test-paths")"
@@ -64,7 +92,7 @@ fail() { echo "FAIL: $*"; echo "logs: $OUT/logs"; exit 1; }
 at() { echo "$((SECONDS - T0))"; }
 step() { echo "--- $* (at $(at) s)"; }
 
-step "chaos soak: seed $SEED, ${DURATION} s, a kill every ${MIN_INTERVAL}-${MAX_INTERVAL} s, $UPDATES updates"
+step "chaos soak: seed $SEED, $SCHEDULE, $UPDATES updates"
 MOTO_PID=""
 cleanup() { stop_all; [[ -z "$MOTO_PID" ]] || { kill "$MOTO_PID" 2>/dev/null; wait "$MOTO_PID" 2>/dev/null; } || true; }
 trap 'cleanup; echo "logs: $OUT/logs"' EXIT
@@ -100,17 +128,23 @@ restart() {
     actor-s*-r*) local s=${1#actor-s}; start_actor "${s%%-r*}" "${1##*-r}" ;;
   esac
 }
-# Sleeps `seconds`; fails when a process died on its own meanwhile (a crash).
-watch_for() {
-  local deadline=$((SECONDS + $1)) name
-  while ((SECONDS < deadline)); do
+# The learner's status file (rewritten atomically after every update; there
+# while the learner is down, unlike `windquant status`): field $1, or nothing.
+file_field() { sed -n "s/^$1=//p" "$OUT/run/status.txt" 2>/dev/null || true; }
+updates_done() { local u; u=$(file_field updates); echo "${u:-0}"; }
+# Waits until the run is done (returns 1) or `due` (a bash test) holds (returns
+# 0); fails when a process died on its own meanwhile (a crash).
+wait_due() {
+  local name
+  while :; do
     for name in "${!PIDS[@]}"; do
       kill -0 "${PIDS[$name]}" 2>/dev/null || {
         tail -5 "$OUT/logs/$name.log"
         fail "$name (pid ${PIDS[$name]}) exited by itself"
       }
     done
-    [[ "$(status_field done)" == true ]] && return 0
+    [[ "$(file_field done)" == true ]] && return 1
+    eval "$1" && return 0
     sleep 0.5
   done
 }
@@ -124,23 +158,35 @@ for i in 2 1; do  # Fisher-Yates: the kinds of the first three kills
   k=${KINDS[i]} KINDS[i]=${KINDS[j]} KINDS[j]=$k
 done
 declare -A KILLS=([learner]=0 [evaluator]=0 [actor]=0)
-chaos_start=$SECONDS kills=0
-while ((SECONDS - chaos_start < DURATION)); do
-  interval=$((MIN_INTERVAL + RANDOM % (MAX_INTERVAL - MIN_INTERVAL + 1)))
+chaos_start=$SECONDS last_kill=$SECONDS kills=0 mark=0
+while :; do
+  if [[ -n "$DURATION" ]]; then
+    ((SECONDS - chaos_start < DURATION)) || break
+    interval=$((MIN_INTERVAL + RANDOM % (MAX_INTERVAL - MIN_INTERVAL + 1)))
+    due="((SECONDS - last_kill >= interval))" when="after $interval s"
+  else
+    ((kills < KILL_COUNT)) || break
+    mark=$((mark + MIN_GAP + RANDOM % (MAX_GAP - MIN_GAP + 1)))
+    due='(($(updates_done) >= mark || SECONDS - last_kill >= MAX_WAIT))' when="at update $mark"
+  fi
   kind=${KINDS[kills]:-${KINDS[RANDOM % 3]}}
   victim=$kind
   [[ $kind == actor ]] && victim=${ACTORS[RANDOM % 4]}
-  watch_for "$interval"
-  [[ "$(status_field done)" == true ]] && break
-  ((SECONDS - chaos_start < DURATION)) || break
+  if ! wait_due "$due"; then
+    # The run is done: in progress mode a kill it should have met is missing.
+    [[ -n "$DURATION" ]] || fail "the run ended before kill $((kills + 1)) (due $when; learner at update $(updates_done))"
+    break
+  fi
+  [[ -z "$DURATION" ]] || ((SECONDS - chaos_start < DURATION)) || break
   pid=${PIDS[$victim]}
-  updates=$(status_field updates)
+  updates=$(updates_done)
+  [[ -n "$DURATION" ]] || ((updates >= mark)) || when="after $MAX_WAIT s (due at update $mark)"
   kill9 "$victim"
   restart "$victim"
-  kills=$((kills + 1))
+  kills=$((kills + 1)) last_kill=$SECONDS
   KILLS[${victim%%-*}]=$((${KILLS[${victim%%-*}]} + 1))
-  printf 'kill %2d at %4d s: %-11s pid %-7s after %2d s, learner at update %s\n' \
-    "$kills" "$(at)" "$victim" "$pid" "$interval" "${updates:-?}"
+  printf 'kill %2d at %4d s: %-11s pid %-7s %s, learner at update %s\n' \
+    "$kills" "$(at)" "$victim" "$pid" "$when" "$updates"
 done
 chaos_seconds=$((SECONDS - chaos_start))
 step "chaos over after ${chaos_seconds} s, $kills kills; the run goes on to its end"
