@@ -6,6 +6,7 @@
 #include <ATen/Parallel.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -71,6 +72,20 @@ constexpr char kUsage[] =
     "  --stop-after-updates N   stop (checkpoint first) after N updates in this process,\n"
     "                           without the final evaluation (for time-boxed runs and tests)\n";
 
+// The quality-target mode's line: the returned plan's bits and degradation.
+void PrintQualityTarget(const job::QuantizeResult& r, double max_ppl_increase) {
+  for (const job::MeasuredPlan& m : r.plans) {
+    if (m.name != r.returned) continue;
+    const double selection = m.selection_ppl / r.fp.selection_ppl - 1.0;
+    std::printf(
+        "quality target %g: returned %s at %.4f bits, relative PPL increase %.4f on the "
+        "selection slice (%s), %.4f held-out\n",
+        max_ppl_increase, m.name.c_str(), m.bits, selection,
+        selection <= max_ppl_increase ? "within" : "NOT within: the least degraded plan measured",
+        r.have_heldout ? m.heldout_ppl / r.fp.heldout_ppl - 1.0 : std::nan(""));
+  }
+}
+
 void PrintResult(const job::QuantizeResult& r, const std::string& output_dir) {
   std::printf("%-14s %8s %14s %12s %12s\n", "plan", "bits", "selection PPL", "whole PPL",
               "held-out PPL");
@@ -130,6 +145,7 @@ absl::Status RunQuantize(Args& args) {
     return absl::OkStatus();
   }
   PrintResult(result, cfg.output.dir);
+  if (cfg.lagrange.quality_target()) PrintQualityTarget(result, cfg.lagrange.epsilon);
   if (!result.store_run.empty()) std::printf("pushed to %splans/final\n", result.store_run.c_str());
   return absl::OkStatus();
 }

@@ -205,6 +205,8 @@ TEST(QuantizeQualityTargetTest, ReturnsTheFewestBitsWithinEpsilonAndResumesOnlyW
   EXPECT_EQ(report.at("resumed_from_update").get<int64_t>(), 1);
   EXPECT_EQ(report.at("updates").get<int64_t>(), kUpdates);
   ExpectTheQualityTargetReport(report, tmp / "out");
+  EXPECT_TRUE(absl::StrContains(done.out, "quality target 0.1: returned ")) << done.out;
+  EXPECT_TRUE(absl::StrContains(done.out, "on the selection slice (within)")) << done.out;
   fs::remove_all(tmp);
 }
 
