@@ -196,8 +196,14 @@ void AddDegradationPoints(const QuantizeReport& r, report::ReportData* d) {
   }
   for (const MeasuredPlan& m : r.plans) {
     if (m.name != "rl" && m.name != "search" && m.name != "screened-search") continue;
-    d->measured.push_back({m.bits, SelectionDegradation(m, fp),
-                           m.name == r.returned ? m.name + " (returned)" : m.name});
+    const double dm = SelectionDegradation(m, fp);
+    d->measured.push_back({m.bits, dm, m.name == r.returned ? m.name + " (returned)" : m.name});
+    if (m.name == r.returned && !(dm <= d->max_ppl_increase)) {
+      d->notes.push_back(absl::StrFormat(
+          "NO measured plan was within epsilon on the selection slice: the returned plan (%s, "
+          "d = %.4f) is the least degraded one measured.",
+          m.name, dm));
+    }
   }
   d->notes.push_back(absl::StrFormat(
       "Quality target: the fewest bits with a relative perplexity increase d <= %g on the "

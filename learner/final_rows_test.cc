@@ -223,6 +223,17 @@ TEST_F(FinalRowsTest, QualityTargetReturnsTheFewestBitsWithinEpsilonAndReportsIt
   EXPECT_TRUE(j.at("measured")[1].at("degradation").is_null());
   EXPECT_EQ(j.at("measured")[3].at("label"), "search (returned)");
 
+  o.max_ppl_increase = 0.05;  // none within: the least degraded (RL's d 0.1), said so
+  const ::windquant::testing::ScopedTestDir none("final_rows_test");
+  a = WriteFinalArtifacts(run, table_, "run-1", none.path(), o);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->metadata.at("source"), "rl");
+  std::ifstream none_report(none.path() + "/report.json");
+  const nlohmann::json n = nlohmann::json::parse(none_report);
+  EXPECT_FALSE(n.at("quality_target").at("within_epsilon").get<bool>());
+  EXPECT_TRUE(n.at("quality_target").contains("note"));
+  EXPECT_NE(n.at("notes").dump().find("NO measured plan was within epsilon"), std::string::npos);
+
   o.max_ppl_increase = 0;  // the fixed-budget rule on the same rows: RL's lower perplexity
   const ::windquant::testing::ScopedTestDir fixed("final_rows_test");
   a = WriteFinalArtifacts(run, table_, "run-1", fixed.path(), o);

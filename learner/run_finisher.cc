@@ -131,6 +131,10 @@ void AddQualityTarget(const FinishOptions& c, const rl::RunResult& r, const Fina
     q["note"] =
         "no measured plan was within epsilon on the selection slice: the returned plan is the "
         "least degraded one measured";
+    d->notes.push_back(
+        absl::StrCat("NO measured plan was within epsilon on the selection "
+                     "slice: the returned plan (",
+                     returned.name, ") is the least degraded one measured."));
   }
   (*j)["quality_target"] = q;
 }
