@@ -28,6 +28,9 @@ bash scripts/install-deps.sh
 if [[ "$preset" == tsan ]]; then
   # abseil built with TSan, first on the library path (why: scripts/sanitizers/tsan-absl.sh).
   export LD_LIBRARY_PATH="$(bash scripts/sanitizers/tsan-absl.sh | tail -1)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  # OpenBLAS's own threads take work through spin-waits TSan cannot see (every GEMM would
+  # be reported); matmuls still run in torch's threads.
+  export OPENBLAS_NUM_THREADS=1
 fi
 # The project's Python tools (tokenizer references, moto, aws, manifest checks).
 export PATH="$PWD/.venv/bin:$PATH"
