@@ -86,6 +86,18 @@ TEST_F(CliErrorsTest, BitsOutsideTheConfigRangeAreRefused) {
                 "--bits: must be in [1, 16], got 0.5");
 }
 
+// error-case: cli.max-ppl-increase
+TEST_F(CliErrorsTest, QualityTargetOutsideItsRangeIsRefused) {
+  for (const char* v : {"0", "-0.02", "101"}) {
+    ExpectRefused(std::string("quantize --config run.yaml --max-ppl-increase ") + v,
+                  "--max-ppl-increase: must be in (0, 100] (a relative perplexity increase: "
+                  "0.02 = 2 %)");
+  }
+  ExpectRefused("quantize --config run.yaml --max-ppl-increase 2%",
+                "--max-ppl-increase: expected a number, got '2%'");
+  EXPECT_FALSE(fs::exists(dir_ + "/out"));
+}
+
 // error-case: cli.flag-twice
 TEST_F(CliErrorsTest, FlagGivenTwiceIsRefused) {
   ExpectRefused("baseline --config run.yaml --config other.yaml --method greedy --bits 2",

@@ -6,10 +6,12 @@
 #include <ATen/Parallel.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "cli/command.h"
 #include "common/base/build_commit.h"
 #include "common/base/location_check.h"
@@ -62,8 +64,27 @@ constexpr char kUsage[] =
     "  --no-export              skip writing quantized/ and fake_quant/\n"
     "  --no-cache               do not read or write the unit-table and fit caches\n"
     "  --no-baselines           measure only FP and the RL plan at the end\n"
+    "  --max-ppl-increase E     quality-target mode: the fewest bits whose selection-slice\n"
+    "                           perplexity is within (1 + E) x FP's (E = 0.02: 2 %);\n"
+    "                           curriculum.target_bits becomes a cap and lambda prices the\n"
+    "                           degradation (= --set lagrange.prices=target --set\n"
+    "                           lagrange.epsilon=E; docs/lagrange.md)\n"
     "  --stop-after-updates N   stop (checkpoint first) after N updates in this process,\n"
     "                           without the final evaluation (for time-boxed runs and tests)\n";
+
+// The quality-target mode's line: the returned plan's bits and degradation.
+void PrintQualityTarget(const job::QuantizeResult& r, double max_ppl_increase) {
+  for (const job::MeasuredPlan& m : r.plans) {
+    if (m.name != r.returned) continue;
+    const double selection = m.selection_ppl / r.fp.selection_ppl - 1.0;
+    std::printf(
+        "quality target %g: returned %s at %.4f bits, relative PPL increase %.4f on the "
+        "selection slice (%s), %.4f held-out\n",
+        max_ppl_increase, m.name.c_str(), m.bits, selection,
+        selection <= max_ppl_increase ? "within" : "NOT within: the least degraded plan measured",
+        r.have_heldout ? m.heldout_ppl / r.fp.heldout_ppl - 1.0 : std::nan(""));
+  }
+}
 
 void PrintResult(const job::QuantizeResult& r, const std::string& output_dir) {
   std::printf("%-14s %8s %14s %12s %12s\n", "plan", "bits", "selection PPL", "whole PPL",
@@ -85,7 +106,9 @@ void PrintResult(const job::QuantizeResult& r, const std::string& output_dir) {
 absl::Status RunQuantize(Args& args) {
   job::QuantizeOptions options;  // its start: now, before the config is loaded
   const std::string config_path = args.Get("config");
-  const std::vector<std::string> sets = args.GetAll("set");
+  std::vector<std::string> sets = args.GetAll("set");
+  const bool quality_target = args.Has("max-ppl-increase");
+  WQ_ASSIGN_OR_RETURN(const double max_ppl_increase, args.GetDouble("max-ppl-increase", 0));
   options.resume = args.Has("resume");
   options.export_model = !args.Has("no-export");
   options.use_cache = !args.Has("no-cache");
@@ -96,6 +119,14 @@ absl::Status RunQuantize(Args& args) {
   if (config_path.empty()) return absl::InvalidArgumentError("--config is required (see --help)");
   if (options.stop_after_updates < 0) {
     return absl::InvalidArgumentError("--stop-after-updates: must be >= 0");
+  }
+  if (quality_target) {
+    if (!(max_ppl_increase > 0 && max_ppl_increase <= 100)) {
+      return absl::InvalidArgumentError(
+          "--max-ppl-increase: must be in (0, 100] (a relative perplexity increase: 0.02 = 2 %)");
+    }
+    sets.push_back("lagrange.prices=target");
+    sets.push_back(absl::StrCat("lagrange.epsilon=", args.Get("max-ppl-increase")));
   }
   WQ_ASSIGN_OR_RETURN(const config::RunConfig cfg, config::LoadRunConfig(config_path, sets));
   WQ_RETURN_IF_ERROR(config::CheckThisMachine(cfg.model));  // before any work
@@ -114,6 +145,7 @@ absl::Status RunQuantize(Args& args) {
     return absl::OkStatus();
   }
   PrintResult(result, cfg.output.dir);
+  if (cfg.lagrange.quality_target()) PrintQualityTarget(result, cfg.lagrange.epsilon);
   if (!result.store_run.empty()) std::printf("pushed to %splans/final\n", result.store_run.c_str());
   return absl::OkStatus();
 }

@@ -23,9 +23,12 @@ void AddFinalSearches(const config::RunConfig& c, const rl::RunResult& result,
     options->searches_note = "searches not run: no evaluator to measure plans or no RL plan";
     return;
   }
-  absl::StatusOr<std::vector<learner::FinalSearch>> searches =
-      RunFinalSearches(table, c.curriculum.target_bits.back(), c.training.seed,
-                       result.real_evaluations, options->measure, options->log);
+  // In the quality-target mode at RL's plan's bits (as quantize_job.cc's
+  // CompareAtBits), else at the final target.
+  const double bits = c.lagrange.quality_target() ? result.best.evaluation.effective_bits
+                                                  : c.curriculum.target_bits.back();
+  absl::StatusOr<std::vector<learner::FinalSearch>> searches = RunFinalSearches(
+      table, bits, c.training.seed, result.real_evaluations, options->measure, options->log);
   if (searches.ok()) {
     options->searches = *std::move(searches);
   } else {
@@ -116,6 +119,8 @@ learner::LearnerNodeOptions LearnerNodeOptionsFrom(const config::RunConfig& c, b
       options.context = c.evaluation.context;
       options.batch = c.evaluation.batch;
       options.export_model = c.output.export_model;
+      options.max_ppl_increase = c.lagrange.max_ppl_increase();
+      options.records_dir = c.output.dir;
       AddFinalSearches(c, result, table, &options);
       return learner::WriteFinalArtifacts(result, table, run_id, dir, options);
     };

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "common/base/status_macros.h"
+#include "common/rl/candidate_plan.h"
 
 namespace windquant::job {
 
@@ -39,8 +40,18 @@ std::string PickWinner(const std::vector<MeasuredPlan>& plans, double target_bit
   return winner;
 }
 
+double SelectionDegradation(const MeasuredPlan& plan, double fp_selection_ppl) {
+  const double d = plan.selection_ppl / fp_selection_ppl - 1.0;
+  return fp_selection_ppl > 0 && std::isfinite(d) ? d : std::nan("");
+}
+
 int PickReturned(const std::vector<MeasuredPlan>& plans, const std::vector<std::string>& candidates,
-                 double target_bits) {
+                 double target_bits, double max_ppl_increase, double fp_selection_ppl) {
+  auto better = [&](const MeasuredPlan& a, const MeasuredPlan& b) {
+    if (max_ppl_increase <= 0) return a.selection_ppl < b.selection_ppl;
+    return rl::QualityTargetBetter(a.bits, SelectionDegradation(a, fp_selection_ppl), b.bits,
+                                   SelectionDegradation(b, fp_selection_ppl), max_ppl_increase);
+  };
   int best = -1;
   for (const std::string& name : candidates) {
     for (size_t i = 0; i < plans.size(); ++i) {
@@ -49,7 +60,7 @@ int PickReturned(const std::vector<MeasuredPlan>& plans, const std::vector<std::
           m.bits > target_bits * (1.0 + 1e-9)) {
         continue;
       }
-      if (best < 0 || m.selection_ppl < plans[best].selection_ppl) best = static_cast<int>(i);
+      if (best < 0 || better(m, plans[best])) best = static_cast<int>(i);
     }
   }
   return best;

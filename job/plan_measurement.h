@@ -44,8 +44,15 @@ std::string PickWinner(const std::vector<MeasuredPlan>& plans, double target_bit
 // selection slice: "rl", "search", "screened-search") whose bits are within
 // `target_bits` (relative slack 1e-9 for sums in another order); ties go to
 // the earlier candidate. Returns the index into `plans`, -1 when none.
+// In the quality-target mode (`max_ppl_increase` > 0, with the FP model's
+// selection perplexity `fp_selection_ppl`) the order is rl::QualityTargetBetter's
+// on the selection slice's d = selection_ppl / fp_selection_ppl - 1: the fewest
+// bits within epsilon, else the least degraded.
 int PickReturned(const std::vector<MeasuredPlan>& plans, const std::vector<std::string>& candidates,
-                 double target_bits);
+                 double target_bits, double max_ppl_increase = 0, double fp_selection_ppl = 0);
+
+// d = selection_ppl / fp_selection_ppl - 1 of a measured plan (NaN when unknown).
+double SelectionDegradation(const MeasuredPlan& plan, double fp_selection_ppl);
 
 }  // namespace windquant::job
 

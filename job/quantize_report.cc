@@ -13,6 +13,7 @@
 #include "common/config/run_digest.h"
 #include "common/report/html_report.h"
 #include "learner/final_rows.h"
+#include "learner/run_records.h"
 
 namespace windquant::job {
 namespace {
@@ -29,6 +30,42 @@ json PlanJson(const MeasuredPlan& m, const std::string& origin) {
             {"heldout_ppl", Num(m.heldout_ppl)}};
   if (m.name == "rl") j["origin"] = origin;
   return j;
+}
+
+// d = ppl / fp - 1, null when unknown.
+json Degradation(double ppl, double fp) {
+  return fp > 0 && ppl > 0 ? Num(ppl / fp - 1.0) : json(nullptr);
+}
+
+// The quality-target mode's summary (docs/lagrange.md): epsilon, the returned
+// plan's bits and d on the selection and held-out text, whether it is within
+// epsilon, and lambda per update (the batch's, as training_curve[].lambda).
+json QualityTargetJson(const QuantizeReport& r) {
+  const double eps = r.config->lagrange.max_ppl_increase();
+  json q = {{"max_ppl_increase", eps},
+            {"cap_bits", r.target_bits},
+            {"compared_at_bits", r.compared_at_bits}};
+  for (const MeasuredPlan& m : r.plans) {
+    if (m.name != r.returned) continue;
+    const json sel = Degradation(m.selection_ppl, r.fp.selection_ppl);
+    q["returned"] = {{"plan", m.name},
+                     {"bits", m.bits},
+                     {"selection_degradation", sel},
+                     {"heldout_degradation", Degradation(m.heldout_ppl, r.fp.heldout_ppl)},
+                     {"whole_degradation", Degradation(m.whole_ppl, r.fp.whole_ppl)}};
+    const bool within = sel.is_number() && sel.get<double>() <= eps;
+    q["within_epsilon"] = within;
+    if (!within) {
+      q["note"] =
+          "no measured plan was within epsilon on the selection slice: the returned plan is the "
+          "least degraded one measured";
+    }
+  }
+  json lambdas = json::array();
+  for (const auto& u : r.training->curve) lambdas.push_back(u.lambda);
+  q["lambda_per_update"] = lambdas;
+  q["lambda_final"] = r.training->lambda;
+  return q;
 }
 
 // The run's numbers: slices, FP and every plan, the winner, the RL plan's
@@ -87,6 +124,7 @@ json SummaryJson(const QuantizeReport& r) {
     if (q == nullptr) continue;
     report[key] = search::SearchRowJson(*q, r.rl_evaluations, r.config->training.seed);
   }
+  if (r.config->lagrange.quality_target()) report["quality_target"] = QualityTargetJson(r);
   report["wall_time_s"] = {{"prepare", r.prepare_s}, {"train", r.train_s}, {"total", r.total_s}};
   if (!r.exported.empty()) report["exported"] = r.exported;
   return report;
@@ -145,6 +183,36 @@ std::string SliceNote(const QuantizeReport& r) {
                    selection + heldout, roles);
 }
 
+// The quality-target chart's data: epsilon, every plan measured in training
+// (plans.jsonl; d against the FP selection perplexity measured at the end)
+// and the final rows that chose their plan on the selection slice.
+void AddDegradationPoints(const QuantizeReport& r, report::ReportData* d) {
+  d->max_ppl_increase = r.config->lagrange.max_ppl_increase();
+  const double fp = r.fp.selection_ppl;
+  for (const learner::RunRecords::RecordedPlan& p :
+       learner::RunRecords(r.config->output.dir).RecordedPlans()) {
+    const double dp = p.perplexity / fp - 1.0;
+    d->measured.push_back({p.effective_bits, std::isfinite(dp) ? dp : std::nan(""), ""});
+  }
+  for (const MeasuredPlan& m : r.plans) {
+    if (m.name != "rl" && m.name != "search" && m.name != "screened-search") continue;
+    const double dm = SelectionDegradation(m, fp);
+    d->measured.push_back({m.bits, dm, m.name == r.returned ? m.name + " (returned)" : m.name});
+    if (m.name == r.returned && !(dm <= d->max_ppl_increase)) {
+      d->notes.push_back(absl::StrFormat(
+          "NO measured plan was within epsilon on the selection slice: the returned plan (%s, "
+          "d = %.4f) is the least degraded one measured.",
+          m.name, dm));
+    }
+  }
+  d->notes.push_back(absl::StrFormat(
+      "Quality target: the fewest bits with a relative perplexity increase d <= %g on the "
+      "selection slice, under a cap of %g bits; lambda prices d - epsilon against the bits "
+      "saved (docs/lagrange.md). The baselines and searches are measured at the RL plan's "
+      "%.4f bits.",
+      d->max_ppl_increase, r.target_bits, r.compared_at_bits));
+}
+
 }  // namespace
 
 std::string ReturnedPlanOrigin(const std::string& learner_source) {
@@ -194,15 +262,19 @@ report::ReportData MakeReportData(const QuantizeReport& r) {
     row.mean_perplexity = u.mean_ppl;
     d.curve.push_back(row);
   }
+  if (cfg.lagrange.quality_target()) AddDegradationPoints(r, &d);
   d.notes.push_back(SliceNote(r));
   d.notes.push_back(
       "Training curves: perplexity and bits on the selection slice; the best plan is the "
       "lowest selection-slice perplexity within the final target.");
   d.notes.push_back(absl::StrFormat(
-      "Returned plan: %s (the lowest selection perplexity of RL and the searches). RL: %s, "
+      "Returned plan: %s (%s of RL and the searches). RL: %s, "
       "from update %d; %d updates, %d plan evaluations in this process (%d real in the whole "
       "run), lambda %.4f%s.",
-      r.origin, ReturnedPlanOrigin(tr.best.source), tr.best.update, tr.updates, tr.evaluations,
+      r.origin,
+      cfg.lagrange.quality_target() ? "the fewest bits within epsilon on the selection slice"
+                                    : "the lowest selection perplexity",
+      ReturnedPlanOrigin(tr.best.source), tr.best.update, tr.updates, tr.evaluations,
       r.rl_evaluations, tr.lambda,
       tr.resumed_from_update >= 0
           ? absl::StrFormat("; resumed from update %d", tr.resumed_from_update)
@@ -237,8 +309,9 @@ absl::Status WriteQuantizeReport(const QuantizeReport& r) {
   const report::ReportData html_data = MakeReportData(r);
   WQ_RETURN_IF_ERROR(report::ValidateReportData(html_data));
   const json html_json = json::parse(report::ToJson(html_data));
-  for (const char* key : {"model_name", "fp_perplexity", "notes", "units", "points", "curve"}) {
-    report[key] = html_json.at(key);
+  for (const char* key : {"model_name", "fp_perplexity", "notes", "units", "points", "curve",
+                          "max_ppl_increase", "measured"}) {
+    if (html_json.contains(key)) report[key] = html_json.at(key);
   }
   const std::filesystem::path out_dir(r.config->output.dir);
   WQ_RETURN_IF_ERROR(

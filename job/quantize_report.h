@@ -31,7 +31,8 @@ struct QuantizeReport {
   const EvaluationSlices* slices = nullptr;
   std::string fingerprint;          // config::RunFingerprint of the run
   std::string commit;               // the commit of the binary (QuantizeOptions::build_commit)
-  double target_bits = 0;           // the final curriculum target
+  double target_bits = 0;           // the final curriculum target (the cap in quality-target mode)
+  double compared_at_bits = 0;      // the final rows' bits (quantize_job.cc CompareAtBits)
   MeasuredPlan fp;                  // the full-precision model
   std::vector<MeasuredPlan> plans;  // the RL plan first, then the baselines
   bool have_heldout = false;        // winner metric: held-out PPL, else whole-text PPL

@@ -9,8 +9,10 @@
 
 namespace windquant::learner {
 
-BestPlans::BestPlans(double final_target_bits, std::string dir)
-    : final_target_bits_(final_target_bits), dir_(std::move(dir)) {}
+BestPlans::BestPlans(double final_target_bits, std::string dir, double max_ppl_increase)
+    : final_target_bits_(final_target_bits),
+      dir_(std::move(dir)),
+      max_ppl_increase_(max_ppl_increase) {}
 
 void BestPlans::StartStep() {
   best_of_step_ = rl::CandidatePlan{};
@@ -33,7 +35,7 @@ absl::StatusOr<bool> BestPlans::Consider(const rl::CandidatePlan& candidate, pla
     step_reference_ppl_ = candidate.evaluation.eval_ppl;
   }
   if (!rl::ConsiderCandidate(candidate, final_target_bits_, &best_,
-                             this_step ? &best_of_step_ : nullptr)) {
+                             this_step ? &best_of_step_ : nullptr, max_ppl_increase_)) {
     return false;
   }
   plan.plan_id = "best";

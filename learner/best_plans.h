@@ -1,8 +1,9 @@
 // BestPlans: the learner's best-plan rule (rl::ConsiderCandidate, DESIGN.md
 // section 5) over every measured plan, episode or candidate:
 // - the best feasible plan: the lowest evaluation-slice perplexity within
-//   the final curriculum target, kept as plan files under `dir` (plan id
-//   "best") whenever it changes;
+//   the final curriculum target (in the quality-target mode the fewest bits
+//   within epsilon, rl::QualityTargetBetter), kept as plan files under `dir`
+//   (plan id "best") whenever it changes;
 // - the curriculum criterion: the best feasible policy plan at the current
 //   step's target and the step reference's perplexity (0 until its
 //   evaluation arrives: no early advance before that). Only plans made for
@@ -27,8 +28,9 @@ namespace windquant::learner {
 class BestPlans {
  public:
   // `final_target_bits`: the last curriculum target; `dir`: where the best
-  // plan's files go (output.dir/best).
-  BestPlans(double final_target_bits, std::string dir);
+  // plan's files go (output.dir/best); `max_ppl_increase`: the quality-target
+  // mode's epsilon (0: the fixed-budget mode).
+  BestPlans(double final_target_bits, std::string dir, double max_ppl_increase = 0);
 
   // A new curriculum step (not a resumed one): its best and reference
   // perplexity start afresh.
@@ -55,6 +57,7 @@ class BestPlans {
  private:
   const double final_target_bits_;
   const std::string dir_;
+  const double max_ppl_increase_;
   rl::CandidatePlan best_;
   rl::CandidatePlan best_of_step_;
   double step_reference_ppl_ = 0;

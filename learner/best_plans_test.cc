@@ -107,6 +107,31 @@ TEST_F(BestPlansTest, RecordsTheFinalStepsReferenceAsEvaluated) {
   EXPECT_DOUBLE_EQ(b.best().evaluation.eval_ppl, 4.5);  // and the best so far
 }
 
+// The quality-target mode (epsilon 0.05, cap kFinal): the best plan is the
+// fewest bits measured within epsilon, written as plan files when it changes;
+// the step's best (the curriculum criterion) stays the lowest perplexity.
+TEST_F(BestPlansTest, QualityTargetKeepsTheFewestBitsWithinEpsilon) {
+  BestPlans b(kFinal, dir_, /*max_ppl_increase=*/0.05);
+  auto measured = [&](double bits, double d, int a) {
+    rl::CandidatePlan c = Candidate("rl", kFinal, bits, 10.0 * (1 + d), a);
+    c.evaluation.relative_ppl_increase = d;
+    return c;
+  };
+  EXPECT_TRUE(Consider(b, measured(1.9, 0.20, 2), true));    // none within yet: least degraded
+  EXPECT_TRUE(Consider(b, measured(1.95, 0.10, 3), true));   // less degraded
+  EXPECT_TRUE(Consider(b, measured(2.0, 0.04, 4), true));    // within epsilon
+  EXPECT_TRUE(Consider(b, measured(1.8, 0.05, 5), true));    // fewer bits, within
+  EXPECT_FALSE(Consider(b, measured(1.85, 0.01, 6), true));  // within, more bits
+  EXPECT_FALSE(Consider(b, measured(1.5, 0.051, 1), true));  // fewer bits, outside
+  EXPECT_TRUE(Consider(b, measured(1.8, 0.03, 0), true));    // a tie on bits, lower d
+  EXPECT_DOUBLE_EQ(b.best().evaluation.effective_bits, 1.8);
+  EXPECT_DOUBLE_EQ(b.best().evaluation.relative_ppl_increase, 0.03);
+  absl::StatusOr<plan::Plan> files = plan::ReadPlanFile(dir_ + "/plan.json", table_);
+  ASSERT_THAT(files, IsOk());
+  EXPECT_EQ(files->actions, std::vector<int>(table_.units.size(), 0));
+  EXPECT_DOUBLE_EQ(b.StepBestPpl(), 10.0 * 1.01);  // the curriculum's: lowest perplexity
+}
+
 TEST_F(BestPlansTest, RestoresACheckpointsState) {
   BestPlans b(kFinal, dir_);
   rl::CandidatePlan best = Candidate("rl", kFinal, 1.9, 5.0);

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/base/status_macros.h"
+#include "common/rl/candidate_plan.h"
 
 namespace windquant::learner {
 namespace {
@@ -35,7 +36,13 @@ void MeasureHeldOut(const PlanMeasurer& measure, FinalRows* out) {
   }
 }
 
-size_t PickReturned(const std::vector<FinalRow>& rows, double target_bits) {
+size_t PickReturned(const std::vector<FinalRow>& rows, double target_bits, double max_ppl_increase,
+                    double fp_selection_ppl) {
+  auto better = [&](const FinalRow& a, const FinalRow& b) {
+    if (max_ppl_increase <= 0) return a.selection_ppl < b.selection_ppl;
+    return rl::QualityTargetBetter(a.bits, a.selection_ppl / fp_selection_ppl - 1.0, b.bits,
+                                   b.selection_ppl / fp_selection_ppl - 1.0, max_ppl_increase);
+  };
   size_t best = 0;
   bool found = false;
   for (size_t i = 0; i < rows.size(); ++i) {
@@ -43,7 +50,7 @@ size_t PickReturned(const std::vector<FinalRow>& rows, double target_bits) {
     if (!std::isfinite(r.selection_ppl) || r.bits > target_bits * (1.0 + kTargetRelativeSlack)) {
       continue;
     }
-    if (!found || r.selection_ppl < rows[best].selection_ppl) best = i;
+    if (!found || better(r, rows[best])) best = i;
     found = true;
   }
   return best;
@@ -69,7 +76,7 @@ absl::StatusOr<FinalRows> MeasureFinalRows(const rl::RunResult& result,
                                            const plan::UnitTable& table, double target_bits,
                                            std::vector<FinalSearch> searches,
                                            const std::string& searches_note,
-                                           const PlanMeasurer& measure) {
+                                           const PlanMeasurer& measure, double max_ppl_increase) {
   if (result.best.actions.empty()) {
     return absl::FailedPreconditionError("finish: the run has no feasible plan");
   }
@@ -106,7 +113,9 @@ absl::StatusOr<FinalRows> MeasureFinalRows(const rl::RunResult& result,
   } else {
     MeasureHeldOut(measure, &out);
   }
-  out.returned = PickReturned(out.rows, target_bits);
+  const rl::PlanEvaluation& e = result.best.evaluation;
+  out.returned = PickReturned(out.rows, target_bits, max_ppl_increase,
+                              e.eval_ppl / (1.0 + e.relative_ppl_increase));
   out.origin = out.returned == 0 ? PlanOrigin(result.best.source) : out.rows[out.returned].name;
   return out;
 }

@@ -78,12 +78,16 @@ struct FinalRows {
 // node stopping) leaves every row without held-out numbers (heldout_note says
 // why) and, when on the selection slice, with the perplexities the run and
 // the searches measured: the run's result is written still.
-// FAILED_PRECONDITION when the run has no feasible plan.
+// FAILED_PRECONDITION when the run has no feasible plan. In the
+// quality-target mode (`max_ppl_increase` > 0) the returned row is the
+// rl::QualityTargetBetter one on the selection slice (d against the FP
+// perplexity implied by RL's evaluation).
 absl::StatusOr<FinalRows> MeasureFinalRows(const rl::RunResult& result,
                                            const plan::UnitTable& table, double target_bits,
                                            std::vector<FinalSearch> searches,
                                            const std::string& searches_note,
-                                           const PlanMeasurer& measure);
+                                           const PlanMeasurer& measure,
+                                           double max_ppl_increase = 0);
 
 // Adds the rows to report.json as `windquant quantize` names them: "plans",
 // "returned", "returned_plan_origin", "rl_real_evaluations", "search",

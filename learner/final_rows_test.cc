@@ -181,5 +181,67 @@ TEST_F(FinalRowsTest, TheFinalArtifactsCarryTheReturnedPlanAndItsOriginIntoTheMa
   EXPECT_EQ(j.at("plans").size(), 3u);
 }
 
+// The quality-target mode (epsilon 0.2; FP selection PPL 10, from RL's
+// evaluation): the returned row is the fewest bits within epsilon (the search,
+// though RL measured lower), and report.json carries the mode's keys.
+TEST_F(FinalRowsTest, QualityTargetReturnsTheFewestBitsWithinEpsilonAndReportsIt) {
+  const ::windquant::testing::ScopedTestDir dir("final_rows_test");
+  {
+    std::ofstream plans(dir.path() + "/plans.jsonl");
+    plans << "{\"episode_id\":1,\"effective_bits\":1.5,\"perplexity\":11,\"cached\":false}\n"
+          << "{\"episode_id\":2,\"effective_bits\":1.25,\"perplexity\":inf,\"cached\":false}\n";
+  }
+  FakeEvaluator ev{{{3, 11.0}, {4, 11.9}, {5, 12.5}}, {{3, 14.0}, {4, 13.5}, {5, 13.0}}};
+  rl::RunResult run = RlRun(3, 11.0, "rl");
+  run.best.evaluation.relative_ppl_increase = 0.1;  // FP: 11 / 1.1 = 10
+  run.curve = {rl::UpdateRecord(), rl::UpdateRecord()};
+  run.curve[0].lambda = 1.0;
+  run.curve[1].lambda = 1.5;
+  FinishOptions o;
+  o.model_dir = "/models/tiny";
+  o.target_bits = target_;
+  o.export_model = false;
+  o.measure = ev.Measurer();
+  o.searches = {Search("search", 4, 37), Search("screened-search", 5, 37)};
+  o.max_ppl_increase = 0.2;
+  o.records_dir = dir.path();
+  absl::StatusOr<FinalArtifacts> a = WriteFinalArtifacts(run, table_, "run-1", dir.path(), o);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->metadata.at("source"), "search");  // 11.9 / 10 - 1 = 0.19, fewer bits than RL
+  std::ifstream report(dir.path() + "/report.json");
+  const nlohmann::json j = nlohmann::json::parse(report);
+  const nlohmann::json& q = j.at("quality_target");
+  EXPECT_DOUBLE_EQ(q.at("max_ppl_increase").get<double>(), 0.2);
+  EXPECT_TRUE(q.at("within_epsilon").get<bool>());
+  EXPECT_EQ(q.at("returned").at("plan"), "search");
+  EXPECT_NEAR(q.at("returned").at("selection_degradation").get<double>(), 0.19, 1e-12);
+  EXPECT_TRUE(q.at("returned").at("heldout_degradation").is_null());
+  EXPECT_EQ(q.at("lambda_per_update"), nlohmann::json::array({1.0, 1.5}));
+  EXPECT_DOUBLE_EQ(j.at("max_ppl_increase").get<double>(), 0.2);
+  ASSERT_EQ(j.at("measured").size(), 5u);  // 2 of plans.jsonl, 3 final rows
+  EXPECT_NEAR(j.at("measured")[0].at("degradation").get<double>(), 0.1, 1e-12);
+  EXPECT_TRUE(j.at("measured")[1].at("degradation").is_null());
+  EXPECT_EQ(j.at("measured")[3].at("label"), "search (returned)");
+
+  o.max_ppl_increase = 0.05;  // none within: the least degraded (RL's d 0.1), said so
+  const ::windquant::testing::ScopedTestDir none("final_rows_test");
+  a = WriteFinalArtifacts(run, table_, "run-1", none.path(), o);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->metadata.at("source"), "rl");
+  std::ifstream none_report(none.path() + "/report.json");
+  const nlohmann::json n = nlohmann::json::parse(none_report);
+  EXPECT_FALSE(n.at("quality_target").at("within_epsilon").get<bool>());
+  EXPECT_TRUE(n.at("quality_target").contains("note"));
+  EXPECT_NE(n.at("notes").dump().find("NO measured plan was within epsilon"), std::string::npos);
+
+  o.max_ppl_increase = 0;  // the fixed-budget rule on the same rows: RL's lower perplexity
+  const ::windquant::testing::ScopedTestDir fixed("final_rows_test");
+  a = WriteFinalArtifacts(run, table_, "run-1", fixed.path(), o);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->metadata.at("source"), "rl");
+  std::ifstream fixed_report(fixed.path() + "/report.json");
+  EXPECT_FALSE(nlohmann::json::parse(fixed_report).contains("quality_target"));
+}
+
 }  // namespace
 }  // namespace windquant::learner

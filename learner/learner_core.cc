@@ -44,7 +44,8 @@ LearnerCore::LearnerCore(const Options& options, std::unique_ptr<PolicyPublisher
       lambda_(options.lagrange.lambda_init),
       next_lambda_(options.lagrange.lambda_init),
       held_(options.dir + "/held-episodes", [this](const std::string& line) { Log(line); }),
-      best_(options.curriculum.target_bits.back(), options.dir + "/best"),
+      best_(options.curriculum.target_bits.back(), options.dir + "/best",
+            options.lagrange.max_ppl_increase()),
       records_(options.dir),
       checkpoints_(CheckpointDir(options), options.checkpoint_every_updates,
                    [this](const std::string& line) { Log(line); }) {}
@@ -55,10 +56,9 @@ void LearnerCore::Log(const std::string& line) const {
 
 void LearnerCore::PublishLocked() {
   board_.Publish(StatusLocked());
-  metrics_.SetState(static_cast<double>(policy_->version()), curriculum_.target_bits(), lambda_);
-  if (!best_.best().actions.empty()) {
-    metrics_.SetBest(best_.best().evaluation.effective_bits, best_.best().evaluation.eval_ppl);
-  }
+  metrics_.SetState(static_cast<double>(policy_->version()), curriculum_.target_bits(), lambda_,
+                    options_.lagrange.max_ppl_increase());
+  if (!best_.best().actions.empty()) metrics_.SetBest(best_.best().evaluation);
 }
 
 absl::StatusOr<std::unique_ptr<LearnerCore>> LearnerCore::Create(const Options& options,
@@ -106,8 +106,8 @@ absl::Status LearnerCore::CompleteTable() {
   const plan::UnitTable& table = *tables_.table();
   run_fingerprint_ = config::RunFingerprint(table.fingerprint, options_.run_config_text);
   WQ_RETURN_IF_ERROR(policy_->SetTable(table));
-  absl::StatusOr<rl::RunCheckpoint> ckpt =
-      rl::ReadRunCheckpoint(CheckpointDir(options_), run_fingerprint_);
+  absl::StatusOr<rl::RunCheckpoint> ckpt = rl::ReadRunCheckpoint(
+      CheckpointDir(options_), run_fingerprint_, options_.lagrange.max_ppl_increase());
   if (!ckpt.ok() && !absl::IsNotFound(ckpt.status())) return ckpt.status();
   if (ckpt.ok()) WQ_RETURN_IF_ERROR(RestoreCheckpoint(*ckpt));
   checkpoints_.Restored(ckpt.ok() ? &*ckpt : nullptr);
@@ -463,6 +463,7 @@ absl::Status LearnerCore::WriteCheckpoint() {
   c.stage_reference_ppl = best_.step_reference_ppl();
   c.curve = records_.curve();
   c.stages = records_.steps();
+  c.max_ppl_increase = options_.lagrange.max_ppl_increase();
   if (!checkpoints_.Write(c)) return absl::OkStatus();
   if (observer_ != nullptr) observer_->OnCheckpoint(counts_.updates, run_.done());
   return absl::OkStatus();

@@ -82,7 +82,7 @@ absl::StatusOr<bool> LearnerCore::LearnPredictedLocked(rl::Episode e) {
       rl::PredictedEvaluation(e.predicted_log_ppl, table.EffectiveBits(e.plan.actions),
                               fp_eval_ppl_));
   const rl::EpisodeReward reward =
-      rl::EpisodeEndReward(options_.policy.env, pe, lambda_, target, options_.lagrange.prices);
+      rl::EpisodeEndReward(options_.policy.env, pe, lambda_, target, options_.lagrange);
   if (!std::isfinite(reward.total)) {
     return absl::InvalidArgumentError(
         absl::StrCat("predicted_log_ppl: reward not finite for ", "episode ", e.episode_id));

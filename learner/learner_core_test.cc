@@ -349,7 +349,7 @@ TEST_F(LearnerCoreTest, RepairModeChargesTheBitsTheEpisodeChose) {
     rl::PlanEvaluation charged = in.evaluation;
     charged.effective_bits = chosen_bits;
     expected[id] =
-        step_return + rl::EpisodeEndReward(c.policy.env, charged, 1.0, 3.0, "budget").total;
+        step_return + rl::EpisodeEndReward(c.policy.env, charged, 1.0, 3.0, c.lagrange).total;
   }
   // λ rose by eta x the chosen overrun per episode (the measured plans never overrun).
   EXPECT_NEAR(core_->Status().lambda, 1.0 + 2 * 0.5 * (chosen_bits - 3.0), 1e-9);

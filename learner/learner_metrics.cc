@@ -26,6 +26,10 @@ absl::StatusOr<LearnerMetrics> LearnerMetrics::Create(metrics::Registry& r) {
                       metrics::GaugeFamily(r, metrics::kLearnerBestPlanEffectiveBits));
   WQ_ASSIGN_OR_RETURN(auto* best_ppl, metrics::GaugeFamily(r, metrics::kLearnerBestPlanPerplexity));
   WQ_ASSIGN_OR_RETURN(auto* lambda, metrics::GaugeFamily(r, metrics::kLearnerLambda));
+  WQ_ASSIGN_OR_RETURN(auto* max_increase,
+                      metrics::GaugeFamily(r, metrics::kLearnerMaxPerplexityIncreaseRatio));
+  WQ_ASSIGN_OR_RETURN(auto* best_increase,
+                      metrics::GaugeFamily(r, metrics::kLearnerBestPlanPerplexityIncreaseRatio));
   m.episodes = &episodes->Get();
   m.transitions = &transitions->Get();
   m.updates = &updates->Get();
@@ -36,6 +40,8 @@ absl::StatusOr<LearnerMetrics> LearnerMetrics::Create(metrics::Registry& r) {
   m.best_bits = &best_bits->Get();
   m.best_ppl = &best_ppl->Get();
   m.lambda = &lambda->Get();
+  m.max_ppl_increase = &max_increase->Get();
+  m.best_ppl_increase = &best_increase->Get();
   return m;
 }
 
@@ -51,15 +57,18 @@ void LearnerMetrics::OnUpdate(double episode_reward) const {
   SetIf(mean_reward, episode_reward);
 }
 
-void LearnerMetrics::SetState(double policy_version, double target, double batch_lambda) const {
+void LearnerMetrics::SetState(double policy_version, double target, double batch_lambda,
+                              double max_increase) const {
   SetIf(version, policy_version);
   SetIf(target_bits, target);
   SetIf(lambda, batch_lambda);
+  SetIf(max_ppl_increase, max_increase);
 }
 
-void LearnerMetrics::SetBest(double effective_bits, double perplexity) const {
-  SetIf(best_bits, effective_bits);
-  SetIf(best_ppl, perplexity);
+void LearnerMetrics::SetBest(const rl::PlanEvaluation& best) const {
+  SetIf(best_bits, best.effective_bits);
+  SetIf(best_ppl, best.eval_ppl);
+  SetIf(best_ppl_increase, best.relative_ppl_increase);
 }
 
 }  // namespace windquant::learner

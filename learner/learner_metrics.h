@@ -1,13 +1,15 @@
 // LearnerMetrics: the learner's Prometheus metrics (windquant_learner_* of
 // common/metrics/metric_names.h: episodes, transitions, PPO updates, policy
-// version and lag, mean reward, target bits, best plan bits and perplexity,
-// λ). Without a registry every pointer is nullptr and the setters do nothing.
-// The metrics are thread-safe; the struct is filled once, then only read.
+// version and lag, mean reward, target bits, best plan bits, perplexity and
+// relative perplexity increase, λ, the quality target's epsilon). Without a registry every pointer
+// is nullptr and the setters do nothing. The metrics are thread-safe; the struct is filled once,
+// then only read.
 #ifndef WINDQUANT_LEARNER_LEARNER_METRICS_H_
 #define WINDQUANT_LEARNER_LEARNER_METRICS_H_
 
 #include "absl/status/statusor.h"
 #include "common/metrics/registry.h"
+#include "common/rl/plan_evaluation.h"
 
 namespace windquant::learner {
 
@@ -18,8 +20,11 @@ struct LearnerMetrics {
   // One accepted episode of `steps` transitions, `lag` versions behind.
   void OnEpisode(double steps, double lag_versions) const;
   void OnUpdate(double episode_reward) const;
-  void SetState(double policy_version, double target, double batch_lambda) const;
-  void SetBest(double effective_bits, double perplexity) const;
+  // `max_ppl_increase`: the quality-target mode's epsilon (0: fixed budget).
+  void SetState(double policy_version, double target, double batch_lambda,
+                double max_ppl_increase = 0) const;
+  // The best plan's bits, perplexity and d on the selection slice.
+  void SetBest(const rl::PlanEvaluation& best) const;
 
   metrics::Counter* episodes = nullptr;
   metrics::Counter* transitions = nullptr;
@@ -31,6 +36,8 @@ struct LearnerMetrics {
   metrics::Gauge* best_bits = nullptr;
   metrics::Gauge* best_ppl = nullptr;
   metrics::Gauge* lambda = nullptr;
+  metrics::Gauge* max_ppl_increase = nullptr;
+  metrics::Gauge* best_ppl_increase = nullptr;
 };
 
 }  // namespace windquant::learner

@@ -15,6 +15,7 @@
 #include "common/report/report_data.h"
 #include "common/rl/run_checkpoint.h"
 #include "common/search/search_result.h"
+#include "learner/run_records.h"
 
 namespace windquant::learner {
 namespace {
@@ -74,14 +75,68 @@ report::ReportData MakeReport(const FinishOptions& c, const rl::RunResult& r,
                           ? absl::StrFormat("; resumed from update %d", r.resumed_from_update)
                           : ""));
   d.notes.push_back(absl::StrFormat(
-      "Returned plan: %s (the lowest selection perplexity of RL and the searches). The "
+      "Returned plan: %s (%s of RL and the searches). The "
       "searches: (1+1) local search from the Lagrangian plan with restarts, and the same "
       "search screened by the reward model RL uses, each given the RL run's %d real plan "
       "evaluations, measured by the evaluator on the selection slice.%s%s",
-      rows.origin, rows.rl_evaluations,
+      rows.origin,
+      c.max_ppl_increase > 0 ? "the fewest bits within epsilon on the selection slice"
+                             : "the lowest selection perplexity",
+      rows.rl_evaluations,
       rows.searches_note.empty() ? "" : absl::StrCat(" ", rows.searches_note, "."),
       rows.heldout_note.empty() ? "" : absl::StrCat(" ", rows.heldout_note, ".")));
   return d;
+}
+
+// The quality-target mode's parts of the report (as `windquant quantize`
+// writes them, job/quantize_report.cc): epsilon, every measured plan's d on
+// the selection slice (plans.jsonl) and the final rows, and report.json's
+// "quality_target". FP's held-out perplexity is not measured here, so the
+// held-out degradation is null and the note says so.
+void AddQualityTarget(const FinishOptions& c, const rl::RunResult& r, const FinalRows& rows,
+                      report::ReportData* d, nlohmann::json* j) {
+  const double eps = c.max_ppl_increase;
+  const double fp = d->fp_perplexity;
+  auto degradation = [fp](double ppl) {
+    const double x = ppl / fp - 1.0;
+    return fp > 0 && std::isfinite(x) ? x : std::nan("");
+  };
+  d->max_ppl_increase = eps;
+  for (const RunRecords::RecordedPlan& p : RunRecords(c.records_dir).RecordedPlans()) {
+    d->measured.push_back({p.effective_bits, degradation(p.perplexity), ""});
+  }
+  for (size_t i = 0; i < rows.rows.size(); ++i) {
+    const FinalRow& row = rows.rows[i];
+    d->measured.push_back({row.bits, degradation(row.selection_ppl),
+                           i == rows.returned ? row.name + " (returned)" : row.name});
+  }
+  const FinalRow& returned = rows.rows[rows.returned];
+  const double sel = degradation(returned.selection_ppl);
+  nlohmann::json lambdas = nlohmann::json::array();
+  for (const rl::UpdateRecord& u : r.curve) lambdas.push_back(u.lambda);
+  nlohmann::json q = {
+      {"max_ppl_increase", eps},
+      {"cap_bits", c.target_bits},
+      {"compared_at_bits", r.best.evaluation.effective_bits},
+      {"returned",
+       {{"plan", returned.name},
+        {"bits", returned.bits},
+        {"selection_degradation", std::isfinite(sel) ? nlohmann::json(sel) : nlohmann::json()},
+        {"heldout_degradation", nullptr}}},
+      {"within_epsilon", std::isfinite(sel) && sel <= eps},
+      {"heldout_note", "the distributed evaluator does not measure FP on the held-out text"},
+      {"lambda_per_update", lambdas},
+      {"lambda_final", r.lambda}};
+  if (!(std::isfinite(sel) && sel <= eps)) {
+    q["note"] =
+        "no measured plan was within epsilon on the selection slice: the returned plan is the "
+        "least degraded one measured";
+    d->notes.push_back(
+        absl::StrCat("NO measured plan was within epsilon on the selection "
+                     "slice: the returned plan (",
+                     returned.name, ") is the least degraded one measured."));
+  }
+  (*j)["quality_target"] = q;
 }
 
 // The store manifest's metadata: the returned plan (its origin as "source"
@@ -121,9 +176,9 @@ absl::StatusOr<FinalArtifacts> WriteFinalArtifacts(const rl::RunResult& r,
   const base::LogSink& log = options.log;
   const fs::path dir(dir_name);
   const double target = c.target_bits;
-  WQ_ASSIGN_OR_RETURN(
-      const FinalRows rows,
-      MeasureFinalRows(r, table, target, options.searches, options.searches_note, options.measure));
+  WQ_ASSIGN_OR_RETURN(const FinalRows rows,
+                      MeasureFinalRows(r, table, target, options.searches, options.searches_note,
+                                       options.measure, options.max_ppl_increase));
   const FinalRow& returned = rows.rows[rows.returned];
   plan::Plan plan = plan::Plan::Make(table, returned.actions, rows.origin, target);
   if (rows.returned == 0) plan.policy_version = r.best.policy_version;
@@ -132,12 +187,15 @@ absl::StatusOr<FinalArtifacts> WriteFinalArtifacts(const rl::RunResult& r,
   out.entries = {"plan.json", "plan.bin", "report.json", "report.html"};
   out.metadata = ManifestMetadata(r, rows, plan, target);
 
-  const report::ReportData data = MakeReport(c, r, table, run_id, rows);
+  report::ReportData data = MakeReport(c, r, table, run_id, rows);
+  nlohmann::json quality_target;
+  if (c.max_ppl_increase > 0) AddQualityTarget(c, r, rows, &data, &quality_target);
   WQ_RETURN_IF_ERROR(report::ValidateReportData(data));
   nlohmann::json j = nlohmann::json::parse(report::ToJson(data));
   j["run_id"] = run_id;
   j["plan_id"] = plan.plan_id;
   AddFinalRowsJson(rows, r.best.source, &j);
+  if (quality_target.is_object()) j.update(quality_target);
   if (c.export_model) {
     if (options.actors.empty()) {
       return absl::FailedPreconditionError(

@@ -62,6 +62,11 @@ struct FinishOptions {
   // there are none.
   std::vector<FinalSearch> searches;
   std::string searches_note;
+  // The quality-target mode (lagrange.prices: target): its epsilon (0 = the
+  // fixed-budget mode) and the learner's output.dir, whose plans.jsonl has
+  // every measured plan for the report's degradation chart.
+  double max_ppl_increase = 0;
+  std::string records_dir;
 };
 
 // Writes the files above into `dir`. FAILED_PRECONDITION when the run has no

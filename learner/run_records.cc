@@ -21,6 +21,30 @@ std::set<uint64_t> RunRecords::RecordedEpisodeIds() const {
   return ids;
 }
 
+std::vector<RunRecords::RecordedPlan> RunRecords::RecordedPlans() const {
+  std::vector<RecordedPlan> out;
+  std::ifstream plans(plans_path());
+  std::string line;
+  // The lines are written below with operator<< (a broken plan's "inf"), which
+  // strtod reads back; a JSON parser would not.
+  auto number = [&line](const std::string& key, double* v) {
+    const size_t at = line.find(key);
+    if (at == std::string::npos) return false;
+    const char* begin = line.c_str() + at + key.size();
+    char* end = nullptr;
+    *v = std::strtod(begin, &end);
+    return end != begin;
+  };
+  while (std::getline(plans, line)) {
+    RecordedPlan p;
+    if (number(",\"effective_bits\":", &p.effective_bits) &&
+        number(",\"perplexity\":", &p.perplexity)) {
+      out.push_back(p);
+    }
+  }
+  return out;
+}
+
 void RunRecords::RecordEpisode(const rl::Episode& e, const std::string& plan_id,
                                const rl::PlanEvaluation& pe, double episode_return) const {
   std::ofstream out(plans_path(), std::ios::app);

@@ -44,6 +44,14 @@ class RunRecords {
   // that cannot be written is lost (the run goes on).
   void RecordEpisode(const rl::Episode& e, const std::string& plan_id,
                      const rl::PlanEvaluation& evaluation, double episode_return) const;
+  // One plan of plans.jsonl: its effective bits and selection-slice perplexity.
+  struct RecordedPlan {
+    double effective_bits = 0;
+    double perplexity = 0;  // inf / NaN as written for a broken plan
+  };
+  // Every plan of plans.jsonl, in order (none when it does not exist); lines
+  // without both numbers are skipped.
+  std::vector<RecordedPlan> RecordedPlans() const;
   // Appends the evaluated candidate `plan` (actor "learner") to plans.jsonl.
   void RecordCandidate(const plan::Plan& plan, const rl::PlanEvaluation& evaluation) const;
 

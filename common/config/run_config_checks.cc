@@ -119,6 +119,20 @@ absl::Status ValidateModelAndText(const RunConfig& c) {
   return absl::OkStatus();
 }
 
+// The quality-target mode (lagrange.prices: target, docs/lagrange.md): epsilon is
+// the maximum relative PPL increase and the target bits are a cap, so the
+// budget is the hard mask's.
+absl::Status ValidateQualityTarget(const RunConfig& c) {
+  if (!c.lagrange.quality_target()) return absl::OkStatus();
+  WQ_RETURN_IF_ERROR(Check(c.lagrange.epsilon > 0 && c.lagrange.epsilon <= 100, "lagrange.epsilon",
+                           "the maximum relative perplexity increase must be in (0, 100] "
+                           "(0.02 = 2 %) with prices: target"));
+  WQ_RETURN_IF_ERROR(Check(c.env.budget_mode == "hard", "env.budget_mode",
+                           "must be hard with lagrange.prices: target (the target bits are a "
+                           "cap)"));
+  return absl::OkStatus();
+}
+
 // quant.*, env.* and lagrange.*: the quantizer, the reward and the prices.
 absl::Status ValidateQuantEnvLagrange(const RunConfig& c) {
   WQ_RETURN_IF_ERROR(Check(c.quant.chunk_size >= 1, "quant.chunk_size", "must be >= 1"));
@@ -135,8 +149,10 @@ absl::Status ValidateQuantEnvLagrange(const RunConfig& c) {
     WQ_RETURN_IF_ERROR(
         Check(w >= 0 && std::isfinite(w), "env", "reward weights must be finite and >= 0"));
   }
-  WQ_RETURN_IF_ERROR(Check(c.lagrange.prices == "quality" || c.lagrange.prices == "budget",
-                           "lagrange.prices", "must be quality or budget"));
+  WQ_RETURN_IF_ERROR(Check(c.lagrange.prices == "quality" || c.lagrange.prices == "budget" ||
+                               c.lagrange.prices == "target",
+                           "lagrange.prices", "must be quality, budget or target"));
+  WQ_RETURN_IF_ERROR(ValidateQualityTarget(c));
   WQ_RETURN_IF_ERROR(Check(c.lagrange.prices != "budget" || c.env.budget_mode != "hard",
                            "lagrange.prices",
                            "budget needs env.budget_mode soft or repair (hard never exceeds the "

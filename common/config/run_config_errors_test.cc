@@ -33,6 +33,28 @@ TEST(RunConfigErrorsTest, KeyGivenTwiceIsRefusedNamingKeyAndLine) {
             "run.yaml: duplicate key quant.chunk_size at line 4");
 }
 
+// error-case: config.quality-target
+TEST(RunConfigErrorsTest, QualityTargetRefusesItsBadEpsilonAndABudgetThatIsNotACap) {
+  EXPECT_EQ(ErrorOf(kMinimal, {"lagrange.prices=target", "lagrange.epsilon=0.02"}), "");
+  EXPECT_EQ(ErrorOf(kMinimal, {"lagrange.prices=target", "lagrange.epsilon=100"}), "");
+  const std::string range =
+      "run.yaml: lagrange.epsilon: the maximum relative perplexity increase must be in (0, 100] "
+      "(0.02 = 2 %) with prices: target";
+  EXPECT_EQ(ErrorOf(kMinimal, {"lagrange.prices=target", "lagrange.epsilon=0"}), range);
+  EXPECT_EQ(ErrorOf(kMinimal, {"lagrange.prices=target", "lagrange.epsilon=-0.1"}), range);
+  EXPECT_EQ(ErrorOf(kMinimal, {"lagrange.prices=target", "lagrange.epsilon=101"}), range);
+  // epsilon 0 stays valid for the other prices (the budget price's tolerated overrun).
+  EXPECT_EQ(ErrorOf(kMinimal, {"lagrange.epsilon=0"}), "");
+  for (const char* mode : {"soft", "repair"}) {
+    EXPECT_EQ(ErrorOf(kMinimal, {"lagrange.prices=target", "lagrange.epsilon=0.02",
+                                 std::string("env.budget_mode=") + mode}),
+              "run.yaml: env.budget_mode: must be hard with lagrange.prices: target (the target "
+              "bits are a cap)");
+  }
+  EXPECT_EQ(ErrorOf(kMinimal, {"lagrange.prices=quality-target"}),
+            "run.yaml: lagrange.prices: must be quality, budget or target");
+}
+
 // error-case: config.set-empty-value
 TEST(RunConfigErrorsTest, SetWithAnEmptyValueIsRefused) {
   EXPECT_EQ(ErrorOf(kMinimal, {"quant.chunk_size="}), "--set quant.chunk_size=: empty value");

@@ -147,7 +147,7 @@ TEST(RunConfigTest, OutOfRangeNamesKey) {
             "run.yaml: training.screen_samples: must be in [0, 1024]");
   EXPECT_EQ(ErrorOf(kMinimal, {"training.screen_samples=128"}), "");
   EXPECT_EQ(ErrorOf(kMinimal, {"lagrange.prices=bits"}),
-            "run.yaml: lagrange.prices: must be quality or budget");
+            "run.yaml: lagrange.prices: must be quality, budget or target");
   EXPECT_EQ(ErrorOf(kMinimal, {"lagrange.prices=budget"}),
             "run.yaml: lagrange.prices: budget needs env.budget_mode soft or repair (hard never "
             "exceeds the budget)");

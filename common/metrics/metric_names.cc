@@ -26,6 +26,8 @@ constexpr MetricSpec kAll[] = {
     kLearnerBestPlanEffectiveBits,
     kLearnerBestPlanPerplexity,
     kLearnerLambda,
+    kLearnerMaxPerplexityIncreaseRatio,
+    kLearnerBestPlanPerplexityIncreaseRatio,
     kLearnerConnectedActors,
     kLearnerCheckpointFailuresTotal,
     kLearnerCheckpointLastGoodUpdate,

@@ -81,7 +81,18 @@ inline constexpr MetricSpec kLearnerBestPlanPerplexity{
     MetricType::kGauge};
 inline constexpr MetricSpec kLearnerLambda{
     "windquant_learner_lambda",
-    "Lagrange multiplier of the bit-budget constraint as last reported to the learner.",
+    "Lagrange multiplier the evaluator last pushed to the learner (what it prices: "
+    "lagrange.prices, docs/lagrange.md).",
+    MetricType::kGauge};
+inline constexpr MetricSpec kLearnerMaxPerplexityIncreaseRatio{
+    "windquant_learner_max_perplexity_increase_ratio",
+    "Quality-target mode's epsilon: the maximum relative perplexity increase on the selection "
+    "slice (0 in the fixed-budget mode).",
+    MetricType::kGauge};
+inline constexpr MetricSpec kLearnerBestPlanPerplexityIncreaseRatio{
+    "windquant_learner_best_plan_perplexity_increase_ratio",
+    "Relative perplexity increase (PPL / FP PPL - 1) of the best plan so far on the selection "
+    "slice.",
     MetricType::kGauge};
 inline constexpr MetricSpec kLearnerCheckpointFailuresTotal{
     "windquant_learner_checkpoint_failures_total",
@@ -97,7 +108,8 @@ inline constexpr MetricSpec kLearnerConnectedActors{"windquant_learner_connected
 
 // evaluator
 inline constexpr MetricSpec kEvaluatorLambda{
-    "windquant_evaluator_lambda", "Current Lagrange multiplier of the bit-budget constraint.",
+    "windquant_evaluator_lambda",
+    "Current Lagrange multiplier (what it prices: lagrange.prices, docs/lagrange.md).",
     MetricType::kGauge};
 inline constexpr MetricSpec kEvaluatorEvaluationDurationSeconds{
     "windquant_evaluator_evaluation_duration_seconds",

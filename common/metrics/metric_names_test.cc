@@ -41,10 +41,12 @@ TEST(MetricNamesTest, CatalogueHasTheOperatorMetrics) {
                                "windquant_learner_lambda",
                                "windquant_actor_episodes_total",
                                "windquant_learner_checkpoint_failures_total",
-                               "windquant_learner_checkpoint_last_good_update"}) {
+                               "windquant_learner_checkpoint_last_good_update",
+                               "windquant_learner_max_perplexity_increase_ratio",
+                               "windquant_learner_best_plan_perplexity_increase_ratio"}) {
     EXPECT_EQ(names.count(expected), 1u) << expected;
   }
-  EXPECT_EQ(names.size(), 21u);
+  EXPECT_EQ(names.size(), 23u);
 }
 
 // The latency buckets reach the slowest calls expected at 70B (the derivation is next to

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/base/files.h"
+#include "common/report/degradation_chart.h"
 #include "common/report/svg_chart.h"
 
 namespace windquant::report {
@@ -498,6 +499,7 @@ std::string RenderHtmlReport(const ReportData& d) {
   h += SummarySection(d);
   h += HeatMapSection(d);
   h += PerplexitySection(d);
+  h += DegradationSection(d);
   h += CurvesSection(d);
   h += "<h2>Notes</h2>\n<ul class=\"small\">\n";
   for (const std::string& n : d.notes) absl::StrAppend(&h, "<li>", XmlEscape(n), "</li>\n");

@@ -147,6 +147,31 @@ TEST(HtmlReportTest, IsWellFormedAndSelfContained) {
   EXPECT_FALSE(absl::StrContains(html, "url(")) << "url(";
 }
 
+// A quality-target report adds the degradation chart (one more SVG) with the
+// epsilon line, one grey point per plan measured in training and the final rows
+// labelled; a fixed-budget report has none of it (the test above: 6 SVGs).
+TEST(HtmlReportTest, QualityTargetDrawsDegradationAgainstBitsWithTheEpsilonLine) {
+  ReportData d = Sample();
+  EXPECT_FALSE(absl::StrContains(RenderHtmlReport(d), "Degradation against effective bits"));
+  d.max_ppl_increase = 0.02;
+  d.measured = {{3.5, 0.015, ""}, {3.0, 0.03, ""}, {2.5, 0.2, ""}, {3.25, 0.019, "rl (returned)"}};
+  const std::string html = RenderHtmlReport(d);
+  int elements = 0;
+  EXPECT_EQ(CheckWellFormed(html, &elements), "");
+  size_t svgs = 0;
+  for (size_t at = 0; (at = html.find("<svg ", at)) != std::string::npos; ++at) ++svgs;
+  EXPECT_EQ(svgs, 7u);
+  const size_t at = html.find("Degradation against effective bits");
+  ASSERT_NE(at, std::string::npos);
+  const std::string section = html.substr(at, html.find("</svg>", at) - at);
+  EXPECT_TRUE(absl::StrContains(section, ">epsilon 0.02</text>"));
+  EXPECT_TRUE(absl::StrContains(section, ">rl (returned)</text>"));
+  size_t circles = 0;
+  for (size_t c = 0; (c = section.find("<circle", c)) != std::string::npos; ++c) ++circles;
+  EXPECT_EQ(circles, 3u);
+  EXPECT_TRUE(absl::StrContains(html, "1 of those measured in training within epsilon"));
+}
+
 TEST(HtmlReportTest, EscapesText) {
   const std::string html = RenderHtmlReport(Sample());
   EXPECT_TRUE(absl::StrContains(html, "x&lt;&amp;&gt;y")) << "x&lt;&amp;&gt;y";

@@ -113,6 +113,14 @@ absl::Status ValidateReportData(const ReportData& data) {
       return bad(f + ".bits", absl::StrCat(u.bits, " must be finite and >= 0"));
     }
   }
+  if (!(data.max_ppl_increase >= 0.0) || !std::isfinite(data.max_ppl_increase)) {
+    return bad("max_ppl_increase", absl::StrCat(data.max_ppl_increase, " must be finite and >= 0"));
+  }
+  for (size_t i = 0; i < data.measured.size(); ++i) {
+    if (!std::isfinite(data.measured[i].effective_bits) || data.measured[i].effective_bits < 0) {
+      return bad(absl::StrCat("measured[", i, "].effective_bits"), "must be finite and >= 0");
+    }
+  }
   for (size_t i = 0; i < data.points.size(); ++i) {
     const ReportPoint& p = data.points[i];
     const std::string f = absl::StrCat("points[", i, "]");
@@ -162,8 +170,42 @@ std::string ToJson(const ReportData& data) {
                          {"mean_perplexity", Number(r.mean_perplexity)}});
   }
   j["curve"] = std::move(curve);
+  if (data.max_ppl_increase > 0) {
+    j["max_ppl_increase"] = Number(data.max_ppl_increase);
+    Json measured = Json::array();
+    for (const DegradationPoint& m : data.measured) {
+      Json point = {{"effective_bits", Number(m.effective_bits)},
+                    {"degradation", Number(m.degradation)}};
+      if (!m.label.empty()) point["label"] = m.label;
+      measured.push_back(std::move(point));
+    }
+    j["measured"] = std::move(measured);
+  }
   return j.dump(1) + "\n";
 }
+
+namespace {
+
+// The quality-target keys (max_ppl_increase, measured), both optional.
+absl::Status ReadQualityTarget(const Json& j, Reader& r, ReportData* d) {
+  WQ_RETURN_IF_ERROR(r.Double(j, "", "max_ppl_increase", true, &d->max_ppl_increase));
+  absl::StatusOr<const Json*> measured = r.Array(j, "measured", true);
+  if (!measured.ok()) return measured.status();
+  if (*measured == nullptr) return absl::OkStatus();
+  for (size_t i = 0; i < (*measured)->size(); ++i) {
+    const Json& e = (**measured)[i];
+    const std::string p = absl::StrCat("measured[", i, "]");
+    WQ_RETURN_IF_ERROR(r.Object(e, p));
+    DegradationPoint m;
+    WQ_RETURN_IF_ERROR(r.Double(e, p, "effective_bits", false, &m.effective_bits));
+    WQ_RETURN_IF_ERROR(r.Double(e, p, "degradation", false, &m.degradation));
+    if (e.contains("label")) WQ_RETURN_IF_ERROR(r.String(e, p, "label", &m.label));
+    d->measured.push_back(m);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::StatusOr<ReportData> FromJson(std::string_view text, const std::string& source) {
   Json j = Json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
@@ -239,6 +281,7 @@ absl::StatusOr<ReportData> FromJson(std::string_view text, const std::string& so
       d.curve.push_back(row);
     }
   }
+  WQ_RETURN_IF_ERROR(ReadQualityTarget(j, r, &d));
   absl::Status valid = ValidateReportData(d);
   if (!valid.ok()) return absl::InvalidArgumentError(absl::StrCat(source, ": ", valid.message()));
   return d;

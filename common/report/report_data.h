@@ -12,7 +12,12 @@
 //    "units":  [{"layer": int, "matrix": int 0..6, "n_weights": int, "bits": num}],
 //    "points": [{"label": str, "effective_bits": num, "perplexity": num}],
 //    "curve":  [{"update": int, "mean_reward": num, "best_perplexity": num, "bits": num,
-//                "lambda": num, "target_bits": num, "mean_perplexity": num [opt]}] [opt]}
+//                "lambda": num, "target_bits": num, "mean_perplexity": num [opt]}] [opt],
+//    "max_ppl_increase": num [opt],
+//    "measured": [{"effective_bits": num, "degradation": num, "label": str [opt]}] [opt]}
+// The last two are written only for a quality-target run (max_ppl_increase > 0,
+// docs/lagrange.md): epsilon and every measured plan's relative perplexity
+// increase on the selection slice, the chart of degradation against bits.
 // A perplexity that is unknown (e.g. no feasible plan yet) is written as null and read
 // back as NaN; the report shows it as "n/a".
 // Unknown keys are ignored, so a larger file may carry these keys beside its own:
@@ -70,6 +75,13 @@ struct TrainingRow {
   double mean_perplexity = std::numeric_limits<double>::quiet_NaN();
 };
 
+// One measured plan of a quality-target run, on the degradation chart.
+struct DegradationPoint {
+  double effective_bits = 0.0;
+  double degradation = 0.0;  // d = PPL / FP PPL - 1 on the selection slice; NaN if unknown
+  std::string label;         // "" for a plan measured in training, else the final row's name
+};
+
 struct ReportData {
   std::string model_name;
   std::string fingerprint;          // model fingerprint (unit table / checkpoint)
@@ -81,6 +93,10 @@ struct ReportData {
   std::vector<TrainingRow> curve;
   double wall_time_s = 0.0;
   std::vector<std::string> notes;  // free text lines, shown as a list
+  // The quality-target mode: epsilon (0 = a fixed-budget run: neither key is
+  // written and no degradation chart is drawn) and every plan it measured.
+  double max_ppl_increase = 0.0;
+  std::vector<DegradationPoint> measured;
 };
 
 // Checks ranges: matrix in 0..6, layer >= 0, n_weights > 0, finite non-negative bits,

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -83,6 +84,27 @@ TEST(ReportDataTest, MeanPerplexityIsOptionalAndRoundTrips) {
       "old.json");
   ASSERT_TRUE(old.ok()) << old.status();
   EXPECT_TRUE(std::isnan(old->curve[0].mean_perplexity));
+}
+
+// The quality-target keys: written only with max_ppl_increase > 0, read back
+// exactly, absent (0, none) from a fixed-budget report.
+TEST(ReportDataTest, QualityTargetKeysRoundTripAndStayOutOfAFixedBudgetReport) {
+  ReportData d = Sample();
+  EXPECT_FALSE(absl::StrContains(ToJson(d), "max_ppl_increase"));
+  EXPECT_FALSE(absl::StrContains(ToJson(d), "measured"));
+  d.max_ppl_increase = 0.02;
+  d.measured = {{3.5, 0.015, ""}, {2.75, std::nan(""), ""}, {3.25, 0.019, "rl (returned)"}};
+  absl::StatusOr<ReportData> back = FromJson(ToJson(d), "report.json");
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_DOUBLE_EQ(back->max_ppl_increase, 0.02);
+  ASSERT_EQ(back->measured.size(), 3u);
+  EXPECT_DOUBLE_EQ(back->measured[0].effective_bits, 3.5);
+  EXPECT_DOUBLE_EQ(back->measured[0].degradation, 0.015);
+  EXPECT_TRUE(back->measured[0].label.empty());
+  EXPECT_TRUE(std::isnan(back->measured[1].degradation));
+  EXPECT_EQ(back->measured[2].label, "rl (returned)");
+  d.measured[0].effective_bits = -1;
+  EXPECT_EQ(ValidateReportData(d).message(), "measured[0].effective_bits: must be finite and >= 0");
 }
 
 // `windquant quantize` writes these keys into a larger report.json of its own, where

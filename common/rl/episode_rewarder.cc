@@ -10,7 +10,7 @@ EpisodeRewardGrant EpisodeRewarder::Reward(const PlanEvaluation& charged,
   EpisodeRewardGrant g;
   g.batch = lambda_.batch();
   g.lambda = lambda_.batch_lambda();
-  g.reward = EpisodeEndReward(env_, charged, g.lambda, target_bits, o.prices).total;
+  g.reward = EpisodeEndReward(env_, charged, g.lambda, target_bits, o).total;
   g.constraint_value = ConstraintValue(o, charged, target_bits);
   g.lambda_after = lambda_.Preview(g.constraint_value);
   return g;

@@ -14,7 +14,7 @@ namespace windquant::rl {
 double ConstraintValue(const LagrangeOptions& options, const PlanEvaluation& evaluation,
                        double target_bits) {
   if (options.prices == "budget") return evaluation.effective_bits - target_bits;
-  return evaluation.relative_ppl_increase;
+  return evaluation.relative_ppl_increase;  // quality and target: g = d
 }
 
 double LagrangeMultiplier::Update(double d) {

@@ -7,9 +7,10 @@
 // "quality" the relative perplexity increase d = PPL_plan / PPL_fp - 1 (lambda
 // scales the penalty lambda * d); with "budget" (soft budget mode) the overrun
 // bits - target (lambda is the reward price of one bit over the target, the
-// penalty lambda * (bits - target)). lambda grows while g exceeds epsilon and
-// shrinks otherwise (EpisodeEndReward, episode_reward.h).
-// Thread-compatible.
+// penalty lambda * (bits - target)); with "target" (the quality-target mode)
+// g = d again and epsilon is the maximum d: lambda settles at the exchange
+// rate of bits for quality, the penalty lambda * (d - epsilon). lambda grows while g exceeds
+// epsilon and shrinks otherwise (EpisodeEndReward, episode_reward.h). Thread-compatible.
 #ifndef WINDQUANT_COMMON_RL_LAGRANGE_H_
 #define WINDQUANT_COMMON_RL_LAGRANGE_H_
 

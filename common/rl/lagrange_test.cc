@@ -34,6 +34,8 @@ TEST(LagrangeMultiplierTest, ConstraintValueIsWhatLambdaPrices) {
   EXPECT_DOUBLE_EQ(ConstraintValue(c, e, 2.0), 19.0);
   c.prices = "budget";
   EXPECT_DOUBLE_EQ(ConstraintValue(c, e, 2.0), 0.25);
+  c.prices = "target";  // the quality-target mode prices d against epsilon
+  EXPECT_DOUBLE_EQ(ConstraintValue(c, e, 2.0), 19.0);
 }
 
 // A stand-in for the policy's answer to a price: the relative PPL increase
@@ -116,6 +118,55 @@ TEST(LagrangeMultiplierTest, BudgetPriceSettlesBetweenTheBounds) {
   q.lambda_max = 20.0;
   const Trajectory tq = RunDualAscent(q, /*hard_budget=*/true);
   EXPECT_DOUBLE_EQ(tq.lambda.back(), q.lambda_max);
+}
+
+// The quality-target mode (prices: target): the same stand-in d(b), a cap of
+// kCap bits, epsilon = 2 %. A batch rewarded with lambda answers with the bits
+// that maximise w (16 - b) / 16 - lambda (d(b) - epsilon), where
+// w / 16 = lambda * kSlope * d(b), plus seeded noise. Dual ascent on g = d then
+// settles where the plans' mean d is epsilon, at the exchange rate
+// lambda* = w / (16 * kSlope * epsilon) (~2.08 reward units per unit of d), with
+// the plans at d^-1(epsilon) ~ 6.6 bits, well under the cap.
+TEST(LagrangeMultiplierTest, QualityTargetPriceSettlesAtTheExchangeRate) {
+  constexpr double kCap = 8.0, kBitsWeight = 1.0;
+  LagrangeOptions c;
+  c.prices = "target";
+  c.eta = 5.0;
+  c.epsilon = 0.02;
+  c.lambda_init = 1.0;
+  c.lambda_max = 100.0;
+  BatchLambda lambda(c);
+  std::mt19937_64 rng(11);
+  std::normal_distribution<double> noise(0.0, kNoiseBits);
+  std::vector<double> lambdas, mean_d, mean_bits;
+  for (int batch = 0; batch < kBatches; ++batch) {
+    const double price = std::max(lambda.batch_lambda(), 1e-9);
+    const double answer =
+        std::clamp(2.0 + std::log(kD2 * kSlope * 16.0 * price / kBitsWeight) / kSlope, 1.6, kCap);
+    double sum_d = 0, sum_bits = 0;
+    for (int i = 0; i < kEpisodesPerBatch; ++i) {
+      PlanEvaluation e;
+      e.effective_bits = std::clamp(answer + noise(rng), 1.6, kCap);
+      e.relative_ppl_increase = PplIncrease(e.effective_bits);
+      lambda.Observe(ConstraintValue(c, e, kCap));
+      sum_d += e.relative_ppl_increase;
+      sum_bits += e.effective_bits;
+    }
+    lambdas.push_back(lambda.EndBatch());
+    mean_d.push_back(sum_d / kEpisodesPerBatch);
+    mean_bits.push_back(sum_bits / kEpisodesPerBatch);
+  }
+  const double kRate = kBitsWeight / (16.0 * kSlope * c.epsilon);
+  EXPECT_NEAR(MeanFrom(lambdas, kSettledFrom), kRate, 0.1 * kRate);
+  for (int i = kSettledFrom; i < kBatches; ++i) {
+    EXPECT_GT(lambdas[i], 0.8 * kRate) << "batch " << i;
+    EXPECT_LT(lambdas[i], 1.2 * kRate) << "batch " << i;
+  }
+  EXPECT_NEAR(MeanFrom(mean_d, kSettledFrom), c.epsilon, 0.2 * c.epsilon);
+  EXPECT_LT(MeanFrom(mean_bits, kSettledFrom), kCap - 1.0);  // the cap is not what binds
+  // It got there: the first batch, priced at lambda_init, degraded by twice epsilon.
+  EXPECT_GT(mean_d.front(), 1.5 * c.epsilon);
+  EXPECT_GT(lambdas.front(), c.lambda_init + 0.3);
 }
 
 // The owner's record of the batches: Preview is Observe without the change,

@@ -98,6 +98,12 @@ UpdateRecord RecordFromJson(const json& j) {
   return r;
 }
 
+std::string QualityTargetText(double max_ppl_increase) {
+  return max_ppl_increase > 0
+             ? absl::StrCat("a quality-target run (lagrange.epsilon ", max_ppl_increase, ")")
+             : std::string("a fixed-budget run (no lagrange.epsilon target)");
+}
+
 }  // namespace
 
 std::string RunCheckpointPath(const std::string& dir) {
@@ -130,6 +136,7 @@ absl::Status WriteRunCheckpoint(const std::string& dir, const RunCheckpoint& c) 
                  {"stage_reference_ppl", Num(c.stage_reference_ppl)},
                  {"curve", curve},
                  {"stages", stages}};
+  if (c.max_ppl_increase > 0) header["max_ppl_increase"] = c.max_ppl_increase;
   const std::string text = header.dump();
   std::string bytes = kMagic;
   absl::StrAppend(&bytes, absl::StrFormat("%0*d", static_cast<int>(kLengthDigits), text.size()),
@@ -138,7 +145,8 @@ absl::Status WriteRunCheckpoint(const std::string& dir, const RunCheckpoint& c) 
 }
 
 absl::StatusOr<RunCheckpoint> ReadRunCheckpoint(const std::string& dir,
-                                                const std::string& expected_fingerprint) {
+                                                const std::string& expected_fingerprint,
+                                                double expected_max_ppl_increase) {
   const std::string path = RunCheckpointPath(dir);
   if (!base::PathExists(path)) return absl::NotFoundError(absl::StrCat(path, ": no checkpoint"));
   WQ_ASSIGN_OR_RETURN(std::string bytes, base::ReadFile(path));
@@ -159,6 +167,14 @@ absl::StatusOr<RunCheckpoint> ReadRunCheckpoint(const std::string& dir,
   try {
     const json h = json::parse(bytes.substr(start, length));
     c.fingerprint = h.at("fingerprint").get<std::string>();
+    c.max_ppl_increase = h.value("max_ppl_increase", 0.0);
+    if (c.max_ppl_increase != expected_max_ppl_increase) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(path, ": checkpoint is of ", QualityTargetText(c.max_ppl_increase),
+                       ", this run is ", QualityTargetText(expected_max_ppl_increase),
+                       "; resume with the same --max-ppl-increase, or delete it or use "
+                       "another output.dir"));
+    }
     if (c.fingerprint != expected_fingerprint) {
       return absl::FailedPreconditionError(absl::StrCat(
           path,

@@ -39,6 +39,9 @@ struct RunCheckpoint {
   double stage_reference_ppl = 0;
   std::vector<UpdateRecord> curve;
   std::vector<StageEvent> stages;
+  // The quality-target mode's epsilon (lagrange.epsilon with prices: target);
+  // 0 = a fixed-budget run (the header then has no such key).
+  double max_ppl_increase = 0;
 };
 
 // Path of the checkpoint file in `dir` (output.dir/checkpoint).
@@ -46,10 +49,14 @@ std::string RunCheckpointPath(const std::string& dir);
 
 absl::Status WriteRunCheckpoint(const std::string& dir, const RunCheckpoint& checkpoint);
 // NOT_FOUND when `dir` holds no checkpoint; DATA_LOSS for a corrupt file;
-// FAILED_PRECONDITION when its fingerprint differs from `expected_fingerprint`
-// (a different model, data or config: the message says so and names the file).
+// FAILED_PRECONDITION when its quality target differs from
+// `expected_max_ppl_increase` (0: fixed budget; the message names
+// lagrange.epsilon and both values) or its fingerprint from
+// `expected_fingerprint` (a different model, data or config: the message says
+// so and names the file).
 absl::StatusOr<RunCheckpoint> ReadRunCheckpoint(const std::string& dir,
-                                                const std::string& expected_fingerprint);
+                                                const std::string& expected_fingerprint,
+                                                double expected_max_ppl_increase = 0);
 
 }  // namespace windquant::rl
 

@@ -87,6 +87,39 @@ TEST(RunCheckpointTest, RefusesAnotherRunsCheckpoint) {
                        RunCheckpointPath(dir) + ": not a windquant run checkpoint"));
 }
 
+// The quality-target mode's epsilon is part of the checkpoint: a resume with
+// another one (or across modes) is refused in one line naming lagrange.epsilon
+// and both values; a fixed-budget checkpoint has no such key.
+// error-case: learner.resume-other-quality-target
+TEST(RunCheckpointTest, RefusesAResumeWithAnotherQualityTarget) {
+  const ::windquant::testing::ScopedTestDir test_dir("wq-run-checkpoint");
+  const std::string dir = test_dir.path() + "/eps";
+  RunCheckpoint c;
+  c.fingerprint = "fp";
+  ASSERT_TRUE(WriteRunCheckpoint(dir, c).ok());
+  EXPECT_EQ(base::ReadFile(RunCheckpointPath(dir))->find("max_ppl_increase"), std::string::npos);
+  EXPECT_THAT(ReadRunCheckpoint(dir, "fp", 0.02),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       RunCheckpointPath(dir) +
+                           ": checkpoint is of a fixed-budget run (no lagrange.epsilon target), "
+                           "this run is a quality-target run (lagrange.epsilon 0.02)"));
+  c.max_ppl_increase = 0.02;
+  ASSERT_TRUE(WriteRunCheckpoint(dir, c).ok());
+  auto same = ReadRunCheckpoint(dir, "fp", 0.02);
+  ASSERT_TRUE(same.ok()) << same.status();
+  EXPECT_DOUBLE_EQ(same->max_ppl_increase, 0.02);
+  const auto other = ReadRunCheckpoint(dir, "fp", 0.05);
+  EXPECT_THAT(other, StatusIs(absl::StatusCode::kFailedPrecondition,
+                              "checkpoint is of a quality-target run (lagrange.epsilon 0.02), this "
+                              "run is a quality-target run (lagrange.epsilon 0.05)"));
+  EXPECT_EQ(std::count(other.status().message().begin(), other.status().message().end(), '\n'), 0);
+  EXPECT_THAT(ReadRunCheckpoint(dir, "fp"),
+              StatusIs(absl::StatusCode::kFailedPrecondition, "this run is a fixed-budget run"));
+  // The quality target is checked before the fingerprint: its message names the key.
+  EXPECT_THAT(ReadRunCheckpoint(dir, "other", 0.05),
+              StatusIs(absl::StatusCode::kFailedPrecondition, "lagrange.epsilon 0.05"));
+}
+
 // A checkpoint whose write fails part-way: the previous one still loads, no
 // temporary is left, and the error names the checkpoint's path.
 void ExpectOldCheckpointSurvives(const std::string& dir, const absl::Status& failed) {
