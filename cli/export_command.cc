@@ -97,8 +97,10 @@ absl::Status WriteExport(const exporter::ExportInputs& in, const std::string& ou
   if (gguf) {
     std::printf(
         "wrote %s/gguf/%s (read back: equal to the evaluated weights outside the "
-        "salient entries)\n%s",
-        out.c_str(), exporter::kGgufFileName, gguf_report.ToText().c_str());
+        "salient entries)\n%swrote %s/gguf/%s (the linears' types as llama-quantize "
+        "--tensor-type overrides)\n",
+        out.c_str(), exporter::kGgufFileName, gguf_report.ToText().c_str(), out.c_str(),
+        exporter::kLlamaQuantizeTypesFileName);
   } else if (!fake_only) {
     std::error_code ec;
     const auto bytes =

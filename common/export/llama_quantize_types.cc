@@ -32,8 +32,7 @@ std::string LlamaQuantizeTensorTypes(const GgufExportReport& report, const plan:
       plan.plan_id.empty() ? "(unnamed)" : plan.plan_id, plan.source.empty() ? "?" : plan.source,
       plan.target_bits, report.PlanBits());
   absl::StrAppend(
-      &out,
-      "# use: llama-quantize $(grep -v '^#' ", kLlamaQuantizeTypesFileName,
+      &out, "# use: llama-quantize $(grep -v '^#' ", kLlamaQuantizeTypesFileName,
       ") MODEL-F16.gguf OUT.gguf Q8_0\n",
       "# (a quantized TYPE such as Q8_0 is needed for the overrides to apply; norms stay F32; "
       "llama.cpp fits its own blocks to the FP16 weights, so the types and bytes are the "
