@@ -1,5 +1,6 @@
 #include "common/export/gguf_exporter.h"
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <cstring>
@@ -323,6 +324,16 @@ TEST(GgufExporterTest, LlamaQuantizeTensorTypesNameEachLinearWithItsType) {
       if (std::regex_search(ti.name, pattern)) hits.push_back(&ti);
     }
     ASSERT_EQ(hits.size(), 1u) << line;
+    // ... and no other name: blk.1's must miss blk.10 (models of 11+ layers), its dots
+    // are dots.
+    const std::string& own = hits[0]->name;
+    std::string dotless = own;
+    std::replace(dotless.begin(), dotless.end(), '.', 'x');
+    const size_t layer_end = own.find('.', 4);  // "blk.L|.attn_q.weight" -> "blk.L0..."
+    const std::string ten_times = own.substr(0, layer_end) + "0" + own.substr(layer_end);
+    for (const std::string& other : {"x" + own, own + "x", dotless, ten_times}) {
+      EXPECT_FALSE(std::regex_search(other, pattern)) << line << " matches " << other;
+    }
     EXPECT_EQ(type, absl::AsciiStrToLower(gguf::TensorTypeName(hits[0]->type))) << line;
     EXPECT_EQ(type, absl::AsciiStrToLower(json_type.at(hits[0]->name))) << line;
     EXPECT_TRUE(named.insert(hits[0]->name).second) << "named twice: " << line;
