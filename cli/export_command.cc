@@ -16,6 +16,7 @@
 #include "common/export/export_layout.h"
 #include "common/export/exporter.h"
 #include "common/export/gguf_exporter.h"
+#include "common/export/llama_quantize_types.h"
 #include "common/export/quantized_checkpoint.h"
 #include "common/model/checkpoint.h"
 #include "common/plan/plan_io.h"
@@ -40,7 +41,9 @@ constexpr char kUsage[] =
     "  DIR/gguf/        model.gguf (llama.cpp's format: each linear in the smallest GGUF\n"
     "                   type that holds its units' values exactly; salient entries\n"
     "                   re-rounded onto their block's grid; docs/gguf.md), the tokenizer\n"
-    "                   files, gguf_export.json (types, bytes, bits per weight)\n"
+    "                   files, gguf_export.json (types, bytes, bits per weight),\n"
+    "                   llama-quantize-tensor-types.txt (the linears' types as\n"
+    "                   llama-quantize --tensor-type overrides), the GGUF file\n"
     "                   read back and checked to equal the evaluated weights outside the\n"
     "                   salient entries; its bits per weight are printed beside the plan's.\n"
     "With the unit table in the cache (quant.cache_dir) the model is read one decoder layer\n"
@@ -70,6 +73,7 @@ absl::StatusOr<exporter::GgufExportReport> WriteGgufDir(const exporter::ExportIn
       exporter::VerifyGguf(in, path, out + "/gguf/" + exporter::kGgufFileName, &report));
   WQ_RETURN_IF_ERROR(exporter::CopyTokenizerFiles(in.model_dir, dir));
   WQ_RETURN_IF_ERROR(base::WriteFileAtomic(dir + "/gguf_export.json", report.ToJson()));
+  WQ_RETURN_IF_ERROR(exporter::WriteLlamaQuantizeTensorTypes(report, *in.plan, dir));
   return report;
 }
 
@@ -93,8 +97,10 @@ absl::Status WriteExport(const exporter::ExportInputs& in, const std::string& ou
   if (gguf) {
     std::printf(
         "wrote %s/gguf/%s (read back: equal to the evaluated weights outside the "
-        "salient entries)\n%s",
-        out.c_str(), exporter::kGgufFileName, gguf_report.ToText().c_str());
+        "salient entries)\n%swrote %s/gguf/%s (the linears' types as llama-quantize "
+        "--tensor-type overrides)\n",
+        out.c_str(), exporter::kGgufFileName, gguf_report.ToText().c_str(), out.c_str(),
+        exporter::kLlamaQuantizeTypesFileName);
   } else if (!fake_only) {
     std::error_code ec;
     const auto bytes =

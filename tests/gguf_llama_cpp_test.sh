@@ -11,6 +11,8 @@
 #                                  activations to Q8_0 for Q4_0 / Q8_0 weights (measured
 #                                  2e-2 and 6e-4 on stories260k), where windquant computes
 #                                  in float32.
+# and llama-quantize with the Lagrangian export's llama-quantize-tensor-types.txt on the FP16
+# export gives every tensor the Lagrangian export's type.
 #   gguf_llama_cpp_test.sh BUILD_DIR
 set -euo pipefail
 BUILD="$(realpath "$1")"
@@ -43,6 +45,10 @@ check() {  # NAME BASELINE-ARGS... -- then llama-cpp-check tolerance in LOGITS_T
 }
 LOGITS_TOL=1e-3 check fp16 --method uniform --action 16
 LOGITS_TOL=5e-2 check lagrange --method lagrange --bits 2.5
+# llama-quantize-tensor-types.txt: llama-quantize takes the Lagrangian export's arguments
+# and writes the FP16 export with every tensor in that export's type.
+bash "${SRC}/scripts/llama-quantize-types-check.sh" "${BIN}" "${TMP}/fp16-export/gguf/model.gguf" \
+  "${TMP}/lagrange-export/gguf" "${TMP}/requantized.gguf"
 python3 - "${TMP}" <<'PY'
 import re, sys
 for name, bound in (("fp16", 1e-3), ("lagrange", 1e-2)):

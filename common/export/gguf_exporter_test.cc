@@ -1,21 +1,27 @@
 #include "common/export/gguf_exporter.h"
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <map>
+#include <regex>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/base/files.h"
 #include "common/config/run_config.h"
 #include "common/export/gguf_file.h"
 #include "common/export/gguf_llama.h"
+#include "common/export/llama_quantize_types.h"
 #include "common/model/tokenizer_pretokenizer.h"
 #include "common/quant/quantization_session.h"
 #include "common/quant/unit_table_builder.h"
@@ -268,6 +274,84 @@ TEST(GgufExporterTest, MixedPlanReadsBackAndTheGgufPackageAgrees) {
   EXPECT_EQ(py.value("bit_equal", -1), static_cast<int>((*file)->tensors().size()));
   EXPECT_EQ(py.value("linears", -1), 2 * model::kNumMatrices);
   EXPECT_EQ(py.value("salient_changed", int64_t{-1}), report->salient_changed);
+}
+
+// llama-quantize-tensor-types.txt: one `--tensor-type PATTERN=TYPE` per decoder linear;
+// each pattern, lowercased and searched as llama-quantize does (std::regex_search), matches
+// exactly its own tensor of the file, and TYPE is that tensor's type in the file and in
+// gguf_export.json, in ggml's lower-case name.
+TEST(GgufExporterTest, LlamaQuantizeTensorTypesNameEachLinearWithItsType) {
+  const Fixture& f = Tiny();
+  testing::ScopedTestDir dir("gguf_export");
+  const plan::UnitTable& t = f.fits.table();
+  std::vector<int> a(t.units.size());
+  for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<int>((i * 3 + 1) % plan::kNumActions);
+  const plan::Plan plan = plan::Plan::Make(t, a, "mixed", 0);
+  const ExportInputs in = Inputs(f.weights, f.fits, &plan, f.model_dir);
+  const std::string path = dir.path() + "/m.gguf";
+  auto report = WriteGguf(in, path);
+  ASSERT_THAT(report.status(), IsOk());
+  ASSERT_THAT(WriteLlamaQuantizeTensorTypes(*report, plan, dir.path()), IsOk());
+  auto text = base::ReadFile(dir.path() + "/" + kLlamaQuantizeTypesFileName);
+  ASSERT_THAT(text.status(), IsOk());
+  auto file = gguf::GgufFile::Open(path);
+  ASSERT_THAT(file.status(), IsOk());
+  std::map<std::string, std::string> json_type;  // gguf_export.json: name -> type
+  const nlohmann::json exported = nlohmann::json::parse(report->ToJson());
+  for (const auto& e : exported.at("tensors")) {
+    json_type[e["name"].get<std::string>()] = e["type"].get<std::string>();
+  }
+  std::set<std::string> named;
+  int comments = 0;
+  std::istringstream lines(*text);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("#", 0) == 0) {
+      comments++;
+      continue;
+    }
+    if (line.rfind("--tensor-type ", 0) != 0) {
+      EXPECT_TRUE(line == "--token-embedding-type f32" || line == "--output-tensor-type f32")
+          << line;  // the tiny model's embeddings and lm_head are F32
+      continue;
+    }
+    const std::string arg = line.substr(std::strlen("--tensor-type "));
+    const size_t eq = arg.find('=');  // llama-quantize splits at the first '='
+    ASSERT_NE(eq, std::string::npos) << line;
+    const std::regex pattern(absl::AsciiStrToLower(arg.substr(0, eq)));
+    const std::string type = arg.substr(eq + 1);
+    std::vector<const gguf::TensorInfo*> hits;
+    for (const gguf::TensorInfo& ti : (*file)->tensors()) {
+      if (std::regex_search(ti.name, pattern)) hits.push_back(&ti);
+    }
+    ASSERT_EQ(hits.size(), 1u) << line;
+    // ... and no other name: blk.1's must miss blk.10 (models of 11+ layers), its dots
+    // are dots.
+    const std::string& own = hits[0]->name;
+    std::string dotless = own;
+    std::replace(dotless.begin(), dotless.end(), '.', 'x');
+    const size_t layer_end = own.find('.', 4);  // "blk.L|.attn_q.weight" -> "blk.L0..."
+    const std::string ten_times = own.substr(0, layer_end) + "0" + own.substr(layer_end);
+    for (const std::string& other : {"x" + own, own + "x", dotless, ten_times}) {
+      EXPECT_FALSE(std::regex_search(other, pattern)) << line << " matches " << other;
+    }
+    EXPECT_EQ(type, absl::AsciiStrToLower(gguf::TensorTypeName(hits[0]->type))) << line;
+    EXPECT_EQ(type, absl::AsciiStrToLower(json_type.at(hits[0]->name))) << line;
+    EXPECT_TRUE(named.insert(hits[0]->name).second) << "named twice: " << line;
+  }
+  std::set<std::string> linears, types;
+  for (int64_t l = 0; l < 2; ++l) {
+    for (int m = 0; m < model::kNumMatrices; ++m) linears.insert(gguf::LinearName(l, m));
+  }
+  for (const GgufTensorReport& r : report->tensors) {
+    if (r.linear) types.insert(gguf::TensorTypeName(r.type));
+  }
+  EXPECT_EQ(named, linears);
+  EXPECT_GE(types.size(), 2u) << "a mixed plan should give the linears several types";
+  EXPECT_EQ(comments, 3);
+  EXPECT_NE(text->find("# windquant plan " + plan.plan_id), std::string::npos);
+  EXPECT_NE(text->find("llama-quantize $(grep -v '^#' llama-quantize-tensor-types.txt)"),
+            std::string::npos);
+  EXPECT_EQ(TensorNamePattern("blk.0.attn_q.weight"), R"(^blk\.0\.attn_q\.weight$)");
 }
 
 // q/k rows: GGUF row h*hd + 2i + p holds Hugging Face row h*hd + p*hd/2 + i.

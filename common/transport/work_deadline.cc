@@ -16,18 +16,20 @@ int64_t LayerLinearWeights(const model::LlamaConfig& c) {
 absl::Duration PassDeadline(absl::Duration base, int64_t weights, int64_t tokens) {
   const double w = static_cast<double>(std::max<int64_t>(0, weights));
   const double t = static_cast<double>(std::max<int64_t>(0, tokens));
-  return base + absl::Seconds(w * t / kPassFloorWeightTokensPerSecond) +
-         absl::Seconds(w / kFitFloorWeightsPerSecond);
+  return kSanitizerSlowdown * (base + absl::Seconds(w * t / kPassFloorWeightTokensPerSecond) +
+                               absl::Seconds(w / kFitFloorWeightsPerSecond));
 }
 
 absl::Duration FitDeadline(absl::Duration base, int64_t weights) {
-  return base + absl::Seconds(static_cast<double>(std::max<int64_t>(0, weights)) /
-                              kFitFloorWeightsPerSecond);
+  return kSanitizerSlowdown *
+         (base + absl::Seconds(static_cast<double>(std::max<int64_t>(0, weights)) /
+                               kFitFloorWeightsPerSecond));
 }
 
 absl::Duration RegisterTableDeadline(absl::Duration base, int64_t units) {
-  return base + absl::Seconds(static_cast<double>(std::max<int64_t>(0, units)) /
-                              kTableFloorUnitsPerSecond);
+  return kSanitizerSlowdown *
+         (base + absl::Seconds(static_cast<double>(std::max<int64_t>(0, units)) /
+                               kTableFloorUnitsPerSecond));
 }
 
 }  // namespace windquant::transport

@@ -17,6 +17,9 @@
 //          unit run in the call; 320 units take well under a second)
 // Calls whose work does not grow with the model (status, a plan submitted to
 // the evaluator's queue, a report) keep the base deadline alone.
+// Sanitizer builds run the same work many times slower (ThreadSanitizer 5-15x,
+// AddressSanitizer 2-3x, measured on in_process_job_test): their deadlines are
+// these times kSanitizerSlowdown, as gRPC's own tests scale theirs.
 #ifndef WINDQUANT_COMMON_TRANSPORT_WORK_DEADLINE_H_
 #define WINDQUANT_COMMON_TRANSPORT_WORK_DEADLINE_H_
 
@@ -30,10 +33,18 @@ namespace windquant::transport {
 inline constexpr double kPassFloorWeightTokensPerSecond = 1e9;
 inline constexpr double kFitFloorWeightsPerSecond = 1e6;
 inline constexpr double kTableFloorUnitsPerSecond = 100;
+#if defined(__SANITIZE_THREAD__)
+inline constexpr int64_t kSanitizerSlowdown = 20;
+#elif defined(__SANITIZE_ADDRESS__)
+inline constexpr int64_t kSanitizerSlowdown = 5;
+#else
+inline constexpr int64_t kSanitizerSlowdown = 1;
+#endif
 
 // Decoder linear weights of one layer of `config` (q, k, v, o, gate, up, down).
 int64_t LayerLinearWeights(const model::LlamaConfig& config);
 
+// All three times kSanitizerSlowdown.
 // base + weights * tokens / the pass floor + weights / the fit floor (a plan's
 // layers are dequantized when the pass first reaches them). `weights`: of the
 // stages the pass waits on; `tokens`: all the pass carries.

@@ -24,33 +24,35 @@ TEST(WorkDeadlineTest, LayerWeightsOfTheLlama32_1BShape) {
 }
 
 TEST(WorkDeadlineTest, NoWorkIsTheBaseDeadline) {
-  EXPECT_EQ(PassDeadline(absl::Seconds(30), 0, 0), absl::Seconds(30));
-  EXPECT_EQ(PassDeadline(absl::Seconds(30), -5, 100), absl::Seconds(30));
-  EXPECT_EQ(FitDeadline(absl::Seconds(30), 0), absl::Seconds(30));
+  EXPECT_EQ(PassDeadline(absl::Seconds(30), 0, 0), kSanitizerSlowdown * absl::Seconds(30));
+  EXPECT_EQ(PassDeadline(absl::Seconds(30), -5, 100), kSanitizerSlowdown * absl::Seconds(30));
+  EXPECT_EQ(FitDeadline(absl::Seconds(30), 0), kSanitizerSlowdown * absl::Seconds(30));
 }
 
 TEST(WorkDeadlineTest, GrowsWithWeightsAndTokens) {
   const int64_t w = 16 * LayerLinearWeights(Llama32_1B());  // 973M weights
   const absl::Duration base = absl::Seconds(30);
   // Fitting the whole 1B shape: ~973 s at the floor, far past the base.
-  EXPECT_EQ(FitDeadline(base, w), base + absl::Seconds(w / kFitFloorWeightsPerSecond));
+  EXPECT_EQ(FitDeadline(base, w),
+            kSanitizerSlowdown * (base + absl::Seconds(w / kFitFloorWeightsPerSecond)));
   EXPECT_GT(FitDeadline(base, w), absl::Minutes(15));
   // A pass of 1024 tokens: the dequantization allowance plus ~1000 s of forward.
   const absl::Duration one = PassDeadline(base, w, 1024);
   const absl::Duration two = PassDeadline(base, w, 2048);
   EXPECT_GT(one, FitDeadline(base, w));
-  EXPECT_EQ(two - one,
-            absl::Seconds(static_cast<double>(w) * 1024 / kPassFloorWeightTokensPerSecond));
+  EXPECT_EQ(two - one, kSanitizerSlowdown * absl::Seconds(static_cast<double>(w) * 1024 /
+                                                          kPassFloorWeightTokensPerSecond));
   // Half the layers (a stage of two), half the allowance.
   EXPECT_LT(PassDeadline(base, w / 2, 1024), one);
 }
 
 TEST(WorkDeadlineTest, TableRegistrationGrowsWithUnits) {
   const absl::Duration base = absl::Seconds(30);
-  EXPECT_EQ(RegisterTableDeadline(base, 0), base);
-  EXPECT_EQ(RegisterTableDeadline(base, -1), base);
+  EXPECT_EQ(RegisterTableDeadline(base, 0), kSanitizerSlowdown * base);
+  EXPECT_EQ(RegisterTableDeadline(base, -1), kSanitizerSlowdown * base);
   // The 16-layer 1B shape at chunk 128: 2560 units, 25.6 s over the base.
-  EXPECT_EQ(RegisterTableDeadline(base, 2560), base + absl::Milliseconds(25600));
+  EXPECT_EQ(RegisterTableDeadline(base, 2560),
+            kSanitizerSlowdown * (base + absl::Milliseconds(25600)));
 }
 
 }  // namespace
