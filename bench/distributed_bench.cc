@@ -156,6 +156,16 @@ void OrDie(const absl::Status& s, const std::string& what) {
   if (!s.ok()) Die(absl::StrCat(what, ": ", s.message()));
 }
 
+// The run's policy with fresh weights (the config's hidden sizes and seed).
+auto FreshPolicy(const wq::config::RunConfig& cfg) {
+  wq::rl::PolicyOptions po;
+  po.state_dim = wq::rl::kStateDim;
+  po.num_actions = wq::plan::kNumActions;
+  po.hidden_sizes.assign(cfg.ppo.hidden.begin(), cfg.ppo.hidden.end());
+  po.init_seed = cfg.training.seed;
+  return OrDie(wq::rl::Policy::Create(po), "policy");
+}
+
 // --- flags ------------------------------------------------------------------
 
 struct Flags {
@@ -433,12 +443,7 @@ int RunIngestChild(const Flags& f) {
   const wq::plan::UnitTable table = OrDie(wq::plan::UnitTable::FromProto(proto), "table");
   stub.reset();  // the streams below have connections of their own
   channel.reset();
-  wq::rl::PolicyOptions po;
-  po.state_dim = wq::rl::kStateDim;
-  po.num_actions = wq::plan::kNumActions;
-  po.hidden_sizes.assign(cfg.ppo.hidden.begin(), cfg.ppo.hidden.end());
-  po.init_seed = cfg.training.seed;
-  auto policy = OrDie(wq::rl::Policy::Create(po), "policy");
+  auto policy = FreshPolicy(cfg);
   const std::string actor_id = absl::StrCat("bench-actor-", index);
   auto worker = OrDie(wq::rl::RolloutWorker::Create(table, cfg.env, actor_id, index, 0, episodes_n,
                                                     cfg.training.seed),
@@ -642,12 +647,7 @@ IngestCase RunActors(const Flags& f, const std::string& config, int k, int port,
 std::vector<wq::rl::Episode> RollOut(const wq::config::RunConfig& cfg,
                                      const wq::plan::UnitTable& table, int n,
                                      double* transitions_per_s) {
-  wq::rl::PolicyOptions po;
-  po.state_dim = wq::rl::kStateDim;
-  po.num_actions = wq::plan::kNumActions;
-  po.hidden_sizes.assign(cfg.ppo.hidden.begin(), cfg.ppo.hidden.end());
-  po.init_seed = cfg.training.seed;
-  auto policy = OrDie(wq::rl::Policy::Create(po), "policy");
+  auto policy = FreshPolicy(cfg);
   auto worker =
       OrDie(wq::rl::RolloutWorker::Create(table, cfg.env, "bench", 0, 0, n, cfg.training.seed),
             "rollout worker");

@@ -28,7 +28,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/base/files.h"
-#include "common/config/run_config.h"
+#include "common/rl/quantize_test_args.h"
 #include "common/testing/test_paths.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -70,33 +70,9 @@ std::vector<std::string> QuantizeArgv(const std::string& windquant, const testin
                                       const fs::path& tmp, const std::string& epsilon) {
   std::vector<std::string> argv = {windquant,     "quantize",           "--config", m.config,
                                    "--no-export", "--max-ppl-increase", epsilon};
-  const auto test_config = config::LoadRunConfig(m.config);
-  if (!test_config.ok()) {
-    ADD_FAILURE() << test_config.status();
-    return argv;
-  }
-  const int64_t heldout_begin = test_config->evaluation.heldout.tokens[0];
-  for (const std::string& s : std::vector<std::string>{
-           absl::StrCat("evaluation.heldout.tokens=[", heldout_begin, ",", heldout_begin + 4096,
-                        "]"),
-           "output.dir=" + (tmp / "out").string(),
-           "quant.cache_dir=" + (tmp / "cache").string(),
-           "model.threads=1",
-           "calibration.samples=8",
-           "evaluation.calib_slice_tokens=1024",
-           absl::StrCat("curriculum.target_bits=[", kCapBits, "]"),
-           absl::StrCat("curriculum.min_updates=", kUpdates),
-           absl::StrCat("curriculum.max_updates=", kUpdates),
-           "training.episodes_per_update=4",
-           "training.checkpoint_every_updates=1",
-           "training.warm_start_steps=50",
-           "ppo.hidden=[32,32]",
-           "ppo.minibatch_size=64",
-           "lagrange.eta=2",
-       }) {
-    argv.push_back("--set");
-    argv.push_back(s);
-  }
+  AppendTinyQuantizeSets(m.config, (tmp / "out").string(), (tmp / "cache").string(), kCapBits,
+                         kUpdates, &argv);
+  argv.insert(argv.end(), {"--set", "lagrange.eta=2"});
   return argv;
 }
 

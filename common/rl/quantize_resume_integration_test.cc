@@ -33,9 +33,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/base/files.h"
-#include "common/config/run_config.h"
 #include "common/plan/action.h"
 #include "common/plan/effective_bits.h"
+#include "common/rl/quantize_test_args.h"
 #include "common/testing/test_paths.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -124,33 +124,7 @@ std::string FirstLineStartingWith(const std::string& text, const std::string& pr
 std::vector<std::string> QuantizeArgv(const std::string& windquant, const testing::TestModel& m,
                                       const fs::path& tmp, const std::string& out) {
   std::vector<std::string> argv = {windquant, "quantize", "--config", m.config, "--no-export"};
-  // The final numbers on the first 4096 held-out tokens only (time).
-  const auto test_config = config::LoadRunConfig(m.config);
-  if (!test_config.ok()) {
-    ADD_FAILURE() << test_config.status();
-    return argv;
-  }
-  const int64_t heldout_begin = test_config->evaluation.heldout.tokens[0];
-  for (const std::string& s : std::vector<std::string>{
-           absl::StrCat("evaluation.heldout.tokens=[", heldout_begin, ",", heldout_begin + 4096,
-                        "]"),
-           "output.dir=" + out,
-           "quant.cache_dir=" + (tmp / "cache").string(),
-           "model.threads=1",
-           "calibration.samples=8",
-           "evaluation.calib_slice_tokens=1024",
-           absl::StrCat("curriculum.target_bits=[", kTargetBits, "]"),
-           absl::StrCat("curriculum.min_updates=", kUpdates),
-           absl::StrCat("curriculum.max_updates=", kUpdates),
-           "training.episodes_per_update=4",
-           "training.checkpoint_every_updates=1",
-           "training.warm_start_steps=50",
-           "ppo.hidden=[32,32]",
-           "ppo.minibatch_size=64",
-       }) {
-    argv.push_back("--set");
-    argv.push_back(s);
-  }
+  AppendTinyQuantizeSets(m.config, out, (tmp / "cache").string(), kTargetBits, kUpdates, &argv);
   return argv;
 }
 
