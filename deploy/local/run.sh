@@ -28,8 +28,34 @@ declare -A PIDS=()
 declare -A METRICS_PORTS=()  # process name -> its /metrics port
 LEARNER_ADDR="" EVALUATOR_ADDR="" ACTOR_ADDRS=()
 
+# A free port of loopback for a server of this run. Not bind(0)'s: that port
+# comes from the ephemeral range, where any outgoing connection (or a later
+# bind(0)) may take it before our server binds it or while a restarted process
+# is down. So a random port below the ephemeral range, free now and not given
+# to this run before ($OUT/.ports lists those).
 free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+  python3 - "${OUT:?free_port needs OUT}/.ports" <<'PY'
+import random, socket, sys
+path = sys.argv[1]
+try:
+    taken = set(open(path).read().split())
+except FileNotFoundError:
+    taken = set()
+low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+candidates = [random.randrange(10000, low) for _ in range(1000)] if low > 12000 else [0] * 1000
+for port in candidates:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        port = s.getsockname()[1]
+    if str(port) not in taken:
+        open(path, "a").write(f"{port}\n")
+        print(port)
+        sys.exit(0)
+sys.exit("free_port: no free port of loopback found")
+PY
 }
 
 parse_args() {
