@@ -9,7 +9,10 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <fstream>
 #include <mutex>
+#include <random>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 
@@ -64,21 +67,31 @@ std::string UrlEscape(const std::string& s) {
 }
 
 absl::StatusOr<int> PickFreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return absl::InternalError(absl::StrCat("socket: ", std::strerror(errno)));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof(addr);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    int err = errno;
+  // As deploy/local/run.sh's free_port: below the ephemeral range, where no
+  // outgoing connection or bind(0) takes the port before the child binds it.
+  static std::mutex mu;
+  static std::set<int> given;
+  static std::mt19937 rng{std::random_device{}()};
+  std::lock_guard<std::mutex> lock(mu);
+  int low = 0;
+  std::ifstream("/proc/sys/net/ipv4/ip_local_port_range") >> low;
+  const bool below = low > 12000;
+  for (int attempt = 0; attempt < 1000; ++attempt) {
+    const int candidate = below ? std::uniform_int_distribution<int>(10000, low - 1)(rng) : 0;
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) return absl::InternalError(absl::StrCat("socket: ", std::strerror(errno)));
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons(static_cast<uint16_t>(candidate));
+    socklen_t len = sizeof(addr);
+    const bool bound = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+                       getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
     close(fd);
-    return absl::InternalError(absl::StrCat("bind 127.0.0.1:0: ", std::strerror(err)));
+    const int port = ntohs(addr.sin_port);
+    if (bound && given.insert(port).second) return port;
   }
-  close(fd);
-  return static_cast<int>(ntohs(addr.sin_port));
+  return absl::InternalError("no free port of 127.0.0.1 found");
 }
 
 bool CanConnect(int port) {

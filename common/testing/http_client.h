@@ -22,9 +22,9 @@ absl::StatusOr<HttpResponse> HttpRequest(const std::string& url, const std::stri
 // URL-encodes `s` (query parameters).
 std::string UrlEscape(const std::string& s);
 
-// Binds 127.0.0.1:0, reads the port back and releases it, for a child process that
-// needs a port on its command line. Racy by nature, but the kernel does not reuse it
-// immediately.
+// A port of 127.0.0.1 free now, for a child process that needs one on its command
+// line: a random one below the kernel's ephemeral range (so no outgoing connection
+// takes it meanwhile), never the same twice in a process.
 absl::StatusOr<int> PickFreePort();
 
 // Whether a TCP connection to 127.0.0.1:`port` is accepted now.
