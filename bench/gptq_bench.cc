@@ -4,8 +4,12 @@
 //  * per-row: the previous kernel (each row alone over 64-column register tiles,
 //    reloading the factor's row segment for every row), kept here for the comparison;
 //  * baseline: gptq_kernels.inc with the x86-64 baseline instruction set;
-//  * avx2: gptq_kernels.inc with AVX2 (no FMA), when the CPU has it.
-// All three give the same bits (checked here, and by gptq_test). FLOPs counted: rows *
+//  * avx2: gptq_kernels.inc with AVX2 (no FMA), when the CPU has it;
+//  * torch ops: CompensateLinearTorch (gptq_torch.h, the device path), per-column vector
+//    ops and one at::addmm per block for the trailing update.
+// The first three give the same bits (checked here, and by gptq_test); the torch ops sum
+// each entry's block terms in the GEMM's order, so a few entries may round the other way
+// (counted here; gptq_test bounds the output error). FLOPs counted: rows *
 // in * (in - 1), a multiply and a subtraction per (row, j < k) term of the definition.
 // The factor is a random well-conditioned upper-triangular matrix (speed does not depend
 // on its values); units of 128 columns cycle through 2, 3 and 4 bits.
@@ -22,6 +26,7 @@
 #include "bench/matmul_reference.h"
 #include "common/quant/gptq.h"
 #include "common/quant/gptq_kernels.h"
+#include "common/quant/gptq_torch.h"
 
 namespace {
 
@@ -38,13 +43,15 @@ using windquant::quant::TrailingUpdateFn;
 constexpr char kUsage[] =
     "usage: gptq_bench [flags]\n\n"
     "Error compensation (CompensateLinear) GFLOP/s at the LLaMA-3.2-1B linear shapes\n"
-    "(2048x2048, 8192x2048, 2048x8192), per trailing-update kernel, against a plain\n"
+    "(2048x2048, 8192x2048, 2048x8192), per trailing-update kernel and with torch ops, against a "
+    "plain\n"
     "at::matmul's GFLOP/s in the same run.\n\n"
     "flags:\n"
     "  --threads N     intra-op threads (2)\n"
     "  --iters N       timed runs per case (1)\n"
     "  --gemm N        size of the reference square matmul (2048)\n"
     "  --no-per-row    skip the previous per-row kernel (slow)\n"
+    "  --no-torch      skip the torch-ops path (CompensateLinearTorch)\n"
     "  --case NAME     only the shape whose name starts with NAME (q, k, gate, down)\n"
     "  --help          this text\n";
 
@@ -85,7 +92,7 @@ struct Case {
 int main(int argc, char** argv) {
   int threads = 2, iters = 1;
   int64_t gemm = 2048;
-  bool per_row = true;
+  bool per_row = true, torch_ops = true;
   std::string only;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -109,6 +116,8 @@ int main(int argc, char** argv) {
       only = next();
     } else if (a == "--no-per-row") {
       per_row = false;
+    } else if (a == "--no-torch") {
+      torch_ops = false;
     } else {
       std::fprintf(stderr, "gptq_bench: unknown flag %s\n%s", a.c_str(), kUsage);
       return 2;
@@ -122,6 +131,7 @@ int main(int argc, char** argv) {
   struct Kernel {
     const char* name;
     TrailingUpdateFn fn;
+    bool torch = false;
   };
   std::vector<Kernel> kernels;
   if (per_row) kernels.push_back({"per-row (previous)", &PerRowTrailing});
@@ -129,6 +139,7 @@ int main(int argc, char** argv) {
   if (__builtin_cpu_supports("avx2")) {
     kernels.push_back({"avx2", &windquant::quant::gptq_avx2::TrailingUpdate});
   }
+  if (torch_ops) kernels.push_back({"torch ops (GEMM)", nullptr, true});
   // How often each shape occurs in one decoder layer.
   const Case cases[] = {{"q/o 2048x2048", 2048, 2048, 2},
                         {"k/v 512x2048", 512, 2048, 2},
@@ -162,15 +173,24 @@ int main(int argc, char** argv) {
       for (int it = 0; it < iters; ++it) {
         w = w0.clone();
         const double t0 = Now();
-        windquant::quant::CompensateLinear(units, u, &w, nullptr, o);
+        if (k.torch) {
+          windquant::quant::CompensateLinearTorch(units, u, &w, nullptr, o);
+        } else {
+          windquant::quant::CompensateLinear(units, u, &w, nullptr, o);
+        }
         best = std::min(best, Now() - t0);
       }
-      const bool same = !first.defined() || at::equal(first, w);
+      const int64_t differ = first.defined() ? first.ne(w).sum().item<int64_t>() : 0;
       if (!first.defined()) first = w;
       const double g = flops / best / 1e9;
       layer_s[ki] += c.per_layer * best;
-      std::printf("%-18s %-20s %8.3f s  %7.2f GFLOP/s  %5.1f%% of matmul%s\n", c.name, k.name, best,
-                  g, 100.0 * g / peak, same ? "" : "  VALUES DIFFER");
+      std::printf("%-18s %-20s %8.3f s  %7.2f GFLOP/s  %5.1f%% of matmul", c.name, k.name, best, g,
+                  100.0 * g / peak);
+      if (differ > 0) {
+        std::printf("  %s: %lld of %lld entries differ", k.torch ? "rounding" : "VALUES DIFFER",
+                    static_cast<long long>(differ), static_cast<long long>(w.numel()));
+      }
+      std::printf("\n");
     }
   }
   if (measured == 4) {

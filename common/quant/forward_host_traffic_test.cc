@@ -31,6 +31,7 @@
 #include "common/model/llama_model.h"
 #include "common/quant/calibration.h"
 #include "common/quant/gptq.h"
+#include "common/quant/gptq_torch.h"
 #include "common/quant/quantized_stage.h"
 #include "common/quant/unit_table_builder.h"
 #include "common/testing/tiny_weights.h"
@@ -150,9 +151,10 @@ TEST_P(ForwardHostTrafficTest, DecoderLayersMakeNoHostTraffic) {
   EXPECT_TRUE(seen.empty()) << Join(seen);
 }
 
-// The traffic of a forward of a QuantizedStage's plan model (every action, salient
-// entries), with or without error compensation (GPTQ on the host, on the first forward).
-std::vector<std::string> PlanModelTraffic(model::ComputeDtype dtype, bool compensated) {
+// A QuantizedStage's plan model (every action, salient entries), without error
+// compensation (`gptq` null) or with it (GPTQ on the first forward, with these options).
+std::shared_ptr<const model::LlamaModel> PlanModel(model::ComputeDtype dtype,
+                                                   const GptqOptions* gptq) {
   const auto fp = TinyModel(dtype);
   Calibrator calibrator(*fp, fp->first_layer(), fp->end_layer());
   {
@@ -164,9 +166,9 @@ std::vector<std::string> PlanModelTraffic(model::ComputeDtype dtype, bool compen
   o.salient_fraction = 0.02;
   auto fits = BuildStageFits(fp->weights(), calibrator.Finish(), o, "fp");
   EXPECT_TRUE(fits.ok()) << fits.status();
-  if (compensated) {
+  if (gptq != nullptr) {
     const auto f32 = TinyModel(model::ComputeDtype::kFloat32);
-    auto factors = GptqFactors::FromInputs(*f32, 0, f32->end_layer(), {Hidden(*f32)});
+    auto factors = GptqFactors::FromInputs(*f32, 0, f32->end_layer(), {Hidden(*f32)}, *gptq);
     EXPECT_TRUE(factors.ok()) << factors.status();
     fits->set_compensation(std::make_shared<const GptqFactors>(*std::move(factors)));
   }
@@ -179,17 +181,66 @@ std::vector<std::string> PlanModelTraffic(model::ComputeDtype dtype, bool compen
   EXPECT_TRUE(planned.ok()) << planned.status();
   // The plan's linears reach the forward in the compute dtype.
   EXPECT_EQ((*planned)->LayerLinears(0)[0].scalar_type(), fp->dtype());
-  return TrafficOfForward(**planned, Hidden(*fp));
+  return *planned;
 }
 
 TEST_P(ForwardHostTrafficTest, PlanModelOfAQuantizedStageMakesNoHostTraffic) {
-  const std::vector<std::string> seen = PlanModelTraffic(GetParam(), /*compensated=*/false);
+  const auto m = PlanModel(GetParam(), nullptr);
+  const std::vector<std::string> seen = TrafficOfForward(*m, Hidden(*m));
   EXPECT_TRUE(seen.empty()) << Join(seen);
 }
 
 TEST_P(ForwardHostTrafficTest, CompensatedPlanModelMakesNoHostTrafficAfterItsFirstForward) {
-  const std::vector<std::string> seen = PlanModelTraffic(GetParam(), /*compensated=*/true);
-  EXPECT_TRUE(seen.empty()) << Join(seen);
+  for (bool torch_ops : {false, true}) {
+    GptqOptions gptq;
+    gptq.torch_ops = torch_ops;
+    const auto m = PlanModel(GetParam(), &gptq);
+    const std::vector<std::string> seen = TrafficOfForward(*m, Hidden(*m));
+    EXPECT_TRUE(seen.empty()) << "torch ops " << torch_ops << ": " << Join(seen);
+  }
+}
+
+// A plan model compensating with torch ops (as on a GPU: StageFits::ApplyToLayer) runs
+// the forward of the CPU kernels' compensation (gptq_test states the tolerance per
+// linear; here the forward's, float32).
+TEST(CompensationWithTorchOpsTest, PlanModelGivesTheCpuKernelsForward) {
+  GptqOptions cpu, torch_ops;
+  torch_ops.torch_ops = true;
+  cpu.block_columns = torch_ops.block_columns = 5;  // the tiny linears in blocks (GEMMs)
+  const auto a = PlanModel(model::ComputeDtype::kFloat32, &cpu);
+  const auto b = PlanModel(model::ComputeDtype::kFloat32, &torch_ops);
+  c10::NoGradGuard no_grad;
+  const at::Tensor x = Hidden(*a);
+  const at::Tensor ya = a->ForwardLayers(x, 0, a->end_layer());
+  const at::Tensor yb = b->ForwardLayers(x, 0, b->end_layer());
+  EXPECT_LE((ya - yb).abs().max().item<double>(), 1e-4 * ya.abs().max().item<double>());
+  // Not the FP forward: the plan is applied.
+  const at::Tensor fp = TinyModel(model::ComputeDtype::kFloat32)->ForwardLayers(x, 0, 3);
+  EXPECT_GT((ya - fp).abs().max().item<double>(), 1e-2 * fp.abs().max().item<double>());
+}
+
+// Error compensation with torch ops (gptq_torch.h, what a stage on a GPU runs) makes no
+// host sync either: every scalar it needs (the factor's diagonal, scales) stays a tensor.
+TEST(HostTrafficRecorderTest, CompensationWithTorchOpsMakesNoHostSync) {
+  const int64_t rows = 16, in = 48;
+  std::vector<float> scales(rows, 0.05f), offsets(rows, 0.01f);
+  SalientSet salient;
+  salient.index = {3, 40};
+  salient.codes = {100, -90};
+  salient.scale = 0.002f;
+  const std::vector<ColumnUnit> units = {
+      {0, 16, plan::Action::k3, scales.data(), nullptr, &salient},
+      {16, 16, plan::Action::k1, scales.data(), offsets.data(), &salient},
+      {32, 16, plan::Action::k16, nullptr, nullptr, &salient}};
+  at::manual_seed(5);
+  const at::Tensor a = at::randn({in, in}) * 0.1 + at::eye(in);
+  const PackedUpper u = PackedUpper::Pack(at::linalg_cholesky(a.mm(a.t())).t().contiguous());
+  at::Tensor w = at::randn({rows, in}) * 0.1, from = at::empty_like(w);
+  GptqOptions o;
+  o.block_columns = 20;
+  HostTrafficRecorder recorder;
+  CompensateLinearTorch(units, u, &w, &from, o);
+  EXPECT_TRUE(recorder.seen().empty()) << Join(recorder.seen());
 }
 
 // The test above can fail: the same forward with a .item() in its linear source is caught.

@@ -70,6 +70,9 @@ struct GptqOptions {
   // The trailing-update kernel (gptq_kernels.h); null: the build for this CPU. The tests
   // and the benchmark pass the others (the values are the same).
   TrailingUpdateFn trailing = nullptr;
+  // Compensate with torch ops (gptq_torch.h) on the CPU too; weights on another device
+  // always are. Off: the CPU kernels above (their bits are the definition's).
+  bool torch_ops = false;
   // Where the factors are kept (see the top of this file): empty = in memory; else a
   // directory for the scratch file (created when missing).
   std::string spill_dir;

@@ -15,6 +15,7 @@
 #include "common/export/exporter.h"
 #include "common/quant/fit_kernels.h"
 #include "common/quant/gptq_kernels.h"
+#include "common/quant/gptq_torch.h"
 #include "common/quant/hessians.h"
 #include "common/quant/quantization_session.h"
 #include "common/quant/quantizer.h"
@@ -346,6 +347,85 @@ TEST(GptqTest, LowersTheOutputErrorOnCorrelatedInputs) {
       return d.mm(h.to(at::kDouble)).mul(d).sum().item<double>();
     };
     EXPECT_LT(out_err(comp), 0.8 * out_err(plain)) << plan::ActionName(a);
+  }
+}
+
+// The exporter's invariant: the kernels' dequantization of `from` is `w`, unit by unit.
+void ExpectCodesOfFrom(const TestLinear& t, const at::Tensor& from, const at::Tensor& w) {
+  for (size_t k = 0; k < t.units.size(); ++k) {
+    const ColumnUnit& cu = t.units[k];
+    const at::Tensor f = from.slice(1, cu.col_begin, cu.col_begin + cu.cols).contiguous();
+    at::Tensor deq = at::empty_like(f);
+    DequantizeKernel(UnitView{f.data_ptr<float>(), cu.cols, f.size(0), cu.cols}, cu.action,
+                     cu.scales, cu.offsets, *cu.salient, deq.data_ptr<float>(), cu.cols);
+    EXPECT_TRUE(at::equal(deq, w.slice(1, cu.col_begin, cu.col_begin + cu.cols))) << "unit " << k;
+  }
+}
+
+// Through the torch ops in one block (no GEMM) every entry gets the definition's
+// operations, so the CPU path's bits: weights, quantized-from values, codes.
+void ExpectOneBlockIsTheCpuPath(const TestLinear& t, uint64_t seed) {
+  const int64_t in = t.w.size(1);
+  absl::StatusOr<at::Tensor> u = InverseHessianFactor(CorrelatedHessian(in, 400, seed), 0.01, "t");
+  ASSERT_TRUE(u.ok()) << u.status();
+  const PackedUpper packed = PackedUpper::Pack(*u);
+  at::Tensor want = t.w.clone(), want_from = at::empty_like(want);
+  CompensateLinear(t.units, packed, &want, &want_from);
+  GptqOptions one_block;
+  one_block.block_columns = in;
+  at::Tensor got = t.w.clone(), got_from = at::empty_like(got);
+  CompensateLinearTorch(t.units, packed, &got, &got_from, one_block);
+  EXPECT_TRUE(at::equal(got, want)) << "max diff " << (got - want).abs().max().item<float>();
+  EXPECT_TRUE(at::equal(got_from, want_from));
+  ExpectCodesOfFrom(t, got_from, got);
+}
+
+TEST(GptqTorchTest, OneBlockIsTheCpuPathBitForBit) {
+  // All seven actions with their salient entries.
+  ExpectOneBlockIsTheCpuPath(
+      MakeLinear(19, 7 * 24, 24, {plan::kAllActions.begin(), plan::kAllActions.end()}, 21), 22);
+  // A zero row with zero scales at 3 and 2 bits: 0 / 0 is NaN, which the CPU's clamp
+  // turns into a zero value.
+  TestLinear t = MakeLinear(8, 64, 32, {plan::Action::k3, plan::Action::k2}, 23);
+  t.w[2].zero_();
+  std::vector<std::vector<float>> scales;
+  const SalientSet none;
+  for (ColumnUnit& cu : t.units) {
+    scales.emplace_back(cu.scales, cu.scales + 8);
+    scales.back()[2] = 0.0f;
+    cu.scales = scales.back().data();
+    cu.salient = &none;
+  }
+  ExpectOneBlockIsTheCpuPath(t, 24);
+}
+
+// In blocks the trailing update is a GEMM: each entry's terms summed in another order,
+// so the values quantized from differ in the last bits (within 1e-5 of the largest) and
+// a rounding may flip; the output error tr(D H D^T) within 1 % of the CPU path's, and
+// the codes still those of the values quantized from.
+TEST(GptqTorchTest, BlocksKeepTheOutputErrorOfTheCpuPath) {
+  const int64_t rows = 64, in = 192;
+  const TestLinear t =
+      MakeLinear(rows, in, 32, {plan::Action::k2, plan::Action::k3, plan::Action::k4}, 23);
+  const at::Tensor h = CorrelatedHessian(in, 600, 24);
+  absl::StatusOr<at::Tensor> u = InverseHessianFactor(h, 0.01, "t");
+  ASSERT_TRUE(u.ok()) << u.status();
+  const PackedUpper packed = PackedUpper::Pack(*u);
+  auto out_err = [&](const at::Tensor& q) {
+    const at::Tensor d = (t.w - q).to(at::kDouble);
+    return d.mm(h.to(at::kDouble)).mul(d).sum().item<double>();
+  };
+  at::Tensor cpu = t.w.clone(), cpu_from = at::empty_like(cpu);
+  CompensateLinear(t.units, packed, &cpu, &cpu_from);
+  const double scale = cpu_from.abs().max().item<double>();
+  for (int64_t block : {1, 16, 50, 128}) {
+    GptqOptions o;
+    o.block_columns = block;
+    at::Tensor got = t.w.clone(), from = at::empty_like(got);
+    CompensateLinearTorch(t.units, packed, &got, &from, o);
+    EXPECT_NEAR(out_err(got) / out_err(cpu), 1.0, 0.01) << "block " << block;
+    EXPECT_LE((from - cpu_from).abs().max().item<double>(), 1e-5 * scale) << "block " << block;
+    ExpectCodesOfFrom(t, from, got);
   }
 }
 

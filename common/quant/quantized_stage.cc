@@ -20,6 +20,15 @@ std::array<at::Tensor, model::kNumMatrices> HostCopy(const model::LayerWeights& 
   return w;
 }
 
+// The same on the weights' own device.
+std::array<at::Tensor, model::kNumMatrices> Float32Copy(const model::LayerWeights& stored) {
+  std::array<at::Tensor, model::kNumMatrices> w;
+  for (int m = 0; m < model::kNumMatrices; ++m) {
+    w[m] = stored.linear[m].to(at::kFloat, /*non_blocking=*/false, /*copy=*/true).contiguous();
+  }
+  return w;
+}
+
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<const PlanLinears>> PlanLinears::Create(
@@ -59,8 +68,9 @@ std::array<at::Tensor, model::kNumMatrices> PlanLinears::Linears(
       slot.codes = LayerCodes::FromWeights(*fits_, *actions_, layer, stored.linear);
       return;
     }
-    // Compensated on the host, then coded on the stored weights' device.
-    std::array<at::Tensor, model::kNumMatrices> w = HostCopy(stored);
+    // Compensated where the weights are (CompensateLinearTorch off the CPU), then coded.
+    std::array<at::Tensor, model::kNumMatrices> w =
+        on_host ? HostCopy(stored) : Float32Copy(stored);
     fits_->ApplyToLayer(layer, *actions_, &w);
     slot.codes =
         LayerCodes::FromValues(*fits_, *actions_, layer, w, stored.linear[0].device(), dtype_);

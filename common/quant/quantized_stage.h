@@ -16,8 +16,9 @@
 //    (StageFits::compensation): the first forward to reach a layer makes its codes once
 //    (LayerCodes, plan_codes.h: INT8 levels, per-row steps, salient values, on the
 //    weights' device, with torch ops) and every forward decodes them there: no host copy,
-//    no host sync. With compensation the layer's compensated weights are computed on the
-//    host (CompensateLinear) once, and the codes made from them.
+//    no host sync. With compensation the layer's compensated weights are computed once
+//    where the weights are (CompensateLinear on the CPU, CompensateLinearTorch on a GPU:
+//    gptq_torch.h), and the codes made from them.
 //
 // Memory: the model's weights (2 bytes per weight for BF16) + the fits (~0.13 bytes per
 // weight at chunk 128), both for the object's life; per plan model that holds codes, its
@@ -25,7 +26,8 @@
 // model's life; during a layer's forward its dequantized weights (4 bytes per weight of
 // the layer, + 2 in bfloat16); with compensation, the factors as gptq.h says (the services
 // spill them: one layer's at a time, while it is compensated) and, while a layer's codes
-// are made, its float32 weights on the host and on the device.
+// are made, its float32 weights where they are stored (on a GPU also the compensation's
+// working copies and the layer's factors: gptq_torch.h).
 // Immutable; thread-safe.
 #ifndef WINDQUANT_COMMON_QUANT_QUANTIZED_STAGE_H_
 #define WINDQUANT_COMMON_QUANT_QUANTIZED_STAGE_H_

@@ -11,6 +11,7 @@
 #include "common/model/safetensors_stream_writer.h"
 #include "common/plan/plan.h"
 #include "common/quant/fit_kernels.h"
+#include "common/quant/gptq_torch.h"
 
 namespace windquant::quant {
 namespace {
@@ -176,8 +177,14 @@ void StageFits::ApplyCompensated(
       units[k].offsets = offsets[k].empty() ? nullptr : offsets[k].data();
     }
     if (units.empty()) continue;
-    CompensateLinear(units, factors->Of(static_cast<model::Matrix>(m)), &(*linears)[m],
-                     quantized_from ? &(*quantized_from)[m] : nullptr, compensation_->options());
+    const GptqOptions& o = compensation_->options();
+    at::Tensor* from = quantized_from ? &(*quantized_from)[m] : nullptr;
+    if (o.torch_ops || !(*linears)[m].device().is_cpu()) {
+      CompensateLinearTorch(units, factors->Of(static_cast<model::Matrix>(m)), &(*linears)[m], from,
+                            o);
+    } else {
+      CompensateLinear(units, factors->Of(static_cast<model::Matrix>(m)), &(*linears)[m], from, o);
+    }
   }
 }
 

@@ -84,7 +84,8 @@ class StageFits {
   // holding its full-precision weights), the columns of every unit of the layer by the
   // dequantized values of its action in `actions` (global unit ids): without compensation
   // exactly as the fit scored them (parallel over units); with it, each linear column by
-  // column with the error carried on (CompensateLinear; parallel over rows). When
+  // column with the error carried on (CompensateLinear, parallel over rows, on the CPU;
+  // CompensateLinearTorch on the tensors' device when they are not on the CPU). When
   // `quantized_from` is not null it receives the weights each entry was quantized from
   // (the full-precision ones without compensation): the exporter's codes are theirs.
   // The plan must have passed CheckPlan.
