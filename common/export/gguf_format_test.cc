@@ -244,8 +244,8 @@ TEST(GgufFormatTest, BlockSizesAndBits) {
   EXPECT_EQ(TypeBits(TensorType::kQ2_K), 2.625);
   EXPECT_EQ(TypeBits(TensorType::kTQ2_0), 2.0625);
   EXPECT_EQ(TypeBits(TensorType::kTQ1_0), 1.6875);
-  for (TensorType t : {TensorType::kQ2_K, TensorType::kQ3_K, TensorType::kTQ1_0,
-                       TensorType::kTQ2_0}) {
+  for (TensorType t :
+       {TensorType::kQ2_K, TensorType::kQ3_K, TensorType::kTQ1_0, TensorType::kTQ2_0}) {
     EXPECT_TRUE(HasCodec(t)) << TensorTypeName(t);
     EXPECT_EQ(BlockValues(t), kQK);
   }
