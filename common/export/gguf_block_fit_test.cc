@@ -12,8 +12,8 @@ namespace windquant::exporter {
 namespace {
 
 using gguf::TensorType;
-using ::windquant::testing::IsOk;
 using plan::Action;
+using ::windquant::testing::IsOk;
 
 // The type's decode of a block encoded from `values` (one row, no salient entries).
 std::vector<float> RoundTrip(TensorType t, const BlockParams& p, const std::vector<float>& values) {
