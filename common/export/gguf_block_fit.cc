@@ -63,10 +63,7 @@ float TypeValue(TensorType t, const BlockParams& p, int c) {
       return (p.d * 1.0f) * q - p.m * static_cast<float>(p.min_scale);
     case TensorType::kQ3_K:
       return (p.d * static_cast<float>(kQ3Unit - 32)) * q;
-    case TensorType::kTQ1_0:
-    case TensorType::kTQ2_0:
-      return q * p.d;
-    default:  // Q8_0, Q4_0
+    default:  // Q8_0, Q4_0, TQ1_0, TQ2_0
       return q * p.d;
   }
 }
