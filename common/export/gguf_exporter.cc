@@ -19,6 +19,7 @@
 #include "absl/strings/str_join.h"
 #include "common/base/status_macros.h"
 #include "common/export/export_layout.h"
+#include "common/export/gguf_block_fit.h"
 #include "common/export/gguf_file.h"
 #include "common/export/gguf_llama.h"
 #include "common/export/gguf_tokenizer.h"
@@ -28,94 +29,6 @@ namespace windquant::exporter {
 namespace {
 
 using gguf::TensorType;
-constexpr int64_t kBlock = 32;  // the values of a Q4_0 / Q4_1 / Q8_0 block
-
-// The values one row of a unit takes under its action (quantizer.h's formulas), in the
-// form the GGUF types need: step * k for integer k in [kmin, kmax] (symmetric), the two
-// levels of 1 bit otherwise, or FP16 values (action 16).
-struct RowGrid {
-  bool fp16_values = false;
-  bool symmetric = false;
-  float step = 0;
-  int kmin = 0, kmax = 0;
-  float lo = 0, hi = 0;  // 1 bit with beta != 0
-};
-
-RowGrid GridOf(plan::Action a, float s, float beta) {
-  RowGrid g;
-  g.symmetric = true;
-  g.step = s;
-  switch (a) {
-    case plan::Action::k16:
-      return RowGrid{true};
-    case plan::Action::k8:
-      g.kmin = -128, g.kmax = 127;
-      break;
-    case plan::Action::k4:
-      g.kmin = -8, g.kmax = 7;
-      break;
-    case plan::Action::k3:
-      g.kmin = -4, g.kmax = 3;
-      break;
-    case plan::Action::k1_58:
-      g.kmin = -1, g.kmax = 1;
-      break;
-    case plan::Action::k2:
-      g.step = s * 0.5f, g.kmin = -3, g.kmax = 3;
-      break;  // s*(q+1/2)
-    case plan::Action::k1:
-      if (beta == 0.0f) {
-        g.kmin = -1, g.kmax = 1;
-        break;
-      }
-      g.symmetric = false;
-      g.lo = std::min(s * -1.0f + beta, s * 1.0f + beta);
-      g.hi = std::max(s * -1.0f + beta, s * 1.0f + beta);
-      break;
-  }
-  return g;
-}
-
-// A type's FP16 block parameters for a row grid, or nullopt when the type cannot hold
-// every value of the grid exactly.
-struct BlockParams {
-  float d = 0, m = 0;
-};
-
-std::optional<BlockParams> Fit(TensorType t, const RowGrid& g) {
-  if (t == TensorType::kF32) return BlockParams{};
-  if (t == TensorType::kF16) {
-    if (g.fp16_values) return BlockParams{};
-    if (!g.symmetric) {
-      return gguf::IsHalfExact(g.lo) && gguf::IsHalfExact(g.hi) ? std::optional(BlockParams{})
-                                                                : std::nullopt;
-    }
-    for (int k = g.kmin; k <= g.kmax; ++k) {
-      if (!gguf::IsHalfExact(g.step * static_cast<float>(k))) return std::nullopt;
-    }
-    return BlockParams{};
-  }
-  if (g.fp16_values) return std::nullopt;
-  if (t == TensorType::kQ4_1) {
-    if (!g.symmetric) {
-      const float gap = g.hi - g.lo;
-      if (gguf::IsHalfExact(g.lo) && gguf::IsHalfExact(gap) && g.lo + gap == g.hi) {
-        return BlockParams{gap, g.lo};
-      }
-      return std::nullopt;
-    }
-    const float m = g.step * static_cast<float>(g.kmin);
-    if (g.kmax - g.kmin > 15 || !gguf::IsHalfExact(g.step) || !gguf::IsHalfExact(m)) {
-      return std::nullopt;
-    }
-    return BlockParams{g.step, m};
-  }
-  const int lo = t == TensorType::kQ8_0 ? -128 : -8, hi = t == TensorType::kQ8_0 ? 127 : 7;
-  if (!g.symmetric || g.kmin < lo || g.kmax > hi || !gguf::IsHalfExact(g.step)) {
-    return std::nullopt;
-  }
-  return BlockParams{g.step, 0};
-}
 
 // The units of one linear, in column order, with their rows' grids.
 struct MatrixPlan {
@@ -128,45 +41,63 @@ struct MatrixPlan {
   std::vector<std::vector<BlockParams>> params;  // per unit, per row, for `type`
 };
 
-constexpr TensorType kCandidates[] = {TensorType::kQ4_0, TensorType::kQ4_1, TensorType::kQ8_0,
-                                      TensorType::kF16, TensorType::kF32};
-
-// The smallest candidate that holds every row of every unit; `why` says what ruled the
-// block types out.
-void ChooseType(const plan::UnitTable& table, MatrixPlan* mp, std::string* why) {
-  bool blocks_fit = mp->cols % kBlock == 0;
-  if (!blocks_fit) *why = absl::StrCat("rows of ", mp->cols, " values: not a multiple of 32");
-  for (size_t i : mp->units) {
+// Whether `block`-value blocks lie inside the units of `mp` (the row length and every chunk
+// boundary multiples of `block`); else why not.
+bool BlocksFit(const plan::UnitTable& table, const MatrixPlan& mp, int64_t block,
+               std::string* why) {
+  if (mp.cols % block != 0) {
+    *why = absl::StrCat("rows of ", mp.cols, " values: not a multiple of ", block);
+    return false;
+  }
+  for (size_t i : mp.units) {
     const plan::Unit& u = table.units[i];
-    if (blocks_fit && (u.col_begin % kBlock != 0 || u.cols % kBlock != 0)) {
-      blocks_fit = false;
-      *why = absl::StrCat("chunk of ", u.cols, " columns at ", u.col_begin,
-                          " is not whole 32-value blocks");
+    if (u.col_begin % block != 0 || u.cols % block != 0) {
+      *why = absl::StrCat("chunk of ", u.cols, " columns at ", u.col_begin, " is not whole ", block,
+                          "-value blocks");
+      return false;
     }
   }
-  for (TensorType t : kCandidates) {
-    if (gguf::BlockValues(t) > 1 && !blocks_fit) continue;
-    std::vector<std::vector<BlockParams>> params;
-    bool ok = true;
-    for (size_t k = 0; k < mp->units.size() && ok; ++k) {
-      params.emplace_back();
-      for (const RowGrid& g : mp->grids[k]) {
-        const std::optional<BlockParams> p = Fit(t, g);
-        if (!p.has_value()) {
-          ok = false;
-          break;
-        }
-        params.back().push_back(*p);
-      }
+  return true;
+}
+
+// Every row's parameters for `t`, or nullopt when a row does not fit.
+std::optional<std::vector<std::vector<BlockParams>>> FitAll(TensorType t, const MatrixPlan& mp) {
+  std::vector<std::vector<BlockParams>> params;
+  for (const std::vector<RowGrid>& unit : mp.grids) {
+    params.emplace_back();
+    for (const RowGrid& g : unit) {
+      const std::optional<BlockParams> p = Fit(t, g);
+      if (!p.has_value()) return std::nullopt;
+      params.back().push_back(*p);
     }
-    if (!ok) {
-      if (blocks_fit || gguf::BlockValues(t) == 1) {
-        *why = absl::StrCat(why->empty() ? "" : "; ", "not exact in ", gguf::TensorTypeName(t));
+  }
+  return params;
+}
+
+// The smallest candidate that holds every row of every unit; `why` says what ruled the
+// smaller types out (block sizes that do not fit, types that are not exact).
+void ChooseType(const plan::UnitTable& table, MatrixPlan* mp, std::string* why) {
+  std::vector<std::string> reasons;
+  std::map<int64_t, bool> blocks_fit;  // per block size
+  for (TensorType t : kCandidates) {
+    const int64_t block = gguf::BlockValues(t);
+    if (block > 1) {
+      auto [it, fresh] = blocks_fit.try_emplace(block, false);
+      if (fresh) {
+        std::string reason;
+        it->second = BlocksFit(table, *mp, block, &reason);
+        if (!it->second) reasons.push_back(std::move(reason));
       }
+      if (!it->second) continue;
+    }
+    std::optional<std::vector<std::vector<BlockParams>>> params = FitAll(t, *mp);
+    if (!params.has_value()) {
+      reasons.push_back(absl::StrCat("not exact in ", gguf::TensorTypeName(t)));
       continue;
     }
     mp->type = t;
-    mp->params = std::move(params);
+    mp->params = *std::move(params);
+    *why = absl::StrJoin(reasons, "; ");
     return;
   }
 }
@@ -222,33 +153,6 @@ std::vector<MatrixPlan> PlanMatrices(const ExportInputs& in, GgufExportReport* r
   return out;
 }
 
-int8_t Code(float v, float d, int lo, int hi) {
-  if (d == 0.0f) return 0;
-  return static_cast<int8_t>(std::clamp(static_cast<int>(std::nearbyint(v / d)), lo, hi));
-}
-
-// One 32-value block of row `hf` at columns [c0, c0 + 32) of a unit (column c0 - cb of it).
-void EncodeBlock(TensorType t, const BlockParams& p, const float* target, const float* from,
-                 const uint8_t* salient, uint8_t* out) {
-  const uint16_t d = gguf::HalfBitsOf(p.d);
-  if (t == TensorType::kQ4_1) {
-    uint8_t codes[kBlock];
-    for (int j = 0; j < kBlock; ++j) {
-      codes[j] = static_cast<uint8_t>(Code((salient[j] ? from[j] : target[j]) - p.m, p.d, 0, 15));
-    }
-    gguf::EncodeQ4_1(d, gguf::HalfBitsOf(p.m), codes, out);
-    return;
-  }
-  const int lo = t == TensorType::kQ8_0 ? -128 : -8, hi = t == TensorType::kQ8_0 ? 127 : 7;
-  int8_t codes[kBlock];
-  for (int j = 0; j < kBlock; ++j) codes[j] = Code(salient[j] ? from[j] : target[j], p.d, lo, hi);
-  if (t == TensorType::kQ8_0) {
-    gguf::EncodeQ8_0(d, codes, out);
-  } else {
-    gguf::EncodeQ4_0(d, codes, out);
-  }
-}
-
 // The bytes of a linear: `target` the plan's weights, `from` what they were quantized from
 // (both [rows, cols] float32 contiguous, Hugging Face rows), GGUF row order.
 std::string EncodeMatrix(const ExportInputs& in, const MatrixPlan& mp, const at::Tensor& target,
@@ -274,6 +178,7 @@ std::string EncodeMatrix(const ExportInputs& in, const MatrixPlan& mp, const at:
   const uint64_t row_bytes = *gguf::RowBytes(mp.type, mp.cols);
   std::string out(row_bytes * static_cast<uint64_t>(mp.rows), '\0');
   const int64_t heads = gguf::PermutedHeads(ExportConfig(in), mp.matrix);
+  const int64_t block = gguf::BlockValues(mp.type);
   std::vector<uint8_t> salient(static_cast<size_t>(mp.cols));
   for (int64_t g = 0; g < mp.rows; ++g) {
     const int64_t hf = gguf::HfRowOf(g, mp.rows, heads);
@@ -287,9 +192,9 @@ std::string EncodeMatrix(const ExportInputs& in, const MatrixPlan& mp, const at:
     }
     for (size_t k = 0; k < mp.units.size(); ++k) {
       const plan::Unit& u = in.table->units[mp.units[k]];
-      for (int64_t c = u.col_begin; c < u.col_begin + u.cols; c += kBlock) {
+      for (int64_t c = u.col_begin; c < u.col_begin + u.cols; c += block) {
         EncodeBlock(mp.type, mp.params[k][hf], tv + hf * mp.cols + c, fv + hf * mp.cols + c,
-                    salient.data() + c, row_out + c / kBlock * gguf::BlockBytes(mp.type));
+                    salient.data() + c, row_out + c / block * gguf::BlockBytes(mp.type));
       }
     }
   }

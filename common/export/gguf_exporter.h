@@ -3,17 +3,27 @@
 // type that holds every non-salient value the plan evaluates, unchanged; bits grow where
 // the plan's per-unit grids do not nest in one type.
 //
-// Which grid nests where (per row of a unit; FP16 block parameters, float arithmetic):
-//   8/4/3/1.58 bit  s*q              Q4_0 (4/3/1.58; d = s), Q8_0 (all; d = s)
-//   2 bit           s*(q+1/2)        Q4_0 / Q8_0 with d = s/2 (codes -3, -1, 1, 3)
-//   1 bit           alpha*(+-1)+beta Q4_1 (m = lower level, d = the gap) when both are
-//                                    FP16 values; Q4_0/Q8_0 when beta = 0
-//   16 bit          FP16 values      F16
-//   any             ...              F16 when every level is an FP16 value, else F32
-// A type is tried only when its 32-value blocks fit the tensor (row length a multiple of
-// 32) and lie inside units (chunk boundaries on multiples of 32); otherwise F16 / F32.
-// The 256-value types (Q2_K, Q3_K, TQ1_0, TQ2_0: chunks of 256) are not written yet.
-// Candidates in order of size: Q4_0 (4.5 bits), Q4_1 (5), Q8_0 (8.5), F16, F32.
+// Which grid nests where (per row of a unit; FP16 block parameters, float arithmetic as
+// llama.cpp dequantizes; gguf_block_fit.h checks every level of every row):
+//   1.58 bit        s*q, q in -1..1      TQ1_0 (d = s); also Q2_K (d = s, dmin = s, m = 1),
+//                                        Q3_K, Q4_0, Q8_0 (d = s)
+//   2 bit           s*(q+1/2)            Q2_K (sc = 1, d = s; dmin * m = 1.5 s: m = 1 when
+//                                        1.5 s is an FP16 value, else m = 3, dmin = s/2);
+//                                        Q3_K / Q4_0 / Q8_0 with d = s/2 (codes -3, -1, 1, 3)
+//   3 bit           s*q, q in -4..3      Q3_K (every sub-block scale sc - 32 = 1, d = s),
+//                                        Q4_0, Q8_0 (d = s)
+//   4 / 8 bit       s*q                  Q4_0 (4 bit), Q8_0 (both; d = s)
+//   1 bit           alpha*(+-1)+beta     Q2_K (d = the gap, dmin * m = -lower level) and
+//                                        Q4_1 (m = lower level, d = the gap) when the levels
+//                                        and their gap are FP16 values; all types when beta = 0
+//   16 bit          FP16 values          F16
+//   any             ...                  F16 when every level is an FP16 value, else F32
+// A block type is tried only when its blocks fit the tensor and lie inside units: the row
+// length and every chunk boundary are multiples of its block (32 for Q4_0 / Q4_1 / Q8_0,
+// 256 for TQ1_0 / TQ2_0 / Q2_K / Q3_K: chunks of 256); otherwise the next type.
+// Candidates in order of size: TQ1_0 (1.6875 bits), TQ2_0 (2.0625; never chosen, TQ1_0
+// holds the same), Q2_K (2.625), Q3_K (3.4375), Q4_0 (4.5), Q4_1 (5), Q8_0 (8.5), F16, F32.
+// The report's `why` lists what ruled the smaller types out.
 //
 // Salient entries (INT8 in the plan) have no place in a block: they are re-rounded onto
 // their block's grid (round to nearest from the weight they were quantized from, clamped

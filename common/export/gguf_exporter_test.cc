@@ -65,54 +65,66 @@ std::string TinyTokenizerJson() {
   return j.dump();
 }
 
+// A random LLaMA of one shape (GQA 4/2, vocabulary 48, F32) fitted at `chunk` columns per
+// unit, salient fraction 0.02, and the tokenizer folder.
+Fixture* BuildFixture(int64_t hidden, int64_t intermediate, int64_t layers, int64_t head_dim,
+                      int64_t chunk, const std::string& dir_name) {
+  auto* x = new Fixture();
+  at::manual_seed(7);
+  auto& c = x->weights.config;
+  c.hidden_size = hidden;
+  c.intermediate_size = intermediate;
+  c.num_hidden_layers = layers;
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = 2;
+  c.head_dim = head_dim;
+  c.vocab_size = 48;
+  c.max_position_embeddings = 64;
+  c.bos_token_id = 46;
+  c.eos_token_ids = {47};
+  c.torch_dtype = "float32";
+  x->weights.embed_tokens = at::randn({48, hidden});
+  x->weights.lm_head = at::randn({48, hidden});
+  x->weights.final_norm = at::rand({hidden}) + 0.5;
+  quant::ActivationStats stats;
+  stats.layers.resize(layers);
+  const int64_t kv = 2 * head_dim;
+  const int64_t out[7] = {hidden, kv, kv, hidden, intermediate, intermediate, hidden};
+  const int64_t in[7] = {hidden, hidden, hidden, hidden, hidden, hidden, intermediate};
+  for (int l = 0; l < layers; ++l) {
+    model::LayerWeights lw;
+    for (int m = 0; m < 7; ++m) {
+      lw.linear[m] = at::randn({out[m], in[m]}) * 0.2;
+      stats.layers[l][m].mean_abs = at::rand({in[m]}) + 0.05;
+    }
+    lw.input_layernorm = at::rand({hidden}) + 0.5;
+    lw.post_attention_layernorm = at::rand({hidden}) + 0.5;
+    x->weights.layers.push_back(lw);
+  }
+  quant::UnitTableOptions o;
+  o.chunk_size = chunk;
+  o.salient_fraction = 0.02;
+  auto fits = quant::BuildStageFits(x->weights, stats, o, "gguf-test");
+  if (!fits.ok()) std::abort();
+  x->fits = *std::move(fits);
+  x->model_dir = ::testing::TempDir() + "/" + dir_name;
+  std::filesystem::create_directories(x->model_dir);
+  if (!base::WriteFileAtomic(x->model_dir + "/tokenizer.json", TinyTokenizerJson()).ok()) {
+    std::abort();
+  }
+  return x;
+}
+
 // Tiny LLaMA: rows of 64 (whole 32-value blocks at chunk 32) and a down_proj with rows
 // of 72 (no block type fits), untied head, GQA 4/2 with head_dim 16.
 const Fixture& Tiny() {
-  static const Fixture* f = [] {
-    auto* x = new Fixture();
-    at::manual_seed(7);
-    auto& c = x->weights.config;
-    c.hidden_size = 64;
-    c.intermediate_size = 72;
-    c.num_hidden_layers = 2;
-    c.num_attention_heads = 4;
-    c.num_key_value_heads = 2;
-    c.head_dim = 16;
-    c.vocab_size = 48;
-    c.max_position_embeddings = 64;
-    c.bos_token_id = 46;
-    c.eos_token_ids = {47};
-    c.torch_dtype = "float32";
-    x->weights.embed_tokens = at::randn({48, 64});
-    x->weights.lm_head = at::randn({48, 64});
-    x->weights.final_norm = at::rand({64}) + 0.5;
-    quant::ActivationStats stats;
-    stats.layers.resize(2);
-    const int64_t out[7] = {64, 32, 32, 64, 72, 72, 64};
-    const int64_t in[7] = {64, 64, 64, 64, 64, 64, 72};
-    for (int l = 0; l < 2; ++l) {
-      model::LayerWeights lw;
-      for (int m = 0; m < 7; ++m) {
-        lw.linear[m] = at::randn({out[m], in[m]}) * 0.2;
-        stats.layers[l][m].mean_abs = at::rand({in[m]}) + 0.05;
-      }
-      lw.input_layernorm = at::rand({64}) + 0.5;
-      lw.post_attention_layernorm = at::rand({64}) + 0.5;
-      x->weights.layers.push_back(lw);
-    }
-    quant::UnitTableOptions o;
-    o.chunk_size = 32;
-    o.salient_fraction = 0.02;
-    auto fits = quant::BuildStageFits(x->weights, stats, o, "gguf-test");
-    if (!fits.ok()) std::abort();
-    x->fits = *std::move(fits);
-    x->model_dir = ::testing::TempDir() + "/gguf_test_model";
-    std::filesystem::create_directories(x->model_dir);
-    if (!base::WriteFileAtomic(x->model_dir + "/tokenizer.json", TinyTokenizerJson()).ok()) {
-      std::abort();
-    }
-    return x;
-  }();
+  static const Fixture* f = BuildFixture(64, 72, 2, 16, 32, "gguf_test_model");
+  return *f;
+}
+
+// Rows of 256 at chunk 256 (the 256-value types fit; down_proj has two units per row).
+const Fixture& Tiny256() {
+  static const Fixture* f = BuildFixture(256, 512, 1, 64, 256, "gguf_test_model_256");
   return *f;
 }
 
@@ -230,6 +242,10 @@ TEST(GgufExporterTest, EachActionTakesTheTypeItsGridNestsIn) {
         } else {
           EXPECT_TRUE(types.count(got)) << "action " << a << " " << gguf::TensorTypeName(got);
         }
+        for (const GgufTensorReport& r : report->tensors) {  // why not Q3_K: no 256-blocks
+          if (a != 3 || r.name != gguf::LinearName(l, 0)) continue;
+          EXPECT_EQ(r.why.rfind("rows of 64 values: not a multiple of 256", 0), 0u) << r.why;
+        }
       }
     }
     EXPECT_EQ(types_of.at(gguf::kEmbeddingName), TensorType::kF32);
@@ -269,7 +285,7 @@ TEST(GgufExporterTest, MixedPlanReadsBackAndTheGgufPackageAgrees) {
   EXPECT_GT(report->salient_entries, 0);
   EXPECT_LE(report->salient_changed, report->salient_entries);
   EXPECT_NEAR(report->PlanBits(), plan.Totals(t).effective_bits, 1e-9);
-  EXPECT_GE(report->LinearBits(), 4.5);  // nothing below Q4_0 is written yet
+  EXPECT_GE(report->LinearBits(), 4.5);  // chunks of 32: no 256-value type fits
   const nlohmann::json py = PythonCheck(in, path, dir.path());
   EXPECT_EQ(py.value("bit_equal", -1), static_cast<int>((*file)->tensors().size()));
   EXPECT_EQ(py.value("linears", -1), 2 * model::kNumMatrices);
@@ -381,6 +397,167 @@ TEST(GgufExporterTest, QkRowsArePermutedPerHeadAsLlamaCppExpects) {
   EXPECT_EQ(back->config.num_key_value_heads, 2);
   EXPECT_EQ(back->config.bos_token_id, 46);
   EXPECT_FALSE(back->config.tie_word_embeddings);
+}
+
+// One 256-value block as llama.cpp's quantize_row_{q2_K,q3_K,tq1_0}_ref store it, from
+// its codes (Q3_K -4..3 with every scale 33; Q2_K 0..3 with sc = 1, m = min_scale;
+// TQ1_0 -1..1): the test's own packing, for the exporter's bytes.
+std::string PackBlock(TensorType t, float d, float dmin, int min_scale, const int* q) {
+  std::vector<uint8_t> b;
+  const auto append = [&b](const uint8_t* p, size_t n) { b.insert(b.end(), p, p + n); };
+  const auto half = [&b](float v) {
+    const uint16_t h = gguf::HalfBitsOf(v);
+    b.push_back(static_cast<uint8_t>(h & 0xFF));
+    b.push_back(static_cast<uint8_t>(h >> 8));
+  };
+  int L[256];
+  uint8_t qs[64] = {}, hmask[32] = {}, scales[16] = {};
+  for (int j = 0; j < 256; ++j) L[j] = t == TensorType::kQ3_K ? q[j] + 4 : q[j];
+  if (t == TensorType::kQ3_K) {
+    for (int j = 0, m = 0, hm = 1; j < 256; ++j) {
+      if (L[j] > 3) hmask[m] |= static_cast<uint8_t>(hm), L[j] -= 4;
+      if (++m == 32) m = 0, hm <<= 1;
+    }
+  }
+  for (int j = 0; j < 256; j += 128) {
+    for (int l = 0; l < 32; ++l) {
+      qs[j / 4 + l] = static_cast<uint8_t>(L[j + l] | (L[j + l + 32] << 2) | (L[j + l + 64] << 4) |
+                                           (L[j + l + 96] << 6));
+    }
+  }
+  if (t == TensorType::kQ2_K) {
+    for (uint8_t& sc : scales) sc = static_cast<uint8_t>(1 | (min_scale << 4));
+    append(scales, 16), append(qs, 64), half(d), half(dmin);
+  } else if (t == TensorType::kQ3_K) {
+    for (int j = 0; j < 16; ++j) {
+      int l = 33;
+      if (j < 8)
+        scales[j] = l & 0xF;
+      else
+        scales[j - 8] |= static_cast<uint8_t>((l & 0xF) << 4);
+      l >>= 4;
+      scales[j % 4 + 8] |= static_cast<uint8_t>(l << (2 * (j / 4)));
+    }
+    append(hmask, 32), append(qs, 64), append(scales, 12), half(d);
+  } else {  // TQ1_0: five trits per byte along 32, then 16 bytes; four per qh byte
+    const auto trits = [&](int first, int stride, int n) {
+      int v = 0;
+      for (int k = 0; k < 5; ++k) v = v * 3 + (k < n ? q[first + k * stride] + 1 : 0);
+      b.push_back(static_cast<uint8_t>((v * 256 + 242) / 243));
+    };
+    for (int m = 0; m < 32; ++m) trits(m, 32, 5);
+    for (int m = 0; m < 16; ++m) trits(160 + m, 16, 5);
+    for (int j = 0; j < 4; ++j) trits(240 + j, 4, 4);
+    half(d);
+  }
+  return std::string(b.begin(), b.end());
+}
+
+// A linear's expected bytes in `t`: per GGUF row, per unit (one 256-value block each), the
+// block parameters of docs/gguf.md from the unit's scale and the codes of the plan's values
+// (salient entries: of the original weights, clamped).
+std::string ExpectedLinear(const Fixture& f, const plan::Plan& plan, const at::Tensor& lin, int m,
+                           TensorType t) {
+  const plan::UnitTable& table = f.fits.table();
+  const at::Tensor w = f.weights.layers[0].linear[m].contiguous();
+  const auto wa = w.accessor<float, 2>();
+  const auto la = lin.accessor<float, 2>();
+  const int64_t rows = lin.size(0), heads = gguf::PermutedHeads(f.weights.config, m);
+  std::vector<size_t> units;
+  std::vector<std::vector<float>> scales;
+  std::vector<std::set<int32_t>> salient;
+  for (size_t i = 0; i < table.units.size(); ++i) {
+    const plan::Unit& u = table.units[i];
+    if (u.layer != 0 || u.matrix != m) continue;
+    units.push_back(i);
+    scales.push_back(f.fits.Scales(i, plan.actions[u.id]));
+    const std::vector<int32_t>& e = f.fits.params(i).salient.index;
+    salient.emplace_back(e.begin(), e.end());
+  }
+  std::string out;
+  for (int64_t g = 0; g < rows; ++g) {
+    const int64_t hf = gguf::HfRowOf(g, rows, heads);
+    for (size_t k = 0; k < units.size(); ++k) {
+      const plan::Unit& u = table.units[units[k]];
+      const float s = scales[k][hf];
+      const bool two = plan::kAllActions[plan.actions[u.id]] == plan::Action::k2;
+      // Q2_K: lowest level -1.5 s (2 bit) or -s (ternary), gap s; others: step d.
+      const float lowest = two ? -1.5f * s : -s;
+      const int min_scale = t != TensorType::kQ2_K ? 0 : gguf::IsHalfExact(-lowest) ? 1 : 3;
+      const float d = t == TensorType::kQ2_K ? s : two ? s * 0.5f : s;
+      const float base = t == TensorType::kQ2_K ? lowest : 0.0f;
+      const int lo = t == TensorType::kQ2_K ? 0 : t == TensorType::kQ3_K ? -4 : -1;
+      const int hi = t == TensorType::kQ2_K || t == TensorType::kQ3_K ? 3 : 1;
+      int q[256];
+      for (int j = 0; j < 256; ++j) {
+        const bool sal = salient[k].count(static_cast<int32_t>(hf * u.cols + j)) > 0;
+        const float v = sal ? wa[hf][u.col_begin + j] : la[hf][u.col_begin + j];
+        q[j] = std::clamp(static_cast<int>(std::lround((v - base) / d)), lo, hi);
+      }
+      const float dmin = min_scale == 0 ? 0.0f : -lowest / static_cast<float>(min_scale);
+      out += PackBlock(t, d, dmin, min_scale, q);
+    }
+  }
+  return out;
+}
+
+// Rows of 256 at chunk 256: 3 bit takes Q3_K, 2 bit Q2_K, ternary TQ1_0 (down_proj: a
+// 3-bit and a ternary unit per row, Q3_K), 4 bit Q4_0; every such tensor's bytes are the
+// test's own packing of the plan's codes, and llama.cpp's `gguf` package decodes them to
+// the plan's weights outside the salient entries.
+TEST(GgufExporterTest, ChunksOf256TakeTheKQuantAndTernaryTypes) {
+  const Fixture& f = Tiny256();
+  testing::ScopedTestDir dir("gguf_export_256");
+  const plan::UnitTable& t = f.fits.table();
+  const int by_matrix[7] = {3, 4, 5, 2, 4, 5, 3};  // q k v o gate up down(first chunk)
+  const TensorType want[7] = {TensorType::kQ3_K, TensorType::kQ2_K, TensorType::kTQ1_0,
+                              TensorType::kQ4_0, TensorType::kQ2_K, TensorType::kTQ1_0,
+                              TensorType::kQ3_K};
+  std::vector<int> a(t.units.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    const plan::Unit& u = t.units[i];
+    a[u.id] = u.col_begin == 256 ? 5 : by_matrix[u.matrix];
+  }
+  const plan::Plan plan = plan::Plan::Make(t, a, "k256", 0);
+  const ExportInputs in = Inputs(f.weights, f.fits, &plan, f.model_dir);
+  const std::string path = dir.path() + "/k.gguf";
+  auto report = WriteGguf(in, path);
+  ASSERT_THAT(report.status(), IsOk());
+  ASSERT_THAT(VerifyGguf(in, path, "k", &*report), IsOk());
+  auto file = gguf::GgufFile::Open(path);
+  ASSERT_THAT(file.status(), IsOk());
+  std::array<at::Tensor, model::kNumMatrices> lin;
+  for (int m = 0; m < model::kNumMatrices; ++m) lin[m] = f.weights.layers[0].linear[m].clone();
+  f.fits.ApplyToLayer(0, plan.actions, &lin);
+  uint64_t bytes = 0;
+  for (int m = 0; m < model::kNumMatrices; ++m) {
+    const std::string name = gguf::LinearName(0, m);
+    const gguf::TensorInfo* ti = (*file)->Find(name);
+    ASSERT_NE(ti, nullptr);
+    EXPECT_EQ(ti->type, want[m]) << name << " " << gguf::TensorTypeName(ti->type);
+    EXPECT_EQ(TypesOf(*report).at(name), want[m]) << name;
+    bytes += *ti->bytes();
+    if (want[m] == TensorType::kQ4_0) continue;
+    const absl::Span<const uint8_t> got = (*file)->Bytes(*ti);
+    const std::string expected = ExpectedLinear(f, plan, lin[m], m, want[m]);
+    ASSERT_EQ(got.size(), expected.size()) << name;
+    size_t first = 0;
+    while (first < got.size() && got[first] == static_cast<uint8_t>(expected[first])) ++first;
+    EXPECT_EQ(first, got.size()) << name << ": first differing byte " << first;
+  }
+  EXPECT_EQ(report->linear_bytes, bytes);
+  std::printf("GGUF bits per weight of the linears: %.4f (the plan's %.4f)\n", report->LinearBits(),
+              report->PlanBits());
+  EXPECT_LT(report->LinearBits(), 3.5);
+  for (const GgufTensorReport& r : report->tensors) {
+    if (r.name == gguf::LinearName(0, 0)) EXPECT_NE(r.why.find("not exact in Q2_K"), r.why.npos);
+  }
+  const nlohmann::json py = PythonCheck(in, path, dir.path());
+  EXPECT_EQ(py.value("linears", -1), model::kNumMatrices);
+  EXPECT_EQ(py["types"].value("Q3_K", 0), 2);
+  EXPECT_EQ(py["types"].value("Q2_K", 0), 2);
+  EXPECT_EQ(py["types"].value("TQ1_0", 0), 2);
+  EXPECT_EQ(py.value("salient_changed", int64_t{-1}), report->salient_changed);
 }
 
 // The real test model (stories260k, else the project's test model) at its run config

@@ -2,14 +2,18 @@
 
 #include <cstring>
 #include <fstream>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "common/base/files.h"
 #include "common/export/gguf_format.h"
+#include "common/testing/py_reference.h"
 #include "common/testing/scoped_test_dir.h"
+#include "common/testing/shell.h"
 #include "common/testing/status_matchers.h"
+#include "common/testing/test_paths.h"
 #include "gtest/gtest.h"
 
 namespace windquant::exporter::gguf {
@@ -49,7 +53,64 @@ TEST(GgufFormatTest, BlocksDecodeToTheirFormula) {
   EXPECT_THAT(RowBytes(TensorType::kQ4_0, 48).status(),
               StatusIs(absl::StatusCode::kInvalidArgument, "multiple of Q4_0's block of 32"));
   EXPECT_THAT(DecodeRow(TensorType::kQ2_K, {}, 256, o8),
-              StatusIs(absl::StatusCode::kUnimplemented, "Q2_K"));
+              StatusIs(absl::StatusCode::kInvalidArgument, "Q2_K row of 256 values: 0 bytes"));
+}
+
+// The 256-value types, random codes and scales: llama.cpp's own `gguf` package
+// (tests/py/gguf_check.py, gguf.quants.dequantize) decodes every tensor bit for bit as
+// windquant's decoder does (TQ2_0 too, which the exact export never chooses).
+TEST(GgufFileTest, GgufPackageDecodesThe256ValueTypesAsWindquant) {
+  testing::ScopedTestDir dir("gguf_file_k");
+  Metadata md;
+  md.AddString("general.architecture", "llama");
+  md.AddU32("llama.vocab_size", 2);
+  md.AddStringArray("tokenizer.ggml.tokens", {"a", "b"});
+  const TensorType types[4] = {TensorType::kQ2_K, TensorType::kQ3_K, TensorType::kTQ1_0,
+                               TensorType::kTQ2_0};
+  std::vector<TensorInfo> infos;
+  for (TensorType t : types) infos.push_back({TensorTypeName(t), {512, 3}, t});
+  auto w = GgufWriter::Open(dir.path() + "/k.gguf", md, infos);
+  ASSERT_THAT(w.status(), IsOk());
+  std::mt19937 rng(5);
+  for (TensorType t : types) {
+    std::string bytes(6 * BlockBytes(t), '\0');
+    for (int b = 0; b < 6; ++b) {
+      uint8_t* out = reinterpret_cast<uint8_t*>(bytes.data()) + b * BlockBytes(t);
+      uint8_t scales[16], u[256];
+      int8_t q[256];
+      for (int j = 0; j < 256; ++j) u[j] = static_cast<uint8_t>(rng() % 4);
+      for (int j = 0; j < 256; ++j) q[j] = static_cast<int8_t>(static_cast<int>(rng() % 3) - 1);
+      const uint16_t d = HalfBitsOf(0.01f * static_cast<float>(rng() % 100) - 0.4f);
+      if (t == TensorType::kQ2_K) {
+        for (uint8_t& s : scales) s = static_cast<uint8_t>(rng() & 0xFF);
+        EncodeQ2_K(d, HalfBitsOf(0.0625f * (b + 1)), scales, u, out);
+      } else if (t == TensorType::kQ3_K) {
+        for (uint8_t& s : scales) s = static_cast<uint8_t>(rng() % 64);
+        for (int j = 0; j < 256; ++j) q[j] = static_cast<int8_t>(u[j] + q[j] - 1);  // -4..3
+        EncodeQ3_K(d, scales, q, out);
+      } else if (t == TensorType::kTQ1_0) {
+        EncodeTQ1_0(d, q, out);
+      } else {
+        EncodeTQ2_0(d, q, out);
+      }
+    }
+    ASSERT_THAT((*w)->AppendTensor(TensorTypeName(t), bytes), IsOk());
+  }
+  ASSERT_THAT((*w)->Finish(), IsOk());
+  auto f = GgufFile::Open(dir.path() + "/k.gguf");
+  ASSERT_THAT(f.status(), IsOk());
+  for (const TensorInfo& t : (*f)->tensors()) {
+    auto decoded = (*f)->Decode(t);
+    ASSERT_THAT(decoded.status(), IsOk());
+    std::ofstream(dir.path() + "/" + t.name + ".decoded.f32", std::ios::binary)
+        .write(reinterpret_cast<const char*>(decoded->data()), decoded->size() * 4);
+  }
+  const testing::CommandOutput r = testing::RunInDir(
+      dir.path(), testing::ShellQuote(testing::ReferencePython()) + " " +
+                      testing::ShellQuote(testing::SourceDir() + "/tests/py/gguf_check.py") +
+                      " k.gguf .");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("\"bit_equal\": 4"), std::string::npos) << r.out;
 }
 
 // A small valid file: two keys, a Q8_0 and an F32 tensor.

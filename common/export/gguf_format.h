@@ -7,8 +7,21 @@
 //   Q4_0  32 values: FP16 d, 16 bytes of nibbles;           value = d * (n - 8)
 //   Q4_1  32 values: FP16 d, FP16 m, 16 bytes of nibbles;   value = d * n + m
 // Nibbles: byte j holds value j in its low and value j + 16 in its high four bits.
-// The K-quants and ternary types (256 values per block) are listed (names, sizes) but
-// have no codec here yet (UNIMPLEMENTED): windquant does not write them.
+// The 256-value types (llama.cpp's ggml-quants.c dequantize_row_*, gguf-py's quants.py):
+//   Q2_K  16 bytes of sub-block scales (low nibble sc, high nibble m; sub-block k = values
+//         16k..16k+15), 64 bytes of 2-bit codes n, FP16 d, FP16 dmin
+//                                          value = (d * sc) * n - (dmin * m)
+//   Q3_K  32 bytes hmask, 64 bytes of 2-bit codes, 12 bytes of 6-bit scales sc, FP16 d
+//                                          value = (d * (sc - 32)) * q, q = low - (hi ? 0 : 4)
+//   TQ2_0 64 bytes of 2-bit codes, FP16 d; value = (n - 1) * d
+//   TQ1_0 48 + 4 bytes of base-3 digits (5 resp. 4 per byte), FP16 d; value = (t - 1) * d
+// 2-bit codes (Q2_K, Q3_K, TQ2_0): value 128h + 32s + l is bits 2s..2s+1 of byte 32h + l;
+// Q3_K's high bit of value 32s + l is bit s of hmask byte l. TQ1_0: byte b holds the digits
+// t_0..t_4 (t_0 the most significant) as ceil(256 * sum t_i 3^(4-i) / 243); value
+// 32n + m (n < 5) is digit n of byte m, value 160 + 16n + m digit n of byte 32 + m, value
+// 240 + 4n + j digit n of qh byte j (4 digits, the fifth 0); digit n = (uint8(b * 3^n) * 3) >> 8.
+// Q3_K's scales: sc_k's low four bits are the low (k < 8) or high (k >= 8) nibble of byte
+// k % 8, its high two bits are bits 2(k/4), 2(k/4)+1 of byte 8 + k % 4.
 // Pure functions; thread-safe; no torch tensors.
 #ifndef WINDQUANT_COMMON_EXPORT_GGUF_FORMAT_H_
 #define WINDQUANT_COMMON_EXPORT_GGUF_FORMAT_H_
@@ -81,6 +94,13 @@ absl::Status DecodeRow(TensorType t, absl::Span<const uint8_t> bytes, int64_t n,
 void EncodeQ8_0(uint16_t d_bits, const int8_t codes[32], uint8_t* out);
 void EncodeQ4_0(uint16_t d_bits, const int8_t codes[32], uint8_t* out);
 void EncodeQ4_1(uint16_t d_bits, uint16_t m_bits, const uint8_t codes[32], uint8_t* out);
+// The 256-value types: `scales` as the block stores them (Q2_K: sc | m << 4, each 0..15;
+// Q3_K: 0..63, meaning sc - 32), codes Q2_K 0..3, Q3_K -4..3, TQ1_0 / TQ2_0 -1..1.
+void EncodeQ2_K(uint16_t d_bits, uint16_t dmin_bits, const uint8_t scales[16],
+                const uint8_t codes[256], uint8_t* out);
+void EncodeQ3_K(uint16_t d_bits, const uint8_t scales[16], const int8_t codes[256], uint8_t* out);
+void EncodeTQ2_0(uint16_t d_bits, const int8_t codes[256], uint8_t* out);
+void EncodeTQ1_0(uint16_t d_bits, const int8_t codes[256], uint8_t* out);
 
 // FP16 <-> float (round to nearest even), BF16 -> float.
 uint16_t HalfBitsOf(float x);
