@@ -32,7 +32,10 @@ absl::StatusOr<at::Tensor> SampleCalibrationWindows(const std::vector<int32_t>& 
 }
 
 Calibrator::Calibrator(const model::LlamaModel& model, int64_t first_layer, int64_t end_layer)
-    : model_(model), first_layer_(first_layer), end_layer_(end_layer) {
+    : model_(model),
+      first_layer_(first_layer),
+      end_layer_(end_layer),
+      torch_reductions_(!model.device().is_cpu()) {
   const int64_t n = end_layer - first_layer;
   sum_abs_.resize(n);
   sum_sq_.resize(n);
@@ -48,13 +51,22 @@ absl::StatusOr<at::Tensor> Calibrator::RunStage(const at::Tensor& hidden) {
     // k and v read q's input, up reads gate's (LlamaModel's hook contract): their
     // statistics are copies, made in Finish.
     if (m == model::Matrix::kK || m == model::Matrix::kV || m == model::Matrix::kUp) return;
-    const at::Tensor x = input.reshape({-1, input.size(-1)}).to(at::kCPU, at::kFloat).contiguous();
     const int64_t i = layer - first_layer_, j = static_cast<int>(m);
-    const int64_t tokens = x.size(0), n = x.size(1);
+    const at::Tensor flat = input.reshape({-1, input.size(-1)});
+    const int64_t tokens = flat.size(0), n = flat.size(1);
+    tokens_[i][j] += tokens;
     if (!sum_abs_[i][j].defined()) {
-      sum_abs_[i][j] = at::zeros({n}, at::kDouble);
-      sum_sq_[i][j] = at::zeros({n}, at::kDouble);
+      const at::Device where = torch_reductions_ ? flat.device() : at::Device(at::kCPU);
+      sum_abs_[i][j] = at::zeros({n}, at::TensorOptions(where).dtype(at::kDouble));
+      sum_sq_[i][j] = at::zeros({n}, at::TensorOptions(where).dtype(at::kDouble));
     }
+    if (torch_reductions_) {
+      const at::Tensor x = flat.to(at::kDouble);  // |x| and x^2 exact in float64
+      sum_abs_[i][j].add_(x.abs().sum(0));
+      sum_sq_[i][j].add_(x.square().sum(0));
+      return;
+    }
+    const at::Tensor x = flat.to(at::kCPU, at::kFloat).contiguous();
     double* sa = sum_abs_[i][j].data_ptr<double>();
     double* sq = sum_sq_[i][j].data_ptr<double>();
     const float* p = x.data_ptr<float>();
@@ -66,7 +78,6 @@ absl::StatusOr<at::Tensor> Calibrator::RunStage(const at::Tensor& hidden) {
         sq[c] += v * v;
       }
     }
-    tokens_[i][j] += tokens;
   };
   try {
     c10::NoGradGuard no_grad;
@@ -107,8 +118,8 @@ ActivationStats Calibrator::Finish() const {
       LinearInputStats& s = stats.layers[i][j];
       s.tokens = tokens_[i][k];
       if (s.tokens == 0) continue;
-      s.mean_abs = (sum_abs_[i][k] / static_cast<double>(s.tokens)).to(at::kFloat);
-      s.mean_sq = (sum_sq_[i][k] / static_cast<double>(s.tokens)).to(at::kFloat);
+      s.mean_abs = (sum_abs_[i][k] / static_cast<double>(s.tokens)).to(at::kCPU, at::kFloat);
+      s.mean_sq = (sum_sq_[i][k] / static_cast<double>(s.tokens)).to(at::kCPU, at::kFloat);
     }
   }
   return stats;

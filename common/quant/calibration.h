@@ -12,6 +12,10 @@
 // same numbers in the same order: equal inputs give bit-identical statistics
 // whatever the batching. (Different batching can still change the activations
 // themselves in the last bit through the BLAS; the fits are made robust to that.)
+// On a GPU the sums are float64 torch reductions over each batch's tokens on the device
+// (no host copy of the activations; the statistics come to the host once, in Finish):
+// another summation order, so the float32 means can differ from the CPU's in the last
+// bit at a rounding midpoint, no more (float64 sums of float32 values).
 // Memory: 16 bytes per input channel per linear of the stage (not per weight).
 // Thread-compatible (one pass at a time).
 #ifndef WINDQUANT_COMMON_QUANT_CALIBRATION_H_
@@ -62,8 +66,12 @@ class Calibrator {
   // every linear input; returns the stage's output hidden states.
   absl::StatusOr<at::Tensor> RunStage(const at::Tensor& hidden);
 
-  // The statistics so far (means over every token seen).
+  // The statistics so far (means over every token seen), on the host.
   ActivationStats Finish() const;
+
+  // Sums with torch reductions where the activations are (what a model off the CPU
+  // does), here for a model on the CPU (the tests). Before the first RunStage.
+  void UseTorchReductions() { torch_reductions_ = true; }
 
  private:
   const model::LlamaModel& model_;
@@ -71,6 +79,7 @@ class Calibrator {
   // [layer - first][matrix]: double accumulators of sum |x| and sum x^2.
   std::vector<std::array<at::Tensor, model::kNumMatrices>> sum_abs_, sum_sq_;
   std::vector<std::array<int64_t, model::kNumMatrices>> tokens_;
+  bool torch_reductions_;
 };
 
 // The pass of a collector over a whole single-process model: embeds `windows`

@@ -38,6 +38,32 @@ TEST(CalibrationTest, FiniteActivationsPass) {
   EXPECT_THAT(calibrator.RunStage(at::randn({2, 8, 16})).status(), IsOk());
 }
 
+// The device path's torch reductions (on the CPU here) give the statistics of the
+// token-by-token CPU sums (float64 sums of float32 values: equal after the float32 mean
+// except at a rounding midpoint), on the host, over two batches.
+TEST(CalibrationTest, TorchReductionsGiveTheCpuStatistics) {
+  model::LlamaModel model(TinyWeights(false));
+  Calibrator cpu(model, 0, 2), torch_ops(model, 0, 2);
+  torch_ops.UseTorchReductions();
+  at::manual_seed(3);
+  for (const at::Tensor& x : {at::randn({2, 8, 16}), at::randn({3, 5, 16})}) {
+    ASSERT_THAT(cpu.RunStage(x).status(), IsOk());
+    ASSERT_THAT(torch_ops.RunStage(x).status(), IsOk());
+  }
+  const ActivationStats a = cpu.Finish(), b = torch_ops.Finish();
+  for (int64_t l = 0; l < 2; ++l) {
+    for (int m = 0; m < model::kNumMatrices; ++m) {
+      const LinearInputStats &x = a.at(l, static_cast<model::Matrix>(m)),
+                             &y = b.at(l, static_cast<model::Matrix>(m));
+      EXPECT_EQ(y.tokens, 31);
+      EXPECT_EQ(x.tokens, y.tokens);
+      EXPECT_TRUE(y.mean_abs.device().is_cpu());
+      EXPECT_TRUE(at::allclose(x.mean_abs, y.mean_abs, 1e-6, 0)) << l << " " << m;
+      EXPECT_TRUE(at::allclose(x.mean_sq, y.mean_sq, 1e-6, 0)) << l << " " << m;
+    }
+  }
+}
+
 // error-case: model.calibration-non-finite
 TEST(CalibrationTest, NonFiniteActivationsAreRefused) {
   model::LlamaModel model(TinyWeights(true));

@@ -65,8 +65,7 @@ DeviceUnits Upload(const std::vector<ColumnUnit>& units, int64_t rows, int64_t i
   out.salient_mask = at::zeros({in * rows}, at::TensorOptions(device).dtype(at::kBool));
   out.salient_value = at::zeros({in * rows}, at::TensorOptions(device).dtype(at::kFloat));
   if (!index.empty()) {
-    const at::Tensor idx =
-        at::tensor(index, at::TensorOptions().dtype(at::kLong)).to(device);
+    const at::Tensor idx = at::tensor(index, at::TensorOptions().dtype(at::kLong)).to(device);
     out.salient_mask.index_put_({idx}, true);
     out.salient_value.index_put_({idx}, at::tensor(value).to(device));
   }

@@ -24,9 +24,10 @@ absl::StatusOr<at::Tensor> HessianCollector::RunStage(const at::Tensor& hidden) 
   model::LinearInputHook hook = [&](int64_t layer, model::Matrix m, const at::Tensor& input) {
     // k, v and up read the input of q and gate (LlamaModel's hook contract).
     if (m == model::Matrix::kK || m == model::Matrix::kV || m == model::Matrix::kUp) return;
-    const at::Tensor x = input.reshape({-1, input.size(-1)}).to(at::kCPU, at::kDouble).contiguous();
+    // Summed where the activations are (a GPU's float64 GEMM), handed to the host once.
+    const at::Tensor x = input.reshape({-1, input.size(-1)}).to(at::kDouble).contiguous();
     at::Tensor& sum = sums_[layer - first_layer_][static_cast<int>(InputKindOf(m))];
-    if (!sum.defined()) sum = at::zeros({x.size(1), x.size(1)}, at::kDouble);
+    if (!sum.defined()) sum = at::zeros({x.size(1), x.size(1)}, x.options());
     sum.addmm_(x.t(), x);
     tokens = x.size(0);
   };
@@ -50,7 +51,8 @@ absl::StatusOr<StageHessians> HessianCollector::Finish() const {
   for (size_t l = 0; l < sums_.size(); ++l) {
     for (int k = 0; k < kNumInputKinds; ++k) {
       if (!sums_[l][k].defined()) continue;
-      h.layers[l][k] = (sums_[l][k] * (2.0 / static_cast<double>(tokens_))).to(at::kFloat);
+      h.layers[l][k] =
+          (sums_[l][k] * (2.0 / static_cast<double>(tokens_))).to(at::kCPU, at::kFloat);
     }
   }
   return h;
@@ -67,6 +69,7 @@ absl::StatusOr<StageHessians> HessianCollector::TakeWidened() {
   for (auto& layer : h.layers) {
     for (at::Tensor& t : layer) {
       if (!t.defined()) continue;
+      if (!t.device().is_cpu()) t = t.to(at::kCPU);  // the device's memory freed as it goes
       // (sum * scale).to(kFloat), widened back: the same two roundings, in place.
       double* p = t.data_ptr<double>();
       at::parallel_for(0, t.numel(), 1 << 16, [&](int64_t b, int64_t e) {

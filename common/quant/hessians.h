@@ -7,9 +7,11 @@
 // exact in float64 and the sums over a few thousand tokens lose ~1e-16 relative, so the
 // float32 result does not depend on the BLAS's summation order except at a rounding
 // midpoint (the same standing as the activations themselves, calibration.h).
-// Memory while collecting: 8 bytes * in^2 per input kind per layer (at LLaMA-3.2-1B,
-// 0.64 GB per layer: hold a stage's layers, not a whole large model, at once); the
-// result is half of that. Thread-compatible (one pass at a time).
+// The sums live where the model's activations are (on a GPU: its float64 GEMM, no host
+// copy per batch) and come to the host once, in Finish / TakeWidened.
+// Memory while collecting: 8 bytes * in^2 per input kind per layer, on the model's device
+// (at LLaMA-3.2-1B, 0.64 GB per layer: hold a stage's layers, not a whole large model, at
+// once); the result, on the host, is half of that. Thread-compatible (one pass at a time).
 #ifndef WINDQUANT_COMMON_QUANT_HESSIANS_H_
 #define WINDQUANT_COMMON_QUANT_HESSIANS_H_
 
