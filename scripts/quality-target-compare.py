@@ -19,7 +19,7 @@ import argparse, importlib.util, math, os, statistics, subprocess, sys, time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 METHODS = ["rl", "lagrange-bisect", "screened-bisect"]
-LABELS = {"rl": "RL (returned by RL)", "lagrange-bisect": "Lagrangian bisection",
+LABELS = {"rl": "RL (the RL run's plan)", "lagrange-bisect": "Lagrangian bisection",
           "screened-bisect": "screened-search bisection"}
 SETTLE_TAIL = 0.2   # the last 20 % of the updates
 SETTLE_BAND = 0.10  # each within 10 % of their mean
