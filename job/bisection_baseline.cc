@@ -20,9 +20,9 @@ constexpr int kMaxProbes = 1000;
 
 absl::Status ValidateBisection(const BisectionOptions& o) {
   if (!(o.cap_bits > o.low_bits)) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "bisection: the cap %g must be above the lowest reachable bits %g", o.cap_bits,
-        o.low_bits));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("bisection: the cap %g must be above the lowest reachable bits %g",
+                        o.cap_bits, o.low_bits));
   }
   if (!(o.max_ppl_increase > 0)) {
     return absl::InvalidArgumentError("bisection: max_ppl_increase must be > 0");
@@ -41,8 +41,7 @@ double Degradation(double ppl, double fp) {
   return std::isfinite(d) ? d : std::numeric_limits<double>::infinity();
 }
 
-void LogResult(const base::LogSink& log, const char* name, const BisectionResult& r,
-               double eps) {
+void LogResult(const base::LogSink& log, const char* name, const BisectionResult& r, double eps) {
   if (!log) return;
   log(absl::StrFormat(
       "quantize: %s: %d probes, %d real evaluations (%d per probe): %.4f bits, d %.4f on the "
@@ -114,22 +113,21 @@ absl::StatusOr<BisectionResult> LagrangeBisect(const plan::UnitTable& table, dou
   o.per_probe = 1;
   o.min_step_bits = SmallestBitStep(table);
   std::map<std::vector<int>, double> measured;  // plan -> selection perplexity
-  WQ_ASSIGN_OR_RETURN(
-      BisectionResult r,
-      BisectBits(o, [&](double b, int64_t) -> absl::StatusOr<BisectionProbe> {
-        WQ_ASSIGN_OR_RETURN(plan::Plan plan, search::LagrangePlan(table, b));
-        BisectionProbe p;
-        p.bits = table.EffectiveBits(plan.actions);
-        auto it = measured.find(plan.actions);
-        if (it == measured.end()) {
-          WQ_ASSIGN_OR_RETURN(double ppl, measure(plan.actions));
-          it = measured.emplace(plan.actions, ppl).first;
-          p.evaluations = 1;
-        }
-        p.degradation = Degradation(it->second, fp_selection_ppl);
-        p.actions = std::move(plan.actions);
-        return p;
-      }));
+  WQ_ASSIGN_OR_RETURN(BisectionResult r,
+                      BisectBits(o, [&](double b, int64_t) -> absl::StatusOr<BisectionProbe> {
+                        WQ_ASSIGN_OR_RETURN(plan::Plan plan, search::LagrangePlan(table, b));
+                        BisectionProbe p;
+                        p.bits = table.EffectiveBits(plan.actions);
+                        auto it = measured.find(plan.actions);
+                        if (it == measured.end()) {
+                          WQ_ASSIGN_OR_RETURN(double ppl, measure(plan.actions));
+                          it = measured.emplace(plan.actions, ppl).first;
+                          p.evaluations = 1;
+                        }
+                        p.degradation = Degradation(it->second, fp_selection_ppl);
+                        p.actions = std::move(plan.actions);
+                        return p;
+                      }));
   LogResult(log, "lagrange-bisect", r, max_ppl_increase);
   return r;
 }
@@ -146,18 +144,18 @@ absl::StatusOr<BisectionResult> ScreenedBisect(const plan::UnitTable& table, dou
   o.evaluations = std::max<int64_t>(1, rl_evaluations);
   o.per_probe = (o.evaluations + kScreenedBisectSteps - 1) / kScreenedBisectSteps;
   o.min_step_bits = SmallestBitStep(table);
-  WQ_ASSIGN_OR_RETURN(
-      BisectionResult r,
-      BisectBits(o, [&](double b, int64_t give) -> absl::StatusOr<BisectionProbe> {
-        WQ_ASSIGN_OR_RETURN(SearchResult s, RunProductSearch(table, b, seed, give, true, measure,
+  WQ_ASSIGN_OR_RETURN(BisectionResult r,
+                      BisectBits(o, [&](double b, int64_t give) -> absl::StatusOr<BisectionProbe> {
+                        WQ_ASSIGN_OR_RETURN(SearchResult s,
+                                            RunProductSearch(table, b, seed, give, true, measure,
                                                              base::LogSink(), "screened-bisect"));
-        BisectionProbe p;
-        p.bits = table.EffectiveBits(s.actions);
-        p.degradation = Degradation(s.selection_ppl, fp_selection_ppl);
-        p.evaluations = s.evaluations;
-        p.actions = std::move(s.actions);
-        return p;
-      }));
+                        BisectionProbe p;
+                        p.bits = table.EffectiveBits(s.actions);
+                        p.degradation = Degradation(s.selection_ppl, fp_selection_ppl);
+                        p.evaluations = s.evaluations;
+                        p.actions = std::move(s.actions);
+                        return p;
+                      }));
   LogResult(log, "screened-bisect", r, max_ppl_increase);
   return r;
 }
