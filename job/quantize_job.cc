@@ -83,12 +83,36 @@ absl::StatusOr<SearchResult> Search(const plan::UnitTable& table, double target,
       log, "quantize");
 }
 
+// The quality-target mode's bisections over bits to epsilon under `cap`
+// (bisection_baseline.h), each with the RL run's count of real evaluations on
+// the selection slice; their plans become rows of out->plans.
+absl::Status Bisections(const plan::UnitTable& table, double cap, double max_ppl_increase,
+                        uint64_t seed, rl::LocalPlanEvaluator& evaluator,
+                        const EvaluationSlices& slices, const base::LogSink& log,
+                        QuantizeResult* out) {
+  const PlanMeasure on_selection = [&](const std::vector<int>& actions) -> absl::StatusOr<double> {
+    WQ_ASSIGN_OR_RETURN(model::PerplexityResult r, evaluator.Measure(actions, slices.selection));
+    return r.perplexity;
+  };
+  const double fp = evaluator.fp_eval_ppl();  // the selection slice's, as RL's d
+  WQ_ASSIGN_OR_RETURN(
+      out->lagrange_bisect,
+      LagrangeBisect(table, cap, max_ppl_increase, out->rl_evaluations, fp, on_selection, log));
+  WQ_ASSIGN_OR_RETURN(out->screened_bisect,
+                      ScreenedBisect(table, cap, max_ppl_increase, out->rl_evaluations, fp, seed,
+                                     on_selection, log));
+  out->bisected = true;
+  out->plans.push_back({"lagrange-bisect", out->lagrange_bisect.actions});
+  out->plans.push_back({"screened-bisect", out->screened_bisect.actions});
+  return absl::OkStatus();
+}
+
 // The RL plan, then (when asked) every baseline at the target, all measured.
 // In the quality-target mode `target` is the RL plan's bits (CompareAtBits)
 // and the returned plan follows the mode's rule (PickReturned).
 absl::Status MeasureAll(const plan::UnitTable& table, const rl::RunResult& tr,
-                        const QuantizeOptions& options, double target, double max_ppl_increase,
-                        uint64_t seed, rl::LocalPlanEvaluator& evaluator,
+                        const QuantizeOptions& options, double target, double cap,
+                        double max_ppl_increase, uint64_t seed, rl::LocalPlanEvaluator& evaluator,
                         const EvaluationSlices& slices, const base::LogSink& log,
                         QuantizeResult* out) {
   out->plans.push_back({"rl", tr.best.actions});
@@ -101,6 +125,10 @@ absl::Status MeasureAll(const plan::UnitTable& table, const rl::RunResult& tr,
     WQ_ASSIGN_OR_RETURN(out->screened_search, Search(table, target, seed, out->rl_evaluations, true,
                                                      evaluator, slices, log));
     out->plans.push_back({"screened-search", out->screened_search.actions});
+    if (max_ppl_increase > 0) {
+      WQ_RETURN_IF_ERROR(
+          Bisections(table, cap, max_ppl_increase, seed, evaluator, slices, log, out));
+    }
   }
   out->fp.name = "fp";
   out->fp.bits = 16;
@@ -109,9 +137,11 @@ absl::Status MeasureAll(const plan::UnitTable& table, const rl::RunResult& tr,
     m.bits = table.EffectiveBits(m.actions);
     WQ_RETURN_IF_ERROR(MeasurePlan(evaluator, slices, out->have_heldout, &m));
   }
-  // The returned plan: the RL run's unless a search measured lower on the selection slice.
-  const int returned = PickReturned(out->plans, {"rl", "search", "screened-search"}, target,
-                                    max_ppl_increase, out->fp.selection_ppl);
+  // The returned plan: the RL run's unless a search measured lower on the selection slice
+  // (in the quality-target mode: the mode's order, the bisections too, under the cap).
+  const int returned = PickReturned(
+      out->plans, {"rl", "search", "screened-search", "lagrange-bisect", "screened-bisect"}, cap,
+      max_ppl_increase, out->fp.selection_ppl);
   if (returned > 0) {
     out->returned = out->plans[returned].name;
     out->origin = out->returned;
@@ -122,8 +152,8 @@ absl::Status MeasureAll(const plan::UnitTable& table, const rl::RunResult& tr,
 // The bits the final rows are measured at: the final target in the
 // fixed-budget mode; in the quality-target mode the RL plan's own bits, so
 // that the baselines and the searches (which spend the bits they are given)
-// are compared with it at the same bits. (A bisection of the baselines' bits
-// to epsilon, issue 36 item 2, would replace this in that mode.)
+// are compared with it at the same bits. The mode's own comparison, the
+// bisections of bits to epsilon (Bisections), is measured beside these rows.
 double CompareAtBits(const config::RunConfig& cfg, const rl::RunResult& tr,
                      const base::LogSink& log) {
   const double cap = cfg.curriculum.target_bits.back();
@@ -271,6 +301,10 @@ QuantizeReport MakeReport(const config::RunConfig& cfg, const plan::UnitTable& t
     report.search = &out.search;
     report.screened_search = &out.screened_search;
   }
+  if (out.bisected) {
+    report.lagrange_bisect = &out.lagrange_bisect;
+    report.screened_bisect = &out.screened_bisect;
+  }
   return report;
 }
 
@@ -328,8 +362,8 @@ absl::StatusOr<QuantizeResult> RunQuantizeJob(const config::RunConfig& cfg,
   const double max_ppl_increase = cfg.lagrange.max_ppl_increase();
   const double target = CompareAtBits(cfg, tr, log);
   out.have_heldout = HasHeldOut(slices, cfg.evaluation.context);
-  WQ_RETURN_IF_ERROR(MeasureAll(table, tr, options, target, max_ppl_increase, cfg.training.seed,
-                                *evaluator, slices, log, &out));
+  WQ_RETURN_IF_ERROR(MeasureAll(table, tr, options, target, cap, max_ppl_increase,
+                                cfg.training.seed, *evaluator, slices, log, &out));
   out.winner = PickWinner(out.plans, target, out.have_heldout);
 
   QuantizeReport report = MakeReport(cfg, table, tr, slices, out, options.baselines);

@@ -34,6 +34,7 @@
 #include "common/base/log.h"
 #include "common/config/run_config.h"
 #include "common/store/artifact_store.h"
+#include "job/bisection_baseline.h"
 #include "job/plan_measurement.h"
 #include "job/search_baseline.h"
 
@@ -50,6 +51,9 @@ struct QuantizeOptions {
   // cache misses over the whole run, resumes included, the reference plan
   // included). The returned plan is then the one of RL, search and
   // screened-search with the lowest selection perplexity (PickReturned).
+  // In the quality-target mode also the bisections over bits to epsilon
+  // (bisection_baseline.h: lagrange-bisect, screened-bisect, with the same
+  // count), which compete for the returned plan under the mode's rule.
   bool baselines = true;
   // The commit the binary was built from (base::BuildCommit; the CLI sets it), recorded in
   // report.json next to the config's variant digest (config::VariantDigest).
@@ -81,8 +85,13 @@ struct QuantizeResult {
   int64_t rl_evaluations = 0;    // real plan evaluations of the RL run (cache misses)
   SearchResult search;           // the search baseline (evaluations 0 when not run)
   SearchResult screened_search;  // the screened search (evaluations 0 when not run)
-  std::string winner;            // "" when no plan is within the target
-  bool have_heldout = false;     // the winner metric is the held-out PPL (else whole text)
+  // The quality-target mode's bisections over bits (bisection_baseline.h), rows
+  // "lagrange-bisect" and "screened-bisect"; run (bisected) only in that mode
+  // with baselines, each with at most rl_evaluations real evaluations.
+  bool bisected = false;
+  BisectionResult lagrange_bisect, screened_bisect;
+  std::string winner;         // "" when no plan is within the target
+  bool have_heldout = false;  // the winner metric is the held-out PPL (else whole text)
   double lambda = 0;
   double seconds = 0;     // since options.start
   std::string store_run;  // with output.store: "<store> runs/<run id>/"

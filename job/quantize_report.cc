@@ -37,6 +37,52 @@ json Degradation(double ppl, double fp) {
   return fp > 0 && ppl > 0 ? Num(ppl / fp - 1.0) : json(nullptr);
 }
 
+// A bisection's object: its real evaluations (and the RL run's), the split,
+// the probes (b, the plan's bits and d), and the plan it chose.
+json BisectionJson(const BisectionResult& b, int64_t rl_evaluations) {
+  json steps = json::array();
+  for (const BisectionStep& s : b.steps) {
+    steps.push_back({{"target_bits", s.target_bits},
+                     {"bits", s.bits},
+                     {"selection_degradation", Num(s.degradation)},
+                     {"evaluations", s.evaluations}});
+  }
+  return {{"evaluations", b.evaluations},
+          {"rl_evaluations", rl_evaluations},
+          {"evaluations_per_probe", b.per_probe},
+          {"bits", b.bits},
+          {"selection_degradation", Num(b.degradation)},
+          {"within_epsilon", b.within_epsilon},
+          {"steps", steps}};
+}
+
+// The rows that chose their plan on the selection slice, each with its real
+// evaluations, bits and d on the selection and held-out text.
+json MethodRowsJson(const QuantizeReport& r) {
+  json rows = json::array();
+  for (const MeasuredPlan& m : r.plans) {
+    int64_t evaluations = -1;
+    if (m.name == "rl") evaluations = r.rl_evaluations;
+    if (m.name == "search" && r.search != nullptr) evaluations = r.search->evaluations;
+    if (m.name == "screened-search" && r.screened_search != nullptr) {
+      evaluations = r.screened_search->evaluations;
+    }
+    if (m.name == "lagrange-bisect" && r.lagrange_bisect != nullptr) {
+      evaluations = r.lagrange_bisect->evaluations;
+    }
+    if (m.name == "screened-bisect" && r.screened_bisect != nullptr) {
+      evaluations = r.screened_bisect->evaluations;
+    }
+    if (evaluations < 0) continue;
+    rows.push_back({{"plan", m.name},
+                    {"bits", m.bits},
+                    {"evaluations", evaluations},
+                    {"selection_degradation", Degradation(m.selection_ppl, r.fp.selection_ppl)},
+                    {"heldout_degradation", Degradation(m.heldout_ppl, r.fp.heldout_ppl)}});
+  }
+  return rows;
+}
+
 // The quality-target mode's summary (docs/lagrange.md): epsilon, the returned
 // plan's bits and d on the selection and held-out text, whether it is within
 // epsilon, and lambda per update (the batch's, as training_curve[].lambda).
@@ -65,6 +111,7 @@ json QualityTargetJson(const QuantizeReport& r) {
   for (const auto& u : r.training->curve) lambdas.push_back(u.lambda);
   q["lambda_per_update"] = lambdas;
   q["lambda_final"] = r.training->lambda;
+  q["methods"] = MethodRowsJson(r);
   return q;
 }
 
@@ -123,6 +170,11 @@ json SummaryJson(const QuantizeReport& r) {
                                {"screened_search", r.screened_search}}) {
     if (q == nullptr) continue;
     report[key] = search::SearchRowJson(*q, r.rl_evaluations, r.config->training.seed);
+  }
+  for (const auto& [key, b] :
+       {std::pair<const char*, const BisectionResult*>{"lagrange_bisect", r.lagrange_bisect},
+        {"screened_bisect", r.screened_bisect}}) {
+    if (b != nullptr) report[key] = BisectionJson(*b, r.rl_evaluations);
   }
   if (r.config->lagrange.quality_target()) report["quality_target"] = QualityTargetJson(r);
   report["wall_time_s"] = {{"prepare", r.prepare_s}, {"train", r.train_s}, {"total", r.total_s}};
@@ -195,7 +247,10 @@ void AddDegradationPoints(const QuantizeReport& r, report::ReportData* d) {
     d->measured.push_back({p.effective_bits, std::isfinite(dp) ? dp : std::nan(""), ""});
   }
   for (const MeasuredPlan& m : r.plans) {
-    if (m.name != "rl" && m.name != "search" && m.name != "screened-search") continue;
+    if (m.name != "rl" && m.name != "search" && m.name != "screened-search" &&
+        m.name != "lagrange-bisect" && m.name != "screened-bisect") {
+      continue;
+    }
     const double dm = SelectionDegradation(m, fp);
     d->measured.push_back({m.bits, dm, m.name == r.returned ? m.name + " (returned)" : m.name});
     if (m.name == r.returned && !(dm <= d->max_ppl_increase)) {
@@ -211,6 +266,21 @@ void AddDegradationPoints(const QuantizeReport& r, report::ReportData* d) {
       "saved (docs/lagrange.md). The baselines and searches are measured at the RL plan's "
       "%.4f bits.",
       d->max_ppl_increase, r.target_bits, r.compared_at_bits));
+  for (const auto& [name, b] :
+       {std::pair<const char*, const BisectionResult*>{"lagrange-bisect", r.lagrange_bisect},
+        {"screened-bisect", r.screened_bisect}}) {
+    if (b == nullptr) continue;
+    d->notes.push_back(absl::StrFormat(
+        "%s: bisection of the bits in [lowest reachable, %g] to epsilon with %s at each "
+        "probe; %d probes, %d real evaluations (RL: %d), %.4f bits, d %.4f on the selection "
+        "slice (%s).",
+        name, r.target_bits,
+        b == r.lagrange_bisect
+            ? "the Lagrangian plan"
+            : absl::StrFormat("a screened search of %d evaluations", b->per_probe),
+        b->steps.size(), b->evaluations, r.rl_evaluations, b->bits, b->degradation,
+        b->within_epsilon ? "within epsilon" : "NOT within epsilon"));
+  }
 }
 
 }  // namespace

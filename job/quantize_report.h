@@ -18,6 +18,7 @@
 #include "common/plan/unit_table.h"
 #include "common/report/report_data.h"
 #include "common/rl/run_result.h"
+#include "job/bisection_baseline.h"
 #include "job/evaluation_slices.h"
 #include "job/plan_measurement.h"
 #include "job/search_baseline.h"
@@ -42,6 +43,9 @@ struct QuantizeReport {
   int64_t rl_evaluations = 0;            // real plan evaluations of the RL run (cache misses)
   const SearchResult* search = nullptr;  // the search baseline's run (nullptr: not run)
   const SearchResult* screened_search = nullptr;  // the screened search's (nullptr: not run)
+  // The quality-target mode's bisections (rows "lagrange-bisect", "screened-bisect").
+  const BisectionResult* lagrange_bisect = nullptr;  // nullptr: not run
+  const BisectionResult* screened_bisect = nullptr;
   std::string exported;  // the fake-quant checkpoint's directory ("" = none)
   double prepare_s = 0, train_s = 0, total_s = 0;
 };

@@ -12,6 +12,8 @@
 //  * report.json carries epsilon, the returned plan's d on the selection and
 //    held-out text, lambda per update (one per update, the training curve's),
 //    and the search rows measured at the RL plan's bits;
+//  * the bisections over bits to epsilon have their rows, each with at most
+//    the RL run's count of real evaluations, and compete for the returned plan;
 //  * report.html has the degradation chart with the epsilon line.
 // Needs the windquant binary (a build dependency) and the wq_test_model fixture.
 #include <sys/wait.h>
@@ -95,6 +97,48 @@ double FewestBitsWithinEpsilon(const std::string& plans_jsonl, double fp_selecti
   return fewest;
 }
 
+// The bisections over bits to epsilon (job/bisection_baseline.h): a row each
+// in plans[] under the cap, an object with at most the RL run's count of real
+// evaluations, and in quality_target.methods; the returned plan has no more
+// bits than any method's plan within epsilon.
+void ExpectTheBisectionRows(const json& report) {
+  const int64_t rl_evaluations = report.at("rl_real_evaluations").get<int64_t>();
+  ASSERT_GE(rl_evaluations, 1);
+  for (const char* name : {"lagrange-bisect", "screened-bisect"}) {
+    const std::string key = name[0] == 'l' ? "lagrange_bisect" : "screened_bisect";
+    ASSERT_TRUE(report.contains(key)) << key;
+    const json& b = report.at(key);
+    EXPECT_GE(b.at("evaluations").get<int64_t>(), 1) << name;
+    EXPECT_LE(b.at("evaluations").get<int64_t>(), rl_evaluations) << name;
+    EXPECT_GE(b.at("steps").size(), 1u) << name;
+    int64_t spent = 0;
+    for (const json& s : b.at("steps")) spent += s.at("evaluations").get<int64_t>();
+    EXPECT_EQ(spent, b.at("evaluations").get<int64_t>()) << name;
+    int rows = 0;
+    for (const json& p : report.at("plans")) {
+      if (p.at("name") != name) continue;
+      ++rows;
+      EXPECT_LE(p.at("bits").get<double>(), kCapBits + 1e-9) << name;
+      EXPECT_NEAR(p.at("bits").get<double>(), b.at("bits").get<double>(), 1e-9) << name;
+      EXPECT_TRUE(p.at("heldout_ppl").is_number()) << name;
+    }
+    EXPECT_EQ(rows, 1) << name;
+  }
+  const json& q = report.at("quality_target");
+  const double returned_bits = q.at("returned").at("bits").get<double>();
+  int methods = 0;
+  for (const json& m : q.at("methods")) {
+    ++methods;
+    EXPECT_LE(m.at("evaluations").get<int64_t>(), rl_evaluations) << m.dump();
+    EXPECT_TRUE(m.at("heldout_degradation").is_number()) << m.dump();
+    const json& d = m.at("selection_degradation");
+    if (d.is_number() && d.get<double>() <= kEpsilon) {
+      EXPECT_LE(returned_bits, m.at("bits").get<double>() + 1e-9) << m.dump();
+    }
+  }
+  EXPECT_EQ(methods, 5);  // rl, search, screened-search and the two bisections
+}
+
 void ExpectTheQualityTargetReport(const json& report, const fs::path& out) {
   ASSERT_TRUE(report.contains("quality_target")) << report.dump(1);
   const json& q = report.at("quality_target");
@@ -134,6 +178,7 @@ void ExpectTheQualityTargetReport(const json& report, const fs::path& out) {
       EXPECT_LE(p.at("bits").get<double>(), compared + 1e-9) << p.at("name");
     }
   }
+  ExpectTheBisectionRows(report);
   // The HTML chart's data and page.
   EXPECT_DOUBLE_EQ(report.at("max_ppl_increase").get<double>(), kEpsilon);
   EXPECT_GE(report.at("measured").size(), 4u * kUpdates);
