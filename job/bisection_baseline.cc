@@ -101,17 +101,28 @@ double SmallestBitStep(const plan::UnitTable& table) {
   return std::isfinite(step) && n > 0 ? step / n : 1e-6;
 }
 
-absl::StatusOr<BisectionResult> LagrangeBisect(const plan::UnitTable& table, double cap_bits,
-                                               double max_ppl_increase, int64_t rl_evaluations,
-                                               double fp_selection_ppl, const PlanMeasure& measure,
-                                               const base::LogSink& log) {
+namespace {
+
+// The bracket [lowest reachable bits, cap], epsilon and RL's evaluations as the budget.
+BisectionOptions OptionsFor(const plan::UnitTable& table, double cap_bits, double max_ppl_increase,
+                            int64_t rl_evaluations) {
   BisectionOptions o;
   o.low_bits = search::MinEffectiveBits(table);
   o.cap_bits = cap_bits;
   o.max_ppl_increase = max_ppl_increase;
   o.evaluations = std::max<int64_t>(1, rl_evaluations);
-  o.per_probe = 1;
   o.min_step_bits = SmallestBitStep(table);
+  return o;
+}
+
+}  // namespace
+
+absl::StatusOr<BisectionResult> LagrangeBisect(const plan::UnitTable& table, double cap_bits,
+                                               double max_ppl_increase, int64_t rl_evaluations,
+                                               double fp_selection_ppl, const PlanMeasure& measure,
+                                               const base::LogSink& log) {
+  BisectionOptions o = OptionsFor(table, cap_bits, max_ppl_increase, rl_evaluations);
+  o.per_probe = 1;
   std::map<std::vector<int>, double> measured;  // plan -> selection perplexity
   WQ_ASSIGN_OR_RETURN(BisectionResult r,
                       BisectBits(o, [&](double b, int64_t) -> absl::StatusOr<BisectionProbe> {
@@ -137,13 +148,8 @@ absl::StatusOr<BisectionResult> ScreenedBisect(const plan::UnitTable& table, dou
                                                double fp_selection_ppl, uint64_t seed,
                                                const PlanMeasure& measure,
                                                const base::LogSink& log) {
-  BisectionOptions o;
-  o.low_bits = search::MinEffectiveBits(table);
-  o.cap_bits = cap_bits;
-  o.max_ppl_increase = max_ppl_increase;
-  o.evaluations = std::max<int64_t>(1, rl_evaluations);
+  BisectionOptions o = OptionsFor(table, cap_bits, max_ppl_increase, rl_evaluations);
   o.per_probe = (o.evaluations + kScreenedBisectSteps - 1) / kScreenedBisectSteps;
-  o.min_step_bits = SmallestBitStep(table);
   WQ_ASSIGN_OR_RETURN(BisectionResult r,
                       BisectBits(o, [&](double b, int64_t give) -> absl::StatusOr<BisectionProbe> {
                         WQ_ASSIGN_OR_RETURN(SearchResult s,
