@@ -1,5 +1,7 @@
 #include "common/quant/gptq_torch.h"
 
+#include <c10/core/GradMode.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <vector>
