@@ -25,7 +25,7 @@ absl::StatusOr<plan::Plan> SearchSessionPlan(const quant::QuantizationSession& s
   so.seed = spec.seed;
   so.restart_after = spec.restart_after;
   so.screen = spec.screen;
-  const char* name = ProductSearchName(spec.screen > 1);
+  const char* name = ProductSearchName(spec.screen);
   const PlanMeasure measure = [&](const std::vector<int>& actions) -> absl::StatusOr<double> {
     WQ_ASSIGN_OR_RETURN(model::PerplexityResult r, session.Perplexity(actions, selection, 0));
     return r.perplexity;

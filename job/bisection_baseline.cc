@@ -69,6 +69,7 @@ absl::StatusOr<BisectionResult> BisectBits(const BisectionOptions& o,
           "bisection: a probe at %g bits spent %d evaluations of %d", b, p.evaluations, give));
     }
     out.evaluations += p.evaluations;
+    out.screened += p.screened;
     out.steps.push_back({b, p.bits, p.degradation, p.evaluations});
     if (!have_best || rl::QualityTargetBetter(p.bits, p.degradation, out.bits, out.degradation,
                                               o.max_ppl_increase)) {
@@ -145,7 +146,7 @@ absl::StatusOr<BisectionResult> LagrangeBisect(const plan::UnitTable& table, dou
 
 absl::StatusOr<BisectionResult> ScreenedBisect(const plan::UnitTable& table, double cap_bits,
                                                double max_ppl_increase, int64_t rl_evaluations,
-                                               double fp_selection_ppl, uint64_t seed,
+                                               double fp_selection_ppl, uint64_t seed, int screen,
                                                const PlanMeasure& measure,
                                                const base::LogSink& log) {
   BisectionOptions o = OptionsFor(table, cap_bits, max_ppl_increase, rl_evaluations);
@@ -153,12 +154,13 @@ absl::StatusOr<BisectionResult> ScreenedBisect(const plan::UnitTable& table, dou
   WQ_ASSIGN_OR_RETURN(BisectionResult r,
                       BisectBits(o, [&](double b, int64_t give) -> absl::StatusOr<BisectionProbe> {
                         WQ_ASSIGN_OR_RETURN(SearchResult s,
-                                            RunProductSearch(table, b, seed, give, true, measure,
+                                            RunProductSearch(table, b, seed, give, screen, measure,
                                                              base::LogSink(), "screened-bisect"));
                         BisectionProbe p;
                         p.bits = table.EffectiveBits(s.actions);
                         p.degradation = Degradation(s.selection_ppl, fp_selection_ppl);
                         p.evaluations = s.evaluations;
+                        p.screened = s.screened;
                         p.actions = std::move(s.actions);
                         return p;
                       }));

@@ -43,6 +43,7 @@ struct BisectionProbe {
   double bits = 0;          // effective bits of `actions` (<= the probe's target)
   double degradation = 0;   // selection perplexity / FP's - 1
   int64_t evaluations = 0;  // real evaluations spent (0: answered from memory)
+  int64_t screened = 0;     // proposals the reward model ranked and left unmeasured
 };
 
 // Builds and measures the plan at `target_bits` with at most `evaluations`
@@ -72,6 +73,7 @@ struct BisectionResult {
   double degradation = 0;
   bool within_epsilon = false;
   int64_t evaluations = 0;  // spent in all, <= options.evaluations
+  int64_t screened = 0;     // the probes' screened proposals, in all
   int64_t per_probe = 0;
   std::vector<BisectionStep> steps;
 };
@@ -93,9 +95,11 @@ absl::StatusOr<BisectionResult> LagrangeBisect(const plan::UnitTable& table, dou
                                                double max_ppl_increase, int64_t rl_evaluations,
                                                double fp_selection_ppl, const PlanMeasure& measure,
                                                const base::LogSink& log);
+// ScreenedBisect's probes screen `screen` (> 1) proposals per measurement
+// (ScreenedSearchScreen of RL's training.screen_samples).
 absl::StatusOr<BisectionResult> ScreenedBisect(const plan::UnitTable& table, double cap_bits,
                                                double max_ppl_increase, int64_t rl_evaluations,
-                                               double fp_selection_ppl, uint64_t seed,
+                                               double fp_selection_ppl, uint64_t seed, int screen,
                                                const PlanMeasure& measure,
                                                const base::LogSink& log);
 

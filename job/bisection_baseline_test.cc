@@ -160,7 +160,7 @@ TEST(BisectRowsTest, CountEveryMeasurementAndStayWithinTheBudget) {
       EXPECT_LT(lag->bits, t.EffectiveBits(at_cap->actions));
     }
     calls = 0;
-    auto scr = ScreenedBisect(t, cap, eps, n, kFp, /*seed=*/1, measure, nullptr);
+    auto scr = ScreenedBisect(t, cap, eps, n, kFp, /*seed=*/1, kSearchScreen, measure, nullptr);
     ASSERT_TRUE(scr.ok()) << scr.status();
     EXPECT_EQ(scr->evaluations, calls);
     EXPECT_LE(scr->evaluations, n);

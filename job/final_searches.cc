@@ -9,17 +9,17 @@ namespace windquant::job {
 
 absl::StatusOr<std::vector<learner::FinalSearch>> RunFinalSearches(
     const plan::UnitTable& table, double target_bits, uint64_t seed, int64_t rl_evaluations,
-    const learner::PlanMeasurer& measure, const base::LogSink& log) {
+    int rl_screen_samples, const learner::PlanMeasurer& measure, const base::LogSink& log) {
   const PlanMeasure on_selection = [&](const std::vector<int>& actions) -> absl::StatusOr<double> {
     WQ_ASSIGN_OR_RETURN(learner::TextMeasurement m,
                         measure(actions, learner::PlanText::kSelection));
     return m.perplexity;
   };
   std::vector<learner::FinalSearch> out;
-  for (const bool screened : {false, true}) {
+  for (const int screen : {0, ScreenedSearchScreen(rl_screen_samples)}) {
     WQ_ASSIGN_OR_RETURN(SearchResult r, RunProductSearch(table, target_bits, seed, rl_evaluations,
-                                                         screened, on_selection, log, "finish"));
-    out.push_back({ProductSearchName(screened), seed, std::move(r)});
+                                                         screen, on_selection, log, "finish"));
+    out.push_back({ProductSearchName(screen), seed, std::move(r)});
   }
   return out;
 }

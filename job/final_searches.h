@@ -20,11 +20,12 @@
 namespace windquant::job {
 
 // "search" then "screened-search" at `target_bits` (ProductSearchOptions with
-// `seed`), each with max(1, rl_evaluations) real evaluations. SearchPlan's
-// errors and `measure`'s.
+// `seed`; the screened one screens ScreenedSearchScreen(rl_screen_samples)
+// proposals per measurement), each with max(1, rl_evaluations) real
+// evaluations. SearchPlan's errors and `measure`'s.
 absl::StatusOr<std::vector<learner::FinalSearch>> RunFinalSearches(
     const plan::UnitTable& table, double target_bits, uint64_t seed, int64_t rl_evaluations,
-    const learner::PlanMeasurer& measure, const base::LogSink& log);
+    int rl_screen_samples, const learner::PlanMeasurer& measure, const base::LogSink& log);
 
 }  // namespace windquant::job
 

@@ -27,8 +27,9 @@ void AddFinalSearches(const config::RunConfig& c, const rl::RunResult& result,
   // CompareAtBits), else at the final target.
   const double bits = c.lagrange.quality_target() ? result.best.evaluation.effective_bits
                                                   : c.curriculum.target_bits.back();
-  absl::StatusOr<std::vector<learner::FinalSearch>> searches = RunFinalSearches(
-      table, bits, c.training.seed, result.real_evaluations, options->measure, options->log);
+  absl::StatusOr<std::vector<learner::FinalSearch>> searches =
+      RunFinalSearches(table, bits, c.training.seed, result.real_evaluations,
+                       c.training.screen_samples, options->measure, options->log);
   if (searches.ok()) {
     options->searches = *std::move(searches);
   } else {
@@ -39,11 +40,14 @@ void AddFinalSearches(const config::RunConfig& c, const rl::RunResult& result,
 
 }  // namespace
 
-int64_t EvaluationTokens(const config::RunConfig& c) {
+int64_t SelectionTokens(const config::RunConfig& c) {
   const std::vector<int64_t>& r = c.evaluation.selection.tokens;
-  int64_t selection = int64_t{c.evaluation.context} * std::max(1, c.evaluation.batch);
-  if (r.size() == 2 && r[1] > r[0]) selection = r[1] - r[0];
-  return selection + std::max<int64_t>(0, c.evaluation.calib_slice_tokens);
+  if (r.size() == 2 && r[1] > r[0]) return r[1] - r[0];
+  return int64_t{c.evaluation.context} * std::max(1, c.evaluation.batch);
+}
+
+int64_t EvaluationTokens(const config::RunConfig& c) {
+  return SelectionTokens(c) + std::max<int64_t>(0, c.evaluation.calib_slice_tokens);
 }
 
 absl::Duration HeldOutAllowance(const config::RunConfig& c) {
@@ -121,6 +125,9 @@ learner::LearnerNodeOptions LearnerNodeOptionsFrom(const config::RunConfig& c, b
       options.export_model = c.output.export_model;
       options.max_ppl_increase = c.lagrange.max_ppl_increase();
       options.records_dir = c.output.dir;
+      options.costs.rl_tokens = EvaluationTokens(c);
+      options.costs.search_tokens = SelectionTokens(c);
+      options.costs.rl_screen = c.training.screen_samples;
       AddFinalSearches(c, result, table, &options);
       return learner::WriteFinalArtifacts(result, table, run_id, dir, options);
     };

@@ -16,9 +16,13 @@
 
 namespace windquant::job {
 
-// The tokens one evaluation carries: the selection range (context x batch
-// when it runs to the end of the text, whose length the learner does not
-// read) and the calibration loss slice.
+// The tokens of the selection range (context x batch when it runs to the end
+// of the text, whose length the learner does not read): what a search's
+// evaluation reads.
+int64_t SelectionTokens(const config::RunConfig& config);
+
+// The tokens one RL evaluation carries: SelectionTokens and the calibration
+// loss slice.
 int64_t EvaluationTokens(const config::RunConfig& config);
 
 // The deadline of the final rows' held-out measurement through the evaluator (one

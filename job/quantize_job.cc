@@ -67,14 +67,23 @@ absl::StatusOr<rl::RunResult> Train(const config::RunConfig& cfg, const Quantize
   return RunInProcessJob(job_config, jo);
 }
 
+// Where and how the final rows are measured, from the run config.
+struct RowSettings {
+  double target = 0;            // the rows' bits (CompareAtBits)
+  double cap = 0;               // the final curriculum target
+  double max_ppl_increase = 0;  // > 0: the quality-target mode's epsilon
+  uint64_t seed = 0;            // training.seed
+  int screen = 0;               // the screened rows' (ScreenedSearchScreen)
+};
+
 // A search row at `target` with the RL run's count of real evaluations, each
-// on the selection slice: "search" (restarts) or "screened-search".
+// on the selection slice: "search" (screen 0, restarts) or "screened-search".
 absl::StatusOr<SearchResult> Search(const plan::UnitTable& table, double target, uint64_t seed,
-                                    int64_t evaluations, bool screened,
+                                    int64_t evaluations, int screen,
                                     rl::LocalPlanEvaluator& evaluator,
                                     const EvaluationSlices& slices, const base::LogSink& log) {
   return RunProductSearch(
-      table, target, seed, evaluations, screened,
+      table, target, seed, evaluations, screen,
       [&](const std::vector<int>& actions) -> absl::StatusOr<double> {
         WQ_ASSIGN_OR_RETURN(model::PerplexityResult r,
                             evaluator.Measure(actions, slices.selection));
@@ -86,21 +95,20 @@ absl::StatusOr<SearchResult> Search(const plan::UnitTable& table, double target,
 // The quality-target mode's bisections over bits to epsilon under `cap`
 // (bisection_baseline.h), each with the RL run's count of real evaluations on
 // the selection slice; their plans become rows of out->plans.
-absl::Status Bisections(const plan::UnitTable& table, double cap, double max_ppl_increase,
-                        uint64_t seed, rl::LocalPlanEvaluator& evaluator,
-                        const EvaluationSlices& slices, const base::LogSink& log,
-                        QuantizeResult* out) {
+absl::Status Bisections(const plan::UnitTable& table, const RowSettings& at,
+                        rl::LocalPlanEvaluator& evaluator, const EvaluationSlices& slices,
+                        const base::LogSink& log, QuantizeResult* out) {
   const PlanMeasure on_selection = [&](const std::vector<int>& actions) -> absl::StatusOr<double> {
     WQ_ASSIGN_OR_RETURN(model::PerplexityResult r, evaluator.Measure(actions, slices.selection));
     return r.perplexity;
   };
   const double fp = evaluator.fp_eval_ppl();  // the selection slice's, as RL's d
-  WQ_ASSIGN_OR_RETURN(
-      out->lagrange_bisect,
-      LagrangeBisect(table, cap, max_ppl_increase, out->rl_evaluations, fp, on_selection, log));
-  WQ_ASSIGN_OR_RETURN(out->screened_bisect,
-                      ScreenedBisect(table, cap, max_ppl_increase, out->rl_evaluations, fp, seed,
+  WQ_ASSIGN_OR_RETURN(out->lagrange_bisect,
+                      LagrangeBisect(table, at.cap, at.max_ppl_increase, out->rl_evaluations, fp,
                                      on_selection, log));
+  WQ_ASSIGN_OR_RETURN(out->screened_bisect,
+                      ScreenedBisect(table, at.cap, at.max_ppl_increase, out->rl_evaluations, fp,
+                                     at.seed, at.screen, on_selection, log));
   out->bisected = true;
   out->plans.push_back({"lagrange-bisect", out->lagrange_bisect.actions});
   out->plans.push_back({"screened-bisect", out->screened_bisect.actions});
@@ -111,37 +119,39 @@ absl::Status Bisections(const plan::UnitTable& table, double cap, double max_ppl
 // In the quality-target mode `target` is the RL plan's bits (CompareAtBits)
 // and the returned plan follows the mode's rule (PickReturned).
 absl::Status MeasureAll(const plan::UnitTable& table, const rl::RunResult& tr,
-                        const QuantizeOptions& options, double target, double cap,
-                        double max_ppl_increase, uint64_t seed, rl::LocalPlanEvaluator& evaluator,
-                        const EvaluationSlices& slices, const base::LogSink& log,
-                        QuantizeResult* out) {
+                        const QuantizeOptions& options, const RowSettings& at,
+                        rl::LocalPlanEvaluator& evaluator, const EvaluationSlices& slices,
+                        const base::LogSink& log, QuantizeResult* out) {
   out->plans.push_back({"rl", tr.best.actions});
   if (options.baselines) {
-    WQ_ASSIGN_OR_RETURN(auto baselines, BaselinesAt(table, target, seed));
+    WQ_ASSIGN_OR_RETURN(auto baselines, BaselinesAt(table, at.target, at.seed));
     for (auto& [name, plan] : baselines) out->plans.push_back({name, std::move(plan.actions)});
-    WQ_ASSIGN_OR_RETURN(out->search, Search(table, target, seed, out->rl_evaluations, false,
+    WQ_ASSIGN_OR_RETURN(out->search, Search(table, at.target, at.seed, out->rl_evaluations, 0,
                                             evaluator, slices, log));
     out->plans.push_back({"search", out->search.actions});
-    WQ_ASSIGN_OR_RETURN(out->screened_search, Search(table, target, seed, out->rl_evaluations, true,
-                                                     evaluator, slices, log));
+    WQ_ASSIGN_OR_RETURN(out->screened_search, Search(table, at.target, at.seed, out->rl_evaluations,
+                                                     at.screen, evaluator, slices, log));
     out->plans.push_back({"screened-search", out->screened_search.actions});
-    if (max_ppl_increase > 0) {
-      WQ_RETURN_IF_ERROR(
-          Bisections(table, cap, max_ppl_increase, seed, evaluator, slices, log, out));
+    if (at.max_ppl_increase > 0) {
+      WQ_RETURN_IF_ERROR(Bisections(table, at, evaluator, slices, log, out));
     }
+    WQ_ASSIGN_OR_RETURN(auto anchors, UniformAnchors(table));
+    for (auto& [name, plan] : anchors) out->anchors.push_back({name, std::move(plan.actions)});
   }
   out->fp.name = "fp";
   out->fp.bits = 16;
   WQ_RETURN_IF_ERROR(MeasurePlan(evaluator, slices, out->have_heldout, &out->fp));
-  for (MeasuredPlan& m : out->plans) {
-    m.bits = table.EffectiveBits(m.actions);
-    WQ_RETURN_IF_ERROR(MeasurePlan(evaluator, slices, out->have_heldout, &m));
+  for (auto* rows : {&out->plans, &out->anchors}) {
+    for (MeasuredPlan& m : *rows) {
+      m.bits = table.EffectiveBits(m.actions);
+      WQ_RETURN_IF_ERROR(MeasurePlan(evaluator, slices, out->have_heldout, &m));
+    }
   }
   // The returned plan: the RL run's unless a search measured lower on the selection slice
   // (in the quality-target mode: the mode's order, the bisections too, under the cap).
   const int returned = PickReturned(
-      out->plans, {"rl", "search", "screened-search", "lagrange-bisect", "screened-bisect"}, cap,
-      max_ppl_increase, out->fp.selection_ppl);
+      out->plans, {"rl", "search", "screened-search", "lagrange-bisect", "screened-bisect"}, at.cap,
+      at.max_ppl_increase, out->fp.selection_ppl);
   if (returned > 0) {
     out->returned = out->plans[returned].name;
     out->origin = out->returned;
@@ -292,6 +302,7 @@ QuantizeReport MakeReport(const config::RunConfig& cfg, const plan::UnitTable& t
   report.target_bits = cfg.curriculum.target_bits.back();
   report.fp = out.fp;
   report.plans = out.plans;
+  report.anchors = out.anchors;
   report.have_heldout = out.have_heldout;
   report.winner = out.winner;
   report.origin = out.origin;
@@ -358,19 +369,22 @@ absl::StatusOr<QuantizeResult> RunQuantizeJob(const config::RunConfig& cfg,
                                                      slices.calibration, slices.selection, lo));
   log(absl::StrFormat("quantize: FP PPL %.4f on the selection slice (%d tokens)",
                       evaluator->fp_eval_ppl(), slices.selection.size()));
-  const double cap = cfg.curriculum.target_bits.back();
-  const double max_ppl_increase = cfg.lagrange.max_ppl_increase();
-  const double target = CompareAtBits(cfg, tr, log);
+  RowSettings at;
+  at.cap = cfg.curriculum.target_bits.back();
+  at.max_ppl_increase = cfg.lagrange.max_ppl_increase();
+  at.target = CompareAtBits(cfg, tr, log);
+  at.seed = cfg.training.seed;
+  at.screen = ScreenedSearchScreen(cfg.training.screen_samples);
   out.have_heldout = HasHeldOut(slices, cfg.evaluation.context);
-  WQ_RETURN_IF_ERROR(MeasureAll(table, tr, options, target, cap, max_ppl_increase,
-                                cfg.training.seed, *evaluator, slices, log, &out));
-  out.winner = PickWinner(out.plans, target, out.have_heldout);
+  WQ_RETURN_IF_ERROR(MeasureAll(table, tr, options, at, *evaluator, slices, log, &out));
+  out.winner = PickWinner(out.plans, at.target, out.have_heldout);
 
   QuantizeReport report = MakeReport(cfg, table, tr, slices, out, options.baselines);
-  report.compared_at_bits = target;
+  report.compared_at_bits = at.target;
   report.commit = options.build_commit;
   const bool export_model = options.export_model && cfg.output.export_model;
-  WQ_ASSIGN_OR_RETURN(report.exported, WriteArtifacts(*session, cfg, tr, out, cap, export_model));
+  WQ_ASSIGN_OR_RETURN(report.exported,
+                      WriteArtifacts(*session, cfg, tr, out, at.cap, export_model));
   report.prepare_s = prepare_s;
   report.train_s = train_s;
   report.total_s = Since(t0);

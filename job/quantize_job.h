@@ -75,6 +75,9 @@ struct QuantizeResult {
   std::string checkpoint_dir;
   MeasuredPlan fp;
   std::vector<MeasuredPlan> plans;  // the RL plan first, then the baselines
+  // With baselines: UniformAnchors (baseline_plans.h), measured as the plans are;
+  // not candidates for the winner or the returned plan.
+  std::vector<MeasuredPlan> anchors;
   // Where the returned plan came from: the RL run's (ReturnedPlanOrigin: "rl"
   // a sampled episode, "greedy-of-policy" the policy's argmax plan, "lagrange"
   // the reference plan, which no policy plan beat on the selection slice), or

@@ -1,5 +1,6 @@
 #include "job/quantize_report.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <utility>
@@ -39,7 +40,8 @@ json Degradation(double ppl, double fp) {
 
 // A bisection's object: its real evaluations (and the RL run's), the split,
 // the probes (b, the plan's bits and d), and the plan it chose.
-json BisectionJson(const BisectionResult& b, int64_t rl_evaluations) {
+json BisectionJson(const BisectionResult& b, int64_t rl_evaluations,
+                   int64_t tokens_per_evaluation) {
   json steps = json::array();
   for (const BisectionStep& s : b.steps) {
     steps.push_back({{"target_bits", s.target_bits},
@@ -47,13 +49,36 @@ json BisectionJson(const BisectionResult& b, int64_t rl_evaluations) {
                      {"selection_degradation", Num(s.degradation)},
                      {"evaluations", s.evaluations}});
   }
-  return {{"evaluations", b.evaluations},
-          {"rl_evaluations", rl_evaluations},
-          {"evaluations_per_probe", b.per_probe},
-          {"bits", b.bits},
-          {"selection_degradation", Num(b.degradation)},
-          {"within_epsilon", b.within_epsilon},
-          {"steps", steps}};
+  return {
+      {"evaluations", b.evaluations},
+      {"rl_evaluations", rl_evaluations},
+      {"evaluations_per_probe", b.per_probe},
+      {"bits", b.bits},
+      {"selection_degradation", Num(b.degradation)},
+      {"within_epsilon", b.within_epsilon},
+      {"steps", steps},
+      {"cost", search::EvaluationCostJson(b.evaluations, tokens_per_evaluation,
+                                          search::ScoredPerEvaluation(b.evaluations, b.screened))}};
+}
+
+// The winner metric of a measured plan: held-out perplexity, else the whole text's.
+double Metric(const MeasuredPlan& m, bool have_heldout) {
+  return have_heldout ? m.heldout_ppl : m.whole_ppl;
+}
+
+// The uniform anchors in pairs (uniform, the Lagrangian plan at its bits), each
+// pair with the ratio Lagrangian / uniform of the winner metric.
+json AnchorsJson(const QuantizeReport& r) {
+  json out = json::array();
+  for (size_t i = 0; i + 1 < r.anchors.size(); i += 2) {
+    const MeasuredPlan& u = r.anchors[i];
+    const MeasuredPlan& l = r.anchors[i + 1];
+    const double mu = Metric(u, r.have_heldout), ml = Metric(l, r.have_heldout);
+    out.push_back({{"uniform", PlanJson(u, "")},
+                   {"lagrange", PlanJson(l, "")},
+                   {"lagrange_over_uniform", mu > 0 ? Num(ml / mu) : json(nullptr)}});
+  }
+  return out;
 }
 
 // The rows that chose their plan on the selection slice, each with its real
@@ -166,17 +191,30 @@ json SummaryJson(const QuantizeReport& r) {
   report["plan_evaluations"] = tr.evaluations;
   report["cache_hits"] = tr.cache_hits;
   report["rl_real_evaluations"] = r.rl_evaluations;
+  // What each method's real evaluations read and screened: RL's read the selection
+  // and calibration slices (the reward's two terms), the searches' the selection slice.
+  const auto selection_tokens = static_cast<int64_t>(s.selection.size());
+  report["rl_cost"] = search::EvaluationCostJson(
+      r.rl_evaluations, selection_tokens + static_cast<int64_t>(s.calibration.size()),
+      std::max(1, r.config->training.screen_samples));
   for (const auto& [key, q] : {std::pair<const char*, const SearchResult*>{"search", r.search},
                                {"screened_search", r.screened_search}}) {
     if (q == nullptr) continue;
-    report[key] = search::SearchRowJson(*q, r.rl_evaluations, r.config->training.seed);
+    report[key] =
+        search::SearchRowJson(*q, r.rl_evaluations, r.config->training.seed, selection_tokens);
   }
   for (const auto& [key, b] :
        {std::pair<const char*, const BisectionResult*>{"lagrange_bisect", r.lagrange_bisect},
         {"screened_bisect", r.screened_bisect}}) {
-    if (b != nullptr) report[key] = BisectionJson(*b, r.rl_evaluations);
+    if (b != nullptr) report[key] = BisectionJson(*b, r.rl_evaluations, selection_tokens);
   }
   if (r.config->lagrange.quality_target()) report["quality_target"] = QualityTargetJson(r);
+  if (!r.anchors.empty()) {
+    report["uniform_anchors"] = AnchorsJson(r);
+    report["uniform_anchors_note"] =
+        "uniform 4, 3 and 2-bit plans at their own effective bits, each with the Lagrangian "
+        "plan at the same bits; not candidates for the winner or the returned plan";
+  }
   report["wall_time_s"] = {{"prepare", r.prepare_s}, {"train", r.train_s}, {"total", r.total_s}};
   if (!r.exported.empty()) report["exported"] = r.exported;
   return report;
@@ -297,10 +335,70 @@ plan::Plan ReturnedPlan(const plan::UnitTable& table, const rl::RunResult& train
   return plan;
 }
 
+namespace {
+
+// The HTML report's notes: the slices, the returned plan, the searches, what
+// each method's evaluations read, the anchors, the config.
+void AddNotes(const QuantizeReport& r, std::vector<std::string>* notes) {
+  const config::RunConfig& cfg = *r.config;
+  const rl::RunResult& tr = *r.training;
+  notes->push_back(SliceNote(r));
+  notes->push_back(
+      "Training curves: perplexity and bits on the selection slice; the best plan is the "
+      "lowest selection-slice perplexity within the final target.");
+  notes->push_back(absl::StrFormat(
+      "Returned plan: %s (%s of RL and the searches). RL: %s, "
+      "from update %d; %d updates, %d plan evaluations in this process (%d real in the whole "
+      "run), lambda %.4f%s.",
+      r.origin,
+      cfg.lagrange.quality_target() ? "the fewest bits within epsilon on the selection slice"
+                                    : "the lowest selection perplexity",
+      ReturnedPlanOrigin(tr.best.source), tr.best.update, tr.updates, tr.evaluations,
+      r.rl_evaluations, tr.lambda,
+      tr.resumed_from_update >= 0
+          ? absl::StrFormat("; resumed from update %d", tr.resumed_from_update)
+          : ""));
+  if (r.search != nullptr) {
+    notes->push_back(absl::StrFormat(
+        "Search baseline: (1+1) local search from the Lagrangian plan with restarts, %d real "
+        "plan evaluations on the selection slice (the RL run: %d), %d accepted moves, %d "
+        "restarts.",
+        r.search->evaluations, r.rl_evaluations, r.search->accepted, r.search->restarts));
+  }
+  if (r.screened_search != nullptr) {
+    notes->push_back(absl::StrFormat(
+        "Screened search: the same search, each measured plan the best-predicted of %d "
+        "proposals by the reward model RL uses (RL's actors: %d samples per measured plan); %d "
+        "real plan evaluations (the RL run: %d), %d accepted moves, %d restarts.",
+        r.screened_search->screen, std::max(1, cfg.training.screen_samples),
+        r.screened_search->evaluations, r.rl_evaluations, r.screened_search->accepted,
+        r.screened_search->restarts));
+  }
+  notes->push_back(absl::StrFormat(
+      "Tokens read per real evaluation: RL %d (the selection slice and the calibration slice of "
+      "the reward's loss term), the searches and bisections %d (the selection slice).",
+      r.slices->selection.size() + r.slices->calibration.size(), r.slices->selection.size()));
+  for (size_t i = 0; i + 1 < r.anchors.size(); i += 2) {
+    const MeasuredPlan& u = r.anchors[i];
+    const MeasuredPlan& l = r.anchors[i + 1];
+    notes->push_back(absl::StrFormat(
+        "Anchor %s at its own %.4f bits: %s perplexity %.4f; the Lagrangian plan at the same "
+        "bits %.4f (%.3fx).",
+        u.name, u.bits, r.have_heldout ? "held-out" : "whole-text", Metric(u, r.have_heldout),
+        Metric(l, r.have_heldout), Metric(l, r.have_heldout) / Metric(u, r.have_heldout)));
+  }
+  notes->push_back(
+      absl::StrCat("Config ", cfg.source,
+                   "; baselines (uniform within and above the target, greedy, lagrange, random, "
+                   "search, screened-search) use the same unit table and operators."));
+}
+
+}  // namespace
+
 report::ReportData MakeReportData(const QuantizeReport& r) {
   const bool have_heldout = r.have_heldout;
   auto metric = [have_heldout](const MeasuredPlan& m) {  // non-finite (overflow) = unknown
-    const double ppl = have_heldout ? m.heldout_ppl : m.whole_ppl;
+    const double ppl = Metric(m, have_heldout);
     return std::isfinite(ppl) ? ppl : std::nan("");
   };
   const config::RunConfig& cfg = *r.config;
@@ -333,41 +431,7 @@ report::ReportData MakeReportData(const QuantizeReport& r) {
     d.curve.push_back(row);
   }
   if (cfg.lagrange.quality_target()) AddDegradationPoints(r, &d);
-  d.notes.push_back(SliceNote(r));
-  d.notes.push_back(
-      "Training curves: perplexity and bits on the selection slice; the best plan is the "
-      "lowest selection-slice perplexity within the final target.");
-  d.notes.push_back(absl::StrFormat(
-      "Returned plan: %s (%s of RL and the searches). RL: %s, "
-      "from update %d; %d updates, %d plan evaluations in this process (%d real in the whole "
-      "run), lambda %.4f%s.",
-      r.origin,
-      cfg.lagrange.quality_target() ? "the fewest bits within epsilon on the selection slice"
-                                    : "the lowest selection perplexity",
-      ReturnedPlanOrigin(tr.best.source), tr.best.update, tr.updates, tr.evaluations,
-      r.rl_evaluations, tr.lambda,
-      tr.resumed_from_update >= 0
-          ? absl::StrFormat("; resumed from update %d", tr.resumed_from_update)
-          : ""));
-  if (r.search != nullptr) {
-    d.notes.push_back(absl::StrFormat(
-        "Search baseline: (1+1) local search from the Lagrangian plan with restarts, %d real "
-        "plan evaluations on the selection slice (the RL run: %d), %d accepted moves, %d "
-        "restarts.",
-        r.search->evaluations, r.rl_evaluations, r.search->accepted, r.search->restarts));
-  }
-  if (r.screened_search != nullptr) {
-    d.notes.push_back(absl::StrFormat(
-        "Screened search: the same search, each measured plan the best-predicted of %d "
-        "proposals by the reward model RL uses; %d real plan evaluations (the RL run: %d), %d "
-        "accepted moves, %d restarts.",
-        kSearchScreen, r.screened_search->evaluations, r.rl_evaluations,
-        r.screened_search->accepted, r.screened_search->restarts));
-  }
-  d.notes.push_back(
-      absl::StrCat("Config ", cfg.source,
-                   "; baselines (uniform within and above the target, greedy, lagrange, random, "
-                   "search, screened-search) use the same unit table and operators."));
+  AddNotes(r, &d.notes);
   return d;
 }
 

@@ -36,7 +36,10 @@ struct QuantizeReport {
   double compared_at_bits = 0;      // the final rows' bits (quantize_job.cc CompareAtBits)
   MeasuredPlan fp;                  // the full-precision model
   std::vector<MeasuredPlan> plans;  // the RL plan first, then the baselines
-  bool have_heldout = false;        // winner metric: held-out PPL, else whole-text PPL
+  // UniformAnchors' plans, in its order (pairs: uniform, then the Lagrangian
+  // plan at its bits); report.json "uniform_anchors". Empty: none measured.
+  std::vector<MeasuredPlan> anchors;
+  bool have_heldout = false;  // winner metric: held-out PPL, else whole-text PPL
   std::string winner;
   std::string origin;                    // the returned plan's origin (QuantizeResult::origin)
   std::string returned = "rl";           // the row of `plans` returned

@@ -103,7 +103,8 @@ TEST(QuantizeReportTest, PlanAndReportNameTheOriginAndBothEvaluationCounts) {
 }
 
 // A search's plan returned: report.json names it and its origin, the RL row
-// keeps the RL run's own origin, and both search rows carry their counts.
+// keeps the RL run's own origin, and both search rows carry their counts and
+// what their evaluations cost beside RL's (tokens read, samples screened).
 TEST(QuantizeReportTest, ReturnedSearchPlanAndBothSearchRows) {
   const fs::path dir = fs::path(::testing::TempDir()) / "quantize_report_search_test";
   fs::remove_all(dir);
@@ -111,7 +112,7 @@ TEST(QuantizeReportTest, ReturnedSearchPlanAndBothSearchRows) {
   auto cfg = config::ParseRunConfig(
       "model: {dir: m}\ncalibration: {text: c.txt}\n"
       "evaluation: {selection: {text: s.txt}, heldout: {text: h.txt}}\n",
-      "run.yaml", {"output.dir=" + dir.string()});
+      "run.yaml", {"output.dir=" + dir.string(), "training.screen_samples=31"});
   ASSERT_TRUE(cfg.ok()) << cfg.status();
   const std::vector<int> actions(table.units.size(), 3);
   rl::RunResult tr;
@@ -120,10 +121,12 @@ TEST(QuantizeReportTest, ReturnedSearchPlanAndBothSearchRows) {
   EvaluationSlices slices;
   slices.selection.assign(300, 1);
   slices.heldout.assign(600, 2);
+  slices.calibration.assign(100, 3);
   SearchResult search, screened;
   search.evaluations = screened.evaluations = 40;
   search.restarts = 2;
   screened.restarts = 1;
+  screened.screen = 31;
   screened.screened = 1200;
   QuantizeReport r;
   r.config = &*cfg;
@@ -136,6 +139,8 @@ TEST(QuantizeReportTest, ReturnedSearchPlanAndBothSearchRows) {
   r.plans = {{"rl", actions, bits, 28, 31, 32},
              {"search", actions, bits, 27, 31, 33},
              {"screened-search", actions, bits, 26, 30, 31}};
+  r.anchors = {{"uniform-2", actions, bits, 30, 31, 40},
+               {"lagrange@uniform-2", actions, bits, 29, 30, 36}};
   r.have_heldout = true;
   r.winner = "screened-search";
   r.origin = r.returned = "screened-search";
@@ -154,6 +159,19 @@ TEST(QuantizeReportTest, ReturnedSearchPlanAndBothSearchRows) {
   EXPECT_EQ(j["screened_search"]["evaluations"], 40);
   EXPECT_EQ(j["screened_search"]["screened"], 1200);
   EXPECT_EQ(j["screened_search"]["rl_evaluations"], 40);
+  EXPECT_EQ(j["screened_search"]["screen"], 31);
+  EXPECT_EQ(j["rl_cost"]["tokens_per_evaluation"], 400);  // selection and calibration slices
+  EXPECT_EQ(j["rl_cost"]["tokens_read"], 40 * 400);
+  EXPECT_EQ(j["rl_cost"]["scored_per_evaluation"], 31.0);
+  EXPECT_EQ(j["search"]["cost"]["tokens_read"], 40 * 300);
+  EXPECT_EQ(j["search"]["cost"]["scored_per_evaluation"], 1.0);
+  EXPECT_EQ(j["screened_search"]["cost"]["scored_per_evaluation"], 31.0);  // (40 + 1200) / 40
+  ASSERT_EQ(j["uniform_anchors"].size(), 1u);
+  EXPECT_EQ(j["uniform_anchors"][0]["uniform"]["name"], "uniform-2");
+  EXPECT_EQ(j["uniform_anchors"][0]["lagrange"]["heldout_ppl"], 36);
+  EXPECT_DOUBLE_EQ(j["uniform_anchors"][0]["lagrange_over_uniform"].get<double>(), 0.9);
+  // Anchors are not rows: the winner and the returned plan come from `plans` only.
+  EXPECT_EQ(j["plans"].size(), 3u);
   fs::remove_all(dir);
 }
 

@@ -102,6 +102,7 @@ class LocalSearch {
                 (1.0 + kBudgetRelativeSlack)),
         rng_(o.seed) {
     if (o.screen > 1) fitter_.emplace(t);
+    r_.screen = o.screen > 1 ? o.screen : 0;
   }
 
   absl::StatusOr<SearchResult> Run(const std::vector<int>& start) {
@@ -236,15 +237,15 @@ absl::StatusOr<SearchResult> SearchWithProgress(const plan::UnitTable& table,
   return r;
 }
 
-const char* ProductSearchName(bool screened) { return screened ? "screened-search" : "search"; }
+const char* ProductSearchName(int screen) { return screen > 1 ? "screened-search" : "search"; }
 
 absl::StatusOr<SearchResult> RunProductSearch(const plan::UnitTable& table, double target_bits,
-                                              uint64_t seed, int64_t rl_evaluations, bool screened,
+                                              uint64_t seed, int64_t rl_evaluations, int screen,
                                               const PlanMeasure& measure, const base::LogSink& log,
                                               const char* who) {
   const SearchOptions so =
-      ProductSearchOptions(target_bits, std::max<int64_t>(1, rl_evaluations), seed, screened);
-  const char* name = ProductSearchName(screened);
+      ProductSearchOptions(target_bits, std::max<int64_t>(1, rl_evaluations), seed, screen);
+  const char* name = ProductSearchName(screen);
   WQ_ASSIGN_OR_RETURN(SearchResult r, SearchWithProgress(table, so, name, measure));
   if (log) {
     log(absl::StrFormat(

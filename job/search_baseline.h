@@ -54,20 +54,29 @@ struct SearchOptions {
   int screen = 0;      // > 1: the best-predicted of this many proposals is measured
 };
 
-// The product's search rows (quantize's report, `windquant baseline`): "search"
-// restarts after kSearchRestartAfter stale proposals; "screened-search" also
-// screens kSearchScreen proposals per measurement.
+// The product's search rows (quantize's report, the distributed run's, the
+// bisections): "search" (screen 0) restarts after kSearchRestartAfter stale
+// proposals; "screened-search" (screen > 1) also measures the best-predicted of
+// `screen` proposals each time.
 inline constexpr int64_t kSearchRestartAfter = 16;
-inline constexpr int kSearchScreen = 32;
 inline SearchOptions ProductSearchOptions(double target_bits, int64_t evaluations, uint64_t seed,
-                                          bool screened) {
+                                          int screen) {
   SearchOptions o;
   o.target_bits = target_bits;
   o.evaluations = evaluations;
   o.seed = seed;
   o.restart_after = kSearchRestartAfter;
-  o.screen = screened ? kSearchScreen : 0;
+  o.screen = screen;
   return o;
+}
+
+// The screened search's screen beside an RL run whose actors draw
+// `rl_screen_samples` samples per episode they send (training.screen_samples):
+// the same count of reward-model-scored samples per real evaluation, so the
+// two spend the same screening budget; kSearchScreen when RL does not screen.
+inline constexpr int kSearchScreen = 32;
+inline int ScreenedSearchScreen(int rl_screen_samples) {
+  return rl_screen_samples > 1 ? rl_screen_samples : kSearchScreen;
 }
 
 using search::SearchResult;
@@ -86,12 +95,12 @@ absl::StatusOr<SearchResult> SearchWithProgress(const plan::UnitTable& table,
                                                 const SearchOptions& options, const char* name,
                                                 const PlanMeasure& measure);
 
-// A product search row, "search" or (screened) "screened-search":
+// A product search row, "search" (screen 0) or "screened-search" (screen > 1):
 // ProductSearchOptions with max(1, rl_evaluations) real evaluations, with a
 // progress line and one summary line to `log` (when set) that starts "who: ".
-const char* ProductSearchName(bool screened);
+const char* ProductSearchName(int screen);
 absl::StatusOr<SearchResult> RunProductSearch(const plan::UnitTable& table, double target_bits,
-                                              uint64_t seed, int64_t rl_evaluations, bool screened,
+                                              uint64_t seed, int64_t rl_evaluations, int screen,
                                               const PlanMeasure& measure, const base::LogSink& log,
                                               const char* who);
 

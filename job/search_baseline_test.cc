@@ -187,6 +187,7 @@ TEST(SearchBaselineTest, ScreenedSearchSameBudgetBetterPlans) {
     auto plain = SearchPlan(t, o, measure);
     ASSERT_TRUE(plain.ok()) << plain.status();
     EXPECT_EQ(plain->screened, 0);
+    EXPECT_EQ(plain->screen, 0);
     measured.clear();
     o.screen = kSearchScreen;
     auto screened = SearchPlan(t, o, measure);
@@ -196,11 +197,24 @@ TEST(SearchBaselineTest, ScreenedSearchSameBudgetBetterPlans) {
     EXPECT_EQ(std::set<std::vector<int>>(measured.begin(), measured.end()).size(), 60u);
     for (const auto& a : measured) EXPECT_LE(t.EffectiveBits(a), kTarget + kBitsSlack);
     EXPECT_GT(screened->screened, 0);
+    EXPECT_EQ(screened->screen, kSearchScreen);
     EXPECT_DOUBLE_EQ(screened->selection_ppl, HiddenPerplexity(t, screened->actions));
     plain_sum += plain->selection_ppl;
     screened_sum += screened->selection_ppl;
   }
   EXPECT_LT(screened_sum, plain_sum);
+}
+
+// The screened rows spend RL's screening budget: as many reward-model-scored
+// samples per real evaluation as RL's actors draw per measured episode.
+TEST(SearchBaselineTest, TheScreenedSearchScreensAsManyAsRlsActors) {
+  EXPECT_EQ(ScreenedSearchScreen(128), 128);
+  EXPECT_EQ(ScreenedSearchScreen(2), 2);
+  EXPECT_EQ(ScreenedSearchScreen(1), kSearchScreen);  // RL does not screen
+  EXPECT_EQ(ScreenedSearchScreen(0), kSearchScreen);
+  EXPECT_EQ(ProductSearchOptions(2.0, 10, 1, ScreenedSearchScreen(128)).screen, 128);
+  EXPECT_STREQ(ProductSearchName(128), "screened-search");
+  EXPECT_STREQ(ProductSearchName(0), "search");
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "learner/final_rows.h"
 
+#include <algorithm>
 #include <cmath>
 #include <utility>
 
@@ -120,7 +121,8 @@ absl::StatusOr<FinalRows> MeasureFinalRows(const rl::RunResult& result,
   return out;
 }
 
-void AddFinalRowsJson(const FinalRows& f, const std::string& rl_source, json* report) {
+void AddFinalRowsJson(const FinalRows& f, const std::string& rl_source,
+                      const EvaluationCosts& costs, json* report) {
   json& j = *report;
   json plans = json::array();
   for (const FinalRow& r : f.rows) plans.push_back(RowJson(r));
@@ -133,11 +135,14 @@ void AddFinalRowsJson(const FinalRows& f, const std::string& rl_source, json* re
   j["returned"]["plan"] = returned.name;
   j["returned"]["origin"] = f.origin;
   j["rl_real_evaluations"] = f.rl_evaluations;  // the whole run's, resumes included
+  j["rl_cost"] =
+      search::EvaluationCostJson(f.rl_evaluations, costs.rl_tokens, std::max(1, costs.rl_screen));
   j["heldout_tokens"] = f.rows[0].heldout_tokens;
   if (!f.heldout_note.empty()) j["heldout_note"] = f.heldout_note;
   if (!f.searches_note.empty()) j["searches_note"] = f.searches_note;
   for (const FinalSearch& q : f.searches) {
-    j[search::SearchRowKey(q.name)] = search::SearchRowJson(q.result, f.rl_evaluations, q.seed);
+    j[search::SearchRowKey(q.name)] =
+        search::SearchRowJson(q.result, f.rl_evaluations, q.seed, costs.search_tokens);
   }
 }
 

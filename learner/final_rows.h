@@ -89,10 +89,19 @@ absl::StatusOr<FinalRows> MeasureFinalRows(const rl::RunResult& result,
                                            const PlanMeasurer& measure,
                                            double max_ppl_increase = 0);
 
+// What one real evaluation of each row read, for report.json's "cost" objects
+// (search::EvaluationCostJson).
+struct EvaluationCosts {
+  int64_t rl_tokens = 0;      // RL's: the selection and calibration slices (the reward's terms)
+  int64_t search_tokens = 0;  // a search's: the selection slice
+  int rl_screen = 1;          // samples RL's actors draw per measured episode (screen_samples)
+};
+
 // Adds the rows to report.json as `windquant quantize` names them: "plans",
-// "returned", "returned_plan_origin", "rl_real_evaluations", "search",
+// "returned", "returned_plan_origin", "rl_real_evaluations", "rl_cost", "search",
 // "screened_search" and the notes; `rl_source` is RL's candidate source.
-void AddFinalRowsJson(const FinalRows& rows, const std::string& rl_source, nlohmann::json* report);
+void AddFinalRowsJson(const FinalRows& rows, const std::string& rl_source,
+                      const EvaluationCosts& costs, nlohmann::json* report);
 
 }  // namespace windquant::learner
 

@@ -85,7 +85,9 @@ TEST_F(FinalRowsTest, TheLowestSelectionPerplexityWithinTheTargetIsReturned) {
   EXPECT_EQ(ev.heldout_calls, 3);
 
   nlohmann::json j;
-  AddFinalRowsJson(*f, "rl", &j);
+  f->searches[1].result.screen = 128;
+  f->searches[1].result.screened = 37 * 127;
+  AddFinalRowsJson(*f, "rl", {/*rl_tokens=*/3000, /*search_tokens=*/1000, /*rl_screen=*/128}, &j);
   EXPECT_EQ(j["returned_plan_origin"], "search");
   EXPECT_EQ(j["returned"]["plan"], "search");
   EXPECT_EQ(j["returned"]["heldout_ppl"], 13.5);
@@ -94,6 +96,14 @@ TEST_F(FinalRowsTest, TheLowestSelectionPerplexityWithinTheTargetIsReturned) {
   EXPECT_EQ(j["search"]["evaluations"], 37);
   EXPECT_EQ(j["screened_search"]["rl_evaluations"], 37);
   EXPECT_EQ(j["rl_real_evaluations"], 37);
+  // What each row's evaluations cost: RL reads both slices, the searches the selection slice;
+  // the screened search scored as many proposals per real evaluation as RL's actors.
+  EXPECT_EQ(j["rl_cost"]["tokens_read"], 37 * 3000);
+  EXPECT_EQ(j["rl_cost"]["scored_per_evaluation"], 128.0);
+  EXPECT_EQ(j["search"]["cost"]["tokens_per_evaluation"], 1000);
+  EXPECT_EQ(j["search"]["cost"]["scored_per_evaluation"], 1.0);
+  EXPECT_EQ(j["screened_search"]["screen"], 128);
+  EXPECT_EQ(j["screened_search"]["cost"]["scored_per_evaluation"], 128.0);
   EXPECT_FALSE(j.contains("heldout_note"));
 }
 
@@ -107,7 +117,7 @@ TEST_F(FinalRowsTest, ATieGoesToRlUnderItsOriginAndAFailedHeldOutLeavesNoneWithT
   EXPECT_EQ(f->origin, "greedy-of-policy");
   EXPECT_NE(f->heldout_note.find("evaluation.heldout: none"), std::string::npos) << f->heldout_note;
   nlohmann::json j;
-  AddFinalRowsJson(*f, "rl-greedy", &j);
+  AddFinalRowsJson(*f, "rl-greedy", {}, &j);
   EXPECT_TRUE(j["plans"][0]["heldout_ppl"].is_null());
   EXPECT_TRUE(j["plans"][1]["heldout_ppl"].is_null());
   EXPECT_EQ(j["plans"][0]["origin"], "greedy-of-policy");
@@ -147,7 +157,7 @@ TEST_F(FinalRowsTest, WithoutAnEvaluatorRlsRowIsItsEvaluationAndTheNotesSayWhy) 
   EXPECT_EQ(f->rows[0].heldout_tokens, 0);
   EXPECT_FALSE(f->heldout_note.empty());
   nlohmann::json j;
-  AddFinalRowsJson(*f, "rl", &j);
+  AddFinalRowsJson(*f, "rl", {}, &j);
   EXPECT_EQ(j["searches_note"], "searches not run: x");
   EXPECT_FALSE(j.contains("search"));
 }

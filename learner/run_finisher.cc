@@ -194,7 +194,7 @@ absl::StatusOr<FinalArtifacts> WriteFinalArtifacts(const rl::RunResult& r,
   nlohmann::json j = nlohmann::json::parse(report::ToJson(data));
   j["run_id"] = run_id;
   j["plan_id"] = plan.plan_id;
-  AddFinalRowsJson(rows, r.best.source, &j);
+  AddFinalRowsJson(rows, r.best.source, c.costs, &j);
   if (quality_target.is_object()) j.update(quality_target);
   if (c.export_model) {
     if (options.actors.empty()) {

@@ -62,6 +62,7 @@ struct FinishOptions {
   // there are none.
   std::vector<FinalSearch> searches;
   std::string searches_note;
+  EvaluationCosts costs;  // what RL's and the searches' evaluations read
   // The quality-target mode (lagrange.prices: target): its epsilon (0 = the
   // fixed-budget mode) and the learner's output.dir, whose plans.jsonl has
   // every measured plan for the report's degradation chart.

@@ -165,8 +165,14 @@ def overall(per_table):
     ratio = (f"{first}'s held-out perplexity over {second}'s: mean {statistics.fmean(paired):.3f}, "
              f"95 % interval {interval_text(lo, hi)} ({clear}); lower in "
              f"{sum(x < 1.0 for x in paired)} of {len(paired)}")
-    tail = [f"Winner: **{first}** ({s1:.4f}; runner-up {second}, {s2:.4f}). Paired over "
-            f"{len(paired)} seeds, {ratio}."]
+    # A winner only where the paired interval against the runner-up excludes 1.
+    if hi < 1.0:
+        tail = [f"Winner: **{first}** ({s1:.4f}; runner-up {second}, {s2:.4f}). Paired over "
+                f"{len(paired)} seeds, {ratio}."]
+    else:
+        tail = [f"No winner: {first} has the lowest mean ({s1:.4f}; next {second}, {s2:.4f}), "
+                f"but paired over {len(paired)} seeds, {ratio}. A method is called the winner "
+                f"only where its paired interval against the runner-up excludes 1."]
     if missing:
         tail.append(f"Provisional: {missing} of the planned seeds "
                     f"{'has' if missing == 1 else 'have'} not landed yet.")

@@ -1,6 +1,6 @@
 // The Lagrange multiplier that prices the budget (lagrange.prices: budget,
 // soft budget mode; docs/lagrange.md) settles with the real learner: a real
-// `windquant quantize` on the real test model (configs/stories260k.yaml, or
+// `windquant quantize` on the real test model (configs/test-stories260k.yaml, or
 // configs/test-model.yaml on a fresh clone), one stage at 2.0 bits, seeded and
 // single-threaded, with the pricing and learner settings docs/lagrange.md
 // measured (kBudgetPricing); only the run's size is made small (slices,

@@ -127,7 +127,7 @@ double ReferenceWorstMove(const QuantizationSession& s, size_t unit, plan::Actio
 // the default model, where the same properties are checked on its own units.
 TEST(FitStabilityTest, LastBitsOfTheStatisticsBarelyMoveTheFits) {
   const testing::TestModel m = testing::RealModel();
-  // configs/stories260k.yaml with the overrides of tests/distributed_test_config.sh.
+  // configs/test-stories260k.yaml with the overrides of tests/distributed_test_config.sh.
   SessionOptions so;
   so.model_dir = m.dir;
   so.calibration.text = m.text_path;

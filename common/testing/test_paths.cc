@@ -38,7 +38,7 @@ TestModel RealModel() {
     m.name = "stories260k";
     m.dir = shared + "/models/stories260k";
     m.text_path = shared + "/data/tinystories-valid-sample.txt";
-    m.config = SourceDir() + "/configs/stories260k.yaml";
+    m.config = SourceDir() + "/configs/test-stories260k.yaml";
     m.stories260k = true;
     return m;
   }
