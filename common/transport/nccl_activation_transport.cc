@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <atomic>
 
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime.h>
 #include <nccl.h>
 
@@ -21,80 +23,52 @@ absl::Status Cuda(cudaError_t e, const char* what) {
   return absl::UnavailableError(absl::StrCat("cuda ", what, ": ", cudaGetErrorString(e)));
 }
 
-}  // namespace
-
-NcclPeer::NcclPeer(void* comm, void* stream, int device, int peer_rank)
-    : comm_(comm), stream_(stream), device_(device), peer_(peer_rank) {}
-
-absl::Status NcclPeer::SendTensor(int32_t index, const at::Tensor& t) {
-  if (t.dim() != 3 || t.scalar_type() != at::kFloat) {
-    return absl::InvalidArgumentError("hidden: must be float32 [batch, seq, hidden]");
+absl::StatusOr<ncclDataType_t> NcclType(at::ScalarType t) {
+  switch (t) {
+    case at::kFloat:
+      return ncclFloat32;
+    case at::kBFloat16:
+      return ncclBfloat16;
+    case at::kHalf:
+      return ncclFloat16;
+    case at::kLong:
+      return ncclInt64;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat("nccl: no NCCL type for ", c10::toString(t)));
   }
-  auto comm = static_cast<ncclComm_t>(comm_);
-  auto stream = static_cast<cudaStream_t>(stream_);
-  WQ_RETURN_IF_ERROR(Cuda(cudaSetDevice(device_), "set device"));
-  const int64_t header_host[4] = {index, t.size(0), t.size(1), t.size(2)};
-  const at::Tensor cpu = t.contiguous().cpu();
-  const size_t n = static_cast<size_t>(cpu.numel());
-  void* header = nullptr;
-  void* payload = nullptr;
-  WQ_RETURN_IF_ERROR(Cuda(cudaMalloc(&header, sizeof(header_host)), "malloc"));
-  absl::Status s = Cuda(cudaMalloc(&payload, n * sizeof(float)), "malloc");
-  if (s.ok()) {
-    s = Cuda(
-        cudaMemcpyAsync(header, header_host, sizeof(header_host), cudaMemcpyHostToDevice, stream),
-        "copy header");
-  }
-  if (s.ok()) {
-    s = Cuda(cudaMemcpyAsync(payload, cpu.data_ptr<float>(), n * sizeof(float),
-                             cudaMemcpyHostToDevice, stream),
-             "copy payload");
-  }
-  if (s.ok()) s = Nccl(ncclGroupStart(), "group start");
-  if (s.ok()) s = Nccl(ncclSend(header, 4, ncclInt64, peer_, comm, stream), "send header");
-  if (s.ok()) s = Nccl(ncclSend(payload, n, ncclFloat32, peer_, comm, stream), "send payload");
-  if (s.ok()) s = Nccl(ncclGroupEnd(), "group end");
-  if (s.ok()) s = Cuda(cudaStreamSynchronize(stream), "synchronize");
-  cudaFree(header);
-  if (payload != nullptr) cudaFree(payload);
-  return s;
 }
 
-absl::StatusOr<MicroBatch> NcclPeer::RecvTensor() {
-  auto comm = static_cast<ncclComm_t>(comm_);
-  auto stream = static_cast<cudaStream_t>(stream_);
-  WQ_RETURN_IF_ERROR(Cuda(cudaSetDevice(device_), "set device"));
-  int64_t header_host[4] = {0, 0, 0, 0};
-  void* header = nullptr;
-  WQ_RETURN_IF_ERROR(Cuda(cudaMalloc(&header, sizeof(header_host)), "malloc"));
-  absl::Status s = Nccl(ncclRecv(header, 4, ncclInt64, peer_, comm, stream), "recv header");
-  if (s.ok()) {
-    s = Cuda(
-        cudaMemcpyAsync(header_host, header, sizeof(header_host), cudaMemcpyDeviceToHost, stream),
-        "copy header");
-  }
-  if (s.ok()) s = Cuda(cudaStreamSynchronize(stream), "synchronize");
-  cudaFree(header);
-  WQ_RETURN_IF_ERROR(s);
-  for (int i = 1; i < 4; ++i) {
-    if (header_host[i] < 1 || header_host[i] > (int64_t{1} << 24)) {
-      return absl::DataLossError("nccl: malformed micro-batch header");
-    }
-  }
-  at::Tensor out = at::empty({header_host[1], header_host[2], header_host[3]}, at::kFloat);
-  const size_t n = static_cast<size_t>(out.numel());
-  void* payload = nullptr;
-  WQ_RETURN_IF_ERROR(Cuda(cudaMalloc(&payload, n * sizeof(float)), "malloc"));
-  s = Nccl(ncclRecv(payload, n, ncclFloat32, peer_, comm, stream), "recv payload");
-  if (s.ok()) {
-    s = Cuda(cudaMemcpyAsync(out.data_ptr<float>(), payload, n * sizeof(float),
-                             cudaMemcpyDeviceToHost, stream),
-             "copy payload");
-  }
-  if (s.ok()) s = Cuda(cudaStreamSynchronize(stream), "synchronize");
-  cudaFree(payload);
-  WQ_RETURN_IF_ERROR(s);
-  return MicroBatch{static_cast<int32_t>(header_host[0]), out};
+}  // namespace
+
+NcclPeer::NcclPeer(void* comm, int device, int peer_rank)
+    : comm_(comm), device_(device), peer_(peer_rank) {}
+
+absl::Status NcclPeer::Send(const at::Tensor& t) {
+  WQ_ASSIGN_OR_RETURN(const ncclDataType_t type, NcclType(t.scalar_type()));
+  const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device_));
+  // On the link's device (a host header is staged there), contiguous; the caching
+  // allocator keeps a temporary's memory until the stream's work on it is done.
+  const at::Tensor data = t.to(device()).contiguous();
+  const cudaStream_t stream =
+      c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device_)).stream();
+  return Nccl(ncclSend(data.data_ptr(), static_cast<size_t>(data.numel()), type, peer_,
+                       static_cast<ncclComm_t>(comm_), stream),
+              "send");
+}
+
+absl::Status NcclPeer::Recv(at::Tensor& t) {
+  WQ_ASSIGN_OR_RETURN(const ncclDataType_t type, NcclType(t.scalar_type()));
+  if (!t.is_contiguous()) return absl::InvalidArgumentError("nccl: receive into a strided tensor");
+  const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device_));
+  const bool here = t.device() == device();
+  at::Tensor data = here ? t : at::empty_like(t, at::TensorOptions().device(device()));
+  const cudaStream_t stream =
+      c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device_)).stream();
+  WQ_RETURN_IF_ERROR(Nccl(ncclRecv(data.data_ptr(), static_cast<size_t>(data.numel()), type, peer_,
+                                   static_cast<ncclComm_t>(comm_), stream),
+                          "recv"));
+  if (!here) t.copy_(data);  // to the host (the frame header): waits for the stream
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::string> NcclUniqueId() {
@@ -124,12 +98,12 @@ class NcclStageStream : public StageStream {
       : control_(std::move(control)), peer_(peer) {}
   absl::Status Send(MicroBatch batch) override {
     ++sent_;
-    return peer_->SendTensor(batch.index, batch.hidden);
+    return SendFrame(*peer_, batch);
   }
   absl::StatusOr<MicroBatch> Receive() override {
     if (closed_ && received_ == sent_) return absl::OutOfRangeError("end of stream");
     ++received_;
-    return peer_->RecvTensor();
+    return RecvFrame(*peer_, peer_->device());
   }
   absl::Status CloseSend() override {
     closed_ = true;
@@ -146,9 +120,8 @@ class NcclStageStream : public StageStream {
 }  // namespace
 
 NcclActivationTransport::NcclActivationTransport(std::unique_ptr<ActivationTransport> control,
-                                                 void* comm, void* stream, int device,
-                                                 int peer_rank)
-    : control_(std::move(control)), peer_(comm, stream, device, peer_rank) {}
+                                                 void* comm, int device, int peer_rank)
+    : control_(std::move(control)), peer_(comm, device, peer_rank) {}
 
 absl::StatusOr<std::unique_ptr<StageStream>> NcclActivationTransport::Open(const PassSpec& spec) {
   WQ_ASSIGN_OR_RETURN(std::unique_ptr<StageStream> control, control_->Open(spec));
