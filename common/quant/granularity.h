@@ -5,7 +5,8 @@
 // spanning all rows, and a chunk at least as wide as a linear's input is the whole linear
 // (the unit table builder's last, narrow chunk), one action per tensor. The unit table,
 // the quantizer, plans, the RL environment, the searches, the baselines and the exporters
-// already handle such units; the GGUF export then holds exactly the plan. No torch here.
+// already handle such units; the GGUF exact export then holds the plan itself wherever the
+// action's type fits the rows (rows of 256 for the K and ternary types). No torch here.
 #ifndef WINDQUANT_COMMON_QUANT_GRANULARITY_H_
 #define WINDQUANT_COMMON_QUANT_GRANULARITY_H_
 
