@@ -22,6 +22,7 @@
 #include "common/base/files.h"
 #include "common/base/status_macros.h"
 #include "common/config/run_config_checks.h"
+#include "common/quant/granularity.h"
 
 namespace windquant::config {
 namespace {
@@ -198,6 +199,14 @@ class Reader {
     if (!value.has_value()) Fail(absl::StrCat(path, ": must be none or gptq, got '", name, "'"));
   }
 
+  void ReadValue(const std::string& path, const YAML::Node& node, quant::Granularity* out) {
+    std::string name;
+    ReadValue(path, node, &name);
+    const std::optional<quant::Granularity> value = quant::ParseGranularity(name);
+    if (value.has_value()) *out = *value;
+    if (!value.has_value()) Fail(absl::StrCat(path, ": must be chunk or tensor, got '", name, "'"));
+  }
+
   void ReadValue(const std::string& path, const YAML::Node& node, model::ComputeDtype* out) {
     std::string name;
     ReadValue(path, node, &name);
@@ -370,6 +379,12 @@ absl::StatusOr<RunConfig> ParseRunConfig(const std::string& yaml_text, const std
   RunConfig config;
   Reader reader(root);
   VisitFields(reader, config);
+  // quant.granularity is resolved here, once, into quant.chunk_size (quant/granularity.h):
+  // the config holds, prints and digests the chunk size alone, so `granularity: tensor`
+  // and `chunk_size: 1073741824` are one run, and chunk-granular runs keep their digests.
+  quant::Granularity granularity = quant::Granularity::kChunk;
+  reader.Field("quant.granularity", &granularity);
+  if (granularity == quant::Granularity::kTensor) config.quant.chunk_size = quant::kTensorChunkSize;
   reader.CheckUnknown(reader.root(), "");
   // model.compute_dtype's default follows model.device (bfloat16 on CUDA).
   if (!reader.Given("model.compute_dtype")) {

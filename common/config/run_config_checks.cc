@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "common/base/status_macros.h"
+#include "common/quant/granularity.h"
 
 namespace windquant::config {
 namespace {
@@ -135,7 +136,10 @@ absl::Status ValidateQualityTarget(const RunConfig& c) {
 
 // quant.*, env.* and lagrange.*: the quantizer, the reward and the prices.
 absl::Status ValidateQuantEnvLagrange(const RunConfig& c) {
-  WQ_RETURN_IF_ERROR(Check(c.quant.chunk_size >= 1, "quant.chunk_size", "must be >= 1"));
+  WQ_RETURN_IF_ERROR(Check(c.quant.chunk_size >= 1 && c.quant.chunk_size <= quant::kTensorChunkSize,
+                           "quant.chunk_size",
+                           absl::StrCat("must be in [1, ", quant::kTensorChunkSize,
+                                        "] (quant.granularity: tensor for one unit per linear)")));
   WQ_RETURN_IF_ERROR(Check(c.quant.salient_fraction >= 0 && c.quant.salient_fraction < 0.5,
                            "quant.salient_fraction", "must be in [0, 0.5)"));
   WQ_RETURN_IF_ERROR(Check(

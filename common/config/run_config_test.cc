@@ -3,6 +3,8 @@
 #include <tuple>
 #include <vector>
 
+#include "common/config/run_digest.h"
+#include "common/quant/granularity.h"
 #include "gtest/gtest.h"
 
 namespace windquant::config {
@@ -203,6 +205,41 @@ TEST(RunConfigTest, CanonicalTextChangesWithAnyField) {
   ASSERT_TRUE(a.ok() && b.ok());
   EXPECT_NE(CanonicalText(*a), CanonicalText(*b));
   EXPECT_NE(CanonicalText(*a).find("quant.chunk_size=256\n"), std::string::npos);
+}
+
+// quant.granularity: tensor is resolved into quant.chunk_size (one unit per linear),
+// whatever chunk_size the file gives; the config prints and digests the chunk size alone,
+// so chunk-granular configs keep their text and digest, and the two spellings of a
+// tensor-granular run are one run.
+TEST(RunConfigTest, TensorGranularityIsOneChunkWiderThanAnyLinear) {
+  auto chunk = ParseRunConfig(kMinimal, "run.yaml", {"quant.chunk_size=64"});
+  auto named =
+      ParseRunConfig(kMinimal, "run.yaml", {"quant.chunk_size=64", "quant.granularity=chunk"});
+  auto tensor =
+      ParseRunConfig(kMinimal, "run.yaml", {"quant.chunk_size=64", "quant.granularity=tensor"});
+  auto wide = ParseRunConfig(kMinimal, "run.yaml", {"quant.chunk_size=1073741824"});
+  ASSERT_TRUE(chunk.ok() && named.ok() && tensor.ok() && wide.ok()) << tensor.status();
+  EXPECT_EQ(chunk->quant.chunk_size, 64);
+  EXPECT_EQ(tensor->quant.chunk_size, quant::kTensorChunkSize);
+  EXPECT_EQ(quant::GranularityOf(tensor->quant.chunk_size), quant::Granularity::kTensor);
+  EXPECT_EQ(quant::GranularityOf(chunk->quant.chunk_size), quant::Granularity::kChunk);
+  EXPECT_EQ(CanonicalText(*chunk), CanonicalText(*named));
+  EXPECT_EQ(CanonicalText(*chunk).find("granularity"), std::string::npos);
+  EXPECT_NE(CanonicalText(*tensor).find("quant.chunk_size=1073741824\n"), std::string::npos);
+  EXPECT_EQ(RunConfigDigest(*tensor), RunConfigDigest(*wide));
+  EXPECT_NE(RunConfigDigest(*tensor), RunConfigDigest(*chunk));
+}
+
+// error-case: config.granularity
+TEST(RunConfigTest, BadGranularityAndChunkSizeAreRefusedNamingTheKey) {
+  EXPECT_EQ(ErrorOf(kMinimal, {"quant.granularity=row"}),
+            "run.yaml: quant.granularity: must be chunk or tensor, got 'row'");
+  EXPECT_EQ(ErrorOf(kMinimal, {"quant.chunk_size=0"}),
+            "run.yaml: quant.chunk_size: must be in [1, 1073741824] (quant.granularity: tensor "
+            "for one unit per linear)");
+  EXPECT_EQ(ErrorOf(kMinimal, {"quant.chunk_size=1073741825"}),
+            "run.yaml: quant.chunk_size: must be in [1, 1073741824] (quant.granularity: tensor "
+            "for one unit per linear)");
 }
 
 TEST(RunConfigTest, ResolvesRelativePathsAgainstBase) {
