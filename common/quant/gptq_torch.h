@@ -41,14 +41,16 @@
 // states the tolerance), so the CPU keeps its path; this one runs where the Hessians are
 // not on the CPU, or with GptqOptions::torch_ops (the tests).
 // Memory on the device: two float64 [in, in] buffers (H itself when the caller hands over
-// its only reference, else a copy; and L^-1), 16 bytes * in^2, then the packed float32
-// factor (2 * in * (in + 1) bytes) while H is released; at in = 8192 / 14336 / 28672
-// (LLaMA-3.2-1B / 8B / 70B down_proj) 1.07 / 3.29 / 13.2 GB at the peak.
+// its only reference, else a copy; and L^-1), 16 bytes * in^2, then H and the packed
+// float32 factor (2 * in * (in + 1) bytes) until H is released; at in = 8192 / 14336 /
+// 28672 (LLaMA-3.2-1B / 8B / 70B down_proj) 1.07 / 3.29 / 13.2 GB at the peak.
 // GptqFactors (gptq.h) makes a stage's factors this way when its Hessians are off the CPU
 // (FromInputs on a model on a device) and keeps them in the device's memory, where
 // CompensateLinearTorch reads them: GptqOptions::spill_dir does not apply to them (a
 // scratch file would be the round trip through the host this avoids). That is gptq.h's
 // 0.16 / 0.51 / 2.05 GB per layer at 1B / 8B / 70B on the device, for the stage's life.
+// The one transfer left: Create checks its factors' outcomes in one copy (FromInputs:
+// once per layer, 8 bytes per input kind), so that a bad Hessian is still an error.
 #ifndef WINDQUANT_COMMON_QUANT_GPTQ_TORCH_H_
 #define WINDQUANT_COMMON_QUANT_GPTQ_TORCH_H_
 
