@@ -13,14 +13,23 @@
 // in * (in - 1), a multiply and a subtraction per (row, j < k) term of the definition.
 // The factor is a random well-conditioned upper-triangular matrix (speed does not depend
 // on its values); units of 128 columns cycle through 2, 3 and 4 bits.
+// With --factor the bench times the factorisation instead (GptqFactors::Create of one
+// [in, in] Hessian, H = 2/N X^T X of N = 512 random tokens, the other input kinds 1x1):
+// the host path (gptq.cc: LAPACK in place, cholesky_inverse) and the torch-ops path
+// (gptq_torch.h: what a stage on a GPU runs), and how far apart their packed factors are.
+// Each row prints the process's resident memory before Create and its peak so far (run
+// one path per process to see that path's peak).
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench/matmul_reference.h"
@@ -53,6 +62,8 @@ constexpr char kUsage[] =
     "  --no-per-row    skip the previous per-row kernel (slow)\n"
     "  --no-torch      skip the torch-ops path (CompensateLinearTorch)\n"
     "  --case NAME     only the shape whose name starts with NAME (q, k, gate, down)\n"
+    "  --factor PATHS  time the factorisation instead: host, torch or both, at in = 2048\n"
+    "                  (--case q) and 8192 (--case down)\n"
     "  --help          this text\n";
 
 // The previous trailing update: row by row, 64 columns of accumulators, the factor's
@@ -81,6 +92,69 @@ void PerRowTrailing(const float* e, int64_t es, const float* const* u, int64_t n
   }
 }
 
+// The process's resident bytes now, and at most so far (getrusage).
+double RssGb() {
+  long pages = 0, resident = 0;
+  std::FILE* f = std::fopen("/proc/self/statm", "r");
+  if (f != nullptr) {
+    if (std::fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
+    std::fclose(f);
+  }
+  return static_cast<double>(resident) * static_cast<double>(sysconf(_SC_PAGESIZE)) / 1e9;
+}
+double PeakRssGb() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_maxrss) * 1024.0 / 1e9;
+}
+
+// Create's time for one [in, in] Hessian (best of `iters`), its packed factor in *u.
+double TimeFactor(const at::Tensor& h, bool torch, int iters, at::Tensor* u) {
+  double best = 1e30;
+  for (int it = 0; it < iters; ++it) {
+    windquant::quant::StageHessians s;
+    s.layers.resize(1);
+    for (at::Tensor& k : s.layers[0]) k = at::ones({1, 1}, at::kDouble);
+    s.layers[0][static_cast<int>(windquant::quant::InputKind::kDown)] = h.clone();
+    GptqOptions o;
+    o.torch_ops = torch;
+    const double t0 = Now();
+    absl::StatusOr<windquant::quant::GptqFactors> f =
+        windquant::quant::GptqFactors::Create(std::move(s), o);
+    best = std::min(best, Now() - t0);
+    if (!f.ok()) {
+      std::fprintf(stderr, "gptq_bench: %s\n", f.status().ToString().c_str());
+      std::exit(1);
+    }
+    *u = f->Layer(0)->Of(windquant::model::Matrix::kDown).data();
+  }
+  return best;
+}
+
+void BenchFactor(int64_t in, const std::string& paths, int iters) {
+  at::manual_seed(2);
+  const at::Tensor x = at::randn({512, in}, at::kDouble);  // float64 throughout: a low setup peak
+  const at::Tensor h = x.t().mm(x).mul_(2.0 / 512);
+  at::Tensor host, torch;
+  for (const bool t : {false, true}) {
+    if (paths != "both" && paths != (t ? "torch" : "host")) continue;
+    const double before = RssGb();
+    const double s = TimeFactor(h, t, iters, t ? &torch : &host);
+    std::printf("factor in=%-6lld %-22s %8.3f s  RSS before %.2f GB, peak so far %.2f GB\n",
+                static_cast<long long>(in), t ? "torch ops (float64)" : "host (LAPACK in place)", s,
+                before, PeakRssGb());
+  }
+  if (host.defined() && torch.defined()) {
+    const double diff = (host - torch).abs().max().item<double>();
+    std::printf(
+        "factor in=%-6lld packed factors: max |host - torch| = %.3g (%.3g of max |U|), "
+        "%lld of %lld floats differ\n",
+        static_cast<long long>(in), diff, diff / host.abs().max().item<double>(),
+        static_cast<long long>(host.ne(torch).sum().item<int64_t>()),
+        static_cast<long long>(host.numel()));
+  }
+}
+
 struct Case {
   const char* name;
   int64_t rows, in;
@@ -93,7 +167,7 @@ int main(int argc, char** argv) {
   int threads = 2, iters = 1;
   int64_t gemm = 2048;
   bool per_row = true, torch_ops = true;
-  std::string only;
+  std::string only, factor;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> const char* {
@@ -116,6 +190,12 @@ int main(int argc, char** argv) {
       only = next();
     } else if (a == "--no-per-row") {
       per_row = false;
+    } else if (a == "--factor") {
+      factor = next();
+      if (factor != "host" && factor != "torch" && factor != "both") {
+        std::fprintf(stderr, "gptq_bench: --factor takes host, torch or both\n");
+        return 2;
+      }
     } else if (a == "--no-torch") {
       torch_ops = false;
     } else {
@@ -124,6 +204,13 @@ int main(int argc, char** argv) {
     }
   }
   at::set_num_threads(threads);
+  if (!factor.empty()) {
+    std::printf("GptqFactors::Create, one Hessian (%d threads)\n", threads);
+    for (const auto& [name, in] : {std::pair<const char*, int64_t>{"q", 2048}, {"down", 8192}}) {
+      if (only.empty() || std::string(name).rfind(only, 0) == 0) BenchFactor(in, factor, iters);
+    }
+    return 0;
+  }
   const double peak = MatmulGflops(gemm, 3);
   std::printf("at::matmul %lldx%lldx%lld: %.2f GFLOP/s (%d threads)\n",
               static_cast<long long>(gemm), static_cast<long long>(gemm),

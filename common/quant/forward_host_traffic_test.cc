@@ -243,6 +243,39 @@ TEST(HostTrafficRecorderTest, CompensationWithTorchOpsMakesNoHostSync) {
   EXPECT_TRUE(recorder.seen().empty()) << Join(recorder.seen());
 }
 
+// Nor does the factorisation with torch ops (gptq_torch.h) that feeds it: from a Hessian
+// with dead inputs to the compensated weights, every value stays a tensor; its outcome
+// too, until CheckTorchFactors (one copy; on the CPU not even that). Through
+// GptqFactors::Create with torch_ops as well.
+TEST(HostTrafficRecorderTest, FactorisationWithTorchOpsMakesNoHostSync) {
+  const int64_t rows = 16, in = 48;
+  std::vector<float> scales(rows, 0.05f);
+  const SalientSet none;
+  const std::vector<ColumnUnit> units = {{0, 24, plan::Action::k3, scales.data(), nullptr, &none},
+                                         {24, 24, plan::Action::k2, scales.data(), nullptr, &none}};
+  at::manual_seed(6);
+  const at::Tensor x = at::randn({100, in});
+  at::Tensor h = x.t().mm(x).to(at::kDouble);
+  h[7].zero_();
+  h.select(1, 7).zero_();
+  at::Tensor w = at::randn({rows, in}) * 0.1;
+  GptqOptions o;
+  o.block_columns = 20;
+  o.torch_ops = true;
+  StageHessians stage;
+  stage.layers.resize(1);
+  for (at::Tensor& k : stage.layers[0]) k = h.clone();
+  HostTrafficRecorder recorder;
+  absl::StatusOr<TorchFactor> f = InverseHessianFactorTorch(h, 0.01, "t");
+  ASSERT_TRUE(f.ok()) << f.status();
+  CompensateLinearTorch(units, f->u, &w, nullptr, o);
+  EXPECT_TRUE(recorder.seen().empty()) << Join(recorder.seen());
+  ASSERT_TRUE(GptqFactors::Create(std::move(stage), o).ok());
+  EXPECT_TRUE(recorder.seen().empty()) << Join(recorder.seen());
+  EXPECT_EQ(f->failure.item<int64_t>(), 0);  // the outcome was there all along
+  EXPECT_FALSE(recorder.seen().empty());     // and reading it is seen
+}
+
 // The test above can fail: the same forward with a .item() in its linear source is caught.
 TEST_P(ForwardHostTrafficTest, AnItemInTheForwardIsCaught) {
   const auto m = TinyModel(GetParam())->WithLinears(std::make_shared<SyncingLinears>());

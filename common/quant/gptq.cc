@@ -14,6 +14,7 @@
 #include "common/base/status_macros.h"
 #include "common/quant/fit_kernels.h"
 #include "common/quant/gptq_kernels.h"
+#include "common/quant/gptq_torch.h"
 #include "common/quant/hessians.h"
 
 namespace windquant::quant {
@@ -303,7 +304,13 @@ absl::StatusOr<at::Tensor> FactorOf(at::Tensor h, double damp_fraction, const st
 
 absl::Status GptqFactors::Keep(LayerFactors layer) {
   Entry e;
-  if (options_.spill_dir.empty()) {
+  // Factors made on a device (gptq_torch.h) stay in its memory, where compensation
+  // reads them: a scratch file would be the host round trip they avoid.
+  bool on_device = false;
+  for (const PackedUpper& p : layer.kinds) {
+    on_device = on_device || (p.data().defined() && !p.data().device().is_cpu());
+  }
+  if (options_.spill_dir.empty() || on_device) {
     e.memory = std::move(layer);
     factors_.push_back(std::move(e));
     return absl::OkStatus();
@@ -357,18 +364,32 @@ absl::StatusOr<GptqFactors> GptqFactors::Create(StageHessians hessians,
   GptqFactors f;
   f.first_layer_ = hessians.first_layer;
   f.options_ = options;
+  // Factors made with torch ops (a Hessian off the CPU, or options.torch_ops): their
+  // outcomes stay on the device until one check at the end.
+  std::vector<at::Tensor> failures;
+  std::vector<std::string> failure_what;
   for (size_t l = 0; l < hessians.layers.size(); ++l) {
     LayerFactors layer;
     for (int k = 0; k < kNumInputKinds; ++k) {
       const std::string what =
           absl::StrCat("layer ", hessians.first_layer + static_cast<int64_t>(l), " ", KindName(k));
-      absl::StatusOr<at::Tensor> u =
-          FactorOf(std::move(hessians.layers[l][k]), options.damp_fraction, what);
+      at::Tensor& h = hessians.layers[l][k];
+      if (options.torch_ops || (h.defined() && !h.device().is_cpu())) {
+        absl::StatusOr<TorchFactor> t =
+            InverseHessianFactorTorch(std::move(h), options.damp_fraction, what);
+        if (!t.ok()) return t.status();
+        layer.kinds[k] = std::move(t->u);
+        failures.push_back(std::move(t->failure));
+        failure_what.push_back(what);
+        continue;
+      }
+      absl::StatusOr<at::Tensor> u = FactorOf(std::move(h), options.damp_fraction, what);
       if (!u.ok()) return u.status();
       layer.kinds[k] = PackedUpper::Pack(*u);
     }
     WQ_RETURN_IF_ERROR(f.Keep(std::move(layer)));
   }
+  WQ_RETURN_IF_ERROR(CheckTorchFactors(failures, failure_what));
   return f;
 }
 
@@ -390,7 +411,8 @@ absl::StatusOr<GptqFactors> GptqFactors::FromInputs(const model::LlamaModel& mod
         if (!out.ok()) return out.status();
         x = *std::move(out);
       }
-      h = collector.TakeWidened();
+      // On a device the Hessians stay there and are factored there (gptq_torch.h).
+      h = collector.TakeWidened(/*on_device=*/!model.device().is_cpu());
     }
     if (!h.ok()) return h.status();
     absl::StatusOr<GptqFactors> one = Create(*std::move(h), in_memory);

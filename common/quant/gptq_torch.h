@@ -20,13 +20,47 @@
 // weights and (when asked) their quantized-from copy (4 bytes per weight each), one
 // block of the factor (4 * block * in bytes) and one of errors (4 * block * rows), and the
 // salient map (5 bytes per weight of the linear).
+//
+// InverseHessianFactorTorch: the factor U of gptq.h (InverseHessianFactor) made with
+// torch ops on the Hessian's device, so that a stage on a GPU factors its Hessians where
+// HessianCollector summed them and keeps the packed factors there for
+// CompensateLinearTorch (no copy to the host and back). The same steps as the CPU path
+// (gptq.cc FactorOf), in float64 on the device:
+//   1. H's zero diagonal entries (dead inputs) set to 1, then damp = damp_fraction *
+//      mean(diag H) added to the diagonal;
+//   2. L = Cholesky(H) from H's lower triangle (the triangle the CPU path factors);
+//   3. (H + damp I)^-1 = L^-T L^-1: L^-1 by a triangular solve against I, then one GEMM
+//      (ATen's cholesky_inverse, the CPU's step, reads its LAPACK status on the host);
+//   4. U = the upper Cholesky factor of that inverse;
+//   5. packed (PackedUpper's rows, rounded to float32 as the CPU's Pack does), the
+//      packed positions' rows and columns computed on the device.
+// No retries: a Hessian that is not finite, or not positive definite after damping, is an
+// error, as on the CPU. No host sync: the outcome stays a device tensor (`failure`), which
+// the caller brings to the host once for many factors (CheckTorchFactors). The values
+// differ from the CPU path's in the last bits (other reduction orders: gptq_torch_test
+// states the tolerance), so the CPU keeps its path; this one runs where the Hessians are
+// not on the CPU, or with GptqOptions::torch_ops (the tests).
+// Memory on the device: two float64 [in, in] buffers (H itself when the caller hands over
+// its only reference, else a copy; and L^-1), 16 bytes * in^2, then H and the packed
+// float32 factor (2 * in * (in + 1) bytes) until H is released; at in = 8192 / 14336 /
+// 28672 (LLaMA-3.2-1B / 8B / 70B down_proj) 1.07 / 3.29 / 13.2 GB at the peak.
+// GptqFactors (gptq.h) makes a stage's factors this way when its Hessians are off the CPU
+// (FromInputs on a model on a device) and keeps them in the device's memory, where
+// CompensateLinearTorch reads them: GptqOptions::spill_dir does not apply to them (a
+// scratch file would be the round trip through the host this avoids). That is gptq.h's
+// 0.16 / 0.51 / 2.05 GB per layer at 1B / 8B / 70B on the device, for the stage's life.
+// The one transfer left: Create checks its factors' outcomes in one copy (FromInputs:
+// once per layer, 8 bytes per input kind), so that a bad Hessian is still an error.
 #ifndef WINDQUANT_COMMON_QUANT_GPTQ_TORCH_H_
 #define WINDQUANT_COMMON_QUANT_GPTQ_TORCH_H_
 
 #include <ATen/ATen.h>
 
+#include <string>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "common/quant/gptq.h"
 
 namespace windquant::quant {
@@ -38,6 +72,35 @@ namespace windquant::quant {
 void CompensateLinearTorch(const std::vector<ColumnUnit>& units, const PackedUpper& u,
                            at::Tensor* w, at::Tensor* quantized_from,
                            const GptqOptions& options = {});
+
+// What a device factorisation leaves in TorchFactor::failure (the first that applies).
+enum class FactorFailure : int64_t {
+  kNone = 0,
+  kNotFinite = 1,                   // H has a NaN or an infinity
+  kNotPositiveDefinite = 2,         // the damped H
+  kInverseNotPositiveDefinite = 3,  // its inverse, as computed
+};
+
+struct TorchFactor {
+  PackedUpper u;       // float32 packed rows, on the Hessian's device (not readable by
+                       // RowBase / Dense / CompensateLinear unless that is the CPU)
+  at::Tensor failure;  // int64 scalar on that device: a FactorFailure
+};
+
+// U of (h + damp_fraction * mean(diag h) * I)^-1 for h ([in, in], float32 or float64, on
+// any device), as above. Takes h: pass the only reference to a contiguous float64 h and
+// the factorisation runs in its memory. INVALID_ARGUMENT (naming `what`) when h is
+// missing or not square (known without looking at its values); INTERNAL for a torch
+// error. A failure of the values is only known after CheckTorchFactors.
+absl::StatusOr<TorchFactor> InverseHessianFactorTorch(at::Tensor h, double damp_fraction,
+                                                      const std::string& what);
+
+// The failures of factors made by InverseHessianFactorTorch (one per entry of `what`),
+// brought to the host in one copy: OK, or INVALID_ARGUMENT naming the first failed
+// `what` with the CPU path's message (gptq.h GptqFactors::Create). INTERNAL for a torch
+// error.
+absl::Status CheckTorchFactors(const std::vector<at::Tensor>& failures,
+                               const std::vector<std::string>& what);
 
 }  // namespace windquant::quant
 

@@ -58,7 +58,7 @@ absl::StatusOr<StageHessians> HessianCollector::Finish() const {
   return h;
 }
 
-absl::StatusOr<StageHessians> HessianCollector::TakeWidened() {
+absl::StatusOr<StageHessians> HessianCollector::TakeWidened(bool on_device) {
   if (tokens_ == 0) return absl::FailedPreconditionError("hessians: no calibration tokens seen");
   StageHessians h;
   h.first_layer = first_layer_;
@@ -69,6 +69,16 @@ absl::StatusOr<StageHessians> HessianCollector::TakeWidened() {
   for (auto& layer : h.layers) {
     for (at::Tensor& t : layer) {
       if (!t.defined()) continue;
+      if (!t.device().is_cpu() && on_device) {
+        // The same two roundings as below, with device ops (no host sync).
+        try {
+          t.mul_(scale);
+          t.copy_(t.to(at::kFloat));
+        } catch (const c10::Error& e) {
+          return absl::InternalError(absl::StrCat("hessians: ", e.what_without_backtrace()));
+        }
+        continue;
+      }
       if (!t.device().is_cpu()) t = t.to(at::kCPU);  // the device's memory freed as it goes
       // (sum * scale).to(kFloat), widened back: the same two roundings, in place.
       double* p = t.data_ptr<double>();

@@ -8,7 +8,8 @@
 // float32 result does not depend on the BLAS's summation order except at a rounding
 // midpoint (the same standing as the activations themselves, calibration.h).
 // The sums live where the model's activations are (on a GPU: its float64 GEMM, no host
-// copy per batch) and come to the host once, in Finish / TakeWidened.
+// copy per batch) and come to the host once, in Finish / TakeWidened, or stay there to be
+// factored there (TakeWidened(on_device), gptq_torch.h).
 // Memory while collecting: 8 bytes * in^2 per input kind per layer, on the model's device
 // (at LLaMA-3.2-1B, 0.64 GB per layer: hold a stage's layers, not a whole large model, at
 // once); the result, on the host, is half of that. Thread-compatible (one pass at a time).
@@ -41,8 +42,11 @@ class HessianCollector {
   // Finish's Hessians as float64 tensors holding exactly its float32 values, made in
   // place in the sums' own memory, which they take (the collector is empty after): no
   // float32 copy, so the peak is the sums' 8 bytes * in^2 per kind, and
-  // GptqFactors::Create factors each of them in that same memory. Errors as Finish.
-  absl::StatusOr<StageHessians> TakeWidened();
+  // GptqFactors::Create factors each of them in that same memory. With `on_device` sums
+  // off the CPU stay where they are (Create then factors them there: gptq_torch.h), made
+  // in place as well (+ a float32 copy of one Hessian while it is rounded); else they
+  // come to the host, the device's memory freed as they go. Errors as Finish.
+  absl::StatusOr<StageHessians> TakeWidened(bool on_device = false);
 
  private:
   const model::LlamaModel& model_;

@@ -179,11 +179,14 @@ void StageFits::ApplyCompensated(
     if (units.empty()) continue;
     const GptqOptions& o = compensation_->options();
     at::Tensor* from = quantized_from ? &(*quantized_from)[m] : nullptr;
-    if (o.torch_ops || !(*linears)[m].device().is_cpu()) {
-      CompensateLinearTorch(units, factors->Of(static_cast<model::Matrix>(m)), &(*linears)[m], from,
-                            o);
+    const PackedUpper& u = factors->Of(static_cast<model::Matrix>(m));
+    // A factor made on a device (gptq_torch.h) is not readable by the CPU kernels: the
+    // torch ops take it (copied to the weights' device only if they are elsewhere).
+    const bool factor_on_device = u.data().defined() && !u.data().device().is_cpu();
+    if (o.torch_ops || factor_on_device || !(*linears)[m].device().is_cpu()) {
+      CompensateLinearTorch(units, u, &(*linears)[m], from, o);
     } else {
-      CompensateLinear(units, factors->Of(static_cast<model::Matrix>(m)), &(*linears)[m], from, o);
+      CompensateLinear(units, u, &(*linears)[m], from, o);
     }
   }
 }
