@@ -8,8 +8,7 @@
 namespace windquant::transport {
 namespace {
 
-constexpr const char* kWordNames[kFrameHeaderWords] = {"index", "batch", "seq", "hidden",
-                                                       "dtype"};
+constexpr const char* kWordNames[kFrameHeaderWords] = {"index", "batch", "seq", "hidden", "dtype"};
 
 absl::Status Malformed(int word, int64_t value, const char* why) {
   return absl::DataLossError(absl::StrCat("micro-batch frame: header word ", word, " (",
@@ -27,9 +26,9 @@ absl::StatusOr<int64_t> FrameDtypeCode(at::ScalarType dtype) {
     case at::kHalf:
       return 3;
     default:
-      return absl::InvalidArgumentError(
-          absl::StrCat("micro-batch frame: hidden states of dtype ", c10::toString(dtype),
-                       " (expected float32, bfloat16 or float16)"));
+      return absl::InvalidArgumentError(absl::StrCat("micro-batch frame: hidden states of dtype ",
+                                                     c10::toString(dtype),
+                                                     " (expected float32, bfloat16 or float16)"));
   }
 }
 

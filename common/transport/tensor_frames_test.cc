@@ -27,8 +27,8 @@ class FakePipe : public TensorPipe {
     queue_.pop_front();
     if (m.numel() != t.numel() || m.scalar_type() != t.scalar_type()) {
       return absl::DataLossError(absl::StrCat("fake pipe: received ", m.numel(), " x ",
-                                              c10::toString(m.scalar_type()), " into ",
-                                              t.numel(), " x ", c10::toString(t.scalar_type())));
+                                              c10::toString(m.scalar_type()), " into ", t.numel(),
+                                              " x ", c10::toString(t.scalar_type())));
     }
     t.copy_(m.reshape(t.sizes()));
     return absl::OkStatus();
