@@ -149,6 +149,10 @@ absl::StatusOr<BisectionResult> ScreenedBisect(const plan::UnitTable& table, dou
                                                double fp_selection_ppl, uint64_t seed, int screen,
                                                const PlanMeasure& measure,
                                                const base::LogSink& log) {
+  if (screen <= 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "screened-bisect: screen ", screen, " is not a screen (> 1 proposals per measurement)"));
+  }
   BisectionOptions o = OptionsFor(table, cap_bits, max_ppl_increase, rl_evaluations);
   o.per_probe = (o.evaluations + kScreenedBisectSteps - 1) / kScreenedBisectSteps;
   WQ_ASSIGN_OR_RETURN(BisectionResult r,

@@ -95,7 +95,7 @@ absl::StatusOr<BisectionResult> LagrangeBisect(const plan::UnitTable& table, dou
                                                double max_ppl_increase, int64_t rl_evaluations,
                                                double fp_selection_ppl, const PlanMeasure& measure,
                                                const base::LogSink& log);
-// ScreenedBisect's probes screen `screen` (> 1) proposals per measurement
+// ScreenedBisect's probes screen `screen` (> 1, else INVALID_ARGUMENT) proposals per measurement
 // (ScreenedSearchScreen of RL's training.screen_samples).
 absl::StatusOr<BisectionResult> ScreenedBisect(const plan::UnitTable& table, double cap_bits,
                                                double max_ppl_increase, int64_t rl_evaluations,

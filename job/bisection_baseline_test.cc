@@ -1,6 +1,7 @@
 #include "job/bisection_baseline.h"
 
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "common/search/baselines.h"
@@ -166,6 +167,15 @@ TEST(BisectRowsTest, CountEveryMeasurementAndStayWithinTheBudget) {
     EXPECT_LE(scr->evaluations, n);
     EXPECT_LE(scr->steps.size(), static_cast<size_t>(kScreenedBisectSteps));
     EXPECT_LE(scr->bits, cap);
+  }
+  // A screen of one proposal (or none) is the unscreened search: refused, nothing measured.
+  for (int screen : {0, 1}) {
+    calls = 0;
+    auto scr = ScreenedBisect(t, cap, eps, 9, kFp, /*seed=*/1, screen, measure, nullptr);
+    ASSERT_FALSE(scr.ok());
+    EXPECT_EQ(scr.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(scr.status().message().find("screen"), std::string::npos) << scr.status();
+    EXPECT_EQ(calls, 0);
   }
 }
 
