@@ -82,18 +82,4 @@ absl::StatusOr<std::vector<std::pair<std::string, plan::Plan>>> BaselinesAt(
   return out;
 }
 
-absl::StatusOr<std::vector<std::pair<std::string, plan::Plan>>> UniformAnchors(
-    const plan::UnitTable& table) {
-  std::vector<std::pair<std::string, plan::Plan>> out;
-  for (plan::Action a : kAnchorActions) {
-    const std::string name = absl::StrCat("uniform-", std::string(plan::ActionName(a)));
-    plan::Plan uniform = search::UniformPlan(table, a);
-    WQ_ASSIGN_OR_RETURN(plan::Plan lagrange,
-                        search::LagrangePlan(table, table.EffectiveBits(uniform.actions)));
-    out.emplace_back(name, std::move(uniform));
-    out.emplace_back(absl::StrCat("lagrange@", name), std::move(lagrange));
-  }
-  return out;
-}
-
 }  // namespace windquant::job

@@ -42,15 +42,6 @@ absl::StatusOr<plan::Plan> BaselinePlan(const plan::UnitTable& table, const Base
 absl::StatusOr<std::vector<std::pair<std::string, plan::Plan>>> BaselinesAt(
     const plan::UnitTable& table, double target_bits, uint64_t seed);
 
-// The anchors of every quantize report (issue 36: allocation against the
-// plainest plan at the same bits): for 4, 3 and 2 bits the uniform plan at its
-// own effective bits, "uniform-<action>", then the Lagrangian plan at those
-// same bits, "lagrange@uniform-<action>". The Lagrangian builder's errors.
-inline constexpr plan::Action kAnchorActions[] = {plan::Action::k4, plan::Action::k3,
-                                                  plan::Action::k2};
-absl::StatusOr<std::vector<std::pair<std::string, plan::Plan>>> UniformAnchors(
-    const plan::UnitTable& table);
-
 }  // namespace windquant::job
 
 #endif  // WINDQUANT_JOB_BASELINE_PLANS_H_

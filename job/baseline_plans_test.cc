@@ -42,26 +42,5 @@ TEST(BaselinesAtTest, UniformPlansBracketTheTarget) {
   EXPECT_EQ(names, (std::vector<std::string>{"greedy", "lagrange", "random"}));
 }
 
-// UniformAnchors: uniform 4, 3 and 2-bit at their own bits, each followed by the
-// Lagrangian plan at those same bits (within them, and not the uniform plan itself on a
-// table whose units differ).
-TEST(BaselinesAtTest, UniformAnchorsPairEachUniformPlanWithTheLagrangianAtItsBits) {
-  const plan::UnitTable t = testing::SyntheticTable(30, 3);
-  auto anchors = UniformAnchors(t);
-  ASSERT_TRUE(anchors.ok()) << anchors.status();
-  ASSERT_EQ(anchors->size(), 6u);
-  const char* names[] = {"uniform-4",          "lagrange@uniform-4", "uniform-3",
-                         "lagrange@uniform-3", "uniform-2",          "lagrange@uniform-2"};
-  for (size_t i = 0; i < 6; ++i) EXPECT_EQ((*anchors)[i].first, names[i]);
-  for (size_t i = 0; i < 6; i += 2) {
-    const plan::Plan& u = (*anchors)[i].second;
-    const plan::Plan& l = (*anchors)[i + 1].second;
-    const plan::Action a = kAnchorActions[i / 2];
-    EXPECT_EQ(u.actions, search::UniformPlan(t, a).actions);
-    EXPECT_LE(t.EffectiveBits(l.actions), t.EffectiveBits(u.actions) + kSameBitsTolerance);
-    EXPECT_NE(l.actions, u.actions) << names[i + 1];
-  }
-}
-
 }  // namespace
 }  // namespace windquant::job

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/config/run_digest.h"
+#include "common/search/baselines.h"
 #include "job/final_searches.h"
 #include "learner/run_finisher.h"
 
@@ -36,6 +37,21 @@ void AddFinalSearches(const config::RunConfig& c, const rl::RunResult& result,
     options->searches_note = absl::StrCat("searches not run: ", searches.status().message());
     if (options->log) options->log(absl::StrCat("finish: ", options->searches_note));
   }
+}
+
+// The report's uniform anchors (quantize's), measured through the evaluator by
+// WriteFinalArtifacts; none without an evaluator.
+void AddUniformAnchors(const plan::UnitTable& table, learner::FinishOptions* options) {
+  if (!options->measure) return;
+  absl::StatusOr<std::vector<std::pair<std::string, plan::Plan>>> anchors =
+      search::UniformAnchors(table);
+  if (!anchors.ok()) {
+    if (options->log) {
+      options->log(absl::StrCat("finish: no uniform anchors: ", anchors.status().message()));
+    }
+    return;
+  }
+  for (auto& [name, plan] : *anchors) options->anchors.push_back({name, std::move(plan.actions)});
 }
 
 }  // namespace
@@ -129,6 +145,7 @@ learner::LearnerNodeOptions LearnerNodeOptionsFrom(const config::RunConfig& c, b
       options.costs.search_tokens = SelectionTokens(c);
       options.costs.rl_screen = c.training.screen_samples;
       AddFinalSearches(c, result, table, &options);
+      AddUniformAnchors(table, &options);
       return learner::WriteFinalArtifacts(result, table, run_id, dir, options);
     };
   }

@@ -16,6 +16,7 @@
 #include "common/plan/plan_io.h"
 #include "common/quant/quantization_session.h"
 #include "common/rl/run_checkpoint.h"
+#include "common/search/baselines.h"
 #include "job/baseline_plans.h"
 #include "job/in_process_job.h"
 #include "job/learner_options.h"
@@ -135,7 +136,7 @@ absl::Status MeasureAll(const plan::UnitTable& table, const rl::RunResult& tr,
     if (at.max_ppl_increase > 0) {
       WQ_RETURN_IF_ERROR(Bisections(table, at, evaluator, slices, log, out));
     }
-    WQ_ASSIGN_OR_RETURN(auto anchors, UniformAnchors(table));
+    WQ_ASSIGN_OR_RETURN(auto anchors, search::UniformAnchors(table));
     for (auto& [name, plan] : anchors) out->anchors.push_back({name, std::move(plan.actions)});
   }
   out->fp.name = "fp";

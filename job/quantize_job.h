@@ -75,7 +75,7 @@ struct QuantizeResult {
   std::string checkpoint_dir;
   MeasuredPlan fp;
   std::vector<MeasuredPlan> plans;  // the RL plan first, then the baselines
-  // With baselines: UniformAnchors (baseline_plans.h), measured as the plans are;
+  // With baselines: search::UniformAnchors (common/search/baselines.h), measured as the plans are;
   // not candidates for the winner or the returned plan.
   std::vector<MeasuredPlan> anchors;
   // Where the returned plan came from: the RL run's (ReturnedPlanOrigin: "rl"

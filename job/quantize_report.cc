@@ -211,9 +211,7 @@ json SummaryJson(const QuantizeReport& r) {
   if (r.config->lagrange.quality_target()) report["quality_target"] = QualityTargetJson(r);
   if (!r.anchors.empty()) {
     report["uniform_anchors"] = AnchorsJson(r);
-    report["uniform_anchors_note"] =
-        "uniform 4, 3 and 2-bit plans at their own effective bits, each with the Lagrangian "
-        "plan at the same bits; not candidates for the winner or the returned plan";
+    report["uniform_anchors_note"] = learner::kAnchorsNote;
   }
   report["wall_time_s"] = {{"prepare", r.prepare_s}, {"train", r.train_s}, {"total", r.total_s}};
   if (!r.exported.empty()) report["exported"] = r.exported;

@@ -146,4 +146,26 @@ void AddFinalRowsJson(const FinalRows& f, const std::string& rl_source,
   }
 }
 
+absl::StatusOr<json> MeasureAnchors(const std::vector<FinalRow>& anchors,
+                                    const plan::UnitTable& table, const PlanMeasurer& measure) {
+  std::vector<FinalRow> rows = anchors;
+  for (FinalRow& r : rows) {
+    r.bits = table.EffectiveBits(r.actions);
+    WQ_ASSIGN_OR_RETURN(const TextMeasurement s, measure(r.actions, PlanText::kSelection));
+    WQ_ASSIGN_OR_RETURN(const TextMeasurement h, measure(r.actions, PlanText::kHeldOut));
+    r.selection_ppl = s.perplexity;
+    r.heldout_ppl = h.perplexity;
+    r.heldout_tokens = h.tokens;
+  }
+  json out = json::array();
+  for (size_t i = 0; i + 1 < rows.size(); i += 2) {
+    const FinalRow &u = rows[i], &l = rows[i + 1];
+    out.push_back({{"uniform", RowJson(u)},
+                   {"lagrange", RowJson(l)},
+                   {"lagrange_over_uniform",
+                    u.heldout_ppl > 0 ? Num(l.heldout_ppl / u.heldout_ppl) : json(nullptr)}});
+  }
+  return out;
+}
+
 }  // namespace windquant::learner

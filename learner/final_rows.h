@@ -103,6 +103,19 @@ struct EvaluationCosts {
 void AddFinalRowsJson(const FinalRows& rows, const std::string& rl_source,
                       const EvaluationCosts& costs, nlohmann::json* report);
 
+// The uniform anchors (job::UniformAnchors: pairs of a uniform plan at its own
+// bits and the Lagrangian plan at the same bits; `name` and `actions` of each),
+// each plan measured with `measure` on the selection slice and the held-out
+// text, as report.json's "uniform_anchors" of `windquant quantize`: per pair
+// {"uniform", "lagrange", "lagrange_over_uniform" (of the held-out perplexity)}.
+// References only, never candidates for the returned plan. `measure`'s errors.
+inline constexpr char kAnchorsNote[] =
+    "uniform 4, 3 and 2-bit plans at their own effective bits, each with the Lagrangian plan at "
+    "the same bits; not candidates for the winner or the returned plan";
+absl::StatusOr<nlohmann::json> MeasureAnchors(const std::vector<FinalRow>& anchors,
+                                              const plan::UnitTable& table,
+                                              const PlanMeasurer& measure);
+
 }  // namespace windquant::learner
 
 #endif  // WINDQUANT_LEARNER_FINAL_ROWS_H_

@@ -191,6 +191,49 @@ TEST_F(FinalRowsTest, TheFinalArtifactsCarryTheReturnedPlanAndItsOriginIntoTheMa
   EXPECT_EQ(j.at("plans").size(), 3u);
 }
 
+// The uniform anchors (pairs: uniform, the Lagrangian plan at its bits) are measured on
+// both texts and written as quantize writes them, with the held-out ratio; they are never
+// returned (anchor "uniform-5" measures lower than every row, and is within the target).
+// An evaluator without held-out text leaves a note instead, the report written still.
+TEST_F(FinalRowsTest, TheUniformAnchorsAreMeasuredOnBothTextsAndNeverReturned) {
+  const ::windquant::testing::ScopedTestDir dir("final_rows_test");
+  FakeEvaluator ev{{{3, 12.0}, {4, 11.0}, {5, 1.0}, {1, 20.0}},
+                   {{3, 14.0}, {4, 13.5}, {5, 2.0}, {1, 30.0}}};
+  FinishOptions o;
+  o.model_dir = "/models/tiny";
+  o.target_bits = target_;
+  o.export_model = false;
+  o.measure = ev.Measurer();
+  o.anchors = {{"uniform-5", All(5)}, {"lagrange@uniform-5", All(1)}};
+  absl::StatusOr<FinalArtifacts> a =
+      WriteFinalArtifacts(RlRun(3, 12.0, "rl"), table_, "run-1", dir.path(), o);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->metadata.at("source"), "rl");
+  EXPECT_EQ(ev.heldout_calls, 3);  // RL's row and both anchors
+  std::ifstream report(dir.path() + "/report.json");
+  const nlohmann::json j = nlohmann::json::parse(report);
+  ASSERT_EQ(j.at("uniform_anchors").size(), 1u);
+  const nlohmann::json& pair = j.at("uniform_anchors")[0];
+  EXPECT_EQ(pair.at("uniform").at("name"), "uniform-5");
+  EXPECT_EQ(pair.at("lagrange").at("name"), "lagrange@uniform-5");
+  EXPECT_DOUBLE_EQ(pair.at("uniform").at("selection_ppl").get<double>(), 1.0);
+  EXPECT_DOUBLE_EQ(pair.at("lagrange").at("heldout_ppl").get<double>(), 30.0);
+  EXPECT_DOUBLE_EQ(pair.at("uniform").at("bits").get<double>(), table_.EffectiveBits(All(5)));
+  EXPECT_DOUBLE_EQ(pair.at("lagrange_over_uniform").get<double>(), 15.0);
+  EXPECT_EQ(j.at("uniform_anchors_note"), kAnchorsNote);
+  EXPECT_EQ(j.at("plans").size(), 1u);
+
+  ev.heldout_fails = true;
+  const ::windquant::testing::ScopedTestDir none("final_rows_test");
+  a = WriteFinalArtifacts(RlRun(3, 12.0, "rl"), table_, "run-1", none.path(), o);
+  ASSERT_TRUE(a.ok()) << a.status();
+  std::ifstream none_report(none.path() + "/report.json");
+  const nlohmann::json n = nlohmann::json::parse(none_report);
+  EXPECT_FALSE(n.contains("uniform_anchors"));
+  EXPECT_NE(n.at("uniform_anchors_note").get<std::string>().find("evaluation.heldout: none"),
+            std::string::npos);
+}
+
 // The quality-target mode (epsilon 0.2; FP selection PPL 10, from RL's
 // evaluation): the returned row is the fewest bits within epsilon (the search,
 // though RL measured lower), and report.json carries the mode's keys.

@@ -196,6 +196,17 @@ absl::StatusOr<FinalArtifacts> WriteFinalArtifacts(const rl::RunResult& r,
   j["plan_id"] = plan.plan_id;
   AddFinalRowsJson(rows, r.best.source, c.costs, &j);
   if (quality_target.is_object()) j.update(quality_target);
+  if (c.measure && !c.anchors.empty()) {
+    absl::StatusOr<nlohmann::json> anchors = MeasureAnchors(c.anchors, table, c.measure);
+    if (anchors.ok()) {
+      j["uniform_anchors"] = *std::move(anchors);
+      j["uniform_anchors_note"] = kAnchorsNote;
+    } else {
+      j["uniform_anchors_note"] =
+          absl::StrCat("uniform anchors not measured: ", anchors.status().message());
+      if (log) log(absl::StrCat("finish: ", j["uniform_anchors_note"].get<std::string>()));
+    }
+  }
   if (c.export_model) {
     if (options.actors.empty()) {
       return absl::FailedPreconditionError(

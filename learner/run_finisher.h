@@ -63,6 +63,8 @@ struct FinishOptions {
   std::vector<FinalSearch> searches;
   std::string searches_note;
   EvaluationCosts costs;  // what RL's and the searches' evaluations read
+  // The uniform anchors (MeasureAnchors), measured when `measure` is set; empty: none.
+  std::vector<FinalRow> anchors;
   // The quality-target mode (lagrange.prices: target): its epsilon (0 = the
   // fixed-budget mode) and the learner's output.dir, whose plans.jsonl has
   // every measured plan for the report's degradation chart.

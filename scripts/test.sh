@@ -9,6 +9,9 @@
 #   scripts/test.sh --sanitize thread    # ... with ThreadSanitizer (build/tsan)
 # A sanitizer's finding fails its test (UBSan halts; TSan exits 66). Suppressions live in
 # scripts/sanitizers/, each for a third-party library, with its reason beside it.
+# The sanitizer presets compile at -O1 with NDEBUG, as libtorch was built: its headers
+# lay out classes by NDEBUG (at::RecordFunction), so a build without it reads torch's
+# objects at the wrong offsets (UBSan: "load of value 254 ... for type 'bool'").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 preset=dev

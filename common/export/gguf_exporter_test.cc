@@ -265,7 +265,8 @@ std::string PackBlock(TensorType t, float d, float dmin, int min_scale, const in
       if (++m == 32) m = 0, hm <<= 1;
     }
   }
-  for (int j = 0; j < 256; j += 128) {
+  // Q2_K's and Q3_K's 2-bit planes (codes 0..3 here); TQ1_0 packs its trits below.
+  for (int j = 0; t != TensorType::kTQ1_0 && j < 256; j += 128) {
     for (int l = 0; l < 32; ++l) {
       qs[j / 4 + l] = static_cast<uint8_t>(L[j + l] | (L[j + l + 32] << 2) | (L[j + l + 64] << 4) |
                                            (L[j + l + 96] << 6));

@@ -287,8 +287,10 @@ absl::StatusOr<StageFits> StageFits::Load(const std::string& path, plan::UnitTab
     UnitParams& p = params[i];
     p.salient.index.resize(u.salient_count);
     p.salient.codes.resize(u.salient_count);
-    std::memcpy(p.salient.index.data(), index.data() + 4 * ko, 4 * u.salient_count);
-    std::memcpy(p.salient.codes.data(), codes.data() + ko, u.salient_count);
+    if (u.salient_count > 0) {  // an empty vector's data() may be null: no memcpy then
+      std::memcpy(p.salient.index.data(), index.data() + 4 * ko, 4 * u.salient_count);
+      std::memcpy(p.salient.codes.data(), codes.data() + ko, u.salient_count);
+    }
     std::memcpy(&p.salient.scale, sscale.data() + 4 * i, 4);
     p.scales.resize(kStoredActions * u.rows);
     p.offsets.resize(u.rows);

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/base/status_macros.h"
 
 namespace windquant::search {
 namespace {
@@ -250,6 +251,20 @@ absl::StatusOr<plan::Plan> RandomPlan(const plan::UnitTable& t, double target_bi
     }
   }
   return plan::Plan::Make(t, std::move(a), "random", target_bits);
+}
+
+absl::StatusOr<std::vector<std::pair<std::string, plan::Plan>>> UniformAnchors(
+    const plan::UnitTable& table) {
+  std::vector<std::pair<std::string, plan::Plan>> out;
+  for (plan::Action a : kAnchorActions) {
+    const std::string name = absl::StrCat("uniform-", std::string(plan::ActionName(a)));
+    plan::Plan uniform = UniformPlan(table, a);
+    WQ_ASSIGN_OR_RETURN(plan::Plan lagrange,
+                        LagrangePlan(table, table.EffectiveBits(uniform.actions)));
+    out.emplace_back(name, std::move(uniform));
+    out.emplace_back(absl::StrCat("lagrange@", name), std::move(lagrange));
+  }
+  return out;
 }
 
 }  // namespace windquant::search

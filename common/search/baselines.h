@@ -17,6 +17,8 @@
 #define WINDQUANT_COMMON_SEARCH_BASELINES_H_
 
 #include <cstdint>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -68,6 +70,15 @@ std::vector<int> RepairToBudget(const plan::UnitTable& table, std::vector<int> a
 // a random unit above its cheapest action is moved to a random cheaper action.
 absl::StatusOr<plan::Plan> RandomPlan(const plan::UnitTable& table, double target_bits,
                                       uint64_t seed);
+
+// The anchors of every report (issue 36: allocation against the plainest plan at
+// the same bits): for 4, 3 and 2 bits the uniform plan at its own effective bits,
+// "uniform-<action>", then the Lagrangian plan at those same bits,
+// "lagrange@uniform-<action>". LagrangePlan's errors.
+inline constexpr plan::Action kAnchorActions[] = {plan::Action::k4, plan::Action::k3,
+                                                  plan::Action::k2};
+absl::StatusOr<std::vector<std::pair<std::string, plan::Plan>>> UniformAnchors(
+    const plan::UnitTable& table);
 
 }  // namespace windquant::search
 

@@ -6,6 +6,7 @@
 
 #include "common/plan/effective_bits.h"
 #include "common/quant/unit_table_builder.h"
+#include "common/testing/synthetic_table.h"
 #include "gtest/gtest.h"
 
 namespace windquant::search {
@@ -206,6 +207,30 @@ TEST(BaselinesTest, ProxyErrorIsWeightShareWeighted) {
   for (const plan::Unit& u : t.units)
     expect += u.error[plan::ActionIndex(plan::Action::k2)] * static_cast<double>(u.n()) / n;
   EXPECT_NEAR(ProxyError(t, a), expect, 1e-15);
+}
+
+// The Lagrangian plan fits within the uniform plan's bits (up to its builder's slack).
+constexpr double kAnchorBitsTolerance = 1e-9;
+
+// UniformAnchors: uniform 4, 3 and 2-bit at their own bits, each followed by the
+// Lagrangian plan at those same bits (within them, and not the uniform plan itself on a
+// table whose units differ).
+TEST(UniformAnchorsTest, PairEachUniformPlanWithTheLagrangianAtItsBits) {
+  const plan::UnitTable t = testing::SyntheticTable(30, 3);
+  auto anchors = UniformAnchors(t);
+  ASSERT_TRUE(anchors.ok()) << anchors.status();
+  ASSERT_EQ(anchors->size(), 6u);
+  const char* names[] = {"uniform-4",          "lagrange@uniform-4", "uniform-3",
+                         "lagrange@uniform-3", "uniform-2",          "lagrange@uniform-2"};
+  for (size_t i = 0; i < 6; ++i) EXPECT_EQ((*anchors)[i].first, names[i]);
+  for (size_t i = 0; i < 6; i += 2) {
+    const plan::Plan& u = (*anchors)[i].second;
+    const plan::Plan& l = (*anchors)[i + 1].second;
+    const plan::Action a = kAnchorActions[i / 2];
+    EXPECT_EQ(u.actions, UniformPlan(t, a).actions);
+    EXPECT_LE(t.EffectiveBits(l.actions), t.EffectiveBits(u.actions) + kAnchorBitsTolerance);
+    EXPECT_NE(l.actions, u.actions) << names[i + 1];
+  }
 }
 
 }  // namespace
