@@ -103,7 +103,7 @@ struct EvaluationCosts {
 void AddFinalRowsJson(const FinalRows& rows, const std::string& rl_source,
                       const EvaluationCosts& costs, nlohmann::json* report);
 
-// The uniform anchors (job::UniformAnchors: pairs of a uniform plan at its own
+// The uniform anchors (search::UniformAnchors: pairs of a uniform plan at its own
 // bits and the Lagrangian plan at the same bits; `name` and `actions` of each),
 // each plan measured with `measure` on the selection slice and the held-out
 // text, as report.json's "uniform_anchors" of `windquant quantize`: per pair
