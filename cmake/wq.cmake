@@ -7,8 +7,39 @@
 # Targets are named wq_<NAME>; include paths are the repository root, so
 # code includes "common/model/llama_config.h".
 
+# Sanitizer builds (the asan and tsan presets) run the same work several times slower
+# (common/transport/work_deadline.h's kSanitizerSlowdown): there every test's TIMEOUT
+# (ctest's 1500 s where none is set) is scaled by WQ_TEST_TIMEOUT_SCALE, at the end of
+# the directory that defines the test (the wq_cc_* helpers schedule it).
+if(CMAKE_CXX_FLAGS MATCHES "-fsanitize=thread")
+  set(WQ_TEST_TIMEOUT_SCALE 10)
+elseif(CMAKE_CXX_FLAGS MATCHES "-fsanitize=address")
+  set(WQ_TEST_TIMEOUT_SCALE 3)
+else()
+  set(WQ_TEST_TIMEOUT_SCALE 1)
+endif()
+function(wq_scale_test_timeouts)
+  get_property(tests DIRECTORY PROPERTY TESTS)
+  foreach(t IN LISTS tests)
+    get_test_property(${t} TIMEOUT timeout)
+    if(NOT timeout)
+      set(timeout 1500)
+    endif()
+    math(EXPR timeout "${timeout} * ${WQ_TEST_TIMEOUT_SCALE}")
+    set_tests_properties(${t} PROPERTIES TIMEOUT ${timeout})
+  endforeach()
+endfunction()
+function(wq_defer_test_timeout_scaling)
+  get_property(deferred DIRECTORY PROPERTY WQ_TEST_TIMEOUTS_DEFERRED)
+  if(NOT WQ_TEST_TIMEOUT_SCALE EQUAL 1 AND NOT deferred)
+    set_property(DIRECTORY PROPERTY WQ_TEST_TIMEOUTS_DEFERRED TRUE)
+    cmake_language(DEFER CALL wq_scale_test_timeouts)
+  endif()
+endfunction()
+
 function(wq_cc_library)
   cmake_parse_arguments(A "" "NAME" "SRCS;HDRS;DEPS" ${ARGN})
+  wq_defer_test_timeout_scaling()
   if(A_SRCS)
     add_library(wq_${A_NAME} STATIC ${A_SRCS} ${A_HDRS})
     target_include_directories(wq_${A_NAME} PUBLIC ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR})
@@ -22,6 +53,7 @@ endfunction()
 
 function(wq_cc_test)
   cmake_parse_arguments(A "MODEL" "NAME;TIMEOUT" "SRCS;DEPS;LABELS" ${ARGN})
+  wq_defer_test_timeout_scaling()
   add_executable(${A_NAME} ${A_SRCS})
   # Every test may use the StatusIs / IsOk matchers of common/testing.
   target_link_libraries(${A_NAME} PRIVATE ${A_DEPS} wq_testing_status GTest::gmock GTest::gtest_main)
@@ -42,6 +74,7 @@ endfunction()
 
 function(wq_cc_binary)
   cmake_parse_arguments(A "" "NAME" "SRCS;DEPS" ${ARGN})
+  wq_defer_test_timeout_scaling()
   add_executable(${A_NAME} ${A_SRCS})
   target_link_libraries(${A_NAME} PRIVATE ${A_DEPS})
   target_include_directories(${A_NAME} PRIVATE ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR})

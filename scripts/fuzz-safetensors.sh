@@ -81,7 +81,9 @@ DICT
 
 log="$out/fuzz.log"
 set +e
-"$bin" -max_total_time="$time_s" -print_final_stats=1 -rss_limit_mb=2048 -max_len=4096 \
+# The fuzzer is its own ASan build against the system abseil: a sanitizer suite's library
+# path (scripts/test.sh --sanitize thread puts a TSan abseil first) must not reach it.
+env -u LD_LIBRARY_PATH "$bin" -max_total_time="$time_s" -print_final_stats=1 -rss_limit_mb=2048 -max_len=4096 \
   -dict="$out/dict" -artifact_prefix="$out/artifacts/" "$out/corpus" >"$log" 2>&1
 rc=$?
 set -e

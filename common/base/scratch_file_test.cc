@@ -36,7 +36,7 @@ TEST(ScratchFileTest, ReadsBackWhatWasAppendedAndLeavesNoName) {
   EXPECT_EQ(EntriesIn(where), 0);
   // Reads from several threads at once, in any order.
   std::vector<std::thread> readers;
-  std::vector<bool> ok(8, false);
+  std::vector<char> ok(8, 0);  // one byte per reader (std::vector<bool>'s bits share words)
   for (int t = 0; t < 8; ++t) {
     readers.emplace_back([&, t] {
       std::vector<int32_t> got_b(b.size()), got_a(10);

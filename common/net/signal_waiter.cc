@@ -45,7 +45,14 @@ void SignalWaiter::BlockTerminationSignals() {
   struct sigaction action = {};
   action.sa_handler = OnTerminationSignal;
   sigemptyset(&action.sa_mask);
+#if defined(__SANITIZE_THREAD__)
+  // ThreadSanitizer runs a handler only when its thread leaves an intercepted call; with
+  // SA_RESTART the main thread's read in Wait restarts in the kernel and never leaves, so
+  // the signal would never be handled. Without it the read returns EINTR (Wait retries).
+  action.sa_flags = 0;
+#else
   action.sa_flags = SA_RESTART;
+#endif
   sigaction(SIGTERM, &action, nullptr);
   sigaction(SIGINT, &action, nullptr);
 }
