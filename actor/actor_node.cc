@@ -108,7 +108,9 @@ absl::StatusOr<std::unique_ptr<ActorNode>> ActorNode::Create(
                       net::StartServer(options.peer, address, registry, node->service_.get(),
                                        v1::Actor::service_full_name()));
   node->log_(absl::StrCat(id.actor_id, ": layers [", wo.first_layer, ", ", wo.end_layer,
-                          "), serving on ", node->server_->address()));
+                          ") computing in ", model::ComputeDtypeName(wo.compute.dtype), " on ",
+                          node->worker_->device().str(), ", serving on ",
+                          node->server_->address()));
   node->running_ = true;
   return node;
 }

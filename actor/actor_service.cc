@@ -13,6 +13,7 @@
 #include "common/rl/plan_validation.h"
 #include "common/transport/hidden_states_codec.h"
 #include "common/transport/local_activation_transport.h"
+#include "common/transport/tensor_pipes.h"
 
 namespace windquant::actor {
 
@@ -65,7 +66,8 @@ grpc::Status ActorService::Forward(
         spec.model_fingerprint = req.plan().model_fingerprint();
       }
     }
-    absl::StatusOr<at::Tensor> hidden = transport::DecodeHiddenStates(req.hidden(), "hidden");
+    std::shared_ptr<transport::TensorPipe> pipe;
+    absl::StatusOr<at::Tensor> hidden = ReceiveHidden(req, context, &pipe);
     if (!hidden.ok()) return net::ToGrpcStatus(hidden.status());
     const auto start = std::chrono::steady_clock::now();
     absl::StatusOr<at::Tensor> out = transport::RunPassOnWorker(*worker_, spec, *hidden);
@@ -76,7 +78,8 @@ grpc::Status ActorService::Forward(
     v1::ForwardResponse resp;
     resp.set_request_id(req.request_id());
     resp.set_forward_seconds(seconds);
-    transport::EncodeHiddenStates(*out, req.hidden().micro_batch(), resp.mutable_hidden());
+    absl::Status sent = AnswerHidden(*out, req, pipe.get(), &resp);
+    if (!sent.ok()) return net::ToGrpcStatus(sent);
     if (!stream->Write(resp)) break;
   }
   return grpc::Status::OK;
@@ -88,7 +91,8 @@ grpc::Status ActorService::Calibrate(
   v1::CalibrateRequest req;
   bool started = false;
   while (stream->Read(&req)) {
-    absl::StatusOr<at::Tensor> hidden = transport::DecodeHiddenStates(req.hidden(), "hidden");
+    std::shared_ptr<transport::TensorPipe> pipe;
+    absl::StatusOr<at::Tensor> hidden = ReceiveHidden(req, context, &pipe);
     if (!hidden.ok()) return net::ToGrpcStatus(hidden.status());
     // A pass starts with its first valid batch: a bad first request leaves
     // the calibration state of the worker as it was.
@@ -103,9 +107,68 @@ grpc::Status ActorService::Calibrate(
     if (!out.ok()) return net::ToGrpcStatus(out.status());
     v1::CalibrateResponse resp;
     resp.set_request_id(req.request_id());
-    transport::EncodeHiddenStates(*out, req.hidden().micro_batch(), resp.mutable_hidden());
+    absl::Status sent = AnswerHidden(*out, req, pipe.get(), &resp);
+    if (!sent.ok()) return net::ToGrpcStatus(sent);
     if (!stream->Write(resp)) break;
   }
+  return grpc::Status::OK;
+}
+
+template <typename Req>
+absl::StatusOr<at::Tensor> ActorService::ReceiveHidden(
+    const Req& request, grpc::ServerContext* context,
+    std::shared_ptr<transport::TensorPipe>* pipe) {
+  if (request.pipe().empty()) return transport::DecodeHiddenStates(request.hidden(), "hidden");
+  {
+    absl::MutexLock lock(&pipe_mu_);
+    if (pipe_ == nullptr || request.pipe() != pipe_id_) {
+      return absl::UnavailableError(
+          absl::StrCat("pipe: '", request.pipe(),
+                       "' is not connected to this actor (it restarted, or another evaluator "
+                       "connected since); the evaluator reconnects"));
+    }
+    *pipe = pipe_;
+  }
+  WQ_ASSIGN_OR_RETURN(
+      transport::MicroBatch batch,
+      transport::RecvFrame(**pipe, worker_->device(), absl::FromChrono(context->deadline())));
+  if (static_cast<uint64_t>(static_cast<uint32_t>(batch.index)) != request.request_id()) {
+    return absl::DataLossError(absl::StrCat("pipe: frame of micro-batch ", batch.index,
+                                            " announced as ", request.request_id()));
+  }
+  return batch.hidden;
+}
+
+template <typename Req, typename Resp>
+absl::Status ActorService::AnswerHidden(const at::Tensor& hidden, const Req& request,
+                                        transport::TensorPipe* pipe, Resp* response) {
+  if (pipe == nullptr) {
+    transport::EncodeHiddenStates(hidden, request.hidden().micro_batch(),
+                                  response->mutable_hidden());
+    return absl::OkStatus();
+  }
+  response->set_pipe(request.pipe());
+  return transport::SendFrame(
+      *pipe, transport::MicroBatch{static_cast<int32_t>(request.request_id()), hidden});
+}
+
+grpc::Status ActorService::ConnectPipe(grpc::ServerContext* context,
+                                       const v1::ConnectPipeRequest* request,
+                                       v1::ConnectPipeReply* reply) {
+  absl::Status s = net::RequireIdentifier("pipe_id", request->pipe_id());
+  if (!s.ok()) return net::ToGrpcStatus(s);
+  absl::StatusOr<std::unique_ptr<transport::TensorPipe>> end =
+      transport::AcceptPipe(*request, worker_->device(), absl::FromChrono(context->deadline()));
+  if (!end.ok()) return net::ToGrpcStatus(end.status());
+  std::shared_ptr<transport::TensorPipe> replaced;
+  {
+    absl::MutexLock lock(&pipe_mu_);
+    replaced = std::move(pipe_);
+    pipe_ = *std::move(end);
+    pipe_id_ = request->pipe_id();
+  }
+  if (replaced != nullptr) replaced->Close();  // a pass still on it fails, never waits
+  reply->set_device(worker_->device().str());
   return grpc::Status::OK;
 }
 

@@ -71,6 +71,9 @@ absl::StatusOr<std::unique_ptr<EvaluatorNode>> EvaluatorNode::Create(
       node->transports_.push_back(std::make_unique<transport::GrpcActivationTransport>(
           actors[i], absl::StrCat("stage ", s, " replica ", r, " at ", actor_names[i]),
           node->deadline_, transport::LayerLinearWeights(node->pipeline_->config())));
+      if (c.hidden_states != transport::PipeKind::kGrpc) {
+        node->transports_.back()->UsePipe(c.hidden_states, at::Device(c.compute.device));
+      }
       replicas[r].push_back(node->transports_.back().get());
     }
   }

@@ -38,6 +38,7 @@
 #include "common/net/server.h"
 #include "common/quant/calibration_options.h"
 #include "common/transport/grpc_activation_transport.h"
+#include "common/transport/tensor_pipes.h"
 #include "evaluator/evaluation_queue.h"
 #include "evaluator/evaluator_service.h"
 #include "evaluator/pipeline_evaluator.h"
@@ -66,6 +67,9 @@ struct EvaluatorNodeOptions {
   // The server and the calls to the learner: service.tls.*, service.max_message_bytes,
   // service.rpc_deadline_ms (also the actors' calls).
   net::PeerOptions peer;
+  // service.hidden_states: grpc, or a pipe of this kind to every actor beside the gRPC
+  // streams (the evaluator's end on compute.device).
+  transport::PipeKind hidden_states = transport::PipeKind::kGrpc;
   std::string queue_dir;    // output.dir + "/evaluator-queue": pending plans, λ
   size_t max_queue = 4096;  // plans waiting at most
 };

@@ -158,6 +158,11 @@ absl::Status ClearJobState(const config::RunConfig& config) {
 absl::StatusOr<rl::RunResult> RunInProcessJob(const config::RunConfig& config,
                                               const InProcessJobOptions& options) {
   const config::ServiceConfig& svc = config.service;
+  if (svc.hidden_states == "nccl") {
+    return absl::FailedPreconditionError(
+        "service.hidden_states: nccl, but this job runs the evaluator and every stage in one "
+        "process (nccl links GPUs of the distributed service; use grpc)");
+  }
   auto log = options.log ? options.log : [](const std::string&) {};
   metrics::Registry registry;  // the job's RPC and service metrics (not served)
   WQ_ASSIGN_OR_RETURN(net::ChannelOptions co, net::ChannelOptionsFromConfig(svc, "in-process"));
@@ -185,15 +190,19 @@ absl::StatusOr<rl::RunResult> RunInProcessJob(const config::RunConfig& config,
       nodes.actors.push_back(std::move(node));
     }
   }
-  WQ_ASSIGN_OR_RETURN(nodes.evaluator,
-                      evaluator::EvaluatorNode::Create(
-                          EvaluatorNodeOptionsFrom(config), kLoopback, &registry, log,
-                          learner_channel, actor_channels, actor_names, options.shared_weights));
+  evaluator::EvaluatorNodeOptions eo = EvaluatorNodeOptionsFrom(config);
+  // Every stage is in this process: its hidden states go over in-process pipes beside
+  // the gRPC calls, as tensors on the stages' device (no serialisation, no host copy).
+  eo.hidden_states = transport::PipeKind::kInProcess;
+  WQ_ASSIGN_OR_RETURN(nodes.evaluator, evaluator::EvaluatorNode::Create(
+                                           eo, kLoopback, &registry, log, learner_channel,
+                                           actor_channels, actor_names, options.shared_weights));
   WQ_ASSIGN_OR_RETURN(auto evaluator_channel,
                       net::MakeInProcessChannel(nodes.evaluator->server(), co));
   log(absl::StrCat("job: learner on ", nodes.learner->server().address(), ", evaluator on ",
                    nodes.evaluator->server().address(), ", ", nodes.actors.size(), " actors (",
-                   svc.stages, " stages x ", svc.replicas, " replicas), in-process channels"));
+                   svc.stages, " stages x ", svc.replicas,
+                   " replicas), in-process channels and hidden-states pipes"));
   nodes.learner->Connect(evaluator_channel);
   for (size_t i = 0; i < nodes.actors.size(); ++i) {
     const uint64_t mixed = base::SplitMix64(options.incarnation_seed ^ base::SplitMix64(i + 1));

@@ -52,6 +52,10 @@ evaluator::EvaluatorNodeOptions EvaluatorNodeOptionsFrom(const config::RunConfig
   o.stages = config.service.stages;
   o.replicas = config.service.replicas;
   o.peer = config.service;
+  // Checked when the config loaded (grpc or nccl).
+  o.hidden_states =
+      transport::ParseHiddenStates("service.hidden_states", config.service.hidden_states)
+          .value_or(transport::PipeKind::kGrpc);
   o.queue_dir = config.output.dir + "/evaluator-queue";
   return o;
 }

@@ -6,6 +6,7 @@
 #include "common/base/status_macros.h"
 #include "common/config/this_machine.h"
 #include "common/metrics/http_server.h"
+#include "common/transport/tensor_pipes.h"
 
 namespace windquant::job {
 
@@ -15,6 +16,11 @@ service::ServiceLoader RunConfigLoader(RoleFactory create) {
     WQ_ASSIGN_OR_RETURN(config::RunConfig c, config::LoadRunConfig(flags.config, flags.overrides));
     // A device or more threads than the machine has: one line now, before any work.
     WQ_RETURN_IF_ERROR(config::CheckThisMachine(c.model));
+    WQ_ASSIGN_OR_RETURN(
+        const transport::PipeKind pipe,
+        transport::ParseHiddenStates("service.hidden_states", c.service.hidden_states));
+    WQ_RETURN_IF_ERROR(
+        transport::CheckPipeKind("service.hidden_states", pipe, c.model.compute.device));
     // Every role opens the model folder and writes under output.dir: a mistyped path is
     // one line now, not a failure after the other services connected.
     WQ_RETURN_IF_ERROR(base::CheckInputDir(c.model.dir, "model.dir"));

@@ -8,6 +8,7 @@
 #include "common/base/files.h"
 #include "common/testing/scoped_test_dir.h"
 #include "common/testing/status_matchers.h"
+#include "common/transport/tensor_pipes.h"
 #include "gtest/gtest.h"
 
 namespace windquant::job {
@@ -67,6 +68,27 @@ TEST(RunConfigLoaderTest, ABadConfigIsOneLineNamingTheKey) {
   flags = FlagsFor(dir.path());
   flags.overrides = {"model.dir=" + dir.path() + "/missing"};
   EXPECT_THAT(load(flags).status(), StatusIs(absl::StatusCode::kNotFound, "model.dir"));
+}
+
+// error-case: service.hidden-states-nccl
+TEST(RunConfigLoaderTest, NcclHiddenStatesNeedANcclBuildAndStagesOnCuda) {
+  testing::ScopedTestDir dir("service_run_config");
+  auto load = RunConfigLoader(
+      [](const config::RunConfig&, metrics::Registry*,
+         const base::LogSink&) -> absl::StatusOr<std::unique_ptr<service::Service>> {
+        return absl::InternalError("not reached");
+      });
+  service::ServiceFlags flags = FlagsFor(dir.path());
+  flags.overrides = {"service.hidden_states=nccl"};  // model.device: cpu
+  EXPECT_THAT(
+      load(flags).status(),
+      StatusIs(absl::StatusCode::kFailedPrecondition,
+               transport::NcclBuilt() ? "service.hidden_states: nccl, but the stages compute on cpu"
+                                      : "service.hidden_states: nccl, but this build has no NCCL"));
+  // Where the device is CUDA, only the build decides (a CPU build: no NCCL).
+  EXPECT_EQ(transport::CheckPipeKind("k", transport::PipeKind::kNccl, "cuda:1").ok(),
+            transport::NcclBuilt());
+  EXPECT_TRUE(transport::CheckPipeKind("k", transport::PipeKind::kGrpc, "cpu").ok());
 }
 
 TEST(ResolveStageReplicaTest, FromTheConfigElseFromThePodOrdinal) {

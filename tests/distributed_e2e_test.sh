@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
 # Integration (real processes on loopback): the distributed run on the test model
 # with STAGES x REPLICAS actors completes, every plan meets its budget, the
-# best plan is written, each replica took part, and the evaluator's λ is the
-# learner's at the end (the learner owns λ; /metrics of both).
-#   distributed_e2e_test.sh BUILD_DIR [STAGES] [REPLICAS]
+# best plan is written, each replica took part, every actor computed in the run's
+# model.compute_dtype (a stage refuses hidden states of another dtype, so the
+# evaluator did too), and the evaluator's λ is the learner's at the end (the learner
+# owns λ; /metrics of both).
+#   distributed_e2e_test.sh BUILD_DIR [STAGES] [REPLICAS] [--set KEY=VALUE ...]
 set -euo pipefail
 BUILD="$1"; NSTAGES="${2:-2}"; NREPLICAS="${3:-2}"
+shift $(( $# < 3 ? $# : 3 ))
+EXTRA_SETS=("$@")
+DTYPE=float32
+for s in "${EXTRA_SETS[@]}"; do [[ "$s" == model.compute_dtype=* ]] && DTYPE="${s#*=}"; done
 SRC="${WQ_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}"
 # The test model (stories260k from ../shared, else the project's default model that
 # the wq_test_model fixture trained): common/testing/test_paths.h decides.
@@ -19,7 +25,7 @@ source "$SRC/deploy/local/run.sh"
 source "$SRC/tests/distributed_test_config.sh"
 parse_args --config "$WQ_TEST_CONFIG" --bin "$BUILD" --stages "$NSTAGES" \
   --replicas "$NREPLICAS" --out "$OUT" --timeout 400 "${TEST_SETS[@]}" \
-  --set "curriculum.min_updates=2"  # two updates whatever the model's PPL ratio
+  --set "curriculum.min_updates=2" "${EXTRA_SETS[@]}"  # two updates whatever the PPL ratio
 plan_topology
 trap 'stop_all; echo "logs: $OUT/logs"' EXIT
 start_all
@@ -55,5 +61,6 @@ PY
 # Each replica of each stage took part (its log shows the unit table).
 for ((s = 0; s < STAGES; s++)); do for ((r = 0; r < REPLICAS; r++)); do
   grep -q "unit table of" "$OUT/logs/actor-s$s-r$r.log" || fail "actor s$s r$r never got the table"
+  grep -q "computing in $DTYPE" "$OUT/logs/actor-s$s-r$r.log" || fail "actor s$s r$r not in $DTYPE"
 done; done
 echo "PASS (logs: $OUT/logs)"

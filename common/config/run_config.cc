@@ -102,6 +102,7 @@ void VisitFields(V& v, RunConfig& c) {
   v.Field("service.max_message_bytes", &c.service.max_message_bytes);
   v.Field("service.rpc_deadline_ms", &c.service.rpc_deadline_ms);
   v.Field("service.evaluation_timeout_ms", &c.service.evaluation_timeout_ms);
+  v.Field("service.hidden_states", &c.service.hidden_states);
   v.Field("service.tls.cert_file", &c.service.tls.cert_file);
   v.Field("service.tls.key_file", &c.service.tls.key_file);
   v.Field("service.tls.ca_file", &c.service.tls.ca_file);

@@ -110,6 +110,10 @@ struct ServiceConfig : net::PeerOptions {
   // Allowance A added to the learner's derived evaluation wait (learner/evaluation_clock.h:
   // plans expire after A + 3 x the measured per-plan evaluation time of quiet, not after A).
   int64_t evaluation_timeout_ms = 120000;
+  // How hidden states go between the evaluator and the actors: "grpc" (in the Forward
+  // messages) or "nccl" (a pipe between GPUs of one node beside them,
+  // common/transport/tensor_pipes.h; the CUDA build, model.device cuda).
+  std::string hidden_states = "grpc";
 };
 
 struct RunConfig {

@@ -214,6 +214,9 @@ absl::Status ValidateService(const RunConfig& c) {
       Check(c.service.rpc_deadline_ms > 0, "service.rpc_deadline_ms", "must be > 0"));
   WQ_RETURN_IF_ERROR(
       Check(c.service.evaluation_timeout_ms > 0, "service.evaluation_timeout_ms", "must be > 0"));
+  WQ_RETURN_IF_ERROR(Check(c.service.hidden_states == "grpc" || c.service.hidden_states == "nccl",
+                           "service.hidden_states",
+                           "'" + c.service.hidden_states + "', must be grpc or nccl"));
   WQ_RETURN_IF_ERROR(Check(c.service.tls.cert_file.empty() == c.service.tls.key_file.empty(),
                            "service.tls", "cert_file and key_file go together"));
   return absl::OkStatus();

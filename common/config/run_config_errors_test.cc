@@ -55,6 +55,14 @@ TEST(RunConfigErrorsTest, QualityTargetRefusesItsBadEpsilonAndABudgetThatIsNotAC
             "run.yaml: lagrange.prices: must be quality, budget or target");
 }
 
+// error-case: config.hidden-states
+TEST(RunConfigErrorsTest, HiddenStatesAreGrpcOrNccl) {
+  EXPECT_EQ(ErrorOf(kMinimal, {"service.hidden_states=grpc"}), "");
+  EXPECT_EQ(ErrorOf(kMinimal, {"service.hidden_states=nccl"}), "");  // the machine: at start
+  EXPECT_EQ(ErrorOf(kMinimal, {"service.hidden_states=shm"}),
+            "run.yaml: service.hidden_states: 'shm', must be grpc or nccl");
+}
+
 // error-case: config.set-empty-value
 TEST(RunConfigErrorsTest, SetWithAnEmptyValueIsRefused) {
   EXPECT_EQ(ErrorOf(kMinimal, {"quant.chunk_size="}), "--set quant.chunk_size=: empty value");

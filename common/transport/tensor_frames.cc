@@ -105,13 +105,14 @@ absl::Status SendFrame(TensorPipe& pipe, const MicroBatch& batch) {
   return pipe.Send(batch.hidden.contiguous());
 }
 
-absl::StatusOr<MicroBatch> RecvFrame(TensorPipe& pipe, const at::Device& device) {
+absl::StatusOr<MicroBatch> RecvFrame(TensorPipe& pipe, const at::Device& device,
+                                     absl::Time deadline) {
   at::Tensor header = at::empty({kFrameHeaderWords}, at::kLong);
-  WQ_RETURN_IF_ERROR(pipe.Recv(header));
+  WQ_RETURN_IF_ERROR(pipe.Recv(header, deadline));
   WQ_ASSIGN_OR_RETURN(const FrameHeader h, DecodeFrameHeader(header));
   at::Tensor hidden =
       at::empty({h.batch, h.seq, h.hidden}, at::TensorOptions().dtype(h.dtype).device(device));
-  WQ_RETURN_IF_ERROR(pipe.Recv(hidden));
+  WQ_RETURN_IF_ERROR(pipe.Recv(hidden, deadline));
   return MicroBatch{h.index, std::move(hidden)};
 }
 

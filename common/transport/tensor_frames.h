@@ -8,7 +8,7 @@
 // is, the receiver allocates the payload on the device it is given. The one
 // host transfer is the receiver's read of the 40-byte header (the payload's
 // size must be known before its buffer is posted).
-// The NCCL pipe is nccl_activation_transport.h's; tests use a fake pipe.
+// The pipes are tensor_pipes.h's (NCCL, in-process); tests also use a fake pipe.
 // Thread-compatible; a pipe carries one sender's and one receiver's frames.
 #ifndef WINDQUANT_COMMON_TRANSPORT_TENSOR_FRAMES_H_
 #define WINDQUANT_COMMON_TRANSPORT_TENSOR_FRAMES_H_
@@ -19,6 +19,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "common/transport/activation_transport.h"
 
 namespace windquant::transport {
@@ -30,8 +31,13 @@ class TensorPipe {
   // Sends the elements of `t` (contiguous, on the pipe's device or the host).
   virtual absl::Status Send(const at::Tensor& t) = 0;
   // Fills `t` (contiguous, allocated by the caller) with the next message; the
-  // message must have t's element count and type.
-  virtual absl::Status Recv(at::Tensor& t) = 0;
+  // message must have t's element count and type. DEADLINE_EXCEEDED when none has
+  // arrived by `deadline` (a pipe that cannot tell when its device-side receive ends,
+  // none: it returns once the receive is queued, and the tensor is ready in stream order).
+  virtual absl::Status Recv(at::Tensor& t, absl::Time deadline) = 0;
+  // Fails every pending and later Send / Recv (UNAVAILABLE), from any thread: a link
+  // that is replaced or given up never leaves a thread waiting on it. Idempotent.
+  virtual void Close() {}
 };
 
 inline constexpr int kFrameHeaderWords = 5;
@@ -65,9 +71,10 @@ absl::StatusOr<FrameHeader> DecodeFrameHeader(const at::Tensor& header);
 // device, in its dtype. EncodeFrameHeader's errors and the pipe's.
 absl::Status SendFrame(TensorPipe& pipe, const MicroBatch& batch);
 
-// Receives one header + payload; the payload lands on `device`.
+// Receives one header + payload by `deadline`; the payload lands on `device`.
 // DecodeFrameHeader's errors and the pipe's.
-absl::StatusOr<MicroBatch> RecvFrame(TensorPipe& pipe, const at::Device& device);
+absl::StatusOr<MicroBatch> RecvFrame(TensorPipe& pipe, const at::Device& device,
+                                     absl::Time deadline = absl::InfiniteFuture());
 
 }  // namespace windquant::transport
 

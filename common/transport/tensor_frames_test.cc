@@ -21,7 +21,7 @@ class FakePipe : public TensorPipe {
     queue_.push_back(t.clone());
     return absl::OkStatus();
   }
-  absl::Status Recv(at::Tensor& t) override {
+  absl::Status Recv(at::Tensor& t, absl::Time) override {
     if (queue_.empty()) return absl::UnavailableError("fake pipe: nothing sent");
     at::Tensor m = queue_.front();
     queue_.pop_front();
