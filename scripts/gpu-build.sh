@@ -93,8 +93,8 @@ start=$SECONDS
 # torch's own libgomp beside its libraries makes CMake warn for every target: in the log.
 cmake --preset cuda "${extra[@]}" > build/cuda/configure.log 2>&1 ||
   { tail -30 build/cuda/configure.log >&2; echo "gpu-build: configure failed (build/cuda/configure.log)" >&2; exit 1; }
-grep -E "PyTorch: CUDA detected|NCCL activation transport" build/cuda/configure.log | sed 's/^-- /gpu-build: /'
-grep -q "NCCL activation transport enabled" build/cuda/configure.log ||
+grep -E "PyTorch: CUDA detected|NCCL pipe for hidden states" build/cuda/configure.log | sed 's/^-- /gpu-build: /'
+grep -q "NCCL pipe for hidden states enabled" build/cuda/configure.log ||
   { echo "gpu-build: NCCL was not found (build/cuda/configure.log)" >&2; exit 1; }
 cmake --build build/cuda -j"$(nproc)" "${TARGETS[@]}"
 echo "gpu-build: built in $((SECONDS - start)) s: build/cuda"

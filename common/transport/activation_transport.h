@@ -7,9 +7,9 @@
 // micro-batches and Receives the stage's outputs in the same order, so several
 // micro-batches can be in flight on a stage while the next stage works on
 // earlier ones. Implementations: LocalActivationTransport (in process, a
-// StageWorker), GrpcActivationTransport (actor's Forward RPC),
-// NcclActivationTransport (hidden states over NCCL between GPU stages; built
-// only where NCCL is found), FakeActivationTransport (tests).
+// StageWorker), GrpcActivationTransport (actor's Forward RPC; its tensors
+// optionally over a pipe beside it, tensor_pipes.h: NCCL between GPU stages),
+// FakeActivationTransport (tests).
 //
 // Thread-safety: a transport may open several passes concurrently; one
 // StageStream is used by at most one sender thread and one receiver thread.
