@@ -201,9 +201,9 @@ absl::StatusOr<std::unique_ptr<TensorPipe>> AcceptPipe(const v1::ConnectPipeRequ
     absl::MutexLock lock(&offers.mu);
     auto it = offers.pipes.find(request.pipe_id());
     if (it == offers.pipes.end()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "pipe_id: no in-process pipe '", request.pipe_id(),
-          "' offered in this process (an in-process pipe needs the evaluator in it)"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("pipe_id: no in-process pipe '", request.pipe_id(),
+                       "' offered in this process (an in-process pipe needs the evaluator in it)"));
     }
     std::unique_ptr<TensorPipe> end = std::move(it->second);
     offers.pipes.erase(it);
