@@ -31,6 +31,15 @@ service::ServiceFlags FlagsFor(const std::string& dir, const std::string& extra 
   return flags;
 }
 
+// A loader whose role must never be built (the config is refused before).
+service::ServiceLoader LoaderThatMustNotStartTheRole() {
+  return RunConfigLoader(
+      [](const config::RunConfig&, metrics::Registry*,
+         const base::LogSink&) -> absl::StatusOr<std::unique_ptr<service::Service>> {
+        return absl::InternalError("not reached");
+      });
+}
+
 TEST(RunConfigLoaderTest, HandsTheSkeletonItsSettingsAndTheRoleTheConfig) {
   testing::ScopedTestDir dir("service_run_config");
   service::ServiceFlags flags =
@@ -57,11 +66,7 @@ TEST(RunConfigLoaderTest, HandsTheSkeletonItsSettingsAndTheRoleTheConfig) {
 // error-case: service.bad-config
 TEST(RunConfigLoaderTest, ABadConfigIsOneLineNamingTheKey) {
   testing::ScopedTestDir dir("service_run_config");
-  auto load = RunConfigLoader(
-      [](const config::RunConfig&, metrics::Registry*,
-         const base::LogSink&) -> absl::StatusOr<std::unique_ptr<service::Service>> {
-        return absl::InternalError("not reached");
-      });
+  service::ServiceLoader load = LoaderThatMustNotStartTheRole();
   service::ServiceFlags flags = FlagsFor(dir.path(), "service: {metrics_address: 'nowhere'}\n");
   EXPECT_THAT(load(flags).status(),
               StatusIs(absl::StatusCode::kInvalidArgument, "service.metrics_address"));
@@ -73,11 +78,7 @@ TEST(RunConfigLoaderTest, ABadConfigIsOneLineNamingTheKey) {
 // error-case: service.hidden-states-nccl
 TEST(RunConfigLoaderTest, NcclHiddenStatesNeedANcclBuildAndStagesOnCuda) {
   testing::ScopedTestDir dir("service_run_config");
-  auto load = RunConfigLoader(
-      [](const config::RunConfig&, metrics::Registry*,
-         const base::LogSink&) -> absl::StatusOr<std::unique_ptr<service::Service>> {
-        return absl::InternalError("not reached");
-      });
+  service::ServiceLoader load = LoaderThatMustNotStartTheRole();
   service::ServiceFlags flags = FlagsFor(dir.path());
   flags.overrides = {"service.hidden_states=nccl"};  // model.device: cpu
   EXPECT_THAT(
