@@ -86,6 +86,15 @@ TEST_F(CliErrorsTest, BitsOutsideTheConfigRangeAreRefused) {
                 "--bits: must be in [1, 16], got 0.5");
 }
 
+// error-case: cli.rounds
+TEST_F(CliErrorsTest, MeasuredProxyRoundsBelowOneAreRefused) {
+  for (const char* v : {"0", "-3"}) {
+    ExpectRefused(
+        std::string("baseline --config run.yaml --method measured --bits 2 --rounds ") + v,
+        std::string("--rounds: must be >= 1, got ") + v);
+  }
+}
+
 // error-case: cli.max-ppl-increase
 TEST_F(CliErrorsTest, QualityTargetOutsideItsRangeIsRefused) {
   for (const char* v : {"0", "-0.02", "101"}) {

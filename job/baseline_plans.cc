@@ -9,9 +9,10 @@ namespace windquant::job {
 
 absl::Status ValidateBaselineSpec(const BaselineSpec& spec) {
   const std::string& m = spec.method;
-  if (m != "uniform" && m != "greedy" && m != "lagrange" && m != "random" && m != "search") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--method: expected uniform|greedy|lagrange|random|search, got \"", m, "\""));
+  if (m != "uniform" && m != "greedy" && m != "lagrange" && m != "random" && m != "search" &&
+      m != "measured") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--method: expected uniform|greedy|lagrange|random|search|measured, got \"", m, "\""));
   }
   if (m != "uniform" && !(spec.bits > 0)) {
     return absl::InvalidArgumentError(absl::StrCat("--bits is required (> 0) for --method ", m));
@@ -27,6 +28,9 @@ absl::Status ValidateBaselineSpec(const BaselineSpec& spec) {
   if (m == "search" && spec.screen < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("--screen: must be >= 0 (0 or 1: no screening), got ", spec.screen));
+  }
+  if (m == "measured" && spec.rounds < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("--rounds: must be >= 1, got ", spec.rounds));
   }
   // The range of curriculum.target_bits in the run config.
   if (m != "uniform" && !(spec.bits >= 1.0 && spec.bits <= 16.0)) {
@@ -45,8 +49,10 @@ absl::StatusOr<plan::Plan> BaselinePlan(const plan::UnitTable& table, const Base
   }
   if (spec.method == "greedy") return search::GreedyPlan(table, spec.bits);
   if (spec.method == "lagrange") return search::LagrangePlan(table, spec.bits);
-  if (spec.method == "search") {
-    return absl::InvalidArgumentError("--method search measures plans: job::SearchPlan builds it");
+  if (spec.method == "search" || spec.method == "measured") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--method ", spec.method,
+                     " measures plans: job::SearchPlan / job::MeasureProxy builds it"));
   }
   return search::RandomPlan(table, spec.bits, spec.seed);
 }

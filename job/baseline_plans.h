@@ -19,19 +19,21 @@
 namespace windquant::job {
 
 struct BaselineSpec {
-  std::string method;                           // uniform | greedy | lagrange | random | search
-  double bits = 0;                              // budget (greedy, lagrange, random), > 0
+  std::string method;  // uniform | greedy | lagrange | random | search | measured
+  double bits = 0;     // budget (greedy, lagrange, random), > 0
   plan::Action action = plan::Action::k4;       // uniform
   uint64_t seed = 0;                            // random, search
   int64_t evals = 0;                            // search: plans to measure (>= 1)
   int64_t restart_after = kSearchRestartAfter;  // search: restart after R stale (0: never)
   int screen = 0;  // search: > 1 screens this many proposals per measurement
+  int rounds = 2;  // measured: linearisations of the measured proxy (measured_proxy.h), >= 1
 };
 
 // INVALID_ARGUMENT naming --method for an unknown method, --bits for a
 // budget <= 0 (greedy, lagrange, random, search) or --evals for a search
-// without a positive count; the baselines' own errors. BaselinePlan builds
-// every method but search, which measures plans (search_baseline.h: SearchPlan).
+// without a positive count, --rounds < 1 for measured; the baselines' own errors.
+// BaselinePlan builds every method but search and measured, which measure plans
+// (search_baseline.h: SearchPlan; measured_proxy.h: MeasureProxy).
 absl::Status ValidateBaselineSpec(const BaselineSpec& spec);
 absl::StatusOr<plan::Plan> BaselinePlan(const plan::UnitTable& table, const BaselineSpec& spec);
 

@@ -7,18 +7,36 @@
 #include "common/base/status_macros.h"
 #include "common/base/text_range.h"
 #include "common/search/baselines.h"
+#include "job/measured_proxy.h"
 #include "job/search_baseline.h"
 
 namespace windquant::job {
 
+namespace {
+
+absl::StatusOr<std::vector<int32_t>> SelectionIds(const quant::QuantizationSession& session,
+                                                  const base::TextRange& selection_range) {
+  return base::ReadTextRange(selection_range, "evaluation.selection",
+                             [&tok = session.tokenizer()](std::string_view text) {
+                               return tok.Encode(text, /*add_bos=*/false);
+                             });
+}
+
+// A plan's perplexity on `ids` (which must outlive it).
+PlanMeasure PerplexityOn(const quant::QuantizationSession& session,
+                         const std::vector<int32_t>& ids) {
+  return [&session, &ids](const std::vector<int>& actions) -> absl::StatusOr<double> {
+    WQ_ASSIGN_OR_RETURN(model::PerplexityResult r, session.Perplexity(actions, ids, 0));
+    return r.perplexity;
+  };
+}
+
+}  // namespace
+
 absl::StatusOr<plan::Plan> SearchSessionPlan(const quant::QuantizationSession& session,
                                              const base::TextRange& selection_range,
                                              const BaselineSpec& spec, nlohmann::json* info) {
-  WQ_ASSIGN_OR_RETURN(const std::vector<int32_t> selection,
-                      base::ReadTextRange(selection_range, "evaluation.selection",
-                                          [&tok = session.tokenizer()](std::string_view text) {
-                                            return tok.Encode(text, /*add_bos=*/false);
-                                          }));
+  WQ_ASSIGN_OR_RETURN(const std::vector<int32_t> selection, SelectionIds(session, selection_range));
   SearchOptions so;
   so.target_bits = spec.bits;
   so.evaluations = spec.evals;
@@ -26,11 +44,8 @@ absl::StatusOr<plan::Plan> SearchSessionPlan(const quant::QuantizationSession& s
   so.restart_after = spec.restart_after;
   so.screen = spec.screen;
   const char* name = ProductSearchName(spec.screen);
-  const PlanMeasure measure = [&](const std::vector<int>& actions) -> absl::StatusOr<double> {
-    WQ_ASSIGN_OR_RETURN(model::PerplexityResult r, session.Perplexity(actions, selection, 0));
-    return r.perplexity;
-  };
-  WQ_ASSIGN_OR_RETURN(const SearchResult r, SearchWithProgress(session.table(), so, name, measure));
+  WQ_ASSIGN_OR_RETURN(const SearchResult r, SearchWithProgress(session.table(), so, name,
+                                                               PerplexityOn(session, selection)));
   *info = {{"evaluations", r.evaluations},
            {"accepted", r.accepted},
            {"restarts", r.restarts},
@@ -42,6 +57,27 @@ absl::StatusOr<plan::Plan> SearchSessionPlan(const quant::QuantizationSession& s
            {"selection_tokens", selection.size()},
            {"seed", spec.seed}};
   return session.MakePlan(r.actions, name, spec.bits);
+}
+
+absl::StatusOr<plan::Plan> MeasuredSessionPlan(const quant::QuantizationSession& session,
+                                               const base::TextRange& selection_range,
+                                               const BaselineSpec& spec, nlohmann::json* info,
+                                               plan::UnitTable* measured_table) {
+  WQ_ASSIGN_OR_RETURN(const std::vector<int32_t> selection, SelectionIds(session, selection_range));
+  MeasuredProxyOptions options;
+  options.target_bits = spec.bits;
+  options.rounds = spec.rounds;
+  WQ_ASSIGN_OR_RETURN(MeasuredProxyResult r,
+                      MeasureProxy(session.table(), options, PerplexityOn(session, selection)));
+  *info = {{"evaluations", r.evaluations},
+           {"rounds", r.anchor_ppl.size()},
+           {"max_rounds", spec.rounds},
+           {"linears", r.groups},
+           {"anchor_selection_ppl", r.anchor_ppl},
+           {"selection_ppl", r.selection_ppl},
+           {"selection_tokens", selection.size()}};
+  *measured_table = std::move(r.table);
+  return session.MakePlan(std::move(r.actions), "measured", spec.bits);
 }
 
 absl::StatusOr<nlohmann::json> DescribeBaseline(const quant::QuantizationSession& session,

@@ -1,7 +1,7 @@
-// `windquant baseline` on an open session: the search baseline measured on the
-// selection slice (SearchSessionPlan) and the command's JSON description of a
-// plan with its held-out perplexity (DescribeBaseline). The command parses
-// flags and prints; these compute.
+// `windquant baseline` on an open session: the baselines that measure plans on
+// the selection slice (SearchSessionPlan, MeasuredSessionPlan) and the command's
+// JSON description of a plan with its held-out perplexity (DescribeBaseline).
+// The command parses flags and prints; these compute.
 // Thread-compatible (the session's const methods).
 #ifndef WINDQUANT_JOB_BASELINE_RUN_H_
 #define WINDQUANT_JOB_BASELINE_RUN_H_
@@ -24,6 +24,15 @@ namespace windquant::job {
 absl::StatusOr<plan::Plan> SearchSessionPlan(const quant::QuantizationSession& session,
                                              const base::TextRange& selection,
                                              const BaselineSpec& spec, nlohmann::json* info);
+
+// The Lagrangian plan of `spec.bits` on the measured proxy (measured_proxy.h,
+// `spec.rounds` rounds, every plan measured on `selection`); `measured_table`
+// gets the table it was chosen on and `info` the counts and perplexities.
+// Errors: evaluation.selection's, MeasureProxy's.
+absl::StatusOr<plan::Plan> MeasuredSessionPlan(const quant::QuantizationSession& session,
+                                               const base::TextRange& selection,
+                                               const BaselineSpec& spec, nlohmann::json* info,
+                                               plan::UnitTable* measured_table);
 
 struct DescribeOptions {
   bool measure = true;     // the plan's perplexity on the held-out text

@@ -179,5 +179,48 @@ TEST(BaselineCliTest, ScreenedSearchMeasuresExactlyEvalsPlans) {
   EXPECT_NE(err.find("--screen"), std::string::npos) << err;
 }
 
+// `--method measured --rounds 1`: the anchor (uniform), every linear at every other
+// action, and the Lagrangian plan on the measured table, all on the selection slice;
+// the plan within the budget and never worse there than the anchor; the measured
+// table written beside the plan and readable by `table dump`.
+TEST(BaselineCliTest, MeasuredProxyMeasuresEveryLinearAtEveryAction) {
+  const testing::TestModel m = testing::RealModel();
+  const std::string windquant = testing::BinaryDir() + "/cli/windquant";
+  const std::string tmp = ::testing::TempDir() + "/baseline_cli_measured_test";
+  std::filesystem::remove_all(tmp);
+  std::filesystem::create_directories(tmp);  // --out's parent (only the leaf is created)
+  // 8 windows of the config's selection slice: ~4x fewer tokens per measured plan.
+  const std::string selection = m.stories260k ? "[131072,133112]" : "[0,1016]";
+  const std::string cmd = windquant + " baseline --config " + m.config +
+                          " --method measured --rounds 1 --bits 2.4 --out " + tmp +
+                          "/plan --json --no-eval --set quant.cache_dir=" + tmp +
+                          "/cache --set 'evaluation.selection.tokens=" + selection +
+                          "' 2>/dev/null";
+  int rc = 0;
+  const std::string stdout_text = RunCommand(cmd, &rc);
+  ASSERT_EQ(rc, 0) << cmd << "\n" << stdout_text;
+  const auto report = nlohmann::json::parse(stdout_text);
+  ASSERT_TRUE(report.contains("measured_proxy")) << stdout_text;
+  const nlohmann::json& q = report["measured_proxy"];
+  const nlohmann::json config = nlohmann::json::parse(*base::ReadFile(m.dir + "/config.json"));
+  const int64_t linears = 7 * config["num_hidden_layers"].get<int64_t>();
+  EXPECT_EQ(q["linears"].get<int64_t>(), linears);
+  // Uniform 2-bit (2.35 bits) is the anchor: 6 other actions per linear, then the plan.
+  EXPECT_EQ(q["evaluations"].get<int64_t>(), 1 + 6 * linears + 1);
+  EXPECT_LE(q["selection_ppl"].get<double>(), q["anchor_selection_ppl"][0].get<double>());
+  EXPECT_LE(report["effective_bits"].get<double>(), 2.4 + 1e-9);
+  EXPECT_GT(report["effective_bits"].get<double>(), 2.3) << "the budget should be nearly spent";
+  auto text = base::ReadFile(tmp + "/plan/plan.json");
+  ASSERT_TRUE(text.ok()) << text.status();
+  EXPECT_EQ(nlohmann::json::parse(*text)["source"], "measured");
+  const std::string dump =
+      RunCommand(windquant + " table dump " + tmp + "/plan/measured_table.pb --json", &rc);
+  ASSERT_EQ(rc, 0) << dump;
+  int64_t units = 0;
+  for (size_t at = 0; (at = dump.find("\"error\":[0.0,", at)) != std::string::npos; ++at) ++units;
+  EXPECT_EQ(units, static_cast<int64_t>(report["units"].get<size_t>()))
+      << "every unit's measured error is 0 at 16 bits";
+}
+
 }  // namespace
 }  // namespace windquant::search
