@@ -117,7 +117,10 @@ done
 bench() {  # NAME ARGS... -> the bench's JSON in $OUT/bench-NAME.json
   local name="$1"; shift
   log "stage_bench $name: $*"
-  "$BENCH" "$@" --device="$DEVICE" --dtype=bfloat16 --plain --json="$OUT/bench-$name.json" \
+  # The bench's own ATen threads (2) unless OMP_NUM_THREADS says fewer (test.sh under
+  # ThreadSanitizer runs torch's OpenMP pool at one thread: scripts/test.sh).
+  "$BENCH" "$@" --threads="$(( ${OMP_NUM_THREADS:-2} < 2 ? ${OMP_NUM_THREADS:-2} : 2 ))" \
+    --device="$DEVICE" --dtype=bfloat16 --plain --json="$OUT/bench-$name.json" \
     > "$OUT/bench-$name.log" 2>&1 || { tail -5 "$OUT/bench-$name.log" >&2; exit 1; }
 }
 bench 1b "${BENCH_1B[@]}"

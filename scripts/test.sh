@@ -34,6 +34,12 @@ if [[ "$preset" == tsan ]]; then
   # OpenBLAS's own threads take work through spin-waits TSan cannot see (every GEMM would
   # be reported); matmuls still run in torch's threads.
   export OPENBLAS_NUM_THREADS=1
+  # The same for torch's intra-op pool: Debian's libtorch runs at::parallel_for on
+  # libgomp, whose fork/join barriers are futexes TSan cannot see (libgomp is not
+  # instrumented), so every write of a parallel body was reported against the next
+  # region's read. One OpenMP thread runs those bodies inline; every thread of ours
+  # (stage workers, gRPC, uploaders) is still checked.
+  export OMP_NUM_THREADS=1
 fi
 # The project's Python tools (tokenizer references, moto, aws, manifest checks).
 export PATH="$PWD/.venv/bin:$PATH"
