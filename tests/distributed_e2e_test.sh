@@ -63,4 +63,5 @@ for ((s = 0; s < STAGES; s++)); do for ((r = 0; r < REPLICAS; r++)); do
   grep -q "unit table of" "$OUT/logs/actor-s$s-r$r.log" || fail "actor s$s r$r never got the table"
   grep -q "computing in $DTYPE" "$OUT/logs/actor-s$s-r$r.log" || fail "actor s$s r$r not in $DTYPE"
 done; done
+no_sanitizer_reports "$OUT/logs"
 echo "PASS (logs: $OUT/logs)"

@@ -183,4 +183,5 @@ assert len(ids) == len(set(ids)), "duplicate episode"
 assert all(r["effective_bits"] <= 2.0 + 1e-9 for r in rows)
 print(f"{len(rows)} plans evaluated")
 PY
+no_sanitizer_reports "$OUT/logs"
 echo "PASS (logs: $OUT/logs)"

@@ -11,6 +11,16 @@ TEST_SETS=(
   --set "service.evaluation_timeout_ms=60000" --set "service.rpc_deadline_ms=20000"
 )
 
+# Fails (the caller's `fail`) when a process of the run printed a sanitizer report into
+# its log under folder $1: under ASan/UBSan or TSan (scripts/test.sh --sanitize) a report
+# in a service does not stop it, so a test that passed would otherwise hide it.
+no_sanitizer_reports() {
+  local found
+  found=$(grep -rlE 'WARNING: ThreadSanitizer|ERROR: (Address|Leak)Sanitizer|: runtime error: ' \
+    "$1" 2>/dev/null || true)
+  [[ -z "$found" ]] || fail "sanitizer reports in: $(echo $found)"
+}
+
 # Polls `test` (a bash command line, $1) until it succeeds, for at most $2 seconds (120).
 eventually() {
   local deadline=$((SECONDS + ${2:-120}))

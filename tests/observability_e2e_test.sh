@@ -90,4 +90,5 @@ query 'windquant_learner_best_plan_bitwidth'
 urls=()
 for name in learner evaluator actor-s0-r0 actor-s1-r0; do urls+=("$(metrics_url "$name")"); done
 python3 "$SRC/deploy/grafana/check_dashboard.py" --urls "${urls[@]}" || fail "dashboard check on the live run"
+no_sanitizer_reports "$OUT/logs"
 echo "PASS"

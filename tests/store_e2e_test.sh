@@ -163,4 +163,5 @@ assert abs(got - want) <= 1e-6 * want, (got, want)
 PY
 cleanup
 trap - EXIT
+no_sanitizer_reports "$OUT/logs"
 echo "PASS in $((SECONDS - T0)) s (logs: $OUT/logs)"
