@@ -96,7 +96,7 @@ absl::StatusOr<MeasuredProxyResult> MeasureProxy(const plan::UnitTable& table,
                                                  const MeasuredProxyOptions& options,
                                                  const PlanMeasure& measure) {
   if (options.rounds < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("--rounds: ", options.rounds, ", must be >= 1"));
+    return absl::InvalidArgumentError(absl::StrCat("--rounds: must be >= 1, got ", options.rounds));
   }
   if (options.target_bits < search::MinEffectiveBits(table)) {
     return absl::InvalidArgumentError(
