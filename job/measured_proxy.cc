@@ -37,12 +37,7 @@ std::vector<int> FirstAnchor(const plan::UnitTable& table, double target_bits) {
     std::vector<int> uniform(table.units.size(), a);
     if (table.EffectiveBits(uniform) <= target_bits) return uniform;
   }
-  std::vector<int> cheapest(table.units.size());
-  for (size_t i = 0; i < cheapest.size(); ++i) {
-    const auto& bits = table.units[i].bits;
-    cheapest[i] = static_cast<int>(std::min_element(bits.begin(), bits.end()) - bits.begin());
-  }
-  return cheapest;
+  return search::CheapestActions(table);
 }
 
 using Deltas = std::array<double, plan::kNumActions>;

@@ -175,11 +175,13 @@ double ProxyError(const plan::UnitTable& t, const std::vector<int>& actions) {
   return e;
 }
 
-double MinEffectiveBits(const plan::UnitTable& t) {
+std::vector<int> CheapestActions(const plan::UnitTable& t) {
   std::vector<int> a(t.units.size());
   for (size_t i = 0; i < t.units.size(); ++i) a[i] = CheapestAction(t.units[i]);
-  return t.EffectiveBits(a);
+  return a;
 }
+
+double MinEffectiveBits(const plan::UnitTable& t) { return t.EffectiveBits(CheapestActions(t)); }
 
 plan::Plan UniformPlan(const plan::UnitTable& t, plan::Action action) {
   std::vector<int> a(t.units.size(), plan::ActionIndex(action));
@@ -189,8 +191,7 @@ plan::Plan UniformPlan(const plan::UnitTable& t, plan::Action action) {
 
 absl::StatusOr<plan::Plan> GreedyPlan(const plan::UnitTable& t, double target_bits) {
   if (absl::Status st = CheckFeasible(t, target_bits); !st.ok()) return st;
-  std::vector<int> a(t.units.size());
-  for (size_t i = 0; i < t.units.size(); ++i) a[i] = CheapestAction(t.units[i]);
+  std::vector<int> a = CheapestActions(t);
   GreedyFill(t, target_bits * static_cast<double>(t.TotalWeights()), &a);
   return plan::Plan::Make(t, std::move(a), "greedy", target_bits);
 }
@@ -205,7 +206,7 @@ absl::StatusOr<plan::Plan> LagrangePlan(const plan::UnitTable& t, double target_
     while (TotalBits(t, LagrangeChoice(t, hi)) > budget && hi < 1e30) hi *= 2;
     best = LagrangeChoice(t, hi);
     if (TotalBits(t, best) > budget) {  // mu large enough: every unit at its cheapest action
-      for (size_t i = 0; i < t.units.size(); ++i) best[i] = CheapestAction(t.units[i]);
+      best = CheapestActions(t);
     }
     for (int it = 0; it < 200 && hi - lo > 1e-15 * hi; ++it) {
       const double mid = 0.5 * (lo + hi);

@@ -31,6 +31,9 @@ namespace windquant::search {
 // sum_u (n_u / N) err_u(a_u) (see above).
 double ProxyError(const plan::UnitTable& table, const std::vector<int>& actions);
 
+// Each unit's cheapest action (fewest bits; ties to the smaller error).
+std::vector<int> CheapestActions(const plan::UnitTable& table);
+
 // Lowest effective bits any plan can reach (each unit at its cheapest action).
 double MinEffectiveBits(const plan::UnitTable& table);
 
