@@ -50,7 +50,8 @@ constexpr char kUsage[] =
     "                     --config FILE, whose unit table (cache or fitted) the plan is\n"
     "                     checked against; --model / --text / --context default to the\n"
     "                     config's model.dir / held-out text (evaluation.heldout: file\n"
-    "                     and token range) / evaluation.context\n"
+    "                     and token range; --tokens alone: another range of that file) /\n"
+    "                     evaluation.context\n"
     "  --quantized DIR    the packed quantized checkpoint of `windquant export` (DIR/quantized):\n"
     "                     its codes, scales and INT8 salient values decoded to the weights\n"
     "                     eval --plan applies, one layer at a time inside each forward\n"
@@ -174,7 +175,7 @@ absl::Status RunEval(Args& args) {
     if (!q.model_dir.empty()) cfg.model.dir = q.model_dir;
     if (q.model_dir.empty()) model_flag = "model.dir";
     q.model_dir = cfg.model.dir;
-    if (q.text_path.empty() && token_range.empty()) {
+    if (q.text_path.empty()) {  // --tokens alone: another range of the held-out file
       q.text_path = cfg.evaluation.heldout.text;
       q.tokens = cfg.evaluation.heldout.tokens;
     }

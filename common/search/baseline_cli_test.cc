@@ -2,12 +2,14 @@
 // default model on a fresh clone) at 2.0 effective bits; the plan's bits are
 // recounted independently from plan.json + UnitEffectiveBits, and its unit count
 // and FP16 parameters from the model's config.json.
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
 
 #include "common/base/files.h"
+#include "common/config/run_config.h"
 #include "common/plan/action.h"
 #include "common/plan/effective_bits.h"
 #include "common/testing/test_paths.h"
@@ -109,6 +111,41 @@ TEST(BaselineCliTest, RealModelAtTwoBitsRecountsExactly) {
     EXPECT_GT(ppl, 1.0);
     EXPECT_LT(ppl, 1e4);
   }
+}
+
+// `eval --plan --tokens B:E` without --text measures [B, E) of the config's held-out
+// file: the same number as with that file named, and not the default range's.
+TEST(BaselineCliTest, EvalPlanTokensAlonePickAnotherRangeOfTheHeldOutFile) {
+  const testing::TestModel m = testing::RealModel();
+  const std::string windquant = testing::BinaryDir() + "/cli/windquant";
+  const std::string tmp = ::testing::TempDir() + "/baseline_cli_eval_tokens";
+  std::filesystem::remove_all(tmp);
+  std::filesystem::create_directories(tmp);
+  const std::string common = " --config " + m.config + " --set quant.cache_dir=" + tmp + "/cache";
+  int rc = 0;
+  std::string out = RunCommand(windquant + " baseline" + common +
+                                   " --method uniform --action 2 --no-eval --out " + tmp +
+                                   "/plan 2>&1",
+                               &rc);
+  ASSERT_EQ(rc, 0) << out;
+  const auto cfg = config::LoadRunConfig(m.config, {});
+  ASSERT_TRUE(cfg.ok()) << cfg.status();
+  const base::TextRange& heldout = cfg->evaluation.heldout;
+  const std::string later = std::to_string(heldout.tokens[0] + 1000) + ":" +
+                            std::to_string(heldout.tokens[0] + 5096);
+  auto ppl = [&](const std::string& flags) {
+    const std::string cmd = windquant + " eval" + common + " --plan " + tmp +
+                            "/plan/plan.json --json --max-tokens 4096" + flags + " 2>/dev/null";
+    int code = 0;
+    const std::string text = RunCommand(cmd, &code);
+    EXPECT_EQ(code, 0) << cmd << "\n" << text;
+    return code == 0 ? nlohmann::json::parse(text)["perplexity"].get<double>() : 0.0;
+  };
+  const double alone = ppl(" --tokens " + later);
+  const double named = ppl(" --text " + heldout.text + " --tokens " + later);
+  EXPECT_GT(alone, 1.0);
+  EXPECT_NEAR(alone, named, 1e-9 * named);  // one process' code on the same ids
+  EXPECT_GT(std::abs(alone - ppl("")), 1e-6 * alone) << "--tokens was ignored";
 }
 
 // `--method search --evals N`: N plans measured on the selection slice, the
