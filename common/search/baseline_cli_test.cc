@@ -123,16 +123,16 @@ TEST(BaselineCliTest, EvalPlanTokensAlonePickAnotherRangeOfTheHeldOutFile) {
   std::filesystem::create_directories(tmp);
   const std::string common = " --config " + m.config + " --set quant.cache_dir=" + tmp + "/cache";
   int rc = 0;
-  std::string out = RunCommand(windquant + " baseline" + common +
-                                   " --method uniform --action 2 --no-eval --out " + tmp +
-                                   "/plan 2>&1",
-                               &rc);
+  std::string out =
+      RunCommand(windquant + " baseline" + common +
+                     " --method uniform --action 2 --no-eval --out " + tmp + "/plan 2>&1",
+                 &rc);
   ASSERT_EQ(rc, 0) << out;
   const auto cfg = config::LoadRunConfig(m.config, {});
   ASSERT_TRUE(cfg.ok()) << cfg.status();
   const base::TextRange& heldout = cfg->evaluation.heldout;
-  const std::string later = std::to_string(heldout.tokens[0] + 1000) + ":" +
-                            std::to_string(heldout.tokens[0] + 5096);
+  const std::string later =
+      std::to_string(heldout.tokens[0] + 1000) + ":" + std::to_string(heldout.tokens[0] + 5096);
   auto ppl = [&](const std::string& flags) {
     const std::string cmd = windquant + " eval" + common + " --plan " + tmp +
                             "/plan/plan.json --json --max-tokens 4096" + flags + " 2>/dev/null";
