@@ -461,8 +461,8 @@ void BenchStories(const Options& o, const Limits& lim) {
   if (static_cast<int64_t>(calib_ids.size()) > cfg->evaluation.calib_slice_tokens) {
     calib_ids.resize(cfg->evaluation.calib_slice_tokens);
   }
-  std::vector<int32_t> eval_ids =
-      OrDie(base::ReadTextRange(cfg->evaluation.selection, "evaluation.selection", encode));
+  std::vector<int32_t> eval_ids = OrDie(base::ReadWindows(
+      cfg->evaluation.selection, "evaluation.selection", encode, cfg->evaluation.context - 1));
 
   // Limit: the plain FP forward over the same ids (best of two passes after a warm-up,
   // so a busy moment on a shared machine does not lower the limit).

@@ -33,8 +33,9 @@ absl::StatusOr<std::unique_ptr<EvaluatorNode>> EvaluatorNode::Create(
   // EvaluatePlan's final numbers.
   WQ_ASSIGN_OR_RETURN(std::vector<int32_t> calib,
                       base::ReadTextRange(c.calibration.range(), "calibration", encode));
-  WQ_ASSIGN_OR_RETURN(std::vector<int32_t> eval,
-                      base::ReadTextRange(c.selection, "evaluation.selection", encode));
+  WQ_ASSIGN_OR_RETURN(
+      std::vector<int32_t> eval,
+      base::ReadWindows(c.selection, "evaluation.selection", encode, c.context - 1));
   PipelineEvaluatorOptions po;
   po.compute = c.compute;
   po.context = c.context;

@@ -16,10 +16,12 @@ namespace {
 
 absl::StatusOr<std::vector<int32_t>> SelectionIds(const quant::QuantizationSession& session,
                                                   const base::TextRange& selection_range) {
-  return base::ReadTextRange(selection_range, "evaluation.selection",
-                             [&tok = session.tokenizer()](std::string_view text) {
-                               return tok.Encode(text, /*add_bos=*/false);
-                             });
+  return base::ReadWindows(
+      selection_range, "evaluation.selection",
+      [&tok = session.tokenizer()](std::string_view text) {
+        return tok.Encode(text, /*add_bos=*/false);
+      },
+      session.options().context - 1);
 }
 
 // A plan's perplexity on `ids` (which must outlive it).

@@ -58,6 +58,9 @@ void AddUniformAnchors(const plan::UnitTable& table, learner::FinishOptions* opt
 
 int64_t SelectionTokens(const config::RunConfig& c) {
   const std::vector<int64_t>& r = c.evaluation.selection.tokens;
+  if (c.evaluation.selection.windows > 0) {
+    return c.evaluation.selection.windows * (c.evaluation.context - 1);
+  }
   if (r.size() == 2 && r[1] > r[0]) return r[1] - r[0];
   return int64_t{c.evaluation.context} * std::max(1, c.evaluation.batch);
 }

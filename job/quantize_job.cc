@@ -238,9 +238,9 @@ absl::StatusOr<EvaluationSlices> Slices(const config::RunConfig& cfg,
   WQ_ASSIGN_OR_RETURN(
       std::vector<int32_t> calibration,
       base::ReadTextRange(config::CalibrationRange(cfg.calibration), "calibration", encode));
-  WQ_ASSIGN_OR_RETURN(
-      std::vector<int32_t> selection,
-      base::ReadTextRange(cfg.evaluation.selection, "evaluation.selection", encode));
+  WQ_ASSIGN_OR_RETURN(std::vector<int32_t> selection,
+                      base::ReadWindows(cfg.evaluation.selection, "evaluation.selection", encode,
+                                        cfg.evaluation.context - 1));
   return SliceEvaluationText(cfg.evaluation, std::move(calibration), std::move(selection),
                              session.eval_ids());
 }

@@ -248,8 +248,11 @@ void AddTrainingJson(const QuantizeReport& r, json* report) {
 }
 
 std::string RoleText(const base::TextRange& r) {
-  return r.tokens[1] == 0 ? absl::StrFormat("%s tokens [%d, end)", r.text, r.tokens[0])
-                          : absl::StrFormat("%s tokens [%d, %d)", r.text, r.tokens[0], r.tokens[1]);
+  std::string text = r.tokens[1] == 0
+                         ? absl::StrFormat("%s tokens [%d, end)", r.text, r.tokens[0])
+                         : absl::StrFormat("%s tokens [%d, %d)", r.text, r.tokens[0], r.tokens[1]);
+  if (r.windows > 0) absl::StrAppendFormat(&text, ", %d windows spread over it", r.windows);
+  return text;
 }
 
 std::string SliceNote(const QuantizeReport& r) {

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/base/files.h"
+#include "common/base/status_macros.h"
 
 namespace windquant::base {
 
@@ -35,6 +36,26 @@ absl::StatusOr<std::vector<int32_t>> ReadTextRange(const TextRange& range, const
   }
   if (text_sha256 != nullptr) *text_sha256 = base::Sha256Hex(*text);
   return CutTokenRange(encode(*text), range.tokens, absl::StrCat(key, ".tokens"));
+}
+
+absl::StatusOr<std::vector<int32_t>> ReadWindows(const TextRange& range, const std::string& key,
+                                                 const TextEncoder& encode, int64_t window) {
+  WQ_ASSIGN_OR_RETURN(std::vector<int32_t> ids, ReadTextRange(range, key, encode));
+  const int64_t k = range.windows;
+  if (k == 0) return ids;
+  const auto n = static_cast<int64_t>(ids.size());
+  if (k < 0 || window < 1 || k > n / window) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        key, ".windows: ", k, " windows of ", window, " tokens do not fit in the range's ", n,
+        " tokens (at most ", window < 1 ? 0 : n / window, ")"));
+  }
+  std::vector<int32_t> out;
+  out.reserve(static_cast<size_t>(k * window));
+  for (int64_t i = 0; i < k; ++i) {
+    const int64_t begin = k == 1 ? 0 : i * (n - window) / (k - 1);  // k * window <= n: disjoint
+    out.insert(out.end(), ids.begin() + begin, ids.begin() + begin + window);
+  }
+  return out;
 }
 
 }  // namespace windquant::base

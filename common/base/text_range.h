@@ -25,6 +25,9 @@ namespace windquant::base {
 struct TextRange {
   std::string text;                      // UTF-8 text file
   std::vector<int64_t> tokens = {0, 0};  // [begin, end); end 0 = end of text
+  // > 0: only this many evaluation windows, spread evenly over [begin, end)
+  // (ReadWindows); 0: the whole range, consecutive.
+  int64_t windows = 0;
 };
 
 // Text to ids without BOS (model::Tokenizer::Encode(text, false)).
@@ -44,6 +47,15 @@ absl::StatusOr<std::vector<int32_t>> CutTokenRange(std::vector<int32_t> ids,
 absl::StatusOr<std::vector<int32_t>> ReadTextRange(const TextRange& range, const std::string& key,
                                                    const TextEncoder& encode,
                                                    std::string* text_sha256 = nullptr);
+
+// ReadTextRange, then with range.windows = k > 0 only k windows of `window` ids
+// (an evaluation's context - 1), spread evenly over the range's ids (the first at
+// its start, the last at its end) and concatenated: an evaluation that cuts
+// consecutive windows of `window` ids reads exactly those. A range ordered by
+// document (a book's census list first) is then sampled whole, not by its first
+// pages. INVALID_ARGUMENT naming "<key>.windows" when k windows do not fit.
+absl::StatusOr<std::vector<int32_t>> ReadWindows(const TextRange& range, const std::string& key,
+                                                 const TextEncoder& encode, int64_t window);
 
 }  // namespace windquant::base
 

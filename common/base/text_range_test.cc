@@ -55,5 +55,34 @@ TEST(TextRangeTest, ReadsTheFileAndNamesTheRoleOnErrors) {
   std::remove(path.c_str());
 }
 
+// windows: k windows of `window` ids, the first at the range's start, the last at
+// its end, evenly spaced between; 0 keeps the whole range.
+TEST(TextRangeTest, WindowsAreSpreadEvenlyOverTheRange) {
+  const std::string path =
+      (std::filesystem::temp_directory_path() / "wq_text_range_windows_test.txt").string();
+  std::ofstream(path) << "0123456789abcdefghijklmnopqrstuvwxyz";
+  auto read = [&](int64_t windows, int64_t window) {
+    return ReadWindows(TextRange{path, {2, 22}, windows}, "evaluation.selection", Bytes, window);
+  };
+  auto whole = read(0, 3);  // [2, 22): "23456789abcdefghijkl"
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  EXPECT_EQ(*whole, Bytes("23456789abcdefghijkl"));
+  auto four = read(4, 3);  // starts 0, 5, 11, 17 of 20 ids
+  ASSERT_TRUE(four.ok()) << four.status();
+  EXPECT_EQ(*four, Bytes("234789defjkl"));
+  auto one = read(1, 5);
+  ASSERT_TRUE(one.ok());
+  EXPECT_EQ(*one, Bytes("23456"));
+  auto packed = read(5, 4);  // 5 x 4 = 20: the whole range, consecutive
+  ASSERT_TRUE(packed.ok());
+  EXPECT_EQ(*packed, *whole);
+  EXPECT_THAT(read(6, 4), StatusIs(absl::StatusCode::kInvalidArgument,
+                                   "evaluation.selection.windows: 6 windows of 4 tokens do not "
+                                   "fit in the range's 20 tokens (at most 5)"));
+  EXPECT_THAT(read(-1, 4), StatusIs(absl::StatusCode::kInvalidArgument,
+                                    "evaluation.selection.windows: -1 windows"));
+  std::remove(path.c_str());
+}
+
 }  // namespace
 }  // namespace windquant::base

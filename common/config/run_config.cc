@@ -42,6 +42,7 @@ void VisitFields(V& v, RunConfig& c) {
   v.Field("calibration.seed", &c.calibration.seed);
   v.Field("evaluation.selection.text", &c.evaluation.selection.text);
   v.Field("evaluation.selection.tokens", &c.evaluation.selection.tokens);
+  v.Field("evaluation.selection.windows", &c.evaluation.selection.windows);
   v.Field("evaluation.heldout.text", &c.evaluation.heldout.text);
   v.Field("evaluation.heldout.tokens", &c.evaluation.heldout.tokens);
   v.Field("evaluation.context", &c.evaluation.context);

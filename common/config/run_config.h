@@ -36,7 +36,10 @@ using CalibrationConfig = quant::CalibrationOptions;
 // Episode-end evaluation of a plan (DESIGN.md section 4) and the final numbers.
 struct EvaluationConfig {
   // The selection slice: the perplexity of the episode-end reward and the
-  // choice of the returned plan (RL and the search baseline alike).
+  // choice of the returned plan (RL and the search baseline alike). With
+  // selection.windows k > 0, k windows of context - 1 tokens spread evenly over
+  // selection.tokens (base::ReadWindows), so that a text ordered by document is
+  // sampled whole.
   base::TextRange selection;
   // Held-out text: only final numbers (report, `baseline`, `eval --config`).
   base::TextRange heldout;

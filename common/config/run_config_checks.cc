@@ -110,10 +110,22 @@ absl::Status ValidateModelAndText(const RunConfig& c) {
   WQ_RETURN_IF_ERROR(
       Check(!c.evaluation.selection.text.empty(), "evaluation.selection.text", "is required"));
   WQ_RETURN_IF_ERROR(CheckTokenRange(c.evaluation.selection.tokens, "evaluation.selection.tokens"));
+  const int64_t windows = c.evaluation.selection.windows;
+  WQ_RETURN_IF_ERROR(Check(windows >= 0, "evaluation.selection.windows", "must be >= 0"));
   WQ_RETURN_IF_ERROR(
       Check(!c.evaluation.heldout.text.empty(), "evaluation.heldout.text", "is required"));
   WQ_RETURN_IF_ERROR(CheckTokenRange(c.evaluation.heldout.tokens, "evaluation.heldout.tokens"));
   WQ_RETURN_IF_ERROR(Check(c.evaluation.context >= 2, "evaluation.context", "must be >= 2"));
+  const std::vector<int64_t>& selection = c.evaluation.selection.tokens;
+  const int64_t window = c.evaluation.context - 1;
+  if (windows > 0 && selection[1] != 0) {  // to the end of the text: checked when it is read
+    WQ_RETURN_IF_ERROR(Check(windows <= (selection[1] - selection[0]) / window,
+                             "evaluation.selection.windows",
+                             absl::StrCat(windows, " windows of ", window,
+                                          " tokens (evaluation.context - 1) do not fit in "
+                                          "evaluation.selection.tokens ",
+                                          RangeText(selection))));
+  }
   WQ_RETURN_IF_ERROR(
       Check(c.evaluation.calib_slice_tokens > 0, "evaluation.calib_slice_tokens", "must be > 0"));
   WQ_RETURN_IF_ERROR(Check(c.evaluation.batch > 0, "evaluation.batch", "must be > 0"));

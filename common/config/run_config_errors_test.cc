@@ -63,6 +63,20 @@ TEST(RunConfigErrorsTest, HiddenStatesAreGrpcOrNccl) {
             "run.yaml: service.hidden_states: 'shm', must be grpc or nccl");
 }
 
+// error-case: config.selection-windows
+TEST(RunConfigErrorsTest, SelectionWindowsMustBeNonNegativeAndFitTheirRange) {
+  const std::string ranged = "evaluation.selection.tokens=[1000,2016]";  // 1016 = 4 x 254 + 0
+  EXPECT_EQ(ErrorOf(kMinimal, {ranged, "evaluation.context=255", "evaluation.selection.windows=4"}),
+            "");
+  EXPECT_EQ(ErrorOf(kMinimal, {ranged, "evaluation.context=255", "evaluation.selection.windows=5"}),
+            "run.yaml: evaluation.selection.windows: 5 windows of 254 tokens (evaluation.context "
+            "- 1) do not fit in evaluation.selection.tokens [1000, 2016)");
+  EXPECT_EQ(ErrorOf(kMinimal, {"evaluation.selection.windows=-1"}),
+            "run.yaml: evaluation.selection.windows: must be >= 0");
+  // To the end of the text (end 0): checked when the text is read (base::ReadWindows).
+  EXPECT_EQ(ErrorOf(kMinimal, {"evaluation.selection.windows=100000"}), "");
+}
+
 // error-case: config.set-empty-value
 TEST(RunConfigErrorsTest, SetWithAnEmptyValueIsRefused) {
   EXPECT_EQ(ErrorOf(kMinimal, {"quant.chunk_size="}), "--set quant.chunk_size=: empty value");

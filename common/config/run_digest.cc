@@ -19,6 +19,8 @@ std::string RunDefiningText(const RunConfig& config) {
     // float32 runs keep the digest and fingerprint they had before model.compute_dtype
     // existed (their checkpoints still resume); a bfloat16 run is another run.
     if (line == "model.compute_dtype=float32") continue;
+    // So do runs on a consecutive selection slice (evaluation.selection.windows 0).
+    if (line == "evaluation.selection.windows=0") continue;
     absl::StrAppend(&kept, line, "\n");
   }
   return kept;

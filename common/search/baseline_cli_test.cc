@@ -226,13 +226,14 @@ TEST(BaselineCliTest, MeasuredProxyMeasuresEveryLinearAtEveryAction) {
   const std::string tmp = ::testing::TempDir() + "/baseline_cli_measured_test";
   std::filesystem::remove_all(tmp);
   std::filesystem::create_directories(tmp);  // --out's parent (only the leaf is created)
-  // 8 windows of the config's selection slice: ~4x fewer tokens per measured plan.
-  const std::string selection = m.stories260k ? "[131072,133112]" : "[0,1016]";
+  // 8 windows spread over the config's selection slice (evaluation.selection.windows):
+  // ~4x fewer tokens per measured plan.
+  const auto cfg = config::LoadRunConfig(m.config, {});
+  ASSERT_TRUE(cfg.ok()) << cfg.status();
   const std::string cmd = windquant + " baseline --config " + m.config +
                           " --method measured --rounds 1 --bits 2.4 --out " + tmp +
                           "/plan --json --no-eval --set quant.cache_dir=" + tmp +
-                          "/cache --set 'evaluation.selection.tokens=" + selection +
-                          "' 2>/dev/null";
+                          "/cache --set evaluation.selection.windows=8 2>/dev/null";
   int rc = 0;
   const std::string stdout_text = RunCommand(cmd, &rc);
   ASSERT_EQ(rc, 0) << cmd << "\n" << stdout_text;
@@ -242,6 +243,7 @@ TEST(BaselineCliTest, MeasuredProxyMeasuresEveryLinearAtEveryAction) {
   const nlohmann::json config = nlohmann::json::parse(*base::ReadFile(m.dir + "/config.json"));
   const int64_t linears = 7 * config["num_hidden_layers"].get<int64_t>();
   EXPECT_EQ(q["linears"].get<int64_t>(), linears);
+  EXPECT_EQ(q["selection_tokens"].get<int64_t>(), 8 * (cfg->evaluation.context - 1));
   // Uniform 2-bit (2.35 bits) is the anchor: 6 other actions per linear, then the plan.
   EXPECT_EQ(q["evaluations"].get<int64_t>(), 1 + 6 * linears + 1);
   EXPECT_LE(q["selection_ppl"].get<double>(), q["anchor_selection_ppl"][0].get<double>());
