@@ -110,6 +110,8 @@ def report(a, action, seeds):
     for name, label in [("measured", "measured proxy (`--method measured`)"),
                         ("lagrange", "Lagrangian on the rounding proxy"),
                         ("random-0", "random (seed 0)")]:
+        if any(name not in r["rows"] for r in done.values()):
+            continue  # --random 0
         ratios = [r["rows"][name]["perplexity"] / r["rows"]["uniform"]["perplexity"]
                   for r in done.values()]
         lo, hi = DOC.bootstrap_interval(ratios, rng)
