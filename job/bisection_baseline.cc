@@ -75,6 +75,7 @@ absl::StatusOr<BisectionResult> BisectBits(const BisectionOptions& o,
                                               o.max_ppl_increase)) {
       have_best = true;
       out.actions = p.actions;
+      out.target_bits = b;
       out.bits = p.bits;
       out.degradation = p.degradation;
     }

@@ -69,6 +69,7 @@ struct BisectionStep {
 
 struct BisectionResult {
   std::vector<int> actions;  // the best probe's plan (QualityTargetBetter)
+  double target_bits = 0;    // the best probe's b (its method builds `actions` again at it)
   double bits = 0;
   double degradation = 0;
   bool within_epsilon = false;

@@ -90,6 +90,9 @@ TEST(BisectBitsTest, RepeatedPlansCostNothingAndTheUpperEndIsThePlansBits) {
   auto r = BisectBits(Options(100, 1e-3), grid);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_DOUBLE_EQ(r->bits, kThreshold);
+  // The best probe's b builds the returned plan again (RL's start in the quality-target mode).
+  EXPECT_DOUBLE_EQ(std::floor(r->target_bits / 0.25) * 0.25, r->bits);
+  EXPECT_GE(r->target_bits, r->bits);
   EXPECT_EQ(r->evaluations, measured);
   EXPECT_LE(r->evaluations, 100);
 }

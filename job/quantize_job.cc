@@ -95,7 +95,8 @@ absl::StatusOr<SearchResult> Search(const plan::UnitTable& table, double target,
 
 // The quality-target mode's bisections over bits to epsilon under `cap`
 // (bisection_baseline.h), each with the RL run's count of real evaluations on
-// the selection slice; their plans become rows of out->plans.
+// the selection slice; their plans become rows of out->plans. The Lagrangian
+// one is RL's start, measured before training (StartBisection).
 absl::Status Bisections(const plan::UnitTable& table, const RowSettings& at,
                         rl::LocalPlanEvaluator& evaluator, const EvaluationSlices& slices,
                         const base::LogSink& log, QuantizeResult* out) {
@@ -104,9 +105,7 @@ absl::Status Bisections(const plan::UnitTable& table, const RowSettings& at,
     return r.perplexity;
   };
   const double fp = evaluator.fp_eval_ppl();  // the selection slice's, as RL's d
-  WQ_ASSIGN_OR_RETURN(out->lagrange_bisect,
-                      LagrangeBisect(table, at.cap, at.max_ppl_increase, out->rl_evaluations, fp,
-                                     on_selection, log));
+  out->lagrange_bisect = out->rl_start;       // RL's start (StartBisection) is this row
   WQ_ASSIGN_OR_RETURN(out->screened_bisect,
                       ScreenedBisect(table, at.cap, at.max_ppl_increase, out->rl_evaluations, fp,
                                      at.seed, at.screen, on_selection, log));
@@ -245,6 +244,56 @@ absl::StatusOr<EvaluationSlices> Slices(const config::RunConfig& cfg,
                              session.eval_ids());
 }
 
+// The plan evaluator of the final rows (and of RL's start) over the session's fits.
+absl::StatusOr<std::unique_ptr<rl::LocalPlanEvaluator>> MakeEvaluator(
+    const config::RunConfig& cfg, const quant::QuantizationSession& session,
+    const EvaluationSlices& slices) {
+  rl::LocalEvaluatorOptions lo;
+  lo.context = cfg.evaluation.context;
+  lo.batch = cfg.evaluation.batch;
+  return rl::LocalPlanEvaluator::Create(&session.model(), &session.fits(), &session.table(),
+                                        slices.calibration, slices.selection, lo);
+}
+
+// The quality-target mode's start (docs/lagrange.md): the Lagrangian
+// bisection to epsilon under the cap (LagrangeBisect, budget
+// kStartBisectEvaluations: it stops on the table's bit step long before),
+// measured on the selection slice before training. When it found a plan within
+// epsilon, its probe's bits become RL's cap in `rl_cfg` (every curriculum target
+// above them comes down to them), so the warm start clones that very plan and
+// the policy starts where d is near epsilon instead of at the user's cap; the
+// budget-pricing reward then has something to trade (λ settles). The result is
+// also the report's "lagrange-bisect" row.
+constexpr int64_t kStartBisectEvaluations = 64;
+
+absl::StatusOr<BisectionResult> StartBisection(const config::RunConfig& cfg,
+                                               const quant::QuantizationSession& session,
+                                               const EvaluationSlices& slices,
+                                               const base::LogSink& log,
+                                               config::RunConfig* rl_cfg) {
+  WQ_ASSIGN_OR_RETURN(auto evaluator, MakeEvaluator(cfg, session, slices));
+  const PlanMeasure on_selection = [&](const std::vector<int>& actions) -> absl::StatusOr<double> {
+    WQ_ASSIGN_OR_RETURN(model::PerplexityResult r, evaluator->Measure(actions, slices.selection));
+    return r.perplexity;
+  };
+  const double cap = cfg.curriculum.target_bits.back();
+  WQ_ASSIGN_OR_RETURN(
+      BisectionResult r,
+      LagrangeBisect(session.table(), cap, cfg.lagrange.max_ppl_increase(), kStartBisectEvaluations,
+                     evaluator->fp_eval_ppl(), on_selection, log));
+  if (!r.within_epsilon) {
+    log(absl::StrFormat("quantize: RL starts at the cap %g (no Lagrangian plan within epsilon)",
+                        cap));
+    return r;
+  }
+  for (double& t : rl_cfg->curriculum.target_bits) t = std::min(t, r.target_bits);
+  log(absl::StrFormat(
+      "quantize: RL starts from the Lagrangian bisection's plan: %.4f bits (d %.4f), its cap "
+      "%.4f bits (the run's %g)",
+      r.bits, r.degradation, r.target_bits, cap));
+  return r;
+}
+
 // The run in the store (output.store): a new one, or with --resume the one
 // found again (its checkpoint restored when output.dir has none).
 absl::StatusOr<std::unique_ptr<learner::RunPublisher>> OpenStore(const config::RunConfig& cfg,
@@ -313,6 +362,7 @@ QuantizeReport MakeReport(const config::RunConfig& cfg, const plan::UnitTable& t
     report.search = &out.search;
     report.screened_search = &out.screened_search;
   }
+  if (cfg.lagrange.quality_target()) report.rl_start = &out.rl_start;
   if (out.bisected) {
     report.lagrange_bisect = &out.lagrange_bisect;
     report.screened_bisect = &out.screened_bisect;
@@ -336,14 +386,21 @@ absl::StatusOr<QuantizeResult> RunQuantizeJob(const config::RunConfig& cfg,
   WQ_ASSIGN_OR_RETURN(std::unique_ptr<learner::RunPublisher> publisher,
                       OpenStore(cfg, options, log));
   if (publisher != nullptr) out.store_run = publisher->Describe();
+  config::RunConfig rl_cfg = cfg;
+  if (cfg.lagrange.quality_target()) {
+    if (!session->fitted()) WQ_RETURN_IF_ERROR(session->Fit());
+    WQ_ASSIGN_OR_RETURN(const EvaluationSlices slices, Slices(cfg, *session));
+    WQ_ASSIGN_OR_RETURN(out.rl_start, StartBisection(cfg, *session, slices, log, &rl_cfg));
+  }
   ActorFits actor_fits;
   const auto train_start = std::chrono::steady_clock::now();
-  WQ_ASSIGN_OR_RETURN(rl::RunResult tr, Train(cfg, options, *session, out.checkpoint_dir, log,
+  WQ_ASSIGN_OR_RETURN(rl::RunResult tr, Train(rl_cfg, options, *session, out.checkpoint_dir, log,
                                               publisher.get(), &actor_fits));
   out.updates = tr.updates;
   out.lambda = tr.lambda;
   out.origin = ReturnedPlanOrigin(tr.best.source);
-  out.rl_evaluations = tr.real_evaluations;  // before a --resume too
+  // Cache misses before a --resume too, and RL's start in this process.
+  out.rl_evaluations = tr.real_evaluations + out.rl_start.evaluations;
   if (tr.stopped_early) {
     out.stopped_early = true;
     if (publisher != nullptr && !publisher->Flush(options.store_timeout)) {
@@ -362,12 +419,7 @@ absl::StatusOr<QuantizeResult> RunQuantizeJob(const config::RunConfig& cfg,
   const plan::UnitTable& table = session->table();
   const double prepare_s = Since(t0) - train_s;
   WQ_ASSIGN_OR_RETURN(const EvaluationSlices slices, Slices(cfg, *session));
-  rl::LocalEvaluatorOptions lo;
-  lo.context = cfg.evaluation.context;
-  lo.batch = cfg.evaluation.batch;
-  WQ_ASSIGN_OR_RETURN(auto evaluator,
-                      rl::LocalPlanEvaluator::Create(&session->model(), &session->fits(), &table,
-                                                     slices.calibration, slices.selection, lo));
+  WQ_ASSIGN_OR_RETURN(auto evaluator, MakeEvaluator(cfg, *session, slices));
   log(absl::StrFormat("quantize: FP PPL %.4f on the selection slice (%d tokens)",
                       evaluator->fp_eval_ppl(), slices.selection.size()));
   RowSettings at;

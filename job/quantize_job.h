@@ -85,7 +85,7 @@ struct QuantizeResult {
   // the selection slice.
   std::string origin;
   std::string returned = "rl";   // the row of `plans` returned (plan.json, export)
-  int64_t rl_evaluations = 0;    // real plan evaluations of the RL run (cache misses)
+  int64_t rl_evaluations = 0;    // real plan evaluations of the RL run (its start's included)
   SearchResult search;           // the search baseline (evaluations 0 when not run)
   SearchResult screened_search;  // the screened search (evaluations 0 when not run)
   // The quality-target mode's bisections over bits (bisection_baseline.h), rows
@@ -93,6 +93,10 @@ struct QuantizeResult {
   // with baselines, each with at most rl_evaluations real evaluations.
   bool bisected = false;
   BisectionResult lagrange_bisect, screened_bisect;
+  // The quality-target mode's start (also the lagrange-bisect row): the Lagrangian
+  // bisection to epsilon measured before training, whose plan RL starts from
+  // (docs/lagrange.md); evaluations 0 in the fixed-budget mode.
+  BisectionResult rl_start;
   std::string winner;         // "" when no plan is within the target
   bool have_heldout = false;  // the winner metric is the held-out PPL (else whole text)
   double lambda = 0;

@@ -137,6 +137,14 @@ json QualityTargetJson(const QuantizeReport& r) {
   q["lambda_per_update"] = lambdas;
   q["lambda_final"] = r.training->lambda;
   q["methods"] = MethodRowsJson(r);
+  if (r.rl_start != nullptr) {
+    const BisectionResult& b = *r.rl_start;
+    q["rl_start"] = {{"cap_bits", b.within_epsilon ? b.target_bits : r.target_bits},
+                     {"bits", b.bits},
+                     {"selection_degradation", b.degradation},
+                     {"within_epsilon", b.within_epsilon},
+                     {"evaluations", b.evaluations}};
+  }
   return q;
 }
 

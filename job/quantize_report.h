@@ -43,12 +43,14 @@ struct QuantizeReport {
   std::string winner;
   std::string origin;                    // the returned plan's origin (QuantizeResult::origin)
   std::string returned = "rl";           // the row of `plans` returned
-  int64_t rl_evaluations = 0;            // real plan evaluations of the RL run (cache misses)
+  int64_t rl_evaluations = 0;            // real plan evaluations of the RL run (its start's too)
   const SearchResult* search = nullptr;  // the search baseline's run (nullptr: not run)
   const SearchResult* screened_search = nullptr;  // the screened search's (nullptr: not run)
   // The quality-target mode's bisections (rows "lagrange-bisect", "screened-bisect").
   const BisectionResult* lagrange_bisect = nullptr;  // nullptr: not run
   const BisectionResult* screened_bisect = nullptr;
+  // The quality-target mode's start of RL (quantize_job.cc StartBisection); nullptr: none.
+  const BisectionResult* rl_start = nullptr;
   std::string exported;  // the fake-quant checkpoint's directory ("" = none)
   double prepare_s = 0, train_s = 0, total_s = 0;
 };
