@@ -14,6 +14,7 @@
 //    and the search rows measured at the RL plan's bits;
 //  * the bisections over bits to epsilon have their rows, each with at most
 //    the RL run's count of real evaluations, and compete for the returned plan;
+//    RL started from the Lagrangian one (report.json quality_target.rl_start);
 //  * report.html has the degradation chart with the epsilon line.
 // Needs the windquant binary (a build dependency) and the wq_test_model fixture.
 #include <sys/wait.h>
@@ -137,6 +138,17 @@ void ExpectTheBisectionRows(const json& report) {
     }
   }
   EXPECT_EQ(methods, 5);  // rl, search, screened-search and the two bisections
+  // RL started where the Lagrangian bisection ended (measured before training,
+  // counted in RL's evaluations): the same result, and RL's plan under its bits.
+  const json& start = q.at("rl_start");
+  const json& lagrange = report.at("lagrange_bisect");
+  EXPECT_NEAR(start.at("bits").get<double>(), lagrange.at("bits").get<double>(), 1e-12);
+  EXPECT_EQ(start.at("evaluations").get<int64_t>(), lagrange.at("evaluations").get<int64_t>());
+  ASSERT_TRUE(start.at("within_epsilon").get<bool>()) << start.dump();
+  const double start_cap = start.at("cap_bits").get<double>();
+  EXPECT_GE(start_cap, start.at("bits").get<double>() - 1e-12);
+  EXPECT_LT(start_cap, kCapBits);
+  EXPECT_LE(report.at("rl").at("bits").get<double>(), start_cap + 1e-9);
 }
 
 void ExpectTheQualityTargetReport(const json& report, const fs::path& out) {
