@@ -73,9 +73,10 @@ constexpr char kUsage[] =
     "                           perplexity is within (1 + E) x FP's (E = 0.02: 2 %);\n"
     "                           curriculum.target_bits becomes a cap and lambda prices the\n"
     "                           degradation (= --set lagrange.prices=target --set\n"
-    "                           lagrange.epsilon=E; docs/lagrange.md); with baselines,\n"
-    "                           rows lagrange-bisect and screened-bisect bisect the bits to\n"
-    "                           E with RL's count of real evaluations\n"
+    "                           lagrange.epsilon=E; docs/lagrange.md); RL starts from the\n"
+    "                           Lagrangian bisection of the bits to E (row lagrange-bisect);\n"
+    "                           with baselines, row screened-bisect bisects with the\n"
+    "                           screened search and RL's count of real evaluations\n"
     "  --stop-after-updates N   stop (checkpoint first) after N updates in this process,\n"
     "                           without the final evaluation (for time-boxed runs and tests)\n";
 

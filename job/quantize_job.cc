@@ -261,9 +261,9 @@ absl::StatusOr<std::unique_ptr<rl::LocalPlanEvaluator>> MakeEvaluator(
 // measured on the selection slice before training. When it found a plan within
 // epsilon, its probe's bits become RL's cap in `rl_cfg` (every curriculum target
 // above them comes down to them), so the warm start clones that very plan and
-// the policy starts where d is near epsilon instead of at the user's cap; the
-// budget-pricing reward then has something to trade (λ settles). The result is
-// also the report's "lagrange-bisect" row.
+// the policy starts where d is near epsilon instead of at the user's cap, where
+// λ's price of d - epsilon has something to trade. The result is also the
+// report's "lagrange-bisect" row.
 constexpr int64_t kStartBisectEvaluations = 64;
 
 absl::StatusOr<BisectionResult> StartBisection(const config::RunConfig& cfg,
