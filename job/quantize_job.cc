@@ -386,10 +386,11 @@ absl::StatusOr<QuantizeResult> RunQuantizeJob(const config::RunConfig& cfg,
   WQ_ASSIGN_OR_RETURN(std::unique_ptr<learner::RunPublisher> publisher,
                       OpenStore(cfg, options, log));
   if (publisher != nullptr) out.store_run = publisher->Describe();
+  // Read once (token ids, small): RL's start and the final rows measure on them.
+  WQ_ASSIGN_OR_RETURN(const EvaluationSlices slices, Slices(cfg, *session));
   config::RunConfig rl_cfg = cfg;
   if (cfg.lagrange.quality_target()) {
     if (!session->fitted()) WQ_RETURN_IF_ERROR(session->Fit());
-    WQ_ASSIGN_OR_RETURN(const EvaluationSlices slices, Slices(cfg, *session));
     WQ_ASSIGN_OR_RETURN(out.rl_start, StartBisection(cfg, *session, slices, log, &rl_cfg));
   }
   ActorFits actor_fits;
@@ -418,7 +419,6 @@ absl::StatusOr<QuantizeResult> RunQuantizeJob(const config::RunConfig& cfg,
   actor_fits = ActorFits();  // the actors' copies of the fits go
   const plan::UnitTable& table = session->table();
   const double prepare_s = Since(t0) - train_s;
-  WQ_ASSIGN_OR_RETURN(const EvaluationSlices slices, Slices(cfg, *session));
   WQ_ASSIGN_OR_RETURN(auto evaluator, MakeEvaluator(cfg, *session, slices));
   log(absl::StrFormat("quantize: FP PPL %.4f on the selection slice (%d tokens)",
                       evaluator->fp_eval_ppl(), slices.selection.size()));
