@@ -65,8 +65,6 @@ void VisitFields(V& v, RunConfig& c) {
   v.Field("lagrange.epsilon", &c.lagrange.epsilon);
   v.Field("lagrange.lambda_init", &c.lagrange.lambda_init);
   v.Field("lagrange.lambda_max", &c.lagrange.lambda_max);
-  v.Field("lagrange.kp", &c.lagrange.kp);
-  v.Field("lagrange.kd", &c.lagrange.kd);
   v.Field("ppo.hidden", &c.ppo.hidden);
   v.Field("ppo.learning_rate", &c.ppo.learning_rate);
   v.Field("ppo.clip_ratio", &c.ppo.clip_ratio);

@@ -175,8 +175,6 @@ absl::Status ValidateQuantEnvLagrange(const RunConfig& c) {
                            "budget)"));
   WQ_RETURN_IF_ERROR(Check(c.lagrange.eta >= 0, "lagrange.eta", "must be >= 0"));
   WQ_RETURN_IF_ERROR(Check(c.lagrange.lambda_max > 0, "lagrange.lambda_max", "must be > 0"));
-  WQ_RETURN_IF_ERROR(Check(c.lagrange.kp >= 0, "lagrange.kp", "must be >= 0"));
-  WQ_RETURN_IF_ERROR(Check(c.lagrange.kd >= 0, "lagrange.kd", "must be >= 0"));
   WQ_RETURN_IF_ERROR(
       Check(c.lagrange.lambda_init >= 0 && c.lagrange.lambda_init <= c.lagrange.lambda_max,
             "lagrange.lambda_init", "must be in [0, lambda_max]"));

@@ -11,22 +11,10 @@
 // g = d again and epsilon is the maximum d: lambda settles at the exchange
 // rate of bits for quality, the penalty lambda * (d - epsilon). lambda grows while g exceeds
 // epsilon and shrinks otherwise (EpisodeEndReward, episode_reward.h). Thread-compatible.
-//
-// With lagrange.kp or kd > 0 the batch's lambda is the PID Lagrangian's
-// (Stooke, Achiam, Abbeel 2020, "Responsive Safety in Reinforcement Learning
-// by PID Lagrangian Methods"): the update above is its integral term I, and
-// after PPO batch k, whose episodes' mean g - epsilon is e_k,
-//
-//   lambda_{k+1} = clip(I + kp * e_k + kd * max(0, e_k - e_{k-1}), 0, lambda_max)
-//
-// so the price answers a violation at once instead of only through the slow
-// integral, which overshoots when the policy answers the price updates later
-// (docs/lagrange.md). kp = kd = 0: lambda_{k+1} = I, the plain dual ascent.
 #ifndef WINDQUANT_COMMON_RL_LAGRANGE_H_
 #define WINDQUANT_COMMON_RL_LAGRANGE_H_
 
 #include <cstdint>
-#include <limits>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -69,64 +57,48 @@ class LagrangeMultiplier {
 // (the learner ran the update) makes the updated value lambda_{k+1}. So an
 // episode's reward does not depend on the order evaluations finish, only on
 // its batch. Candidate plans (reference, greedy) neither use nor move lambda.
-// With kp or kd > 0 (above) lambda_{k+1} also depends on the batch's mean
-// g - epsilon. Every lambda_k is kept with the integral and the previous
-// batch's mean error (24 bytes per PPO update), so that the owner can go back
-// to the batch a restarted learner resumes at (Rewind).
+// Every lambda_k is kept (8 bytes per PPO update), so that the owner can go
+// back to the batch a restarted learner resumes at (Rewind).
 // Thread-compatible.
 class BatchLambda {
  public:
   explicit BatchLambda(const LagrangeOptions& options)
-      : multiplier_(options),
-        history_{
-            {options.lambda_init, options.lambda_init, std::numeric_limits<double>::quiet_NaN()}} {}
+      : multiplier_(options), history_{multiplier_.lambda()} {}
 
   // The open batch: the PPO updates run so far.
   int64_t batch() const { return static_cast<int64_t>(history_.size()) - 1; }
   // lambda_k of the open batch k, for every episode of it.
-  double batch_lambda() const { return history_.back().lambda; }
-  // The next batch's lambda if the open batch ended after the g's observed so
-  // far (= batch_lambda() right after EndBatch).
-  double lambda() const;
+  double batch_lambda() const { return history_.back(); }
+  // The multiplier after the g's observed so far (= batch_lambda() right after EndBatch).
+  double lambda() const { return multiplier_.lambda(); }
   // What lambda() would be after Observe(g), without observing it: the next
   // batch's lambda when g is the last of its batch.
   double Preview(double constraint_value) const;
   // One constraint value g of an episode of the open batch.
-  void Observe(double constraint_value);
+  void Observe(double constraint_value) { multiplier_.Update(constraint_value); }
   // The batch is complete: the next batch uses the updated lambda. Returns it.
-  double EndBatch();
+  double EndBatch() {
+    history_.push_back(multiplier_.lambda());
+    return history_.back();
+  }
   // Back to the start of an earlier (or the open) batch, with its lambda and no
   // g observed: what a learner restarted from its checkpoint at `batch`
   // updates continues with. False (nothing changed) for a batch not reached.
   bool Rewind(int64_t batch);
-  // Continues at `batch` with `lambda` (as its integral too) when this owner
-  // never reached it (its state was lost): lambda_k of the batches in between
-  // are unknown (Rewind to them answers false).
+  // Continues at `batch` with `lambda` when this owner never reached it (its
+  // state was lost): lambda_k of the batches in between are unknown (Rewind to
+  // them answers false).
   void Adopt(int64_t batch, double lambda);
   const LagrangeOptions& options() const { return multiplier_.options(); }
 
   // The whole state as text (exact: doubles in hexadecimal), for the owner's
-  // file; Parse answers INVALID_ARGUMENT for text Serialize did not write
-  // (and reads the state an owner before kp and kd wrote, "lambda-v1").
+  // file; Parse answers INVALID_ARGUMENT for text Serialize did not write.
   std::string Serialize() const;
   absl::Status Parse(std::string_view text);
 
  private:
-  // At the start of batch k: lambda_k, the integral I and e_{k-1} (NaN = unknown).
-  struct BatchStart {
-    double lambda;
-    double integral;
-    double previous_error;
-  };
-  void ClearErrors() {
-    error_sum_ = 0;
-    error_count_ = 0;
-  }
-
-  LagrangeMultiplier multiplier_;    // the integral I (kp = kd = 0: all of lambda)
-  double error_sum_ = 0;             // sum of the open batch's g - epsilon
-  int64_t error_count_ = 0;          // g's observed in the open batch
-  std::vector<BatchStart> history_;  // batches 0 .. k (the open one)
+  LagrangeMultiplier multiplier_;
+  std::vector<double> history_;  // lambda_0 .. lambda_k of the open batch k; NaN = unknown
 };
 
 }  // namespace windquant::rl

@@ -3,9 +3,7 @@
 // are validated once, in common/config/run_config.cc).
 //
 // lambda <- clip(lambda + eta * (g - epsilon), 0, lambda_max) for each sampled
-// episode's constraint value g, plus optional proportional and derivative
-// terms on each batch's mean g - epsilon (kp, kd: the PID Lagrangian;
-// common/rl/lagrange.h, docs/lagrange.md):
+// episode's constraint value g (common/rl/lagrange.h, docs/lagrange.md):
 //   prices: quality  g = d, the relative PPL increase; lambda scales the
 //                    penalty lambda * d (any budget_mode)
 //   prices: budget   g = bits - target; lambda is the reward price of one bit over
@@ -29,8 +27,6 @@ struct LagrangeOptions {
   double epsilon = 0.05;           // lagrange.epsilon (prices target: the maximum d)
   double lambda_init = 1.0;        // lagrange.lambda_init, in [0, lambda_max]
   double lambda_max = 100.0;       // lagrange.lambda_max
-  double kp = 0.0;                 // lagrange.kp, >= 0: proportional gain (0: pure dual ascent)
-  double kd = 0.0;                 // lagrange.kd, >= 0: derivative gain on the rise of g
 
   // The quality-target mode (prices: target, `quantize --max-ppl-increase`).
   bool quality_target() const { return prices == "target"; }
