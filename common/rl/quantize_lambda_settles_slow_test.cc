@@ -12,11 +12,8 @@
 // (their mean d over those updates in [0.5, 2.5] epsilon; measured 0.9-1.5).
 // About 10 minutes on one thread: label slow.
 // Needs the windquant binary (a build dependency) and the wq_test_model fixture.
-#include <unistd.h>
-
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -24,6 +21,8 @@
 #include "absl/strings/str_cat.h"
 #include "common/base/files.h"
 #include "common/config/run_config.h"
+#include "common/testing/scoped_test_dir.h"
+#include "common/testing/shell.h"
 #include "common/testing/test_paths.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -81,15 +80,14 @@ TEST(QuantizeLambdaSettlesTest, TheMultiplierSettlesWithThePlansNearEpsilon) {
   const testing::TestModel m = testing::RealModel();
   const std::string windquant = (fs::path(testing::BinaryDir()) / "cli/windquant").string();
   ASSERT_TRUE(fs::exists(windquant)) << windquant << " not built";
-  const fs::path tmp =
-      fs::path(::testing::TempDir()) / ("wq_lambda_settles_" + std::to_string(getpid()));
-  fs::remove_all(tmp);
-  fs::create_directories(tmp);
+  const testing::ScopedTestDir dir("wq_lambda_settles");
+  const fs::path tmp = dir.path();
   std::string command;
-  for (const std::string& a : QuantizeArgv(windquant, m, tmp))
-    absl::StrAppend(&command, "'", a, "' ");
-  absl::StrAppend(&command, ">'", (tmp / "log").string(), "' 2>&1");
-  ASSERT_EQ(std::system(command.c_str()), 0) << base::ReadFile((tmp / "log").string()).value_or("");
+  for (const std::string& a : QuantizeArgv(windquant, m, tmp)) {
+    absl::StrAppend(&command, testing::ShellQuote(a), " ");
+  }
+  const testing::CommandOutput run = testing::RunInDir(dir.path(), command, /*timeout_s=*/1500);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
 
   const json report = json::parse(base::ReadFile((tmp / "out/report.json").string()).value());
   const std::vector<double> lambda =
@@ -116,7 +114,6 @@ TEST(QuantizeLambdaSettlesTest, TheMultiplierSettlesWithThePlansNearEpsilon) {
   EXPECT_GT(std::fabs(mean - kLambdaInit), kBand * kLambdaInit) << trace;
   EXPECT_GE(mean_d, 0.5 * kEpsilon) << trace;
   EXPECT_LE(mean_d, 2.5 * kEpsilon) << trace;
-  fs::remove_all(tmp);
 }
 
 }  // namespace
