@@ -96,6 +96,10 @@ absl::StatusOr<BisectionResult> LagrangeBisect(const plan::UnitTable& table, dou
                                                double max_ppl_increase, int64_t rl_evaluations,
                                                double fp_selection_ppl, const PlanMeasure& measure,
                                                const base::LogSink& log);
+// The quality-target mode's start (learner/run_start.h, docs/lagrange.md) is
+// LagrangeBisect under the run's cap with this budget, which the table's bit
+// step ends long before (job/learner_options.h RunStartOf).
+inline constexpr int64_t kStartBisectEvaluations = 64;
 // ScreenedBisect's probes screen `screen` (> 1, else INVALID_ARGUMENT) proposals per measurement
 // (ScreenedSearchScreen of RL's training.screen_samples).
 absl::StatusOr<BisectionResult> ScreenedBisect(const plan::UnitTable& table, double cap_bits,

@@ -146,7 +146,7 @@ absl::Status ClearJobState(const config::RunConfig& config) {
   const std::filesystem::path dir(config.output.dir);
   std::error_code ec;
   for (const char* name : {"checkpoint", "unit_table.pb", "unit_table.pb.sha256", "plans.jsonl",
-                           "status.txt", "evaluator-queue", "held-episodes"}) {
+                           "status.txt", "evaluator-queue", "held-episodes", "rl_start.json"}) {
     std::filesystem::remove_all(dir / name, ec);
     if (ec) {
       return absl::InternalError(absl::StrCat((dir / name).string(), ": ", ec.message()));

@@ -88,7 +88,8 @@ absl::StatusOr<std::pair<quant::StageFits, quant::ActivationStats>> MergeActorFi
     const ActorFits& fits);
 
 // Removes the job's run state under output.dir (the learner's checkpoint,
-// unit_table.pb, plans.jsonl, status.txt and the evaluator's queue) so that
+// unit_table.pb, plans.jsonl, status.txt, the quality-target start
+// rl_start.json and the evaluator's queue) so that
 // the next job starts fresh instead of resuming.
 absl::Status ClearJobState(const config::RunConfig& config);
 

@@ -348,5 +348,62 @@ TEST(InProcessJobTest, TheLearnersReportHasTheSearchRowsAtTheRunsEvaluationCount
   EXPECT_GE(log.Count("finish: screened-search: "), 1) << log.Joined();
 }
 
+// The quality-target mode's distributed learner (write_final: the learner owns
+// the result, as windquant-learner does) starts where quantize's RL starts:
+// once the table is complete it bisects over bits to epsilon with the
+// Lagrangian plan through the evaluator, RL's cap comes down to the bisection's
+// bits, and report.json says so (quality_target.rl_start); RL's real
+// evaluations include the start's (as quantize counts them), and so the searches'. Run again on the
+// same output.dir, the learner starts where it did (output.dir/rl_start.json) without measuring
+// again.
+TEST(InProcessJobTest, TheQualityTargetLearnerStartsWhereTheBisectionToEpsilonEnds) {
+  const ::windquant::testing::ScopedTestDir scoped("in_process_job_start_test");
+  const std::string dir = scoped.path();
+  absl::StatusOr<config::RunConfig> c = JobConfig(dir);
+  ASSERT_TRUE(c.ok()) << c.status();
+  constexpr double kCap = 6.0;
+  c->curriculum.target_bits = {kCap};
+  c->lagrange.prices = "target";
+  c->lagrange.epsilon = 0.1;  // the Lagrangian plan at the cap is within it
+  c->training.warm_start = "lagrange";
+  c->output.export_model = false;
+  c->service.replicas = 1;
+  InProcessJobOptions o;
+  o.incarnation_seed = 5;
+  o.stall_timeout = absl::Minutes(3);
+  o.write_final = true;
+  LogLines log;
+  o.log = log.Sink();
+  absl::StatusOr<rl::RunResult> r = RunInProcessJob(*c, o);
+  ASSERT_TRUE(r.ok()) << r.status() << "\n" << log.Joined();
+  const int probes = log.Count("learner: start search: plan ");
+  EXPECT_GE(probes, 2) << log.Joined();
+  EXPECT_EQ(log.Count("learner: RL starts under "), 1) << log.Joined();
+  std::ifstream in(c->output.dir + "/final/report.json");
+  ASSERT_TRUE(in.good()) << "no report.json\n" << log.Joined();
+  const nlohmann::json j = nlohmann::json::parse(in);
+  ASSERT_TRUE(j.contains("quality_target")) << j.dump(2);
+  const nlohmann::json& start = j["quality_target"].at("rl_start");
+  EXPECT_TRUE(start.at("within_epsilon").get<bool>()) << start.dump();
+  EXPECT_LE(start.at("selection_degradation").get<double>(), 0.1);
+  const double cap = start.at("cap_bits").get<double>();
+  EXPECT_LT(cap, kCap) << start.dump();
+  EXPECT_LE(start.at("bits").get<double>(), cap + kBitsSlack);
+  EXPECT_EQ(start.at("evaluations").get<int64_t>(), probes);
+  // Every policy plan RL returned was made under the start's cap.
+  EXPECT_LE(r->best.evaluation.effective_bits, cap + kBitsSlack);
+  EXPECT_GT(r->real_evaluations, probes);  // RL's own, and its start's
+  EXPECT_EQ(j.at("rl_real_evaluations"), r->real_evaluations);
+  for (const char* key : {"search", "screened_search"}) {
+    ASSERT_TRUE(j.contains(key)) << key;
+    EXPECT_EQ(j[key].at("evaluations"), r->real_evaluations) << key;
+  }
+
+  absl::StatusOr<rl::RunResult> again = RunInProcessJob(*c, o);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(log.Count("learner: start search: plan "), probes);  // none measured again
+  EXPECT_EQ(log.Count("as this run did"), 1) << log.Joined();
+}
+
 }  // namespace
 }  // namespace windquant::job

@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/base/status_macros.h"
 #include "common/config/run_digest.h"
 #include "common/search/baselines.h"
 #include "job/final_searches.h"
@@ -54,7 +56,49 @@ void AddUniformAnchors(const plan::UnitTable& table, learner::FinishOptions* opt
   for (auto& [name, plan] : *anchors) options->anchors.push_back({name, std::move(plan.actions)});
 }
 
+// The quality-target mode's start search (learner::StartSearch): the
+// Lagrangian bisection to epsilon under the cap, each probe measured through
+// the evaluator, whose d is against its own FP perplexity (the bisection is
+// given ratios to FP: FP's perplexity 1, a plan's 1 + d).
+absl::StatusOr<learner::RunStart> SearchStart(const config::RunConfig& c,
+                                              const plan::UnitTable& table,
+                                              const learner::PlanMeasurer& measure,
+                                              const base::LogSink& log) {
+  int probes = 0;
+  const PlanMeasure ratio = [&](const std::vector<int>& actions) -> absl::StatusOr<double> {
+    absl::StatusOr<learner::TextMeasurement> m = measure(actions, learner::PlanText::kSelection);
+    if (!m.ok()) return m.status();
+    if (log) {
+      log(absl::StrFormat("learner: start search: plan %d at %.4f bits, d %.4f", ++probes,
+                          table.EffectiveBits(actions), m->degradation));
+    }
+    return 1.0 + m->degradation;
+  };
+  const double cap = c.curriculum.target_bits.back();
+  WQ_ASSIGN_OR_RETURN(const BisectionResult r,
+                      LagrangeBisect(table, cap, c.lagrange.max_ppl_increase(),
+                                     kStartBisectEvaluations, 1.0, ratio, nullptr));
+  if (log) {
+    log(absl::StrFormat(
+        "learner: start search: the Lagrangian bisection to epsilon %g: %.4f bits, d %.4f (%s), "
+        "%d plans measured",
+        c.lagrange.max_ppl_increase(), r.bits, r.degradation,
+        r.within_epsilon ? "within" : "NOT within: RL starts at the cap", r.evaluations));
+  }
+  return RunStartOf(r, cap);
+}
+
 }  // namespace
+
+learner::RunStart RunStartOf(const BisectionResult& b, double cap_bits) {
+  learner::RunStart s;
+  s.cap_bits = b.within_epsilon ? b.target_bits : cap_bits;
+  s.bits = b.bits;
+  s.degradation = b.degradation;
+  s.within_epsilon = b.within_epsilon;
+  s.evaluations = b.evaluations;
+  return s;
+}
 
 int64_t SelectionTokens(const config::RunConfig& c) {
   const std::vector<int64_t>& r = c.evaluation.selection.tokens;
@@ -151,6 +195,13 @@ learner::LearnerNodeOptions LearnerNodeOptionsFrom(const config::RunConfig& c, b
       AddUniformAnchors(table, &options);
       return learner::WriteFinalArtifacts(result, table, run_id, dir, options);
     };
+    if (c.lagrange.quality_target()) {
+      o.core.await_start = true;
+      o.start_search = [c](const plan::UnitTable& table, const learner::PlanMeasurer& measure,
+                           const base::LogSink& log) {
+        return SearchStart(c, table, measure, log);
+      };
+    }
   }
   return o;
 }

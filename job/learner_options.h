@@ -9,10 +9,12 @@
 #include "absl/time/time.h"
 
 #include "common/config/run_config.h"
+#include "job/bisection_baseline.h"
 #include "learner/learner_core.h"
 #include "learner/learner_node.h"
 #include "learner/policy_publisher.h"
 #include "learner/run_publisher.h"
+#include "learner/run_start.h"
 
 namespace windquant::job {
 
@@ -33,6 +35,11 @@ int64_t EvaluationTokens(const config::RunConfig& config);
 // cannot be read here.
 absl::Duration HeldOutAllowance(const config::RunConfig& config);
 
+// The quality-target mode's start from the Lagrangian bisection to epsilon
+// under `cap_bits` (LagrangeBisect, kStartBisectEvaluations): its probe's bits
+// as RL's cap when it found a plan within epsilon, else `cap_bits`.
+learner::RunStart RunStartOf(const BisectionResult& bisection, double cap_bits);
+
 // ppo.*, env.*, training.seed, training.warm_start_steps, training.screen_samples.
 learner::PolicyPublisher::Options PolicyPublisherOptionsFrom(const config::RunConfig& config);
 
@@ -48,8 +55,10 @@ learner::RunPublisherOptions RunPublisherOptionsFrom(const config::RunConfig& co
 // The core's options, service.*, service.rpc_deadline_ms and HeldOutAllowance; with
 // `write_final`, the final artifacts of the config (run_finisher.h) once the
 // run is done, with the search rows (final_searches.h: the RL run's count of
-// real evaluations each, training.seed) measured through the evaluator. The caller adds the
-// publisher and the table fingerprint.
+// real evaluations each, training.seed) measured through the evaluator, and in the quality-target
+// mode the run's start (core.await_start, start_search: RunStartOf the Lagrangian bisection
+// measured through the evaluator). Without `write_final` the caller owns the result and the start
+// (`windquant quantize`). The caller adds the publisher and the table fingerprint.
 learner::LearnerNodeOptions LearnerNodeOptionsFrom(const config::RunConfig& config,
                                                    bool write_final);
 

@@ -1,10 +1,13 @@
 #include "job/learner_options.h"
 
+#include <algorithm>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "common/config/run_digest.h"
 #include "common/testing/scoped_test_dir.h"
+#include "common/testing/synthetic_table.h"
 #include "gtest/gtest.h"
 
 namespace windquant::job {
@@ -89,6 +92,59 @@ TEST(LearnerOptionsTest, KeysMapOntoTheirFields) {
   EXPECT_EQ(node.rpc_deadline, absl::Milliseconds(700));
   EXPECT_FALSE(node.write_final);
   EXPECT_TRUE(LearnerNodeOptionsFrom(c, /*write_final=*/true).write_final);
+}
+
+// The quality-target mode's start: the learner that owns the run's result
+// (write_final: windquant-learner) waits for it and searches it through the
+// evaluator; `windquant quantize` (no write_final) finds its own; the
+// fixed-budget mode has none. The search is the Lagrangian bisection to
+// epsilon on the evaluator's d: here a d that falls with the bits (the
+// table's FP plan d 0), so it ends within epsilon below the cap.
+TEST(LearnerOptionsTest, TheQualityTargetLearnerSearchesItsStartThroughTheEvaluator) {
+  config::RunConfig c;
+  c.curriculum.target_bits = {6.0};
+  EXPECT_FALSE(LearnerNodeOptionsFrom(c, /*write_final=*/true).core.await_start);
+  c.lagrange.prices = "target";
+  c.lagrange.epsilon = 0.05;
+  EXPECT_FALSE(LearnerNodeOptionsFrom(c, /*write_final=*/false).core.await_start);
+  EXPECT_FALSE(LearnerNodeOptionsFrom(c, /*write_final=*/false).start_search);
+  const learner::LearnerNodeOptions node = LearnerNodeOptionsFrom(c, /*write_final=*/true);
+  EXPECT_TRUE(node.core.await_start);
+  ASSERT_TRUE(node.start_search);
+
+  const plan::UnitTable table = ::windquant::testing::SyntheticTable(40, 5);
+  int measured = 0;
+  const learner::PlanMeasurer measure =
+      [&](const std::vector<int>& actions,
+          learner::PlanText text) -> absl::StatusOr<learner::TextMeasurement> {
+    EXPECT_EQ(text, learner::PlanText::kSelection);
+    ++measured;
+    const double d = std::max(0.0, 4.0 - table.EffectiveBits(actions)) * 0.1;
+    learner::TextMeasurement m;
+    m.perplexity = 10 * (1 + d);
+    m.degradation = d;
+    return m;
+  };
+  std::vector<std::string> lines;
+  absl::StatusOr<learner::RunStart> start =
+      node.start_search(table, measure, [&](const std::string& l) { lines.push_back(l); });
+  ASSERT_TRUE(start.ok()) << start.status();
+  EXPECT_TRUE(start->within_epsilon);
+  EXPECT_LE(start->degradation, 0.05);
+  EXPECT_NEAR(start->degradation, std::max(0.0, 4.0 - start->bits) * 0.1, 1e-12);
+  EXPECT_LE(start->bits, start->cap_bits + 1e-9);
+  EXPECT_LT(start->cap_bits, 6.0);     // below the run's cap
+  EXPECT_GE(start->bits, 3.5 - 1e-9);  // no plan under 3.5 bits is within epsilon
+  EXPECT_EQ(start->evaluations, measured);
+  EXPECT_GE(static_cast<int>(lines.size()), measured);  // a line per measured plan
+
+  // A search whose evaluator is away fails with its error (the node retries).
+  const learner::PlanMeasurer away =
+      [](const std::vector<int>&, learner::PlanText) -> absl::StatusOr<learner::TextMeasurement> {
+    return absl::UnavailableError("evaluator: connection refused");
+  };
+  EXPECT_EQ(node.start_search(table, away, nullptr).status().code(),
+            absl::StatusCode::kUnavailable);
 }
 
 }  // namespace

@@ -255,17 +255,14 @@ absl::StatusOr<std::unique_ptr<rl::LocalPlanEvaluator>> MakeEvaluator(
                                         slices.calibration, slices.selection, lo);
 }
 
-// The quality-target mode's start (docs/lagrange.md): the Lagrangian
-// bisection to epsilon under the cap (LagrangeBisect, budget
-// kStartBisectEvaluations: it stops on the table's bit step long before),
-// measured on the selection slice before training. When it found a plan within
-// epsilon, its probe's bits become RL's cap in `rl_cfg` (every curriculum target
-// above them comes down to them), so the warm start clones that very plan and
-// the policy starts where d is near epsilon instead of at the user's cap, where
-// λ's price of d - epsilon has something to trade. The result is also the
-// report's "lagrange-bisect" row.
-constexpr int64_t kStartBisectEvaluations = 64;
-
+// The quality-target mode's start (learner/run_start.h, docs/lagrange.md): the
+// Lagrangian bisection to epsilon under the cap, measured on the selection
+// slice before training. When it found a plan within epsilon, its probe's bits
+// become RL's cap in `rl_cfg` (every curriculum target above them comes down to
+// them), so the warm start clones that very plan and the policy starts where d
+// is near epsilon instead of at the user's cap, where λ's price of d - epsilon
+// has something to trade. The result is also the report's "lagrange-bisect" row.
+// (The distributed learner does the same through the evaluator: learner_options.h.)
 absl::StatusOr<BisectionResult> StartBisection(const config::RunConfig& cfg,
                                                const quant::QuantizationSession& session,
                                                const EvaluationSlices& slices,
@@ -286,7 +283,8 @@ absl::StatusOr<BisectionResult> StartBisection(const config::RunConfig& cfg,
                         cap));
     return r;
   }
-  for (double& t : rl_cfg->curriculum.target_bits) t = std::min(t, r.target_bits);
+  const double start_cap = RunStartOf(r, cap).cap_bits;
+  for (double& t : rl_cfg->curriculum.target_bits) t = std::min(t, start_cap);
   log(absl::StrFormat(
       "quantize: RL starts from the Lagrangian bisection's plan: %.4f bits (d %.4f), its cap "
       "%.4f bits (the run's %g)",

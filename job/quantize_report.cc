@@ -13,8 +13,10 @@
 #include "common/base/status_macros.h"
 #include "common/config/run_digest.h"
 #include "common/report/html_report.h"
+#include "job/learner_options.h"
 #include "learner/final_rows.h"
 #include "learner/run_records.h"
+#include "learner/run_start.h"
 
 namespace windquant::job {
 namespace {
@@ -138,12 +140,7 @@ json QualityTargetJson(const QuantizeReport& r) {
   q["lambda_final"] = r.training->lambda;
   q["methods"] = MethodRowsJson(r);
   if (r.rl_start != nullptr) {
-    const BisectionResult& b = *r.rl_start;
-    q["rl_start"] = {{"cap_bits", b.within_epsilon ? b.target_bits : r.target_bits},
-                     {"bits", b.bits},
-                     {"selection_degradation", b.degradation},
-                     {"within_epsilon", b.within_epsilon},
-                     {"evaluations", b.evaluations}};
+    q["rl_start"] = learner::RunStartJson(RunStartOf(*r.rl_start, r.target_bits));
   }
   return q;
 }

@@ -1,5 +1,6 @@
 #include "learner/best_plans.h"
 
+#include <algorithm>
 #include <limits>
 #include <utility>
 
@@ -17,6 +18,10 @@ BestPlans::BestPlans(double final_target_bits, std::string dir, double max_ppl_i
 void BestPlans::StartStep() {
   best_of_step_ = rl::CandidatePlan{};
   step_reference_ppl_ = 0;
+}
+
+void BestPlans::CapFinalTarget(double cap_bits) {
+  final_target_bits_ = std::min(final_target_bits_, cap_bits);
 }
 
 void BestPlans::Restore(const rl::CandidatePlan& best, const rl::CandidatePlan& best_of_step,

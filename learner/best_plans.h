@@ -35,6 +35,9 @@ class BestPlans {
   // A new curriculum step (not a resumed one): its best and reference
   // perplexity start afresh.
   void StartStep();
+  // The quality-target mode's start (run_start.h): the final target comes
+  // down to `cap_bits` when above it (before any plan is considered).
+  void CapFinalTarget(double cap_bits);
   // The state of a checkpoint.
   void Restore(const rl::CandidatePlan& best, const rl::CandidatePlan& best_of_step,
                double step_reference_ppl);
@@ -55,7 +58,7 @@ class BestPlans {
   double StepBestPpl() const;
 
  private:
-  const double final_target_bits_;
+  double final_target_bits_;
   const std::string dir_;
   const double max_ppl_increase_;
   rl::CandidatePlan best_;

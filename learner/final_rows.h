@@ -29,7 +29,8 @@ enum class PlanText { kSelection, kHeldOut };
 
 struct TextMeasurement {
   double perplexity = 0;
-  int64_t tokens = 0;  // predicted tokens of the text
+  int64_t tokens = 0;      // predicted tokens of the text
+  double degradation = 0;  // perplexity / FP's on the text - 1 (the evaluator's)
 };
 
 // A plan's perplexity on `text` (its actions over the run's unit table): the

@@ -10,7 +10,6 @@
 #include "absl/strings/str_cat.h"
 #include "common/base/files.h"
 #include "common/base/status_macros.h"
-#include "common/config/run_digest.h"
 #include "common/rl/environment.h"
 #include "common/rl/episode_reward.h"
 #include "common/rl/reward_model.h"
@@ -102,10 +101,8 @@ void LearnerCore::ExpectTableFingerprint(std::string fingerprint) {
   tables_.set_expected_fingerprint(std::move(fingerprint));
 }
 
-absl::Status LearnerCore::CompleteTable() {
+absl::Status LearnerCore::BeginRun() {
   const plan::UnitTable& table = *tables_.table();
-  run_fingerprint_ = config::RunFingerprint(table.fingerprint, options_.run_config_text);
-  WQ_RETURN_IF_ERROR(policy_->SetTable(table));
   absl::StatusOr<rl::RunCheckpoint> ckpt = rl::ReadRunCheckpoint(
       CheckpointDir(options_), run_fingerprint_, options_.lagrange.max_ppl_increase());
   if (!ckpt.ok() && !absl::IsNotFound(ckpt.status())) return ckpt.status();
@@ -494,6 +491,7 @@ rl::RunResult LearnerCore::Result() const {
   r.best = best_.best();
   r.reference = best_.reference();
   records_.FillResult(&r);
+  if (start_.has_value()) r.real_evaluations += start_->evaluations;  // as quantize counts them
   r.lambda = lambda_;
   r.updates = counts_.updates;
   r.resumed_from_update = counts_.resumed_from_update;

@@ -14,6 +14,9 @@
 //   the learner adds the reward it is sent and keeps the λ it was pushed)
 //   BestPlans, RunRecords            the best plans, plans.jsonl, the curve
 //   RunLifecycle         running, stopped (stop_after_updates) or done
+//   RunStart             the quality-target mode's start (run_start.h):
+//                        with options.await_start the first step waits
+//                        for StartAt, kept in output.dir/rl_start.json
 //   StatusBoard          the status snapshot readers get without the lock
 // and writes rl::RunCheckpoint (output.dir/checkpoint, CheckpointWriter: a
 // failed write keeps the last good one and the run going), status.txt and
@@ -62,6 +65,7 @@
 #include "learner/run_lifecycle.h"
 #include "learner/run_observer.h"
 #include "learner/run_records.h"
+#include "learner/run_start.h"
 #include "learner/status_board.h"
 #include "learner/table_merger.h"
 #include "learner/update_batch.h"
@@ -122,6 +126,11 @@ class LearnerCore {
     // config::RunDefiningText of the run: with the table's fingerprint the
     // run fingerprint a checkpoint must match (config::RunFingerprint).
     std::string run_config_text;
+    // The quality-target mode's start (run_start.h) is decided after the
+    // table is complete, by StartAt (LearnerNode's start search through the
+    // evaluator); until then the first step waits. false: the step starts
+    // when the table is complete, under curriculum.target_bits as given.
+    bool await_start = false;
   };
 
   // Restores the merged table and the checkpoint found in options.dir. `log`
@@ -145,6 +154,22 @@ class LearnerCore {
   // for a table inconsistent with the run.
   absl::StatusOr<RegisterResult> RegisterTable(int stage, int replica,
                                                const plan::UnitTable& table);
+  // With options.await_start: the table is complete and the run's start not
+  // decided yet (nothing of the run has started: no policy is published, no
+  // episode accepted).
+  bool AwaitingStart() const;
+  // Decides the run's start: every curriculum target above start.cap_bits
+  // (and the best plan's target) comes down to it, the start is kept in
+  // output.dir/rl_start.json (a restarted learner of the same run reads it
+  // there instead of waiting again), then the table's completion goes on: the
+  // checkpoint restored, the step started (the warm start clones the
+  // Lagrangian plan at the new cap). FAILED_PRECONDITION when not
+  // AwaitingStart, INVALID_ARGUMENT for a cap that is not positive, the file's
+  // errors; the errors of the checkpoint's restore and the step's start leave
+  // the run waiting.
+  absl::Status StartAt(const RunStart& start);
+  // The start decided (nullopt without options.await_start, or not yet).
+  std::optional<RunStart> start() const;
   // UNAVAILABLE until every stage registered.
   absl::StatusOr<plan::UnitTable> Table() const;
   // The merged table without a copy; nullptr until every stage registered.
@@ -212,7 +237,8 @@ class LearnerCore {
   // and `stages` as RunRecords; `evaluations` counts the episode and candidate
   // evaluations this process accepted, cached ones included, `cache_hits`
   // those whose report said cached; `seconds` is the wall time since Create;
-  // `lambda` is the λ of the open batch as the evaluator pushed it (the checkpointed one).
+  // `lambda` is the λ of the open batch as the evaluator pushed it (the checkpointed one);
+  // `real_evaluations` includes the run's start's (RunStart::evaluations), as quantize counts it.
   rl::RunResult Result() const;
   // After `n` PPO updates run by this process (0 = never; reached already:
   // now) the checkpoint is written and the learner stops: SubmitEpisode and
@@ -233,9 +259,13 @@ class LearnerCore {
   };
 
   LearnerCore(const Options& options, std::unique_ptr<PolicyPublisher> policy);
-  // The table is complete: the checkpoint (if any) is restored and the
-  // curriculum step started.
+  // The table is complete: with options.await_start the start kept in
+  // output.dir is applied (none: the run waits for StartAt), then BeginRun.
   absl::Status CompleteTable() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The checkpoint (if any) is restored and the curriculum step started.
+  absl::Status BeginRun() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The curriculum's targets and the best plan's capped at start.cap_bits.
+  void ApplyStart(const RunStart& start) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status RestoreCheckpoint(const rl::RunCheckpoint& ckpt) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<bool> ReportCandidateLocked(const EvaluationInput& input)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -297,7 +327,8 @@ class LearnerCore {
   TableMerger tables_ ABSL_GUARDED_BY(mu_);
   std::string run_fingerprint_ ABSL_GUARDED_BY(mu_);  // of the complete table and config
   const std::unique_ptr<PolicyPublisher> policy_ ABSL_GUARDED_BY(mu_);
-  bool policy_ready_ ABSL_GUARDED_BY(mu_) = false;  // table complete, step started
+  bool policy_ready_ ABSL_GUARDED_BY(mu_) = false;      // table complete, step started
+  std::optional<RunStart> start_ ABSL_GUARDED_BY(mu_);  // with options.await_start
   CurriculumProgress curriculum_ ABSL_GUARDED_BY(mu_);
   // λ as the evaluator (its owner) pushed it: of the open PPO batch (for the
   // status, the checkpoint and screened-out samples' rewards), and the one the

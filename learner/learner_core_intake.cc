@@ -58,6 +58,7 @@ absl::StatusOr<bool> LearnerCore::HoldJournaledLocked(rl::Episode episode,
 
 std::optional<absl::StatusOr<bool>> LearnerCore::AdmitLocked(rl::Episode& episode) {
   if (tables_.table() == nullptr) return absl::UnavailableError("unit table incomplete");
+  if (!policy_ready_) return absl::UnavailableError("the run's start is not decided yet");
   if (run_.done() || run_.stopped() || curriculum_.finished()) return false;
   const int64_t v = policy_->version();
   // From a policy this learner never had (it restarted from an older

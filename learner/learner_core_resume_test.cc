@@ -28,6 +28,7 @@ using ::windquant::learner::testing::RecordedRewards;
 using ::windquant::learner::testing::Stages;
 using ::windquant::learner::testing::TestOptions;
 using ::windquant::testing::IsOk;
+using ::windquant::testing::StatusIs;
 
 // rl::RunResult: one curve record per PPO update, one rl::StageEvent per
 // curriculum step ended, both in the checkpoint; the result of a restarted
@@ -394,6 +395,73 @@ TEST_F(LearnerCoreTest, AcknowledgedEpisodesOutliveTheirLearner) {
   absl::StatusOr<std::vector<uint64_t>> left = journal.Reload(whole_);
   ASSERT_THAT(left.status(), IsOk());
   EXPECT_TRUE(left->empty());
+}
+
+// The quality-target mode's start (options.await_start, run_start.h): once the
+// table is complete the run waits (no policy, no candidate, no episode) until
+// StartAt, which caps every curriculum target at the start's cap; the start is
+// kept in output.dir/rl_start.json, so a restarted learner of the run starts
+// there at once; a corrupt file is removed and the start awaited again.
+TEST_F(LearnerCoreTest, AnAwaitedStartHoldsTheRunCapsItsTargetsAndOutlivesARestart) {
+  LearnerCore::Options c = TestOptions(dir_ + "/start");
+  c.curriculum.target_bits = {4.0, 3.0};
+  c.await_start = true;
+  LogLines log;
+  auto core = LearnerCore::Create(c, log.fn()).value();
+  RunStart start;
+  start.cap_bits = 2.5;
+  start.bits = 2.45;
+  start.degradation = 0.01;
+  start.within_epsilon = true;
+  start.evaluations = 7;
+  EXPECT_FALSE(core->AwaitingStart());  // no table yet
+  EXPECT_THAT(core->StartAt(start), StatusIs(absl::StatusCode::kFailedPrecondition, "not waiting"));
+  for (const auto& s : Stages(whole_))
+    ASSERT_THAT(core->RegisterTable(s.first_layer, 0, s), IsOk());
+  EXPECT_TRUE(core->AwaitingStart());
+  EXPECT_EQ(core->WaitForPolicy(-1, absl::ZeroDuration()).snapshot.version, -1);
+  EXPECT_TRUE(TakeCandidates(*core).empty());
+  EXPECT_THAT(core->SubmitEpisode(MakeEpisode(1, 0)).status(),
+              StatusIs(absl::StatusCode::kUnavailable, "start"));
+  RunStart zero = start;
+  zero.cap_bits = 0;
+  EXPECT_THAT(core->StartAt(zero), StatusIs(absl::StatusCode::kInvalidArgument, "cap_bits"));
+
+  ASSERT_THAT(core->StartAt(start), IsOk());
+  EXPECT_FALSE(core->AwaitingStart());
+  EXPECT_EQ(core->Status().target_bits, 2.5);  // the first target, 4, capped
+  const PublishedPolicy p = core->WaitForPolicy(-1, absl::ZeroDuration());
+  EXPECT_EQ(p.snapshot.version, 0);
+  EXPECT_EQ(p.target_bits, 2.5);
+  const std::vector<plan::Plan> refs = TakeCandidates(*core);
+  ASSERT_EQ(refs.size(), 1u);  // the Lagrangian reference at the cap
+  EXPECT_EQ(refs[0].target_bits, 2.5);
+  EXPECT_LE(whole_.EffectiveBits(refs[0].actions), 2.5 + 1e-9);
+  EXPECT_THAT(core->StartAt(start), StatusIs(absl::StatusCode::kFailedPrecondition, "not waiting"));
+  core.reset();
+
+  auto again = LearnerCore::Create(c, log.fn()).value();  // the saved table and start
+  EXPECT_FALSE(again->AwaitingStart());
+  ASSERT_TRUE(again->start().has_value());
+  EXPECT_EQ(again->start()->cap_bits, 2.5);
+  EXPECT_EQ(again->start()->evaluations, 7);
+  EXPECT_EQ(again->Status().target_bits, 2.5);
+  EXPECT_EQ(again->WaitForPolicy(-1, absl::ZeroDuration()).snapshot.version, 0);
+  again.reset();
+
+  const std::string path = c.dir + "/rl_start.json";
+  ASSERT_THAT(base::WriteFileAtomic(path, "{\"cap_bits\": "), IsOk());  // truncated
+  auto third = LearnerCore::Create(c, log.fn()).value();
+  EXPECT_TRUE(third->AwaitingStart());
+  EXPECT_FALSE(base::PathExists(path));
+  EXPECT_EQ(log.Count("learner: " + path + ": not a run start"), 1);
+  third.reset();
+
+  // Another run's start (another run-defining text) is not this run's.
+  ASSERT_THAT(WriteRunStart(path, "another run", start), IsOk());
+  auto other = LearnerCore::Create(c, log.fn()).value();
+  EXPECT_TRUE(other->AwaitingStart());
+  EXPECT_FALSE(other->start().has_value());
 }
 
 }  // namespace

@@ -65,6 +65,34 @@ void LearnerNode::Connect(std::shared_ptr<grpc::Channel> evaluator) {
       [this](const OutgoingPlan& plan, net::Canceller* cancel) { return SubmitPlan(plan, cancel); },
       [this](net::Canceller* cancel) { return EvaluatorId(cancel); }, absl::Seconds(5), log_);
   sender_->Start();
+  if (options_.start_search) starter_ = std::thread([this] { SearchStart(); });
+}
+
+void LearnerNode::SearchStart() {
+  const absl::Duration kPoll = absl::Milliseconds(200), kRetry = absl::Seconds(5);
+  auto stopped_within = [this](absl::Duration wait) {
+    absl::MutexLock lock(&finish_mu_);
+    auto stopping = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(finish_mu_) { return stopping_; };
+    return finish_mu_.AwaitWithTimeout(absl::Condition(&stopping), wait);
+  };
+  auto log = [this](const std::string& line) {
+    if (log_) log_(line);
+  };
+  const PlanMeasurer measure = [this](const std::vector<int>& actions, PlanText text) {
+    return MeasureOnEvaluator(actions, text);
+  };
+  while (!core_->start().has_value()) {
+    if (!core_->AwaitingStart()) {  // the table is not complete yet
+      if (stopped_within(kPoll)) return;
+      continue;
+    }
+    absl::StatusOr<RunStart> start = options_.start_search(*core_->SharedTable(), measure, log);
+    absl::Status s = start.ok() ? core_->StartAt(*start) : start.status();
+    if (s.ok()) return;
+    log(absl::StrCat("learner: the run's start search failed (", s.message(), "); again in ",
+                     absl::FormatDuration(kRetry)));
+    if (stopped_within(kRetry)) return;
+  }
 }
 
 absl::StatusOr<std::string> LearnerNode::SubmitPlan(const OutgoingPlan& plan,
@@ -148,7 +176,7 @@ absl::StatusOr<TextMeasurement> LearnerNode::MeasureOnEvaluator(const std::vecto
   net::Canceller::Scope scope(&final_calls_, &ctx);
   if (scope.cancelled()) return net::FromGrpcStatus(net::CancelledStatus());
   WQ_RETURN_IF_ERROR(net::FromGrpcStatus(evaluator_->EvaluatePlan(&ctx, req, &reply)));
-  return TextMeasurement{reply.perplexity(), reply.tokens()};
+  return TextMeasurement{reply.perplexity(), reply.tokens(), reply.relative_ppl_increase()};
 }
 
 std::optional<FinalArtifacts> LearnerNode::WriteFinal(const std::string& dir,
@@ -166,6 +194,7 @@ std::optional<FinalArtifacts> LearnerNode::WriteFinal(const std::string& dir,
   fo.measure = [this](const std::vector<int>& actions, PlanText text) {
     return MeasureOnEvaluator(actions, text);
   };
+  fo.start = core_->start();
   absl::StatusOr<FinalArtifacts> final_files =
       options_.write_final(core_->Result(), *table, run_id, dir, fo);
   if (!final_files.ok()) {
@@ -218,6 +247,7 @@ void LearnerNode::Stop() {
     stopping_ = true;
   }
   if (finisher_.joinable()) finisher_.join();
+  if (starter_.joinable()) starter_.join();
   service_->BeginShutdown();
   server_->Drain(absl::Now() + absl::Seconds(5));
 }

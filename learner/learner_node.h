@@ -18,7 +18,9 @@
 // output.dir/final and pushes them as the run's "final" plan. Their search
 // rows and held-out numbers are measured by the evaluator (Evaluator.
 // EvaluatePlan, each call under the evaluation allowance,
-// service.evaluation_timeout_ms), which must serve until then.
+// service.evaluation_timeout_ms), which must serve until then. With a
+// start_search (the quality-target mode) the run starts where it says, found
+// through the same evaluator once the table is complete (run_start.h).
 //
 // Thread-safety: Create/Connect/Stop from one thread; core() and server() are
 // thread-safe.
@@ -46,6 +48,7 @@
 #include "learner/plan_sender.h"
 #include "learner/run_finisher.h"
 #include "learner/run_publisher.h"
+#include "learner/run_start.h"
 #include "windquant/v1/evaluator.grpc.pb.h"
 
 namespace windquant::learner {
@@ -56,6 +59,12 @@ namespace windquant::learner {
 using FinalWriter = std::function<absl::StatusOr<FinalArtifacts>(
     const rl::RunResult& result, const plan::UnitTable& table, const std::string& run_id,
     const std::string& dir, FinishOptions options)>;
+
+// The quality-target mode's start search (run_start.h; job/learner_options.h
+// binds it): the run's start over the merged `table`, measuring plans on the
+// selection slice through `measure` (the evaluator's Evaluator.EvaluatePlan).
+using StartSearch = std::function<absl::StatusOr<RunStart>(
+    const plan::UnitTable& table, const PlanMeasurer& measure, const base::LogSink& log)>;
 
 struct LearnerNodeOptions {
   LearnerCore::Options core;  // also core.dir: output.dir (final/ goes there)
@@ -79,6 +88,11 @@ struct LearnerNodeOptions {
   // With output.export: the actors of every stage (stage-major), from which the
   // final export is assembled (run_finisher.h).
   std::vector<ExportStageActors> export_actors;
+  // With core.await_start: once the table is complete a thread runs it (after
+  // Connect: it measures through the evaluator, each call under the
+  // evaluation allowance) and starts the run there (LearnerCore::StartAt);
+  // a failed search (the evaluator away) is retried every 5 s until Stop.
+  StartSearch start_search;
 };
 
 class LearnerNode {
@@ -120,6 +134,8 @@ class LearnerNode {
   void Finish();
   // Writes the final artifacts; nullopt when they were not written (logged).
   std::optional<FinalArtifacts> WriteFinal(const std::string& dir, const std::string& run_id);
+  // The start_search thread: waits for LearnerCore::AwaitingStart, then searches and starts.
+  void SearchStart();
   // A plan's perplexity measured by the evaluator (FinishOptions::measure).
   absl::StatusOr<TextMeasurement> MeasureOnEvaluator(const std::vector<int>& actions,
                                                      PlanText text);
@@ -134,6 +150,7 @@ class LearnerNode {
   bool final_written_ ABSL_GUARDED_BY(finish_mu_) = false;  // or given up
   net::Canceller final_calls_;                              // the finisher's calls to the evaluator
   std::thread finisher_;
+  std::thread starter_;  // start_search's
   std::unique_ptr<LearnerCore> core_;
   std::unique_ptr<LearnerService> service_;
   std::unique_ptr<net::GrpcServer> server_;

@@ -127,6 +127,7 @@ void AddQualityTarget(const FinishOptions& c, const rl::RunResult& r, const Fina
       {"heldout_note", "the distributed evaluator does not measure FP on the held-out text"},
       {"lambda_per_update", lambdas},
       {"lambda_final", r.lambda}};
+  if (c.start.has_value()) q["rl_start"] = RunStartJson(*c.start);
   if (!(std::isfinite(sel) && sel <= eps)) {
     q["note"] =
         "no measured plan was within epsilon on the selection slice: the returned plan is the "

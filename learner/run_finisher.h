@@ -25,6 +25,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,7 @@
 #include "common/rl/run_result.h"
 #include "learner/export_assembler.h"
 #include "learner/final_rows.h"
+#include "learner/run_start.h"
 
 namespace windquant::learner {
 
@@ -70,6 +72,9 @@ struct FinishOptions {
   // every measured plan for the report's degradation chart.
   double max_ppl_increase = 0;
   std::string records_dir;
+  // The quality-target mode's start (LearnerNode fills it from the core):
+  // report.json's quality_target.rl_start; nullopt: none.
+  std::optional<RunStart> start;
 };
 
 // Writes the files above into `dir`. FAILED_PRECONDITION when the run has no
