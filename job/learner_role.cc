@@ -33,6 +33,9 @@ constexpr char kUsage[] =
     "AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_ENDPOINT_URL, AWS_REGION), pushes\n"
     "every checkpoint, every new best plan and the result under the run's id, and\n"
     "on an empty output.dir resumes from the run's newest checkpoint there.\n"
+    "In the quality-target mode (lagrange.prices: target) the run first bisects\n"
+    "over bits to lagrange.epsilon with the Lagrangian plan through the evaluator\n"
+    "and starts RL there (kept in output.dir/rl_start.json).\n"
     "Prints learner_port=<port> and metrics_port=<port>.\n";
 
 // The run's table fingerprint from the config; "" (any) when it cannot be

@@ -104,7 +104,7 @@ class LearnerCore {
   // What the learner reads, with the keys it is built from (job/learner_options.h).
   struct Options {
     // output.dir: unit_table.pb, checkpoint/, best/, plans.jsonl, status.txt,
-    // held-episodes/.
+    // held-episodes/, rl_start.json (with await_start).
     std::string dir = "runs/default";
     int stages = 1;                    // service.stages: the stage tables that make the table
     int replicas = 1;                  // service.replicas: replicas of each stage (they must agree)

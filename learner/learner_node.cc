@@ -78,9 +78,7 @@ void LearnerNode::SearchStart() {
   auto log = [this](const std::string& line) {
     if (log_) log_(line);
   };
-  const PlanMeasurer measure = [this](const std::vector<int>& actions, PlanText text) {
-    return MeasureOnEvaluator(actions, text);
-  };
+  const PlanMeasurer measure = EvaluatorMeasurer();
   while (!core_->start().has_value()) {
     if (!core_->AwaitingStart()) {  // the table is not complete yet
       if (stopped_within(kPoll)) return;
@@ -179,6 +177,12 @@ absl::StatusOr<TextMeasurement> LearnerNode::MeasureOnEvaluator(const std::vecto
   return TextMeasurement{reply.perplexity(), reply.tokens(), reply.relative_ppl_increase()};
 }
 
+PlanMeasurer LearnerNode::EvaluatorMeasurer() {
+  return [this](const std::vector<int>& actions, PlanText text) {
+    return MeasureOnEvaluator(actions, text);
+  };
+}
+
 std::optional<FinalArtifacts> LearnerNode::WriteFinal(const std::string& dir,
                                                       const std::string& run_id) {
   auto log = [this](const std::string& line) {
@@ -191,9 +195,7 @@ std::optional<FinalArtifacts> LearnerNode::WriteFinal(const std::string& dir,
   fo.export_options.rpc_deadline = options_.rpc_deadline;
   fo.export_options.log = log;
   fo.log = log;
-  fo.measure = [this](const std::vector<int>& actions, PlanText text) {
-    return MeasureOnEvaluator(actions, text);
-  };
+  fo.measure = EvaluatorMeasurer();
   fo.start = core_->start();
   absl::StatusOr<FinalArtifacts> final_files =
       options_.write_final(core_->Result(), *table, run_id, dir, fo);

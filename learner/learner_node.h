@@ -136,9 +136,11 @@ class LearnerNode {
   std::optional<FinalArtifacts> WriteFinal(const std::string& dir, const std::string& run_id);
   // The start_search thread: waits for LearnerCore::AwaitingStart, then searches and starts.
   void SearchStart();
-  // A plan's perplexity measured by the evaluator (FinishOptions::measure).
+  // A plan's perplexity measured by the evaluator (FinishOptions::measure), and
+  // the same as a PlanMeasurer.
   absl::StatusOr<TextMeasurement> MeasureOnEvaluator(const std::vector<int>& actions,
                                                      PlanText text);
+  PlanMeasurer EvaluatorMeasurer();
   void MarkFinalWritten();
 
   base::LogSink log_;
