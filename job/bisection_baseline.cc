@@ -43,11 +43,11 @@ double Degradation(double ppl, double fp) {
 
 void LogResult(const base::LogSink& log, const char* name, const BisectionResult& r, double eps) {
   if (!log) return;
-  log(absl::StrFormat(
-      "quantize: %s: %d probes, %d real evaluations (%d per probe): %.4f bits, d %.4f on the "
-      "selection slice (%s epsilon %g)",
-      name, r.steps.size(), r.evaluations, r.per_probe, r.bits, r.degradation,
-      r.within_epsilon ? "within" : "NOT within", eps));
+  log(
+      absl::StrFormat("%s: %d probes, %d real evaluations (%d per probe): %.4f bits, d %.4f on the "
+                      "selection slice (%s epsilon %g)",
+                      name, r.steps.size(), r.evaluations, r.per_probe, r.bits, r.degradation,
+                      r.within_epsilon ? "within" : "NOT within", eps));
 }
 
 }  // namespace

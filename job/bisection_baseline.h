@@ -30,6 +30,7 @@
 #include "absl/status/statusor.h"
 #include "common/base/log.h"
 #include "common/plan/unit_table.h"
+#include "common/search/bisection_result.h"
 #include "job/search_baseline.h"
 
 namespace windquant::job {
@@ -60,24 +61,8 @@ struct BisectionOptions {
   double min_step_bits = 0;     // stop when the bracket is narrower (> 0)
 };
 
-struct BisectionStep {
-  double target_bits = 0;  // the probe's b
-  double bits = 0;         // its plan's bits
-  double degradation = 0;  // its plan's d
-  int64_t evaluations = 0;
-};
-
-struct BisectionResult {
-  std::vector<int> actions;  // the best probe's plan (QualityTargetBetter)
-  double target_bits = 0;    // the best probe's b (its method builds `actions` again at it)
-  double bits = 0;
-  double degradation = 0;
-  bool within_epsilon = false;
-  int64_t evaluations = 0;  // spent in all, <= options.evaluations
-  int64_t screened = 0;     // the probes' screened proposals, in all
-  int64_t per_probe = 0;
-  std::vector<BisectionStep> steps;
-};
+using search::BisectionResult;
+using search::BisectionStep;
 
 // INVALID_ARGUMENT for options out of range; INTERNAL when a probe spends more
 // than it was given; the prober's errors.

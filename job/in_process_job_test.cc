@@ -422,6 +422,15 @@ TEST(InProcessJobTest, TheQualityTargetLearnerStartsWhereTheBisectionToEpsilonEn
     ASSERT_TRUE(j.contains(key)) << key;
     EXPECT_EQ(j[key].at("evaluations"), r->real_evaluations) << key;
   }
+  // quantize's bisection rows: the Lagrangian one is the start's search again,
+  // the screened one within RL's real evaluations; both among the plans.
+  const nlohmann::json& lb = j.at("lagrange_bisect");
+  EXPECT_EQ(lb.at("evaluations").get<int64_t>(), probes) << lb.dump();
+  EXPECT_TRUE(lb.at("within_epsilon").get<bool>()) << lb.dump();
+  EXPECT_LE(lb.at("bits").get<double>(), cap + kBitsSlack);
+  EXPECT_LE(j.at("screened_bisect").at("evaluations").get<int64_t>(), r->real_evaluations);
+  EXPECT_EQ(j.at("plans").size(), 5u) << j.at("plans").dump();
+  EXPECT_LE(j["quality_target"]["returned"]["selection_degradation"].get<double>(), 0.1);
 }
 
 }  // namespace

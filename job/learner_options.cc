@@ -18,8 +18,9 @@
 namespace windquant::job {
 namespace {
 
-// The report's search rows, measured through the evaluator (options->measure);
-// when they fail, the report says why and keeps RL's row.
+// The report's search rows (and in the quality-target mode its bisection
+// rows), measured through the evaluator (options->measure); when they fail,
+// the report says why and keeps RL's row.
 void AddFinalSearches(const config::RunConfig& c, const rl::RunResult& result,
                       const plan::UnitTable& table, learner::FinishOptions* options) {
   if (!options->measure || result.best.actions.empty()) {
@@ -33,10 +34,20 @@ void AddFinalSearches(const config::RunConfig& c, const rl::RunResult& result,
   absl::StatusOr<std::vector<learner::FinalSearch>> searches =
       RunFinalSearches(table, bits, c.training.seed, result.real_evaluations,
                        c.training.screen_samples, options->measure, options->log);
-  if (searches.ok()) {
-    options->searches = *std::move(searches);
-  } else {
+  if (!searches.ok()) {
     options->searches_note = absl::StrCat("searches not run: ", searches.status().message());
+    if (options->log) options->log(absl::StrCat("finish: ", options->searches_note));
+    return;
+  }
+  options->searches = *std::move(searches);
+  if (!c.lagrange.quality_target()) return;
+  absl::StatusOr<std::vector<learner::FinalBisection>> bisections = RunFinalBisections(
+      table, c.curriculum.target_bits.back(), c.lagrange.max_ppl_increase(), c.training.seed,
+      result.real_evaluations, c.training.screen_samples, options->measure, options->log);
+  if (bisections.ok()) {
+    options->bisections = *std::move(bisections);
+  } else {
+    options->searches_note = absl::StrCat("bisections not run: ", bisections.status().message());
     if (options->log) options->log(absl::StrCat("finish: ", options->searches_note));
   }
 }
@@ -64,20 +75,11 @@ absl::StatusOr<learner::RunStart> SearchStart(const config::RunConfig& c,
                                               const plan::UnitTable& table,
                                               const learner::PlanMeasurer& measure,
                                               const base::LogSink& log) {
-  int probes = 0;
-  const PlanMeasure ratio = [&](const std::vector<int>& actions) -> absl::StatusOr<double> {
-    absl::StatusOr<learner::TextMeasurement> m = measure(actions, learner::PlanText::kSelection);
-    if (!m.ok()) return m.status();
-    if (log) {
-      log(absl::StrFormat("learner: start search: plan %d at %.4f bits, d %.4f", ++probes,
-                          table.EffectiveBits(actions), m->degradation));
-    }
-    return 1.0 + m->degradation;
-  };
   const double cap = c.curriculum.target_bits.back();
-  WQ_ASSIGN_OR_RETURN(const BisectionResult r,
-                      LagrangeBisect(table, cap, c.lagrange.max_ppl_increase(),
-                                     kStartBisectEvaluations, 1.0, ratio, nullptr));
+  WQ_ASSIGN_OR_RETURN(
+      const BisectionResult r,
+      LagrangeBisect(table, cap, c.lagrange.max_ppl_increase(), kStartBisectEvaluations, 1.0,
+                     SelectionRatio(table, measure, log, "learner: start search"), nullptr));
   if (log) {
     log(absl::StrFormat(
         "learner: start search: the Lagrangian bisection to epsilon %g: %.4f bits, d %.4f (%s), "

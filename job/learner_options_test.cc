@@ -5,7 +5,10 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "common/config/run_digest.h"
+#include "common/search/baselines.h"
 #include "common/testing/scoped_test_dir.h"
 #include "common/testing/synthetic_table.h"
 #include "gtest/gtest.h"
@@ -145,6 +148,66 @@ TEST(LearnerOptionsTest, TheQualityTargetLearnerSearchesItsStartThroughTheEvalua
   };
   EXPECT_EQ(node.start_search(table, away, nullptr).status().code(),
             absl::StatusCode::kUnavailable);
+}
+
+// The quality-target learner's final report has quantize's two bisection rows,
+// measured through the evaluator: "lagrange-bisect" is the start's search (the
+// same plan, the same count of plans), "screened-bisect" spends at most RL's
+// real evaluations; the returned plan is the fewest bits within epsilon of all
+// rows, so never more bits than the start's.
+TEST(LearnerOptionsTest, TheQualityTargetReportHasTheBisectionRowsMeasuredThroughTheEvaluator) {
+  const ::windquant::testing::ScopedTestDir dir("learner_options_test");
+  config::RunConfig c;
+  c.curriculum.target_bits = {6.0};
+  c.lagrange.prices = "target";
+  c.lagrange.epsilon = 0.05;
+  c.output.export_model = false;
+  c.output.dir = dir.path();
+  const learner::LearnerNodeOptions node = LearnerNodeOptionsFrom(c, /*write_final=*/true);
+  ASSERT_TRUE(node.write_final);
+  const plan::UnitTable table = ::windquant::testing::SyntheticTable(40, 5);
+  auto d_of = [&](const std::vector<int>& a) {
+    return std::max(0.0, 4.0 - table.EffectiveBits(a)) * 0.1;
+  };
+  const learner::PlanMeasurer measure =
+      [&](const std::vector<int>& a,
+          learner::PlanText) -> absl::StatusOr<learner::TextMeasurement> {
+    return learner::TextMeasurement{10 * (1 + d_of(a)), 500, d_of(a)};
+  };
+  absl::StatusOr<learner::RunStart> start = node.start_search(table, measure, nullptr);
+  ASSERT_TRUE(start.ok()) << start.status();
+
+  rl::RunResult run;  // RL's plan: the Lagrangian plan at 5 bits, within epsilon
+  absl::StatusOr<plan::Plan> rl_plan = search::LagrangePlan(table, 5.0);
+  ASSERT_TRUE(rl_plan.ok()) << rl_plan.status();
+  run.best.actions = rl_plan->actions;
+  run.best.evaluation.effective_bits = table.EffectiveBits(run.best.actions);
+  run.best.evaluation.relative_ppl_increase = d_of(run.best.actions);
+  run.best.evaluation.eval_ppl = 10 * (1 + d_of(run.best.actions));
+  run.real_evaluations = 20;
+  learner::FinishOptions finish;
+  finish.measure = measure;
+  absl::StatusOr<learner::FinalArtifacts> a =
+      node.write_final(run, table, "run-1", dir.path(), finish);
+  ASSERT_TRUE(a.ok()) << a.status();
+  std::ifstream in(dir.path() + "/report.json");
+  const nlohmann::json j = nlohmann::json::parse(in);
+  ASSERT_TRUE(j.contains("lagrange_bisect")) << j.dump();
+  EXPECT_DOUBLE_EQ(j["lagrange_bisect"]["bits"].get<double>(), start->bits);
+  EXPECT_EQ(j["lagrange_bisect"]["evaluations"].get<int64_t>(), start->evaluations);
+  const nlohmann::json& s = j.at("screened_bisect");
+  EXPECT_GE(s["evaluations"].get<int64_t>(), 1);
+  EXPECT_LE(s["evaluations"].get<int64_t>(), 20);
+  EXPECT_EQ(s["rl_evaluations"], 20);
+  EXPECT_TRUE(s["within_epsilon"].get<bool>());
+  std::vector<std::string> names;
+  for (const nlohmann::json& p : j["plans"]) names.push_back(p["name"]);
+  EXPECT_EQ(names, (std::vector<std::string>{"rl", "search", "screened-search", "lagrange-bisect",
+                                             "screened-bisect"}));
+  const nlohmann::json& returned = j["quality_target"]["returned"];
+  EXPECT_LE(returned["bits"].get<double>(), start->bits + 1e-9);
+  EXPECT_LE(returned["selection_degradation"].get<double>(), 0.05 + 1e-12);
+  EXPECT_EQ(a->metadata.count("screened_bisect_evaluations"), 1u);
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include "common/base/status_macros.h"
 #include "common/config/run_digest.h"
 #include "common/report/html_report.h"
+#include "common/search/bisection_result.h"
 #include "job/learner_options.h"
 #include "learner/final_rows.h"
 #include "learner/run_records.h"
@@ -38,29 +39,6 @@ json PlanJson(const MeasuredPlan& m, const std::string& origin) {
 // d = ppl / fp - 1, null when unknown.
 json Degradation(double ppl, double fp) {
   return fp > 0 && ppl > 0 ? Num(ppl / fp - 1.0) : json(nullptr);
-}
-
-// A bisection's object: its real evaluations (and the RL run's), the split,
-// the probes (b, the plan's bits and d), and the plan it chose.
-json BisectionJson(const BisectionResult& b, int64_t rl_evaluations,
-                   int64_t tokens_per_evaluation) {
-  json steps = json::array();
-  for (const BisectionStep& s : b.steps) {
-    steps.push_back({{"target_bits", s.target_bits},
-                     {"bits", s.bits},
-                     {"selection_degradation", Num(s.degradation)},
-                     {"evaluations", s.evaluations}});
-  }
-  return {
-      {"evaluations", b.evaluations},
-      {"rl_evaluations", rl_evaluations},
-      {"evaluations_per_probe", b.per_probe},
-      {"bits", b.bits},
-      {"selection_degradation", Num(b.degradation)},
-      {"within_epsilon", b.within_epsilon},
-      {"steps", steps},
-      {"cost", search::EvaluationCostJson(b.evaluations, tokens_per_evaluation,
-                                          search::ScoredPerEvaluation(b.evaluations, b.screened))}};
 }
 
 // The winner metric of a measured plan: held-out perplexity, else the whole text's.
@@ -211,7 +189,8 @@ json SummaryJson(const QuantizeReport& r) {
   for (const auto& [key, b] :
        {std::pair<const char*, const BisectionResult*>{"lagrange_bisect", r.lagrange_bisect},
         {"screened_bisect", r.screened_bisect}}) {
-    if (b != nullptr) report[key] = BisectionJson(*b, r.rl_evaluations, selection_tokens);
+    if (b != nullptr)
+      report[key] = search::BisectionRowJson(*b, r.rl_evaluations, selection_tokens);
   }
   if (r.config->lagrange.quality_target()) report["quality_target"] = QualityTargetJson(r);
   if (!r.anchors.empty()) {
@@ -314,16 +293,7 @@ void AddDegradationPoints(const QuantizeReport& r, report::ReportData* d) {
        {std::pair<const char*, const BisectionResult*>{"lagrange-bisect", r.lagrange_bisect},
         {"screened-bisect", r.screened_bisect}}) {
     if (b == nullptr) continue;
-    d->notes.push_back(absl::StrFormat(
-        "%s: bisection of the bits in [lowest reachable, %g] to epsilon with %s at each "
-        "probe; %d probes, %d real evaluations (RL: %d), %.4f bits, d %.4f on the selection "
-        "slice (%s).",
-        name, r.target_bits,
-        b == r.lagrange_bisect
-            ? "the Lagrangian plan"
-            : absl::StrFormat("a screened search of %d evaluations", b->per_probe),
-        b->steps.size(), b->evaluations, r.rl_evaluations, b->bits, b->degradation,
-        b->within_epsilon ? "within epsilon" : "NOT within epsilon"));
+    d->notes.push_back(search::BisectionNote(name, *b, r.target_bits, r.rl_evaluations));
   }
 }
 

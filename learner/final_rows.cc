@@ -76,6 +76,7 @@ std::string PlanOrigin(const std::string& learner_source) {
 absl::StatusOr<FinalRows> MeasureFinalRows(const rl::RunResult& result,
                                            const plan::UnitTable& table, double target_bits,
                                            std::vector<FinalSearch> searches,
+                                           std::vector<FinalBisection> bisections,
                                            const std::string& searches_note,
                                            const PlanMeasurer& measure, double max_ppl_increase) {
   if (result.best.actions.empty()) {
@@ -86,10 +87,17 @@ absl::StatusOr<FinalRows> MeasureFinalRows(const rl::RunResult& result,
   out.searches_note = searches_note;
   out.rows.push_back({"rl", result.best.actions});
   for (const FinalSearch& s : searches) out.rows.push_back({s.name, s.result.actions});
+  for (const FinalBisection& b : bisections) out.rows.push_back({b.name, b.result.actions});
   out.searches = std::move(searches);
-  // As the run and the searches measured them (the same evaluator and slice).
+  out.bisections = std::move(bisections);
+  const rl::PlanEvaluation& e = result.best.evaluation;
+  const double fp_selection_ppl = e.eval_ppl / (1.0 + e.relative_ppl_increase);
+  // As the run, the searches and the bisections measured them (the same evaluator and slice).
   auto measured_before = [&](size_t i) {
-    return i == 0 ? result.best.evaluation.eval_ppl : out.searches[i - 1].result.selection_ppl;
+    if (i == 0) return e.eval_ppl;
+    if (i <= out.searches.size()) return out.searches[i - 1].result.selection_ppl;
+    return fp_selection_ppl *
+           (1.0 + out.bisections[i - 1 - out.searches.size()].result.degradation);
   };
   std::string failed;  // the first failed measurement
   for (size_t i = 0; i < out.rows.size(); ++i) {
@@ -114,9 +122,7 @@ absl::StatusOr<FinalRows> MeasureFinalRows(const rl::RunResult& result,
   } else {
     MeasureHeldOut(measure, &out);
   }
-  const rl::PlanEvaluation& e = result.best.evaluation;
-  out.returned = PickReturned(out.rows, target_bits, max_ppl_increase,
-                              e.eval_ppl / (1.0 + e.relative_ppl_increase));
+  out.returned = PickReturned(out.rows, target_bits, max_ppl_increase, fp_selection_ppl);
   out.origin = out.returned == 0 ? PlanOrigin(result.best.source) : out.rows[out.returned].name;
   return out;
 }
@@ -143,6 +149,10 @@ void AddFinalRowsJson(const FinalRows& f, const std::string& rl_source,
   for (const FinalSearch& q : f.searches) {
     j[search::SearchRowKey(q.name)] =
         search::SearchRowJson(q.result, f.rl_evaluations, q.seed, costs.search_tokens);
+  }
+  for (const FinalBisection& b : f.bisections) {
+    j[search::SearchRowKey(b.name)] =
+        search::BisectionRowJson(b.result, f.rl_evaluations, costs.search_tokens);
   }
 }
 

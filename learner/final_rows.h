@@ -1,7 +1,8 @@
 // The rows of a distributed run's final report beside the RL plan: the search
 // with restarts and the same search screened by the reward model, each given
-// the RL run's count of real plan evaluations on the selection slice (the
-// caller runs them, job/final_searches.h, through a PlanMeasurer), then every
+// the RL run's count of real plan evaluations on the selection slice, and in
+// the quality-target mode the two bisections of bits to epsilon (the caller
+// runs them all, job/final_searches.h, through a PlanMeasurer), then every
 // row's plan measured by the evaluator on the selection slice and the
 // held-out text (apart: report.json's whole_ppl is null), and the plan the run returns: the lowest
 // selection perplexity within the target, as `windquant quantize` returns (job/plan_measurement.h
@@ -20,6 +21,7 @@
 #include "absl/status/statusor.h"
 #include "common/plan/unit_table.h"
 #include "common/rl/run_result.h"
+#include "common/search/bisection_result.h"
 #include "common/search/search_result.h"
 
 namespace windquant::learner {
@@ -52,8 +54,15 @@ struct FinalSearch {
   search::SearchResult result;
 };
 
+// A bisection of bits to epsilon run beside the RL run (the quality-target
+// mode; job/final_searches.h runs it).
+struct FinalBisection {
+  std::string name;  // its row: "lagrange-bisect" or "screened-bisect"
+  search::BisectionResult result;
+};
+
 struct FinalRow {
-  std::string name;  // "rl", "search", "screened-search"
+  std::string name;  // "rl", a search's or a bisection's
   std::vector<int> actions;
   double bits = 0;
   double selection_ppl = 0;
@@ -62,16 +71,17 @@ struct FinalRow {
 };
 
 struct FinalRows {
-  std::vector<FinalRow> rows;  // "rl" first, then the searches in their order
+  std::vector<FinalRow> rows;  // "rl" first, then the searches, then the bisections
   size_t returned = 0;         // the row returned (plan.json, the export)
   std::string origin;          // its origin: PlanOrigin of RL's source, or the search's name
   std::string heldout_note;    // why there are no held-out numbers ("" = measured)
   std::string searches_note;   // why there are no search rows ("" = run)
   std::vector<FinalSearch> searches;
+  std::vector<FinalBisection> bisections;
   int64_t rl_evaluations = 0;  // RunResult::real_evaluations
 };
 
-// Measures RL's best plan and each search's best plan with `measure` (null:
+// Measures RL's best plan, each search's and each bisection's with `measure` (null:
 // RL's row from its evaluation, no held-out numbers) on both texts and picks
 // the returned row: the
 // lowest selection perplexity within `target_bits` (relative slack 1e-9),
@@ -83,12 +93,10 @@ struct FinalRows {
 // quality-target mode (`max_ppl_increase` > 0) the returned row is the
 // rl::QualityTargetBetter one on the selection slice (d against the FP
 // perplexity implied by RL's evaluation).
-absl::StatusOr<FinalRows> MeasureFinalRows(const rl::RunResult& result,
-                                           const plan::UnitTable& table, double target_bits,
-                                           std::vector<FinalSearch> searches,
-                                           const std::string& searches_note,
-                                           const PlanMeasurer& measure,
-                                           double max_ppl_increase = 0);
+absl::StatusOr<FinalRows> MeasureFinalRows(
+    const rl::RunResult& result, const plan::UnitTable& table, double target_bits,
+    std::vector<FinalSearch> searches, std::vector<FinalBisection> bisections,
+    const std::string& searches_note, const PlanMeasurer& measure, double max_ppl_increase = 0);
 
 // What one real evaluation of each row read, for report.json's "cost" objects
 // (search::EvaluationCostJson).
@@ -100,7 +108,8 @@ struct EvaluationCosts {
 
 // Adds the rows to report.json as `windquant quantize` names them: "plans",
 // "returned", "returned_plan_origin", "rl_real_evaluations", "rl_cost", "search",
-// "screened_search" and the notes; `rl_source` is RL's candidate source.
+// "screened_search", "lagrange_bisect", "screened_bisect" and the notes;
+// `rl_source` is RL's candidate source.
 void AddFinalRowsJson(const FinalRows& rows, const std::string& rl_source,
                       const EvaluationCosts& costs, nlohmann::json* report);
 

@@ -51,6 +51,21 @@ rl::RunResult RlRun(int action, double selection_ppl, const std::string& source)
   return r;
 }
 
+// A bisection's result: its plan, d as it measured it, two probes.
+FinalBisection Bisection(const std::string& name, int action, double degradation,
+                         int64_t evaluations) {
+  FinalBisection b;
+  b.name = name;
+  b.result.actions = All(action);
+  b.result.degradation = degradation;
+  b.result.within_epsilon = true;
+  b.result.evaluations = evaluations;
+  b.result.per_probe = evaluations / 2;
+  b.result.screened = 5 * evaluations;
+  b.result.steps = {{3.0, 2.9, 0.5, evaluations / 2}, {2.0, 1.9, degradation, evaluations / 2}};
+  return b;
+}
+
 FinalSearch Search(const std::string& name, int action, int64_t evaluations) {
   FinalSearch s;
   s.name = name;
@@ -72,7 +87,7 @@ TEST_F(FinalRowsTest, TheLowestSelectionPerplexityWithinTheTargetIsReturned) {
   FakeEvaluator ev{{{3, 12.0}, {4, 11.0}, {2, 5.0}}, {{3, 14.0}, {4, 13.5}, {2, 6.0}}};
   absl::StatusOr<FinalRows> f = MeasureFinalRows(
       RlRun(3, 12.0, "rl"), table_, target_,
-      {Search("search", 4, 37), Search("screened-search", 2, 37)}, "", ev.Measurer());
+      {Search("search", 4, 37), Search("screened-search", 2, 37)}, {}, "", ev.Measurer());
   ASSERT_TRUE(f.ok()) << f.status();
   ASSERT_EQ(f->rows.size(), 3u);
   EXPECT_EQ(f->returned, 1u);  // screened-search measured lower, but over the target
@@ -111,7 +126,7 @@ TEST_F(FinalRowsTest, ATieGoesToRlUnderItsOriginAndAFailedHeldOutLeavesNoneWithT
   FakeEvaluator ev{{{3, 12.0}, {4, 12.0}}, {}};
   ev.heldout_fails = true;
   absl::StatusOr<FinalRows> f = MeasureFinalRows(RlRun(3, 12.0, "rl-greedy"), table_, target_,
-                                                 {Search("search", 4, 37)}, "", ev.Measurer());
+                                                 {Search("search", 4, 37)}, {}, "", ev.Measurer());
   ASSERT_TRUE(f.ok()) << f.status();
   EXPECT_EQ(f->returned, 0u);
   EXPECT_EQ(f->origin, "greedy-of-policy");
@@ -131,8 +146,8 @@ TEST_F(FinalRowsTest, AnEvaluatorGoneKeepsTheRunsNumbersAndSaysWhyAndNoPlanIsRef
     if (++calls > 1) return absl::UnavailableError("evaluator down");
     return TextMeasurement{a[0] == 3 ? 50.0 : 1.0, 500};
   };
-  absl::StatusOr<FinalRows> f =
-      MeasureFinalRows(RlRun(3, 12.0, "rl"), table_, target_, {Search("search", 4, 37)}, "", down);
+  absl::StatusOr<FinalRows> f = MeasureFinalRows(RlRun(3, 12.0, "rl"), table_, target_,
+                                                 {Search("search", 4, 37)}, {}, "", down);
   ASSERT_TRUE(f.ok()) << f.status();
   // RL's re-measurement (50) is dropped with the search's failure: both as first measured.
   EXPECT_EQ(f->rows[0].selection_ppl, 12.0);
@@ -144,13 +159,13 @@ TEST_F(FinalRowsTest, AnEvaluatorGoneKeepsTheRunsNumbersAndSaysWhyAndNoPlanIsRef
       << f->heldout_note;
   EXPECT_EQ(calls, 2);
   rl::RunResult none;
-  EXPECT_EQ(MeasureFinalRows(none, table_, target_, {}, "", down).status().code(),
+  EXPECT_EQ(MeasureFinalRows(none, table_, target_, {}, {}, "", down).status().code(),
             absl::StatusCode::kFailedPrecondition);
 }
 
 TEST_F(FinalRowsTest, WithoutAnEvaluatorRlsRowIsItsEvaluationAndTheNotesSayWhy) {
-  absl::StatusOr<FinalRows> f =
-      MeasureFinalRows(RlRun(3, 12.5, "rl"), table_, target_, {}, "searches not run: x", nullptr);
+  absl::StatusOr<FinalRows> f = MeasureFinalRows(RlRun(3, 12.5, "rl"), table_, target_, {}, {},
+                                                 "searches not run: x", nullptr);
   ASSERT_TRUE(f.ok()) << f.status();
   ASSERT_EQ(f->rows.size(), 1u);
   EXPECT_EQ(f->rows[0].selection_ppl, 12.5);
@@ -294,6 +309,66 @@ TEST_F(FinalRowsTest, QualityTargetReturnsTheFewestBitsWithinEpsilonAndReportsIt
   EXPECT_EQ(a->metadata.at("source"), "rl");
   std::ifstream fixed_report(fixed.path() + "/report.json");
   EXPECT_FALSE(nlohmann::json::parse(fixed_report).contains("quality_target"));
+}
+
+// The quality-target mode's bisection rows (epsilon 0.2, FP 10): measured as
+// every row, candidates for the returned plan (the screened bisection's plan is
+// the fewest bits within epsilon), their objects and notes in report.json as
+// quantize writes them; an evaluator gone keeps each bisection's own d.
+TEST_F(FinalRowsTest, TheBisectionRowsAreMeasuredReturnableAndReportedAsQuantizeReportsThem) {
+  ASSERT_LT(table_.EffectiveBits(All(6)), table_.EffectiveBits(All(5)));
+  const ::windquant::testing::ScopedTestDir dir("final_rows_test");
+  FakeEvaluator ev{{{3, 11.0}, {4, 11.9}, {5, 12.5}, {6, 11.8}},
+                   {{3, 14.0}, {4, 13.5}, {5, 13.0}, {6, 15.0}}};
+  rl::RunResult run = RlRun(3, 11.0, "rl");
+  run.best.evaluation.relative_ppl_increase = 0.1;  // FP: 10
+  FinishOptions o;
+  o.model_dir = "/models/tiny";
+  o.target_bits = target_;
+  o.export_model = false;
+  o.measure = ev.Measurer();
+  o.searches = {Search("search", 4, 37)};
+  o.bisections = {Bisection("lagrange-bisect", 5, 0.25, 8),
+                  Bisection("screened-bisect", 6, 0.18, 36)};
+  o.max_ppl_increase = 0.2;
+  o.records_dir = dir.path();
+  absl::StatusOr<FinalArtifacts> a = WriteFinalArtifacts(run, table_, "run-1", dir.path(), o);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(ev.selection_calls, 4);
+  EXPECT_EQ(ev.heldout_calls, 4);
+  EXPECT_EQ(a->metadata.at("source"), "screened-bisect");
+  EXPECT_EQ(a->metadata.at("lagrange_bisect_evaluations"), "8");
+  EXPECT_EQ(a->metadata.at("screened_bisect_evaluations"), "36");
+  std::ifstream report(dir.path() + "/report.json");
+  const nlohmann::json j = nlohmann::json::parse(report);
+  ASSERT_EQ(j.at("plans").size(), 4u);
+  EXPECT_EQ(j.at("plans")[2].at("name"), "lagrange-bisect");
+  EXPECT_DOUBLE_EQ(j.at("plans")[3].at("heldout_ppl").get<double>(), 15.0);
+  EXPECT_EQ(j.at("quality_target").at("returned").at("plan"), "screened-bisect");
+  EXPECT_NEAR(j.at("quality_target").at("returned").at("selection_degradation").get<double>(), 0.18,
+              1e-12);
+  const nlohmann::json& s = j.at("screened_bisect");
+  EXPECT_EQ(s.at("evaluations"), 36);
+  EXPECT_EQ(s.at("rl_evaluations"), 37);
+  EXPECT_EQ(s.at("evaluations_per_probe"), 18);
+  EXPECT_EQ(s.at("steps").size(), 2u);
+  EXPECT_DOUBLE_EQ(s.at("cost").at("scored_per_evaluation").get<double>(), 6.0);
+  EXPECT_FALSE(j.at("lagrange_bisect").at("within_epsilon").is_null());
+  const std::string notes = j.at("notes").dump();
+  EXPECT_NE(notes.find("lagrange-bisect: bisection of the bits"), std::string::npos) << notes;
+  EXPECT_NE(notes.find("a screened search of 18 evaluations"), std::string::npos) << notes;
+
+  int calls = 0;  // the evaluator gone after RL's row: the bisections keep their own d
+  const PlanMeasurer down = [&calls](const std::vector<int>&,
+                                     PlanText) -> absl::StatusOr<TextMeasurement> {
+    if (++calls > 1) return absl::UnavailableError("evaluator down");
+    return TextMeasurement{11.0, 500};
+  };
+  absl::StatusOr<FinalRows> f = MeasureFinalRows(
+      run, table_, target_, {}, {Bisection("screened-bisect", 6, 0.18, 36)}, "", down, 0.2);
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_NEAR(f->rows[1].selection_ppl, 11.8, 1e-12);
+  EXPECT_EQ(f->returned, 1u);
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "common/report/html_report.h"
 #include "common/report/report_data.h"
 #include "common/rl/run_checkpoint.h"
+#include "common/search/bisection_result.h"
 #include "common/search/search_result.h"
 #include "learner/run_records.h"
 
@@ -75,7 +76,7 @@ report::ReportData MakeReport(const FinishOptions& c, const rl::RunResult& r,
                           ? absl::StrFormat("; resumed from update %d", r.resumed_from_update)
                           : ""));
   d.notes.push_back(absl::StrFormat(
-      "Returned plan: %s (%s of RL and the searches). The "
+      "Returned plan: %s (%s of RL, the searches and the bisections). The "
       "searches: (1+1) local search from the Lagrangian plan with restarts, and the same "
       "search screened by the reward model RL uses, each given the RL run's %d real plan "
       "evaluations, measured by the evaluator on the selection slice.%s%s",
@@ -128,6 +129,9 @@ void AddQualityTarget(const FinishOptions& c, const rl::RunResult& r, const Fina
       {"lambda_per_update", lambdas},
       {"lambda_final", r.lambda}};
   if (c.start.has_value()) q["rl_start"] = RunStartJson(*c.start);
+  for (const FinalBisection& b : rows.bisections) {
+    d->notes.push_back(search::BisectionNote(b.name, b.result, c.target_bits, rows.rl_evaluations));
+  }
   if (!(std::isfinite(sel) && sel <= eps)) {
     q["note"] =
         "no measured plan was within epsilon on the selection slice: the returned plan is the "
@@ -163,6 +167,10 @@ std::map<std::string, std::string> ManifestMetadata(const rl::RunResult& r, cons
     m[absl::StrCat(search::SearchRowKey(s.name), "_evaluations")] =
         absl::StrCat(s.result.evaluations);
   }
+  for (const FinalBisection& b : rows.bisections) {
+    m[absl::StrCat(search::SearchRowKey(b.name), "_evaluations")] =
+        absl::StrCat(b.result.evaluations);
+  }
   return m;
 }
 
@@ -178,8 +186,8 @@ absl::StatusOr<FinalArtifacts> WriteFinalArtifacts(const rl::RunResult& r,
   const fs::path dir(dir_name);
   const double target = c.target_bits;
   WQ_ASSIGN_OR_RETURN(const FinalRows rows,
-                      MeasureFinalRows(r, table, target, options.searches, options.searches_note,
-                                       options.measure, options.max_ppl_increase));
+                      MeasureFinalRows(r, table, target, c.searches, c.bisections, c.searches_note,
+                                       c.measure, c.max_ppl_increase));
   const FinalRow& returned = rows.rows[rows.returned];
   plan::Plan plan = plan::Plan::Make(table, returned.actions, rows.origin, target);
   if (rows.returned == 0) plan.policy_version = r.best.policy_version;

@@ -9,7 +9,8 @@
 //                            the evaluator's perplexity (evaluation slice), bits
 //                            per unit, the training curve; report.json also
 //                            has "run_id", the rows of `windquant quantize`
-//                            (RL and the searches on the selection slice and
+//                            (RL, the searches and in the quality-target mode
+//                            the bisections, on the selection slice and
 //                            the held-out text, their evaluation counts, the
 //                            returned plan's origin) and, when exported, "exported"
 //   quantized/, fake_quant/  with output.export: the exported model, assembled from
@@ -64,6 +65,9 @@ struct FinishOptions {
   // there are none.
   std::vector<FinalSearch> searches;
   std::string searches_note;
+  // The quality-target mode's bisections of bits to epsilon (job/final_searches.h),
+  // rows after the searches; searches_note says why there are none.
+  std::vector<FinalBisection> bisections;
   EvaluationCosts costs;  // what RL's and the searches' evaluations read
   // The uniform anchors (MeasureAnchors), measured when `measure` is set; empty: none.
   std::vector<FinalRow> anchors;
