@@ -34,6 +34,7 @@ absl::StatusOr<std::vector<learner::FinalSearch>> RunFinalSearches(
 // `measure` on the selection slice as a ratio to FP's perplexity (1 + the
 // evaluator's d): a bisection's measure with fp_selection_ppl 1. Each plan
 // measured is logged ("<what>: plan N at B bits, d D") when `log` is set.
+// `table` must outlive the returned function.
 PlanMeasure SelectionRatio(const plan::UnitTable& table, const learner::PlanMeasurer& measure,
                            const base::LogSink& log, const std::string& what);
 
