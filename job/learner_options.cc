@@ -183,6 +183,7 @@ learner::LearnerNodeOptions LearnerNodeOptionsFrom(const config::RunConfig& c, b
       options.export_options.model_dir = c.model.dir;
       options.model_dir = c.model.dir;
       options.run_defining_text = config::RunDefiningText(c);
+      options.config_digest = config::VariantDigest(c);
       options.target_bits = c.curriculum.target_bits.back();
       options.selection = c.evaluation.selection;
       options.context = c.evaluation.context;

@@ -208,6 +208,9 @@ TEST(LearnerOptionsTest, TheQualityTargetReportHasTheBisectionRowsMeasuredThroug
   EXPECT_LE(returned["bits"].get<double>(), start->bits + 1e-9);
   EXPECT_LE(returned["selection_degradation"].get<double>(), 0.05 + 1e-12);
   EXPECT_EQ(a->metadata.count("screened_bisect_evaluations"), 1u);
+  // Which variant and binary made it (no commit given here: "unknown").
+  EXPECT_EQ(j["config_digest"], config::VariantDigest(c));
+  EXPECT_EQ(j["commit"], "unknown");
 }
 
 }  // namespace

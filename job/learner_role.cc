@@ -52,6 +52,7 @@ std::string ExpectedTableFingerprint(const config::RunConfig& c, const base::Log
 class LearnerRoleService : public service::Service {
  public:
   static absl::StatusOr<std::unique_ptr<service::Service>> Create(const config::RunConfig& c,
+                                                                  const std::string& commit,
                                                                   metrics::Registry* registry,
                                                                   const base::LogSink& log) {
     auto s = std::make_unique<LearnerRoleService>();
@@ -67,6 +68,7 @@ class LearnerRoleService : public service::Service {
     learner::LearnerNodeOptions node_options = LearnerNodeOptionsFrom(c, /*write_final=*/true);
     node_options.publisher = s->publisher_.get();
     node_options.expected_table_fingerprint = ExpectedTableFingerprint(c, log);
+    node_options.build_commit = commit;
     // The export of the result is pulled from the actors (service.actor_addresses,
     // stage-major).
     for (size_t i = 0; i < c.service.actor_addresses.size(); ++i) {
@@ -100,9 +102,12 @@ class LearnerRoleService : public service::Service {
 
 }  // namespace
 
-service::ServiceMainOptions LearnerRole() {
+service::ServiceMainOptions LearnerRole(const std::string& build_commit) {
   return {"windquant-learner", "learner_port", kUsage,
-          RunConfigLoader(&LearnerRoleService::Create)};
+          RunConfigLoader([build_commit](const config::RunConfig& c, metrics::Registry* registry,
+                                         const base::LogSink& log) {
+            return LearnerRoleService::Create(c, build_commit, registry, log);
+          })};
 }
 
 }  // namespace windquant::job

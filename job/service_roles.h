@@ -7,6 +7,8 @@
 #ifndef WINDQUANT_JOB_SERVICE_ROLES_H_
 #define WINDQUANT_JOB_SERVICE_ROLES_H_
 
+#include <string>
+
 #include "common/service/service_main.h"
 
 namespace windquant::job {
@@ -19,8 +21,9 @@ service::ServiceMainOptions ActorRole();
 // through the actors, updates λ and reports to the learner (DESIGN.md section 5).
 service::ServiceMainOptions EvaluatorRole();
 // Merges the unit table, runs PPO, publishes policies, keeps the best plan and checkpoints,
-// pushes to the artifact store (DESIGN.md section 5).
-service::ServiceMainOptions LearnerRole();
+// pushes to the artifact store (DESIGN.md section 5); its final report records
+// `build_commit` (the main's base::BuildCommit).
+service::ServiceMainOptions LearnerRole(const std::string& build_commit);
 
 }  // namespace windquant::job
 

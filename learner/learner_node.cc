@@ -197,6 +197,7 @@ std::optional<FinalArtifacts> LearnerNode::WriteFinal(const std::string& dir,
   fo.log = log;
   fo.measure = EvaluatorMeasurer();
   fo.start = core_->start();
+  fo.commit = options_.build_commit;
   absl::StatusOr<FinalArtifacts> final_files =
       options_.write_final(core_->Result(), *table, run_id, dir, fo);
   if (!final_files.ok()) {

@@ -93,6 +93,9 @@ struct LearnerNodeOptions {
   // evaluation allowance) and starts the run there (LearnerCore::StartAt);
   // a failed search (the evaluator away) is retried every 5 s until Stop.
   StartSearch start_search;
+  // The binary's commit (base::BuildCommit; the service main sets it), into the
+  // final report; "" = unknown.
+  std::string build_commit;
 };
 
 class LearnerNode {

@@ -203,6 +203,8 @@ absl::StatusOr<FinalArtifacts> WriteFinalArtifacts(const rl::RunResult& r,
   nlohmann::json j = nlohmann::json::parse(report::ToJson(data));
   j["run_id"] = run_id;
   j["plan_id"] = plan.plan_id;
+  j["commit"] = c.commit.empty() ? "unknown" : c.commit;
+  j["config_digest"] = c.config_digest;
   AddFinalRowsJson(rows, r.best.source, c.costs, &j);
   if (quality_target.is_object()) j.update(quality_target);
   if (c.measure && !c.anchors.empty()) {

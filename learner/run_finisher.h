@@ -8,11 +8,11 @@
 //                            the searches' and the final stage's reference at
 //                            the evaluator's perplexity (evaluation slice), bits
 //                            per unit, the training curve; report.json also
-//                            has "run_id", the rows of `windquant quantize`
-//                            (RL, the searches and in the quality-target mode
-//                            the bisections, on the selection slice and
-//                            the held-out text, their evaluation counts, the
-//                            returned plan's origin) and, when exported, "exported"
+//                            has "run_id", "commit", "config_digest", the rows of `windquant
+//                            quantize` (RL, the searches and in the quality-target mode the
+//                            bisections, on the selection slice and the held-out text, their
+//                            evaluation counts, the returned plan's origin) and, when exported,
+//                            "exported"
 //   quantized/, fake_quant/  with output.export: the exported model, assembled from
 //                            the stages' actors (export_assembler.h): the learner
 //                            owns no layers and loads no weights; report.json's
@@ -49,6 +49,8 @@ struct FinalArtifacts {
 struct FinishOptions {
   std::string model_dir;          // model.dir: the report's model name
   std::string run_defining_text;  // config::RunDefiningText: the report's run fingerprint
+  std::string config_digest;      // config::VariantDigest: report.json's "config_digest"
+  std::string commit;             // the binary's (base::BuildCommit); "" = "unknown"
   double target_bits = 2.0;       // the last of curriculum.target_bits: the plan's target
   base::TextRange selection;      // evaluation.selection: what the evaluator measured on
   int context = 256;              // evaluation.context

@@ -130,6 +130,11 @@ def check_returned(check, a, out, report):
           f"the returned plan evaluates to {got}, report.json's exported model {want}")
     check(abs(returned["selection_ppl"] - want) <= 1e-6 * want,
           f"report.json: returned plan {returned['selection_ppl']}, exported model {want}")
+    # Which binary made the report: windquant-learner's commit, built in a checkout.
+    check(re.fullmatch(r"[0-9a-f]{40}(-dirty)?", str(report.get("commit"))) is not None,
+          f"report.json commit {report.get('commit')!r} is not the learner's build commit")
+    check(re.fullmatch(r"[0-9a-f]{64}", str(report.get("config_digest"))) is not None,
+          f"report.json config_digest {report.get('config_digest')!r} is not a sha256")
     return {"bits": returned["bits"], "ppl": want, "eval": got,
             "origin": report.get("returned_plan_origin", "?")}
 
