@@ -345,6 +345,12 @@ TEST_F(FinalRowsTest, TheBisectionRowsAreMeasuredReturnableAndReportedAsQuantize
   EXPECT_EQ(j.at("plans")[2].at("name"), "lagrange-bisect");
   EXPECT_DOUBLE_EQ(j.at("plans")[3].at("heldout_ppl").get<double>(), 15.0);
   EXPECT_EQ(j.at("quality_target").at("returned").at("plan"), "screened-bisect");
+  const nlohmann::json& methods = j.at("quality_target").at("methods");
+  ASSERT_EQ(methods.size(), 4u);
+  EXPECT_EQ(methods[0].at("evaluations"), 37);  // RL's
+  EXPECT_EQ(methods[2].at("plan"), "lagrange-bisect");
+  EXPECT_EQ(methods[2].at("evaluations"), 8);
+  EXPECT_NEAR(methods[3].at("selection_degradation").get<double>(), 0.18, 1e-12);
   EXPECT_NEAR(j.at("quality_target").at("returned").at("selection_degradation").get<double>(), 0.18,
               1e-12);
   const nlohmann::json& s = j.at("screened_bisect");

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -129,6 +130,21 @@ void AddQualityTarget(const FinishOptions& c, const rl::RunResult& r, const Fina
       {"lambda_per_update", lambdas},
       {"lambda_final", r.lambda}};
   if (c.start.has_value()) q["rl_start"] = RunStartJson(*c.start);
+  // Every row that chose its plan on the selection slice, with its real evaluations
+  // (quantize's quality_target.methods; rows: RL, the searches, the bisections).
+  std::vector<int64_t> evaluations = {rows.rl_evaluations};
+  for (const FinalSearch& s : rows.searches) evaluations.push_back(s.result.evaluations);
+  for (const FinalBisection& b : rows.bisections) evaluations.push_back(b.result.evaluations);
+  q["methods"] = nlohmann::json::array();
+  for (size_t i = 0; i < rows.rows.size() && i < evaluations.size(); ++i) {
+    const double dm = degradation(rows.rows[i].selection_ppl);
+    q["methods"].push_back(
+        {{"plan", rows.rows[i].name},
+         {"bits", rows.rows[i].bits},
+         {"evaluations", evaluations[i]},
+         {"selection_degradation", std::isfinite(dm) ? nlohmann::json(dm) : nlohmann::json()},
+         {"heldout_degradation", nullptr}});
+  }
   for (const FinalBisection& b : rows.bisections) {
     d->notes.push_back(search::BisectionNote(b.name, b.result, c.target_bits, rows.rl_evaluations));
   }
@@ -174,6 +190,22 @@ std::map<std::string, std::string> ManifestMetadata(const rl::RunResult& r, cons
   return m;
 }
 
+// report.json's uniform anchors, measured through the evaluator (MeasureAnchors);
+// when they cannot be, a note says why.
+void AddUniformAnchors(const FinishOptions& c, const plan::UnitTable& table, nlohmann::json* j) {
+  if (!c.measure || c.anchors.empty()) return;
+  absl::StatusOr<nlohmann::json> anchors = MeasureAnchors(c.anchors, table, c.measure);
+  if (anchors.ok()) {
+    (*j)["uniform_anchors"] = *std::move(anchors);
+    (*j)["uniform_anchors_note"] = kAnchorsNote;
+    return;
+  }
+  const std::string note =
+      absl::StrCat("uniform anchors not measured: ", anchors.status().message());
+  (*j)["uniform_anchors_note"] = note;
+  if (c.log) c.log(absl::StrCat("finish: ", note));
+}
+
 }  // namespace
 
 absl::StatusOr<FinalArtifacts> WriteFinalArtifacts(const rl::RunResult& r,
@@ -207,17 +239,7 @@ absl::StatusOr<FinalArtifacts> WriteFinalArtifacts(const rl::RunResult& r,
   j["config_digest"] = c.config_digest;
   AddFinalRowsJson(rows, r.best.source, c.costs, &j);
   if (quality_target.is_object()) j.update(quality_target);
-  if (c.measure && !c.anchors.empty()) {
-    absl::StatusOr<nlohmann::json> anchors = MeasureAnchors(c.anchors, table, c.measure);
-    if (anchors.ok()) {
-      j["uniform_anchors"] = *std::move(anchors);
-      j["uniform_anchors_note"] = kAnchorsNote;
-    } else {
-      j["uniform_anchors_note"] =
-          absl::StrCat("uniform anchors not measured: ", anchors.status().message());
-      if (log) log(absl::StrCat("finish: ", j["uniform_anchors_note"].get<std::string>()));
-    }
-  }
+  AddUniformAnchors(c, table, &j);
   if (c.export_model) {
     if (options.actors.empty()) {
       return absl::FailedPreconditionError(
