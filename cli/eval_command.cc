@@ -2,7 +2,6 @@
 // file, with the protocol of common/model/perplexity.h (BOS + chunks of
 // context-1 tokens, non-overlapping, last partial chunk dropped), optionally
 // with a plan applied (job/text_perplexity.h).
-#include <ATen/Parallel.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -20,6 +19,7 @@
 #include "common/base/status_macros.h"
 #include "common/config/run_config.h"
 #include "common/config/this_machine.h"
+#include "common/model/torch_threads.h"
 #include "job/text_perplexity.h"
 
 namespace windquant::cli {
@@ -206,7 +206,7 @@ absl::Status RunEval(Args& args) {
   if (threads < 0)
     return absl::InvalidArgumentError(absl::StrCat("--threads: must be >= 0, got ", threads));
   WQ_RETURN_IF_ERROR(config::CheckThreadsFlag("--threads", threads));
-  if (threads > 0) at::set_num_threads(static_cast<int>(threads));
+  model::SetTorchThreads(static_cast<int>(threads));
   WQ_RETURN_IF_ERROR(base::CheckInputDir(q.model_dir, model_flag));
   q.log = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
   WQ_ASSIGN_OR_RETURN(const job::TextPerplexity p, job::MeasureTextPerplexity(q));

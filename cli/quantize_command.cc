@@ -3,7 +3,6 @@
 // services over in-process channels, the best feasible plan, every baseline at
 // the same target, report and export). Parses the flags, runs the job, prints
 // the table of measured plans.
-#include <ATen/Parallel.h>
 
 #include <chrono>
 #include <cmath>
@@ -18,6 +17,7 @@
 #include "common/base/status_macros.h"
 #include "common/config/run_config.h"
 #include "common/config/this_machine.h"
+#include "common/model/torch_threads.h"
 #include "common/store/s3_environment.h"
 #include "job/quantize_job.h"
 
@@ -140,7 +140,7 @@ absl::Status RunQuantize(Args& args) {
   WQ_RETURN_IF_ERROR(config::CheckThisMachine(cfg.model));  // before any work
   WQ_RETURN_IF_ERROR(base::CheckInputDir(cfg.model.dir, "model.dir"));
   WQ_RETURN_IF_ERROR(base::CheckOutputParent(cfg.output.dir, "output.dir"));
-  if (cfg.model.threads > 0) at::set_num_threads(cfg.model.threads);  // 0: torch's default
+  model::SetTorchThreads(cfg.model.threads);  // 0: torch's default
   options.s3 = store::S3OptionsFromEnvironment();
   options.log = [](const std::string& line) {
     std::fprintf(stderr, "%s\n", line.c_str());

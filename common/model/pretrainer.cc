@@ -18,6 +18,7 @@
 #include "common/base/progress.h"
 #include "common/base/status_macros.h"
 #include "common/model/safetensors_writer.h"
+#include "common/model/torch_threads.h"
 #include "nlohmann/json.hpp"
 
 namespace windquant::model {
@@ -287,7 +288,7 @@ absl::StatusOr<PretrainResult> Pretrainer::Train(const std::vector<int32_t>& ids
   }
   const std::vector<int32_t> train(ids.begin(), ids.begin() + n_train);
   const std::vector<int32_t> held(ids.begin() + n_train, ids.end());
-  if (c.threads > 0) at::set_num_threads(c.threads);
+  SetTorchThreads(c.threads);
 
   PretrainResult result;
   result.config = c.ToLlamaConfig();

@@ -1,10 +1,9 @@
 #include "common/service/service_main.h"
 
-#include <ATen/Parallel.h>
-
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
+#include "common/model/torch_threads.h"
 #include "common/net/signal_waiter.h"
 
 namespace windquant::service {
@@ -27,7 +26,7 @@ int RunServiceMain(int argc, char** argv, const ServiceMainOptions& options) {
   absl::StatusOr<ServiceSettings> settings = options.load(*flags);
   if (!settings.ok()) return fail(settings.status(), 2);
   if (flags->metrics_port >= 0) settings->metrics.port = flags->metrics_port;
-  if (settings->threads > 0) at::set_num_threads(settings->threads);  // 0: torch's default
+  model::SetTorchThreads(settings->threads);  // 0: torch's default
   metrics::Registry& registry = metrics::Registry::Default();
   const base::LogSink log = [](const std::string& line) { std::cerr << line << std::endl; };
   absl::StatusOr<std::unique_ptr<Service>> service = settings->create(&registry, log);
