@@ -73,7 +73,7 @@ struct FinalRow {
 struct FinalRows {
   std::vector<FinalRow> rows;  // "rl" first, then the searches, then the bisections
   size_t returned = 0;         // the row returned (plan.json, the export)
-  std::string origin;          // its origin: PlanOrigin of RL's source, or the search's name
+  std::string origin;          // its origin: PlanOrigin of RL's source, or the row's name
   std::string heldout_note;    // why there are no held-out numbers ("" = measured)
   std::string searches_note;   // why there are no search rows ("" = run)
   std::vector<FinalSearch> searches;
