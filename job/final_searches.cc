@@ -43,16 +43,15 @@ absl::StatusOr<std::vector<learner::FinalBisection>> RunFinalBisections(
     const plan::UnitTable& table, double cap_bits, double max_ppl_increase, uint64_t seed,
     int64_t rl_evaluations, int rl_screen_samples, const learner::PlanMeasurer& measure,
     const base::LogSink& log) {
+  const PlanMeasure ratio = SelectionRatio(table, measure, nullptr, "");
   std::vector<learner::FinalBisection> out(2);
   out[0].name = "lagrange-bisect";
-  WQ_ASSIGN_OR_RETURN(
-      out[0].result, LagrangeBisect(table, cap_bits, max_ppl_increase, kStartBisectEvaluations, 1.0,
-                                    SelectionRatio(table, measure, nullptr, ""), log));
+  WQ_ASSIGN_OR_RETURN(out[0].result, LagrangeBisect(table, cap_bits, max_ppl_increase,
+                                                    kStartBisectEvaluations, 1.0, ratio, log));
   out[1].name = "screened-bisect";
   WQ_ASSIGN_OR_RETURN(out[1].result,
                       ScreenedBisect(table, cap_bits, max_ppl_increase, rl_evaluations, 1.0, seed,
-                                     ScreenedSearchScreen(rl_screen_samples),
-                                     SelectionRatio(table, measure, nullptr, ""), log));
+                                     ScreenedSearchScreen(rl_screen_samples), ratio, log));
   return out;
 }
 
